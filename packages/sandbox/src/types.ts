@@ -1,0 +1,217 @@
+/**
+ * Public data types of the sandbox SDK, named and shaped exactly as spec 002 "Resources and their
+ * fields". Behaviour lives elsewhere; this module only declares shapes.
+ */
+
+/** Registry configuration (spec 002 `JsImageRegistry`; fields per issue 7). */
+export interface JsImageRegistry {
+  /** Registry host, with port when not the default, e.g. `127.0.0.1:5000` or `registry-1.docker.io`. */
+  host: string;
+  /** `https` (default) or `http`. */
+  transport?: 'https' | 'http';
+  /** Accept any TLS certificate from this registry (https only). Default false. */
+  skipVerify?: boolean;
+  /** When true, unqualified references such as `python:slim` are tried against this registry, in list order. */
+  search?: boolean;
+  /** Credentials: `username`/`password` (basic, or exchanged for a bearer token) or a ready `bearerToken`. */
+  auth?: { username?: string; password?: string; bearerToken?: string };
+}
+
+/** Runtime configuration (spec 002 `JsOptions`). */
+export interface JsOptions {
+  /** Base directory for runtime data; default `~/.sandbox`. */
+  homeDir?: string;
+  /** Registry transport, TLS, search and auth configuration; default `[]`. */
+  imageRegistries?: JsImageRegistry[];
+}
+
+/** An environment variable of a box (spec 002 `JsEnvVar`). */
+export interface JsEnvVar {
+  key: string;
+  value: string;
+}
+
+/**
+ * A mount (spec 002 `JsVolumeSpec`): exactly one of `managedVolume` (volume id or name) and `hostPath`.
+ * `readOnly: true` is rejected on a managed volume.
+ */
+export interface JsVolumeSpec {
+  managedVolume?: string;
+  hostPath?: string;
+  guestPath: string;
+  readOnly?: boolean;
+}
+
+/** Network configuration (spec 002 `NetworkSpec`). `allowNet` only with mode `enabled`; empty means full access. */
+export interface NetworkSpec {
+  mode: 'enabled' | 'disabled';
+  allowNet?: string[];
+}
+
+/** Local TCP port mapping (spec 002 `JsPortSpec`). `hostPort` absent: auto-assigned. UDP is rejected. */
+export interface JsPortSpec {
+  hostPort?: number;
+  guestPort: number;
+  /** `tcp` (default); `udp` is rejected at creation. */
+  protocol?: string;
+  /** Default `0.0.0.0`. */
+  hostIp?: string;
+}
+
+/** Outbound HTTP(S) secret substitution rule (spec 002 `Secret`). */
+export interface Secret {
+  name: string;
+  /** The secret itself; never visible inside the box. */
+  value: string;
+  /** Hosts the substitution applies to; all hosts when absent. */
+  hosts?: string[];
+  /** Default `<SECRET:${name}>`. */
+  placeholder?: string;
+}
+
+/** Expert-only options (spec 002 `AdvancedBoxOptions`). */
+export interface AdvancedBoxOptions {
+  /** Linux capability names (`CAP_NET_RAW` or `NET_RAW`) added to or dropped from the default set. */
+  capabilities?: { add?: string[]; drop?: string[] };
+}
+
+/** Options of `JsRuntime.create` (spec 002 `JsBoxOptions`); defaults as the spec's table. */
+export interface JsBoxOptions {
+  /** OCI image reference. One of `image` and `rootfsPath` is required. */
+  image?: string;
+  /** Prepared rootfs directory or OCI image layout directory. */
+  rootfsPath?: string;
+  /** CPU cores; default 1. */
+  cpus?: number;
+  /** Memory in MiB; default 512. */
+  memoryMib?: number;
+  /** Size limit of the box's writable layer, GB; none by default. */
+  diskSizeGb?: number;
+  /** Working directory in the box; default `/root`. */
+  workingDir?: string;
+  env?: JsEnvVar[];
+  volumes?: JsVolumeSpec[];
+  /** Default `{ mode: 'enabled' }`. */
+  network?: NetworkSpec;
+  ports?: JsPortSpec[];
+  secrets?: Secret[];
+  advanced?: AdvancedBoxOptions;
+  /** Remove the box when it stops; default false. */
+  autoRemove?: boolean;
+  /** The box survives the exit of the parent process; default false. */
+  detach?: boolean;
+}
+
+/** State of a box (spec 002 `JsBoxStateInfo`). */
+export interface JsBoxStateInfo {
+  /** One of `configured`, `running`, `stopped`, `failed`. */
+  status: string;
+  running: boolean;
+  pid?: number;
+}
+
+/** Outbound or inbound network facts (spec 002 `JsOutboundNetworkInfo` / `JsInboundNetworkInfo`). */
+export interface JsOutboundNetworkInfo {
+  mode: string;
+  allowNet: string[];
+}
+export type JsInboundNetworkInfo = JsOutboundNetworkInfo;
+
+/** A concrete active local port binding (spec 002 `JsPublishedPort`). */
+export interface JsPublishedPort {
+  guestPort: number;
+  hostIp: string;
+  hostPort: number;
+  protocol: string;
+}
+
+/** Network facts of a box (spec 002 `JsNetworkInfo`). */
+export interface JsNetworkInfo {
+  outbound: JsOutboundNetworkInfo;
+  inbound: JsInboundNetworkInfo;
+  /** null: this handle does not know the publications; []: none active. */
+  publishedPorts: JsPublishedPort[] | null;
+  /** @deprecated mirrors `outbound.mode`. */
+  mode: string;
+  /** @deprecated mirrors `outbound.allowNet`. */
+  allowNet: string[];
+}
+
+/** Box metadata (spec 002 `JsBoxInfo`). */
+export interface JsBoxInfo {
+  /** ULID. */
+  id: string;
+  name?: string;
+  state: JsBoxStateInfo;
+  /** ISO 8601 creation time. */
+  createdAt: string;
+  /** RFC 3339 time the box most recently entered Running. */
+  startedAt?: string;
+  /** Image reference or rootfs path. */
+  image: string;
+  cpus: number;
+  memoryMib: number;
+  /** null: network information unavailable. */
+  network: JsNetworkInfo | null;
+}
+
+/** Result of `JsExecution.wait` (spec 002 `JsExecResult`). */
+export interface JsExecResult {
+  /** 0 is success. */
+  exitCode: number;
+}
+
+/** Result of the wrapper boxes' `exec` (spec 002 `ExecResult`). */
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** A screenshot (spec 002 `Screenshot`): base64 PNG and its size in pixels. */
+export interface Screenshot {
+  data: string;
+  width: number;
+  height: number;
+  format: 'png';
+}
+
+/** Browser of a BrowserBox (spec 002 `BrowserType`). */
+export type BrowserType = 'chromium' | 'firefox' | 'webkit';
+
+/** Runtime counters (spec 002 `JsRuntimeMetrics`). */
+export interface JsRuntimeMetrics {
+  boxesCreatedTotal: number;
+  /** Boxes that failed during creation. */
+  boxesFailedTotal: number;
+  numRunningBoxes: number;
+  totalCommandsExecuted: number;
+  totalExecErrors: number;
+}
+
+/** Box counters, resources (bytes, percent) and creation stage timings in ms (spec 002 `JsBoxMetrics`). */
+export interface JsBoxMetrics {
+  commandsExecutedTotal: number;
+  execErrorsTotal: number;
+  /** Bytes written to commands' stdin. */
+  bytesSentTotal: number;
+  /** Bytes read from commands' stdout and stderr. */
+  bytesReceivedTotal: number;
+  /** 0.0 to 100.0. */
+  cpuPercent?: number;
+  memoryBytes?: number;
+  networkBytesSent?: number;
+  networkBytesReceived?: number;
+  /** Current TCP connections. */
+  networkTcpConnections?: number;
+  /** Total TCP errors. */
+  networkTcpErrors?: number;
+  totalCreateDurationMs?: number;
+  guestBootDurationMs?: number;
+  stageFilesystemSetupMs?: number;
+  stageImagePrepareMs?: number;
+  stageGuestRootfsMs?: number;
+  stageBoxConfigMs?: number;
+  stageBoxSpawnMs?: number;
+  stageContainerInitMs?: number;
+}
