@@ -21,7 +21,9 @@ export class ExecError extends BoxError {
   readonly exitCode: number;
   readonly stderr: string;
   constructor(command: string, exitCode: number, stderr: string) {
-    super(`command '${command}' exited with code ${exitCode}${stderr ? `: ${stderr.trim().slice(0, 500)}` : ''}`);
+    super(
+      `command '${command}' exited with code ${exitCode}${stderr ? `: ${stderr.trim().slice(0, 500)}` : ''}`,
+    );
     this.name = 'ExecError';
     this.command = command;
     this.exitCode = exitCode;
