@@ -1,0 +1,291 @@
+/**
+ * Offline images for tests and demos, built from Debian packages (no Docker Hub here), and the local
+ * registries (Debian's `docker-registry`) that serve them:
+ * - `busybox:latest` from `/bin/busybox` (package busybox-static) with one symlink per applet;
+ * - `library/python:slim` from `mmdebstrap --variant=minbase` bookworm with python3-minimal and pip.
+ * Built layers are cached outside the repository (`/var/cache/seed-sandbox` as root, else
+ * `~/.cache/seed-sandbox`; `SEED_SANDBOX_CACHE` overrides) so repeated runs only push (or do nothing).
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createWriteStream, existsSync, openSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { type Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createGzip } from 'node:zlib';
+import tar from 'tar-stream';
+import { RegistryClient } from '../src/images/client.ts';
+import { httpRequest } from '../src/images/http.ts';
+import type { ImageConfig } from '../src/images/oci.ts';
+import { pushImage } from '../src/images/push.ts';
+import { endpointFor } from '../src/images/reference.ts';
+
+/** Where built layers and registry storage live (outside the repository). */
+export function cacheDir(): string {
+  if (process.env.SEED_SANDBOX_CACHE) return process.env.SEED_SANDBOX_CACHE;
+  return process.getuid?.() === 0 ? '/var/cache/seed-sandbox' : join(homedir(), '.cache', 'seed-sandbox');
+}
+
+/** The anonymous local registry. */
+export const REGISTRY_HOST = '127.0.0.1:5000';
+/** The htpasswd-protected local registry (same storage as the anonymous one). */
+export const AUTH_REGISTRY_HOST = '127.0.0.1:5001';
+/** Test-only credentials of the auth registry (loopback only, no real secret). */
+export const AUTH_USER = 'seed';
+export const AUTH_PASSWORD = 'seed-sandbox-test';
+
+/** A built image in the cache: one gzip layer with its digest, size and diff id, plus the config. */
+interface BuiltImage {
+  layerPath: string;
+  digest: string;
+  size: number;
+  diffId: string;
+  config: ImageConfig;
+}
+
+/** Offline images and the repository:tag names they are published under. */
+export const OFFLINE_IMAGES = {
+  busybox: { repos: ['library/busybox', 'busybox'], tag: 'latest' },
+  python: { repos: ['library/python', 'python'], tag: 'slim' },
+} as const;
+export type OfflineImageName = keyof typeof OFFLINE_IMAGES;
+
+const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** Hashes what flows through (sha256), counting bytes. */
+function hasher(): Transform & { digest(): string; bytes: number } {
+  const h = createHash('sha256');
+  const t = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      h.update(chunk);
+      (t as unknown as { bytes: number }).bytes += chunk.length;
+      cb(null, chunk);
+    },
+  }) as Transform & { digest(): string; bytes: number };
+  t.bytes = 0;
+  t.digest = () => `sha256:${h.digest('hex')}`;
+  return t;
+}
+
+/** Compresses a tar stream to `dir/layer.tar.gz` and writes `dir/image.json`; atomic (temp dir + rename). */
+async function storeLayer(dir: string, tarStream: Readable, config: ImageConfig): Promise<BuiltImage> {
+  const tmp = `${dir}.tmp-${process.pid}`;
+  await rm(tmp, { recursive: true, force: true });
+  await mkdir(tmp, { recursive: true });
+  const diff = hasher();
+  const comp = hasher();
+  await pipeline(
+    tarStream,
+    diff,
+    createGzip({ level: 6 }),
+    comp,
+    createWriteStream(join(tmp, 'layer.tar.gz')),
+  );
+  const built: BuiltImage = {
+    layerPath: join(dir, 'layer.tar.gz'),
+    digest: comp.digest(),
+    size: comp.bytes,
+    diffId: diff.digest(),
+    config,
+  };
+  await writeFile(join(tmp, 'image.json'), JSON.stringify(built, null, 2));
+  await rm(dir, { recursive: true, force: true });
+  await rename(tmp, dir);
+  return built;
+}
+
+async function cached(name: OfflineImageName): Promise<BuiltImage | null> {
+  const dir = join(cacheDir(), 'images', name);
+  try {
+    const built = JSON.parse(await readFile(join(dir, 'image.json'), 'utf8')) as BuiltImage;
+    if (existsSync(built.layerPath)) return built;
+  } catch {
+    // not built yet
+  }
+  return null;
+}
+
+const EPOCH = new Date('2024-01-01T00:00:00Z');
+
+/** Builds busybox:latest from the host's static busybox binary. */
+async function buildBusybox(): Promise<BuiltImage> {
+  const bin = ['/bin/busybox', '/usr/bin/busybox'].find((p) => existsSync(p));
+  if (!bin) throw new Error('busybox not found: install the Debian package busybox-static');
+  const list = spawnSync(bin, ['--list-full'], { encoding: 'utf8' });
+  if (list.status !== 0) throw new Error(`busybox --list-full failed: ${list.stderr}`);
+  const applets = list.stdout.split('\n').filter((l) => l && l !== 'bin/busybox');
+  const pack = tar.pack();
+  const dirs = new Map<string, number>([
+    ['bin', 0o755],
+    ['sbin', 0o755],
+    ['usr', 0o755],
+    ['usr/bin', 0o755],
+    ['usr/sbin', 0o755],
+    ['etc', 0o755],
+    ['root', 0o700],
+    ['home', 0o755],
+    ['tmp', 0o1777],
+    ['var', 0o755],
+    ['dev', 0o755],
+    ['proc', 0o555],
+    ['sys', 0o555],
+  ]);
+  const fill = async () => {
+    for (const [d, mode] of dirs) pack.entry({ name: `${d}/`, type: 'directory', mode, mtime: EPOCH });
+    pack.entry({ name: 'bin/busybox', mode: 0o755, mtime: EPOCH }, readFileSync(bin));
+    pack.entry(
+      { name: 'etc/passwd', mode: 0o644, mtime: EPOCH },
+      'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n',
+    );
+    pack.entry({ name: 'etc/group', mode: 0o644, mtime: EPOCH }, 'root:x:0:\nnogroup:x:65534:\n');
+    for (const a of applets) {
+      pack.entry({ name: a, type: 'symlink', linkname: '/bin/busybox', mode: 0o777, mtime: EPOCH });
+    }
+    pack.finalize();
+  };
+  void fill();
+  const config: ImageConfig = {
+    architecture: hostArch(),
+    os: 'linux',
+    config: { Env: [PATH_ENV], Cmd: ['sh'] },
+  };
+  return storeLayer(join(cacheDir(), 'images', 'busybox'), pack as unknown as Readable, config);
+}
+
+function hostArch(): string {
+  return process.arch === 'x64' ? 'amd64' : process.arch;
+}
+
+/** Builds library/python:slim with mmdebstrap (≈ 30 s here). */
+async function buildPython(): Promise<BuiltImage> {
+  const args = [
+    '--variant=minbase',
+    '--include=python3-minimal,python3-pip,python-is-python3',
+    '--skip=output/dev',
+    '--customize-hook=rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
+    '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*',
+    'bookworm',
+    '-',
+  ];
+  const child = spawn('mmdebstrap', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const exited = new Promise<number>((res) => child.on('close', (code) => res(code ?? 1)));
+  const config: ImageConfig = {
+    architecture: hostArch(),
+    os: 'linux',
+    config: { Env: [PATH_ENV, 'LANG=C.UTF-8'], Cmd: ['python3'] },
+  };
+  const built = await storeLayer(join(cacheDir(), 'images', 'python'), child.stdout, config);
+  if ((await exited) !== 0) {
+    await rm(join(cacheDir(), 'images', 'python'), { recursive: true, force: true });
+    throw new Error(`mmdebstrap failed:\n${stderr}`);
+  }
+  return built;
+}
+
+/** Returns the cached build of an offline image, building it when missing. */
+export async function buildImage(name: OfflineImageName, log = (_: string) => {}): Promise<BuiltImage> {
+  const hit = await cached(name);
+  if (hit) return hit;
+  log(`building ${name} image…`);
+  const t = Date.now();
+  const built = name === 'busybox' ? await buildBusybox() : await buildPython();
+  log(
+    `built ${name} in ${((Date.now() - t) / 1000).toFixed(1)} s (${(built.size / 1048576).toFixed(1)} MiB compressed)`,
+  );
+  return built;
+}
+
+/** True when the registry at `host` answers `GET /v2/` (200 or 401). */
+export async function registryAnswers(host: string): Promise<boolean> {
+  try {
+    const res = await httpRequest(new URL(`http://${host}/v2/`), { timeoutMs: 2000 });
+    res.resume();
+    return res.statusCode === 200 || res.statusCode === 401;
+  } catch {
+    return false;
+  }
+}
+
+/** Starts docker-registry detached on `host` (storage in the cache dir) unless it already answers. */
+export async function startRegistry(auth: boolean, log = (_: string) => {}): Promise<void> {
+  const host = auth ? AUTH_REGISTRY_HOST : REGISTRY_HOST;
+  if (await registryAnswers(host)) return;
+  const base = cacheDir();
+  const runDir = join(base, 'run');
+  await mkdir(runDir, { recursive: true });
+  await mkdir(join(base, 'registry'), { recursive: true });
+  const name = auth ? 'registry-auth' : 'registry';
+  let authConf = '';
+  if (auth) {
+    const htpasswd = join(runDir, 'htpasswd');
+    const r = spawnSync('htpasswd', ['-Bbn', AUTH_USER, AUTH_PASSWORD], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`htpasswd failed (install apache2-utils): ${r.stderr}`);
+    await writeFile(htpasswd, r.stdout, { mode: 0o600 });
+    authConf = `auth:\n  htpasswd:\n    realm: seed-sandbox\n    path: ${htpasswd}\n`;
+  }
+  const conf = join(runDir, `${name}.yml`);
+  await writeFile(
+    conf,
+    `version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: ${join(base, 'registry')}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\n${authConf}`,
+  );
+  const out = openSync(join(runDir, `${name}.log`), 'a');
+  const child = spawn('docker-registry', ['serve', conf], { detached: true, stdio: ['ignore', out, out] });
+  child.unref();
+  await writeFile(join(runDir, `${name}.pid`), String(child.pid));
+  log(`started docker-registry on ${host} (pid ${child.pid}, log ${join(runDir, `${name}.log`)})`);
+  for (let i = 0; i < 100; i++) {
+    if (await registryAnswers(host)) return;
+    if (child.exitCode !== null) break;
+    await sleep(100);
+  }
+  throw new Error(`docker-registry did not answer on ${host}; see ${join(runDir, `${name}.log`)}`);
+}
+
+/** Pushes an offline image to the anonymous registry unless all its tags are there already. */
+export async function publishImage(name: OfflineImageName, log = (_: string) => {}): Promise<void> {
+  const { repos, tag } = OFFLINE_IMAGES[name];
+  const client = new RegistryClient(endpointFor(REGISTRY_HOST));
+  let present = true;
+  for (const repo of repos) {
+    const res = await client.request(repo, `${repo}/manifests/${tag}`, {
+      method: 'HEAD',
+      accept: [404],
+      headers: { accept: 'application/vnd.oci.image.manifest.v1+json' },
+    });
+    res.resume();
+    if (res.statusCode !== 200) present = false;
+  }
+  if (present) return;
+  const built = await buildImage(name, log);
+  const t = Date.now();
+  for (const repo of repos) {
+    await pushImage(
+      { host: REGISTRY_HOST },
+      repo,
+      [tag],
+      [{ blob: { path: built.layerPath, digest: built.digest, size: built.size }, diffId: built.diffId }],
+      built.config,
+    );
+  }
+  log(`pushed ${name} as ${repos.map((r) => `${r}:${tag}`).join(', ')} in ${Date.now() - t} ms`);
+}
+
+/** Re-runs the current script under `flock` so that concurrent callers (parallel tests) serialize. */
+export function underLock(): boolean {
+  if (process.env.SEED_SANDBOX_REGISTRY_LOCKED === '1') return false;
+  const lock = join(cacheDir(), 'registry.lock');
+  spawnSync('mkdir', ['-p', cacheDir()]);
+  const r = spawnSync('flock', [lock, process.execPath, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, SEED_SANDBOX_REGISTRY_LOCKED: '1' },
+  });
+  process.exitCode = r.status ?? 1;
+  return true;
+}

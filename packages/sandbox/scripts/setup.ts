@@ -1,0 +1,75 @@
+/**
+ * `npm run test:setup -w @seed/sandbox`: prepares a fresh machine for the sandbox package's tests and
+ * demos. Idempotent and fast when everything is present:
+ * 1. installs the Debian packages the whole package needs (when running as root and some are missing);
+ * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth).
+ */
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Debian packages used by the sandbox package (engine, networking, images, tests). */
+export const DEBIAN_PACKAGES = [
+  'crun',
+  'runc',
+  'skopeo',
+  'umoci',
+  'docker-registry',
+  'mmdebstrap',
+  'busybox-static',
+  'slirp4netns',
+  'passt',
+  'uidmap',
+  'apache2-utils',
+  'iproute2',
+  'attr',
+];
+
+function log(m: string): void {
+  console.error(`[sandbox setup] ${m}`);
+}
+
+function missingPackages(): string[] {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format syntax
+  const format = '-f=${Package} ${db:Status-Status}\n';
+  const r = spawnSync('dpkg-query', ['-W', format, ...DEBIAN_PACKAGES], {
+    encoding: 'utf8',
+  });
+  const installed = new Set(
+    r.stdout
+      .split('\n')
+      .filter((l) => l.endsWith(' installed'))
+      .map((l) => l.split(' ')[0]),
+  );
+  return DEBIAN_PACKAGES.filter((p) => !installed.has(p));
+}
+
+function apt(args: string[]): number {
+  return (
+    spawnSync('apt-get', args, {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    }).status ?? 1
+  );
+}
+
+function main(): void {
+  const missing = missingPackages();
+  if (missing.length > 0) {
+    if (process.getuid?.() !== 0) {
+      log(`missing Debian packages (run as root to install): ${missing.join(' ')}`);
+    } else {
+      log(`installing ${missing.join(' ')}`);
+      const args = ['install', '-y', '--no-install-recommends', ...missing];
+      if (apt(args) !== 0 && (apt(['update']) !== 0 || apt(args) !== 0)) {
+        log('apt-get install failed');
+        process.exit(1);
+      }
+    }
+  }
+  const here = dirname(fileURLToPath(import.meta.url));
+  const r = spawnSync(process.execPath, [join(here, 'registry.ts'), '--auth'], { stdio: 'inherit' });
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}
+
+main();
