@@ -1,0 +1,318 @@
+/**
+ * GraphQL subscriptions for the creature server, streamed over Server-Sent Events on the same `/graphql`
+ * endpoint as queries and mutations (spec 000, "Clients send every query and every mutation to the single
+ * endpoint `/graphql`").
+ *
+ * Protocol: GraphQL over Server-Sent Events (https://github.com/enisdenjo/graphql-sse/blob/master/PROTOCOL.md),
+ * "distinct connections mode": the client sends one `GET` or `POST /graphql` with `Accept: text/event-stream`;
+ * the response is a `text/event-stream` of `next` events (each one a GraphQL execution result) closed by a
+ * `complete` event. The "single connection mode" (stream reservations with `PUT`) is not offered.
+ *
+ * The change feed comes from the server's mutations: they emit {@link CreatureChange} and {@link MessageChange}
+ * values on a {@link ChangeEmitter}; every open subscription receives each change once.
+ */
+import { EventEmitter, on } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  type ExecutionArgs,
+  type ExecutionResult,
+  type GraphQLSchema,
+  execute as graphqlExecute,
+  subscribe as graphqlSubscribe,
+} from 'graphql';
+import { createHandler, type Request as SseRequest } from 'graphql-sse';
+
+/**
+ * SDL of the subscription part of the schema. The server's schema module includes it; it refers to the
+ * `Creature` and `Message` types defined there.
+ */
+export const subscriptionTypeDefs = /* GraphQL */ `
+"What happened to the object of a change event."
+enum ChangeKind {
+  "The object was created by a mutation."
+  CREATED
+  "The object was changed by a mutation."
+  UPDATED
+  "The object was deleted by a mutation."
+  DELETED
+}
+
+"A creature was created, changed or deleted."
+type CreatureChange {
+  kind: ChangeKind!
+  "The creature's id (\`001\`..)."
+  id: ID!
+  "The creature's name; for a rename, the new name."
+  name: String!
+  "The creature's name before a rename; equal to \`name\` otherwise."
+  previousName: String!
+  "The creature as it is now; null when it was deleted."
+  creature: Creature
+}
+
+"A message was created or changed."
+type MessageChange {
+  kind: ChangeKind!
+  message: Message!
+}
+
+"Live change feeds, delivered over Server-Sent Events on \`/graphql\` (GraphQL over SSE protocol)."
+type Subscription {
+  "Every creature change; with \`name\` (case-insensitive), only changes of that creature (old or new name)."
+  creatureChanged(name: String): CreatureChange!
+  "Every message change; with \`id\`, only changes of that message."
+  messageChanged(id: ID): MessageChange!
+}
+`;
+
+/** What happened to the object of a change event (`enum ChangeKind` of {@link subscriptionTypeDefs}). */
+export const ChangeKind = { CREATED: 'CREATED', UPDATED: 'UPDATED', DELETED: 'DELETED' } as const;
+/** One of the values of {@link ChangeKind}. */
+export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];
+
+/** A creature change (`type CreatureChange`); `creature` is the stored creature record, null after a delete. */
+export interface CreatureChange {
+  kind: ChangeKind;
+  /** The creature's id, e.g. `"025"`. */
+  id: string;
+  /** The creature's current name (the new name after a rename). */
+  name: string;
+  /** The name before the change; equal to `name` unless the creature was renamed. */
+  previousName: string;
+  /** The creature record as the `Creature` type resolves it; null when `kind` is `DELETED`. */
+  creature: object | null;
+}
+
+/** A message change (`type MessageChange`); `message` is the stored message (`id`, `content`, `author`). */
+export interface MessageChange {
+  kind: ChangeKind;
+  message: { id: string; content?: string | null; author?: string | null };
+}
+
+/** Event map of a {@link ChangeEmitter}: event name → listener arguments. */
+export interface ChangeEventMap {
+  creature: [CreatureChange];
+  message: [MessageChange];
+}
+
+/** The server's change feed: its mutations emit `creature` and `message` events after a successful write. */
+export type ChangeEmitter = EventEmitter<ChangeEventMap>;
+
+/** Creates an empty change feed; emitting on it never throws, even with no subscriber. */
+export function createChangeEmitter(): ChangeEmitter {
+  const emitter = new EventEmitter<ChangeEventMap>();
+  // Each open subscription adds one listener; the number of streams is bounded by `maxStreams` instead.
+  emitter.setMaxListeners(0);
+  return emitter;
+}
+
+/**
+ * Root value of the `Subscription` type: each field returns an async iterator of payloads (graphql-js
+ * `subscribe` resolves root fields from the root value). The iterator unsubscribes from `events` when the
+ * client goes away (`return()` removes the listener).
+ */
+export function subscriptionRoot(
+  events: ChangeEmitter,
+): Record<string, (args: Record<string, unknown>) => unknown> {
+  return {
+    creatureChanged: (args) => {
+      const wanted = typeof args.name === 'string' ? args.name.toLowerCase() : undefined;
+      return feed(
+        events,
+        'creature',
+        'creatureChanged',
+        (change) =>
+          wanted === undefined ||
+          change.name.toLowerCase() === wanted ||
+          change.previousName.toLowerCase() === wanted,
+      );
+    },
+    messageChanged: (args) => {
+      const wanted = typeof args.id === 'string' ? args.id : undefined;
+      return feed(
+        events,
+        'message',
+        'messageChanged',
+        (change) => wanted === undefined || change.message.id === wanted,
+      );
+    },
+  };
+}
+
+/**
+ * A filtered, mapped view of the emitter's events. Deliberately not an async generator: a generator cannot be
+ * returned while it awaits the next event, so a client that goes away would keep its listener until the next
+ * change; here `return()` ends the underlying `on()` iterator at once, which removes the listener.
+ */
+function feed<K extends keyof ChangeEventMap>(
+  events: ChangeEmitter,
+  event: K,
+  field: string,
+  keep: (change: ChangeEventMap[K][0]) => boolean,
+): AsyncIterableIterator<Record<string, unknown>> {
+  const source = on(events as EventEmitter, event);
+  const iterator: AsyncIterableIterator<Record<string, unknown>> = {
+    async next() {
+      for (;;) {
+        const step = await source.next();
+        if (step.done) return { done: true, value: undefined };
+        const [change] = step.value as ChangeEventMap[K];
+        if (keep(change)) return { done: false, value: { [field]: change } };
+      }
+    },
+    async return() {
+      await source.return?.();
+      return { done: true, value: undefined };
+    },
+    async throw(error: unknown) {
+      await source.return?.();
+      throw error;
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}
+
+/** Options of {@link createSubscriptionHandler}. */
+export interface SubscriptionHandlerOptions {
+  /** The server's schema; it must contain the types of {@link subscriptionTypeDefs}. */
+  schema: GraphQLSchema;
+  /** The server's change feed. */
+  events: ChangeEmitter;
+  /**
+   * Executor for queries and mutations sent over SSE (the protocol allows them; each gives one `next` event).
+   * Defaults to graphql-js `execute` with `rootValue`.
+   */
+  execute?: (args: ExecutionArgs) => ExecutionResult | Promise<ExecutionResult>;
+  /** Root value for queries and mutations (the server's resolvers named after the `Query`/`Mutation` fields). */
+  rootValue?: unknown;
+  /** Builds the GraphQL context value of one request. */
+  context?: (req: IncomingMessage) => unknown;
+  /** Largest accepted request body in bytes (default 1 MiB); larger bodies get `413`. */
+  maxBodyBytes?: number;
+  /** Most event streams open at once (default 1000); more get `503` with a GraphQL error. */
+  maxStreams?: number;
+}
+
+/**
+ * Handles one GraphQL-over-SSE request: `(req, res) => Promise<void>`, resolving when the stream ends. Route
+ * only requests for which {@link isEventStreamRequest} is true to it. Answers `413` for a body over
+ * `maxBodyBytes`, `415` for a POST that is not JSON, `400` for a malformed request or invalid document,
+ * `405` for a mutation over GET, `503` when `maxStreams` streams are already open; never throws for a
+ * client's mistake.
+ */
+export function createSubscriptionHandler(
+  options: SubscriptionHandlerOptions,
+): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const maxStreams = options.maxStreams ?? 1000;
+  const subscribeRoot = subscriptionRoot(options.events);
+  const execute = options.execute ?? ((args: ExecutionArgs) => graphqlExecute(args));
+  let open = 0;
+
+  const handler = createHandler<IncomingMessage, undefined, Record<string, unknown>>({
+    schema: options.schema,
+    context: (req) => (options.context ? options.context(req.raw) : {}) as Record<string, unknown>,
+    execute: (args) => execute({ ...args, rootValue: options.rootValue }),
+    subscribe: (args) => graphqlSubscribe({ ...args, rootValue: subscribeRoot }),
+    // Distinct connections mode only: without a stream token, `PUT` reservations are never created.
+    authenticate: () => null,
+  });
+
+  return async function handleEventStream(req, res) {
+    if (open >= maxStreams) {
+      return sendJson(res, 503, {
+        errors: [{ message: `Too many open event streams (limit ${maxStreams})` }],
+      });
+    }
+    let body: string | undefined;
+    if (req.method === 'POST') {
+      const read = await readBody(req, maxBodyBytes);
+      if (read === null) {
+        return sendJson(res, 413, {
+          errors: [{ message: `Request body is larger than ${maxBodyBytes} bytes` }],
+        });
+      }
+      body = read;
+      if (isJsonContentType(req.headers['content-type'])) {
+        try {
+          JSON.parse(body);
+        } catch {
+          return sendJson(res, 400, { errors: [{ message: 'Request body is not valid JSON' }] });
+        }
+      }
+    }
+    const request: SseRequest<IncomingMessage, undefined> = {
+      method: req.method ?? 'GET',
+      url: req.url ?? '/',
+      headers: {
+        get(key: string) {
+          const header = req.headers[key.toLowerCase()];
+          return Array.isArray(header) ? header.join('\n') : header;
+        },
+      },
+      body: body ?? null,
+      raw: req,
+      context: undefined,
+    };
+    const [responseBody, init] = await handler(request);
+    res.writeHead(init.status, init.statusText, init.headers as Record<string, string>);
+    if (!responseBody || typeof responseBody === 'string') {
+      await new Promise<void>((resolve) => res.end(responseBody ?? undefined, () => resolve()));
+      return;
+    }
+    open++;
+    const stop = () => void responseBody.return(undefined);
+    res.once('close', stop);
+    try {
+      res.flushHeaders();
+      for await (const chunk of responseBody) {
+        if (!res.writable) break;
+        const ok = await new Promise<boolean>((resolve) => res.write(chunk, (err) => resolve(!err)));
+        if (!ok) break;
+      }
+    } finally {
+      open--;
+      res.off('close', stop);
+      await responseBody.return(undefined);
+      if (!res.writableEnded) await new Promise<void>((resolve) => res.end(() => resolve()));
+    }
+  };
+}
+
+/**
+ * True when a request asks for an event stream (`Accept: text/event-stream`, as graphql-sse clients send),
+ * i.e. it belongs to {@link createSubscriptionHandler} rather than to the plain GraphQL-over-HTTP handler.
+ */
+export function isEventStreamRequest(req: IncomingMessage): boolean {
+  // graphql-sse matches this exact value; anything else is a plain GraphQL-over-HTTP request.
+  return req.headers.accept === 'text/event-stream';
+}
+
+function isJsonContentType(value: string | undefined): boolean {
+  return value?.toLowerCase().includes('application/json') ?? false;
+}
+
+/** Reads the whole body as UTF-8; null when it exceeds `limit` bytes (reading stops there). */
+async function readBody(req: IncomingMessage, limit: number): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): Promise<void> {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+    ...(status === 413 ? { connection: 'close' } : {}),
+  });
+  return new Promise((resolve) => res.end(text, () => resolve()));
+}
