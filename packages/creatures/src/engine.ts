@@ -1,0 +1,144 @@
+/**
+ * The GraphQL execution engine behind `/graphql`: GraphQL-over-HTTP request handling by `graphql-http`
+ * (spec-compliant status codes and media types), with an LRU cache of parsed and validated documents,
+ * queries compiled by `graphql-jit`, early variable coercion (so a coercion failure is a request error,
+ * GraphQL-over-HTTP §"Variable coercion failure" → 400 with `application/graphql-response+json`), and
+ * masking of unexpected resolver errors.
+ */
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  GraphQLError,
+  type GraphQLSchema,
+  getOperationAST,
+  parse,
+  specifiedRules,
+  validate,
+} from 'graphql';
+import { getVariableValues } from 'graphql/execution/values.js';
+import { createHandler, type Handler } from 'graphql-http';
+import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
+import { LRUCache } from 'lru-cache';
+import { costLimit, DEFAULT_LIMITS, depthLimit, type QueryLimits } from './limits.ts';
+import type { ResolverContext } from './schema.ts';
+import type { Store } from './store.ts';
+
+/** Per-request state shared between the HTTP layer and the engine. */
+export interface RequestState {
+  /** Set by the engine when the response may be cached: a query that completed without errors. */
+  cacheable: boolean;
+}
+
+/** Options of {@link createEngine}. */
+export interface EngineOptions {
+  schema: GraphQLSchema;
+  store: Store;
+  /** Depth and cost limits (defaults: {@link DEFAULT_LIMITS}). */
+  limits?: Partial<QueryLimits>;
+  /** Replace messages of unexpected (non-GraphQL) errors by "Internal server error". */
+  maskErrors: boolean;
+  /** Called with each unexpected error (for logging). */
+  onUnexpectedError?: (err: unknown) => void;
+  /** Most distinct documents kept parsed, validated and compiled (default 1000). */
+  documentCacheSize?: number;
+}
+
+interface DocumentEntry {
+  document?: DocumentNode;
+  errors?: readonly GraphQLError[];
+  compiled: Map<string, CompiledQuery | ExecutionResult>;
+}
+
+/** The engine: a `graphql-http` handler whose request context is a {@link RequestState}. */
+export type Engine = Handler<unknown, RequestState>;
+
+/**
+ * Creates the engine. Parse/validation results are cached per query text (LRU), compiled queries per
+ * document and operation name. Validation runs graphql-js's specified rules plus depth and cost limits.
+ */
+export function createEngine(options: EngineOptions): Engine {
+  const { schema, store, maskErrors } = options;
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const rules = [...specifiedRules, depthLimit(limits.maxDepth), costLimit(limits)];
+  const documents = new LRUCache<string, DocumentEntry>({ max: options.documentCacheSize ?? 1000 });
+  const entries = new WeakMap<DocumentNode, DocumentEntry>();
+  const context: ResolverContext = { store };
+
+  const prepare = (query: string): DocumentEntry => {
+    let entry = documents.get(query);
+    if (entry) return entry;
+    entry = { compiled: new Map() };
+    try {
+      const document = parse(query);
+      const errors = validate(schema, document, rules);
+      if (errors.length > 0) entry.errors = errors;
+      else {
+        entry.document = document;
+        entries.set(document, entry);
+      }
+    } catch (err) {
+      if (!(err instanceof GraphQLError)) throw err;
+      entry.errors = [err];
+    }
+    documents.set(query, entry);
+    return entry;
+  };
+
+  const execute = (args: ExecutionArgs) => {
+    const entry = entries.get(args.document);
+    const key = args.operationName ?? '';
+    let compiled = entry?.compiled.get(key);
+    if (!compiled) {
+      compiled = compileQuery(schema, args.document, args.operationName ?? undefined);
+      entry?.compiled.set(key, compiled);
+    }
+    if (!isCompiledQuery(compiled)) return compiled;
+    return compiled.query(args.rootValue, args.contextValue, args.variableValues ?? {});
+  };
+
+  return createHandler<unknown, RequestState, ResolverContext>({
+    schema,
+    onSubscribe(_req, params) {
+      const entry = prepare(params.query);
+      if (entry.errors) return entry.errors;
+      const document = entry.document as DocumentNode;
+      const operation = getOperationAST(document, params.operationName);
+      if (operation?.variableDefinitions?.length) {
+        const coerced = getVariableValues(schema, operation.variableDefinitions, params.variables ?? {}, {
+          maxErrors: 50,
+        });
+        if (coerced.errors) return coerced.errors;
+      }
+      return {
+        schema,
+        document,
+        operationName: params.operationName,
+        variableValues: params.variables,
+        contextValue: context,
+      };
+    },
+    execute: execute as typeof import('graphql').execute,
+    onOperation(req, args, result) {
+      if (
+        !('errors' in result && result.errors) &&
+        getOperationAST(args.document, args.operationName)?.operation === 'query'
+      ) {
+        req.context.cacheable = true;
+      }
+    },
+    formatError(err) {
+      if (err instanceof GraphQLError && err.originalError && !(err.originalError instanceof GraphQLError)) {
+        options.onUnexpectedError?.(err.originalError);
+        if (maskErrors) {
+          return new GraphQLError('Internal server error', {
+            nodes: err.nodes,
+            path: err.path,
+            extensions: { code: 'INTERNAL_SERVER_ERROR' },
+          });
+        }
+      }
+      return err;
+    },
+  });
+}

@@ -1,0 +1,87 @@
+/**
+ * The interactive query explorer (GraphiQL 3 with its Docs panel) served entirely by this server: the
+ * page, GraphiQL's prebuilt standalone bundle and React 18's UMD builds are read from the installed npm
+ * packages at start, so the explorer works with no internet access (no CDN).
+ */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+const require = createRequire(import.meta.url);
+
+/** URL prefix of the explorer's assets. */
+export const EXPLORER_ASSET_PREFIX = '/graphql/explorer/';
+
+/** One static asset: its body and `content-type`. */
+export interface ExplorerAsset {
+  body: Buffer;
+  contentType: string;
+}
+
+const JS = 'text/javascript; charset=utf-8';
+
+const INIT_SCRIPT = `
+(function () {
+  var params = new URLSearchParams(location.search);
+  var fetcher = GraphiQL.createFetcher({ url: location.pathname, headers: { 'GraphQL-Require-Preflight': '1' } });
+  var root = ReactDOM.createRoot(document.getElementById('graphiql'));
+  root.render(React.createElement(GraphiQL, {
+    fetcher: fetcher,
+    defaultQuery: params.get('query') || '{\\n  creature(name: "Pikachu") {\\n    id\\n    name\\n    weight { minimum maximum }\\n    attacks { fast { name type damage } }\\n    evolutions { name }\\n  }\\n}\\n',
+    variables: params.get('variables') || undefined,
+    isHeadersEditorEnabled: true,
+    shouldPersistHeaders: false,
+  }));
+})();
+`;
+
+/** The explorer page (HTML); it loads only same-origin assets under {@link EXPLORER_ASSET_PREFIX}. */
+export const EXPLORER_HTML = Buffer.from(`<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>Creature GraphQL explorer</title>
+  <link rel="icon" href="data:,">
+  <link rel="stylesheet" href="${EXPLORER_ASSET_PREFIX}graphiql.min.css">
+  <style>html, body, #graphiql { height: 100%; margin: 0; }</style>
+</head>
+<body>
+  <div id="graphiql">Loading the explorer…</div>
+  <script src="${EXPLORER_ASSET_PREFIX}react.production.min.js"></script>
+  <script src="${EXPLORER_ASSET_PREFIX}react-dom.production.min.js"></script>
+  <script src="${EXPLORER_ASSET_PREFIX}graphiql.min.js"></script>
+  <script src="${EXPLORER_ASSET_PREFIX}init.js"></script>
+</body>
+</html>
+`);
+
+/**
+ * `content-security-policy` of the explorer page: only same-origin scripts and connections; GraphiQL
+ * needs inline styles and data: fonts/images.
+ */
+export const EXPLORER_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+  "font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/**
+ * Reads the explorer's assets from the installed `graphiql`, `react` and `react-dom` packages.
+ * Returns a map from file name (after {@link EXPLORER_ASSET_PREFIX}) to asset. Throws if a package is
+ * missing.
+ */
+export function loadExplorerAssets(): Map<string, ExplorerAsset> {
+  const file = (spec: string) => {
+    const [pkg, ...rest] = spec.split('/');
+    return readFileSync(join(dirname(require.resolve(`${pkg}/package.json`)), ...rest));
+  };
+  return new Map<string, ExplorerAsset>([
+    ['graphiql.min.js', { body: file('graphiql/graphiql.min.js'), contentType: JS }],
+    ['graphiql.min.css', { body: file('graphiql/graphiql.min.css'), contentType: 'text/css; charset=utf-8' }],
+    ['react.production.min.js', { body: file('react/umd/react.production.min.js'), contentType: JS }],
+    [
+      'react-dom.production.min.js',
+      { body: file('react-dom/umd/react-dom.production.min.js'), contentType: JS },
+    ],
+    ['init.js', { body: Buffer.from(INIT_SCRIPT), contentType: JS }],
+  ]);
+}

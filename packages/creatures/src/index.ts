@@ -1,0 +1,45 @@
+/**
+ * `@seed/creatures`: the creature GraphQL-over-HTTP server of spec 000 as a library.
+ *
+ * ```ts
+ * import { createServer } from '@seed/creatures';
+ * const server = createServer({ databasePath: ':memory:' });
+ * await server.listen(4000);
+ * server.store.events.on('change', (event) => console.log(event));
+ * await server.close();
+ * ```
+ */
+export { createEngine, type Engine, type EngineOptions, type RequestState } from './engine.ts';
+export { EXPLORER_ASSET_PREFIX } from './explorer.ts';
+export { costLimit, DEFAULT_LIMITS, depthLimit, type QueryLimits } from './limits.ts';
+export {
+  buildCreatureSchema,
+  MAX_PAGE_SIZE,
+  type ResolverContext,
+  resolvers,
+  schema,
+  typeDefs,
+} from './schema.ts';
+export {
+  type CreatureServer,
+  type CreatureServerOptions,
+  createServer,
+  DEFAULT_BODY_LIMIT,
+  DEFAULT_DATABASE_PATH,
+  DEFAULT_WEB_ROOT,
+} from './server.ts';
+export {
+  type Attack,
+  type ChangeEvent,
+  type Creature,
+  type CreatureDraft,
+  type CreaturePatch,
+  type CreatureRef,
+  DATA_FILE,
+  type Dimension,
+  loadSeedCreatures,
+  type Message,
+  type MessageDraft,
+  Store,
+  type StoreOptions,
+} from './store.ts';

@@ -1,0 +1,285 @@
+/**
+ * The creature server's GraphQL schema (SDL) and its resolvers, in one module as spec 000 ("What the
+ * service does") asks: the schema states the data model, and each resolver is named after the field of
+ * `type Query` / `type Mutation` it resolves. Extend the server by adding SDL here and a resolver of the
+ * same name below.
+ */
+import { buildSchema, GraphQLError, type GraphQLFieldResolver, type GraphQLSchema } from 'graphql';
+import type { Creature, CreatureDraft, CreaturePatch, MessageDraft, Store } from './store.ts';
+
+/** Largest page `creatures(first:)` accepts. */
+export const MAX_PAGE_SIZE = 500;
+
+/** The schema in GraphQL SDL (spec 000 "Resources and their fields" and "Operations"). */
+export const typeDefs = /* GraphQL */ `
+"""
+A creature: one of the 151 of the first generation (ids "001".."151", seeded from the data file) or one
+added with createCreature.
+"""
+type Creature {
+  "Identifier: three digits for the first generation (\\"025\\"), the next number for created ones."
+  id: ID!
+  "Name, unique regardless of case."
+  name: String!
+  "Species category, e.g. \\"Mouse Pokémon\\"."
+  classification: String
+  "Elemental types, e.g. [\\"Electric\\"]."
+  types: [String!]!
+  "Attacking types that deal less than normal damage to this creature."
+  resistant: [String!]!
+  "Attacking types that deal more than normal damage to this creature."
+  weaknesses: [String!]!
+  "Weight range with unit, e.g. {minimum: \\"5.25kg\\", maximum: \\"6.75kg\\"}."
+  weight: Dimension
+  "Height range with unit, e.g. {minimum: \\"0.35m\\", maximum: \\"0.45m\\"}."
+  height: Dimension
+  "Chance (0..1) that the creature flees an encounter; null when unknown."
+  fleeRate: Float
+  "Maximum combat power."
+  maxCP: Int
+  "Maximum hit points."
+  maxHP: Int
+  "Fast and special attacks."
+  attacks: Attacks!
+  "Every later evolution stage, nearest first."
+  evolutions: [Creature!]!
+  "What it takes to evolve; null for a final stage."
+  evolutionRequirements: EvolutionRequirement
+  "Every earlier evolution stage, earliest first."
+  previousEvolutions: [Creature!]!
+}
+
+"A range of a measure; both ends carry their unit (\\"kg\\", \\"m\\")."
+type Dimension {
+  minimum: String
+  maximum: String
+}
+
+"The attacks of a creature."
+type Attacks {
+  fast: [Attack!]!
+  special: [Attack!]!
+}
+
+"One attack."
+type Attack {
+  name: String!
+  "Elemental type of the attack."
+  type: String!
+  "Base damage (power)."
+  damage: Int!
+}
+
+"What it takes to evolve, e.g. {amount: 50, name: \\"Pikachu candies\\"}."
+type EvolutionRequirement {
+  amount: Int!
+  name: String!
+}
+
+"A message (the spec's example of extending the schema with mutations)."
+type Message {
+  id: ID!
+  content: String
+  author: String
+}
+
+"Fields of a message to create or update."
+input MessageInput {
+  content: String
+  author: String
+}
+
+"A range of a measure, both ends with their unit."
+input DimensionInput {
+  minimum: String
+  maximum: String
+}
+
+"One attack."
+input AttackInput {
+  name: String!
+  type: String!
+  damage: Int!
+}
+
+"Fast and special attacks."
+input AttacksInput {
+  fast: [AttackInput!]
+  special: [AttackInput!]
+}
+
+"What it takes to evolve."
+input EvolutionRequirementInput {
+  amount: Int!
+  name: String!
+}
+
+"A new creature. Only name is required; evolutionIds/previousEvolutionIds name existing creatures."
+input CreatureInput {
+  name: String!
+  classification: String
+  types: [String!]
+  resistant: [String!]
+  weaknesses: [String!]
+  weight: DimensionInput
+  height: DimensionInput
+  fleeRate: Float
+  maxCP: Int
+  maxHP: Int
+  attacks: AttacksInput
+  evolutionIds: [ID!]
+  evolutionRequirements: EvolutionRequirementInput
+  previousEvolutionIds: [ID!]
+}
+
+"Changes to a creature: given fields replace the stored ones, omitted fields stay as they are."
+input CreatureUpdateInput {
+  name: String
+  classification: String
+  types: [String!]
+  resistant: [String!]
+  weaknesses: [String!]
+  weight: DimensionInput
+  height: DimensionInput
+  fleeRate: Float
+  maxCP: Int
+  maxHP: Int
+  attacks: AttacksInput
+  evolutionIds: [ID!]
+  evolutionRequirements: EvolutionRequirementInput
+  previousEvolutionIds: [ID!]
+}
+
+type Query {
+  """
+  The creatures in id order. Optional paging and filtering: type keeps creatures of that type (any
+  case); after (a creature id) or offset skips; first (0..${MAX_PAGE_SIZE}) limits the page.
+  """
+  creatures(first: Int, after: ID, offset: Int, type: String): [Creature!]!
+  "One creature by name (any case) or by id; null when there is none."
+  creature(name: String, id: ID): Creature
+  "One message by id; null when there is none."
+  getMessage(id: ID!): Message
+}
+
+type Mutation {
+  "Stores a new message and returns it with its generated id."
+  createMessage(input: MessageInput): Message!
+  "Replaces the given fields of a message; errors with NOT_FOUND for an unknown id."
+  updateMessage(id: ID!, input: MessageInput): Message!
+  "Adds a creature; errors with BAD_USER_INPUT for a taken name or an unknown evolution id."
+  createCreature(input: CreatureInput!): Creature!
+  "Changes a creature; errors with NOT_FOUND for an unknown id."
+  updateCreature(id: ID!, input: CreatureUpdateInput!): Creature!
+  "Removes a creature and returns it as it was; errors with NOT_FOUND for an unknown id."
+  deleteCreature(id: ID!): Creature!
+}
+`;
+
+/** The context every resolver receives: the store the server was created with. */
+export type ResolverContext = {
+  store: Store;
+};
+
+type Resolver<Args = Record<string, unknown>, Parent = unknown> = GraphQLFieldResolver<
+  Parent,
+  ResolverContext,
+  Args
+>;
+
+/** A client mistake: reported as a GraphQL error with `extensions.code` "BAD_USER_INPUT". */
+export function badInput(message: string): GraphQLError {
+  return new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });
+}
+
+interface CreaturesArgs {
+  first?: number | null;
+  after?: string | null;
+  offset?: number | null;
+  type?: string | null;
+}
+
+/**
+ * The resolvers, keyed by type then field name (`resolvers.Query.creature` resolves `Query.creature`).
+ * Every write goes through the {@link Store}, which emits the change events.
+ */
+export const resolvers = {
+  Query: {
+    creatures: ((_root, args, { store }) => {
+      const { first, after, offset, type } = args;
+      if (first != null && (first < 0 || first > MAX_PAGE_SIZE)) {
+        throw badInput(`creatures(first:) must be between 0 and ${MAX_PAGE_SIZE}, got ${first}`);
+      }
+      if (offset != null && offset < 0) throw badInput(`creatures(offset:) must be 0 or more, got ${offset}`);
+      if (after != null && offset != null) throw badInput('creatures takes either after or offset, not both');
+      let list: readonly Creature[] = store.listCreatures();
+      if (type != null) {
+        const wanted = type.toLowerCase();
+        list = list.filter((c) => c.types.some((t) => t.toLowerCase() === wanted));
+      }
+      let start = offset ?? 0;
+      if (after != null) {
+        const index = list.findIndex((c) => c.id === after);
+        if (index < 0) throw badInput(`creatures(after:) names no creature in this list: "${after}"`);
+        start = index + 1;
+      }
+      return list.slice(start, first == null ? undefined : start + first);
+    }) as Resolver<CreaturesArgs>,
+    creature: ((_root, { name, id }, { store }) => {
+      if (name == null && id == null) throw badInput('creature needs a name or an id argument');
+      const byName = name == null ? undefined : store.getCreatureByName(name);
+      const byId = id == null ? undefined : store.getCreature(id);
+      if (name != null && id != null) return byName && byName === byId ? byName : null;
+      return byName ?? byId ?? null;
+    }) as Resolver<{ name?: string | null; id?: string | null }>,
+    getMessage: ((_root, { id }, { store }) => store.getMessage(id) ?? null) as Resolver<{ id: string }>,
+  },
+  Mutation: {
+    createMessage: ((_root, { input }, { store }) => store.createMessage(input ?? {})) as Resolver<{
+      input?: MessageDraft | null;
+    }>,
+    updateMessage: ((_root, { id, input }, { store }) => store.updateMessage(id, input ?? {})) as Resolver<{
+      id: string;
+      input?: MessageDraft | null;
+    }>,
+    createCreature: ((_root, { input }, { store }) => store.createCreature(input)) as Resolver<{
+      input: CreatureDraft;
+    }>,
+    updateCreature: ((_root, { id, input }, { store }) => store.updateCreature(id, input)) as Resolver<{
+      id: string;
+      input: CreaturePatch;
+    }>,
+    deleteCreature: ((_root, { id }, { store }) => store.deleteCreature(id)) as Resolver<{ id: string }>,
+  },
+  Creature: {
+    evolutions: ((creature, _args, { store }) => store.resolveRefs(creature.evolutions)) as Resolver<
+      Record<string, never>,
+      Creature
+    >,
+    previousEvolutions: ((creature, _args, { store }) =>
+      store.resolveRefs(creature.previousEvolutions)) as Resolver<Record<string, never>, Creature>,
+  },
+};
+
+/**
+ * Builds the executable schema: {@link typeDefs} with {@link resolvers} attached to their fields.
+ * Throws if a resolver names a type or field the SDL does not declare.
+ */
+export function buildCreatureSchema(): GraphQLSchema {
+  const schema = buildSchema(typeDefs);
+  for (const [typeName, fields] of Object.entries(resolvers)) {
+    const type = schema.getType(typeName);
+    if (!type || !('getFields' in type)) throw new Error(`resolvers name an unknown type ${typeName}`);
+    const defined = type.getFields();
+    for (const [fieldName, resolve] of Object.entries(fields)) {
+      const field = defined[fieldName];
+      if (!field || !('resolve' in field))
+        throw new Error(`resolvers name an unknown field ${typeName}.${fieldName}`);
+      field.resolve = resolve as GraphQLFieldResolver<unknown, unknown>;
+    }
+  }
+  return schema;
+}
+
+/** The executable schema of the creature server (built once at import). */
+export const schema: GraphQLSchema = buildCreatureSchema();
