@@ -1,0 +1,48 @@
+/**
+ * Test helpers: start a real creature server on an ephemeral port with an in-memory (or given) database
+ * and send GraphQL requests to it.
+ */
+import { type CreatureServer, type CreatureServerOptions, createServer } from '../src/index.ts';
+
+/** A started server plus a GraphQL client for it. */
+export interface Running {
+  server: CreatureServer;
+  /** Base URL of `/graphql`. */
+  endpoint: string;
+  /** POSTs a GraphQL request as JSON; resolves with status and parsed body. */
+  gql(
+    query: string,
+    variables?: Record<string, unknown>,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; body: GraphQLBody }>;
+}
+
+/** The JSON body of a GraphQL response. */
+export interface GraphQLBody {
+  // biome-ignore lint/suspicious/noExplicitAny: test bodies are inspected field by field
+  data?: any;
+  errors?: { message: string; extensions?: Record<string, unknown>; path?: unknown[] }[];
+}
+
+/** Starts a server on 127.0.0.1 port 0 (in-memory database, silent logs unless overridden). */
+export async function start(options: CreatureServerOptions = {}): Promise<Running> {
+  const server = createServer({ databasePath: ':memory:', logLevel: 'silent', ...options });
+  await server.listen(0, '127.0.0.1');
+  const endpoint = `${server.url}/graphql`;
+  return {
+    server,
+    endpoint,
+    async gql(query, variables, headers = {}) {
+      const res = await fetch(endpoint, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/graphql-response+json',
+          ...headers,
+        },
+        body: JSON.stringify({ query, variables }),
+      });
+      return { status: res.status, body: (await res.json()) as GraphQLBody };
+    },
+  };
+}
