@@ -1,0 +1,850 @@
+/**
+ * The OCI container engine: one bundle per box run by `crun` or `runc` (Debian packages).
+ *
+ * Start: the engine writes `<boxDir>/bundle/config.json` (see oci.ts), then spawns one
+ * `supervisor.sh` (scripts.ts) that mounts the overlay root (image layers read-only as lower dirs,
+ * `<boxDir>/upper` as upper dir, or the same on a loop-mounted ext4 image when `diskSizeGb` is set)
+ * and runs `<runtime> run --detach`. The box init is a static `catatonit -P` bind-mounted read-only
+ * at `/.sandbox/init`, so images need no binary of their own. Commands run with `<runtime> exec`
+ * and plain pipes. The supervisor of a non-detached box stays behind as the parent-death watch.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import { constants as osConstants } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { PassThrough, type Readable } from 'node:stream';
+import { BoxError } from '../errors.ts';
+import { buildOciConfig, validateSpec } from './oci.ts';
+import { CRUN_HYBRID_SH, SUPERVISOR_SH } from './scripts.ts';
+import type {
+  Engine,
+  EngineBoxSpec,
+  EngineExecOptions,
+  EngineProcess,
+  EngineStarted,
+  EngineState,
+  EngineStats,
+} from './types.ts';
+
+/** OCI runtimes the engine can drive. */
+export type OciRuntimeName = 'crun' | 'runc';
+
+/** Context handed to the network hooks (issue 9): the box and the host pid of its init. */
+export interface EngineNetworkContext {
+  id: string;
+  /** Host pid of the box init; its network namespace is `/proc/<pid>/ns/net`. */
+  pid: number;
+  boxDir: string;
+  network: EngineBoxSpec['network'];
+}
+
+/** Options of `createEngine`. */
+export interface CreateEngineOptions {
+  /**
+   * Directory of the engine's own state: runtime state (`<stateRoot>/<runtime>`), the box index
+   * (`<stateRoot>/boxes/<id>` → boxDir), helper scripts and exec pid files. Default
+   * `/run/seed-sandbox` (tmpfs: it vanishes with the mounts and containers on reboot). No spaces.
+   */
+  stateRoot?: string;
+  /** OCI runtime; default `crun` when installed (faster), else `runc`. Env `SEED_SANDBOX_RUNTIME`. */
+  runtime?: OciRuntimeName;
+  /** Host path of the static init bound at `/.sandbox/init`; default `/usr/bin/catatonit`. */
+  initPath?: string;
+  /**
+   * Called after the box init runs and before `start` resolves, with its pid (network namespace
+   * setup, e.g. slirp4netns; issue 9). A rejection fails the start and the box is torn down.
+   */
+  networkSetup?: (ctx: EngineNetworkContext) => Promise<void>;
+  /** Called when a box stops (before its root is unmounted), for the network's host side. */
+  networkTeardown?: (id: string) => Promise<void>;
+}
+
+/** A box known to the engine, as listed by `OciEngine.list()` for garbage collection. */
+export interface EngineBoxRecord {
+  id: string;
+  /** The box directory given at start, when the index still has it. */
+  boxDir?: string;
+  /** The OCI runtime's view of the container (`unknown` when the runtime has no such container). */
+  status: EngineState['status'];
+  pid?: number;
+  /** Host mount points under the box directory that are still mounted. */
+  mounts: string[];
+}
+
+/** Persisted per-box facts another process needs to drive the box (`<boxDir>/bundle/engine.json`). */
+interface BoxMeta {
+  id: string;
+  /** The box's `KEY=value` environment. */
+  env: string[];
+  user?: string;
+  workingDir: string;
+  cpus: number;
+  diskSizeGb?: number;
+}
+
+interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
+const CGROUP_PARENT = 'seed-sandbox';
+const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/** Finds an executable on PATH (or returns the absolute path given if it exists). */
+export function findExecutable(name: string): string | undefined {
+  if (name.startsWith('/')) return existsSync(name) ? name : undefined;
+  for (const dir of (
+    process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+  ).split(':')) {
+    const p = join(dir, name);
+    try {
+      if (statSync(p).isFile()) return p;
+    } catch {}
+  }
+  return undefined;
+}
+
+/** True when the host mounts cgroup v1 controllers and a cgroup2 hierarchy at `/sys/fs/cgroup/unified`. */
+export function isHybridCgroupHost(): boolean {
+  try {
+    const mounts = readFileSync('/proc/self/mountinfo', 'utf8');
+    return / \/sys\/fs\/cgroup\/unified .* - cgroup2 /.test(mounts) && / - cgroup cgroup /.test(mounts);
+  } catch {
+    return false;
+  }
+}
+
+function run(file: string, args: string[], timeoutMs = 30_000): Promise<RunResult> {
+  return new Promise((resolve) => {
+    execFile(file, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const code = err
+        ? typeof (err as { code?: unknown }).code === 'number'
+          ? (err as { code: number }).code
+          : 1
+        : 0;
+      resolve({
+        code,
+        stdout: String(stdout),
+        stderr: String(stderr || (err && !stderr ? err.message : '')),
+      });
+    });
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** True when `pid` exists and is not a zombie. */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+/** Host mount points at or under `dir`, deepest first (from `/proc/self/mountinfo`). */
+export function mountsUnder(dir: string): string[] {
+  const prefix = dir.endsWith('/') ? dir : `${dir}/`;
+  const out: string[] = [];
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const mp = line.split(' ')[4];
+    if (!mp) continue;
+    const target = mp.replace(/\\(\d{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
+    if (target === dir || target.startsWith(prefix)) out.push(target);
+  }
+  return out.sort((a, b) => b.length - a.length);
+}
+
+function parseIdFile(path: string): Map<string, string[]> {
+  const map = new Map<string, string[]>();
+  try {
+    for (const line of readFileSync(path, 'utf8').split('\n')) {
+      const f = line.split(':');
+      if (f[0]) map.set(f[0], f);
+    }
+  } catch {}
+  return map;
+}
+
+/**
+ * Resolves `user` (`uid[:gid]` or `name[:group]`) against the box root's `/etc/passwd` and
+ * `/etc/group`, to the `uid:gid` form OCI runtimes take.
+ * @throws BoxError naming `field` when a name is not in the image.
+ */
+export function resolveUser(rootfs: string, user: string, field: string): string {
+  const [u = '', g] = user.split(':', 2);
+  let uid: string;
+  let gid: string | undefined;
+  if (/^\d+$/.test(u)) {
+    uid = u;
+    const entry = [...parseIdFile(join(rootfs, 'etc/passwd')).values()].find((f) => f[2] === u);
+    gid = entry?.[3];
+  } else {
+    const entry = parseIdFile(join(rootfs, 'etc/passwd')).get(u);
+    if (!entry || entry[2] === undefined)
+      throw new BoxError(`${field}: user '${u}' is not in the image's /etc/passwd`);
+    uid = entry[2];
+    gid = entry[3];
+  }
+  if (g !== undefined && g !== '') {
+    if (/^\d+$/.test(g)) gid = g;
+    else {
+      const entry = parseIdFile(join(rootfs, 'etc/group')).get(g);
+      if (!entry || entry[2] === undefined)
+        throw new BoxError(`${field}: group '${g}' is not in the image's /etc/group`);
+      gid = entry[2];
+    }
+  }
+  return `${uid}:${gid ?? '0'}`;
+}
+
+/**
+ * An `Engine` (types.ts) running each box as an OCI container with crun or runc.
+ * Construct with `createEngine()`. Requires root, overlayfs and the runtime binary.
+ */
+export class OciEngine implements Engine {
+  readonly name: OciRuntimeName;
+  /** The engine's state directory (see `CreateEngineOptions.stateRoot`). */
+  readonly stateRoot: string;
+  private readonly rtRoot: string;
+  private readonly boxesDir: string;
+  private readonly execDir: string;
+  private readonly supervisorPath: string;
+  /** Runtime command for operations that touch cgroups (crun on hybrid hosts goes through unshare). */
+  private readonly rtFull: string[];
+  /** Runtime command for exec/state/kill. */
+  private readonly rtFast: string[];
+  private readonly initPath: string;
+  private readonly opts: CreateEngineOptions;
+  private readonly supervisors = new Map<string, ChildProcess>();
+  private readonly metas = new Map<string, BoxMeta & { boxDir: string; rootfs: string }>();
+  private readonly cpuSamples = new Map<string, { t: number; usageNs: number }>();
+  private execSeq = 0;
+
+  /** Use `createEngine()`. @throws BoxError when the runtime or init binary is missing. */
+  constructor(options: CreateEngineOptions = {}) {
+    this.opts = options;
+    this.stateRoot = options.stateRoot ?? DEFAULT_STATE_ROOT;
+    if (!this.stateRoot.startsWith('/') || /\s/.test(this.stateRoot)) {
+      throw new BoxError(`stateRoot: '${this.stateRoot}' must be an absolute path without spaces`);
+    }
+    const wanted = options.runtime ?? (process.env.SEED_SANDBOX_RUNTIME as OciRuntimeName | undefined);
+    if (wanted !== undefined && wanted !== 'crun' && wanted !== 'runc') {
+      throw new BoxError(`runtime: '${wanted}' must be 'crun' or 'runc'`);
+    }
+    const name: OciRuntimeName = wanted ?? (findExecutable('crun') ? 'crun' : 'runc');
+    const bin = findExecutable(name);
+    if (!bin) throw new BoxError(`runtime: '${name}' is not installed (apt-get install ${name})`);
+    this.name = name;
+    const init = findExecutable(options.initPath ?? '/usr/bin/catatonit');
+    if (!init)
+      throw new BoxError(
+        `initPath: '${options.initPath ?? '/usr/bin/catatonit'}' not found (apt-get install catatonit)`,
+      );
+    this.initPath = init;
+    this.rtRoot = join(this.stateRoot, name);
+    this.boxesDir = join(this.stateRoot, 'boxes');
+    this.execDir = join(this.stateRoot, 'exec');
+    const binDir = join(this.stateRoot, 'bin');
+    for (const d of [this.rtRoot, this.boxesDir, this.execDir, binDir])
+      mkdirSync(d, { recursive: true, mode: 0o700 });
+    this.supervisorPath = join(binDir, 'supervisor.sh');
+    writeIfChanged(this.supervisorPath, SUPERVISOR_SH);
+    this.rtFast = [bin, '--root', this.rtRoot];
+    if (name === 'crun' && isHybridCgroupHost()) {
+      const hybrid = join(binDir, 'crun-hybrid.sh');
+      writeIfChanged(hybrid, CRUN_HYBRID_SH);
+      const unshare = findExecutable('unshare');
+      if (!unshare) throw new BoxError('runtime: crun on a hybrid cgroup host needs unshare (util-linux)');
+      this.rtFull = [unshare, '-m', hybrid, '--root', this.rtRoot];
+    } else {
+      this.rtFull = this.rtFast;
+    }
+  }
+
+  private rt(args: string[], full = false): Promise<RunResult> {
+    const cmd = full ? this.rtFull : this.rtFast;
+    return run(cmd[0] as string, [...cmd.slice(1), ...args]);
+  }
+
+  private paths(boxDir: string, diskSizeGb?: number) {
+    const diskDir = join(boxDir, 'disk');
+    const base = diskSizeGb !== undefined ? diskDir : boxDir;
+    return {
+      bundle: join(boxDir, 'bundle'),
+      rootfs: join(boxDir, 'rootfs'),
+      upper: join(base, 'upper'),
+      work: join(base, 'work'),
+      diskImg: join(boxDir, 'disk.img'),
+      diskDir,
+      log: join(boxDir, 'runtime.log'),
+      pidFile: join(boxDir, 'bundle', 'init.pid'),
+    };
+  }
+
+  /** Starts a box; see `Engine.start`. @throws BoxError naming the field or the failed stage (with the runtime's log). */
+  async start(spec: EngineBoxSpec): Promise<EngineStarted> {
+    validateSpec(spec);
+    const p = this.paths(spec.boxDir, spec.diskSizeGb);
+    const st = await this.state(spec.id);
+    if (st.status === 'running' || st.status === 'created')
+      throw new BoxError(`box ${spec.id}: already running`);
+    if (st.status === 'stopped') await this.rt(['delete', '--force', spec.id], true);
+    if (mountsUnder(p.rootfs).length > 0) await this.unmountAll(spec.boxDir);
+
+    // Box config (written first: a bad capability name fails before anything is created).
+    const tConfig0 = performance.now();
+    mkdirSync(p.bundle, { recursive: true });
+    const config = buildOciConfig(spec, {
+      rootfs: p.rootfs,
+      init: this.initPath,
+      initArgs: ['-P'],
+      cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
+    });
+    (config.process as { cwd: string }).cwd = spec.workingDir;
+    writeFileSync(join(p.bundle, 'config.json'), JSON.stringify(config));
+    const meta: BoxMeta = {
+      id: spec.id,
+      env: spec.env,
+      user: spec.user,
+      workingDir: spec.workingDir,
+      cpus: spec.cpus,
+      diskSizeGb: spec.diskSizeGb,
+    };
+    writeFileSync(join(p.bundle, 'engine.json'), JSON.stringify(meta));
+    const stageBoxConfigMs = performance.now() - tConfig0;
+
+    // Filesystem: directories, the disk image, the index link (mounts happen in the supervisor).
+    const tFs0 = performance.now();
+    mkdirSync(p.rootfs, { recursive: true });
+    if (spec.diskSizeGb !== undefined) {
+      mkdirSync(p.diskDir, { recursive: true });
+      await this.ensureDiskImage(spec.id, p.diskImg, spec.diskSizeGb);
+    } else {
+      mkdirSync(p.upper, { recursive: true });
+      mkdirSync(p.work, { recursive: true });
+    }
+    const link = join(this.boxesDir, spec.id);
+    try {
+      unlinkSync(link);
+    } catch {}
+    symlinkSync(spec.boxDir, link);
+    rmSync(p.pidFile, { force: true });
+    writeFileSync(p.log, '');
+
+    // Spawn: the supervisor mounts and runs the container.
+    const lower = [...spec.layerDirs].reverse().join(':');
+    const env = {
+      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      SB_ID: spec.id,
+      SB_RT: this.rtFull.join(' '),
+      SB_BUNDLE: p.bundle,
+      SB_ROOTFS: p.rootfs,
+      SB_LOWER: lower,
+      SB_UPPER: p.upper,
+      SB_WORK: p.work,
+      SB_DISK_IMG: spec.diskSizeGb !== undefined ? p.diskImg : '',
+      SB_DISK_DIR: p.diskDir,
+      SB_LOG: p.log,
+      SB_PIDFILE: p.pidFile,
+      SB_WATCH: spec.detach ? '0' : '1',
+    };
+    const old = this.supervisors.get(spec.id);
+    if (old) this.release(spec.id, old);
+    const child = spawn('/bin/sh', [this.supervisorPath], {
+      env,
+      detached: true,
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
+    child.on('error', () => {});
+    child.stdin?.on('error', () => {});
+    let tMounted = performance.now();
+    const outcome = await new Promise<string>((resolve) => {
+      const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+      lines.on('line', (line) => {
+        if (line === 'mounted') tMounted = performance.now();
+        else {
+          resolve(line);
+          lines.close();
+        }
+      });
+      child.on('exit', () => resolve('error exited'));
+    });
+    child.stdout?.destroy();
+    const tStarted = performance.now();
+    if (outcome !== 'started') {
+      const log = await readFile(p.log, 'utf8').catch(() => '');
+      child.stdin?.destroy();
+      throw new BoxError(
+        `box ${spec.id}: start failed at ${outcome.replace(/^error /, '')}${log.trim() ? `: ${log.trim().slice(-800)}` : ''}`,
+      );
+    }
+    if (!spec.detach) {
+      this.supervisors.set(spec.id, child);
+      (child.stdin as unknown as { unref?: () => void }).unref?.();
+    } else {
+      child.stdin?.destroy();
+    }
+    child.unref();
+
+    // Container init: the init pid, then the network hook.
+    const pid = Number.parseInt(readFileSync(p.pidFile, 'utf8'), 10);
+    if (!(pid > 0) || !alive(pid)) {
+      await this.stop(spec.id, 0).catch(() => {});
+      throw new BoxError(`box ${spec.id}: init process exited right after start`);
+    }
+    this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
+    this.cpuSamples.delete(spec.id);
+    if (this.opts.networkSetup) {
+      try {
+        await this.opts.networkSetup({ id: spec.id, pid, boxDir: spec.boxDir, network: spec.network });
+      } catch (err) {
+        await this.stop(spec.id, 0).catch(() => {});
+        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    const tEnd = performance.now();
+    return {
+      pid,
+      timings: {
+        stageBoxConfigMs: round(stageBoxConfigMs),
+        stageFilesystemSetupMs: round(tMounted - tFs0),
+        stageBoxSpawnMs: round(tStarted - tMounted),
+        stageContainerInitMs: round(tEnd - tStarted),
+      },
+    };
+  }
+
+  private async ensureDiskImage(id: string, img: string, sizeGb: number): Promise<void> {
+    const bytes = Math.ceil(sizeGb * 1e9);
+    if (existsSync(img)) {
+      if (statSync(img).size >= bytes) return;
+      throw new BoxError(
+        `diskSizeGb: box ${id} already has a ${statSync(img).size}-byte disk; it cannot shrink or grow`,
+      );
+    }
+    const tmp = `${img}.tmp`;
+    writeFileSync(tmp, '');
+    truncateSync(tmp, bytes);
+    const mkfs = await run(findExecutable('mkfs.ext4') ?? '/sbin/mkfs.ext4', [
+      '-q',
+      '-F',
+      '-m',
+      '0',
+      '-E',
+      'lazy_itable_init=1,lazy_journal_init=1,nodiscard',
+      tmp,
+    ]);
+    if (mkfs.code !== 0) {
+      rmSync(tmp, { force: true });
+      throw new BoxError(
+        `diskSizeGb: creating the ${sizeGb} GB disk of box ${id} failed: ${mkfs.stderr.trim()}`,
+      );
+    }
+    renameSync(tmp, img);
+  }
+
+  private meta(id: string): (BoxMeta & { boxDir: string; rootfs: string }) | undefined {
+    const known = this.metas.get(id);
+    if (known) return known;
+    try {
+      const boxDir = readlinkSync(join(this.boxesDir, id));
+      const meta = JSON.parse(readFileSync(join(boxDir, 'bundle', 'engine.json'), 'utf8')) as BoxMeta;
+      const full = { ...meta, boxDir, rootfs: join(boxDir, 'rootfs') };
+      this.metas.set(id, full);
+      return full;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private initPid(id: string): number | undefined {
+    const meta = this.meta(id);
+    if (!meta) return undefined;
+    try {
+      const pid = Number.parseInt(readFileSync(join(meta.boxDir, 'bundle', 'init.pid'), 'utf8'), 10);
+      return pid > 0 && alive(pid) ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Runs a command; see `Engine.exec`. @throws BoxError when the box is not running or `user` is unknown. */
+  async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    const meta = this.meta(id);
+    if (!meta || this.initPid(id) === undefined) throw new BoxError(`box ${id}: not running`);
+    if (typeof options.cmd !== 'string' || options.cmd.length === 0)
+      throw new BoxError('cmd: must be a non-empty string');
+    const pidFile = join(this.execDir, `${id}.${process.pid}.${++this.execSeq}.pid`);
+    const args = ['exec', '--pid-file', pidFile];
+    const user = options.user ?? meta.user;
+    if (user !== undefined && user !== '') args.push('--user', resolveUser(meta.rootfs, user, 'user'));
+    const cwd = options.cwd ?? meta.workingDir;
+    if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
+    args.push('--cwd', cwd);
+    // The full environment (crun replaces the config's env with --env; runc appends): box env
+    // overlaid with the command's, one entry per key.
+    const env = new Map<string, string>();
+    for (const e of meta.env) env.set(e.slice(0, e.indexOf('=')), e);
+    for (const e of options.env) {
+      if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
+      env.set(e.slice(0, e.indexOf('=')), e);
+    }
+    for (const e of env.values()) args.push('--env', e);
+    let file = this.rtFast[0] as string;
+    let argv = [...this.rtFast.slice(1), ...args];
+    if (options.tty) {
+      // A foreground `exec --tty` needs a terminal on its own stdin: give it one with script(1).
+      const script = findExecutable('script');
+      if (!script) throw new BoxError('tty: needs script(1) from util-linux on the host');
+      argv.splice(argv.indexOf('exec') + 1, 0, '--tty');
+      const line = [file, ...argv, id, options.cmd, ...options.args].map(shellQuote).join(' ');
+      file = script;
+      argv = ['-q', '-e', '-f', '-c', line, '/dev/null'];
+    } else {
+      argv.push(id, options.cmd, ...options.args);
+    }
+    const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const exited = new Promise<number>((resolve, reject) => {
+      child.on('error', (err) =>
+        reject(new BoxError(`box ${id}: exec failed: ${err.message}`, { cause: err })),
+      );
+      child.on('exit', (code, signal) => {
+        rm(pidFile, { force: true }).catch(() => {});
+        resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0));
+      });
+    });
+    exited.catch(() => {});
+    let done = false;
+    exited.finally(() => {
+      done = true;
+    });
+    const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
+      for (let i = 0; i < 200 && !done; i++) {
+        let pid: number | undefined;
+        try {
+          pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
+        } catch {}
+        if (pid && pid > 0) {
+          try {
+            process.kill(pid, signal);
+          } catch {}
+          return;
+        }
+        await sleep(5);
+      }
+    };
+    child.stdin.on('error', () => {});
+    return { stdin: child.stdin, stdout: drain(child.stdout), stderr: drain(child.stderr), exited, kill };
+  }
+
+  /** Stops the box and unmounts its root; see `Engine.stop`. Idempotent. */
+  async stop(id: string, graceMs = 2000): Promise<void> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    const meta = this.meta(id);
+    const st = await this.state(id);
+    if (st.status === 'running' && st.pid) {
+      // SIGTERM to the box's commands, up to graceMs for them to exit; then SIGKILL to the init,
+      // which makes the kernel kill everything left in the box's pid namespace.
+      const init = st.pid;
+      const others = (): number[] => boxPids(init).filter((p) => p !== init && alive(p));
+      if (graceMs > 0 && others().length > 0) {
+        await this.rt(['kill', '--all', id, 'TERM']);
+        const deadline = performance.now() + graceMs;
+        while (others().length > 0 && performance.now() < deadline) await sleep(10);
+      }
+      if (alive(init)) await this.rt(['kill', id, 'KILL']);
+      for (let i = 0; i < 500 && alive(st.pid); i++) await sleep(10);
+    }
+    if (this.opts.networkTeardown) await this.opts.networkTeardown(id).catch(() => {});
+    if (st.status !== 'unknown') {
+      const del = await this.rt(['delete', '--force', id], true);
+      if (del.code !== 0 && !/does not exist|not exist|No such file/i.test(del.stderr)) {
+        throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`);
+      }
+    }
+    if (meta) await this.unmountAll(meta.boxDir);
+    const sup = this.supervisors.get(id);
+    if (sup) this.release(id, sup);
+    this.cpuSamples.delete(id);
+  }
+
+  private release(id: string, child: ChildProcess): void {
+    this.supervisors.delete(id);
+    try {
+      child.stdin?.end('release\n');
+    } catch {}
+  }
+
+  private async unmountAll(boxDir: string): Promise<void> {
+    for (const m of mountsUnder(boxDir)) {
+      let r = await run('/bin/umount', [m]);
+      if (r.code !== 0) r = await run('/bin/umount', ['-l', m]);
+      if (r.code !== 0 && mountsUnder(m).includes(m)) {
+        throw new BoxError(`unmounting ${m} failed: ${r.stderr.trim()}`);
+      }
+    }
+  }
+
+  /** Deletes the container, its mounts and the engine's files under `boxDir`; see `Engine.remove`. Idempotent. */
+  async remove(id: string, boxDir: string): Promise<void> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    if (!this.meta(id))
+      this.metas.set(id, { id, env: [], workingDir: '/', cpus: 1, boxDir, rootfs: join(boxDir, 'rootfs') });
+    await this.stop(id, 0);
+    await this.unmountAll(boxDir);
+    if (mountsUnder(boxDir).length > 0) throw new BoxError(`box ${id}: ${boxDir} is still mounted`);
+    for (const name of [
+      'bundle',
+      'rootfs',
+      'upper',
+      'work',
+      'disk',
+      'disk.img',
+      'disk.img.tmp',
+      'runtime.log',
+    ]) {
+      await rm(join(boxDir, name), { recursive: true, force: true });
+    }
+    try {
+      unlinkSync(join(this.boxesDir, id));
+    } catch {}
+    this.metas.delete(id);
+  }
+
+  /** The runtime's view of a box; see `Engine.state`. `unknown` when neither the runtime nor the index knows it. */
+  async state(id: string): Promise<EngineState> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    const r = await this.rt(['state', id]);
+    if (r.code !== 0) return { status: this.meta(id) ? 'stopped' : 'unknown' };
+    try {
+      const s = JSON.parse(r.stdout) as { status: string; pid?: number };
+      const status =
+        s.status === 'running' || s.status === 'created' || s.status === 'stopped' ? s.status : 'unknown';
+      if (status === 'running' && s.pid && !alive(s.pid)) return { status: 'stopped' };
+      return s.pid && status !== 'stopped' ? { status, pid: s.pid } : { status };
+    } catch {
+      return { status: 'unknown' };
+    }
+  }
+
+  /** Resource usage from the box's cgroup and network namespace; see `Engine.stats`. Empty when not running. */
+  async stats(id: string): Promise<EngineStats> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    const pid = this.initPid(id);
+    if (pid === undefined) return {};
+    const cg = readCgroupPaths(pid);
+    const out: EngineStats = {};
+    const read = async (file: string): Promise<string | undefined> =>
+      readFile(file, 'utf8').catch(() => undefined);
+    // Memory: v1 memory.usage_in_bytes, v2 memory.current.
+    const mem = cg.memory
+      ? await read(join('/sys/fs/cgroup/memory', cg.memory, 'memory.usage_in_bytes'))
+      : cg.unified
+        ? await read(join('/sys/fs/cgroup', cg.unified, 'memory.current'))
+        : undefined;
+    if (mem !== undefined) out.memoryBytes = Number(mem.trim());
+    // CPU usage (ns) and allowance (cores).
+    let usageNs: number | undefined;
+    let cores: number | undefined;
+    if (cg.cpuacct) {
+      const u = await read(join('/sys/fs/cgroup/cpuacct', cg.cpuacct, 'cpuacct.usage'));
+      if (u !== undefined) usageNs = Number(u.trim());
+    } else if (cg.unified) {
+      const s = await read(join('/sys/fs/cgroup', cg.unified, 'cpu.stat'));
+      const m = s?.match(/usage_usec (\d+)/);
+      if (m) usageNs = Number(m[1]) * 1000;
+    }
+    if (cg.cpu) {
+      const q = await read(join('/sys/fs/cgroup/cpu', cg.cpu, 'cpu.cfs_quota_us'));
+      const per = await read(join('/sys/fs/cgroup/cpu', cg.cpu, 'cpu.cfs_period_us'));
+      if (q && per && Number(q) > 0) cores = Number(q) / Number(per);
+    } else if (cg.unified) {
+      const m = (await read(join('/sys/fs/cgroup', cg.unified, 'cpu.max')))?.match(/^(\d+) (\d+)/);
+      if (m) cores = Number(m[1]) / Number(m[2]);
+    }
+    cores ??= this.meta(id)?.cpus ?? 1;
+    if (usageNs !== undefined) {
+      const now = performance.now();
+      const prev = this.cpuSamples.get(id) ?? { t: now - processAgeMs(pid), usageNs: 0 };
+      this.cpuSamples.set(id, { t: now, usageNs });
+      const dt = now - prev.t;
+      if (dt > 0) {
+        const pct = ((usageNs - prev.usageNs) / 1e6 / dt / cores) * 100;
+        out.cpuPercent = Math.min(100, Math.max(0, Math.round(pct * 10) / 10));
+      }
+    }
+    // Network counters of the box's namespace (all interfaces but lo).
+    const dev = await read(`/proc/${pid}/net/dev`);
+    if (dev !== undefined) {
+      let rx = 0;
+      let tx = 0;
+      for (const line of dev.split('\n').slice(2)) {
+        const [ifname, rest] = line.split(':');
+        if (!rest || ifname?.trim() === 'lo') continue;
+        const f = rest.trim().split(/\s+/).map(Number);
+        rx += f[0] ?? 0;
+        tx += f[8] ?? 0;
+      }
+      out.networkBytesReceived = rx;
+      out.networkBytesSent = tx;
+    }
+    return out;
+  }
+
+  /**
+   * Every box this engine's state root knows — from the box index, the OCI runtime's container list
+   * and the host mount table — so a runtime can garbage-collect boxes it has no record of (e.g. a
+   * crash mid-create): call `remove(id, boxDir)` for each unwanted one.
+   */
+  async list(): Promise<EngineBoxRecord[]> {
+    const ids = new Set<string>();
+    for (const name of await readdir(this.boxesDir).catch(() => [] as string[])) ids.add(name);
+    const r = await this.rt(['list', '--format', 'json']);
+    if (r.code === 0 && r.stdout.trim()) {
+      for (const c of (JSON.parse(r.stdout) as { id: string }[] | null) ?? []) ids.add(c.id);
+    }
+    const out: EngineBoxRecord[] = [];
+    for (const id of ids) {
+      if (!ID_RE.test(id)) continue;
+      const meta = this.meta(id);
+      const st = await this.state(id);
+      out.push({
+        id,
+        boxDir: meta?.boxDir,
+        status: st.status === 'unknown' && meta ? 'stopped' : st.status,
+        pid: st.pid,
+        mounts: meta ? mountsUnder(meta.boxDir) : [],
+      });
+    }
+    return out;
+  }
+}
+
+/** Bytes an unread output stream may buffer before the command is throttled by back-pressure. */
+export const EXEC_OUTPUT_BUFFER_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Reads a command's pipe eagerly into a PassThrough, so a caller reading only stdout never
+ * deadlocks a command that floods stderr (and vice versa); back-pressure applies only past
+ * `EXEC_OUTPUT_BUFFER_BYTES` unread bytes.
+ */
+function drain(source: Readable): Readable {
+  const out = new PassThrough({ highWaterMark: 64 * 1024 });
+  source.on('data', (chunk: Buffer) => {
+    out.write(chunk);
+    if (out.writableLength + out.readableLength > EXEC_OUTPUT_BUFFER_BYTES) {
+      source.pause();
+      out.once('drain', () => source.resume());
+    }
+  });
+  source.on('end', () => out.end());
+  source.on('error', (err) => out.destroy(err));
+  return out;
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}
+
+function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function writeIfChanged(path: string, content: string): void {
+  let current: string | undefined;
+  try {
+    current = readFileSync(path, 'utf8');
+  } catch {}
+  if (current !== content) {
+    const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+    writeFileSync(tmp, content, { mode: 0o755 });
+    chmodSync(tmp, 0o755);
+    // rename is atomic: concurrent engines never see a half-written script.
+    renameSync(tmp, path);
+  }
+}
+
+interface CgroupPaths {
+  memory?: string;
+  cpu?: string;
+  cpuacct?: string;
+  pids?: string;
+  unified?: string;
+}
+
+/** The cgroup path of each controller for `pid` (`unified` for the v2 hierarchy). */
+function readCgroupPaths(pid: number): CgroupPaths {
+  const out: CgroupPaths = {};
+  let text = '';
+  try {
+    text = readFileSync(`/proc/${pid}/cgroup`, 'utf8');
+  } catch {
+    return out;
+  }
+  const v1 = existsSync('/sys/fs/cgroup/memory');
+  for (const line of text.split('\n')) {
+    const [, ctrls, path] = line.split(':', 3) as [string, string | undefined, string | undefined];
+    if (ctrls === undefined || path === undefined) continue;
+    if (ctrls === '' && !v1) out.unified = path;
+    for (const c of ctrls.split(',')) {
+      if (c === 'memory') out.memory = path;
+      if (c === 'cpu') out.cpu = path;
+      if (c === 'cpuacct') out.cpuacct = path;
+      if (c === 'pids') out.pids = path;
+    }
+  }
+  return out;
+}
+
+/** Host pids of every process in the box of init `pid` (its pids cgroup), empty when unreadable. */
+function boxPids(pid: number): number[] {
+  const cg = readCgroupPaths(pid);
+  const file = cg.pids
+    ? join('/sys/fs/cgroup/pids', cg.pids, 'cgroup.procs')
+    : cg.unified
+      ? join('/sys/fs/cgroup', cg.unified, 'cgroup.procs')
+      : undefined;
+  if (!file) return [];
+  try {
+    return readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** How long `pid` has been running, ms (from `/proc/<pid>/stat` start time). */
+function processAgeMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const startTicks = Number(fields[19]);
+    const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+    return Math.max(1, (uptime - startTicks / 100) * 1000);
+  } catch {
+    return 1000;
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * Generation of a box's OCI runtime configuration (`config.json`, OCI runtime-spec 1.0.2).
+ * Namespaces pid/mount/ipc/uts/network/cgroup, cgroup limits, Docker's default capabilities and a
+ * seccomp deny-list, masked and read-only paths as runc/Docker set them, and the box init.
+ */
+import { BoxError } from '../errors.ts';
+import { resolveCapabilities } from './capabilities.ts';
+import { defaultSeccompProfile } from './seccomp.ts';
+import type { EngineBoxSpec } from './types.ts';
+
+/** Where the engine mounts its helpers inside every box (read-only, hidden). */
+export const SANDBOX_DIR = '/.sandbox';
+/** Path of the box init (a static `catatonit`, bind-mounted read-only) inside the box. */
+export const INIT_PATH = `${SANDBOX_DIR}/init`;
+
+/** CFS period used for the `cpus` quota, µs. */
+export const CPU_PERIOD_US = 100_000;
+
+/** Paths masked from the box (runc/moby defaults). */
+export const MASKED_PATHS: readonly string[] = [
+  '/proc/acpi',
+  '/proc/asound',
+  '/proc/kcore',
+  '/proc/keys',
+  '/proc/latency_stats',
+  '/proc/timer_list',
+  '/proc/timer_stats',
+  '/proc/sched_debug',
+  '/proc/scsi',
+  '/sys/firmware',
+  '/sys/devices/virtual/powercap',
+];
+
+/** Paths mounted read-only in the box (runc/moby defaults). */
+export const READONLY_PATHS: readonly string[] = [
+  '/proc/bus',
+  '/proc/fs',
+  '/proc/irq',
+  '/proc/sys',
+  '/proc/sysrq-trigger',
+];
+
+/** Host files the engine needs to build the config. */
+export interface OciHostPaths {
+  /** Merged overlay root of the box (absolute host path). */
+  rootfs: string;
+  /** Host path of the static init binary bind-mounted at `INIT_PATH`. */
+  init: string;
+  /** Init argv after the binary (e.g. `['-P']` for catatonit's pause mode). */
+  initArgs: string[];
+  /** Cgroup path of the box (absolute, relative to each hierarchy's root). */
+  cgroupsPath: string;
+}
+
+/** A uid/gid pair resolved from `user`. */
+export interface OciUser {
+  uid: number;
+  gid: number;
+}
+
+/**
+ * Validates the numeric fields of a spec.
+ * @throws BoxError naming the field (`cpus`, `memoryMib`, `pidsLimit`, `diskSizeGb`, `workingDir`,
+ *   `mounts[i]`, `hostname`) and the rule broken.
+ */
+export function validateSpec(spec: EngineBoxSpec): void {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(spec.id)) {
+    throw new BoxError(`id: '${spec.id}' must be 1-128 characters of [A-Za-z0-9_.-] starting alphanumeric`);
+  }
+  if (!(Number.isFinite(spec.cpus) && spec.cpus >= 0.01 && spec.cpus <= 1024)) {
+    throw new BoxError(`cpus: ${spec.cpus} must be a number of cores between 0.01 and 1024`);
+  }
+  if (!(Number.isInteger(spec.memoryMib) && spec.memoryMib >= 6)) {
+    throw new BoxError(`memoryMib: ${spec.memoryMib} must be an integer ≥ 6 (MiB)`);
+  }
+  if (!(Number.isInteger(spec.pidsLimit) && spec.pidsLimit >= 1)) {
+    throw new BoxError(`pidsLimit: ${spec.pidsLimit} must be a positive integer`);
+  }
+  if (spec.diskSizeGb !== undefined && !(Number.isFinite(spec.diskSizeGb) && spec.diskSizeGb > 0)) {
+    throw new BoxError(`diskSizeGb: ${spec.diskSizeGb} must be a positive number of GB`);
+  }
+  if (!spec.workingDir.startsWith('/')) {
+    throw new BoxError(`workingDir: '${spec.workingDir}' must be an absolute path`);
+  }
+  if (spec.hostname.length === 0 || spec.hostname.length > 64 || /[\s/]/.test(spec.hostname)) {
+    throw new BoxError(`hostname: '${spec.hostname}' must be 1-64 characters without spaces or '/'`);
+  }
+  if (spec.layerDirs.length === 0) throw new BoxError('layerDirs: at least one layer directory is required');
+  for (const [i, d] of spec.layerDirs.entries()) {
+    if (!d.startsWith('/') || d.includes(':') || d.includes(',')) {
+      throw new BoxError(`layerDirs[${i}]: '${d}' must be an absolute path without ':' or ','`);
+    }
+  }
+  for (const [i, m] of spec.mounts.entries()) {
+    if (!m.hostPath.startsWith('/'))
+      throw new BoxError(`mounts[${i}].hostPath: '${m.hostPath}' must be absolute`);
+    if (!m.guestPath.startsWith('/') || m.guestPath === '/') {
+      throw new BoxError(`mounts[${i}].guestPath: '${m.guestPath}' must be an absolute path other than '/'`);
+    }
+    if (m.guestPath === SANDBOX_DIR || m.guestPath.startsWith(`${SANDBOX_DIR}/`)) {
+      throw new BoxError(`mounts[${i}].guestPath: '${m.guestPath}' is reserved by the engine`);
+    }
+  }
+}
+
+/**
+ * Builds the OCI `config.json` object of a box.
+ * @param spec the box (validated with `validateSpec`).
+ * @param paths host paths of the root, init and cgroup.
+ * @returns a plain JSON-serialisable object (runtime-spec 1.0.2).
+ * @throws BoxError for an unknown capability name.
+ */
+export function buildOciConfig(spec: EngineBoxSpec, paths: OciHostPaths): Record<string, unknown> {
+  const caps = resolveCapabilities(spec.capabilities);
+  const memoryBytes = spec.memoryMib * 1024 * 1024;
+  const mounts: Record<string, unknown>[] = [
+    { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
+    {
+      destination: '/dev',
+      type: 'tmpfs',
+      source: 'tmpfs',
+      options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'],
+    },
+    {
+      destination: '/dev/pts',
+      type: 'devpts',
+      source: 'devpts',
+      options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620', 'gid=5'],
+    },
+    {
+      destination: '/dev/shm',
+      type: 'tmpfs',
+      source: 'shm',
+      options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'],
+    },
+    { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+    { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+    {
+      destination: '/sys/fs/cgroup',
+      type: 'cgroup',
+      source: 'cgroup',
+      options: ['nosuid', 'noexec', 'nodev', 'relatime', 'ro'],
+    },
+    { destination: INIT_PATH, type: 'bind', source: paths.init, options: ['bind', 'ro', 'nosuid', 'nodev'] },
+  ];
+  for (const m of spec.mounts) {
+    mounts.push({
+      destination: m.guestPath,
+      type: 'bind',
+      source: m.hostPath,
+      options: ['rbind', m.readOnly ? 'ro' : 'rw', 'nosuid', 'nodev', 'rprivate'],
+    });
+  }
+  return {
+    ociVersion: '1.0.2',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: [INIT_PATH, ...paths.initArgs],
+      env: spec.env,
+      cwd: '/',
+      capabilities: { bounding: caps, effective: caps, permitted: caps },
+      noNewPrivileges: true,
+    },
+    root: { path: paths.rootfs, readonly: false },
+    hostname: spec.hostname,
+    mounts,
+    linux: {
+      namespaces: [
+        { type: 'pid' },
+        { type: 'network' },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+        { type: 'cgroup' },
+      ],
+      cgroupsPath: paths.cgroupsPath,
+      resources: {
+        devices: [{ allow: false, access: 'rwm' }],
+        memory: { limit: memoryBytes },
+        cpu: { quota: Math.max(1000, Math.round(spec.cpus * CPU_PERIOD_US)), period: CPU_PERIOD_US },
+        pids: { limit: spec.pidsLimit },
+      },
+      seccomp: defaultSeccompProfile(caps),
+      maskedPaths: MASKED_PATHS,
+      readonlyPaths: READONLY_PATHS,
+    },
+  };
+}

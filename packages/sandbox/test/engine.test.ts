@@ -1,0 +1,231 @@
+/**
+ * The OCI engine (src/engine) against real containers: lifecycle, exec stdio and exit codes,
+ * env/hostname/workingDir/user, signals, stage timings, stats, listing and idempotent removal.
+ * Runs as root with crun or runc installed (the package's test:setup installs them).
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import {
+  createEngine,
+  type EngineBoxSpec,
+  makeBusyboxRootfs,
+  mountsUnder,
+  type OciEngine,
+} from '../src/engine/index.ts';
+import type { EngineProcess } from '../src/engine/types.ts';
+import { BoxError } from '../src/errors.ts';
+
+const tmp = mkdtempSync(join(tmpdir(), 'engine-test-'));
+const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
+let engine: OciEngine;
+let seq = 0;
+
+function spec(overrides: Partial<EngineBoxSpec> = {}): EngineBoxSpec {
+  const id = overrides.id ?? `eng${process.pid}x${++seq}`;
+  const boxDir = join(tmp, 'boxes', id);
+  mkdirSync(boxDir, { recursive: true });
+  return {
+    id,
+    hostname: id,
+    layerDirs: [rootfs],
+    boxDir,
+    env: ['PATH=/bin', 'HOME=/root'],
+    workingDir: '/root',
+    cpus: 1,
+    memoryMib: 128,
+    pidsLimit: 64,
+    mounts: [],
+    capabilities: { add: [], drop: [] },
+    network: { mode: 'disabled', allowNet: [] },
+    detach: true,
+    ...overrides,
+  };
+}
+
+async function collect(p: EngineProcess): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  p.stdout.on('data', (c: Buffer) => out.push(c));
+  p.stderr.on('data', (c: Buffer) => err.push(c));
+  const code = await p.exited;
+  await Promise.all([finished(p.stdout), finished(p.stderr)]);
+  return { code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() };
+}
+
+function finished(s: NodeJS.ReadableStream): Promise<void> {
+  return new Promise((r) => {
+    if ((s as unknown as { readableEnded: boolean }).readableEnded) r();
+    else s.once('end', () => r());
+  });
+}
+
+async function sh(id: string, script: string, extra: Partial<Parameters<OciEngine['exec']>[1]> = {}) {
+  return collect(await engine.exec(id, { cmd: 'sh', args: ['-c', script], env: [], ...extra }));
+}
+
+before(async () => {
+  engine = await createEngine({ stateRoot: join(tmp, 'state') });
+});
+
+after(async () => {
+  for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id));
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('engine lifecycle', () => {
+  const s = spec({
+    hostname: 'box-one',
+    env: ['PATH=/bin', 'GREETING=hello world'],
+    workingDir: '/work/dir',
+  });
+
+  test('start reports the init pid and the four stage timings', async () => {
+    const started = await engine.start(s);
+    assert.ok(started.pid > 1);
+    for (const k of [
+      'stageFilesystemSetupMs',
+      'stageBoxConfigMs',
+      'stageBoxSpawnMs',
+      'stageContainerInitMs',
+    ] as const) {
+      assert.equal(typeof started.timings[k], 'number', k);
+      assert.ok(started.timings[k] >= 0, k);
+    }
+    assert.deepEqual(await engine.state(s.id), { status: 'running', pid: started.pid });
+    await assert.rejects(engine.start(s), /already running/);
+  });
+
+  test('exec streams stdout and stderr separately and returns the exit code', async () => {
+    const r = await sh(s.id, 'echo out; echo err >&2; exit 7');
+    assert.deepEqual(r, { code: 7, stdout: 'out\n', stderr: 'err\n' });
+  });
+
+  test('hostname, env (box and per-command), working dir (created when missing)', async () => {
+    const r = await sh(s.id, 'echo "$(hostname)|$GREETING|$EXTRA|$(pwd)"', { env: ['EXTRA=x=y'] });
+    assert.equal(r.stdout, 'box-one|hello world|x=y|/work/dir\n');
+    const cwd = await sh(s.id, 'pwd', { cwd: '/bin' });
+    assert.equal(cwd.stdout, '/bin\n');
+  });
+
+  test('user by name and by uid:gid', async () => {
+    assert.equal((await sh(s.id, 'id -u; id -g', { user: 'nobody' })).stdout, '65534\n65534\n');
+    assert.equal((await sh(s.id, 'id -u; id -g', { user: '1234:5678' })).stdout, '1234\n5678\n');
+    await assert.rejects(
+      engine.exec(s.id, { cmd: 'id', args: [], env: [], user: 'nosuchuser' }),
+      (e: Error) => {
+        return e instanceof BoxError && /user: user 'nosuchuser'/.test(e.message);
+      },
+    );
+  });
+
+  test('stdin is piped to the command', async () => {
+    const p = await engine.exec(s.id, { cmd: 'tr', args: ['a-z', 'A-Z'], env: [] });
+    p.stdin.end('shout\n');
+    assert.deepEqual(await collect(p), { code: 0, stdout: 'SHOUT\n', stderr: '' });
+  });
+
+  test('kill delivers the signal to the command (TERM → 143, default KILL → 137)', async () => {
+    const a = await engine.exec(s.id, { cmd: 'sleep', args: ['100'], env: [] });
+    await a.kill('SIGTERM');
+    assert.equal((await collect(a)).code, 143);
+    const b = await engine.exec(s.id, { cmd: 'sleep', args: ['100'], env: [] });
+    await b.kill();
+    assert.equal((await collect(b)).code, 137);
+  });
+
+  test('10 MB on stderr while the caller reads only stdout does not deadlock', async () => {
+    const p = await engine.exec(s.id, {
+      cmd: 'sh',
+      args: ['-c', 'dd if=/dev/zero bs=1048576 count=10 >&2 2>/dev/null; echo done'],
+      env: [],
+    });
+    const chunks: Buffer[] = [];
+    for await (const c of p.stdout) chunks.push(c as Buffer);
+    assert.equal(Buffer.concat(chunks).toString(), 'done\n');
+    assert.equal(await p.exited, 0);
+    let n = 0;
+    for await (const c of p.stderr) n += (c as Buffer).length;
+    assert.equal(n, 10 * 1048576);
+  });
+
+  test('tty: the command sees a terminal', async () => {
+    const p = await engine.exec(s.id, {
+      cmd: 'sh',
+      args: ['-c', 'test -t 0 && test -t 1 && echo is-a-tty'],
+      env: [],
+      tty: true,
+    });
+    p.stdin.end();
+    const r = await collect(p);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /is-a-tty/);
+  });
+
+  test('stats reads memory and cpu from the cgroup', async () => {
+    await sh(s.id, 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done');
+    const st = await engine.stats(s.id);
+    assert.ok((st.memoryBytes ?? 0) > 0);
+    assert.ok(st.cpuPercent !== undefined && st.cpuPercent >= 0 && st.cpuPercent <= 100);
+    assert.equal(st.networkBytesSent, 0);
+  });
+
+  test('list shows the box with its mounted root', async () => {
+    const rec = (await engine.list()).find((b) => b.id === s.id);
+    assert.ok(rec);
+    assert.equal(rec.status, 'running');
+    assert.equal(rec.boxDir, s.boxDir);
+    assert.deepEqual(rec.mounts, [join(s.boxDir, 'rootfs')]);
+  });
+
+  test('stop unmounts; a restart keeps the writable layer; remove is idempotent', async () => {
+    await sh(s.id, 'echo kept > /root/file');
+    await engine.stop(s.id, 500);
+    assert.equal((await engine.state(s.id)).status, 'stopped');
+    assert.deepEqual(mountsUnder(s.boxDir), []);
+    await assert.rejects(engine.exec(s.id, { cmd: 'true', args: [], env: [] }), /not running/);
+    await engine.stop(s.id);
+    await engine.start(s);
+    assert.equal((await sh(s.id, 'cat /root/file')).stdout, 'kept\n');
+    await engine.remove(s.id, s.boxDir);
+    await engine.remove(s.id, s.boxDir);
+    assert.equal((await engine.state(s.id)).status, 'unknown');
+    assert.deepEqual(mountsUnder(s.boxDir), []);
+    assert.equal(
+      (await engine.list()).some((b) => b.id === s.id),
+      false,
+    );
+  });
+});
+
+describe('engine input validation', () => {
+  test('bad specs are rejected naming the field, before anything is created', async () => {
+    const cases: [Partial<EngineBoxSpec>, RegExp][] = [
+      [{ cpus: 0 }, /^cpus:/],
+      [{ memoryMib: 1.5 }, /^memoryMib:/],
+      [{ workingDir: 'rel' }, /^workingDir:/],
+      [{ diskSizeGb: -1 }, /^diskSizeGb:/],
+      [{ mounts: [{ hostPath: 'rel', guestPath: '/x', readOnly: true }] }, /^mounts\[0\]\.hostPath:/],
+      [{ capabilities: { add: ['NOT_A_CAP'], drop: [] } }, /^advanced\.capabilities\.add:/],
+      [{ id: '../evil' }, /^id:/],
+    ];
+    for (const [o, re] of cases) {
+      const s = spec(o.id ? {} : o);
+      const bad = { ...s, ...o };
+      await assert.rejects(
+        engine.start(bad),
+        (e: Error) => e instanceof BoxError && re.test(e.message),
+        re.source,
+      );
+      assert.deepEqual(mountsUnder(s.boxDir), []);
+    }
+  });
+
+  test('operations on an unknown box', async () => {
+    assert.deepEqual(await engine.state('nosuchbox'), { status: 'unknown' });
+    await assert.rejects(engine.exec('nosuchbox', { cmd: 'true', args: [], env: [] }), /not running/);
+    assert.deepEqual(await engine.stats('nosuchbox'), {});
+  });
+});
