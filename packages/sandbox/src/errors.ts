@@ -3,12 +3,24 @@
  * `TimeoutError` and `ParseError` derive from it.
  */
 
-/** Any SDK error (spec 002 "Errors": base class). `message` says what failed and, where known, which field or image. */
+/** Options of a `BoxError`: the standard `cause`, plus the offending option field when there is one. */
+export interface BoxErrorOptions extends ErrorOptions {
+  /** Path of the rejected option, e.g. `volumes[0].readOnly` or `ports[1].protocol`. */
+  field?: string;
+}
+
+/**
+ * Any SDK error (spec 002 "Errors": base class). `message` says what failed and, where known, which field
+ * or image. `field` is set when a caller-supplied option was rejected (a client mistake: HTTP 400 over REST).
+ */
 export class BoxError extends Error {
+  /** Path of the rejected option (`volumes[0].hostPath`), when the error is about one. */
+  readonly field?: string;
   /** @param message human-readable description naming the offending field, image or box. */
-  constructor(message: string, options?: ErrorOptions) {
+  constructor(message: string, options?: BoxErrorOptions) {
     super(message, options);
     this.name = 'BoxError';
+    if (options?.field !== undefined) this.field = options.field;
   }
 }
 

@@ -1,0 +1,275 @@
+/**
+ * A running command in a box (spec 002 "Execution (`JsExecution`)"): streaming stdin, line-based stdout
+ * and stderr readers, `wait()` and `kill()`.
+ *
+ * Both output streams are drained continuously from the moment the command starts and buffered until the
+ * caller reads them, so a command that writes megabytes to stderr while the caller reads only stdout never
+ * blocks on a full pipe (no deadlock, whatever order the caller reads in).
+ */
+import type { Readable, Writable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+import { ulid } from 'ulid';
+import type { EngineProcess } from '../engine/types.ts';
+import { BoxError } from '../errors.ts';
+import type { JsExecResult } from '../types.ts';
+
+/** Line reader of a command's stdout (spec 002 `JsExecStdout`). */
+export interface JsExecStdout {
+  /** The next line without its `\n`; null at the end of the stream (and on every call after it). */
+  next(): Promise<string | null>;
+}
+
+/** Line reader of a command's stderr (spec 002 `JsExecStderr`). */
+export interface JsExecStderr {
+  /** The next line without its `\n`; null at the end of the stream (and on every call after it). */
+  next(): Promise<string | null>;
+}
+
+/** Writer to a command's stdin (spec 002 `JsExecStdin`). */
+export interface JsExecStdin {
+  /** Writes bytes; resolves once they are handed to the pipe. @throws BoxError when stdin is closed. */
+  write(data: Buffer): Promise<void>;
+  /** Writes a UTF-8 string. @throws BoxError when stdin is closed. */
+  writeString(text: string): Promise<void>;
+  /** Closes stdin (end of input for the command). Not in the spec's table; needed by commands reading to EOF. */
+  close(): Promise<void>;
+}
+
+/**
+ * Buffers one output stream from the start, split into lines on `\n`. Memory grows with unread output:
+ * a caller that never reads a stream keeps its whole output in memory until the execution is dropped.
+ */
+export class LineBuffer implements JsExecStdout, JsExecStderr {
+  readonly #decoder = new StringDecoder('utf8');
+  #lines: string[] = [];
+  #partial = '';
+  #ended = false;
+  #error: Error | null = null;
+  #waiters: (() => void)[] = [];
+  #raw: ((chunk: string) => void) | null = null;
+  /** The stream ended with a `\n` (or was empty). */
+  endsWithNewline = true;
+  readonly done: Promise<void>;
+
+  constructor(stream: Readable, onBytes: (n: number) => void) {
+    this.done = new Promise((resolve) => {
+      stream.on('data', (chunk: Buffer | string) => {
+        const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+        onBytes(buf.length);
+        this.#push(this.#decoder.write(buf));
+      });
+      const finish = (error?: Error) => {
+        if (this.#ended) return;
+        if (error) this.#error = error;
+        this.#push(this.#decoder.end());
+        if (this.#partial !== '') {
+          this.endsWithNewline = false;
+          this.#emit([this.#partial]);
+          this.#partial = '';
+        }
+        this.#ended = true;
+        this.#wake();
+        resolve();
+      };
+      stream.on('end', () => finish());
+      stream.on('close', () => finish());
+      stream.on('error', (error) => finish(error));
+    });
+  }
+
+  #push(text: string): void {
+    if (text === '') return;
+    if (this.#raw) {
+      this.#raw(text);
+      return;
+    }
+    this.endsWithNewline = text.endsWith('\n');
+    const parts = (this.#partial + text).split('\n');
+    this.#partial = parts.pop()!;
+    if (parts.length > 0) this.#emit(parts);
+  }
+
+  #emit(lines: string[]): void {
+    for (const line of lines) this.#lines.push(line);
+    this.#wake();
+  }
+
+  #wake(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  async next(): Promise<string | null> {
+    while (this.#lines.length === 0 && !this.#ended) {
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+    if (this.#lines.length > 0) return this.#lines.shift()!;
+    return null;
+  }
+
+  /** Whole remaining output as text (lines joined with `\n`, final newline as the command wrote it). */
+  async text(): Promise<string> {
+    await this.done;
+    const lines = this.#lines;
+    this.#lines = [];
+    if (lines.length === 0) return '';
+    return lines.join('\n') + (this.endsWithNewline ? '\n' : '');
+  }
+
+  /** Hands the output (buffered and future) to `sink` as text chunks exactly as written, until the end. */
+  drainTo(sink: (text: string) => void): Promise<void> {
+    const lines = this.#lines;
+    const terminated = lines.length > 0 && (!this.#ended || this.endsWithNewline);
+    const buffered = lines.join('\n') + (terminated ? '\n' : '') + this.#partial;
+    this.#lines = [];
+    this.#partial = '';
+    if (buffered !== '') sink(buffered);
+    this.#raw = sink;
+    return this.done;
+  }
+
+  /** The stream's read error, if it failed. */
+  get error(): Error | null {
+    return this.#error;
+  }
+}
+
+class StdinWriter implements JsExecStdin {
+  readonly #stream: Writable;
+  readonly #onBytes: (n: number) => void;
+  #closed = false;
+
+  constructor(stream: Writable, onBytes: (n: number) => void) {
+    this.#stream = stream;
+    this.#onBytes = onBytes;
+    // A command that exits without reading its stdin closes the pipe: that is not an SDK failure.
+    stream.on('error', () => {
+      this.#closed = true;
+    });
+  }
+
+  write(data: Buffer): Promise<void> {
+    if (!((data as unknown) instanceof Uint8Array)) {
+      return Promise.reject(new BoxError('stdin.write: data must be a Buffer'));
+    }
+    if (this.#closed || this.#stream.destroyed || this.#stream.writableEnded) {
+      return Promise.reject(new BoxError('stdin is closed'));
+    }
+    return new Promise((resolve, reject) => {
+      this.#stream.write(data, (error) => {
+        if (error) reject(new BoxError(`stdin write failed: ${error.message}`, { cause: error }));
+        else {
+          this.#onBytes(data.length);
+          resolve();
+        }
+      });
+    });
+  }
+
+  writeString(text: string): Promise<void> {
+    if (typeof text !== 'string')
+      return Promise.reject(new BoxError('stdin.writeString: text must be a string'));
+    return this.write(Buffer.from(text, 'utf8'));
+  }
+
+  close(): Promise<void> {
+    if (this.#closed || this.#stream.writableEnded) return Promise.resolve();
+    this.#closed = true;
+    return new Promise((resolve) => this.#stream.end(() => resolve()));
+  }
+}
+
+/** Counters an execution reports to its box when it ends (bytes in and out, exit status). */
+export interface ExecutionReport {
+  bytesSent: number;
+  bytesReceived: number;
+  exitCode: number;
+}
+
+/**
+ * A command started by `JsBox.exec` (spec 002 `JsExecution`). Each output stream can be taken once;
+ * taking it again rejects with `BoxError`.
+ */
+export class JsExecution {
+  readonly #id = ulid();
+  readonly #process: EngineProcess;
+  readonly #stdout: LineBuffer;
+  readonly #stderr: LineBuffer;
+  readonly #stdin: StdinWriter;
+  readonly #taken = new Set<string>();
+  readonly #result: Promise<JsExecResult>;
+  #bytesSent = 0;
+  #bytesReceived = 0;
+
+  /** @internal Created by `JsBox.exec`; `onEnd` receives the execution's counters once it has exited. */
+  constructor(process: EngineProcess, onEnd: (report: ExecutionReport) => void) {
+    this.#process = process;
+    const received = (n: number) => {
+      this.#bytesReceived += n;
+    };
+    const stdout = new LineBuffer(process.stdout, received);
+    const stderr = new LineBuffer(process.stderr, received);
+    this.#stdout = stdout;
+    this.#stderr = stderr;
+    this.#stdin = new StdinWriter(process.stdin, (n) => {
+      this.#bytesSent += n;
+    });
+    this.#result = (async () => {
+      const exitCode = await process.exited;
+      // Both pipes are drained before the result counts as final (their bytes belong to this command).
+      await Promise.all([stdout.done, stderr.done]);
+      onEnd({ bytesSent: this.#bytesSent, bytesReceived: this.#bytesReceived, exitCode });
+      return { exitCode };
+    })();
+    // Never an unhandled rejection; callers see the failure through wait().
+    this.#result.catch(() => {});
+  }
+
+  #take<T>(which: string, value: T): Promise<T> {
+    if (this.#taken.has(which)) {
+      return Promise.reject(
+        new BoxError(`${which} of execution ${this.#id} was already taken (each stream once)`),
+      );
+    }
+    this.#taken.add(which);
+    return Promise.resolve(value);
+  }
+
+  /** Execution id (ULID). */
+  id(): Promise<string> {
+    return Promise.resolve(this.#id);
+  }
+
+  /** The stdin writer. @throws BoxError when taken before. */
+  stdin(): Promise<JsExecStdin> {
+    return this.#take('stdin', this.#stdin);
+  }
+
+  /** The stdout line reader. @throws BoxError when taken before. */
+  stdout(): Promise<JsExecStdout> {
+    return this.#take('stdout', this.#stdout);
+  }
+
+  /** The stderr line reader. @throws BoxError when taken before. */
+  stderr(): Promise<JsExecStderr> {
+    return this.#take('stderr', this.#stderr);
+  }
+
+  /** Waits for the command to exit; `exitCode` is 128 + signal number when it was killed by a signal. */
+  wait(): Promise<JsExecResult> {
+    return this.#result;
+  }
+
+  /** Sends SIGKILL to the command. */
+  async kill(): Promise<void> {
+    await this.#process.kill('SIGKILL');
+  }
+
+  /** @internal Collects both outputs whole (used by the wrapper boxes and the CLI). */
+  collect(): { stdout: LineBuffer; stderr: LineBuffer; stdin: StdinWriter } {
+    this.#taken.add('stdout');
+    this.#taken.add('stderr');
+    return { stdout: this.#stdout, stderr: this.#stderr, stdin: this.#stdin };
+  }
+}
