@@ -1,0 +1,53 @@
+/**
+ * What the administration API needs from the permission middleware (spec 001 "Authentication": the
+ * administration API is protected by the same permission middleware), as one narrow interface, plus the
+ * permission codes of the spec.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+/** The permission codes of the administration API (spec 001 "Authentication"). */
+export const AdminPermission = Object.freeze({
+  /** Everything below (`auth.admin.**`). */
+  All: 'auth.admin.**',
+  /** Read users, roles, permissions and clients. */
+  Read: 'auth.admin.read',
+  /** Manage users (create, update, delete, password, enable/disable, unlock). */
+  Users: 'auth.admin.users',
+  /** Manage roles; also needed to grant or change a user's `Roles` (separation of duties, rule 1). */
+  Roles: 'auth.admin.roles',
+  /** Manage the permission catalog; also needed to grant or change `Permissions`/`DirectPermissions`/`DeniedPermissions` (rules 1–3). */
+  Permissions: 'auth.admin.permissions',
+  /** Manage clients. */
+  Clients: 'auth.admin.clients',
+  /** Read the audit log. */
+  Audit: 'auth.admin.audit',
+} as const);
+/** One of {@link AdminPermission}. */
+export type AdminPermission = (typeof AdminPermission)[keyof typeof AdminPermission];
+
+/** Who made an administration request: recorded in the audit event of every change ("who changed what"). */
+export interface AdminCaller {
+  /** User id (or client id for a client_credentials token), the token's `sub`. */
+  readonly subjectId: string;
+  /** User name when the subject is a user, else null. */
+  readonly subjectName: string | null;
+  /** The OAuth client the token was issued to, when known. */
+  readonly clientId: string | null;
+}
+
+/**
+ * The permission check of the administration API. The default implementation adapts the core's Fastify
+ * permission middleware; tests or embedders may pass another.
+ */
+export interface AdminAccess {
+  /**
+   * A Fastify `onRequest` hook that authenticates the bearer token and requires `permission` (a concrete code).
+   * On refusal it answers itself with the middleware's denial body and status (401/403, spec 001
+   * "Business endpoints protected by the permission middleware") and the route handler does not run.
+   */
+  require(permission: string): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+  /** Whether the caller of an already authenticated request also holds `permission` (deny rules win). */
+  holds(request: FastifyRequest, permission: string): Promise<boolean>;
+  /** The authenticated caller of `request`. @throws Error when called before {@link require} succeeded. */
+  caller(request: FastifyRequest): AdminCaller;
+}

@@ -1,0 +1,123 @@
+/**
+ * The administration REST API and admin page of the auth service (spec 001 "Administration REST API",
+ * issue 6), as one Fastify plugin: {@link adminApi}.
+ *
+ * ```ts
+ * await app.register(adminApi, { store, authorization }); // API under /auth-admin/api, page at /auth-admin/
+ * ```
+ */
+import swagger from '@fastify/swagger';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { AuthorizationService } from '../authorization.ts';
+import { PasswordHasher } from '../passwords.ts';
+import type { AuthStore } from '../store/types.ts';
+import type { AdminAccess } from './access.ts';
+import { registerAdminRoutes } from './api.ts';
+import { adminErrorHandler, installValidation, requireJsonBody, sendError } from './http.ts';
+import { serviceAccess } from './service-access.ts';
+
+export type { AdminAccess, AdminCaller } from './access.ts';
+export { AdminPermission } from './access.ts';
+export { AdminHttpError, SeparationOfDutiesError } from './http.ts';
+export { type ServiceAccessOptions, serviceAccess } from './service-access.ts';
+
+/** Default `BasePath` of the administration API and page (spec 001: default `/auth-admin`). */
+export const DEFAULT_ADMIN_BASE_PATH = '/auth-admin';
+
+/** Options of {@link adminApi}. */
+export interface AdminApiOptions {
+  /** `BasePath`: the API is served under `{basePath}/api`, the page at `{basePath}/`. Default `/auth-admin`. */
+  basePath?: string;
+  /** The auth core's store. */
+  store: AuthStore;
+  /**
+   * The core's authorization engine (token verifier + store): the API is protected by the same checks and
+   * denial answers as the permission middleware. Give this or `access`.
+   */
+  authorization?: AuthorizationService;
+  /** A custom permission check instead of `authorization` (see {@link AdminAccess}). */
+  access?: AdminAccess;
+  /** Hashes passwords set through the API. Default: a `PasswordHasher` with OWASP scrypt parameters. */
+  passwordHasher?: PasswordHasher;
+  /**
+   * Hashes client secrets into what the token endpoint verifies. Default: `passwordHasher.hash`
+   * (PHC-encoded scrypt).
+   */
+  hashClientSecret?: (secret: string) => Promise<string>;
+  /** Clock, ms since epoch. Default `Date.now`. */
+  now?: () => number;
+  /** Largest accepted request body, bytes. Default 1 MiB. */
+  bodyLimit?: number;
+}
+
+/**
+ * Normalizes a `BasePath`: leading `/`, no trailing `/`, path characters only.
+ * @throws TypeError when it is not a plain absolute path.
+ */
+export function normalizeBasePath(basePath: string | undefined): string {
+  const raw = basePath ?? DEFAULT_ADMIN_BASE_PATH;
+  const trimmed = `/${raw.trim().replace(/^\/+|\/+$/g, '')}`;
+  if (trimmed === '/' || !/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed)) {
+    throw new TypeError(`basePath: '${raw}' is not an absolute path of A-Z a-z 0-9 . _ ~ - segments`);
+  }
+  return trimmed;
+}
+
+/**
+ * Fastify plugin serving the administration REST API under `{basePath}/api` (users, roles, permissions,
+ * clients, audit; OpenAPI document at `{basePath}/api/openapi.json`).
+ *
+ * Register it without a `prefix` (it applies `basePath` itself). It is encapsulated: its validator, error
+ * handler and not-found handler only apply to its own routes.
+ * @throws TypeError at registration when `basePath` is invalid or `store`/`authorization` are missing.
+ */
+export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: FastifyInstance, options) => {
+  const basePath = normalizeBasePath(options.basePath);
+  if (!options.store) throw new TypeError('adminApi: option `store` is required');
+  const access = options.access ?? (options.authorization ? serviceAccess(options.authorization) : undefined);
+  if (!access) throw new TypeError('adminApi: option `authorization` (or `access`) is required');
+  const passwordHasher = options.passwordHasher ?? new PasswordHasher();
+  const hashClientSecret = options.hashClientSecret ?? ((secret: string) => passwordHasher.hash(secret));
+  const now = options.now ?? Date.now;
+
+  await app.register(
+    async (api) => {
+      installValidation(api);
+      api.setErrorHandler(adminErrorHandler);
+      api.setNotFoundHandler((request, reply) =>
+        sendError(reply, 404, `no route ${request.method} ${request.url.split('?')[0]}`),
+      );
+      api.addHook('preParsing', requireJsonBody);
+      const bodyLimit = options.bodyLimit ?? 1024 * 1024;
+      api.addHook('onRoute', (route) => {
+        route.bodyLimit ??= bodyLimit;
+      });
+      await api.register(swagger, {
+        openapi: {
+          openapi: '3.1.0',
+          info: {
+            title: 'Auth service administration API',
+            description:
+              'Administration REST API of the authorization and token service (spec 001). Errors: `{ "error": "message" }` with 400 (validation, body not JSON, permission code that cannot be normalized, storage constraint), 403 (separation of duties), 404, 409; 401/403 of the permission middleware carry `{ error, error_description, permission }`.',
+            version: '1.0.0',
+          },
+          servers: [{ url: '/' }],
+          components: {
+            securitySchemes: {
+              bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+            },
+          },
+        },
+      });
+      registerAdminRoutes(api, {
+        store: options.store,
+        access,
+        passwordHasher,
+        hashClientSecret,
+        now,
+      });
+      api.get('/openapi.json', { schema: { hide: true } }, async () => api.swagger());
+    },
+    { prefix: `${basePath}/api` },
+  );
+};

@@ -1,0 +1,474 @@
+/**
+ * JSON Schemas (draft 2020-12 subset understood by Ajv 8 and OpenAPI 3.1) of the administration API's
+ * requests and responses (spec 001 "Administration REST API", issue 6). They drive request validation
+ * (wrong types, unknown fields and oversized strings give 400 before any handler runs), response
+ * serialization (only the listed fields leave the server — never a password or secret hash) and the
+ * OpenAPI document served at `{BasePath}/api/openapi.json`.
+ *
+ * Limits mirror the store's rules (`../store/validation.ts`, `../permissions.ts`, `../passwords.ts`) so the
+ * schema refuses what the store would refuse anyway, earlier and cheaper.
+ */
+import { MAX_PERMISSION_CODE_LENGTH } from '../permissions.ts';
+
+/** Longest user name, in characters (store rule). */
+export const MAX_USER_NAME = 256;
+/** Longest role name, in characters (store rule). */
+export const MAX_ROLE_NAME = 64;
+/** Longest free-text description or display name, in characters. */
+export const MAX_TEXT = 1024;
+/** Longest client id, in characters (store rule). */
+export const MAX_CLIENT_ID = 128;
+/** Longest password or client secret accepted, in characters (matches `MAX_PASSWORD_LENGTH`). */
+export const MAX_SECRET = 1024;
+/** Largest page (`limit`) of a list request. */
+export const MAX_PAGE = 1000;
+/** Default page size of a list request. */
+export const DEFAULT_PAGE = 50;
+
+type Schema = Record<string, unknown>;
+
+const permissionList: Schema = {
+  type: 'array',
+  maxItems: 1000,
+  items: { type: 'string', minLength: 1, maxLength: MAX_PERMISSION_CODE_LENGTH },
+  description:
+    'Permission codes or patterns: dot-separated segments; `*` one segment, trailing `**` the rest.',
+};
+const roleList: Schema = {
+  type: 'array',
+  maxItems: 200,
+  items: { type: 'string', minLength: 1, maxLength: MAX_ROLE_NAME },
+  description: 'Role names.',
+};
+const grantTypes: Schema = {
+  type: 'array',
+  maxItems: 10,
+  items: { type: 'string', enum: ['authorization_code', 'refresh_token', 'password', 'client_credentials'] },
+  description: '`AllowedGrantTypes`.',
+};
+const scopes: Schema = {
+  type: 'array',
+  maxItems: 200,
+  items: { type: 'string', minLength: 1, maxLength: 128 },
+  description: '`AllowedScopes`: scope tokens (RFC 6749 §3.3).',
+};
+const redirectUris: Schema = {
+  type: 'array',
+  maxItems: 50,
+  items: { type: 'string', minLength: 1, maxLength: 2048 },
+  description: 'Absolute redirect URIs without fragment, compared exactly (RFC 6749 §3.1.2).',
+};
+const timestamp: Schema = { type: 'string', format: 'date-time', description: 'RFC 3339 date-time (UTC).' };
+const nullableTimestamp: Schema = {
+  type: ['string', 'null'],
+  format: 'date-time',
+  description: 'RFC 3339 date-time (UTC), or null.',
+};
+const stringArray: Schema = { type: 'array', items: { type: 'string' } };
+
+/** The error body of every 4xx/5xx answer of the administration API (spec: `{ "error": "message" }`). */
+export const errorSchema: Schema = {
+  type: 'object',
+  required: ['error'],
+  properties: { error: { type: 'string', description: 'What went wrong, naming the field and rule.' } },
+};
+
+/** The middleware's denial body (spec 001 "Middleware denial body"), for 401/403 from the permission check. */
+export const denialSchema: Schema = {
+  type: 'object',
+  properties: {
+    error: { type: 'string' },
+    error_description: { type: 'string' },
+    permission: { type: ['string', 'null'] },
+  },
+};
+
+// ── users ──
+
+/** A user as the API shows it (no password hash, no security stamp). */
+export const userSchema: Schema = {
+  type: 'object',
+  required: [
+    'id',
+    'userName',
+    'isEnabled',
+    'isLockedOut',
+    'lockoutEnd',
+    'accessFailedCount',
+    'hasPassword',
+    'roles',
+    'directPermissions',
+    'deniedPermissions',
+    'createdAt',
+    'updatedAt',
+  ],
+  properties: {
+    id: { type: 'string', description: 'Stable id (UUID); the `sub` of the user’s tokens.' },
+    userName: { type: 'string' },
+    isEnabled: { type: 'boolean', description: '`IsEnabled`: false means disabled.' },
+    isLockedOut: { type: 'boolean', description: '`IsLockedOut`: a lockout is in force now.' },
+    lockoutEnd: nullableTimestamp,
+    accessFailedCount: { type: 'integer' },
+    hasPassword: { type: 'boolean' },
+    roles: stringArray,
+    directPermissions: stringArray,
+    deniedPermissions: stringArray,
+    createdAt: timestamp,
+    updatedAt: timestamp,
+  },
+};
+
+/** Body of `POST /users`. */
+export const createUserBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['userName'],
+  properties: {
+    userName: { type: 'string', minLength: 1, maxLength: MAX_USER_NAME },
+    password: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_SECRET,
+      description: 'Initial password (optional: an account without password cannot sign in).',
+    },
+    isEnabled: { type: 'boolean', default: true },
+    roles: {
+      ...roleList,
+      description: 'Role names. Non-empty needs `auth.admin.roles` (separation of duties).',
+    },
+    directPermissions: {
+      ...permissionList,
+      description: '`DirectPermissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
+    },
+    deniedPermissions: {
+      ...permissionList,
+      description: '`DeniedPermissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
+    },
+  },
+};
+
+/** Body of `PATCH /users/{id}`: omitted fields stay unchanged. */
+export const updateUserBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: {
+    userName: { type: 'string', minLength: 1, maxLength: MAX_USER_NAME },
+    isEnabled: {
+      type: 'boolean',
+      description: 'false disables the account (its tokens are refused at once).',
+    },
+    roles: { ...roleList, description: 'Changing it needs `auth.admin.roles` (separation of duties).' },
+    directPermissions: {
+      ...permissionList,
+      description: 'Changing it needs `auth.admin.permissions` (separation of duties).',
+    },
+    deniedPermissions: {
+      ...permissionList,
+      description: 'Changing it needs `auth.admin.permissions` (separation of duties).',
+    },
+  },
+};
+
+/** Body of `PUT /users/{id}/password`. */
+export const setPasswordBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['password'],
+  properties: { password: { type: 'string', minLength: 1, maxLength: MAX_SECRET } },
+};
+
+// ── roles ──
+
+/** A role as the API shows it. */
+export const roleSchema: Schema = {
+  type: 'object',
+  required: [
+    'id',
+    'name',
+    'description',
+    'permissions',
+    'deniedPermissions',
+    'isSystem',
+    'createdAt',
+    'updatedAt',
+  ],
+  properties: {
+    id: { type: 'string' },
+    name: { type: 'string' },
+    description: { type: 'string' },
+    permissions: stringArray,
+    deniedPermissions: stringArray,
+    isSystem: {
+      type: 'boolean',
+      description: 'Built-in system role: cannot be deleted, renamed or re-ruled.',
+    },
+    createdAt: timestamp,
+    updatedAt: timestamp,
+  },
+};
+
+/** Body of `POST /roles`. */
+export const createRoleBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: MAX_ROLE_NAME },
+    description: { type: 'string', maxLength: MAX_TEXT },
+    permissions: {
+      ...permissionList,
+      description: '`Permissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
+    },
+    deniedPermissions: {
+      ...permissionList,
+      description: '`DeniedPermissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
+    },
+  },
+};
+
+/** Body of `PATCH /roles/{id}`. */
+export const updateRoleBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: MAX_ROLE_NAME },
+    description: { type: 'string', maxLength: MAX_TEXT },
+    permissions: { ...permissionList, description: 'Changing it needs `auth.admin.permissions`.' },
+    deniedPermissions: { ...permissionList, description: 'Changing it needs `auth.admin.permissions`.' },
+  },
+};
+
+// ── permissions ──
+
+/** A permission catalog entry. */
+export const permissionSchema: Schema = {
+  type: 'object',
+  required: ['code', 'description', 'createdAt'],
+  properties: {
+    code: { type: 'string', description: 'Normalized concrete code (lower case).' },
+    description: { type: 'string' },
+    createdAt: timestamp,
+  },
+};
+
+/** Body of `POST /permissions`. */
+export const createPermissionBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['code'],
+  properties: {
+    code: { type: 'string', minLength: 1, maxLength: MAX_PERMISSION_CODE_LENGTH },
+    description: { type: 'string', maxLength: MAX_TEXT },
+  },
+};
+
+/** Body of `PATCH /permissions/{code}`. */
+export const updatePermissionBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['description'],
+  properties: { description: { type: 'string', maxLength: MAX_TEXT } },
+};
+
+// ── clients ──
+
+/** A client as the API shows it (no secret hash). */
+export const clientSchema: Schema = {
+  type: 'object',
+  required: [
+    'clientId',
+    'displayName',
+    'clientType',
+    'hasSecret',
+    'isEnabled',
+    'redirectUris',
+    'allowedGrantTypes',
+    'allowedScopes',
+    'permissions',
+    'createdAt',
+    'updatedAt',
+  ],
+  properties: {
+    clientId: { type: 'string' },
+    displayName: { type: 'string' },
+    clientType: { type: 'string', enum: ['public', 'confidential'] },
+    hasSecret: { type: 'boolean' },
+    isEnabled: { type: 'boolean' },
+    redirectUris: stringArray,
+    allowedGrantTypes: stringArray,
+    allowedScopes: stringArray,
+    permissions: stringArray,
+    createdAt: timestamp,
+    updatedAt: timestamp,
+  },
+};
+
+/** A client plus its new plain-text secret (shown once, on create and on secret rotation). */
+export const clientWithSecretSchema: Schema = {
+  ...clientSchema,
+  properties: {
+    ...(clientSchema.properties as Schema),
+    clientSecret: {
+      type: 'string',
+      description: 'The new secret in plain text. Shown only in this response; store it now.',
+    },
+  },
+};
+
+/** Body of `POST /clients`. */
+export const createClientBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['clientId', 'clientType'],
+  properties: {
+    clientId: { type: 'string', minLength: 1, maxLength: MAX_CLIENT_ID },
+    displayName: { type: 'string', maxLength: MAX_TEXT },
+    clientType: { type: 'string', enum: ['public', 'confidential'] },
+    clientSecret: {
+      type: 'string',
+      minLength: 16,
+      maxLength: MAX_SECRET,
+      description: 'Confidential clients only; when omitted a random secret is generated and returned once.',
+    },
+    isEnabled: { type: 'boolean' },
+    redirectUris,
+    allowedGrantTypes: grantTypes,
+    allowedScopes: scopes,
+    permissions: {
+      ...permissionList,
+      description: '`Permissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
+    },
+  },
+};
+
+/** Body of `PATCH /clients/{clientId}`. */
+export const updateClientBody: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: {
+    displayName: { type: 'string', maxLength: MAX_TEXT },
+    isEnabled: { type: 'boolean' },
+    redirectUris,
+    allowedGrantTypes: grantTypes,
+    allowedScopes: scopes,
+    permissions: { ...permissionList, description: 'Changing it needs `auth.admin.permissions`.' },
+  },
+};
+
+/** Body of `POST /clients/{clientId}/secret` (optional: without `clientSecret` one is generated). */
+export const rotateSecretBody: Schema = {
+  type: ['object', 'null'],
+  additionalProperties: false,
+  properties: { clientSecret: { type: 'string', minLength: 16, maxLength: MAX_SECRET } },
+};
+
+/** Body of routes that take none (`POST …/enable`, `DELETE …`): absent, or an empty JSON object. */
+export const emptyBody: Schema = {
+  type: ['object', 'null'],
+  additionalProperties: false,
+  maxProperties: 0,
+  description: 'No body (or `{}`).',
+};
+
+// ── audit ──
+
+/** An audit event as the API shows it. */
+export const auditEventSchema: Schema = {
+  type: 'object',
+  required: [
+    'id',
+    'time',
+    'category',
+    'outcome',
+    'subjectId',
+    'subjectName',
+    'clientId',
+    'failureCode',
+    'remoteAddress',
+    'details',
+  ],
+  properties: {
+    id: { type: 'integer' },
+    time: timestamp,
+    category: { type: 'string', description: '`Category`, e.g. `Login`, `Token`, `Admin`.' },
+    outcome: { type: 'string', description: '`Outcome`, e.g. `Success`, `Denied`, `Failure`.' },
+    subjectId: { type: ['string', 'null'] },
+    subjectName: { type: ['string', 'null'] },
+    clientId: { type: ['string', 'null'] },
+    failureCode: { type: ['string', 'null'] },
+    remoteAddress: { type: ['string', 'null'] },
+    details: {
+      type: ['object', 'null'],
+      additionalProperties: true,
+      description: 'Structured data; for `Admin` events `action`, `target` and the `changed` field names.',
+    },
+  },
+};
+
+/** Query string of the list routes. */
+export const listQuery: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    offset: { type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0 },
+    limit: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: DEFAULT_PAGE },
+    search: { type: 'string', maxLength: 256, description: 'Case-insensitive substring of the name / id.' },
+  },
+};
+
+/** Query string of `GET /audit`. */
+export const auditQuery: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    category: { type: 'string', minLength: 1, maxLength: 64 },
+    outcome: { type: 'string', minLength: 1, maxLength: 64 },
+    subject: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 256,
+      description: 'Subject id (user id or client id).',
+    },
+    clientId: { type: 'string', minLength: 1, maxLength: MAX_CLIENT_ID },
+    from: { ...timestamp, description: 'Inclusive lower bound of `time` (RFC 3339).' },
+    to: { ...timestamp, description: 'Exclusive upper bound of `time` (RFC 3339).' },
+    offset: { type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0 },
+    limit: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: DEFAULT_PAGE },
+  },
+};
+
+/** A page of a list: `items`, `total` matching, and the `offset`/`limit` used. */
+export function pageOf(item: Schema): Schema {
+  return {
+    type: 'object',
+    required: ['items', 'total', 'offset', 'limit'],
+    properties: {
+      items: { type: 'array', items: item },
+      total: { type: 'integer' },
+      offset: { type: 'integer' },
+      limit: { type: 'integer' },
+    },
+  };
+}
+
+/** Path parameter `{id}`. */
+export const idParams: Schema = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string', minLength: 1, maxLength: 128 } },
+};
+/** Path parameter `{code}`. */
+export const codeParams: Schema = {
+  type: 'object',
+  required: ['code'],
+  properties: { code: { type: 'string', minLength: 1, maxLength: MAX_PERMISSION_CODE_LENGTH } },
+};
+/** Path parameter `{clientId}`. */
+export const clientIdParams: Schema = {
+  type: 'object',
+  required: ['clientId'],
+  properties: { clientId: { type: 'string', minLength: 1, maxLength: MAX_CLIENT_ID } },
+};
