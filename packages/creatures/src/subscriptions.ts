@@ -8,19 +8,25 @@
  * the response is a `text/event-stream` of `next` events (each one a GraphQL execution result) closed by a
  * `complete` event. The "single connection mode" (stream reservations with `PUT`) is not offered.
  *
- * The change feed comes from the server's mutations: they emit {@link CreatureChange} and {@link MessageChange}
- * values on a {@link ChangeEmitter}; every open subscription receives each change once.
+ * The change feed is the store's `events` emitter ({@link ChangeSource}): every committed write emits one
+ * {@link ChangeEvent}; every open subscription whose filter matches receives it once.
  */
-import { EventEmitter, on } from 'node:events';
+import { type EventEmitter, on } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   type ExecutionArgs,
   type ExecutionResult,
+  extendSchema,
   type GraphQLSchema,
   execute as graphqlExecute,
   subscribe as graphqlSubscribe,
+  parse,
+  specifiedRules,
+  type ValidationRule,
+  validate,
 } from 'graphql';
 import { createHandler, type Request as SseRequest } from 'graphql-sse';
+import type { ChangeEvent, Creature, Message } from './store.ts';
 
 /**
  * SDL of the subscription part of the schema. The server's schema module includes it; it refers to the
@@ -42,10 +48,8 @@ type CreatureChange {
   kind: ChangeKind!
   "The creature's id (\`001\`..)."
   id: ID!
-  "The creature's name; for a rename, the new name."
+  "The creature's name (as it was, for a deletion)."
   name: String!
-  "The creature's name before a rename; equal to \`name\` otherwise."
-  previousName: String!
   "The creature as it is now; null when it was deleted."
   creature: Creature
 }
@@ -58,8 +62,8 @@ type MessageChange {
 
 "Live change feeds, delivered over Server-Sent Events on \`/graphql\` (GraphQL over SSE protocol)."
 type Subscription {
-  "Every creature change; with \`name\` (case-insensitive), only changes of that creature (old or new name)."
-  creatureChanged(name: String): CreatureChange!
+  "Every creature change; with \`id\`, only changes of that creature."
+  creatureChanged(id: ID): CreatureChange!
   "Every message change; with \`id\`, only changes of that message."
   messageChanged(id: ID): MessageChange!
 }
@@ -70,40 +74,50 @@ export const ChangeKind = { CREATED: 'CREATED', UPDATED: 'UPDATED', DELETED: 'DE
 /** One of the values of {@link ChangeKind}. */
 export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];
 
-/** A creature change (`type CreatureChange`); `creature` is the stored creature record, null after a delete. */
-export interface CreatureChange {
+/**
+ * The server's change feed: the store's `events`, which emit `'change'` with a {@link ChangeEvent} after
+ * every committed write (see `Store.events`).
+ */
+export type ChangeSource = EventEmitter<{ change: [ChangeEvent] }>;
+
+/** Payload of `Subscription.creatureChanged` (`type CreatureChange`). */
+interface CreatureChange {
   kind: ChangeKind;
-  /** The creature's id, e.g. `"025"`. */
   id: string;
-  /** The creature's current name (the new name after a rename). */
   name: string;
-  /** The name before the change; equal to `name` unless the creature was renamed. */
-  previousName: string;
-  /** The creature record as the `Creature` type resolves it; null when `kind` is `DELETED`. */
-  creature: object | null;
+  creature: Creature | null;
 }
 
-/** A message change (`type MessageChange`); `message` is the stored message (`id`, `content`, `author`). */
-export interface MessageChange {
+/** Payload of `Subscription.messageChanged` (`type MessageChange`). */
+interface MessageChange {
   kind: ChangeKind;
-  message: { id: string; content?: string | null; author?: string | null };
+  message: Message;
 }
 
-/** Event map of a {@link ChangeEmitter}: event name → listener arguments. */
-export interface ChangeEventMap {
-  creature: [CreatureChange];
-  message: [MessageChange];
+/** Maps a store event to the `Subscription` payload of its entity. */
+function toPayload(
+  event: ChangeEvent,
+): { creatureChanged: CreatureChange } | { messageChanged: MessageChange } {
+  const kind = event.kind.toUpperCase() as ChangeKind;
+  if (event.entity === 'message') return { messageChanged: { kind, message: event.value } };
+  return {
+    creatureChanged: {
+      kind,
+      id: event.id,
+      name: event.value.name,
+      creature: event.kind === 'deleted' ? null : event.value,
+    },
+  };
 }
 
-/** The server's change feed: its mutations emit `creature` and `message` events after a successful write. */
-export type ChangeEmitter = EventEmitter<ChangeEventMap>;
-
-/** Creates an empty change feed; emitting on it never throws, even with no subscriber. */
-export function createChangeEmitter(): ChangeEmitter {
-  const emitter = new EventEmitter<ChangeEventMap>();
-  // Each open subscription adds one listener; the number of streams is bounded by `maxStreams` instead.
-  emitter.setMaxListeners(0);
-  return emitter;
+/**
+ * Adds {@link subscriptionTypeDefs} to an executable schema as its subscription root, keeping its resolvers
+ * (graphql-js `extendSchema`). A schema that already has a `Subscription` root (its SDL includes
+ * {@link subscriptionTypeDefs}) is returned as it is. Throws if the schema lacks `Creature` or `Message`.
+ */
+export function withSubscriptions(schema: GraphQLSchema): GraphQLSchema {
+  if (schema.getSubscriptionType()) return schema;
+  return extendSchema(schema, parse(`${subscriptionTypeDefs}\nextend schema { subscription: Subscription }`));
 }
 
 /**
@@ -112,30 +126,13 @@ export function createChangeEmitter(): ChangeEmitter {
  * client goes away (`return()` removes the listener).
  */
 export function subscriptionRoot(
-  events: ChangeEmitter,
-): Record<string, (args: Record<string, unknown>) => unknown> {
+  events: ChangeSource,
+): Record<string, (args: { id?: string | null }) => unknown> {
   return {
-    creatureChanged: (args) => {
-      const wanted = typeof args.name === 'string' ? args.name.toLowerCase() : undefined;
-      return feed(
-        events,
-        'creature',
-        'creatureChanged',
-        (change) =>
-          wanted === undefined ||
-          change.name.toLowerCase() === wanted ||
-          change.previousName.toLowerCase() === wanted,
-      );
-    },
-    messageChanged: (args) => {
-      const wanted = typeof args.id === 'string' ? args.id : undefined;
-      return feed(
-        events,
-        'message',
-        'messageChanged',
-        (change) => wanted === undefined || change.message.id === wanted,
-      );
-    },
+    creatureChanged: ({ id }) =>
+      feed(events, (event) => event.entity === 'creature' && (id == null || event.id === id)),
+    messageChanged: ({ id }) =>
+      feed(events, (event) => event.entity === 'message' && (id == null || event.id === id)),
   };
 }
 
@@ -144,20 +141,18 @@ export function subscriptionRoot(
  * returned while it awaits the next event, so a client that goes away would keep its listener until the next
  * change; here `return()` ends the underlying `on()` iterator at once, which removes the listener.
  */
-function feed<K extends keyof ChangeEventMap>(
-  events: ChangeEmitter,
-  event: K,
-  field: string,
-  keep: (change: ChangeEventMap[K][0]) => boolean,
+function feed(
+  events: ChangeSource,
+  keep: (event: ChangeEvent) => boolean,
 ): AsyncIterableIterator<Record<string, unknown>> {
-  const source = on(events as EventEmitter, event);
+  const source = on(events as EventEmitter, 'change');
   const iterator: AsyncIterableIterator<Record<string, unknown>> = {
     async next() {
       for (;;) {
         const step = await source.next();
         if (step.done) return { done: true, value: undefined };
-        const [change] = step.value as ChangeEventMap[K];
-        if (keep(change)) return { done: false, value: { [field]: change } };
+        const [event] = step.value as [ChangeEvent];
+        if (keep(event)) return { done: false, value: toPayload(event) };
       }
     },
     async return() {
@@ -177,10 +172,12 @@ function feed<K extends keyof ChangeEventMap>(
 
 /** Options of {@link createSubscriptionHandler}. */
 export interface SubscriptionHandlerOptions {
-  /** The server's schema; it must contain the types of {@link subscriptionTypeDefs}. */
+  /** The server's schema; it must contain the types of {@link subscriptionTypeDefs} ({@link withSubscriptions}). */
   schema: GraphQLSchema;
-  /** The server's change feed. */
-  events: ChangeEmitter;
+  /** The server's change feed (the store's `events`). */
+  events: ChangeSource;
+  /** Validation rules (default graphql-js `specifiedRules`; pass the server's depth and cost limits too). */
+  validationRules?: readonly ValidationRule[];
   /**
    * Executor for queries and mutations sent over SSE (the protocol allows them; each gives one `next` event).
    * Defaults to graphql-js `execute` with `rootValue`.
@@ -215,6 +212,7 @@ export function createSubscriptionHandler(
   const handler = createHandler<IncomingMessage, undefined, Record<string, unknown>>({
     schema: options.schema,
     context: (req) => (options.context ? options.context(req.raw) : {}) as Record<string, unknown>,
+    validate: (schema, document) => validate(schema, document, options.validationRules ?? specifiedRules),
     execute: (args) => execute({ ...args, rootValue: options.rootValue }),
     subscribe: (args) => graphqlSubscribe({ ...args, rootValue: subscribeRoot }),
     // Distinct connections mode only: without a stream token, `PUT` reservations are never created.

@@ -7,42 +7,24 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { buildSchema } from 'graphql';
 import { createClient } from 'graphql-sse';
-import {
-  type ChangeEmitter,
-  createChangeEmitter,
-  createSubscriptionHandler,
-  isEventStreamRequest,
-  subscriptionTypeDefs,
-} from '../src/subscriptions.ts';
+import { schema as creatureSchema } from '../src/schema.ts';
+import { Store } from '../src/store.ts';
+import { createSubscriptionHandler, isEventStreamRequest, withSubscriptions } from '../src/subscriptions.ts';
 
-const schema = buildSchema(`
-  type Creature { id: ID! name: String! types: [String!]! }
-  type Message { id: ID! content: String author: String }
-  input MessageInput { content: String author: String }
-  type Query { getMessage(id: ID!): Message }
-  type Mutation { createMessage(input: MessageInput): Message }
-  ${subscriptionTypeDefs}
-`);
-
+const schema = withSubscriptions(creatureSchema);
 let server: Server;
-let events: ChangeEmitter;
+let store: Store;
 let url: string;
-const messages = new Map<string, { id: string; content?: string; author?: string }>();
 
 before(async () => {
-  events = createChangeEmitter();
-  const rootValue = {
-    getMessage: ({ id }: { id: string }) => messages.get(id) ?? null,
-    createMessage: ({ input }: { input: { content?: string; author?: string } }) => {
-      const message = { id: String(messages.size + 1), ...input };
-      messages.set(message.id, message);
-      events.emit('message', { kind: 'CREATED', message });
-      return message;
-    },
-  };
-  const handle = createSubscriptionHandler({ schema, events, rootValue, maxBodyBytes: 4096 });
+  store = new Store({ path: ':memory:' });
+  const handle = createSubscriptionHandler({
+    schema,
+    events: store.events,
+    context: () => ({ store }),
+    maxBodyBytes: 4096,
+  });
   server = createServer((req, res) => {
     if (isEventStreamRequest(req)) {
       handle(req, res).catch(() => res.destroy());
@@ -58,11 +40,12 @@ before(async () => {
 after(() => {
   server.closeAllConnections();
   server.close();
+  store.close();
 });
 
 /** Waits until `n` subscribers listen to `event`, i.e. the subscriptions are established server-side. */
-async function listeners(event: 'creature' | 'message', n: number): Promise<void> {
-  while (events.listenerCount(event) !== n) await new Promise((resolve) => setTimeout(resolve, 5));
+async function listeners(n: number): Promise<void> {
+  while (store.events.listenerCount('change') !== n) await new Promise((resolve) => setTimeout(resolve, 5));
 }
 
 describe('GraphQL subscriptions over SSE', () => {
@@ -74,14 +57,14 @@ describe('GraphQL subscriptions over SSE', () => {
       query: 'subscription { messageChanged { kind message { id content } } }',
     });
     const first = iterator.next();
-    await listeners('message', 1);
-    events.emit('message', { kind: 'UPDATED', message: { id: '7', content: 'hello', author: 'ash' } });
+    await listeners(1);
+    const created = store.createMessage({ content: 'hello', author: 'ash' });
     const { value } = await first;
     assert.deepEqual(value?.data, {
-      messageChanged: { kind: 'UPDATED', message: { id: '7', content: 'hello' } },
+      messageChanged: { kind: 'CREATED', message: { id: created.id, content: 'hello' } },
     });
     await iterator.return?.();
-    await listeners('message', 0);
+    await listeners(0);
     client.dispose();
   });
 
@@ -91,7 +74,7 @@ describe('GraphQL subscriptions over SSE', () => {
       query: 'subscription { messageChanged { message { content author } } }',
     });
     const next = changes.next();
-    await listeners('message', 1);
+    await listeners(1);
     const result = await client
       .iterate<{ createMessage: { id: string } }>({
         query: 'mutation($c: String) { createMessage(input: { content: $c, author: "misty" }) { id } }',
@@ -103,49 +86,35 @@ describe('GraphQL subscriptions over SSE', () => {
       messageChanged: { message: { content: 'over sse', author: 'misty' } },
     });
     await changes.return?.();
+    await listeners(0);
     client.dispose();
   });
 
-  test('creatureChanged(name:) only delivers changes of that creature, matching old or new name', async () => {
+  test('creatureChanged(id:) only delivers changes of that creature, with evolutions resolved', async () => {
     const client = createClient({ url });
-    const iterator = client.iterate<{ creatureChanged: { kind: string; name: string; creature: unknown } }>({
-      query: 'subscription { creatureChanged(name: "pikachu") { kind name creature { id name types } } }',
+    const iterator = client.iterate<{ creatureChanged: unknown }>({
+      query:
+        'subscription { creatureChanged(id: "025") { kind id name creature { name maxHP evolutions { name } } } }',
     });
     const first = iterator.next();
-    await listeners('creature', 1);
-    events.emit('creature', {
-      kind: 'UPDATED',
-      id: '001',
-      name: 'Bulbasaur',
-      previousName: 'Bulbasaur',
-      creature: { id: '001', name: 'Bulbasaur', types: ['Grass'] },
-    });
-    events.emit('creature', {
-      kind: 'UPDATED',
-      id: '025',
-      name: 'Sparky',
-      previousName: 'Pikachu',
-      creature: { id: '025', name: 'Sparky', types: ['Electric'] },
-    });
+    await listeners(1);
+    store.updateCreature('001', { maxHP: 1 });
+    store.updateCreature('025', { name: 'Sparky', maxHP: 120 });
     assert.deepEqual((await first).value?.data, {
       creatureChanged: {
         kind: 'UPDATED',
+        id: '025',
         name: 'Sparky',
-        creature: { id: '025', name: 'Sparky', types: ['Electric'] },
+        creature: { name: 'Sparky', maxHP: 120, evolutions: [{ name: 'Raichu' }] },
       },
     });
     const second = iterator.next();
-    events.emit('creature', {
-      kind: 'DELETED',
-      id: '025',
-      name: 'Pikachu',
-      previousName: 'Pikachu',
-      creature: null,
-    });
+    store.deleteCreature('025');
     assert.deepEqual((await second).value?.data, {
-      creatureChanged: { kind: 'DELETED', name: 'Pikachu', creature: null },
+      creatureChanged: { kind: 'DELETED', id: '025', name: 'Sparky', creature: null },
     });
     await iterator.return?.();
+    await listeners(0);
     client.dispose();
   });
 
