@@ -1,0 +1,108 @@
+/**
+ * The login page (spec 001, "Login page"): `GET /login` renders a CSRF-protected HTML form;
+ * `POST /login` validates the credentials. On failure it answers 302 back to `/login?err=1` (keeping the
+ * pending authorization request) and the real reason goes only to the audit log (Category `Login`,
+ * Outcome `Denied`, written by credential validation). On success it sets the session cookie and
+ * continues the authorization request. `POST /logout` ends the session.
+ */
+import csrf from '@fastify/csrf-protection';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AUTHORIZE_PATH, LOGIN_PATH } from '../oauth/authorize.ts';
+import type { OAuthContext } from '../oauth/context.ts';
+import { NOT_FORM, registerFormParser } from '../oauth/form.ts';
+import { AuditCategory, AuditOutcome } from '../store/types.ts';
+import { loginForm, signedIn } from './page.ts';
+import { endSession, readSession, secureCookies, startSession } from './session.ts';
+
+/** Name of the cookie holding the CSRF secret (double-submit with the form's `_csrf` field). */
+export const CSRF_COOKIE = 'seed_auth_csrf';
+
+/**
+ * A `return_to` value is accepted only when it continues an authorization request on this server, so the
+ * login page cannot be used as an open redirector.
+ */
+export function safeReturnTo(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 4096) return undefined;
+  return value.startsWith(`${AUTHORIZE_PATH}?`) ? value : undefined;
+}
+
+const PAGE_HEADERS = {
+  'cache-control': 'no-store',
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
+function loginUrl(params: { err?: boolean; returnTo?: string }): string {
+  const q = new URLSearchParams();
+  if (params.err) q.set('err', '1');
+  if (params.returnTo) q.set('return_to', params.returnTo);
+  const s = q.toString();
+  return s ? `${LOGIN_PATH}?${s}` : LOGIN_PATH;
+}
+
+function formField(body: unknown, name: string): string | undefined {
+  if (!(body instanceof URLSearchParams)) return undefined;
+  const values = body.getAll(name);
+  return values.length === 1 ? values[0] : undefined;
+}
+
+/** Registers `GET /login`, `POST /login` and `POST /logout` on an encapsulated context. */
+export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void {
+  app.register(async (scope) => {
+    registerFormParser(scope);
+    await scope.register(csrf, {
+      cookieKey: CSRF_COOKIE,
+      cookieOpts: { path: '/', httpOnly: true, sameSite: 'strict', secure: secureCookies(ctx) },
+      getToken: (req: FastifyRequest) => formField(req.body, '_csrf'),
+    });
+
+    const page = (reply: FastifyReply, html: string) =>
+      reply.headers(PAGE_HEADERS).type('text/html; charset=utf-8').send(html);
+
+    scope.get(LOGIN_PATH, async (req, reply) => {
+      const query = req.query as Record<string, unknown>;
+      const returnTo = safeReturnTo(query.return_to);
+      const active = await readSession(req, ctx);
+      const csrfToken = reply.generateCsrf();
+      if (active && returnTo === undefined)
+        return page(reply, signedIn({ userName: active.user.userName, csrfToken }));
+      return page(reply, loginForm({ csrfToken, returnTo, failed: query.err === '1' }));
+    });
+
+    scope.post(LOGIN_PATH, { preHandler: scope.csrfProtection }, async (req, reply) => {
+      if (req.body === NOT_FORM)
+        return reply.code(400).type('text/plain; charset=utf-8').send('form body expected\n');
+      const returnTo = safeReturnTo(formField(req.body, 'return_to'));
+      const userName = formField(req.body, 'username');
+      const password = formField(req.body, 'password');
+      const back = () =>
+        reply.header('cache-control', 'no-store').redirect(loginUrl({ err: true, returnTo }), 302);
+      if (!userName || !password) {
+        await ctx.store.appendAudit({
+          category: AuditCategory.Login,
+          outcome: AuditOutcome.Denied,
+          subjectName: userName?.slice(0, 256) ?? null,
+          failureCode: 'missing_credentials',
+          remoteAddress: req.ip,
+        });
+        return back();
+      }
+      const outcome = await ctx.credentials.validate(userName, password, {
+        category: AuditCategory.Login,
+        clientId: null,
+        remoteAddress: req.ip,
+      });
+      if (!outcome.ok) return back();
+      await startSession(reply, ctx, outcome.user.id);
+      return reply.header('cache-control', 'no-store').redirect(returnTo ?? LOGIN_PATH, 302);
+    });
+
+    scope.post('/logout', { preHandler: scope.csrfProtection }, async (req, reply) => {
+      await endSession(req, reply, ctx);
+      return reply.header('cache-control', 'no-store').redirect(LOGIN_PATH, 302);
+    });
+  });
+}

@@ -1,0 +1,73 @@
+/** HTML of the login page: one self-contained document (inline CSS, no scripts, no external assets). */
+
+/** Escapes text for HTML element content and double-quoted attribute values. */
+export function escapeHtml(value: string): string {
+  return value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+const STYLE = `
+body{font-family:system-ui,sans-serif;background:#f4f5f7;margin:0;display:flex;min-height:100vh;align-items:center;justify-content:center}
+main{background:#fff;padding:2rem 2.5rem;border-radius:8px;box-shadow:0 2px 12px rgba(0,0,0,.1);width:20rem}
+h1{font-size:1.3rem;margin:0 0 1rem}
+label{display:block;margin:.8rem 0 .3rem;font-size:.9rem}
+input[type=text],input[type=password]{width:100%;box-sizing:border-box;padding:.5rem;border:1px solid #bbb;border-radius:4px;font-size:1rem}
+button{margin-top:1.2rem;width:100%;padding:.6rem;border:0;border-radius:4px;background:#2456c9;color:#fff;font-size:1rem;cursor:pointer}
+p.error{color:#a40000;background:#fdecec;padding:.5rem;border-radius:4px;font-size:.9rem}
+`;
+
+function layout(title: string, body: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${escapeHtml(title)}</title>
+<style>${STYLE}</style>
+</head>
+<body>
+<main>
+${body}
+</main>
+</body>
+</html>
+`;
+}
+
+/** The sign-in form. `failed` shows the generic failure message (the real reason is only audited). */
+export function loginForm(options: {
+  csrfToken: string;
+  returnTo: string | undefined;
+  failed: boolean;
+}): string {
+  const error = options.failed ? '<p class="error" role="alert">Invalid user name or password.</p>\n' : '';
+  const returnTo =
+    options.returnTo === undefined
+      ? ''
+      : `<input type="hidden" name="return_to" value="${escapeHtml(options.returnTo)}">\n`;
+  return layout(
+    'Sign in',
+    `<h1>Sign in</h1>
+${error}<form method="post" action="/login" autocomplete="on">
+<input type="hidden" name="_csrf" value="${escapeHtml(options.csrfToken)}">
+${returnTo}<label for="username">User name</label>
+<input type="text" id="username" name="username" autocomplete="username" required maxlength="256" autofocus>
+<label for="password">Password</label>
+<input type="password" id="password" name="password" autocomplete="current-password" required maxlength="1024">
+<button type="submit">Sign in</button>
+</form>`,
+  );
+}
+
+/** Shown at `/login` to a user who is already signed in and has nowhere to return to. */
+export function signedIn(options: { userName: string; csrfToken: string }): string {
+  return layout(
+    'Signed in',
+    `<h1>Signed in</h1>
+<p>You are signed in as <strong>${escapeHtml(options.userName)}</strong>.</p>
+<form method="post" action="/logout">
+<input type="hidden" name="_csrf" value="${escapeHtml(options.csrfToken)}">
+<button type="submit">Sign out</button>
+</form>`,
+  );
+}

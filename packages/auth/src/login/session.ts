@@ -1,0 +1,73 @@
+/**
+ * Login sessions behind the session cookie. The cookie value is 256 random bits; the store keeps only
+ * its SHA-256. The cookie is `HttpOnly`, `SameSite=Lax` (so the top-level redirect from a client back to
+ * `/connect/authorize` still carries it), `Path=/`, and `Secure` when the issuer is `https`.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { type OAuthContext, userActive } from '../oauth/context.ts';
+import { hashToken, newOpaqueToken } from '../oauth/tokens.ts';
+import type { LoginSessionRecord, UserRecord } from '../store/types.ts';
+
+/** Name of the session cookie. */
+export const SESSION_COOKIE = 'seed_auth_session';
+
+/** A live session and its (enabled, unlocked) user. */
+export interface ActiveSession {
+  readonly session: LoginSessionRecord;
+  readonly user: UserRecord;
+}
+
+/** True when cookies must be `Secure` (https issuer). */
+export function secureCookies(ctx: OAuthContext): boolean {
+  return ctx.config.issuer.startsWith('https:');
+}
+
+/**
+ * The request's session when the cookie names a stored, unexpired, unrevoked session whose user is
+ * still enabled and not locked out; otherwise undefined.
+ */
+export async function readSession(
+  req: FastifyRequest,
+  ctx: OAuthContext,
+): Promise<ActiveSession | undefined> {
+  const value = req.cookies[SESSION_COOKIE];
+  if (!value || value.length > 128) return undefined;
+  const session = await ctx.store.getLoginSession(hashToken(value));
+  const now = ctx.now();
+  if (!session || session.revokedAt !== null || session.expiresAt <= now) return undefined;
+  const user = await ctx.store.getUser(session.userId);
+  if (!user || !userActive(user, now)) return undefined;
+  return { session, user };
+}
+
+/** Creates a session for `userId` and sets the cookie on `reply`. */
+export async function startSession(reply: FastifyReply, ctx: OAuthContext, userId: string): Promise<void> {
+  const value = newOpaqueToken();
+  const now = ctx.now();
+  const ttl = ctx.config.sessionTtlSeconds;
+  await ctx.store.createLoginSession({
+    sessionHash: hashToken(value),
+    userId,
+    createdAt: now,
+    expiresAt: now + ttl * 1000,
+  });
+  reply.setCookie(SESSION_COOKIE, value, {
+    httpOnly: true,
+    sameSite: 'lax',
+    path: '/',
+    secure: secureCookies(ctx),
+    maxAge: ttl,
+  });
+}
+
+/** Revokes the request's session (if any) and clears the cookie. */
+export async function endSession(req: FastifyRequest, reply: FastifyReply, ctx: OAuthContext): Promise<void> {
+  const value = req.cookies[SESSION_COOKIE];
+  if (value && value.length <= 128) await ctx.store.revokeLoginSession(hashToken(value), ctx.now());
+  reply.clearCookie(SESSION_COOKIE, {
+    path: '/',
+    httpOnly: true,
+    sameSite: 'lax',
+    secure: secureCookies(ctx),
+  });
+}

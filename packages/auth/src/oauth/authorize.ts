@@ -1,0 +1,214 @@
+/**
+ * The authorization endpoint `GET /connect/authorize` (RFC 6749 §3.1, §4.1.1–4.1.2.1; RFC 7636 §4.3;
+ * RFC 9207 `iss`; spec 001 "Authorization endpoint"): `client_id` and `redirect_uri` are validated first
+ * and a failure answers 400 `text/plain` without redirecting; every later error redirects (302) to the
+ * client with `error`, `error_description` and `state`. Users without a session go to the login page and
+ * come back here.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { readSession } from '../login/session.ts';
+import { AuditCategory, AuditOutcome, type ClientRecord } from '../store/types.ts';
+import type { OAuthContext } from './context.ts';
+import { OAuthError } from './errors.ts';
+import { isValidPkceString, type PkceMethod } from './pkce.ts';
+import { resolveScope } from './scope.ts';
+import { hashToken, newOpaqueToken } from './tokens.ts';
+
+/** Path of the login page. */
+export const LOGIN_PATH = '/login';
+/** Path of the authorization endpoint. */
+export const AUTHORIZE_PATH = '/connect/authorize';
+
+/** Error values the authorization endpoint redirects with (spec 001 plus OIDC `login_required`). */
+export type AuthorizeErrorCode =
+  | 'invalid_request'
+  | 'unauthorized_client'
+  | 'unsupported_response_type'
+  | 'invalid_scope'
+  | 'login_required';
+
+class AuthorizeRedirectError extends Error {
+  readonly error: AuthorizeErrorCode;
+  constructor(error: AuthorizeErrorCode, description: string) {
+    super(description);
+    this.error = error;
+  }
+}
+
+/** The query as single values; repeated parameters are reported (RFC 6749 §3.1). */
+function queryParams(req: FastifyRequest): {
+  get(name: string): string | undefined;
+  repeated: string | undefined;
+} {
+  const raw = req.url.indexOf('?') === -1 ? '' : req.url.slice(req.url.indexOf('?') + 1);
+  const params = new URLSearchParams(raw);
+  const seen = new Set<string>();
+  let repeated: string | undefined;
+  for (const key of params.keys()) {
+    if (seen.has(key)) repeated ??= key;
+    seen.add(key);
+  }
+  return {
+    get(name) {
+      const v = params.get(name);
+      return v === null || v === '' ? undefined : v;
+    },
+    repeated,
+  };
+}
+
+/** `redirect_uri` with parameters added to its query (RFC 6749 §4.1.2: keep the existing query). */
+export function withQuery(uri: string, params: Record<string, string | undefined>): string {
+  const url = new URL(uri);
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.append(k, v);
+  return url.toString();
+}
+
+function plainError(reply: FastifyReply, message: string): FastifyReply {
+  return reply
+    .code(400)
+    .header('cache-control', 'no-store')
+    .type('text/plain; charset=utf-8')
+    .send(`${message}\n`);
+}
+
+/** Registers `GET /connect/authorize`. */
+export function registerAuthorizeEndpoint(app: FastifyInstance, ctx: OAuthContext): void {
+  app.get(AUTHORIZE_PATH, async (req, reply) => {
+    const q = queryParams(req);
+    // 1. client_id and redirect_uri: failures never redirect (RFC 6749 §4.1.2.1).
+    const clientId = q.get('client_id');
+    if (clientId === undefined) return plainError(reply, 'invalid_request: client_id is required');
+    if (q.repeated === 'client_id')
+      return plainError(reply, 'invalid_request: client_id must not be repeated');
+    const client = await ctx.store.getClient(clientId);
+    if (!client?.isEnabled) return plainError(reply, 'invalid_client: unknown or disabled client_id');
+    if (q.repeated === 'redirect_uri')
+      return plainError(reply, 'invalid_request: redirect_uri must not be repeated');
+    let redirectUri = q.get('redirect_uri');
+    if (redirectUri === undefined) {
+      if (client.redirectUris.length !== 1) {
+        return plainError(
+          reply,
+          'invalid_request: redirect_uri is required (the client has several registered)',
+        );
+      }
+      redirectUri = client.redirectUris[0]!;
+    } else if (!client.redirectUris.includes(redirectUri)) {
+      return plainError(reply, 'invalid_request: redirect_uri is not registered for this client');
+    }
+    const state = q.get('state');
+    const fail = (error: AuthorizeErrorCode, description: string) =>
+      reply
+        .code(302)
+        .header('cache-control', 'no-store')
+        .redirect(
+          withQuery(redirectUri, { error, error_description: description, state, iss: ctx.config.issuer }),
+          302,
+        );
+    try {
+      const request = validate(q, client, ctx);
+      const active = await readSession(req, ctx);
+      if (!active) {
+        if (request.prompt.includes('none'))
+          throw new AuthorizeRedirectError('login_required', 'the user is not signed in');
+        return reply
+          .header('cache-control', 'no-store')
+          .redirect(`${LOGIN_PATH}?${new URLSearchParams({ return_to: req.url })}`, 302);
+      }
+      const code = newOpaqueToken();
+      const now = ctx.now();
+      await ctx.store.insertAuthorizationCode({
+        codeHash: hashToken(code),
+        clientId: client.clientId,
+        userId: active.user.id,
+        redirectUri,
+        scope: request.scope,
+        codeChallenge: request.codeChallenge,
+        codeChallengeMethod: request.codeChallengeMethod,
+        nonce: request.nonce ?? null,
+        createdAt: now,
+        expiresAt: now + ctx.config.authorizationCodeTtlSeconds * 1000,
+      });
+      await ctx.store.appendAudit({
+        category: AuditCategory.Authorization,
+        outcome: AuditOutcome.Success,
+        subjectId: active.user.id,
+        subjectName: active.user.userName,
+        clientId: client.clientId,
+        remoteAddress: req.ip,
+      });
+      return reply
+        .header('cache-control', 'no-store')
+        .redirect(withQuery(redirectUri, { code, state, iss: ctx.config.issuer }), 302);
+    } catch (err) {
+      if (err instanceof AuthorizeRedirectError) return fail(err.error, err.message);
+      throw err;
+    }
+  });
+}
+
+interface ValidAuthorizationRequest {
+  readonly scope: string;
+  readonly codeChallenge: string;
+  readonly codeChallengeMethod: PkceMethod;
+  readonly nonce: string | undefined;
+  readonly prompt: readonly string[];
+}
+
+/** Checks everything after client and redirect URI. @throws AuthorizeRedirectError. */
+function validate(
+  q: ReturnType<typeof queryParams>,
+  client: ClientRecord,
+  ctx: OAuthContext,
+): ValidAuthorizationRequest {
+  if (q.repeated !== undefined)
+    throw new AuthorizeRedirectError('invalid_request', `parameter '${q.repeated}' must not be repeated`);
+  const responseType = q.get('response_type');
+  if (responseType === undefined)
+    throw new AuthorizeRedirectError('invalid_request', 'response_type is required');
+  if (responseType !== 'code') {
+    throw new AuthorizeRedirectError('unsupported_response_type', "only response_type 'code' is supported");
+  }
+  if (
+    !ctx.config.grantTypes.includes('authorization_code') ||
+    !client.allowedGrantTypes.includes('authorization_code')
+  ) {
+    throw new AuthorizeRedirectError(
+      'unauthorized_client',
+      'the authorization code grant is not enabled for this client',
+    );
+  }
+  let scope: string;
+  try {
+    scope = resolveScope(q.get('scope'), client.allowedScopes);
+  } catch (err) {
+    if (err instanceof OAuthError) throw new AuthorizeRedirectError('invalid_scope', err.description);
+    throw err;
+  }
+  const codeChallenge = q.get('code_challenge');
+  if (codeChallenge === undefined) {
+    throw new AuthorizeRedirectError('invalid_request', 'code_challenge is required (PKCE, RFC 7636)');
+  }
+  if (!isValidPkceString(codeChallenge)) {
+    throw new AuthorizeRedirectError(
+      'invalid_request',
+      'code_challenge must be 43-128 unreserved characters',
+    );
+  }
+  const method = q.get('code_challenge_method') ?? 'plain';
+  if (method !== 'S256' && method !== 'plain') {
+    throw new AuthorizeRedirectError('invalid_request', "code_challenge_method must be 'S256'");
+  }
+  if (method === 'plain' && (client.clientType === 'public' || !ctx.config.allowPlainPkce)) {
+    throw new AuthorizeRedirectError(
+      'invalid_request',
+      "code_challenge_method 'plain' is not allowed; use 'S256'",
+    );
+  }
+  const nonce = q.get('nonce');
+  if (nonce !== undefined && nonce.length > 512)
+    throw new AuthorizeRedirectError('invalid_request', 'nonce is too long');
+  const prompt = (q.get('prompt') ?? '').split(' ').filter(Boolean);
+  return { scope, codeChallenge, codeChallengeMethod: method, nonce, prompt };
+}

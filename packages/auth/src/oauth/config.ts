@@ -1,0 +1,100 @@
+/**
+ * Settings of the OAuth endpoints. Token lifetimes are not given by spec 001 ("token lifetimes: not
+ * shown"); the defaults follow common practice and RFC 9700 (short access tokens, rotated refresh tokens,
+ * authorization codes valid for at most a minute).
+ */
+import type { GrantType } from '../store/types.ts';
+
+/** Options accepted by {@link resolveOAuthConfig}; every field is optional. */
+export interface OAuthOptions {
+  /**
+   * Issuer identifier (RFC 8414 §2): `https` URL without query or fragment (`http` allowed for loopback).
+   * May be set after `listen()` through {@link OAuthConfig.issuer} when the port is ephemeral.
+   */
+  issuer?: string;
+  /** `aud` of access tokens (RFC 9068 §2.2). Default `seed`. */
+  audience?: string;
+  /** Access-token lifetime, seconds. Default 600. */
+  accessTokenTtlSeconds?: number;
+  /** Refresh-token lifetime, seconds (each rotated token gets a fresh one). Default 14 days. */
+  refreshTokenTtlSeconds?: number;
+  /** Authorization-code lifetime, seconds. Default 60. */
+  authorizationCodeTtlSeconds?: number;
+  /** Login-session lifetime, seconds. Default 8 hours. */
+  sessionTtlSeconds?: number;
+  /** Grant types enabled on the server; others answer `unsupported_grant_type`. Default: all four. */
+  grantTypes?: readonly GrantType[];
+  /** Accept PKCE `plain` (RFC 7636 §4.2) for confidential clients. Default false (S256 only). */
+  allowPlainPkce?: boolean;
+}
+
+/** The resolved settings (mutable `issuer` so it can be fixed once the listening port is known). */
+export interface OAuthConfig {
+  issuer: string;
+  readonly audience: string;
+  readonly accessTokenTtlSeconds: number;
+  readonly refreshTokenTtlSeconds: number;
+  readonly authorizationCodeTtlSeconds: number;
+  readonly sessionTtlSeconds: number;
+  readonly grantTypes: readonly GrantType[];
+  readonly allowPlainPkce: boolean;
+}
+
+function positiveInt(name: string, value: number | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (!Number.isSafeInteger(v) || v <= 0)
+    throw new RangeError(`${name}: must be a positive integer (seconds)`);
+  return v;
+}
+
+/**
+ * Fills defaults and validates.
+ * @throws RangeError naming the field when a lifetime is not a positive integer or the issuer is not an
+ * absolute http(s) URL without query and fragment.
+ */
+export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
+  const issuer = options.issuer ?? '';
+  if (issuer !== '') validateIssuer(issuer);
+  return {
+    issuer,
+    audience: options.audience ?? 'seed',
+    accessTokenTtlSeconds: positiveInt('accessTokenTtlSeconds', options.accessTokenTtlSeconds, 600),
+    refreshTokenTtlSeconds: positiveInt(
+      'refreshTokenTtlSeconds',
+      options.refreshTokenTtlSeconds,
+      14 * 24 * 3600,
+    ),
+    authorizationCodeTtlSeconds: positiveInt(
+      'authorizationCodeTtlSeconds',
+      options.authorizationCodeTtlSeconds,
+      60,
+    ),
+    sessionTtlSeconds: positiveInt('sessionTtlSeconds', options.sessionTtlSeconds, 8 * 3600),
+    grantTypes: options.grantTypes ?? [
+      'authorization_code',
+      'refresh_token',
+      'password',
+      'client_credentials',
+    ],
+    allowPlainPkce: options.allowPlainPkce ?? false,
+  };
+}
+
+/**
+ * Checks an issuer identifier (RFC 8414 §2): absolute `http`/`https` URL, no query, no fragment, no
+ * trailing slash. @throws RangeError naming the rule.
+ */
+export function validateIssuer(issuer: string): void {
+  let url: URL;
+  try {
+    url = new URL(issuer);
+  } catch {
+    throw new RangeError(`issuer: '${issuer}' is not an absolute URL`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw new RangeError('issuer: must use http or https');
+  if (url.search || url.hash || issuer.includes('?') || issuer.includes('#')) {
+    throw new RangeError('issuer: must not have a query or fragment (RFC 8414 §2)');
+  }
+  if (issuer.endsWith('/')) throw new RangeError('issuer: must not end with a slash');
+}

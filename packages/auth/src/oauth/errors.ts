@@ -1,0 +1,68 @@
+/**
+ * OAuth 2.0 error responses of the token endpoint (spec 001, "Errors › Token endpoint"; RFC 6749 §5.2)
+ * and of the revocation / introspection endpoints (RFC 7009 §2.2.1, RFC 7662 §2.3).
+ */
+import type { FastifyReply } from 'fastify';
+
+/** The OAuth error codes this server emits from `/connect/token`, `/connect/revocation` and `/connect/introspect`. */
+export type OAuthErrorCode =
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'invalid_scope'
+  | 'unsupported_token_type';
+
+/** HTTP status per error code, exactly as spec 001's token-endpoint error table. */
+export const OAUTH_ERROR_STATUS: Readonly<Record<OAuthErrorCode, number>> = Object.freeze({
+  invalid_request: 400,
+  invalid_client: 401,
+  invalid_grant: 400,
+  unauthorized_client: 400,
+  unsupported_grant_type: 400,
+  invalid_scope: 400,
+  unsupported_token_type: 400,
+});
+
+/**
+ * A refusal of a token-endpoint request. `error` is the RFC 6749 §5.2 code, `description` the human
+ * readable `error_description` (never contains secrets, never distinguishes account states for the
+ * password grant). `status` follows {@link OAUTH_ERROR_STATUS}.
+ */
+export class OAuthError extends Error {
+  readonly error: OAuthErrorCode;
+  readonly description: string;
+  readonly status: number;
+  constructor(error: OAuthErrorCode, description: string) {
+    super(`${error}: ${description}`);
+    this.name = 'OAuthError';
+    this.error = error;
+    this.description = description;
+    this.status = OAUTH_ERROR_STATUS[error];
+  }
+}
+
+/**
+ * Sets the headers every token-endpoint response carries (RFC 6749 §5.1/§5.2, spec 001):
+ * `Cache-Control: no-store` and `Pragma: no-cache`.
+ */
+export function setNoStore(reply: FastifyReply): FastifyReply {
+  return reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+}
+
+/**
+ * Writes an {@link OAuthError} as the RFC 6749 §5.2 JSON body `{ error, error_description }` with the
+ * no-store headers, plus `WWW-Authenticate: Basic realm="..."` for `invalid_client` (RFC 6749 §5.2: the
+ * server responds 401 and includes the header matching the scheme the client tried; spec 001 asks for
+ * `Basic` on every `invalid_client`).
+ */
+export function sendOAuthError(reply: FastifyReply, err: OAuthError, realm = 'auth'): FastifyReply {
+  setNoStore(reply);
+  if (err.error === 'invalid_client')
+    reply.header('www-authenticate', `Basic realm="${realm}", charset="UTF-8"`);
+  return reply
+    .code(err.status)
+    .type('application/json; charset=utf-8')
+    .send({ error: err.error, error_description: err.description });
+}

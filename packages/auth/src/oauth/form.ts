@@ -1,0 +1,101 @@
+/**
+ * `application/x-www-form-urlencoded` request bodies for the OAuth endpoints (RFC 6749 §3.2, §4.1.3,
+ * Appendix B) and HTTP Basic client credentials (RFC 6749 §2.3.1).
+ */
+import type { FastifyInstance } from 'fastify';
+import { OAuthError } from './errors.ts';
+
+/** Marker body for a request whose content type is not `application/x-www-form-urlencoded`. */
+export const NOT_FORM: unique symbol = Symbol('not-form-urlencoded');
+
+/** Largest accepted form body, in bytes (OAuth requests are small; bigger bodies get 413). */
+export const MAX_FORM_BYTES = 16 * 1024;
+
+/**
+ * Registers, on an encapsulated Fastify context, a parser that turns form bodies into `URLSearchParams`
+ * and every other content type into {@link NOT_FORM} (so the route answers `invalid_request` instead of
+ * Fastify's generic 415).
+ */
+export function registerFormParser(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'string', bodyLimit: MAX_FORM_BYTES },
+    (_req, body, done) => done(null, new URLSearchParams(body as string)),
+  );
+  app.addContentTypeParser('*', { bodyLimit: MAX_FORM_BYTES }, (_req, payload, done) => {
+    // Drain the stream so the connection can be reused, then mark the body as the wrong type.
+    payload.on('data', () => {});
+    payload.on('end', () => done(null, NOT_FORM));
+    payload.on('error', (err) => done(err, undefined));
+  });
+}
+
+/** Read access to the single-valued parameters of one form body. */
+export interface FormParams {
+  /** The parameter's value, `undefined` when absent or empty (RFC 6749 §3.1: empty = omitted). */
+  get(name: string): string | undefined;
+}
+
+/**
+ * Validates a parsed body: it must be a form body, and no parameter may appear twice
+ * (RFC 6749 §3.2: "Request and response parameters MUST NOT be included more than once").
+ * @throws OAuthError `invalid_request` naming the rule broken.
+ */
+export function requireForm(body: unknown): FormParams {
+  if (!(body instanceof URLSearchParams)) {
+    throw new OAuthError('invalid_request', 'request body must be application/x-www-form-urlencoded');
+  }
+  const seen = new Set<string>();
+  for (const key of body.keys()) {
+    if (seen.has(key)) throw new OAuthError('invalid_request', `parameter '${key}' must not be repeated`);
+    seen.add(key);
+  }
+  return {
+    get(name) {
+      const value = body.get(name);
+      return value === null || value === '' ? undefined : value;
+    },
+  };
+}
+
+/** Client credentials taken from an `Authorization: Basic` header. */
+export interface BasicCredentials {
+  readonly clientId: string;
+  readonly clientSecret: string;
+}
+
+/**
+ * Parses `Authorization: Basic base64(urlencode(client_id) ":" urlencode(client_secret))`
+ * (RFC 6749 §2.3.1, RFC 7617). Returns `undefined` when the header is absent or uses another scheme.
+ * @throws OAuthError `invalid_request` when the header is a malformed Basic header (spec 001 table).
+ */
+export function parseBasicAuth(header: string | undefined): BasicCredentials | undefined {
+  if (header === undefined) return undefined;
+  const match = /^Basic(?:\s+(.*))?$/i.exec(header.trim());
+  if (!match) return undefined;
+  const token = (match[1] ?? '').trim();
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(token) || token.length % 4 !== 0) {
+    throw new OAuthError('invalid_request', 'malformed Basic authorization header: not base64');
+  }
+  const decoded = Buffer.from(token, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon <= 0) {
+    throw new OAuthError(
+      'invalid_request',
+      "malformed Basic authorization header: expected 'client_id:client_secret'",
+    );
+  }
+  try {
+    return {
+      clientId: decodeFormComponent(decoded.slice(0, colon)),
+      clientSecret: decodeFormComponent(decoded.slice(colon + 1)),
+    };
+  } catch {
+    throw new OAuthError('invalid_request', 'malformed Basic authorization header: bad percent-encoding');
+  }
+}
+
+function decodeFormComponent(value: string): string {
+  return decodeURIComponent(value.replace(/\+/g, ' '));
+}

@@ -1,0 +1,70 @@
+/**
+ * The OAuth 2.0 authorization server of spec 001 as one Fastify plugin ({@link oauthServer}): token,
+ * authorization, revocation and introspection endpoints, discovery metadata, JWKS and the login page.
+ */
+import cookie from '@fastify/cookie';
+import type { FastifyInstance } from 'fastify';
+import type { CredentialValidator } from '../credentials.ts';
+import { registerLoginPage } from '../login/index.ts';
+import type { PasswordHasher } from '../passwords.ts';
+import type { AuthStore } from '../store/types.ts';
+import { registerAuthorizeEndpoint } from './authorize.ts';
+import { ClientAuthenticator } from './clients.ts';
+import type { OAuthConfig } from './config.ts';
+import type { OAuthContext } from './context.ts';
+import type { KeyManager } from './keys.ts';
+import { registerMetadataEndpoints } from './metadata.ts';
+import { registerRevocationAndIntrospection } from './revocation.ts';
+import { registerTokenEndpoint } from './token-endpoint.ts';
+import { TokenIssuer } from './tokens.ts';
+
+export { ClientAuthenticator } from './clients.ts';
+export { type OAuthConfig, type OAuthOptions, resolveOAuthConfig } from './config.ts';
+export type { OAuthContext } from './context.ts';
+export { OAuthError } from './errors.ts';
+export { KeyManager, type KeyManagerOptions, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './keys.ts';
+export { authorizationServerMetadata, ENDPOINT_PATHS } from './metadata.ts';
+export { hashToken, SECURITY_STAMP_CLAIM, TokenIssuer } from './tokens.ts';
+
+/** Options of {@link oauthServer}. */
+export interface OAuthServerOptions {
+  readonly config: OAuthConfig;
+  readonly store: AuthStore;
+  /** Initialised key manager ({@link KeyManager.init} awaited). */
+  readonly keys: KeyManager;
+  readonly credentials: CredentialValidator;
+  /** Hasher used to verify client secrets. */
+  readonly hasher: PasswordHasher;
+  /** Clock, ms since epoch (default `Date.now`). */
+  readonly now?: () => number;
+}
+
+/** Builds the shared endpoint context. */
+export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
+  const now = options.now ?? Date.now;
+  return {
+    config: options.config,
+    store: options.store,
+    keys: options.keys,
+    tokens: new TokenIssuer(options.config, options.keys, now),
+    clients: new ClientAuthenticator(options.store, options.hasher),
+    credentials: options.credentials,
+    now,
+  };
+}
+
+/**
+ * Fastify plugin: registers `@fastify/cookie` and every OAuth route and the login page on `app`.
+ * Routes: `POST /connect/token`, `GET /connect/authorize`, `POST /connect/revocation`,
+ * `POST /connect/introspect`, `GET /.well-known/oauth-authorization-server`,
+ * `GET /.well-known/openid-configuration`, `GET /.well-known/jwks.json`, `GET|POST /login`, `POST /logout`.
+ */
+export async function oauthServer(app: FastifyInstance, options: OAuthServerOptions): Promise<void> {
+  const ctx = createOAuthContext(options);
+  if (!app.hasDecorator('parseCookie')) await app.register(cookie);
+  registerMetadataEndpoints(app, ctx);
+  registerAuthorizeEndpoint(app, ctx);
+  registerTokenEndpoint(app, ctx);
+  registerRevocationAndIntrospection(app, ctx);
+  registerLoginPage(app, ctx);
+}

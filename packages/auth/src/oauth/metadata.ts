@@ -1,0 +1,61 @@
+/**
+ * Discovery: RFC 8414 authorization server metadata at `/.well-known/oauth-authorization-server`, the
+ * same document (plus the OpenID fields) at `/.well-known/openid-configuration` (OpenID Connect
+ * Discovery 1.0 §3), and the JWK Set at `/.well-known/jwks.json` (RFC 7517 §5).
+ */
+import type { FastifyInstance } from 'fastify';
+import { AUTHORIZE_PATH } from './authorize.ts';
+import type { OAuthContext } from './context.ts';
+
+/** Endpoint paths, relative to the issuer. */
+export const ENDPOINT_PATHS = Object.freeze({
+  authorization: AUTHORIZE_PATH,
+  token: '/connect/token',
+  revocation: '/connect/revocation',
+  introspection: '/connect/introspect',
+  jwks: '/.well-known/jwks.json',
+});
+
+/** The metadata document for the current issuer (RFC 8414 §2, OIDC Discovery §3). */
+export function authorizationServerMetadata(ctx: OAuthContext): Record<string, unknown> {
+  const iss = ctx.config.issuer;
+  const authMethods = ['client_secret_basic', 'client_secret_post', 'none'];
+  const alg = ctx.keys.alg;
+  return {
+    issuer: iss,
+    authorization_endpoint: `${iss}${ENDPOINT_PATHS.authorization}`,
+    token_endpoint: `${iss}${ENDPOINT_PATHS.token}`,
+    jwks_uri: `${iss}${ENDPOINT_PATHS.jwks}`,
+    revocation_endpoint: `${iss}${ENDPOINT_PATHS.revocation}`,
+    introspection_endpoint: `${iss}${ENDPOINT_PATHS.introspection}`,
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    grant_types_supported: [...ctx.config.grantTypes],
+    token_endpoint_auth_methods_supported: authMethods,
+    revocation_endpoint_auth_methods_supported: authMethods,
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    code_challenge_methods_supported: ctx.config.allowPlainPkce ? ['S256', 'plain'] : ['S256'],
+    scopes_supported: ['openid', 'profile', 'offline_access'],
+    authorization_response_iss_parameter_supported: true,
+    subject_types_supported: ['public'],
+    id_token_signing_alg_values_supported: [alg],
+    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'preferred_username'],
+  };
+}
+
+/** Registers the two discovery documents and the JWKS. */
+export function registerMetadataEndpoints(app: FastifyInstance, ctx: OAuthContext): void {
+  const send = () => authorizationServerMetadata(ctx);
+  app.get('/.well-known/oauth-authorization-server', async (_req, reply) => {
+    reply.header('cache-control', 'public, max-age=300');
+    return send();
+  });
+  app.get('/.well-known/openid-configuration', async (_req, reply) => {
+    reply.header('cache-control', 'public, max-age=300');
+    return send();
+  });
+  app.get(ENDPOINT_PATHS.jwks, async (_req, reply) => {
+    reply.header('cache-control', 'public, max-age=300').type('application/jwk-set+json; charset=utf-8');
+    return ctx.keys.jwks();
+  });
+}

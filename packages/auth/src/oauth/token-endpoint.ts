@@ -1,0 +1,332 @@
+/**
+ * The token endpoint `POST /connect/token` (RFC 6749 §3.2, §4.1.3, §4.3, §4.4, §6; RFC 7636 §4.5–4.6;
+ * RFC 9700 §4.14.2) with spec 001's error table: every answer carries `Cache-Control: no-store` and
+ * `Pragma: no-cache`; `invalid_client` adds `WWW-Authenticate: Basic`.
+ */
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import {
+  AuditCategory,
+  AuditOutcome,
+  type ClientRecord,
+  GRANT_TYPES,
+  type GrantType,
+  type UserRecord,
+} from '../store/types.ts';
+import type { AuthenticatedClient } from './clients.ts';
+import { familyIdFor, familyMatchesStamp, type OAuthContext, userActive } from './context.ts';
+import { OAuthError, sendOAuthError, setNoStore } from './errors.ts';
+import { type FormParams, registerFormParser, requireForm } from './form.ts';
+import { type PkceMethod, verifyPkce } from './pkce.ts';
+import { resolveScope, scopeTokens } from './scope.ts';
+import { hashToken, newOpaqueToken, type TokenSubject } from './tokens.ts';
+
+/** Successful token response (RFC 6749 §5.1). */
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  /** Seconds. */
+  expires_in: number;
+  scope: string;
+  refresh_token?: string;
+  id_token?: string;
+}
+
+const INVALID_USER_CREDENTIALS = 'invalid username or password';
+
+/** Registers `POST /connect/token` on an encapsulated context (its own form-body parser). */
+export function registerTokenEndpoint(app: FastifyInstance, ctx: OAuthContext): void {
+  app.register(async (scope) => {
+    registerFormParser(scope);
+    scope.post('/connect/token', async (req, reply) => {
+      try {
+        const response = await handleTokenRequest(req, ctx);
+        return setNoStore(reply).type('application/json; charset=utf-8').send(response);
+      } catch (err) {
+        if (err instanceof OAuthError) {
+          if (err.error === 'invalid_client') {
+            await ctx.store.appendAudit({
+              category: AuditCategory.Token,
+              outcome: AuditOutcome.Denied,
+              clientId: clientIdHint(req),
+              failureCode: 'invalid_client',
+              remoteAddress: req.ip,
+            });
+          }
+          return sendOAuthError(reply, err);
+        }
+        throw err;
+      }
+    });
+  });
+}
+
+function clientIdHint(req: FastifyRequest): string | null {
+  const body = req.body;
+  const fromForm = body instanceof URLSearchParams ? body.get('client_id') : null;
+  if (fromForm) return fromForm.slice(0, 128);
+  try {
+    const basic = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '');
+    if (!basic) return null;
+    const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
+    const id = decoded.slice(0, Math.max(0, decoded.indexOf(':')));
+    return id ? decodeURIComponent(id).slice(0, 128) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Processes one token request.
+ * @throws OAuthError for every refusal of spec 001's token-endpoint table.
+ */
+async function handleTokenRequest(req: FastifyRequest, ctx: OAuthContext): Promise<TokenResponse> {
+  const form = requireForm(req.body);
+  const grantType = form.get('grant_type');
+  if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required');
+  const authenticated = await ctx.clients.authenticate(req, form);
+  if (
+    !(GRANT_TYPES as readonly string[]).includes(grantType) ||
+    !ctx.config.grantTypes.includes(grantType as GrantType)
+  ) {
+    throw new OAuthError('unsupported_grant_type', `grant_type '${grantType.slice(0, 64)}' is not supported`);
+  }
+  const { client } = authenticated;
+  if (!client.allowedGrantTypes.includes(grantType as GrantType)) {
+    throw new OAuthError('unauthorized_client', `client is not allowed the grant type '${grantType}'`);
+  }
+  switch (grantType as GrantType) {
+    case 'password':
+      return passwordGrant(req, ctx, authenticated, form);
+    case 'refresh_token':
+      return refreshGrant(req, ctx, client, form);
+    case 'authorization_code':
+      return authorizationCodeGrant(req, ctx, client, form);
+    case 'client_credentials':
+      return clientCredentialsGrant(ctx, authenticated, form);
+  }
+}
+
+/** RFC 6749 §4.3. All credential failures are `invalid_grant` alike (spec 001 rule). */
+async function passwordGrant(
+  req: FastifyRequest,
+  ctx: OAuthContext,
+  { client }: AuthenticatedClient,
+  form: FormParams,
+): Promise<TokenResponse> {
+  const userName = form.get('username');
+  const password = form.get('password');
+  if (userName === undefined) throw new OAuthError('invalid_request', 'username is required');
+  if (password === undefined) throw new OAuthError('invalid_request', 'password is required');
+  const scope = resolveScope(form.get('scope'), client.allowedScopes);
+  const outcome = await ctx.credentials.validate(userName, password, {
+    category: AuditCategory.Token,
+    clientId: client.clientId,
+    remoteAddress: req.ip,
+  });
+  if (!outcome.ok) throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
+  const familyId = familyIdFor(randomUUID(), outcome.user.securityStamp);
+  return issue(ctx, client, outcome.user, scope, familyId, {
+    nonce: null,
+    authTime: Math.floor(ctx.now() / 1000),
+  });
+}
+
+/** RFC 6749 §6 with rotation and reuse detection (RFC 9700 §4.14.2). */
+async function refreshGrant(
+  req: FastifyRequest,
+  ctx: OAuthContext,
+  client: ClientRecord,
+  form: FormParams,
+): Promise<TokenResponse> {
+  const presented = form.get('refresh_token');
+  if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required');
+  const now = ctx.now();
+  const tokenHash = hashToken(presented);
+  const stored = await ctx.store.findRefreshToken(tokenHash);
+  if (!stored || stored.clientId !== client.clientId)
+    throw new OAuthError('invalid_grant', 'refresh token is invalid');
+  if (stored.revokedAt !== null) throw new OAuthError('invalid_grant', 'refresh token was revoked');
+  if (stored.usedAt !== null) {
+    await reuseDetected(req, ctx, stored.familyId, client.clientId, stored.userId);
+    throw new OAuthError('invalid_grant', 'refresh token was already used');
+  }
+  if (stored.expiresAt <= now) throw new OAuthError('invalid_grant', 'refresh token expired');
+  const requested = form.get('scope');
+  const original = scopeTokens(stored.scope);
+  const scope = requested === undefined ? stored.scope : resolveScope(requested, original);
+  let user: UserRecord | undefined;
+  if (stored.userId !== null) {
+    user = await ctx.store.getUser(stored.userId);
+    if (!user || !userActive(user, now) || !familyMatchesStamp(stored.familyId, user.securityStamp)) {
+      await ctx.store.revokeRefreshTokenFamily(stored.familyId, now);
+      throw new OAuthError('invalid_grant', 'the user of this refresh token is missing or disabled');
+    }
+  }
+  const next = newOpaqueToken();
+  const nextHash = hashToken(next);
+  if (!(await ctx.store.markRefreshTokenUsed(tokenHash, now, nextHash))) {
+    // A concurrent request rotated it first: this is a replay.
+    await reuseDetected(req, ctx, stored.familyId, client.clientId, stored.userId);
+    throw new OAuthError('invalid_grant', 'refresh token was already used');
+  }
+  await ctx.store.insertRefreshToken({
+    tokenHash: nextHash,
+    familyId: stored.familyId,
+    clientId: client.clientId,
+    userId: stored.userId,
+    scope: stored.scope,
+    createdAt: now,
+    expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
+  });
+  const subject: TokenSubject = user
+    ? { kind: 'user', id: user.id, userName: user.userName, securityStamp: user.securityStamp }
+    : { kind: 'client', id: client.clientId };
+  const accessToken = await ctx.tokens.accessToken({ subject, clientId: client.clientId, scope });
+  return {
+    access_token: accessToken,
+    token_type: 'Bearer',
+    expires_in: ctx.config.accessTokenTtlSeconds,
+    scope,
+    refresh_token: next,
+  };
+}
+
+async function reuseDetected(
+  req: FastifyRequest,
+  ctx: OAuthContext,
+  familyId: string,
+  clientId: string,
+  userId: string | null,
+): Promise<void> {
+  const now = ctx.now();
+  const revoked = await ctx.store.revokeRefreshTokenFamily(familyId, now);
+  await ctx.store.appendAudit({
+    category: AuditCategory.Token,
+    outcome: AuditOutcome.Denied,
+    subjectId: userId,
+    clientId,
+    failureCode: 'refresh_token_reuse',
+    remoteAddress: req.ip,
+    details: { familyRevoked: revoked },
+  });
+}
+
+/** RFC 6749 §4.1.3 with PKCE (RFC 7636 §4.5–4.6). */
+async function authorizationCodeGrant(
+  req: FastifyRequest,
+  ctx: OAuthContext,
+  client: ClientRecord,
+  form: FormParams,
+): Promise<TokenResponse> {
+  const code = form.get('code');
+  if (code === undefined) throw new OAuthError('invalid_request', 'code is required');
+  const now = ctx.now();
+  const codeHash = hashToken(code);
+  const record = await ctx.store.consumeAuthorizationCode(codeHash, now);
+  if (!record) {
+    const replayed = await ctx.store.findAuthorizationCode(codeHash);
+    if (replayed && replayed.clientId === client.clientId) {
+      // RFC 6749 §4.1.2: a code used twice revokes the tokens issued from it.
+      const user = await ctx.store.getUser(replayed.userId);
+      if (user) {
+        await reuseDetected(req, ctx, familyIdFor(codeHash, user.securityStamp), client.clientId, user.id);
+      }
+    }
+    throw new OAuthError('invalid_grant', 'authorization code is invalid or was already used');
+  }
+  if (record.clientId !== client.clientId)
+    throw new OAuthError('invalid_grant', 'authorization code was not issued to this client');
+  if (record.expiresAt <= now) throw new OAuthError('invalid_grant', 'authorization code expired');
+  if (form.get('redirect_uri') !== record.redirectUri)
+    throw new OAuthError('invalid_grant', 'redirect_uri does not match');
+  const verifier = form.get('code_verifier');
+  if (record.codeChallenge !== null) {
+    if (verifier === undefined) throw new OAuthError('invalid_grant', 'code_verifier is required');
+    if (!verifyPkce(verifier, record.codeChallenge, (record.codeChallengeMethod ?? 'plain') as PkceMethod)) {
+      throw new OAuthError('invalid_grant', 'PKCE verification failed');
+    }
+  } else if (verifier !== undefined) {
+    throw new OAuthError(
+      'invalid_grant',
+      'code_verifier sent but the authorization request had no code_challenge',
+    );
+  }
+  const user = await ctx.store.getUser(record.userId);
+  if (!user || !userActive(user, now))
+    throw new OAuthError('invalid_grant', 'the user is missing or disabled');
+  return issue(ctx, client, user, record.scope, familyIdFor(codeHash, user.securityStamp), {
+    nonce: record.nonce,
+    authTime: undefined,
+  });
+}
+
+/** RFC 6749 §4.4: confidential clients only; the token's subject is the client; no refresh token (§4.4.3). */
+async function clientCredentialsGrant(
+  ctx: OAuthContext,
+  { client }: AuthenticatedClient,
+  form: FormParams,
+): Promise<TokenResponse> {
+  if (client.clientType !== 'confidential') {
+    throw new OAuthError('unauthorized_client', 'client_credentials requires a confidential client');
+  }
+  const scope = resolveScope(form.get('scope'), client.allowedScopes);
+  const accessToken = await ctx.tokens.accessToken({
+    subject: { kind: 'client', id: client.clientId },
+    clientId: client.clientId,
+    scope,
+  });
+  return {
+    access_token: accessToken,
+    token_type: 'Bearer',
+    expires_in: ctx.config.accessTokenTtlSeconds,
+    scope,
+  };
+}
+
+/** Issues the access token, a refresh token when the client may refresh, and an ID token for `openid`. */
+async function issue(
+  ctx: OAuthContext,
+  client: ClientRecord,
+  user: UserRecord,
+  scope: string,
+  familyId: string,
+  oidc: { nonce: string | null; authTime: number | undefined },
+): Promise<TokenResponse> {
+  const now = ctx.now();
+  const accessToken = await ctx.tokens.accessToken({
+    subject: { kind: 'user', id: user.id, userName: user.userName, securityStamp: user.securityStamp },
+    clientId: client.clientId,
+    scope,
+    authTime: oidc.authTime,
+  });
+  const response: TokenResponse = {
+    access_token: accessToken,
+    token_type: 'Bearer',
+    expires_in: ctx.config.accessTokenTtlSeconds,
+    scope,
+  };
+  if (client.allowedGrantTypes.includes('refresh_token')) {
+    const refresh = newOpaqueToken();
+    await ctx.store.insertRefreshToken({
+      tokenHash: hashToken(refresh),
+      familyId,
+      clientId: client.clientId,
+      userId: user.id,
+      scope,
+      createdAt: now,
+      expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
+    });
+    response.refresh_token = refresh;
+  }
+  if (scopeTokens(scope).includes('openid')) {
+    response.id_token = await ctx.tokens.idToken({
+      userId: user.id,
+      userName: user.userName,
+      clientId: client.clientId,
+      nonce: oidc.nonce,
+      authTime: oidc.authTime,
+    });
+  }
+  return response;
+}

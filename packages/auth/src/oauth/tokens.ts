@@ -1,0 +1,121 @@
+/**
+ * Token formats: JWT access tokens in the RFC 9068 profile, OpenID Connect ID tokens (OIDC Core §2),
+ * opaque refresh tokens and authorization codes (256 random bits, stored as SHA-256 only).
+ */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { type JWTPayload, jwtVerify, SignJWT } from 'jose';
+import type { OAuthConfig } from './config.ts';
+import type { KeyManager } from './keys.ts';
+
+/** Claim carrying the user's security stamp (checked by the permission middleware, spec 001 state rule). */
+export const SECURITY_STAMP_CLAIM = 'sst';
+
+/** A fresh opaque token value: 32 random bytes, base64url (43 characters). */
+export function newOpaqueToken(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** SHA-256 of an opaque token, base64url: the only form in which tokens, codes and sessions are stored. */
+export function hashToken(value: string): string {
+  return createHash('sha256').update(value).digest('base64url');
+}
+
+/** Subject of an access token: a user (with its security stamp) or, for client credentials, the client. */
+export type TokenSubject =
+  | { readonly kind: 'user'; readonly id: string; readonly userName: string; readonly securityStamp: string }
+  | { readonly kind: 'client'; readonly id: string };
+
+/** Input of {@link TokenIssuer.accessToken}. */
+export interface AccessTokenInput {
+  readonly subject: TokenSubject;
+  readonly clientId: string;
+  /** Space-delimited scope granted. */
+  readonly scope: string;
+  /** Time of the user authentication, seconds since epoch, when known. */
+  readonly authTime?: number;
+}
+
+/** Signs and verifies the server's JWTs with the keys of a {@link KeyManager}. */
+export class TokenIssuer {
+  readonly #config: OAuthConfig;
+  readonly #keys: KeyManager;
+  readonly #now: () => number;
+
+  /** @param now clock, ms since epoch (`iat`/`exp` and verification follow it). */
+  constructor(config: OAuthConfig, keys: KeyManager, now: () => number = Date.now) {
+    this.#config = config;
+    this.#keys = keys;
+    this.#now = now;
+  }
+
+  #times(): { iat: number; exp: number } {
+    const iat = Math.floor(this.#now() / 1000);
+    return { iat, exp: iat + this.#config.accessTokenTtlSeconds };
+  }
+
+  /**
+   * A JWT access token (RFC 9068 §2): header `typ: at+jwt`, claims `iss`, `exp`, `aud`, `sub`, `client_id`,
+   * `iat`, `jti`, `scope`, plus `auth_time`, `preferred_username` and the security stamp ({@link
+   * SECURITY_STAMP_CLAIM}) for user tokens. For client-credentials tokens `sub` is the client id (§2.2).
+   */
+  async accessToken(input: AccessTokenInput): Promise<string> {
+    const key = this.#keys.active();
+    const times = this.#times();
+    const claims: JWTPayload = { client_id: input.clientId, scope: input.scope };
+    if (input.subject.kind === 'user') {
+      claims.preferred_username = input.subject.userName;
+      claims[SECURITY_STAMP_CLAIM] = input.subject.securityStamp;
+      if (input.authTime !== undefined) claims.auth_time = input.authTime;
+    }
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'at+jwt' })
+      .setIssuer(this.#config.issuer)
+      .setAudience(this.#config.audience)
+      .setSubject(input.subject.id)
+      .setIssuedAt(times.iat)
+      .setExpirationTime(times.exp)
+      .setJti(randomUUID())
+      .sign(key.privateKey);
+  }
+
+  /** An OpenID Connect ID token (OIDC Core §2) for `openid` requests: `aud` is the client id. */
+  async idToken(input: {
+    userId: string;
+    userName: string;
+    clientId: string;
+    nonce?: string | null;
+    authTime?: number;
+  }): Promise<string> {
+    const key = this.#keys.active();
+    const times = this.#times();
+    const claims: JWTPayload = { preferred_username: input.userName };
+    if (input.nonce) claims.nonce = input.nonce;
+    if (input.authTime !== undefined) claims.auth_time = input.authTime;
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'JWT' })
+      .setIssuer(this.#config.issuer)
+      .setAudience(input.clientId)
+      .setSubject(input.userId)
+      .setIssuedAt(times.iat)
+      .setExpirationTime(times.exp)
+      .sign(key.privateKey);
+  }
+
+  /**
+   * Verifies one of this server's access tokens: signature against the published keys, `typ: at+jwt`,
+   * issuer, audience, expiry. @returns the claims, or undefined when the token is not valid.
+   */
+  async verifyAccessToken(token: string): Promise<JWTPayload | undefined> {
+    try {
+      const { payload } = await jwtVerify(token, this.#keys.keyGetter(), {
+        issuer: this.#config.issuer,
+        audience: this.#config.audience,
+        typ: 'at+jwt',
+        currentDate: new Date(this.#now()),
+      });
+      return payload;
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,327 @@
+/**
+ * The auth server of spec 001: a Fastify app with the OAuth endpoints, the login page and (when present)
+ * the administration API, over the SQLite store. {@link configFromEnv} reads the environment,
+ * {@link buildAuthServer} wires everything, {@link bootstrapStore} seeds an empty store.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { adminApi } from './admin/index.ts';
+import { AuthorizationService } from './authorization.ts';
+import { CredentialValidator } from './credentials.ts';
+import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
+import { oauthServer } from './oauth/index.ts';
+import { KeyManager, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './oauth/keys.ts';
+import { PasswordHasher, type ScryptParams } from './passwords.ts';
+import { ADMINISTRATOR_ROLE_NAME } from './store/migrations.ts';
+import { SqliteAuthStore } from './store/sqlite.ts';
+import type { AuthStore, ClientRecord, UserRecord } from './store/types.ts';
+import { JwtTokenVerifier, type TokenVerifier, type VerifiedToken } from './token-verifier.ts';
+
+/** Default listening port (`AUTH_PORT`). */
+export const DEFAULT_AUTH_PORT = 4100;
+/** Default database file: `packages/auth/.data/auth.sqlite` (the `.data/` folder is git-ignored). */
+export const DEFAULT_DATABASE_PATH = join(import.meta.dirname, '..', '.data', 'auth.sqlite');
+/** Id of the bootstrap public client (authorization code + PKCE, refresh). */
+export const DEMO_SPA_CLIENT_ID = 'demo-spa';
+/** Id of the bootstrap confidential client (password, client credentials, refresh). */
+export const DEMO_SERVICE_CLIENT_ID = 'demo-service';
+
+/** Settings of {@link buildAuthServer}. */
+export interface AuthServerOptions {
+  /** SQLite file path or `':memory:'`. Ignored when `store` is given. Default {@link DEFAULT_DATABASE_PATH}. */
+  databasePath?: string;
+  /** An already opened store (tests); the server closes it on `app.close()` unless `closeStore` is false. */
+  store?: AuthStore;
+  closeStore?: boolean;
+  /** OAuth settings (issuer, lifetimes, grant types…). */
+  oauth?: OAuthOptions;
+  /** JWS algorithm of new signing keys. Default `RS256`. */
+  signingAlg?: SigningAlg;
+  /** scrypt parameters for passwords and client secrets (default OWASP; tests lower them). */
+  hashParams?: ScryptParams;
+  /** Lockout settings of credential validation. */
+  maxAccessFailedCount?: number;
+  lockoutDurationMs?: number;
+  /** Bootstrap of an empty store. */
+  bootstrap?: BootstrapOptions;
+  /** Base path of the administration API (default `/auth-admin`). */
+  adminBasePath?: string;
+  /** Fastify request logging (default false). */
+  logger?: boolean;
+  /** Clock, ms since epoch. */
+  now?: () => number;
+}
+
+/** What to create on an empty store. */
+export interface BootstrapOptions {
+  /** Administrator user name (`AUTH_ADMIN_USERNAME`, default `admin`). */
+  adminUserName?: string;
+  /** Administrator password (`AUTH_ADMIN_PASSWORD`); generated when absent. */
+  adminPassword?: string;
+  /** Secret of `demo-service` (`AUTH_DEMO_CLIENT_SECRET`); generated when absent. */
+  demoClientSecret?: string;
+  /** Redirect URIs of `demo-spa` (default: localhost callbacks, see {@link demoSpaRedirectUris}). */
+  demoSpaRedirectUris?: readonly string[];
+}
+
+/** What {@link bootstrapStore} created; generated secrets are returned once so the caller can print them. */
+export interface BootstrapResult {
+  readonly admin?: { readonly user: UserRecord; readonly generatedPassword?: string };
+  readonly clients: readonly ClientRecord[];
+  readonly generatedDemoClientSecret?: string;
+}
+
+/** A built server and its parts. */
+export interface AuthServer {
+  readonly app: FastifyInstance;
+  readonly store: AuthStore;
+  readonly keys: KeyManager;
+  readonly hasher: PasswordHasher;
+  readonly credentials: CredentialValidator;
+  /** The permission engine (bearer tokens of this server), as used by the administration API. */
+  readonly authorization: AuthorizationService;
+  /** Verifies this server's access tokens (for resource servers in the same process). */
+  readonly tokenVerifier: TokenVerifier;
+  /** Mutable OAuth settings (set `issuer` after listening on an ephemeral port). */
+  readonly config: ReturnType<typeof resolveOAuthConfig>;
+  readonly bootstrap: BootstrapResult;
+  /** Listens and, when no issuer was configured, sets it to `http://<host>:<port>`. @returns the base URL. */
+  listen(port?: number, host?: string): Promise<string>;
+}
+
+/** Redirect URIs of `demo-spa`: the admin page of this server and common local SPA dev ports. */
+export function demoSpaRedirectUris(issuer: string, adminBasePath = '/auth-admin'): string[] {
+  return [
+    `${issuer}${adminBasePath}/`,
+    'http://localhost:3000/callback',
+    'http://127.0.0.1:3000/callback',
+    'http://localhost:5173/callback',
+    'http://127.0.0.1:5173/callback',
+  ];
+}
+
+const generated = () => randomBytes(18).toString('base64url');
+
+/**
+ * Seeds an empty store (spec 001 issue 5): with no user, an administrator holding the built-in
+ * `administrator` role (`auth.admin.**`); with no client, `demo-spa` (public: authorization code + PKCE,
+ * refresh) and `demo-service` (confidential: password, client credentials, refresh). Missing secrets are
+ * generated and returned (never logged here).
+ */
+export async function bootstrapStore(
+  store: AuthStore,
+  hasher: PasswordHasher,
+  issuer: string,
+  options: BootstrapOptions = {},
+  adminBasePath = '/auth-admin',
+): Promise<BootstrapResult> {
+  let admin: BootstrapResult['admin'];
+  if ((await store.listUsers({ limit: 1 })).total === 0) {
+    const password = options.adminPassword ?? generated();
+    const user = await store.createUser(
+      {
+        userName: options.adminUserName ?? 'admin',
+        passwordHash: await hasher.hash(password),
+        roles: [ADMINISTRATOR_ROLE_NAME],
+      },
+      {
+        audit: {
+          category: 'Admin',
+          outcome: 'Success',
+          failureCode: null,
+          details: { action: 'bootstrap.admin' },
+        },
+      },
+    );
+    admin = { user, generatedPassword: options.adminPassword === undefined ? password : undefined };
+  }
+  const clients: ClientRecord[] = [];
+  let generatedDemoClientSecret: string | undefined;
+  if ((await store.listClients({ limit: 1 })).total === 0) {
+    clients.push(
+      await store.createClient({
+        clientId: DEMO_SPA_CLIENT_ID,
+        displayName: 'Demo single-page app',
+        clientType: 'public',
+        redirectUris: options.demoSpaRedirectUris ?? demoSpaRedirectUris(issuer, adminBasePath),
+        allowedGrantTypes: ['authorization_code', 'refresh_token'],
+        allowedScopes: ['openid', 'profile', 'offline_access'],
+      }),
+    );
+    const secret = options.demoClientSecret ?? generated();
+    if (options.demoClientSecret === undefined) generatedDemoClientSecret = secret;
+    clients.push(
+      await store.createClient({
+        clientId: DEMO_SERVICE_CLIENT_ID,
+        displayName: 'Demo service',
+        clientType: 'confidential',
+        secretHash: await hasher.hash(secret),
+        allowedGrantTypes: ['password', 'client_credentials', 'refresh_token'],
+        allowedScopes: ['openid', 'profile', 'offline_access', 'api'],
+      }),
+    );
+  }
+  return { admin, clients, generatedDemoClientSecret };
+}
+
+/**
+ * Builds the server: opens the store, loads or creates the signing key, seeds an empty store, registers
+ * the OAuth routes and the login page.
+ * @throws RangeError for invalid settings (naming the field).
+ */
+export async function buildAuthServer(options: AuthServerOptions = {}): Promise<AuthServer> {
+  const now = options.now ?? Date.now;
+  const config = resolveOAuthConfig(options.oauth);
+  let store = options.store;
+  if (!store) {
+    const path = options.databasePath ?? DEFAULT_DATABASE_PATH;
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    store = new SqliteAuthStore({ path, now });
+  }
+  const hasher = new PasswordHasher(options.hashParams ? { params: options.hashParams } : {});
+  const credentials = new CredentialValidator({
+    store,
+    hasher,
+    now,
+    maxAccessFailedCount: options.maxAccessFailedCount,
+    lockoutDurationMs: options.lockoutDurationMs,
+  });
+  const keys = new KeyManager(store, {
+    alg: options.signingAlg,
+    retiredKeyTtlMs: Math.max(24 * 3600_000, config.accessTokenTtlSeconds * 2000),
+    now,
+  });
+  await keys.init();
+  const adminBasePath = options.adminBasePath ?? '/auth-admin';
+  const app = Fastify({ logger: options.logger ?? false, trustProxy: false });
+  await app.register(oauthServer, { config, store, keys, credentials, hasher, now });
+  const tokenVerifier = new IssuerTokenVerifier(config, keys, now);
+  const authorization = new AuthorizationService({ store, tokenVerifier, now });
+  await app.register(adminApi, {
+    basePath: adminBasePath,
+    store,
+    authorization,
+    passwordHasher: hasher,
+    now,
+  });
+  const ownedStore = store;
+  if (options.closeStore !== false) app.addHook('onClose', async () => ownedStore.close());
+
+  let bootstrap: BootstrapResult = { clients: [] };
+  const seed = async (issuer: string) => {
+    bootstrap = await bootstrapStore(ownedStore, hasher, issuer, options.bootstrap, adminBasePath);
+  };
+  if (config.issuer !== '') await seed(config.issuer);
+
+  return {
+    app,
+    store,
+    keys,
+    hasher,
+    credentials,
+    authorization,
+    tokenVerifier,
+    config,
+    get bootstrap() {
+      return bootstrap;
+    },
+    async listen(port = DEFAULT_AUTH_PORT, host = '127.0.0.1') {
+      await app.listen({ port, host });
+      const address = app.server.address();
+      const actualPort = typeof address === 'object' && address ? address.port : port;
+      const base = `http://${host.includes(':') ? `[${host}]` : host}:${actualPort}`;
+      if (config.issuer === '') {
+        config.issuer = base;
+        await seed(base);
+      }
+      return base;
+    },
+  };
+}
+
+/**
+ * The core's {@link JwtTokenVerifier} over this server's current keys, created on first use so that an
+ * issuer fixed after `listen()` is honoured; requires `typ: at+jwt`, the issuer and the audience
+ * (RFC 9068 §4).
+ */
+class IssuerTokenVerifier implements TokenVerifier {
+  readonly #config: ReturnType<typeof resolveOAuthConfig>;
+  readonly #keys: KeyManager;
+  readonly #now: () => number;
+  #verifier: JwtTokenVerifier | undefined;
+  #issuer = '';
+
+  constructor(config: ReturnType<typeof resolveOAuthConfig>, keys: KeyManager, now: () => number) {
+    this.#config = config;
+    this.#keys = keys;
+    this.#now = now;
+  }
+
+  verify(token: string): Promise<VerifiedToken> {
+    if (!this.#verifier || this.#issuer !== this.#config.issuer) {
+      this.#issuer = this.#config.issuer;
+      this.#verifier = new JwtTokenVerifier({
+        key: this.#keys.keyGetter(),
+        issuer: this.#issuer,
+        audience: this.#config.audience,
+        typ: 'at+jwt',
+        now: this.#now,
+      });
+    }
+    return this.#verifier.verify(token);
+  }
+}
+
+/** Settings read from the environment by {@link configFromEnv}. */
+export interface EnvConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly options: AuthServerOptions;
+}
+
+/**
+ * Reads `AUTH_PORT` (default 4100), `AUTH_HOST` (default `127.0.0.1`), `AUTH_ISSUER` (default
+ * `http://localhost:<port>`), `AUTH_DATABASE_PATH` (default {@link DEFAULT_DATABASE_PATH}),
+ * `AUTH_SIGNING_ALG` (default `RS256`), `AUTH_ADMIN_USERNAME`, `AUTH_ADMIN_PASSWORD`,
+ * `AUTH_DEMO_CLIENT_SECRET`, `AUTH_ACCESS_TOKEN_TTL` and `AUTH_REFRESH_TOKEN_TTL` (seconds).
+ * @throws RangeError naming the variable when a value is invalid.
+ */
+export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
+  const port =
+    env.AUTH_PORT === undefined || env.AUTH_PORT === '' ? DEFAULT_AUTH_PORT : Number(env.AUTH_PORT);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new RangeError('AUTH_PORT: must be an integer 0-65535');
+  const alg = env.AUTH_SIGNING_ALG || 'RS256';
+  if (!(SUPPORTED_SIGNING_ALGS as readonly string[]).includes(alg)) {
+    throw new RangeError(`AUTH_SIGNING_ALG: must be one of ${SUPPORTED_SIGNING_ALGS.join(', ')}`);
+  }
+  const seconds = (name: string): number | undefined => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return undefined;
+    const n = Number(raw);
+    if (!Number.isSafeInteger(n) || n <= 0)
+      throw new RangeError(`${name}: must be a positive integer (seconds)`);
+    return n;
+  };
+  const host = env.AUTH_HOST || '127.0.0.1';
+  return {
+    port,
+    host,
+    options: {
+      databasePath: env.AUTH_DATABASE_PATH || DEFAULT_DATABASE_PATH,
+      signingAlg: alg as SigningAlg,
+      oauth: {
+        issuer: env.AUTH_ISSUER || `http://localhost:${port}`,
+        accessTokenTtlSeconds: seconds('AUTH_ACCESS_TOKEN_TTL'),
+        refreshTokenTtlSeconds: seconds('AUTH_REFRESH_TOKEN_TTL'),
+      },
+      bootstrap: {
+        adminUserName: env.AUTH_ADMIN_USERNAME || undefined,
+        adminPassword: env.AUTH_ADMIN_PASSWORD || undefined,
+        demoClientSecret: env.AUTH_DEMO_CLIENT_SECRET || undefined,
+      },
+    },
+  };
+}
