@@ -1,0 +1,257 @@
+/**
+ * `SimpleBox` (spec 002 "SimpleBox"): a box started lazily on first use, with run-and-wait `exec`.
+ * It is the base class of the other wrapper boxes (`CodeBox`, and later `BrowserBox`, `ComputerBox`,
+ * `InteractiveBox`): subclasses pass their own defaults to the constructor and use `ensureStarted()`,
+ * `runCommand()` and `box` to build their operations.
+ */
+import { BoxError, TimeoutError } from '../errors.ts';
+import type { JsBox } from '../runtime/box.ts';
+import { JsRuntime } from '../runtime/runtime.ts';
+import type {
+  AdvancedBoxOptions,
+  ExecResult,
+  JsBoxInfo,
+  JsBoxOptions,
+  JsPortSpec,
+  JsVolumeSpec,
+  NetworkSpec,
+  Secret,
+} from '../types.ts';
+
+/** Options of `SimpleBox` and the boxes derived from it (spec 002 "SimpleBox" constructor options). */
+export interface SimpleBoxOptions {
+  /** OCI image; default `python:slim`. */
+  image?: string;
+  /** Memory in MiB; default 512. */
+  memoryMib?: number;
+  /** CPU cores; default 1. */
+  cpus?: number;
+  /** Runtime to create the box in; default `JsRuntime.withDefaultConfig()`. */
+  runtime?: JsRuntime;
+  /** Unique box name. */
+  name?: string;
+  /** Remove the box when it stops; default true. */
+  autoRemove?: boolean;
+  /** The box survives the exit of this process; default false. */
+  detach?: boolean;
+  /** Working directory in the box; default `/root`. */
+  workingDir?: string;
+  /** Environment variables of the box. */
+  env?: Record<string, string>;
+  volumes?: JsVolumeSpec[];
+  network?: NetworkSpec;
+  ports?: JsPortSpec[];
+  secrets?: Secret[];
+  advanced?: AdvancedBoxOptions;
+}
+
+/** Per-command options of `SimpleBox.exec` (array form). */
+export interface ExecCommandOptions {
+  /** Working directory of the command (absolute path). */
+  cwd?: string;
+  /** User to run as: `uid[:gid]` or a name known in the image. */
+  user?: string;
+  /** Kill the command and throw `TimeoutError` after this many seconds. */
+  timeoutSecs?: number;
+}
+
+/** Defaults a subclass gives its boxes (spec 002: SimpleBox/CodeBox `python:slim`, ComputerBox 2 CPUs…). */
+export interface BoxDefaults {
+  image: string;
+  cpus?: number;
+  memoryMib?: number;
+}
+
+/** Default image of `SimpleBox` and `CodeBox` (spec 002). */
+export const SIMPLEBOX_DEFAULT_IMAGE = 'python:slim';
+
+/** Quotes a command line for messages (`ExecError.command`): words with spaces or quotes are single-quoted. */
+export function formatCommand(cmd: string, args: string[]): string {
+  return [cmd, ...args]
+    .map((word) => (/^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`))
+    .join(' ');
+}
+
+/** A box started on first use that runs commands to completion (spec 002 `SimpleBox`). */
+export class SimpleBox {
+  /** The runtime the box lives in. */
+  protected readonly runtime: JsRuntime;
+  /** Options given to the constructor. */
+  protected readonly options: SimpleBoxOptions;
+  /** Defaults of this box type. */
+  protected readonly defaults: BoxDefaults;
+  #box: JsBox | null = null;
+  #starting: Promise<JsBox> | null = null;
+
+  /**
+   * @param options spec 002 SimpleBox options; nothing is created until the first operation.
+   * @param defaults defaults of a subclass (image, cpus, memoryMib).
+   */
+  constructor(options: SimpleBoxOptions = {}, defaults: BoxDefaults = { image: SIMPLEBOX_DEFAULT_IMAGE }) {
+    if (options === null || typeof options !== 'object') {
+      throw new BoxError('box options must be an object', { field: 'options' });
+    }
+    if (options.runtime !== undefined && !(options.runtime instanceof JsRuntime)) {
+      throw new BoxError('invalid box option runtime: must be a JsRuntime', { field: 'runtime' });
+    }
+    this.options = options;
+    this.defaults = defaults;
+    this.runtime = options.runtime ?? JsRuntime.withDefaultConfig();
+  }
+
+  /** Box id (ULID). @throws BoxError when the box has not been started yet (use `getId()`). */
+  get id(): string {
+    if (!this.#box) throw new BoxError('the box is not started yet; call getId() or run a command first');
+    return this.#box.id;
+  }
+
+  /** Box name given in the options. */
+  get name(): string | undefined {
+    return this.options.name;
+  }
+
+  /** The underlying box handle, or null before the box is started. */
+  protected get box(): JsBox | null {
+    return this.#box;
+  }
+
+  /** `JsBoxOptions` of this box: the constructor options over the type's defaults. */
+  protected boxOptions(): JsBoxOptions {
+    const o = this.options;
+    const result: JsBoxOptions = {
+      image: o.image ?? this.defaults.image,
+      autoRemove: o.autoRemove ?? true,
+      detach: o.detach ?? false,
+    };
+    const cpus = o.cpus ?? this.defaults.cpus;
+    const memoryMib = o.memoryMib ?? this.defaults.memoryMib;
+    if (cpus !== undefined) result.cpus = cpus;
+    if (memoryMib !== undefined) result.memoryMib = memoryMib;
+    if (o.workingDir !== undefined) result.workingDir = o.workingDir;
+    if (o.env !== undefined) {
+      if (o.env === null || typeof o.env !== 'object' || Array.isArray(o.env)) {
+        throw new BoxError('invalid box option env: must be an object of strings', { field: 'env' });
+      }
+      result.env = Object.entries(o.env).map(([key, value]) => ({ key, value }));
+    }
+    if (o.volumes !== undefined) result.volumes = o.volumes;
+    if (o.network !== undefined) result.network = o.network;
+    if (o.ports !== undefined) result.ports = o.ports;
+    if (o.secrets !== undefined) result.secrets = o.secrets;
+    if (o.advanced !== undefined) result.advanced = o.advanced;
+    return result;
+  }
+
+  /** Creates the box on first call (concurrent callers share one creation); returns its handle. */
+  protected ensureStarted(): Promise<JsBox> {
+    if (this.#box) return Promise.resolve(this.#box);
+    this.#starting ??= (async () => {
+      try {
+        this.#box = await this.runtime.create(this.boxOptions(), this.options.name);
+        return this.#box;
+      } finally {
+        this.#starting = null;
+      }
+    })();
+    return this.#starting;
+  }
+
+  /** Starts the box if needed and returns its id. */
+  async getId(): Promise<string> {
+    return (await this.ensureStarted()).id;
+  }
+
+  /** Starts the box if needed and returns its metadata (spec 002 `JsBoxInfo`). */
+  async getInfo(): Promise<JsBoxInfo> {
+    return (await this.ensureStarted()).info();
+  }
+
+  /**
+   * Runs a command to completion and returns its exit code and whole output (spec 002 `SimpleBox.exec`).
+   * Variadic form `exec('ls', '-l', '/')`; array form `exec('ls', ['-l'], { K: 'v' }, { cwd, user, timeoutSecs })`.
+   * A non-zero exit code is returned, not thrown.
+   * @throws TimeoutError when `timeoutSecs` passes (the command is killed); BoxError when it cannot start.
+   */
+  exec(cmd: string, ...args: string[]): Promise<ExecResult>;
+  exec(
+    cmd: string,
+    args: string[],
+    env?: Record<string, string>,
+    options?: ExecCommandOptions,
+  ): Promise<ExecResult>;
+  exec(cmd: string, ...rest: unknown[]): Promise<ExecResult> {
+    if (Array.isArray(rest[0])) {
+      return this.runCommand(
+        cmd,
+        rest[0] as string[],
+        rest[1] as Record<string, string> | undefined,
+        (rest[2] as ExecCommandOptions | undefined) ?? {},
+      );
+    }
+    return this.runCommand(cmd, rest as string[], undefined, {});
+  }
+
+  /** Runs a command to completion (the body of `exec`), for subclasses. Same errors as `exec`. */
+  protected async runCommand(
+    cmd: string,
+    args: string[],
+    env: Record<string, string> | undefined,
+    options: ExecCommandOptions,
+  ): Promise<ExecResult> {
+    if (options === null || typeof options !== 'object') {
+      throw new BoxError('invalid exec options: must be an object { cwd?, user?, timeoutSecs? }', {
+        field: 'options',
+      });
+    }
+    const { timeoutSecs } = options;
+    if (timeoutSecs !== undefined && (typeof timeoutSecs !== 'number' || !(timeoutSecs > 0))) {
+      throw new BoxError('invalid exec option timeoutSecs: must be a positive number of seconds', {
+        field: 'timeoutSecs',
+      });
+    }
+    if (options.user !== undefined && (typeof options.user !== 'string' || options.user === '')) {
+      throw new BoxError('invalid exec option user: must be a non-empty string', { field: 'user' });
+    }
+    const box = await this.ensureStarted();
+    const execOptions: { cwd?: string; user?: string } = {};
+    if (options.cwd !== undefined) execOptions.cwd = options.cwd;
+    if (options.user !== undefined) execOptions.user = options.user;
+    const execution = await box.execWith(cmd, args, env, execOptions);
+    const { stdout, stderr, stdin } = execution.collect();
+    await stdin.close();
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
+    if (timeoutSecs !== undefined) {
+      timer = setTimeout(() => {
+        timedOut = true;
+        execution.kill().catch(() => {});
+      }, timeoutSecs * 1000);
+    }
+    try {
+      const { exitCode } = await execution.wait();
+      if (timedOut) {
+        throw new TimeoutError(
+          `command '${formatCommand(cmd, args)}' exceeded timeoutSecs=${timeoutSecs} and was killed`,
+        );
+      }
+      return { exitCode, stdout: await stdout.text(), stderr: await stderr.text() };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Stops the box (and removes it when `autoRemove`, the default). A box never started is left alone. */
+  async stop(): Promise<void> {
+    if (this.#starting) await this.#starting.catch(() => {});
+    const box = this.#box;
+    if (!box) return;
+    const info = await box.info().catch(() => null);
+    if (info === null) return;
+    await box.stop();
+  }
+
+  /** `await using box = new SimpleBox()` stops the box at the end of the scope. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}

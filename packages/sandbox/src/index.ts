@@ -1,0 +1,22 @@
+/**
+ * `@seed/sandbox`: the Sandbox SDK for Node.js (spec 002). Local runtime (`JsRuntime`), box handles
+ * (`JsBox`), executions (`JsExecution`), wrapper boxes (`SimpleBox`, `CodeBox`), the spec's constants,
+ * errors and data types.
+ */
+
+export { CodeBox, type CodeBoxOptions } from './boxes/code.ts';
+export {
+  type BoxDefaults,
+  type ExecCommandOptions,
+  SIMPLEBOX_DEFAULT_IMAGE,
+  SimpleBox,
+  type SimpleBoxOptions,
+} from './boxes/simple.ts';
+export * from './constants.ts';
+export { BoxError, type BoxErrorOptions, ExecError, ParseError, TimeoutError } from './errors.ts';
+export { type ExecEnv, type ExecOptions, JsBox } from './runtime/box.ts';
+export { type JsExecStderr, type JsExecStdin, type JsExecStdout, JsExecution } from './runtime/execution.ts';
+export { type NormalizedBoxOptions, type ValidateContext, validateBoxOptions } from './runtime/options.ts';
+export { defaultHomeDir, JsRuntime, type RuntimeImages, type RuntimeVolumes } from './runtime/runtime.ts';
+export type { VolumeRecord } from './runtime/state.ts';
+export type * from './types.ts';

@@ -1,0 +1,200 @@
+/**
+ * Box handle (spec 002 "Box handle (`JsBox`)"): metadata, commands, stop and metrics of one box.
+ * A handle reads its record from the state database on every call, so handles in several processes
+ * agree on a box's state.
+ */
+
+import type { EngineExecOptions } from '../engine/types.ts';
+import { BoxError } from '../errors.ts';
+import type { JsBoxInfo, JsBoxMetrics, JsNetworkInfo, JsPublishedPort } from '../types.ts';
+import type { RuntimeContext } from './context.ts';
+import { JsExecution } from './execution.ts';
+import type { BoxRecord } from './state.ts';
+
+/** Environment of one command: `{ KEY: value }`, `[key, value]` pairs or `{ key, value }` entries. */
+export type ExecEnv = Record<string, string> | [string, string][] | { key: string; value: string }[];
+
+/** Per-command options beyond the spec's `exec(cmd, args?, env?, tty?)`, used by the wrapper boxes. */
+export interface ExecOptions {
+  /** Working directory of the command (absolute); default the box's `workingDir`. */
+  cwd?: string;
+  /** User of the command: `uid[:gid]` or a name known in the image; default the image's user, else root. */
+  user?: string;
+  /** Allocate a pseudo-terminal. */
+  tty?: boolean;
+}
+
+/** Turns any accepted env form into `KEY=value` entries. @throws BoxError naming `env` on bad input. */
+export function envEntries(env: ExecEnv | undefined | null): string[] {
+  if (env === undefined || env === null) return [];
+  const pairs: [unknown, unknown][] = Array.isArray(env)
+    ? env.map((item) => (Array.isArray(item) ? [item[0], item[1]] : [item?.key, item?.value]))
+    : typeof env === 'object'
+      ? Object.entries(env)
+      : (() => {
+          throw new BoxError('invalid exec option env: must be an object of strings or an array of pairs', {
+            field: 'env',
+          });
+        })();
+  return pairs.map(([key, value]) => {
+    if (typeof key !== 'string' || key === '' || key.includes('=') || typeof value !== 'string') {
+      throw new BoxError(
+        `invalid exec option env: entry '${String(key)}' must be a name without "=" and a string value`,
+        {
+          field: 'env',
+        },
+      );
+    }
+    return `${key}=${value}`;
+  });
+}
+
+/** Maps a record's status to spec 002 `JsBoxStateInfo.status`: `configured`, `running`, `stopped`, `failed`. */
+function publicStatus(status: BoxRecord['status']): string {
+  return status === 'creating' ? 'configured' : status;
+}
+
+/** Builds `JsBoxInfo` from a record; `publishedPorts` as known to the handle (null when unknown). */
+export function boxInfo(record: BoxRecord, publishedPorts: JsPublishedPort[] | null): JsBoxInfo {
+  const { mode, allowNet } = record.options.network;
+  const network: JsNetworkInfo = {
+    outbound: { mode, allowNet: [...allowNet] },
+    inbound: { mode, allowNet: [] },
+    publishedPorts,
+    mode,
+    allowNet: [...allowNet],
+  };
+  const running = record.status === 'running';
+  return {
+    id: record.id,
+    ...(record.name !== null ? { name: record.name } : {}),
+    state: {
+      status: publicStatus(record.status),
+      running,
+      ...(running && record.pid ? { pid: record.pid } : {}),
+    },
+    createdAt: record.createdAt,
+    ...(record.startedAt ? { startedAt: record.startedAt } : {}),
+    image: record.image,
+    cpus: record.options.cpus,
+    memoryMib: record.options.memoryMib,
+    network,
+  };
+}
+
+/** A handle to one box (spec 002 `JsBox`). Obtained from `JsRuntime.create` or `JsRuntime.get`. */
+export class JsBox {
+  /** Box id (ULID). */
+  readonly id: string;
+  /** Box name, or null when the box has none. */
+  readonly name: string | null;
+  readonly #ctx: RuntimeContext;
+  /** Port publications this handle made; null when it only loaded the box from the state database. */
+  readonly #publishedPorts: JsPublishedPort[] | null;
+
+  /** @internal Use `JsRuntime.create` or `JsRuntime.get`. */
+  constructor(ctx: RuntimeContext, record: BoxRecord, publishedPorts: JsPublishedPort[] | null) {
+    this.#ctx = ctx;
+    this.id = record.id;
+    this.name = record.name;
+    this.#publishedPorts = publishedPorts;
+  }
+
+  async #record(): Promise<BoxRecord> {
+    const record = await this.#ctx.refresh(this.id);
+    if (!record) throw new BoxError(`box ${this.id} no longer exists`);
+    return record;
+  }
+
+  /** Metadata of the box (spec 002 `JsBoxInfo`), read fresh. @throws BoxError when the box was removed. */
+  async info(): Promise<JsBoxInfo> {
+    return boxInfo(await this.#record(), this.#publishedPorts);
+  }
+
+  /**
+   * Starts `cmd` with `args` in the box (spec 002 `JsBox.exec`). `env` adds variables on top of the box's;
+   * `tty` allocates a pseudo-terminal (stderr is then merged into stdout).
+   * @throws BoxError when the box is not running or the command cannot be started.
+   */
+  exec(cmd: string, args?: string[], env?: ExecEnv, tty?: boolean): Promise<JsExecution> {
+    return this.execWith(cmd, args, env, { tty: tty ?? false });
+  }
+
+  /** @internal `exec` with per-command `cwd` and `user` (used by the wrapper boxes and the CLI). */
+  async execWith(
+    cmd: string,
+    args: string[] = [],
+    env: ExecEnv | undefined,
+    options: ExecOptions,
+  ): Promise<JsExecution> {
+    if (typeof cmd !== 'string' || cmd === '') {
+      throw new BoxError('invalid exec option cmd: must be a non-empty string', { field: 'cmd' });
+    }
+    if (!Array.isArray(args) || args.some((a) => typeof a !== 'string')) {
+      throw new BoxError('invalid exec option args: must be an array of strings', { field: 'args' });
+    }
+    if (options.cwd !== undefined && (typeof options.cwd !== 'string' || !options.cwd.startsWith('/'))) {
+      throw new BoxError('invalid exec option cwd: must be an absolute path', { field: 'cwd' });
+    }
+    const entries = envEntries(env);
+    const record = await this.#record();
+    if (record.status !== 'running') {
+      throw new BoxError(
+        `box ${this.id} is ${publicStatus(record.status)}, not running; cannot exec '${cmd}'`,
+      );
+    }
+    const engineOptions: EngineExecOptions = {
+      cmd,
+      args: [...args],
+      env: entries,
+      tty: options.tty === true,
+    };
+    if (options.cwd !== undefined) engineOptions.cwd = options.cwd;
+    if (options.user !== undefined) engineOptions.user = options.user;
+    const engine = await this.#ctx.engine();
+    this.#ctx.countCommand(this.id);
+    let process: Awaited<ReturnType<typeof engine.exec>>;
+    try {
+      process = await engine.exec(this.id, engineOptions);
+    } catch (error) {
+      this.#ctx.countExecEnd(this.id, { bytesSent: 0, bytesReceived: 0, exitCode: -1 });
+      if (error instanceof BoxError) throw error;
+      throw new BoxError(`cannot exec '${cmd}' in box ${this.id}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    return new JsExecution(process, (report) => this.#ctx.countExecEnd(this.id, report));
+  }
+
+  /** Stops the box; with `autoRemove` the box is then removed. Stopping a stopped box is a no-op. */
+  async stop(): Promise<void> {
+    await this.#ctx.stopBox(this.id);
+  }
+
+  /**
+   * Counters, resource usage and creation stage timings of the box (spec 002 `JsBoxMetrics`).
+   * `cpuPercent` is the usage since the previous sample (first sample: since the box started).
+   */
+  async metrics(): Promise<JsBoxMetrics> {
+    const record = await this.#record();
+    const metrics: JsBoxMetrics = {
+      commandsExecutedTotal: record.commandsExecuted,
+      execErrorsTotal: record.execErrors,
+      bytesSentTotal: record.bytesSent,
+      bytesReceivedTotal: record.bytesReceived,
+      ...record.timings,
+    };
+    if (record.status === 'running') {
+      const engine = await this.#ctx.engine();
+      const stats = await engine.stats(this.id).catch(() => null);
+      if (stats) {
+        if (stats.cpuPercent !== undefined) metrics.cpuPercent = stats.cpuPercent;
+        if (stats.memoryBytes !== undefined) metrics.memoryBytes = stats.memoryBytes;
+        if (stats.networkBytesSent !== undefined) metrics.networkBytesSent = stats.networkBytesSent;
+        if (stats.networkBytesReceived !== undefined)
+          metrics.networkBytesReceived = stats.networkBytesReceived;
+      }
+    }
+    return metrics;
+  }
+}
