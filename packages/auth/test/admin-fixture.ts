@@ -5,7 +5,7 @@
  */
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { generateKeyPair, SignJWT } from 'jose';
-import { adminApi } from '../src/admin/index.ts';
+import { adminApi, normalizeBasePath } from '../src/admin/index.ts';
 import { AuthorizationService } from '../src/authorization.ts';
 import { PasswordHasher } from '../src/passwords.ts';
 import { SqliteAuthStore } from '../src/store/sqlite.ts';
@@ -56,7 +56,7 @@ export async function adminFixture(options: { basePath?: string } = {}): Promise
   const app = Fastify({ logger: false });
   await app.register(adminApi, { store, authorization, passwordHasher: hasher, basePath: options.basePath });
   await app.ready();
-  const base = `${options.basePath ?? '/auth-admin'}/api`;
+  const base = `${normalizeBasePath(options.basePath)}/api`;
 
   const sign = (claims: Record<string, unknown>, sub: string, expiresInSec = 300) =>
     new SignJWT(claims)

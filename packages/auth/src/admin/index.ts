@@ -2,9 +2,14 @@
  * The administration REST API and admin page of the auth service (spec 001 "Administration REST API",
  * issue 6), as one Fastify plugin: {@link adminApi}.
  *
+ * Wiring (in the server):
  * ```ts
- * await app.register(adminApi, { store, authorization }); // API under /auth-admin/api, page at /auth-admin/
+ * const authorization = new AuthorizationService({ store, tokenVerifier }); // verifier over the server's JWKS
+ * await app.register(adminApi, { basePath: '/auth-admin', store, authorization, passwordHasher: hasher });
+ * // API under /auth-admin/api (OpenAPI: /auth-admin/api/openapi.json), page at /auth-admin/
  * ```
+ * `passwordHasher` must be the hasher the token endpoint verifies client secrets with (secrets are hashed
+ * with it too, unless `hashClientSecret` is given).
  */
 import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
