@@ -1,0 +1,383 @@
+/**
+ * The authorization decision engine of the permission middleware (spec 001 "Business endpoints protected by
+ * the permission middleware", "AuthorizationReason", state rule on security stamps). Framework-neutral: the
+ * Fastify plugin and the plain Node adapter in `middleware/` call {@link AuthorizationService.authorize} and
+ * write {@link Denial} as the answer.
+ */
+import { AuditLog } from './audit.ts';
+import { InvalidTokenError } from './errors.ts';
+import { MatcherCache, type PermissionMatcher, tryNormalizePermissionCode } from './permissions.ts';
+import type { AuthSubject, PolicyRegistry, PolicyRequest } from './policies.ts';
+import { type AuthorizationDecision, AuthorizationReason, decision, reasonName } from './reasons.ts';
+import { AuditCategory, AuditOutcome, type AuthStore } from './store/types.ts';
+import type { TokenVerifier } from './token-verifier.ts';
+
+/**
+ * What an endpoint requires. No `permission` and no `policy` means the endpoint is not protected
+ * (`NotProtected`).
+ */
+export interface EndpointRequirement {
+  /** Concrete permission code required, e.g. `auth.admin.users` (wildcards are invalid here → `InvalidPermissionCode`). */
+  permission?: string;
+  /** Name of an attribute-based policy that must also hold (→ `GrantedByPolicy` / `PolicyNotSatisfied` / `PolicyNotFound`). */
+  policy?: string;
+  /** Unauthenticated callers are allowed (→ `GuestAllowed`); default false (→ `GuestNotAllowed`, 401). */
+  allowGuest?: boolean;
+}
+
+/** Body of a denial (spec 001 "Middleware denial body"), same shape for 401 and 403. */
+export interface DenialBody {
+  /** `unauthorized` or `invalid_token` (401), `forbidden` (403). */
+  error: 'unauthorized' | 'invalid_token' | 'forbidden';
+  /** The AuthorizationReason name, e.g. `DeniedByRule`. */
+  error_description: string;
+  /** The permission code that caused the denial, or null. */
+  permission: string | null;
+}
+
+/** How to answer a denial: status, headers (`WWW-Authenticate` per RFC 6750 §3) and body. */
+export interface Denial {
+  status: 401 | 403;
+  headers: Record<string, string>;
+  body: DenialBody;
+}
+
+/** Result of {@link AuthorizationService.authorize}. */
+export interface AuthorizationOutcome {
+  readonly decision: AuthorizationDecision;
+  /** True when a valid token identified an existing subject (even a disabled one). */
+  readonly authenticated: boolean;
+  /** The subject, when authenticated and active; null for guests and refused tokens. */
+  readonly subject: AuthSubject | null;
+  /** The permission code the decision is about (as declared, normalized when valid), or null. */
+  readonly permission: string | null;
+  /** Present iff the decision denies. */
+  readonly denial?: Denial;
+  /**
+   * Checks another permission for the same caller (deny wins), e.g. for the administration API's
+   * separation-of-duties rules. Guests are checked against the guest role, if any.
+   */
+  check(code: string): AuthorizationDecision;
+}
+
+/** Options of {@link AuthorizationService}. */
+export interface AuthorizationServiceOptions {
+  store: AuthStore;
+  tokenVerifier: TokenVerifier;
+  /** Named ABAC policies (default: an empty registry). */
+  policies?: PolicyRegistry;
+  /**
+   * Name of a role whose rules apply to unauthenticated callers on endpoints that allow guests: a guest then
+   * gets `GuestAllowed` only when the role grants the endpoint's permission, else `NoMatchingGrant` or
+   * `DeniedByRule` (401). Default: none (guests pass `allowGuest` endpoints without a permission check).
+   */
+  guestRole?: string;
+  /** Write an `Authorization`/`Denied` audit event for each denial of an authenticated subject (default false). */
+  auditDenials?: boolean;
+  /** Subjects whose compiled matchers are cached (default 10 000). */
+  cacheSize?: number;
+  /** Clock, ms epoch (default `Date.now`). */
+  now?: () => number;
+}
+
+/** The request facts `authorize` needs. */
+export interface AuthorizationInput {
+  /** The `Authorization` header value, if any. */
+  authorization?: string | string[] | undefined;
+  /** The endpoint's requirement; undefined means not protected. */
+  requirement?: EndpointRequirement;
+  request: PolicyRequest;
+  /** The resource the policy judges (e.g. a loaded record). */
+  resource?: unknown;
+}
+
+const NONE: readonly string[] = Object.freeze([]);
+
+/** Maps a denying reason to its answer (spec 001 status table). Exported for custom adapters. */
+export function denialFor(
+  reason: AuthorizationReason,
+  authenticated: boolean,
+  permission: string | null,
+): Denial {
+  const description = reasonName(reason);
+  if (reason === AuthorizationReason.InvalidCredential) {
+    return {
+      status: 401,
+      headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
+      body: { error: 'invalid_token', error_description: description, permission: null },
+    };
+  }
+  if (!authenticated) {
+    return {
+      status: 401,
+      headers: { 'www-authenticate': 'Bearer' },
+      body: { error: 'unauthorized', error_description: description, permission },
+    };
+  }
+  return {
+    status: 403,
+    headers: {},
+    body: { error: 'forbidden', error_description: description, permission },
+  };
+}
+
+function bearerToken(header: string | string[] | undefined): string | undefined | null {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined || value === '') return undefined;
+  const match = /^Bearer(?:\s+(.*))?$/i.exec(value.trim());
+  if (!match) return undefined; // another scheme: no bearer token presented
+  const token = match[1]?.trim();
+  return token && /^[A-Za-z0-9\-._~+/]+=*$/.test(token) ? token : null; // RFC 6750 §2.1 b64token
+}
+
+interface ResolvedSubject {
+  subject: AuthSubject;
+  matcher: PermissionMatcher;
+}
+
+/**
+ * Decides requests: authenticates the bearer token, checks the subject against the store (exists, enabled, not
+ * locked out, security stamp unchanged), evaluates the permission with a cached compiled matcher, then the
+ * policy.
+ */
+export class AuthorizationService {
+  readonly store: AuthStore;
+  readonly tokenVerifier: TokenVerifier;
+  readonly policies: PolicyRegistry | undefined;
+  readonly #guestRole: string | undefined;
+  readonly #cache: MatcherCache;
+  readonly #now: () => number;
+  readonly #audit: AuditLog | undefined;
+
+  constructor(options: AuthorizationServiceOptions) {
+    this.store = options.store;
+    this.tokenVerifier = options.tokenVerifier;
+    this.policies = options.policies;
+    this.#guestRole = options.guestRole;
+    this.#cache = new MatcherCache(options.cacheSize);
+    this.#now = options.now ?? Date.now;
+    this.#audit = options.auditDenials ? new AuditLog(options.store, this.#now) : undefined;
+  }
+
+  /** The matcher cache (exposed for diagnostics and explicit invalidation). */
+  get matcherCache(): MatcherCache {
+    return this.#cache;
+  }
+
+  /**
+   * Authenticates a bearer token against the store.
+   * @returns `guest` (no token), `invalid` (bad/expired token, unknown subject), `disabled` (subject disabled,
+   * locked out or security stamp changed) or `active` with the subject and its compiled matcher.
+   */
+  async authenticate(
+    authorization: string | string[] | undefined,
+  ): Promise<
+    | { state: 'guest' }
+    | { state: 'invalid' }
+    | { state: 'disabled'; subjectId: string }
+    | ({ state: 'active' } & ResolvedSubject)
+  > {
+    const token = bearerToken(authorization);
+    if (token === undefined) return { state: 'guest' };
+    if (token === null) return { state: 'invalid' };
+    let verified: Awaited<ReturnType<TokenVerifier['verify']>>;
+    try {
+      verified = await this.tokenVerifier.verify(token);
+    } catch (error) {
+      if (error instanceof InvalidTokenError) return { state: 'invalid' };
+      throw error;
+    }
+    if (verified.kind === 'client') {
+      const client = await this.store.getClient(verified.subject);
+      if (!client) return { state: 'invalid' };
+      if (!client.isEnabled) return { state: 'disabled', subjectId: client.clientId };
+      const matcher = this.#cache.get(`client:${client.clientId}`, `${client.version}`, () => ({
+        allow: client.permissions,
+        deny: NONE,
+      }));
+      return {
+        state: 'active',
+        matcher,
+        subject: {
+          kind: 'client',
+          id: client.clientId,
+          name: client.clientId,
+          roles: NONE,
+          clientId: verified.clientId,
+          scopes: verified.scopes,
+          claims: verified.claims,
+        },
+      };
+    }
+    const loaded = await this.store.getUserSubject(verified.subject);
+    if (!loaded) return { state: 'invalid' };
+    const { user, roles } = loaded;
+    const lockedOut = user.lockoutEnd !== null && user.lockoutEnd > this.#now();
+    if (!user.isEnabled || lockedOut || user.securityStamp !== verified.securityStamp) {
+      return { state: 'disabled', subjectId: user.id };
+    }
+    let version = `${user.version}|${user.securityStamp}`;
+    for (const role of roles) version += `|${role.id}:${role.version}`;
+    const matcher = this.#cache.get(`user:${user.id}`, version, () => {
+      const allow = [...user.directPermissions];
+      const deny = [...user.deniedPermissions];
+      for (const role of roles) {
+        allow.push(...role.permissions);
+        deny.push(...role.deniedPermissions);
+      }
+      return { allow, deny };
+    });
+    return {
+      state: 'active',
+      matcher,
+      subject: {
+        kind: 'user',
+        id: user.id,
+        name: user.userName,
+        roles: user.roles,
+        clientId: verified.clientId,
+        scopes: verified.scopes,
+        claims: verified.claims,
+      },
+    };
+  }
+
+  async #guestMatcher(): Promise<PermissionMatcher | undefined> {
+    if (this.#guestRole === undefined) return undefined;
+    const role = await this.store.findRoleByName(this.#guestRole);
+    if (!role) return undefined;
+    return this.#cache.get(`guest:${role.id}`, `${role.version}`, () => ({
+      allow: role.permissions,
+      deny: role.deniedPermissions,
+    }));
+  }
+
+  /**
+   * Decides one request (spec 001 reason table):
+   * - no requirement → `NotProtected`;
+   * - bad/expired token → `InvalidCredential` (401 `invalid_token`); disabled, locked or stale stamp →
+   *   `SubjectDisabled` (403);
+   * - invalid declared code → `InvalidPermissionCode`;
+   * - guest: endpoint without `allowGuest` → `GuestNotAllowed`; with it → the guest role's rules (if configured:
+   *   `DeniedByRule` / `NoMatchingGrant`), then the policy, else `GuestAllowed` — guest denials are 401;
+   * - authenticated: deny rule → `DeniedByRule`; no grant → `NoMatchingGrant` (`GuestAllowed` on guest
+   *   endpoints); then the policy → `GrantedByPolicy` / `PolicyNotSatisfied` / `PolicyNotFound`; else `Granted`.
+   * @throws only on storage failure (never for client mistakes).
+   */
+  async authorize(input: AuthorizationInput): Promise<AuthorizationOutcome> {
+    const requirement = input.requirement;
+    const declared = requirement?.permission;
+    if (requirement === undefined || (declared === undefined && requirement.policy === undefined)) {
+      return this.#outcome(AuthorizationReason.NotProtected, false, null, null, undefined);
+    }
+    const auth = await this.authenticate(input.authorization);
+    if (auth.state === 'invalid') {
+      return this.#outcome(AuthorizationReason.InvalidCredential, false, null, null, undefined);
+    }
+    if (auth.state === 'disabled') {
+      const outcome = this.#outcome(AuthorizationReason.SubjectDisabled, true, null, null, undefined);
+      await this.#auditDenial(outcome, auth.subjectId, input);
+      return outcome;
+    }
+    const code =
+      declared === undefined ? undefined : tryNormalizePermissionCode(declared, { allowWildcards: false });
+    const permission = declared === undefined ? null : (code ?? String(declared));
+    const authenticated = auth.state === 'active';
+    const subject = authenticated ? auth.subject : null;
+    const matcher = authenticated
+      ? auth.matcher
+      : requirement.allowGuest
+        ? await this.#guestMatcher()
+        : undefined;
+    const done = async (reason: AuthorizationReason, reported: string | null = permission) => {
+      const outcome = this.#outcome(reason, authenticated, subject, reported, matcher);
+      if (authenticated && !outcome.decision.isGranted)
+        await this.#auditDenial(outcome, auth.subject.id, input);
+      return outcome;
+    };
+    if (declared !== undefined && code === undefined) return done(AuthorizationReason.InvalidPermissionCode);
+
+    let reason: AuthorizationReason = AuthorizationReason.Granted;
+    if (!authenticated) {
+      if (!requirement.allowGuest) return done(AuthorizationReason.GuestNotAllowed);
+      reason = AuthorizationReason.GuestAllowed;
+      if (code !== undefined && matcher) {
+        const effect = matcher.evaluate(code);
+        if (effect === 'deny') return done(AuthorizationReason.DeniedByRule);
+        if (effect === 'none') return done(AuthorizationReason.NoMatchingGrant);
+      }
+    } else if (code !== undefined) {
+      const effect = auth.matcher.evaluate(code);
+      if (effect === 'deny') return done(AuthorizationReason.DeniedByRule);
+      if (effect === 'none') {
+        if (!requirement.allowGuest) return done(AuthorizationReason.NoMatchingGrant);
+        reason = AuthorizationReason.GuestAllowed;
+      }
+    }
+    if (requirement.policy !== undefined) {
+      const result = this.policies
+        ? await this.policies.evaluate(requirement.policy, {
+            subject,
+            resource: input.resource,
+            request: input.request,
+          })
+        : 'not_found';
+      if (result === 'not_found') return done(AuthorizationReason.PolicyNotFound, null);
+      if (result === 'not_satisfied') return done(AuthorizationReason.PolicyNotSatisfied, null);
+      return done(AuthorizationReason.GrantedByPolicy);
+    }
+    return done(reason);
+  }
+
+  #outcome(
+    reason: AuthorizationReason,
+    authenticated: boolean,
+    subject: AuthSubject | null,
+    permission: string | null,
+    matcher: PermissionMatcher | undefined,
+  ): AuthorizationOutcome {
+    const result = decision(reason);
+    const check = (code: string): AuthorizationDecision => {
+      const normalized = tryNormalizePermissionCode(code, { allowWildcards: false });
+      if (normalized === undefined) return decision(AuthorizationReason.InvalidPermissionCode);
+      if (!matcher || (authenticated && !subject)) return decision(AuthorizationReason.NoMatchingGrant);
+      const effect = matcher.evaluate(normalized);
+      return decision(
+        effect === 'allow'
+          ? AuthorizationReason.Granted
+          : effect === 'deny'
+            ? AuthorizationReason.DeniedByRule
+            : AuthorizationReason.NoMatchingGrant,
+      );
+    };
+    return {
+      decision: result,
+      authenticated,
+      subject,
+      permission,
+      check,
+      ...(result.isGranted ? {} : { denial: denialFor(reason, authenticated, permission) }),
+    };
+  }
+
+  async #auditDenial(
+    outcome: AuthorizationOutcome,
+    subjectId: string,
+    input: AuthorizationInput,
+  ): Promise<void> {
+    if (!this.#audit) return;
+    await this.#audit.write({
+      category: AuditCategory.Authorization,
+      outcome: AuditOutcome.Denied,
+      subjectId,
+      clientId: outcome.subject?.clientId ?? null,
+      failureCode: reasonName(outcome.decision.reason),
+      remoteAddress: input.request.remoteAddress ?? null,
+      details: {
+        method: input.request.method,
+        url: input.request.url.slice(0, 512),
+        permission: outcome.permission,
+      },
+    });
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * `@seed/auth` — the authorization service core (spec 001, issue 4): storage, password hashing, credential
+ * validation with lockout and audit, permission evaluation with compiled matchers, ABAC policies, and the
+ * permission middleware (Fastify plugin and plain Node adapter). The OAuth endpoints and the administration
+ * API build on these exports. See `packages/auth/README.md`.
+ */
+
+export { AuditLog, type AuditSink, redactDetails } from './audit.ts';
+export {
+  type AuthorizationInput,
+  type AuthorizationOutcome,
+  AuthorizationService,
+  type AuthorizationServiceOptions,
+  type Denial,
+  type DenialBody,
+  denialFor,
+  type EndpointRequirement,
+} from './authorization.ts';
+export {
+  type CredentialContext,
+  CredentialValidationError,
+  type CredentialValidationResult,
+  CredentialValidator,
+  type CredentialValidatorOptions,
+  DEFAULT_LOCKOUT_DURATION_MS,
+  DEFAULT_MAX_ACCESS_FAILED_COUNT,
+} from './credentials.ts';
+export {
+  AuthError,
+  ConflictError,
+  ConstraintError,
+  InvalidTokenError,
+  NotFoundError,
+  ValidationError,
+} from './errors.ts';
+export { type AuthPluginOptions, authPlugin, type DeniedContext } from './middleware/fastify.ts';
+export {
+  type AuthorizedRequest,
+  createAuthMiddleware,
+  type NextFunction,
+  type NodeAuthMiddlewareOptions,
+} from './middleware/node.ts';
+export {
+  MAX_PASSWORD_LENGTH,
+  OWASP_SCRYPT_PARAMS,
+  PasswordHasher,
+  type PasswordHasherOptions,
+  type ScryptParams,
+} from './passwords.ts';
+export {
+  MATCHER_MEMO_SIZE,
+  MAX_PERMISSION_CODE_LENGTH,
+  MAX_PERMISSION_SEGMENTS,
+  MatcherCache,
+  type NormalizeOptions,
+  normalizePermissionCode,
+  normalizePermissionCodes,
+  type PermissionEffect,
+  PermissionMatcher,
+  type PermissionRules,
+  tryNormalizePermissionCode,
+} from './permissions.ts';
+export {
+  type AuthSubject,
+  compilePolicy,
+  type PolicyCondition,
+  type PolicyContext,
+  type PolicyDefinition,
+  type PolicyOutcome,
+  type PolicyPredicate,
+  PolicyRegistry,
+  type PolicyRequest,
+} from './policies.ts';
+export {
+  type AuthorizationDecision,
+  AuthorizationReason,
+  type AuthorizationReasonName,
+  decision,
+  isGrantingReason,
+  reasonName,
+} from './reasons.ts';
+export {
+  ADMINISTRATOR_ROLE_ID,
+  ADMINISTRATOR_ROLE_NAME,
+  MIGRATIONS,
+  type Migration,
+} from './store/migrations.ts';
+export { SqliteAuthStore, type SqliteAuthStoreOptions } from './store/sqlite.ts';
+export * from './store/types.ts';
+export {
+  JwtTokenVerifier,
+  type JwtTokenVerifierOptions,
+  type JwtVerificationKey,
+  SECURITY_STAMP_CLAIM,
+  type TokenVerifier,
+  type VerifiedToken,
+} from './token-verifier.ts';

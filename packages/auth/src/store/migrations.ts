@@ -1,0 +1,155 @@
+/**
+ * Versioned schema migrations of {@link SqliteAuthStore}. Each migration runs in its own transaction and is
+ * recorded in `schema_migrations`; applied migrations are never edited — add a new one instead.
+ */
+
+/** One migration. */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+/** Id of the built-in `administrator` system role (holds `auth.admin.**`). */
+export const ADMINISTRATOR_ROLE_ID = '00000000-0000-4000-8000-000000000001';
+/** Name of the built-in administrator system role. */
+export const ADMINISTRATOR_ROLE_NAME = 'administrator';
+
+const NOW = `CAST(unixepoch('subsec') * 1000 AS INTEGER)`;
+
+/** All migrations, in order. */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'core schema',
+    sql: `
+CREATE TABLE users (
+  id TEXT PRIMARY KEY,
+  user_name TEXT NOT NULL,
+  user_name_key TEXT NOT NULL UNIQUE,
+  password_hash TEXT,
+  is_enabled INTEGER NOT NULL DEFAULT 1 CHECK (is_enabled IN (0, 1)),
+  lockout_end INTEGER,
+  access_failed_count INTEGER NOT NULL DEFAULT 0 CHECK (access_failed_count >= 0),
+  security_stamp TEXT NOT NULL,
+  direct_permissions TEXT NOT NULL DEFAULT '[]',
+  denied_permissions TEXT NOT NULL DEFAULT '[]',
+  version INTEGER NOT NULL DEFAULT 1,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE roles (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  name_key TEXT NOT NULL UNIQUE,
+  description TEXT NOT NULL DEFAULT '',
+  permissions TEXT NOT NULL DEFAULT '[]',
+  denied_permissions TEXT NOT NULL DEFAULT '[]',
+  is_system INTEGER NOT NULL DEFAULT 0 CHECK (is_system IN (0, 1)),
+  version INTEGER NOT NULL DEFAULT 1,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE user_roles (
+  user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  role_id TEXT NOT NULL REFERENCES roles(id) ON DELETE CASCADE,
+  PRIMARY KEY (user_id, role_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX user_roles_role ON user_roles(role_id);
+
+CREATE TABLE permissions (
+  code TEXT PRIMARY KEY,
+  description TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE clients (
+  client_id TEXT PRIMARY KEY,
+  display_name TEXT NOT NULL DEFAULT '',
+  client_type TEXT NOT NULL CHECK (client_type IN ('public', 'confidential')),
+  secret_hash TEXT,
+  is_enabled INTEGER NOT NULL DEFAULT 1 CHECK (is_enabled IN (0, 1)),
+  redirect_uris TEXT NOT NULL DEFAULT '[]',
+  allowed_grant_types TEXT NOT NULL DEFAULT '[]',
+  allowed_scopes TEXT NOT NULL DEFAULT '[]',
+  permissions TEXT NOT NULL DEFAULT '[]',
+  version INTEGER NOT NULL DEFAULT 1,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  CHECK ((client_type = 'public') = (secret_hash IS NULL))
+) STRICT;
+
+CREATE TABLE audit_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  time INTEGER NOT NULL,
+  category TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  subject_id TEXT,
+  subject_name TEXT,
+  client_id TEXT,
+  failure_code TEXT,
+  remote_address TEXT,
+  details TEXT
+) STRICT;
+CREATE INDEX audit_events_time ON audit_events(time);
+CREATE INDEX audit_events_subject ON audit_events(subject_id, time);
+CREATE INDEX audit_events_category ON audit_events(category, time);
+
+CREATE TABLE refresh_tokens (
+  token_hash TEXT PRIMARY KEY,
+  family_id TEXT NOT NULL,
+  client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+  user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+  scope TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  used_at INTEGER,
+  revoked_at INTEGER,
+  replaced_by TEXT
+) STRICT;
+CREATE INDEX refresh_tokens_family ON refresh_tokens(family_id);
+CREATE INDEX refresh_tokens_user ON refresh_tokens(user_id);
+CREATE INDEX refresh_tokens_expires ON refresh_tokens(expires_at);
+
+CREATE TABLE authorization_codes (
+  code_hash TEXT PRIMARY KEY,
+  client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+  user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  redirect_uri TEXT NOT NULL,
+  scope TEXT NOT NULL DEFAULT '',
+  code_challenge TEXT,
+  code_challenge_method TEXT CHECK (code_challenge_method IN ('S256', 'plain')),
+  nonce TEXT,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  used_at INTEGER
+) STRICT;
+CREATE INDEX authorization_codes_expires ON authorization_codes(expires_at);
+
+CREATE TABLE signing_keys (
+  kid TEXT PRIMARY KEY,
+  alg TEXT NOT NULL,
+  private_jwk TEXT NOT NULL,
+  public_jwk TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  retired_at INTEGER,
+  expires_at INTEGER
+) STRICT;
+
+CREATE TABLE login_sessions (
+  session_hash TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  revoked_at INTEGER
+) STRICT;
+CREATE INDEX login_sessions_user ON login_sessions(user_id);
+
+INSERT INTO roles (id, name, name_key, description, permissions, is_system, created_at, updated_at)
+VALUES ('${ADMINISTRATOR_ROLE_ID}', '${ADMINISTRATOR_ROLE_NAME}', '${ADMINISTRATOR_ROLE_NAME}',
+  'Built-in: full administration', '["auth.admin.**"]', 1, ${NOW}, ${NOW});
+`,
+  },
+];

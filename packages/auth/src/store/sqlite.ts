@@ -1,0 +1,1109 @@
+/**
+ * Embedded SQLite implementation of {@link AuthStore} on `node:sqlite` (issue 4 "Storage").
+ *
+ * One database file (WAL journal, foreign keys on, busy timeout) or `':memory:'` for tests. Schema changes
+ * are the versioned {@link MIGRATIONS}. Uniqueness is enforced by UNIQUE / PRIMARY KEY constraints and the
+ * constraint error is translated to `ConflictError` — never read-then-write. Each mutating method runs in
+ * one `BEGIN IMMEDIATE` transaction.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
+import { ConflictError, ConstraintError, NotFoundError, ValidationError } from '../errors.ts';
+import { normalizePermissionCode } from '../permissions.ts';
+import { MIGRATIONS } from './migrations.ts';
+import type {
+  AccessAttempt,
+  AuditEvent,
+  AuditQuery,
+  AuthorizationCodeRecord,
+  AuthStore,
+  ChangeOptions,
+  ClientPatch,
+  ClientRecord,
+  GrantType,
+  ListQuery,
+  LoginSessionRecord,
+  NewAuditEvent,
+  NewAuthorizationCode,
+  NewClient,
+  NewLoginSession,
+  NewPermission,
+  NewRefreshToken,
+  NewRole,
+  NewSigningKey,
+  NewUser,
+  Page,
+  PermissionRecord,
+  RefreshTokenRecord,
+  RolePatch,
+  RoleRecord,
+  SigningKeyRecord,
+  UserPatch,
+  UserRecord,
+  UserSubject,
+} from './types.ts';
+import * as v from './validation.ts';
+
+/** Options of {@link SqliteAuthStore}. */
+export interface SqliteAuthStoreOptions {
+  /** Database file path, or `':memory:'` (default) for an in-memory database. */
+  path?: string;
+  /** Clock for `createdAt` / `updatedAt` / audit times, ms epoch (default `Date.now`). */
+  now?: () => number;
+  /** How long to wait for a lock held by another connection, ms (default 5000). */
+  busyTimeoutMs?: number;
+}
+
+type Row = Record<string, SQLInputValue>;
+
+const SQLITE_CONSTRAINT_UNIQUE = 2067;
+const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
+const SQLITE_CONSTRAINT_FOREIGNKEY = 787;
+
+function newStamp(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+function json<T>(text: unknown): T {
+  return JSON.parse(String(text)) as T;
+}
+
+function sortedNames(text: unknown): string[] {
+  const names = text === null || text === undefined ? [] : json<(string | null)[]>(text);
+  return names.filter((n): n is string => typeof n === 'string').sort();
+}
+
+function toUser(row: Row): UserRecord {
+  return {
+    id: String(row.id),
+    userName: String(row.user_name),
+    passwordHash: row.password_hash === null ? null : String(row.password_hash),
+    isEnabled: row.is_enabled === 1,
+    lockoutEnd: row.lockout_end === null ? null : Number(row.lockout_end),
+    accessFailedCount: Number(row.access_failed_count),
+    securityStamp: String(row.security_stamp),
+    roles: sortedNames(row.roles),
+    directPermissions: json(row.direct_permissions),
+    deniedPermissions: json(row.denied_permissions),
+    version: Number(row.version),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+function toRole(row: Row): RoleRecord {
+  return {
+    id: String(row.id),
+    name: String(row.name),
+    description: String(row.description),
+    permissions: json(row.permissions),
+    deniedPermissions: json(row.denied_permissions),
+    isSystem: row.is_system === 1,
+    version: Number(row.version),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+function toClient(row: Row): ClientRecord {
+  return {
+    clientId: String(row.client_id),
+    displayName: String(row.display_name),
+    clientType: row.client_type === 'public' ? 'public' : 'confidential',
+    secretHash: row.secret_hash === null ? null : String(row.secret_hash),
+    isEnabled: row.is_enabled === 1,
+    redirectUris: json(row.redirect_uris),
+    allowedGrantTypes: json<GrantType[]>(row.allowed_grant_types),
+    allowedScopes: json(row.allowed_scopes),
+    permissions: json(row.permissions),
+    version: Number(row.version),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+function toAudit(row: Row): AuditEvent {
+  const str = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : String(x));
+  return {
+    id: Number(row.id),
+    time: Number(row.time),
+    category: String(row.category),
+    outcome: String(row.outcome),
+    subjectId: str(row.subject_id),
+    subjectName: str(row.subject_name),
+    clientId: str(row.client_id),
+    failureCode: str(row.failure_code),
+    remoteAddress: str(row.remote_address),
+    details: row.details === null ? null : json(row.details),
+  };
+}
+
+const num = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : Number(x));
+const strOrNull = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : String(x));
+
+function toRefresh(row: Row): RefreshTokenRecord {
+  return {
+    tokenHash: String(row.token_hash),
+    familyId: String(row.family_id),
+    clientId: String(row.client_id),
+    userId: strOrNull(row.user_id),
+    scope: String(row.scope),
+    createdAt: Number(row.created_at),
+    expiresAt: Number(row.expires_at),
+    usedAt: num(row.used_at),
+    revokedAt: num(row.revoked_at),
+    replacedBy: strOrNull(row.replaced_by),
+  };
+}
+
+function toCode(row: Row): AuthorizationCodeRecord {
+  return {
+    codeHash: String(row.code_hash),
+    clientId: String(row.client_id),
+    userId: String(row.user_id),
+    redirectUri: String(row.redirect_uri),
+    scope: String(row.scope),
+    codeChallenge: strOrNull(row.code_challenge),
+    codeChallengeMethod: strOrNull(row.code_challenge_method),
+    nonce: strOrNull(row.nonce),
+    createdAt: Number(row.created_at),
+    expiresAt: Number(row.expires_at),
+    usedAt: num(row.used_at),
+  };
+}
+
+function toKey(row: Row): SigningKeyRecord {
+  return {
+    kid: String(row.kid),
+    alg: String(row.alg),
+    privateJwk: json(row.private_jwk),
+    publicJwk: json(row.public_jwk),
+    createdAt: Number(row.created_at),
+    retiredAt: num(row.retired_at),
+    expiresAt: num(row.expires_at),
+  };
+}
+
+function toSession(row: Row): LoginSessionRecord {
+  return {
+    sessionHash: String(row.session_hash),
+    userId: String(row.user_id),
+    createdAt: Number(row.created_at),
+    expiresAt: Number(row.expires_at),
+    revokedAt: num(row.revoked_at),
+  };
+}
+
+function paging(query: { offset?: number; limit?: number } | undefined): { offset: number; limit: number } {
+  const offset = query?.offset ?? 0;
+  const limit = query?.limit ?? 50;
+  if (!Number.isInteger(offset) || offset < 0) throw new ValidationError('offset', 'non_negative_integer');
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    throw new ValidationError('limit', 'range', 'limit: integer from 1 to 1000');
+  }
+  return { offset, limit };
+}
+
+function likePattern(search: string | undefined): string {
+  return `%${(search ?? '').toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+const USER_SELECT = `SELECT u.*, (SELECT json_group_array(r.name) FROM user_roles ur JOIN roles r ON r.id = ur.role_id
+  WHERE ur.user_id = u.id) AS roles FROM users u`;
+
+interface SqliteError {
+  errcode?: number;
+  message: string;
+}
+
+/** The default {@link AuthStore}: SQLite through `node:sqlite`. Synchronous inside, async at the interface. */
+export class SqliteAuthStore implements AuthStore {
+  readonly #db: DatabaseSync;
+  readonly #now: () => number;
+  readonly #statements = new Map<string, StatementSync>();
+
+  /**
+   * Opens (creating if needed) the database and applies pending migrations.
+   * @throws Error when the file cannot be opened or a migration fails (nothing of that migration is applied).
+   */
+  constructor(options: SqliteAuthStoreOptions = {}) {
+    const path = options.path ?? ':memory:';
+    this.#db = new DatabaseSync(path, {
+      enableForeignKeyConstraints: true,
+      timeout: options.busyTimeoutMs ?? 5000,
+    });
+    this.#now = options.now ?? Date.now;
+    if (path !== ':memory:') {
+      this.#db.exec('PRAGMA journal_mode = WAL');
+      this.#db.exec('PRAGMA synchronous = NORMAL');
+    }
+    this.#migrate();
+  }
+
+  /** Versions of the applied migrations, ascending. */
+  appliedMigrations(): number[] {
+    return this.#db
+      .prepare('SELECT version FROM schema_migrations ORDER BY version')
+      .all()
+      .map((row) => Number(row.version));
+  }
+
+  /** The SQLite journal mode in effect (`wal` for files, `memory` for `:memory:`). */
+  journalMode(): string {
+    return String(this.#db.prepare('PRAGMA journal_mode').get()?.journal_mode);
+  }
+
+  #migrate(): void {
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`);
+    const applied = new Set(this.appliedMigrations());
+    for (const migration of MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      this.#tx(() => {
+        this.#db.exec(migration.sql);
+        this.#db
+          .prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
+          .run(migration.version, migration.name, this.#now());
+      });
+    }
+  }
+
+  #stmt(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.#db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  #get(sql: string, ...params: SQLInputValue[]): Row | undefined {
+    return this.#stmt(sql).get(...params) as Row | undefined;
+  }
+
+  #all(sql: string, ...params: SQLInputValue[]): Row[] {
+    return this.#stmt(sql).all(...params) as Row[];
+  }
+
+  #run(sql: string, ...params: SQLInputValue[]): number {
+    return Number(this.#stmt(sql).run(...params).changes);
+  }
+
+  #tx<T>(fn: () => T): T {
+    this.#db.exec('BEGIN IMMEDIATE');
+    try {
+      const result = fn();
+      this.#db.exec('COMMIT');
+      return result;
+    } catch (error) {
+      this.#db.exec('ROLLBACK');
+      throw error;
+    }
+  }
+
+  /** Runs a change in one transaction, writes the optional audit event in it, and maps constraint errors. */
+  #change<T>(
+    entity: string,
+    key: { field: string; value: string },
+    options: ChangeOptions | undefined,
+    fn: () => T,
+  ): T {
+    try {
+      return this.#tx(() => {
+        const result = fn();
+        if (options?.audit) this.#insertAudit(options.audit);
+        return result;
+      });
+    } catch (error) {
+      const code = (error as SqliteError).errcode;
+      if (code === SQLITE_CONSTRAINT_UNIQUE || code === SQLITE_CONSTRAINT_PRIMARYKEY) {
+        throw new ConflictError(entity, key.field, key.value, { cause: error });
+      }
+      if (code === SQLITE_CONSTRAINT_FOREIGNKEY) {
+        throw new ConstraintError('foreign_key', `${entity}: a referenced record does not exist`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  }
+
+  // ── users ──
+
+  #roleIds(names: readonly string[], field: string): string[] {
+    return names.map((name, i) => {
+      const row = this.#get('SELECT id FROM roles WHERE name_key = ?', v.nameKey(name));
+      if (!row)
+        throw new ValidationError(
+          `${field}[${i}]`,
+          'unknown_role',
+          `${field}[${i}]: role '${name}' does not exist`,
+        );
+      return String(row.id);
+    });
+  }
+
+  #setUserRoles(userId: string, roleIds: readonly string[]): void {
+    this.#run('DELETE FROM user_roles WHERE user_id = ?', userId);
+    for (const roleId of roleIds)
+      this.#run('INSERT INTO user_roles (user_id, role_id) VALUES (?, ?)', userId, roleId);
+  }
+
+  #user(id: string): UserRecord | undefined {
+    const row = this.#get(`${USER_SELECT} WHERE u.id = ?`, id);
+    return row ? toUser(row) : undefined;
+  }
+
+  #requireUser(id: string): UserRecord {
+    const user = this.#user(id);
+    if (!user) throw new NotFoundError('user', id);
+    return user;
+  }
+
+  async createUser(input: NewUser, options?: ChangeOptions): Promise<UserRecord> {
+    const userName = v.userName(input?.userName);
+    const isEnabled = v.bool(input.isEnabled, 'isEnabled', true);
+    const roles = v.roleNameList(input.roles);
+    const direct = v.permissionList(input.directPermissions, 'directPermissions');
+    const denied = v.permissionList(input.deniedPermissions, 'deniedPermissions');
+    const passwordHash = input.passwordHash ?? null;
+    if (passwordHash !== null && typeof passwordHash !== 'string')
+      throw new ValidationError('passwordHash', 'string');
+    const id = randomUUID();
+    const now = this.#now();
+    return this.#change('user', { field: 'userName', value: userName }, options, () => {
+      const roleIds = this.#roleIds(roles, 'roles');
+      this.#run(
+        `INSERT INTO users (id, user_name, user_name_key, password_hash, is_enabled, security_stamp,
+          direct_permissions, denied_permissions, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        id,
+        userName,
+        v.nameKey(userName),
+        passwordHash,
+        isEnabled ? 1 : 0,
+        newStamp(),
+        JSON.stringify(direct),
+        JSON.stringify(denied),
+        now,
+        now,
+      );
+      this.#setUserRoles(id, roleIds);
+      return this.#requireUser(id);
+    });
+  }
+
+  async getUser(id: string): Promise<UserRecord | undefined> {
+    return this.#user(String(id));
+  }
+
+  async findUserByName(userName: string): Promise<UserRecord | undefined> {
+    if (typeof userName !== 'string') return undefined;
+    const row = this.#get(`${USER_SELECT} WHERE u.user_name_key = ?`, v.nameKey(userName.trim()));
+    return row ? toUser(row) : undefined;
+  }
+
+  async listUsers(query?: ListQuery): Promise<Page<UserRecord>> {
+    const { offset, limit } = paging(query);
+    const like = likePattern(query?.search);
+    const total = Number(
+      this.#get(`SELECT count(*) AS n FROM users WHERE user_name_key LIKE ? ESCAPE '\\'`, like)?.n,
+    );
+    const items = this.#all(
+      `${USER_SELECT} WHERE u.user_name_key LIKE ? ESCAPE '\\' ORDER BY u.user_name_key LIMIT ? OFFSET ?`,
+      like,
+      limit,
+      offset,
+    ).map(toUser);
+    return { items, total };
+  }
+
+  async updateUser(id: string, patch: UserPatch, options?: ChangeOptions): Promise<UserRecord> {
+    const userName = patch.userName === undefined ? undefined : v.userName(patch.userName);
+    const isEnabled = patch.isEnabled === undefined ? undefined : v.bool(patch.isEnabled, 'isEnabled', true);
+    const roles = patch.roles === undefined ? undefined : v.roleNameList(patch.roles);
+    const direct =
+      patch.directPermissions === undefined
+        ? undefined
+        : v.permissionList(patch.directPermissions, 'directPermissions');
+    const denied =
+      patch.deniedPermissions === undefined
+        ? undefined
+        : v.permissionList(patch.deniedPermissions, 'deniedPermissions');
+    return this.#change('user', { field: 'userName', value: userName ?? '' }, options, () => {
+      const current = this.#requireUser(id);
+      const roleIds = roles === undefined ? undefined : this.#roleIds(roles, 'roles');
+      const disabling = isEnabled === false && current.isEnabled;
+      const name = userName ?? current.userName;
+      this.#run(
+        `UPDATE users SET user_name = ?, user_name_key = ?, is_enabled = ?, direct_permissions = ?,
+          denied_permissions = ?, security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?`,
+        name,
+        v.nameKey(name),
+        (isEnabled ?? current.isEnabled) ? 1 : 0,
+        JSON.stringify(direct ?? current.directPermissions),
+        JSON.stringify(denied ?? current.deniedPermissions),
+        disabling ? newStamp() : current.securityStamp,
+        this.#now(),
+        id,
+      );
+      if (roleIds) this.#setUserRoles(id, roleIds);
+      return this.#requireUser(id);
+    });
+  }
+
+  async setPasswordHash(
+    id: string,
+    passwordHash: string,
+    options?: ChangeOptions & { rotateStamp?: boolean },
+  ): Promise<UserRecord> {
+    if (typeof passwordHash !== 'string' || passwordHash.length === 0) {
+      throw new ValidationError('passwordHash', 'required');
+    }
+    const rotate = options?.rotateStamp ?? true;
+    return this.#change('user', { field: 'id', value: id }, options, () => {
+      const current = this.#requireUser(id);
+      this.#run(
+        'UPDATE users SET password_hash = ?, security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?',
+        passwordHash,
+        rotate ? newStamp() : current.securityStamp,
+        this.#now(),
+        id,
+      );
+      return this.#requireUser(id);
+    });
+  }
+
+  async lockUser(id: string, until: number, options?: ChangeOptions): Promise<UserRecord> {
+    if (!Number.isFinite(until))
+      throw new ValidationError('lockoutEnd', 'timestamp', 'lockoutEnd: ms epoch number');
+    return this.#change('user', { field: 'id', value: id }, options, () => {
+      this.#requireUser(id);
+      this.#run(
+        `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?, version = version + 1,
+          updated_at = ? WHERE id = ?`,
+        Math.trunc(until),
+        newStamp(),
+        this.#now(),
+        id,
+      );
+      return this.#requireUser(id);
+    });
+  }
+
+  async unlockUser(id: string, options?: ChangeOptions): Promise<UserRecord> {
+    return this.#change('user', { field: 'id', value: id }, options, () => {
+      this.#requireUser(id);
+      this.#run(
+        'UPDATE users SET lockout_end = NULL, access_failed_count = 0, version = version + 1, updated_at = ? WHERE id = ?',
+        this.#now(),
+        id,
+      );
+      return this.#requireUser(id);
+    });
+  }
+
+  async deleteUser(id: string, options?: ChangeOptions): Promise<void> {
+    this.#change('user', { field: 'id', value: id }, options, () => {
+      if (this.#run('DELETE FROM users WHERE id = ?', id) === 0) throw new NotFoundError('user', id);
+    });
+  }
+
+  async getUserSubject(id: string): Promise<UserSubject | undefined> {
+    const user = this.#user(String(id));
+    if (!user) return undefined;
+    const roles = this.#all(
+      'SELECT r.* FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = ? ORDER BY r.name_key',
+      user.id,
+    ).map(toRole);
+    return { user, roles };
+  }
+
+  // ── lockout ──
+
+  async beginAccessAttempt(userId: string, now: number, maxFailures: number): Promise<AccessAttempt> {
+    const row = this.#get(
+      `UPDATE users SET access_failed_count = access_failed_count + 1, lockout_end = NULL
+        WHERE id = ? AND (lockout_end IS NULL OR lockout_end <= ?) AND access_failed_count < ?
+        RETURNING access_failed_count`,
+      userId,
+      now,
+      maxFailures,
+    );
+    if (row) return { allowed: true, attempt: Number(row.access_failed_count), lockoutEnd: null };
+    const current = this.#get('SELECT lockout_end FROM users WHERE id = ?', userId);
+    return { allowed: false, attempt: 0, lockoutEnd: current ? num(current.lockout_end) : null };
+  }
+
+  async failAccessAttempt(
+    userId: string,
+    attempt: number,
+    now: number,
+    maxFailures: number,
+    lockoutMs: number,
+  ): Promise<boolean> {
+    if (attempt < maxFailures) return false;
+    return (
+      this.#run(
+        `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?, version = version + 1,
+          updated_at = ? WHERE id = ?`,
+        now + lockoutMs,
+        newStamp(),
+        now,
+        userId,
+      ) > 0
+    );
+  }
+
+  async succeedAccessAttempt(userId: string): Promise<void> {
+    this.#run(
+      `UPDATE users SET access_failed_count = 0, lockout_end = NULL
+        WHERE id = ? AND (access_failed_count <> 0 OR lockout_end IS NOT NULL)`,
+      userId,
+    );
+  }
+
+  // ── roles ──
+
+  #role(id: string): RoleRecord | undefined {
+    const row = this.#get('SELECT * FROM roles WHERE id = ?', id);
+    return row ? toRole(row) : undefined;
+  }
+
+  async createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord> {
+    const name = v.roleName(input?.name);
+    const description = v.optionalText(input.description, 'description');
+    const permissions = v.permissionList(input.permissions, 'permissions');
+    const denied = v.permissionList(input.deniedPermissions, 'deniedPermissions');
+    const id = randomUUID();
+    const now = this.#now();
+    return this.#change('role', { field: 'name', value: name }, options, () => {
+      this.#run(
+        `INSERT INTO roles (id, name, name_key, description, permissions, denied_permissions, created_at, updated_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        id,
+        name,
+        v.nameKey(name),
+        description,
+        JSON.stringify(permissions),
+        JSON.stringify(denied),
+        now,
+        now,
+      );
+      return this.#role(id)!;
+    });
+  }
+
+  async getRole(id: string): Promise<RoleRecord | undefined> {
+    return this.#role(String(id));
+  }
+
+  async findRoleByName(name: string): Promise<RoleRecord | undefined> {
+    if (typeof name !== 'string') return undefined;
+    const row = this.#get('SELECT * FROM roles WHERE name_key = ?', v.nameKey(name.trim()));
+    return row ? toRole(row) : undefined;
+  }
+
+  async listRoles(query?: ListQuery): Promise<Page<RoleRecord>> {
+    const { offset, limit } = paging(query);
+    const like = likePattern(query?.search);
+    const total = Number(
+      this.#get(`SELECT count(*) AS n FROM roles WHERE name_key LIKE ? ESCAPE '\\'`, like)?.n,
+    );
+    const items = this.#all(
+      `SELECT * FROM roles WHERE name_key LIKE ? ESCAPE '\\' ORDER BY name_key LIMIT ? OFFSET ?`,
+      like,
+      limit,
+      offset,
+    ).map(toRole);
+    return { items, total };
+  }
+
+  async updateRole(id: string, patch: RolePatch, options?: ChangeOptions): Promise<RoleRecord> {
+    const name = patch.name === undefined ? undefined : v.roleName(patch.name);
+    const description =
+      patch.description === undefined ? undefined : v.optionalText(patch.description, 'description');
+    const permissions =
+      patch.permissions === undefined ? undefined : v.permissionList(patch.permissions, 'permissions');
+    const denied =
+      patch.deniedPermissions === undefined
+        ? undefined
+        : v.permissionList(patch.deniedPermissions, 'deniedPermissions');
+    return this.#change('role', { field: 'name', value: name ?? '' }, options, () => {
+      const current = this.#role(id);
+      if (!current) throw new NotFoundError('role', id);
+      if (current.isSystem) {
+        const same = (a: readonly string[] | undefined, b: readonly string[]) =>
+          a === undefined || JSON.stringify(a) === JSON.stringify(b);
+        if (
+          (name !== undefined && v.nameKey(name) !== v.nameKey(current.name)) ||
+          !same(permissions, current.permissions) ||
+          !same(denied, current.deniedPermissions)
+        ) {
+          throw new ConstraintError(
+            'system_role',
+            `role '${current.name}' is a built-in system role: only its description can change`,
+          );
+        }
+      }
+      const newName = name ?? current.name;
+      this.#run(
+        `UPDATE roles SET name = ?, name_key = ?, description = ?, permissions = ?, denied_permissions = ?,
+          version = version + 1, updated_at = ? WHERE id = ?`,
+        newName,
+        v.nameKey(newName),
+        description ?? current.description,
+        JSON.stringify(permissions ?? current.permissions),
+        JSON.stringify(denied ?? current.deniedPermissions),
+        this.#now(),
+        id,
+      );
+      return this.#role(id)!;
+    });
+  }
+
+  async deleteRole(id: string, options?: ChangeOptions): Promise<void> {
+    this.#change('role', { field: 'id', value: id }, options, () => {
+      const current = this.#role(id);
+      if (!current) throw new NotFoundError('role', id);
+      if (current.isSystem) {
+        throw new ConstraintError(
+          'system_role',
+          `role '${current.name}' is a built-in system role and cannot be deleted`,
+        );
+      }
+      // Holders lose the role: bump their version so cached matchers are rebuilt.
+      this.#run(
+        'UPDATE users SET version = version + 1 WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)',
+        id,
+      );
+      this.#run('DELETE FROM roles WHERE id = ? AND is_system = 0', id);
+    });
+  }
+
+  // ── permission catalog ──
+
+  async createPermission(input: NewPermission, options?: ChangeOptions): Promise<PermissionRecord> {
+    const code = normalizePermissionCode(input?.code, 'code', { allowWildcards: false });
+    const description = v.optionalText(input.description, 'description');
+    return this.#change('permission', { field: 'code', value: code }, options, () => {
+      this.#run(
+        'INSERT INTO permissions (code, description, created_at) VALUES (?, ?, ?)',
+        code,
+        description,
+        this.#now(),
+      );
+      return this.#permission(code)!;
+    });
+  }
+
+  #permission(code: string): PermissionRecord | undefined {
+    const row = this.#get('SELECT * FROM permissions WHERE code = ?', code);
+    return row
+      ? { code: String(row.code), description: String(row.description), createdAt: Number(row.created_at) }
+      : undefined;
+  }
+
+  async getPermission(code: string): Promise<PermissionRecord | undefined> {
+    return typeof code === 'string' ? this.#permission(code.trim().toLowerCase()) : undefined;
+  }
+
+  async listPermissions(query?: ListQuery): Promise<Page<PermissionRecord>> {
+    const { offset, limit } = paging(query);
+    const like = likePattern(query?.search);
+    const total = Number(
+      this.#get(`SELECT count(*) AS n FROM permissions WHERE code LIKE ? ESCAPE '\\'`, like)?.n,
+    );
+    const items = this.#all(
+      `SELECT code FROM permissions WHERE code LIKE ? ESCAPE '\\' ORDER BY code LIMIT ? OFFSET ?`,
+      like,
+      limit,
+      offset,
+    ).map((row) => this.#permission(String(row.code))!);
+    return { items, total };
+  }
+
+  async updatePermission(
+    code: string,
+    patch: { description?: string },
+    options?: ChangeOptions,
+  ): Promise<PermissionRecord> {
+    const key = String(code).trim().toLowerCase();
+    const description = v.optionalText(patch.description, 'description');
+    return this.#change('permission', { field: 'code', value: key }, options, () => {
+      if (this.#run('UPDATE permissions SET description = ? WHERE code = ?', description, key) === 0) {
+        throw new NotFoundError('permission', key);
+      }
+      return this.#permission(key)!;
+    });
+  }
+
+  async deletePermission(code: string, options?: ChangeOptions): Promise<void> {
+    const key = String(code).trim().toLowerCase();
+    this.#change('permission', { field: 'code', value: key }, options, () => {
+      if (this.#run('DELETE FROM permissions WHERE code = ?', key) === 0)
+        throw new NotFoundError('permission', key);
+    });
+  }
+
+  // ── clients ──
+
+  #client(clientId: string): ClientRecord | undefined {
+    const row = this.#get('SELECT * FROM clients WHERE client_id = ?', clientId);
+    return row ? toClient(row) : undefined;
+  }
+
+  static #checkSecret(clientType: string, secretHash: unknown): string | null {
+    if (clientType === 'public') {
+      if (secretHash !== undefined && secretHash !== null) {
+        throw new ValidationError('secretHash', 'public_client', 'secretHash: a public client has no secret');
+      }
+      return null;
+    }
+    if (typeof secretHash !== 'string' || secretHash.length === 0) {
+      throw new ValidationError('secretHash', 'required', 'secretHash: required for a confidential client');
+    }
+    return secretHash;
+  }
+
+  async createClient(input: NewClient, options?: ChangeOptions): Promise<ClientRecord> {
+    const clientId = v.clientId(input?.clientId);
+    if (input.clientType !== 'public' && input.clientType !== 'confidential') {
+      throw new ValidationError('clientType', 'enum', "clientType: 'public' or 'confidential'");
+    }
+    const secretHash = SqliteAuthStore.#checkSecret(input.clientType, input.secretHash);
+    const values = {
+      displayName: v.optionalText(input.displayName, 'displayName', 256),
+      isEnabled: v.bool(input.isEnabled, 'isEnabled', true),
+      redirectUris: v.redirectUris(input.redirectUris),
+      grantTypes: v.grantTypes(input.allowedGrantTypes),
+      scopes: v.scopes(input.allowedScopes),
+      permissions: v.permissionList(input.permissions, 'permissions'),
+    };
+    const now = this.#now();
+    return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
+      this.#run(
+        `INSERT INTO clients (client_id, display_name, client_type, secret_hash, is_enabled, redirect_uris,
+          allowed_grant_types, allowed_scopes, permissions, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        clientId,
+        values.displayName,
+        input.clientType,
+        secretHash,
+        values.isEnabled ? 1 : 0,
+        JSON.stringify(values.redirectUris),
+        JSON.stringify(values.grantTypes),
+        JSON.stringify(values.scopes),
+        JSON.stringify(values.permissions),
+        now,
+        now,
+      );
+      return this.#client(clientId)!;
+    });
+  }
+
+  async getClient(clientId: string): Promise<ClientRecord | undefined> {
+    return typeof clientId === 'string' ? this.#client(clientId) : undefined;
+  }
+
+  async listClients(query?: ListQuery): Promise<Page<ClientRecord>> {
+    const { offset, limit } = paging(query);
+    const like = likePattern(query?.search);
+    const total = Number(
+      this.#get(`SELECT count(*) AS n FROM clients WHERE lower(client_id) LIKE ? ESCAPE '\\'`, like)?.n,
+    );
+    const items = this.#all(
+      `SELECT * FROM clients WHERE lower(client_id) LIKE ? ESCAPE '\\' ORDER BY client_id LIMIT ? OFFSET ?`,
+      like,
+      limit,
+      offset,
+    ).map(toClient);
+    return { items, total };
+  }
+
+  async updateClient(clientId: string, patch: ClientPatch, options?: ChangeOptions): Promise<ClientRecord> {
+    const values = {
+      displayName:
+        patch.displayName === undefined ? undefined : v.optionalText(patch.displayName, 'displayName', 256),
+      isEnabled: patch.isEnabled === undefined ? undefined : v.bool(patch.isEnabled, 'isEnabled', true),
+      redirectUris: patch.redirectUris === undefined ? undefined : v.redirectUris(patch.redirectUris),
+      grantTypes: patch.allowedGrantTypes === undefined ? undefined : v.grantTypes(patch.allowedGrantTypes),
+      scopes: patch.allowedScopes === undefined ? undefined : v.scopes(patch.allowedScopes),
+      permissions:
+        patch.permissions === undefined ? undefined : v.permissionList(patch.permissions, 'permissions'),
+    };
+    return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
+      const current = this.#client(clientId);
+      if (!current) throw new NotFoundError('client', clientId);
+      const secretHash =
+        patch.secretHash === undefined
+          ? current.secretHash
+          : SqliteAuthStore.#checkSecret(current.clientType, patch.secretHash);
+      this.#run(
+        `UPDATE clients SET display_name = ?, secret_hash = ?, is_enabled = ?, redirect_uris = ?, allowed_grant_types = ?,
+          allowed_scopes = ?, permissions = ?, version = version + 1, updated_at = ? WHERE client_id = ?`,
+        values.displayName ?? current.displayName,
+        secretHash,
+        (values.isEnabled ?? current.isEnabled) ? 1 : 0,
+        JSON.stringify(values.redirectUris ?? current.redirectUris),
+        JSON.stringify(values.grantTypes ?? current.allowedGrantTypes),
+        JSON.stringify(values.scopes ?? current.allowedScopes),
+        JSON.stringify(values.permissions ?? current.permissions),
+        this.#now(),
+        clientId,
+      );
+      return this.#client(clientId)!;
+    });
+  }
+
+  async deleteClient(clientId: string, options?: ChangeOptions): Promise<void> {
+    this.#change('client', { field: 'clientId', value: clientId }, options, () => {
+      if (this.#run('DELETE FROM clients WHERE client_id = ?', clientId) === 0)
+        throw new NotFoundError('client', clientId);
+    });
+  }
+
+  // ── audit ──
+
+  #insertAudit(event: NewAuditEvent): AuditEvent {
+    const category = v.requiredName(event?.category, 'category', 64);
+    const outcome = v.requiredName(event.outcome, 'outcome', 64);
+    const opt = (x: unknown, field: string) => {
+      if (x === undefined || x === null) return null;
+      if (typeof x !== 'string') throw new ValidationError(field, 'string');
+      return x.slice(0, 512);
+    };
+    const row = this.#get(
+      `INSERT INTO audit_events (time, category, outcome, subject_id, subject_name, client_id, failure_code,
+        remote_address, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+      event.time ?? this.#now(),
+      category,
+      outcome,
+      opt(event.subjectId, 'subjectId'),
+      opt(event.subjectName, 'subjectName'),
+      opt(event.clientId, 'clientId'),
+      opt(event.failureCode, 'failureCode'),
+      opt(event.remoteAddress, 'remoteAddress'),
+      event.details ? JSON.stringify(event.details) : null,
+    );
+    return toAudit(row!);
+  }
+
+  async appendAudit(event: NewAuditEvent): Promise<AuditEvent> {
+    return this.#insertAudit(event);
+  }
+
+  async listAudit(query?: AuditQuery): Promise<Page<AuditEvent>> {
+    const { offset, limit } = paging(query);
+    const where: string[] = [];
+    const params: SQLInputValue[] = [];
+    const eq = (column: string, value: unknown, field: string) => {
+      if (value === undefined) return;
+      if (typeof value !== 'string') throw new ValidationError(field, 'string');
+      where.push(`${column} = ?`);
+      params.push(value);
+    };
+    eq('category', query?.category, 'category');
+    eq('outcome', query?.outcome, 'outcome');
+    eq('subject_id', query?.subjectId, 'subjectId');
+    eq('client_id', query?.clientId, 'clientId');
+    for (const [field, op] of [
+      ['from', '>='],
+      ['to', '<'],
+    ] as const) {
+      const value = query?.[field];
+      if (value === undefined) continue;
+      if (!Number.isFinite(value)) throw new ValidationError(field, 'timestamp', `${field}: ms epoch number`);
+      where.push(`time ${op} ?`);
+      params.push(value);
+    }
+    const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
+    const total = Number(
+      this.#db.prepare(`SELECT count(*) AS n FROM audit_events ${clause}`).get(...params)?.n,
+    );
+    const items = (
+      this.#db
+        .prepare(`SELECT * FROM audit_events ${clause} ORDER BY time DESC, id DESC LIMIT ? OFFSET ?`)
+        .all(...params, limit, offset) as Row[]
+    ).map(toAudit);
+    return { items, total };
+  }
+
+  // ── refresh tokens, authorization codes, signing keys, login sessions ──
+
+  async insertRefreshToken(input: NewRefreshToken): Promise<RefreshTokenRecord> {
+    return this.#change('refresh token', { field: 'tokenHash', value: '…' }, undefined, () => {
+      const row = this.#get(
+        `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope, created_at, expires_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+        input.tokenHash,
+        input.familyId,
+        input.clientId,
+        input.userId ?? null,
+        input.scope ?? '',
+        input.createdAt,
+        input.expiresAt,
+      );
+      return toRefresh(row!);
+    });
+  }
+
+  async findRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined> {
+    const row = this.#get('SELECT * FROM refresh_tokens WHERE token_hash = ?', String(tokenHash));
+    return row ? toRefresh(row) : undefined;
+  }
+
+  async markRefreshTokenUsed(tokenHash: string, now: number, replacedBy: string | null): Promise<boolean> {
+    return (
+      this.#run(
+        `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
+          WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL`,
+        now,
+        replacedBy,
+        tokenHash,
+      ) > 0
+    );
+  }
+
+  async revokeRefreshToken(tokenHash: string, now: number): Promise<boolean> {
+    return (
+      this.#run(
+        'UPDATE refresh_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL',
+        now,
+        tokenHash,
+      ) > 0
+    );
+  }
+
+  async revokeRefreshTokenFamily(familyId: string, now: number): Promise<number> {
+    return this.#run(
+      'UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL',
+      now,
+      familyId,
+    );
+  }
+
+  async revokeUserRefreshTokens(userId: string, now: number): Promise<number> {
+    return this.#run(
+      'UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL',
+      now,
+      userId,
+    );
+  }
+
+  async insertAuthorizationCode(input: NewAuthorizationCode): Promise<AuthorizationCodeRecord> {
+    return this.#change('authorization code', { field: 'codeHash', value: '…' }, undefined, () => {
+      const row = this.#get(
+        `INSERT INTO authorization_codes (code_hash, client_id, user_id, redirect_uri, scope, code_challenge,
+          code_challenge_method, nonce, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+        input.codeHash,
+        input.clientId,
+        input.userId,
+        input.redirectUri,
+        input.scope ?? '',
+        input.codeChallenge ?? null,
+        input.codeChallengeMethod ?? null,
+        input.nonce ?? null,
+        input.createdAt,
+        input.expiresAt,
+      );
+      return toCode(row!);
+    });
+  }
+
+  async findAuthorizationCode(codeHash: string): Promise<AuthorizationCodeRecord | undefined> {
+    const row = this.#get('SELECT * FROM authorization_codes WHERE code_hash = ?', String(codeHash));
+    return row ? toCode(row) : undefined;
+  }
+
+  async consumeAuthorizationCode(
+    codeHash: string,
+    now: number,
+  ): Promise<AuthorizationCodeRecord | undefined> {
+    const row = this.#get(
+      'UPDATE authorization_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL RETURNING *',
+      now,
+      String(codeHash),
+    );
+    return row ? toCode(row) : undefined;
+  }
+
+  async insertSigningKey(input: NewSigningKey): Promise<SigningKeyRecord> {
+    return this.#change('signing key', { field: 'kid', value: input.kid }, undefined, () => {
+      const row = this.#get(
+        `INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, expires_at)
+          VALUES (?, ?, ?, ?, ?, ?) RETURNING *`,
+        input.kid,
+        input.alg,
+        JSON.stringify(input.privateJwk),
+        JSON.stringify(input.publicJwk),
+        input.createdAt,
+        input.expiresAt ?? null,
+      );
+      return toKey(row!);
+    });
+  }
+
+  async listSigningKeys(
+    options: { includeRetired?: boolean; now?: number } = {},
+  ): Promise<SigningKeyRecord[]> {
+    const now = options.now ?? this.#now();
+    const sql = options.includeRetired
+      ? 'SELECT * FROM signing_keys WHERE expires_at IS NULL OR expires_at > ? ORDER BY created_at DESC, kid'
+      : 'SELECT * FROM signing_keys WHERE retired_at IS NULL AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, kid';
+    return this.#all(sql, now).map(toKey);
+  }
+
+  async retireSigningKey(kid: string, at: number, expiresAt: number | null): Promise<void> {
+    if (
+      this.#run(
+        'UPDATE signing_keys SET retired_at = ?, expires_at = ? WHERE kid = ?',
+        at,
+        expiresAt,
+        kid,
+      ) === 0
+    ) {
+      throw new NotFoundError('signing key', kid);
+    }
+  }
+
+  async createLoginSession(input: NewLoginSession): Promise<LoginSessionRecord> {
+    return this.#change('login session', { field: 'sessionHash', value: '…' }, undefined, () => {
+      const row = this.#get(
+        'INSERT INTO login_sessions (session_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?) RETURNING *',
+        input.sessionHash,
+        input.userId,
+        input.createdAt,
+        input.expiresAt,
+      );
+      return toSession(row!);
+    });
+  }
+
+  async getLoginSession(sessionHash: string): Promise<LoginSessionRecord | undefined> {
+    const row = this.#get('SELECT * FROM login_sessions WHERE session_hash = ?', String(sessionHash));
+    return row ? toSession(row) : undefined;
+  }
+
+  async revokeLoginSession(sessionHash: string, now: number): Promise<boolean> {
+    return (
+      this.#run(
+        'UPDATE login_sessions SET revoked_at = ? WHERE session_hash = ? AND revoked_at IS NULL',
+        now,
+        sessionHash,
+      ) > 0
+    );
+  }
+
+  async purgeExpired(now: number): Promise<number> {
+    return this.#tx(
+      () =>
+        this.#run('DELETE FROM refresh_tokens WHERE expires_at <= ?', now) +
+        this.#run('DELETE FROM authorization_codes WHERE expires_at <= ?', now) +
+        this.#run('DELETE FROM login_sessions WHERE expires_at <= ?', now) +
+        this.#run('DELETE FROM signing_keys WHERE expires_at IS NOT NULL AND expires_at <= ?', now),
+    );
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.isOpen) this.#db.close();
+  }
+}

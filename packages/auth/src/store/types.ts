@@ -1,0 +1,497 @@
+/**
+ * Records and the storage interface of the auth core (spec 001 "Resources and their fields", issue 4).
+ *
+ * Every method is async so that a PostgreSQL implementation can follow without touching callers. Every
+ * mutating method is one transaction: it either fully applies (including the optional audit event passed in
+ * {@link ChangeOptions}) or throws and changes nothing. Times are milliseconds since the Unix epoch.
+ *
+ * Errors: `ValidationError` (bad field, names it), `NotFoundError`, `ConflictError` (unique constraint),
+ * `ConstraintError` (e.g. deleting a built-in system role) — see `../errors.ts`.
+ */
+
+/** A user account. `isLockedOut` is derived: `lockoutEnd !== null && lockoutEnd > now`. */
+export interface UserRecord {
+  /** Stable opaque id (UUID); the `sub` of tokens issued to the user. */
+  readonly id: string;
+  /** Unique user name (unique case-insensitively), 1–256 characters as entered. */
+  readonly userName: string;
+  /** PHC-encoded password hash, or null for an account without a password. */
+  readonly passwordHash: string | null;
+  /** `IsEnabled`: false means the account is disabled. */
+  readonly isEnabled: boolean;
+  /** End of the current lockout (ms epoch), or null. The account is locked out while `lockoutEnd > now`. */
+  readonly lockoutEnd: number | null;
+  /** Consecutive failed credential validations (including attempts in flight). */
+  readonly accessFailedCount: number;
+  /** Random value rotated on disable, lock and password change; tokens carry it (claim `sst`). */
+  readonly securityStamp: string;
+  /** `Roles`: names of the roles held. */
+  readonly roles: readonly string[];
+  /** `DirectPermissions`: grant patterns held directly. */
+  readonly directPermissions: readonly string[];
+  /** `DeniedPermissions`: deny patterns held directly. */
+  readonly deniedPermissions: readonly string[];
+  /** Incremented on every change of the record (part of the matcher cache key). */
+  readonly version: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+/** Input of {@link AuthStore.createUser}. */
+export interface NewUser {
+  userName: string;
+  passwordHash?: string | null;
+  isEnabled?: boolean;
+  roles?: readonly string[];
+  directPermissions?: readonly string[];
+  deniedPermissions?: readonly string[];
+}
+
+/** Input of {@link AuthStore.updateUser}; omitted fields stay unchanged. Disabling rotates the security stamp. */
+export interface UserPatch {
+  userName?: string;
+  isEnabled?: boolean;
+  roles?: readonly string[];
+  directPermissions?: readonly string[];
+  deniedPermissions?: readonly string[];
+}
+
+/** A role. Built-in system roles (`isSystem`) cannot be deleted, renamed, or have their rules changed. */
+export interface RoleRecord {
+  readonly id: string;
+  /** Unique (case-insensitively) name, 1–64 characters of letters, digits, `_`, `-`, `.`, space. */
+  readonly name: string;
+  readonly description: string;
+  /** `Permissions`: grant patterns. */
+  readonly permissions: readonly string[];
+  /** `DeniedPermissions`: deny patterns. */
+  readonly deniedPermissions: readonly string[];
+  readonly isSystem: boolean;
+  /** Incremented on every change (part of the matcher cache key of its holders). */
+  readonly version: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+/** Input of {@link AuthStore.createRole}. */
+export interface NewRole {
+  name: string;
+  description?: string;
+  permissions?: readonly string[];
+  deniedPermissions?: readonly string[];
+}
+
+/** Input of {@link AuthStore.updateRole}; omitted fields stay unchanged. */
+export interface RolePatch {
+  name?: string;
+  description?: string;
+  permissions?: readonly string[];
+  deniedPermissions?: readonly string[];
+}
+
+/** A catalog entry for a concrete permission code (grants may also use wildcard patterns not in the catalog). */
+export interface PermissionRecord {
+  /** Normalized concrete code (primary key). */
+  readonly code: string;
+  readonly description: string;
+  readonly createdAt: number;
+}
+
+/** Input of {@link AuthStore.createPermission}. */
+export interface NewPermission {
+  code: string;
+  description?: string;
+}
+
+/** OAuth client type (RFC 6749 §2.1). Public clients have no secret. */
+export type ClientType = 'public' | 'confidential';
+
+/** Grant types a client may be allowed (RFC 6749 §4, `AllowedGrantTypes`). */
+export const GRANT_TYPES = ['authorization_code', 'refresh_token', 'password', 'client_credentials'] as const;
+/** One of {@link GRANT_TYPES}. */
+export type GrantType = (typeof GRANT_TYPES)[number];
+
+/** An OAuth client. */
+export interface ClientRecord {
+  /** `client_id` (primary key): 1–128 characters of `A-Z a-z 0-9 . _ ~ -`. */
+  readonly clientId: string;
+  readonly displayName: string;
+  readonly clientType: ClientType;
+  /** PHC-encoded secret hash (confidential clients), null for public clients. */
+  readonly secretHash: string | null;
+  readonly isEnabled: boolean;
+  /** Absolute redirect URIs without fragment (RFC 6749 §3.1.2), compared exactly. */
+  readonly redirectUris: readonly string[];
+  /** `AllowedGrantTypes`. */
+  readonly allowedGrantTypes: readonly GrantType[];
+  /** `AllowedScopes`: scope tokens (RFC 6749 §3.3). */
+  readonly allowedScopes: readonly string[];
+  /** `Permissions`: grant patterns the client holds as a subject (client_credentials tokens). */
+  readonly permissions: readonly string[];
+  readonly version: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+/** Input of {@link AuthStore.createClient}. Confidential clients need `secretHash`; public ones must not have one. */
+export interface NewClient {
+  clientId: string;
+  displayName?: string;
+  clientType: ClientType;
+  secretHash?: string | null;
+  isEnabled?: boolean;
+  redirectUris?: readonly string[];
+  allowedGrantTypes?: readonly string[];
+  allowedScopes?: readonly string[];
+  permissions?: readonly string[];
+}
+
+/** Input of {@link AuthStore.updateClient}; omitted fields stay unchanged. */
+export interface ClientPatch {
+  displayName?: string;
+  secretHash?: string | null;
+  isEnabled?: boolean;
+  redirectUris?: readonly string[];
+  allowedGrantTypes?: readonly string[];
+  allowedScopes?: readonly string[];
+  permissions?: readonly string[];
+}
+
+/** Audit event categories used by the core (free text is accepted; these are the conventional ones). */
+export const AuditCategory = Object.freeze({
+  Login: 'Login',
+  Token: 'Token',
+  Authorization: 'Authorization',
+  Admin: 'Admin',
+} as const);
+/** One of {@link AuditCategory} (or another category string). */
+export type AuditCategory = (typeof AuditCategory)[keyof typeof AuditCategory];
+
+/** Audit outcomes. */
+export const AuditOutcome = Object.freeze({
+  Success: 'Success',
+  Denied: 'Denied',
+  Failure: 'Failure',
+} as const);
+/** One of {@link AuditOutcome}. */
+export type AuditOutcome = (typeof AuditOutcome)[keyof typeof AuditOutcome];
+
+/** An audit event (spec 001 "Audit event": `Category`, `Outcome`, subject, client, failure code, time, address). */
+export interface AuditEvent {
+  /** Monotonic id assigned by the store. */
+  readonly id: number;
+  /** When it happened (ms epoch). */
+  readonly time: number;
+  readonly category: string;
+  readonly outcome: string;
+  /** User id or client id the event is about, if known. */
+  readonly subjectId: string | null;
+  /** User name as presented (e.g. the login name tried), if any. */
+  readonly subjectName: string | null;
+  readonly clientId: string | null;
+  /** Failure code, e.g. `invalid_credentials`, `account_disabled`, `locked_out`. */
+  readonly failureCode: string | null;
+  readonly remoteAddress: string | null;
+  /** Extra structured data (no secrets). */
+  readonly details: Readonly<Record<string, unknown>> | null;
+}
+
+/** Input of {@link AuthStore.appendAudit}; `time` defaults to the store's clock. */
+export interface NewAuditEvent {
+  time?: number;
+  category: string;
+  outcome: string;
+  subjectId?: string | null;
+  subjectName?: string | null;
+  clientId?: string | null;
+  failureCode?: string | null;
+  remoteAddress?: string | null;
+  details?: Record<string, unknown> | null;
+}
+
+/** Filter and paging of {@link AuthStore.listAudit}. Results are newest first. */
+export interface AuditQuery {
+  category?: string;
+  outcome?: string;
+  subjectId?: string;
+  clientId?: string;
+  /** Inclusive lower bound, ms epoch. */
+  from?: number;
+  /** Exclusive upper bound, ms epoch. */
+  to?: number;
+  /** Default 0. */
+  offset?: number;
+  /** Default 50, maximum 1000. */
+  limit?: number;
+}
+
+/** Paging of list methods. */
+export interface ListQuery {
+  /** Default 0. */
+  offset?: number;
+  /** Default 50, maximum 1000. */
+  limit?: number;
+  /** Case-insensitive substring filter on the name / id. */
+  search?: string;
+}
+
+/** One page of a list. */
+export interface Page<T> {
+  readonly items: readonly T[];
+  /** Total number of matching records. */
+  readonly total: number;
+}
+
+/** Options of mutating methods: `audit` is written in the same transaction as the change. */
+export interface ChangeOptions {
+  audit?: NewAuditEvent;
+}
+
+/** Everything needed to authorize a user: the record and its roles (one consistent read). */
+export interface UserSubject {
+  readonly user: UserRecord;
+  readonly roles: readonly RoleRecord[];
+}
+
+/** Result of {@link AuthStore.beginAccessAttempt}. */
+export interface AccessAttempt {
+  /** False when the account is locked out (or enough attempts are in flight to lock it). */
+  readonly allowed: boolean;
+  /** The consecutive-failure number this attempt holds (1-based) when allowed. */
+  readonly attempt: number;
+  /** Lockout end when not allowed because of an active lockout. */
+  readonly lockoutEnd: number | null;
+}
+
+/** A stored refresh token (the token itself is never stored, only its SHA-256 hash). */
+export interface RefreshTokenRecord {
+  /** Hex/base64url SHA-256 of the opaque token (primary key). */
+  readonly tokenHash: string;
+  /** Rotation family: every token rotated from the same original shares it (RFC 9700 §4.14.2). */
+  readonly familyId: string;
+  readonly clientId: string;
+  readonly userId: string | null;
+  /** Space-separated scope. */
+  readonly scope: string;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+  /** When it was exchanged (rotated), or null. Reuse of a used token should revoke the family. */
+  readonly usedAt: number | null;
+  readonly revokedAt: number | null;
+  /** Hash of the token that replaced it on rotation. */
+  readonly replacedBy: string | null;
+}
+
+/** Input of {@link AuthStore.insertRefreshToken}. */
+export interface NewRefreshToken {
+  tokenHash: string;
+  familyId: string;
+  clientId: string;
+  userId?: string | null;
+  scope?: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** A stored authorization code (only its hash is stored), single-use (RFC 6749 §4.1.2, RFC 7636). */
+export interface AuthorizationCodeRecord {
+  readonly codeHash: string;
+  readonly clientId: string;
+  readonly userId: string;
+  readonly redirectUri: string;
+  readonly scope: string;
+  readonly codeChallenge: string | null;
+  /** `S256` or `plain` (RFC 7636 §4.3), null without PKCE. */
+  readonly codeChallengeMethod: string | null;
+  readonly nonce: string | null;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+  readonly usedAt: number | null;
+}
+
+/** Input of {@link AuthStore.insertAuthorizationCode}. */
+export interface NewAuthorizationCode {
+  codeHash: string;
+  clientId: string;
+  userId: string;
+  redirectUri: string;
+  scope?: string;
+  codeChallenge?: string | null;
+  codeChallengeMethod?: string | null;
+  nonce?: string | null;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** A token signing key as JWK JSON (RFC 7517). The private JWK is stored as given — protect the database. */
+export interface SigningKeyRecord {
+  /** Key id (`kid`), primary key. */
+  readonly kid: string;
+  /** JWS algorithm, e.g. `ES256`, `RS256`, `EdDSA`. */
+  readonly alg: string;
+  readonly privateJwk: Readonly<Record<string, unknown>>;
+  readonly publicJwk: Readonly<Record<string, unknown>>;
+  readonly createdAt: number;
+  /** When the key stopped signing (still published for verification until `expiresAt`), or null. */
+  readonly retiredAt: number | null;
+  /** When the key may be dropped from the JWKS, or null. */
+  readonly expiresAt: number | null;
+}
+
+/** Input of {@link AuthStore.insertSigningKey}. */
+export interface NewSigningKey {
+  kid: string;
+  alg: string;
+  privateJwk: Record<string, unknown>;
+  publicJwk: Record<string, unknown>;
+  createdAt: number;
+  expiresAt?: number | null;
+}
+
+/** A login-page session (cookie value stored hashed). */
+export interface LoginSessionRecord {
+  readonly sessionHash: string;
+  readonly userId: string;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+  readonly revokedAt: number | null;
+}
+
+/** Input of {@link AuthStore.createLoginSession}. */
+export interface NewLoginSession {
+  sessionHash: string;
+  userId: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/**
+ * Storage of the auth core. The default implementation is `SqliteAuthStore`; a PostgreSQL one can implement
+ * the same interface. All methods may throw the typed errors of `../errors.ts`.
+ */
+export interface AuthStore {
+  // ── users ──
+  /** @throws ValidationError (bad field or unknown role), ConflictError (`userName` taken). */
+  createUser(input: NewUser, options?: ChangeOptions): Promise<UserRecord>;
+  getUser(id: string): Promise<UserRecord | undefined>;
+  /** Case-insensitive lookup by user name. */
+  findUserByName(userName: string): Promise<UserRecord | undefined>;
+  listUsers(query?: ListQuery): Promise<Page<UserRecord>>;
+  /** Disabling (`isEnabled: false`) rotates the security stamp. @throws NotFoundError, ValidationError, ConflictError. */
+  updateUser(id: string, patch: UserPatch, options?: ChangeOptions): Promise<UserRecord>;
+  /** Sets the password hash; rotates the security stamp unless `rotateStamp` is false (used for rehash on login). @throws NotFoundError. */
+  setPasswordHash(
+    id: string,
+    passwordHash: string,
+    options?: ChangeOptions & { rotateStamp?: boolean },
+  ): Promise<UserRecord>;
+  /** Locks the account until `until` (ms epoch) and rotates the security stamp. @throws NotFoundError. */
+  lockUser(id: string, until: number, options?: ChangeOptions): Promise<UserRecord>;
+  /** Ends a lockout and resets the failure count. @throws NotFoundError. */
+  unlockUser(id: string, options?: ChangeOptions): Promise<UserRecord>;
+  /** @throws NotFoundError. */
+  deleteUser(id: string, options?: ChangeOptions): Promise<void>;
+  /** The user and its roles, or undefined when the user does not exist. */
+  getUserSubject(id: string): Promise<UserSubject | undefined>;
+
+  // ── lockout (credential validation) ──
+  /**
+   * Atomically claims one attempt: when the account is not locked at `now` and fewer than `maxFailures`
+   * attempts are counted, increments `accessFailedCount` and returns `{allowed: true, attempt}`; otherwise
+   * `{allowed: false}`. An expired lockout is cleared first. Counting before the password check means
+   * concurrent attempts can never exceed `maxFailures` guesses.
+   */
+  beginAccessAttempt(userId: string, now: number, maxFailures: number): Promise<AccessAttempt>;
+  /**
+   * Completes a failed attempt: when `attempt >= maxFailures`, locks the account until `now + lockoutMs`,
+   * resets the count and rotates the security stamp. @returns whether this call locked the account.
+   */
+  failAccessAttempt(
+    userId: string,
+    attempt: number,
+    now: number,
+    maxFailures: number,
+    lockoutMs: number,
+  ): Promise<boolean>;
+  /** Completes a successful attempt: resets the failure count and clears the lockout. */
+  succeedAccessAttempt(userId: string): Promise<void>;
+
+  // ── roles ──
+  /** @throws ValidationError, ConflictError (`name` taken). */
+  createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord>;
+  getRole(id: string): Promise<RoleRecord | undefined>;
+  findRoleByName(name: string): Promise<RoleRecord | undefined>;
+  listRoles(query?: ListQuery): Promise<Page<RoleRecord>>;
+  /** @throws NotFoundError, ValidationError, ConflictError, ConstraintError (system role renamed or rules changed). */
+  updateRole(id: string, patch: RolePatch, options?: ChangeOptions): Promise<RoleRecord>;
+  /** Removes the role from its holders too. @throws NotFoundError, ConstraintError (`system_role`). */
+  deleteRole(id: string, options?: ChangeOptions): Promise<void>;
+
+  // ── permission catalog ──
+  /** @throws ValidationError (code not concrete / not normalizable), ConflictError. */
+  createPermission(input: NewPermission, options?: ChangeOptions): Promise<PermissionRecord>;
+  getPermission(code: string): Promise<PermissionRecord | undefined>;
+  listPermissions(query?: ListQuery): Promise<Page<PermissionRecord>>;
+  /** @throws NotFoundError. */
+  updatePermission(
+    code: string,
+    patch: { description?: string },
+    options?: ChangeOptions,
+  ): Promise<PermissionRecord>;
+  /** @throws NotFoundError. */
+  deletePermission(code: string, options?: ChangeOptions): Promise<void>;
+
+  // ── clients ──
+  /** @throws ValidationError, ConflictError (`clientId` taken). */
+  createClient(input: NewClient, options?: ChangeOptions): Promise<ClientRecord>;
+  getClient(clientId: string): Promise<ClientRecord | undefined>;
+  listClients(query?: ListQuery): Promise<Page<ClientRecord>>;
+  /** @throws NotFoundError, ValidationError. */
+  updateClient(clientId: string, patch: ClientPatch, options?: ChangeOptions): Promise<ClientRecord>;
+  /** Also deletes the client's refresh tokens and authorization codes. @throws NotFoundError. */
+  deleteClient(clientId: string, options?: ChangeOptions): Promise<void>;
+
+  // ── audit ──
+  appendAudit(event: NewAuditEvent): Promise<AuditEvent>;
+  listAudit(query?: AuditQuery): Promise<Page<AuditEvent>>;
+
+  // ── token lifecycle (issue 5) ──
+  /** @throws ConflictError when the hash exists. */
+  insertRefreshToken(input: NewRefreshToken): Promise<RefreshTokenRecord>;
+  findRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined>;
+  /**
+   * Atomically marks an unused, unrevoked token as used (rotation) and records its successor.
+   * @returns false when it was already used or revoked (replay — the caller should revoke the family).
+   */
+  markRefreshTokenUsed(tokenHash: string, now: number, replacedBy: string | null): Promise<boolean>;
+  /** Revokes one token. @returns whether it was found and not yet revoked. */
+  revokeRefreshToken(tokenHash: string, now: number): Promise<boolean>;
+  /** Revokes every token of a family. @returns the number newly revoked. */
+  revokeRefreshTokenFamily(familyId: string, now: number): Promise<number>;
+  /** Revokes every refresh token of a user (e.g. on password reset). @returns the number newly revoked. */
+  revokeUserRefreshTokens(userId: string, now: number): Promise<number>;
+  /** @throws ConflictError when the hash exists. */
+  insertAuthorizationCode(input: NewAuthorizationCode): Promise<AuthorizationCodeRecord>;
+  findAuthorizationCode(codeHash: string): Promise<AuthorizationCodeRecord | undefined>;
+  /**
+   * Atomically marks an unused code as used and returns it (single use, RFC 6749 §4.1.2).
+   * @returns undefined when missing or already used (the caller decides about expiry and ownership).
+   */
+  consumeAuthorizationCode(codeHash: string, now: number): Promise<AuthorizationCodeRecord | undefined>;
+  /** @throws ConflictError when the kid exists. */
+  insertSigningKey(input: NewSigningKey): Promise<SigningKeyRecord>;
+  /** Keys newest first; retired and expired ones only when `includeRetired`. */
+  listSigningKeys(options?: { includeRetired?: boolean; now?: number }): Promise<SigningKeyRecord[]>;
+  /** Stops signing with a key; it stays listed (with `includeRetired`) until `expiresAt`. @throws NotFoundError. */
+  retireSigningKey(kid: string, at: number, expiresAt: number | null): Promise<void>;
+  /** @throws ConflictError when the hash exists. */
+  createLoginSession(input: NewLoginSession): Promise<LoginSessionRecord>;
+  getLoginSession(sessionHash: string): Promise<LoginSessionRecord | undefined>;
+  /** @returns whether it was found and not yet revoked. */
+  revokeLoginSession(sessionHash: string, now: number): Promise<boolean>;
+  /** Deletes expired refresh tokens, codes, sessions and signing keys. @returns rows deleted. */
+  purgeExpired(now: number): Promise<number>;
+
+  /** Releases the storage (closes the database). */
+  close(): Promise<void>;
+}

@@ -1,0 +1,135 @@
+/**
+ * Bearer-token verification for the permission middleware (issue 4 "Middleware": signature, expiry; the subject
+ * checks — enabled, not locked, security stamp unchanged — are done by `AuthorizationService` against the
+ * store). The OAuth server (issue 5) plugs its keys into {@link JwtTokenVerifier}, or supplies its own
+ * {@link TokenVerifier}.
+ */
+import {
+  type CryptoKey,
+  createLocalJWKSet,
+  errors,
+  type JSONWebKeySet,
+  type JWTVerifyGetKey,
+  jwtVerify,
+  type KeyObject,
+} from 'jose';
+import { InvalidTokenError } from './errors.ts';
+
+/** Claim carrying the user's security stamp in access tokens (same name as the token service uses). */
+export const SECURITY_STAMP_CLAIM = 'sst';
+
+/**
+ * A verified token. `kind` is `user` when the token carries a security stamp ({@link SECURITY_STAMP_CLAIM}),
+ * `client` when it has none and `sub` equals `client_id` (client credentials, RFC 9068 §2.2).
+ */
+export interface VerifiedToken {
+  readonly kind: 'user' | 'client';
+  /** The `sub` claim: user id or client id. */
+  readonly subject: string;
+  /** The `sst` claim for user tokens, null for client tokens. */
+  readonly securityStamp: string | null;
+  /** The `client_id` claim, if present. */
+  readonly clientId: string | null;
+  /** The `scope` claim split on spaces. */
+  readonly scopes: readonly string[];
+  /** `iat` in seconds since the epoch, if present. */
+  readonly issuedAt: number | null;
+  /** `exp` in seconds since the epoch. */
+  readonly expiresAt: number;
+  readonly claims: Readonly<Record<string, unknown>>;
+}
+
+/** Verifies a bearer token string. */
+export interface TokenVerifier {
+  /** @throws InvalidTokenError when the token is malformed, badly signed, expired or lacks required claims. */
+  verify(token: string): Promise<VerifiedToken>;
+}
+
+/** The verification key(s) of {@link JwtTokenVerifier}. */
+export type JwtVerificationKey = JWTVerifyGetKey | JSONWebKeySet | KeyObject | Uint8Array | CryptoKey;
+
+/** Options of {@link JwtTokenVerifier}. */
+export interface JwtTokenVerifierOptions {
+  /**
+   * The key: a JWKS object (`{ keys: [...] }`, public keys), a jose key-getter function (e.g.
+   * `createLocalJWKSet(...)` or one reading the current keys of the token service), or a single key.
+   */
+  key: JwtVerificationKey;
+  /** Required `iss`. */
+  issuer?: string;
+  /** Required `aud` (one of). */
+  audience?: string | string[];
+  /** Allowed JWS algorithms (default: asymmetric `ES256`, `ES384`, `EdDSA`, `RS256`, `PS256`). */
+  algorithms?: string[];
+  /** Required `typ` header, e.g. `at+jwt` (RFC 9068 §2.1). Default: not checked. */
+  typ?: string;
+  /** Clock skew tolerated on `exp`/`nbf`, seconds (default 0). */
+  clockToleranceSec?: number;
+  /** Clock, ms epoch (default `Date.now`). */
+  now?: () => number;
+}
+
+const DEFAULT_ALGORITHMS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'RS256', 'PS256'];
+const MAX_TOKEN_LENGTH = 16 * 1024;
+
+/** Verifies JWT access tokens with `jose` (RFC 7519 §7.2, RFC 9068 §4): signature, `exp` (required), `nbf`, `iss`, `aud`, `sub`. */
+export class JwtTokenVerifier implements TokenVerifier {
+  readonly #key: JWTVerifyGetKey | KeyObject | Uint8Array | CryptoKey;
+  readonly #options: JwtTokenVerifierOptions;
+  readonly #now: () => number;
+
+  constructor(options: JwtTokenVerifierOptions) {
+    const key = options.key;
+    this.#key =
+      key && typeof key === 'object' && 'keys' in key && Array.isArray((key as JSONWebKeySet).keys)
+        ? createLocalJWKSet(key as JSONWebKeySet)
+        : (key as JWTVerifyGetKey | KeyObject | Uint8Array | CryptoKey);
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async verify(token: string): Promise<VerifiedToken> {
+    if (typeof token !== 'string' || token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
+      throw new InvalidTokenError('token missing or too long');
+    }
+    let payload: Record<string, unknown>;
+    try {
+      const result = await jwtVerify(token, this.#key as JWTVerifyGetKey, {
+        issuer: this.#options.issuer,
+        audience: this.#options.audience,
+        algorithms: this.#options.algorithms ?? DEFAULT_ALGORITHMS,
+        typ: this.#options.typ,
+        clockTolerance: this.#options.clockToleranceSec ?? 0,
+        currentDate: new Date(this.#now()),
+        requiredClaims: ['exp', 'sub'],
+      });
+      payload = result.payload as Record<string, unknown>;
+    } catch (error) {
+      const message =
+        error instanceof errors.JWTExpired
+          ? 'token expired'
+          : error instanceof errors.JOSEError
+            ? `token rejected (${error.code})`
+            : 'token rejected';
+      throw new InvalidTokenError(message, { cause: error });
+    }
+    const sub = payload.sub;
+    if (typeof sub !== 'string' || sub.length === 0) throw new InvalidTokenError('token has no subject');
+    const stamp = payload[SECURITY_STAMP_CLAIM];
+    const clientId = typeof payload.client_id === 'string' ? payload.client_id : null;
+    let kind: 'user' | 'client';
+    if (typeof stamp === 'string' && stamp.length > 0) kind = 'user';
+    else if (stamp === undefined && clientId === sub) kind = 'client';
+    else throw new InvalidTokenError('user token without security stamp');
+    return {
+      kind,
+      subject: sub,
+      securityStamp: kind === 'user' ? (stamp as string) : null,
+      clientId,
+      scopes: typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [],
+      issuedAt: typeof payload.iat === 'number' ? payload.iat : null,
+      expiresAt: payload.exp as number,
+      claims: payload,
+    };
+  }
+}
