@@ -376,8 +376,12 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         logger.info('shutting down');
         const timer = setTimeout(() => httpServer.closeAllConnections(), options.shutdownTimeoutMs ?? 10_000);
         timer.unref();
+        // Keep-alive connections become idle once their in-flight response is sent: close them then.
+        const sweeper = setInterval(() => httpServer.closeIdleConnections(), 50);
+        sweeper.unref();
         const finish = () => {
           clearTimeout(timer);
+          clearInterval(sweeper);
           store.events.off('change', onChange);
           if (ownsStore) store.close();
           logger.info('shutdown complete');

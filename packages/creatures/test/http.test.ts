@@ -1,0 +1,355 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Store } from '../src/index.ts';
+import { type Running, start } from './helpers.ts';
+
+/** Sends a raw HTTP request and resolves with status, headers and body text. */
+function raw(
+  url: string,
+  options: { method?: string; headers?: Record<string, string | number>; body?: string | Buffer } = {},
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: options.method ?? 'GET', headers: options.headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString() }),
+      );
+    });
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+describe('HTTP safety', () => {
+  let s: Running;
+  before(async () => {
+    s = await start({ bodyLimit: 2048 });
+  });
+  after(() => s.server.close());
+
+  test('a body over the limit gets 413 (declared length and chunked)', async () => {
+    const big = JSON.stringify({ query: `{ creatures { id } } # ${'x'.repeat(4096)}` });
+    const declared = await raw(s.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(big) },
+      body: big,
+    });
+    assert.equal(declared.status, 413);
+    assert.match(declared.body, /exceeds the limit of 2048 bytes/);
+    const chunked = await raw(s.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      body: big,
+    });
+    assert.equal(chunked.status, 413);
+  });
+
+  test('a query nested too deep is refused with a clear error and not executed', async () => {
+    let nested = 'name';
+    for (let i = 0; i < 13; i++) nested = `evolutions { ${nested} }`;
+    const { status, body } = await s.gql(`{ creature(name: "Bulbasaur") { ${nested} } }`);
+    assert.equal(status, 400);
+    assert.equal(body.data, undefined);
+    assert.match(body.errors![0]!.message, /Query depth 15 exceeds the maximum depth of 12/);
+    assert.equal(body.errors![0]!.extensions?.code, 'QUERY_TOO_DEEP');
+  });
+
+  test('a too costly query is refused; the full creatures list within the limit is allowed', async () => {
+    const costly = await s.gql('{ creatures { evolutions { evolutions { evolutions { name id } } } } }');
+    assert.equal(costly.status, 400);
+    assert.match(costly.body.errors![0]!.message, /Query cost \d+ exceeds the maximum cost of 50000/);
+    assert.equal(costly.body.errors![0]!.extensions?.code, 'QUERY_TOO_COSTLY');
+    const ok = await s.gql(
+      '{ creatures { id name types weight { minimum maximum } attacks { fast { name type damage } special { name type damage } } evolutions { name } } }',
+    );
+    assert.equal(ok.status, 200);
+    assert.equal(ok.body.data.creatures.length, 151);
+  });
+
+  test('introspection (as the explorer sends it) passes the limits', async () => {
+    const { getIntrospectionQuery } = await import('graphql');
+    const { status, body } = await s.gql(getIntrospectionQuery());
+    assert.equal(status, 200);
+    assert.equal(body.data.__schema.queryType.name, 'Query');
+  });
+
+  test('CSRF guard: a simple (non-JSON) POST needs a GraphQL-Require-Preflight header', async () => {
+    for (const contentType of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+    ]) {
+      const res = await raw(s.endpoint, {
+        method: 'POST',
+        headers: { 'content-type': contentType },
+        body: 'query=mutation{deleteCreature(id:"001"){id}}',
+      });
+      assert.equal(res.status, 400, contentType);
+      assert.match(res.body, /CSRF guard/);
+    }
+    const withHeader = await raw(s.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain', 'graphql-require-preflight': '1' },
+      body: '{"query":"{ __typename }"}',
+    });
+    assert.equal(withHeader.status, 415);
+    const bulbasaur = await s.gql('{ creature(id: "001") { id } }');
+    assert.equal(bulbasaur.body.data.creature.id, '001');
+  });
+
+  test('malformed requests get 4xx, never 500', async () => {
+    const cases: [string, Parameters<typeof raw>[1], number][] = [
+      [
+        'bad JSON',
+        { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query": ' },
+        400,
+      ],
+      ['JSON array', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[1]' }, 400],
+      [
+        'query number',
+        { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":1}' },
+        400,
+      ],
+      ['no body', { method: 'POST', headers: { 'content-type': 'application/json' } }, 400],
+      [
+        'variables string',
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"query":"{__typename}","variables":"x"}',
+        },
+        400,
+      ],
+      ['GET without query', { method: 'GET', headers: { accept: 'application/json' } }, 400],
+      ['PUT', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{}' }, 405],
+      ['DELETE', { method: 'DELETE' }, 405],
+      ['unacceptable accept', { method: 'GET', headers: { accept: 'image/png' } }, 406],
+    ];
+    for (const [name, options, status] of cases) {
+      const res = await raw(s.endpoint, options);
+      assert.equal(res.status, status, name);
+    }
+    const badVariables = await raw(`${s.endpoint}?query=%7B__typename%7D&variables=%7Bnot-json`, {
+      headers: { accept: 'application/json' },
+    });
+    assert.equal(badVariables.status, 400);
+    const syntax = await s.gql('{ creature(name: ) }');
+    assert.equal(syntax.status, 400);
+    assert.match(syntax.body.errors![0]!.message, /Syntax Error/);
+    const unknownField = await s.gql('{ creature(name: "Mew") { power } }');
+    assert.equal(unknownField.status, 400);
+    assert.match(unknownField.body.errors![0]!.message, /Cannot query field "power" on type "Creature"/);
+    const coercion = await s.gql('query ($n: Int!) { creatures(first: $n) { id } }', { n: 'three' });
+    assert.equal(coercion.status, 400);
+    assert.match(coercion.body.errors![0]!.message, /\$n/);
+    const notFound = await raw(`${s.server.url}/nowhere`);
+    assert.equal(notFound.status, 404);
+  });
+
+  test('/healthz answers 200 with status ok', async () => {
+    const res = await fetch(`${s.server.url}/healthz`);
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { status: 'ok', creatures: 151 });
+  });
+
+  test('/ redirects to the explorer when there is no web build', async () => {
+    const res = await fetch(`${s.server.url}/`, { redirect: 'manual' });
+    assert.equal(res.status, 302);
+    assert.equal(res.headers.get('location'), '/graphql');
+  });
+});
+
+describe('explorer page', () => {
+  let s: Running;
+  before(async () => {
+    s = await start();
+  });
+  after(() => s.server.close());
+
+  test('a browser GET of /graphql serves GraphiQL whose assets all come from this server', async () => {
+    const res = await fetch(s.endpoint, { headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type')!, /text\/html/);
+    assert.match(res.headers.get('content-security-policy')!, /script-src 'self'/);
+    const html = await res.text();
+    assert.doesNotMatch(html, /https?:\/\//);
+    const assets = [...html.matchAll(/(?:src|href)="(\/graphql\/explorer\/[^"]+)"/g)].map((m) => m[1]!);
+    assert.deepEqual(assets.sort(), [
+      '/graphql/explorer/graphiql.min.css',
+      '/graphql/explorer/graphiql.min.js',
+      '/graphql/explorer/init.js',
+      '/graphql/explorer/react-dom.production.min.js',
+      '/graphql/explorer/react.production.min.js',
+    ]);
+    for (const path of assets) {
+      const asset = await fetch(`${s.server.url}${path}`);
+      assert.equal(asset.status, 200, path);
+      assert.ok((await asset.arrayBuffer()).byteLength > 100, path);
+    }
+    const graphiql = await (await fetch(`${s.server.url}/graphql/explorer/graphiql.min.js`)).text();
+    assert.match(graphiql, /DocExplorer/);
+  });
+});
+
+describe('web front end build', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'creatures-web-'));
+  let s: Running;
+  before(async () => {
+    mkdirSync(join(dir, 'assets'));
+    writeFileSync(join(dir, 'index.html'), '<!doctype html><title>creatures app</title>');
+    writeFileSync(join(dir, 'assets', 'app.js'), 'console.log("app")');
+    s = await start({ webRoot: dir });
+  });
+  after(async () => {
+    await s.server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('is served at / with SPA fallback, leaving /graphql and /healthz alone', async () => {
+    const index = await fetch(`${s.server.url}/`);
+    assert.match(await index.text(), /creatures app/);
+    const js = await fetch(`${s.server.url}/assets/app.js`);
+    assert.match(js.headers.get('content-type')!, /javascript/);
+    const deep = await fetch(`${s.server.url}/creatures/025`);
+    assert.equal(deep.status, 200);
+    assert.match(await deep.text(), /creatures app/);
+    const health = await fetch(`${s.server.url}/healthz`);
+    assert.equal(((await health.json()) as { status: string }).status, 'ok');
+    const gql = await s.gql('{ creature(id: "007") { name } }');
+    assert.equal(gql.body.data.creature.name, 'Squirtle');
+    const traversal = await raw(`${s.server.url}/../../etc/passwd`);
+    assert.doesNotMatch(traversal.body, /root:/);
+  });
+});
+
+describe('errors and CORS', () => {
+  class BrokenStore extends Store {
+    override listCreatures(): never {
+      throw new Error('disk /var/secret/db is corrupt');
+    }
+  }
+
+  test('unexpected errors are masked by default and shown with maskErrors: false', async () => {
+    const masked = await start({ store: new BrokenStore({ path: ':memory:' }) });
+    const shown = await start({ store: new BrokenStore({ path: ':memory:' }), maskErrors: false });
+    try {
+      const a = await masked.gql('{ creatures { id } }');
+      assert.equal(a.status, 200);
+      assert.equal(a.body.data, null);
+      assert.deepEqual(
+        a.body.errors!.map((e) => [e.message, e.extensions?.code]),
+        [['Internal server error', 'INTERNAL_SERVER_ERROR']],
+      );
+      assert.doesNotMatch(JSON.stringify(a.body), /secret|stack|at /);
+      const b = await shown.gql('{ creatures { id } }');
+      assert.match(b.body.errors![0]!.message, /disk \/var\/secret\/db is corrupt/);
+    } finally {
+      await masked.server.close();
+      await shown.server.close();
+    }
+  });
+
+  test('CORS allows only the configured origins', async () => {
+    const s = await start({ corsOrigins: ['https://app.example'] });
+    try {
+      const allowed = await fetch(s.endpoint, {
+        method: 'OPTIONS',
+        headers: {
+          origin: 'https://app.example',
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'content-type',
+        },
+      });
+      assert.equal(allowed.status, 204);
+      assert.equal(allowed.headers.get('access-control-allow-origin'), 'https://app.example');
+      assert.match(allowed.headers.get('access-control-allow-methods')!, /POST/);
+      const other = await fetch(s.endpoint, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://evil.example' },
+      });
+      assert.equal(other.headers.get('access-control-allow-origin'), null);
+      const post = await s.gql('{ __typename }', undefined, { origin: 'https://app.example' });
+      assert.equal(post.status, 200);
+    } finally {
+      await s.server.close();
+    }
+  });
+});
+
+describe('shutdown', () => {
+  test('close() lets an in-flight request finish, then refuses connections', async () => {
+    const s = await start();
+    const body = JSON.stringify({ query: '{ creature(name: "Onix") { id } }' });
+    const pending = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = request(
+        s.endpoint,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c) => {
+            text += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode!, text }));
+        },
+      );
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      setTimeout(() => req.end(body.slice(10)), 100);
+    });
+    await new Promise((r) => setTimeout(r, 30));
+    const closed = s.server.close();
+    const res = await pending;
+    assert.equal(res.status, 200);
+    assert.deepEqual(JSON.parse(res.text), { data: { creature: { id: '095' } } });
+    await closed;
+    await assert.rejects(fetch(s.endpoint, { method: 'POST', body }));
+  });
+
+  test('the creature-server command logs JSON, serves, and exits 0 on SIGTERM', async () => {
+    const bin = join(import.meta.dirname, '..', 'bin', 'creature-server.ts');
+    const child = spawn(process.execPath, [bin], {
+      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: ':memory:', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    const listening = new Promise<{ url: string }>((resolve) => {
+      child.stdout.on('data', (chunk: string) => {
+        out += chunk;
+        for (const line of out.split('\n')) {
+          if (line.includes('"listening"')) resolve(JSON.parse(line) as { url: string });
+        }
+      });
+    });
+    const { url } = await listening;
+    const res = await fetch(url.replace('localhost', '127.0.0.1'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: '{ creature(name: "Snorlax") { id } }' }),
+    });
+    assert.deepEqual(await res.json(), { data: { creature: { id: '143' } } });
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 0);
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { msg: string });
+    assert.deepEqual(lines.map((l) => l.msg).sort(), [
+      'listening',
+      'shutdown complete',
+      'shutting down',
+      'signal received',
+    ]);
+  });
+});
