@@ -10,7 +10,7 @@ import type { NewClient, UserRecord } from '../src/store/types.ts';
 
 export const ADMIN_PASSWORD = 'admin-password-1';
 export const DEMO_SECRET = 'demo-service-secret-1';
-export const SPA_REDIRECT = 'http://127.0.0.1:9/callback';
+export const SPA_REDIRECT = 'http://127.0.0.1:8089/callback';
 
 /** A running test server. `clock.now` is the server's clock (ms); advance it to expire codes and tokens. */
 export interface TestServer {

@@ -261,7 +261,7 @@ describe('invalid_grant (400)', () => {
 
   test('authorization code invalid (unknown)', async () => {
     await expectError(
-      await codeRequest('unknown-code', 'x'.repeat(43), 'http://127.0.0.1:9/callback'),
+      await codeRequest('unknown-code', 'x'.repeat(43), 'http://127.0.0.1:8089/callback'),
       400,
       'invalid_grant',
     );
@@ -313,7 +313,7 @@ describe('invalid_grant (400)', () => {
 
   test('redirect_uri mismatch', async () => {
     const { code, verifier } = await obtainCode(t.base, 'alice', 'alice-password-1');
-    await expectError(await codeRequest(code, verifier, 'http://127.0.0.1:9/other'), 400, 'invalid_grant');
+    await expectError(await codeRequest(code, verifier, 'http://127.0.0.1:8089/other'), 400, 'invalid_grant');
   });
 
   test('missing code_verifier', async () => {
