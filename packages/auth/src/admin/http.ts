@@ -60,8 +60,33 @@ const textAjv = newAjv(true);
 /** Installs the strict validator compiler on `app` (an encapsulated context). */
 export function installValidation(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) => {
-    const ajv = httpPart === 'body' ? bodyAjv : textAjv;
-    return ajv.compile(schema);
+    if (httpPart === 'body') return bodyAjv.compile(schema);
+    const validate = textAjv.compile(schema);
+    // Ajv coerces any string `Number()` accepts ('0x10', '1e2', ' 7 '); only plain decimal digits are integers here.
+    const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+    const integers = Object.keys(properties).filter((key) => properties[key]?.type === 'integer');
+    const strict = (data: unknown) => {
+      for (const key of integers) {
+        const value = (data as Record<string, unknown> | null)?.[key];
+        if (typeof value === 'string' && !/^-?\d{1,15}$/.test(value)) {
+          strict.errors = [
+            {
+              instancePath: `/${key}`,
+              schemaPath: '',
+              keyword: 'type',
+              params: { type: 'integer' },
+              message: 'must be integer',
+            },
+          ] as ErrorObject[];
+          return false;
+        }
+      }
+      const ok = validate(data);
+      strict.errors = validate.errors;
+      return ok;
+    };
+    strict.errors = null as ErrorObject[] | null | undefined;
+    return strict;
   });
   app.setSchemaErrorFormatter(
     (errors, dataVar) => new AdminHttpError(400, formatAjvError(errors[0], dataVar)),

@@ -19,6 +19,7 @@ import type { AuthStore } from '../store/types.ts';
 import type { AdminAccess } from './access.ts';
 import { registerAdminRoutes } from './api.ts';
 import { adminErrorHandler, installValidation, requireJsonBody, sendError } from './http.ts';
+import { noQuery } from './schemas.ts';
 import { serviceAccess } from './service-access.ts';
 
 export type { AdminAccess, AdminCaller } from './access.ts';
@@ -96,6 +97,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
       const bodyLimit = options.bodyLimit ?? 1024 * 1024;
       api.addHook('onRoute', (route) => {
         route.bodyLimit ??= bodyLimit;
+        if (route.schema && !route.schema.querystring) route.schema.querystring = noQuery;
       });
       await api.register(swagger, {
         openapi: {
