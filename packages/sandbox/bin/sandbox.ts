@@ -8,13 +8,18 @@
  * (repeatable, or comma-separated in `SANDBOX_REGISTRIES`): `http://127.0.0.1:5000` adds a search registry
  * reached over plain HTTP, `https://host` over TLS.
  */
+import module from 'node:module';
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { BoxError } from '../src/errors.ts';
-import { renderPullProgress } from '../src/images/index.ts';
 import type { JsExecution } from '../src/runtime/execution.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import type { JsBoxOptions, JsImageRegistry, JsVolumeSpec } from '../src/types.ts';
+
+// Cache the type-stripped modules between runs (cuts ~300 ms from every command), then load the SDK.
+module.enableCompileCache?.();
+const { BoxError } = await import('../src/errors.ts');
+const { renderPullProgress } = await import('../src/images/index.ts');
+const { JsRuntime } = await import('../src/runtime/runtime.ts');
+type JsRuntime = InstanceType<typeof JsRuntime>;
 
 /** Exit status of an SDK failure (the command itself could not run), as `docker run` uses it. */
 const EXIT_SDK_ERROR = 125;
