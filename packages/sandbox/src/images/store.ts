@@ -14,8 +14,8 @@ import fs from 'node:fs';
 import { mkdir, readdir, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join, resolve, sep } from 'node:path';
-import { PassThrough, type Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { PassThrough, type Readable, Transform, Writable } from 'node:stream';
+import { finished, pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { BoxError } from '../errors.ts';
 import type { JsImageRegistry } from '../types.ts';
@@ -208,6 +208,7 @@ export class ImageStore {
   private readonly clients = new Map<string, RegistryClient>();
   private readonly jobs = new Map<string, PullJob>();
   private readonly layerJobs = new Map<string, Promise<LayerRecord>>();
+  private readonly blobJobs = new Map<string, Promise<Buffer>>();
   private readonly rootfsCache = new Map<string, PreparedImage>();
   private ready: Promise<void> | undefined;
 
@@ -392,6 +393,7 @@ export class ImageStore {
     emit: (p: PullProgress) => void,
     signal: AbortSignal,
   ): Promise<PreparedImage> {
+    await Promise.resolve(); // let the creating caller subscribe before the first event
     const progress: PullProgress = {
       reference,
       phase: 'resolving',
@@ -526,8 +528,25 @@ export class ImageStore {
     throw new BoxError('image index nesting deeper than 3 levels');
   }
 
-  /** Downloads a small blob (config) and verifies its digest and size. */
-  private async fetchBlob(
+  /** Downloads a small blob (config) and verifies its digest; concurrent fetches of one digest are shared. */
+  private fetchBlob(
+    client: RegistryClient,
+    repository: string,
+    desc: Descriptor,
+    limit: number,
+    signal: AbortSignal,
+  ): Promise<Buffer> {
+    let job = this.blobJobs.get(desc.digest);
+    if (!job) {
+      job = this.fetchBlobOnce(client, repository, desc, limit, signal).finally(() =>
+        this.blobJobs.delete(desc.digest),
+      );
+      this.blobJobs.set(desc.digest, job);
+    }
+    return job;
+  }
+
+  private async fetchBlobOnce(
     client: RegistryClient,
     repository: string,
     desc: Descriptor,
@@ -652,25 +671,55 @@ export class ImageStore {
         });
       }
       const compressed = new HashCounter(alg, onBytes);
+      const decomp = decompressor(desc.mediaType);
       const diff = new HashCounter('sha256');
       const rootfs = join(tmp, 'rootfs');
       await mkdir(rootfs);
-      const flowing = pipeline(body, compressed, decompressor(desc.mediaType), diff, { signal });
-      flowing.catch(() => {});
+      // body → hash → sink ⇢ decompress → hash → tar. The download side always runs to its end (unless the
+      // network fails or the pull is aborted) so that a corrupted blob is reported as a digest mismatch
+      // rather than as the zlib or tar error it causes downstream.
+      let broken: Error | undefined;
+      let pending: (() => void) | undefined;
+      const release = () => {
+        const p = pending;
+        pending = undefined;
+        p?.();
+      };
+      const breakChain = (e: Error) => {
+        if (broken) return;
+        broken = e;
+        decomp.unpipe(diff);
+        decomp.destroy();
+        diff.destroy(e);
+        release();
+      };
+      decomp.on('error', breakChain);
+      decomp.on('drain', release);
+      decomp.pipe(diff);
+      const sink = new Writable({
+        write(chunk: Buffer, _enc, cb) {
+          if (broken || decomp.write(chunk)) cb();
+          else pending = cb;
+        },
+        final(cb) {
+          if (!broken) decomp.end();
+          cb();
+        },
+      });
+      const download = pipeline(body, compressed, sink, { signal });
+      download.catch((e: Error) => breakChain(e));
       compressed.on('end', onDownloaded);
-      let stats: Awaited<ReturnType<typeof extractLayer>>;
+      let extractError: unknown;
+      let stats: Awaited<ReturnType<typeof extractLayer>> | undefined;
       try {
         stats = await extractLayer(diff, rootfs);
-      } catch (err) {
-        body.destroy();
-        // A truncated or corrupted stream shows up as a tar or zlib error: report the transport cause first.
-        await flowing.catch((e: Error) => {
-          throw e;
-        });
-        throw err;
+        diff.resume(); // trailing padding after the tar end blocks
+        await finished(diff);
+      } catch (e) {
+        extractError = e;
+        breakChain(e as Error);
       }
-      diff.resume();
-      await flowing;
+      await download;
       const got = compressed.digest();
       if (got !== desc.digest) {
         throw new BoxError(`digest mismatch for layer ${desc.digest}: content hashes to ${got}`);
@@ -680,6 +729,7 @@ export class ImageStore {
           `size mismatch for layer ${desc.digest}: ${compressed.bytes} bytes, expected ${desc.size}`,
         );
       }
+      if (extractError || !stats) throw extractError ?? broken;
       const gotDiff = diff.digest();
       if (diffId && diffId !== gotDiff) {
         throw new BoxError(`diff_id mismatch for layer ${desc.digest}: ${gotDiff}, config says ${diffId}`);
