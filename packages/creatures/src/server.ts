@@ -85,7 +85,8 @@ export interface CreatureServer {
 
 interface CachedResponse {
   body: Buffer;
-  headers: Record<string, string>;
+  /** Flat name/value list for `writeHead`. */
+  headers: string[];
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -112,27 +113,31 @@ function sendError(
   res.end(body);
 }
 
-class BodyTooLarge extends Error {}
-
-function readBody(req: IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        req.removeAllListeners('data');
-        req.resume();
-        reject(new BodyTooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () =>
-      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8')),
-    );
-    req.on('error', reject);
+/**
+ * Reads a request body of at most `limit` bytes as UTF-8 and calls `done` with it, or with `undefined`
+ * as soon as the body is over the limit (the rest is drained and dropped).
+ */
+function readBody(req: IncomingMessage, limit: number, done: (body: string | undefined) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  req.on('data', (chunk: Buffer) => {
+    if (over) return;
+    size += chunk.length;
+    if (size > limit) {
+      over = true;
+      chunks.length = 0;
+      done(undefined);
+      return;
+    }
+    chunks.push(chunk);
   });
+  req.on('end', () => {
+    if (!over)
+      done(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+  });
+  // An aborted upload: the client is gone, nothing to answer.
+  req.on('error', () => {});
 }
 
 /**
@@ -183,7 +188,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     }
   }
 
-  async function handleGraphQL(req: IncomingMessage, res: ServerResponse, url: string): Promise<void> {
+  function handleGraphQL(req: IncomingMessage, res: ServerResponse, url: string): void {
     const method = req.method ?? '';
     const accept = req.headers.accept ?? '';
     if (method === 'GET' && accept.includes('text/html')) {
@@ -209,37 +214,46 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       return;
     }
     const contentType = req.headers['content-type'] ?? '';
-    let body = '';
-    if (method === 'POST') {
-      const mediaType = (contentType.split(';')[0] ?? '').trim().toLowerCase();
-      if (SIMPLE_CONTENT_TYPES.has(mediaType) && !PREFLIGHT_HEADERS.some((h) => req.headers[h])) {
-        sendError(
-          res,
-          400,
-          `CSRF guard: a POST with content-type "${mediaType || '(none)'}" needs a non-empty GraphQL-Require-Preflight header; send content-type application/json`,
-        );
-        return;
-      }
-      const declared = Number(req.headers['content-length']);
-      if (declared > bodyLimit) {
-        sendError(res, 413, `Request body of ${declared} bytes exceeds the limit of ${bodyLimit} bytes`, {
-          connection: 'close',
-        });
-        req.resume();
-        return;
-      }
-      try {
-        body = await readBody(req, bodyLimit);
-      } catch (err) {
-        if (err instanceof BodyTooLarge) {
-          sendError(res, 413, `Request body exceeds the limit of ${bodyLimit} bytes`, {
-            connection: 'close',
-          });
-          return;
-        }
-        throw err;
-      }
+    if (method !== 'POST') {
+      respond(req, res, method, url, accept, contentType, '');
+      return;
     }
+    const mediaType = (contentType.split(';')[0] ?? '').trim().toLowerCase();
+    if (SIMPLE_CONTENT_TYPES.has(mediaType) && !PREFLIGHT_HEADERS.some((h) => req.headers[h])) {
+      sendError(
+        res,
+        400,
+        `CSRF guard: a POST with content-type "${mediaType || '(none)'}" needs a non-empty GraphQL-Require-Preflight header; send content-type application/json`,
+      );
+      return;
+    }
+    const declared = Number(req.headers['content-length']);
+    if (declared > bodyLimit) {
+      sendError(res, 413, `Request body of ${declared} bytes exceeds the limit of ${bodyLimit} bytes`, {
+        connection: 'close',
+      });
+      req.resume();
+      return;
+    }
+    readBody(req, bodyLimit, (body) => {
+      if (body === undefined) {
+        sendError(res, 413, `Request body exceeds the limit of ${bodyLimit} bytes`, { connection: 'close' });
+        return;
+      }
+      respond(req, res, method, url, accept, contentType, body);
+    });
+  }
+
+  /** Answers from the response cache, or runs the request through the engine (caching a cacheable answer). */
+  function respond(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    url: string,
+    accept: string,
+    contentType: string,
+    body: string,
+  ): void {
     const key =
       responses && (method === 'GET' || method === 'POST')
         ? `${method}\n${accept}\n${contentType}\n${method === 'GET' ? url : body}`
@@ -252,6 +266,17 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         return;
       }
     }
+    execute(req, res, method, url, body, key).catch((err: unknown) => fail(req, res, err));
+  }
+
+  async function execute(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    url: string,
+    body: string,
+    key: string | undefined,
+  ): Promise<void> {
     const state: RequestState = { cacheable: false };
     const startGeneration = generation;
     const [resBody, init] = await engine({
@@ -263,10 +288,10 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       context: state,
     });
     const buffer = resBody === null ? undefined : Buffer.from(resBody);
-    const headers: Record<string, string> = {};
+    const headers: string[] = [];
     for (const [name, value] of Object.entries(init.headers ?? {}))
-      if (value !== undefined) headers[name] = value;
-    if (buffer) headers['content-length'] = String(buffer.length);
+      if (value !== undefined) headers.push(name, value);
+    if (buffer) headers.push('content-length', String(buffer.length));
     if (
       key !== undefined &&
       buffer &&
@@ -280,12 +305,21 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     res.end(buffer);
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  function fail(req: IncomingMessage, res: ServerResponse, err: unknown): void {
+    logger.error({ err, method: req.method, url: req.url }, 'request failed');
+    if (!res.headersSent) sendError(res, 500, 'Internal server error');
+    else res.destroy();
+  }
+
+  function handle(req: IncomingMessage, res: ServerResponse): void {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
     if (cors === '*' || cors.length > 0) corsHeaders(req, res);
-    if (path === '/graphql') return handleGraphQL(req, res, url);
+    if (path === '/graphql') {
+      handleGraphQL(req, res, url);
+      return;
+    }
     if (req.method === 'GET' || req.method === 'HEAD') {
       if (path === '/healthz') {
         const ok = store.healthy();
@@ -309,7 +343,8 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
           res.end(req.method === 'HEAD' ? undefined : asset.body);
           return;
         }
-        return sendError(res, 404, `No explorer asset at ${path}`);
+        sendError(res, 404, `No explorer asset at ${path}`);
+        return;
       }
       if (serveWeb) {
         serveWeb(req, res, () => sendError(res, 404, `Nothing at ${path}`));
@@ -325,27 +360,25 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   }
 
   const httpServer = createHttpServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, (req, res) => {
-    const started = performance.now();
-    handle(req, res).then(
-      () => {
-        if (logger.isLevelEnabled('debug')) {
-          logger.debug(
-            {
-              method: req.method,
-              url: req.url,
-              status: res.statusCode,
-              ms: +(performance.now() - started).toFixed(3),
-            },
-            'request',
-          );
-        }
-      },
-      (err: unknown) => {
-        logger.error({ err, method: req.method, url: req.url }, 'request failed');
-        if (!res.headersSent) sendError(res, 500, 'Internal server error');
-        else res.destroy();
-      },
-    );
+    if (logger.isLevelEnabled('debug')) {
+      const started = performance.now();
+      res.once('finish', () =>
+        logger.debug(
+          {
+            method: req.method,
+            url: req.url,
+            status: res.statusCode,
+            ms: +(performance.now() - started).toFixed(3),
+          },
+          'request',
+        ),
+      );
+    }
+    try {
+      handle(req, res);
+    } catch (err) {
+      fail(req, res, err);
+    }
   });
 
   let url = '';

@@ -2,6 +2,8 @@
  * Test helpers: start a real creature server on an ephemeral port with an in-memory (or given) database
  * and send GraphQL requests to it.
  */
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type CreatureServer, type CreatureServerOptions, createServer } from '../src/index.ts';
 
 /** A started server plus a GraphQL client for it. */
@@ -24,9 +26,17 @@ export interface GraphQLBody {
   errors?: { message: string; extensions?: Record<string, unknown>; path?: unknown[] }[];
 }
 
-/** Starts a server on 127.0.0.1 port 0 (in-memory database, silent logs unless overridden). */
+/**
+ * Starts a server on 127.0.0.1 port 0: in-memory database, silent logs and no web front end build
+ * (whatever `web/dist` holds in the working tree) unless overridden.
+ */
 export async function start(options: CreatureServerOptions = {}): Promise<Running> {
-  const server = createServer({ databasePath: ':memory:', logLevel: 'silent', ...options });
+  const server = createServer({
+    databasePath: ':memory:',
+    logLevel: 'silent',
+    webRoot: join(tmpdir(), `no-web-build-${process.pid}`),
+    ...options,
+  });
   await server.listen(0, '127.0.0.1');
   const endpoint = `${server.url}/graphql`;
   return {
