@@ -298,4 +298,20 @@ describe('401/403 of the permission middleware on the administration routes', ()
       permission: null,
     });
   });
+  test('OnDenied replaces the default denial body; status and WWW-Authenticate stay', async () => {
+    const g = await adminFixture({
+      onDenied: (_request, _reply, denied) => ({
+        problem: denied.body.error_description,
+        code: denied.status,
+      }),
+    });
+    try {
+      const r = await g.call(undefined, 'GET', 'users');
+      assert.equal(r.statusCode, 401);
+      assert.equal(r.headers['www-authenticate'], 'Bearer');
+      assert.deepEqual(JSON.parse(r.body), { problem: 'GuestNotAllowed', code: 401 });
+    } finally {
+      await g.close();
+    }
+  });
 });

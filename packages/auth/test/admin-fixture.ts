@@ -5,7 +5,7 @@
  */
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { generateKeyPair, SignJWT } from 'jose';
-import { adminApi, normalizeBasePath } from '../src/admin/index.ts';
+import { type AdminApiOptions, adminApi, normalizeBasePath } from '../src/admin/index.ts';
 import { AuthorizationService } from '../src/authorization.ts';
 import { PasswordHasher } from '../src/passwords.ts';
 import { SqliteAuthStore } from '../src/store/sqlite.ts';
@@ -44,7 +44,9 @@ export interface AdminFixture {
   close(): Promise<void>;
 }
 
-export async function adminFixture(options: { basePath?: string } = {}): Promise<AdminFixture> {
+export async function adminFixture(
+  options: { basePath?: string; onDenied?: AdminApiOptions['onDenied'] } = {},
+): Promise<AdminFixture> {
   const store = new SqliteAuthStore({ path: ':memory:' });
   const hasher = new PasswordHasher({ params: TEST_HASH_PARAMS });
   const { privateKey, publicKey } = await generateKeyPair('ES256');
@@ -54,7 +56,13 @@ export async function adminFixture(options: { basePath?: string } = {}): Promise
     tokenVerifier: new JwtTokenVerifier({ key: publicKey, issuer, algorithms: ['ES256'] }),
   });
   const app = Fastify({ logger: false });
-  await app.register(adminApi, { store, authorization, passwordHasher: hasher, basePath: options.basePath });
+  await app.register(adminApi, {
+    store,
+    authorization,
+    passwordHasher: hasher,
+    basePath: options.basePath,
+    onDenied: options.onDenied,
+  });
   await app.ready();
   const base = `${normalizeBasePath(options.basePath)}/api`;
 

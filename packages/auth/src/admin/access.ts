@@ -1,9 +1,7 @@
 /**
- * What the administration API needs from the permission middleware (spec 001 "Authentication": the
- * administration API is protected by the same permission middleware), as one narrow interface, plus the
- * permission codes of the spec.
+ * The permission codes of the administration API (spec 001 "Authentication": the administration API is
+ * protected by the same permission middleware) and the caller recorded in its audit events.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** The permission codes of the administration API (spec 001 "Authentication"). */
 export const AdminPermission = Object.freeze({
@@ -33,21 +31,4 @@ export interface AdminCaller {
   readonly subjectName: string | null;
   /** The OAuth client the token was issued to, when known. */
   readonly clientId: string | null;
-}
-
-/**
- * The permission check of the administration API. The default implementation adapts the core's Fastify
- * permission middleware; tests or embedders may pass another.
- */
-export interface AdminAccess {
-  /**
-   * A Fastify `onRequest` hook that authenticates the bearer token and requires `permission` (a concrete code).
-   * On refusal it answers itself with the middleware's denial body and status (401/403, spec 001
-   * "Business endpoints protected by the permission middleware") and the route handler does not run.
-   */
-  require(permission: string): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
-  /** Whether the caller of an already authenticated request also holds `permission` (deny rules win). */
-  holds(request: FastifyRequest, permission: string): Promise<boolean>;
-  /** The authenticated caller of `request`. @throws Error when called before {@link require} succeeded. */
-  caller(request: FastifyRequest): AdminCaller;
 }

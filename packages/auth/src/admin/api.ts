@@ -26,14 +26,13 @@ import type {
   UserRecord,
 } from '../store/types.ts';
 import { nameKey, roleNameList } from '../store/validation.ts';
-import { type AdminAccess, AdminPermission } from './access.ts';
+import { type AdminCaller, AdminPermission } from './access.ts';
 import { AdminHttpError, SeparationOfDutiesError } from './http.ts';
 import * as s from './schemas.ts';
 
 /** Options of {@link registerAdminRoutes}. */
 export interface AdminRoutesOptions {
   readonly store: AuthStore;
-  readonly access: AdminAccess;
   /** Hashes new user passwords (and checks their length rules). */
   readonly passwordHasher: PasswordHasher;
   /** Hashes new client secrets into the form the token endpoint verifies. */
@@ -144,11 +143,25 @@ const errors = (...codes: number[]) => {
 const noContent = { 204: { description: 'Done', type: 'null' } };
 
 /**
- * Registers the API routes on `app` (which must carry the `/api` prefix and the strict validation of
- * `./http.ts`).
+ * Registers the API routes on `app` (which must carry the `/api` prefix, the strict validation of
+ * `./http.ts` and the core's permission middleware, which reads each route's `config.auth`).
  */
 export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
-  const { store, access, passwordHasher, hashClientSecret, now } = options;
+  const { store, passwordHasher, hashClientSecret, now } = options;
+  const access = {
+    /** Whether the (authenticated) caller also holds `permission` (deny rules win). */
+    holds: (request: FastifyRequest, permission: string) => request.auth.check(permission).isGranted,
+    /** The authenticated caller, from the permission middleware's outcome. */
+    caller(request: FastifyRequest): AdminCaller {
+      const subject = request.auth?.subject;
+      if (!subject) throw new Error('administration API: route reached without an authenticated subject');
+      return {
+        subjectId: subject.id,
+        subjectName: subject.kind === 'user' ? subject.name : null,
+        clientId: subject.clientId,
+      };
+    },
+  };
   const P = AdminPermission;
   const bearer = [{ bearerAuth: [] }];
 
@@ -205,7 +218,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     permission: string,
   ) {
     if (value === undefined || value.length === 0) return;
-    if (!(await access.holds(request, permission))) await refuse(request, action, target, field, permission);
+    if (!access.holds(request, permission)) await refuse(request, action, target, field, permission);
   }
 
   /**
@@ -225,7 +238,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     key?: (x: string) => string,
   ): Promise<boolean> {
     if (value === undefined) return false;
-    if (await access.holds(request, permission)) return true;
+    if (access.holds(request, permission)) return true;
     if (sameSet(value, current, key)) return false;
     await refuse(request, action, target, field, permission);
     return false;
@@ -248,7 +261,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Querystring: ListQ }>(
     '/users',
     {
-      onRequest: access.require(P.Read),
+      config: { auth: { permission: P.Read } },
       schema: {
         tags: ['users'],
         summary: 'List users (paged, by user name)',
@@ -268,7 +281,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Params: { id: string } }>(
     '/users/:id',
     {
-      onRequest: access.require(P.Read),
+      config: { auth: { permission: P.Read } },
       schema: {
         tags: ['users'],
         summary: 'Get a user',
@@ -298,7 +311,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.post<{ Body: NewUserBody }>(
     '/users',
     {
-      onRequest: access.require(P.Users),
+      config: { auth: { permission: P.Users } },
       schema: {
         tags: ['users'],
         summary: 'Create a user',
@@ -343,7 +356,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.patch<{ Params: { id: string }; Body: UserPatchBody }>(
     '/users/:id',
     {
-      onRequest: access.require(P.Users),
+      config: { auth: { permission: P.Users } },
       schema: {
         tags: ['users'],
         summary: 'Update a user (omitted fields stay unchanged)',
@@ -404,7 +417,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.delete<{ Params: { id: string } }>(
     '/users/:id',
     {
-      onRequest: access.require(P.Users),
+      config: { auth: { permission: P.Users } },
       schema: {
         tags: ['users'],
         summary: 'Delete a user',
@@ -427,7 +440,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.put<{ Params: { id: string }; Body: { password: string } }>(
     '/users/:id/password',
     {
-      onRequest: access.require(P.Users),
+      config: { auth: { permission: P.Users } },
       schema: {
         tags: ['users'],
         summary: "Set a user's password",
@@ -461,7 +474,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     app.post<{ Params: { id: string } }>(
       `/users/:id/${action}`,
       {
-        onRequest: access.require(P.Users),
+        config: { auth: { permission: P.Users } },
         schema: {
           tags: ['users'],
           summary,
@@ -500,7 +513,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Querystring: ListQ }>(
     '/roles',
     {
-      onRequest: access.require(P.Read),
+      config: { auth: { permission: P.Read } },
       schema: {
         tags: ['roles'],
         summary: 'List roles (paged, by name)',
@@ -519,7 +532,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Params: { id: string } }>(
     '/roles/:id',
     {
-      onRequest: access.require(P.Read),
+      config: { auth: { permission: P.Read } },
       schema: {
         tags: ['roles'],
         summary: 'Get a role',
@@ -541,7 +554,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.post<{ Body: RoleBody }>(
     '/roles',
     {
-      onRequest: access.require(P.Roles),
+      config: { auth: { permission: P.Roles } },
       schema: {
         tags: ['roles'],
         summary: 'Create a role',
@@ -571,7 +584,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.patch<{ Params: { id: string }; Body: Partial<RoleBody> }>(
     '/roles/:id',
     {
-      onRequest: access.require(P.Roles),
+      config: { auth: { permission: P.Roles } },
       schema: {
         tags: ['roles'],
         summary: 'Update a role (omitted fields stay unchanged)',
@@ -626,7 +639,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.delete<{ Params: { id: string } }>(
     '/roles/:id',
     {
-      onRequest: access.require(P.Roles),
+      config: { auth: { permission: P.Roles } },
       schema: {
         tags: ['roles'],
         summary: 'Delete a role (its holders lose it); built-in system roles cannot be deleted (400)',
@@ -660,7 +673,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Querystring: ListQ }>(
     '/permissions',
     {
-      onRequest: access.require(P.Read),
+      config: { auth: { permission: P.Read } },
       schema: {
         tags: ['permissions'],
         summary: 'List the permission catalog (paged, by code)',
@@ -679,7 +692,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Params: { code: string } }>(
     '/permissions/:code',
     {
-      onRequest: access.require(P.Read),
+      config: { auth: { permission: P.Read } },
       schema: {
         tags: ['permissions'],
         summary: 'Get a permission by code (case-insensitive)',
@@ -694,7 +707,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.post<{ Body: { code: string; description?: string } }>(
     '/permissions',
     {
-      onRequest: access.require(P.Permissions),
+      config: { auth: { permission: P.Permissions } },
       schema: {
         tags: ['permissions'],
         summary: 'Add a permission code to the catalog',
@@ -721,7 +734,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.patch<{ Params: { code: string }; Body: { description: string } }>(
     '/permissions/:code',
     {
-      onRequest: access.require(P.Permissions),
+      config: { auth: { permission: P.Permissions } },
       schema: {
         tags: ['permissions'],
         summary: "Change a permission's description",
@@ -745,7 +758,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.delete<{ Params: { code: string } }>(
     '/permissions/:code',
     {
-      onRequest: access.require(P.Permissions),
+      config: { auth: { permission: P.Permissions } },
       schema: {
         tags: ['permissions'],
         summary: 'Remove a permission code from the catalog',
@@ -778,7 +791,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Querystring: ListQ }>(
     '/clients',
     {
-      onRequest: access.require(P.Read),
+      config: { auth: { permission: P.Read } },
       schema: {
         tags: ['clients'],
         summary: 'List clients (paged, by client id)',
@@ -797,7 +810,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Params: { clientId: string } }>(
     '/clients/:clientId',
     {
-      onRequest: access.require(P.Read),
+      config: { auth: { permission: P.Read } },
       schema: {
         tags: ['clients'],
         summary: 'Get a client',
@@ -824,7 +837,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.post<{ Body: ClientBody }>(
     '/clients',
     {
-      onRequest: access.require(P.Clients),
+      config: { auth: { permission: P.Clients } },
       schema: {
         tags: ['clients'],
         summary: 'Register a client',
@@ -869,7 +882,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   }>(
     '/clients/:clientId',
     {
-      onRequest: access.require(P.Clients),
+      config: { auth: { permission: P.Clients } },
       schema: {
         tags: ['clients'],
         summary: 'Update a client (omitted fields stay unchanged)',
@@ -915,7 +928,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.post<{ Params: { clientId: string }; Body: { clientSecret?: string } | undefined }>(
     '/clients/:clientId/secret',
     {
-      onRequest: access.require(P.Clients),
+      config: { auth: { permission: P.Clients } },
       schema: {
         tags: ['clients'],
         summary: "Replace a confidential client's secret",
@@ -947,7 +960,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.delete<{ Params: { clientId: string } }>(
     '/clients/:clientId',
     {
-      onRequest: access.require(P.Clients),
+      config: { auth: { permission: P.Clients } },
       schema: {
         tags: ['clients'],
         summary: 'Delete a client (and its refresh tokens and authorization codes)',
@@ -983,7 +996,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   app.get<{ Querystring: AuditQ }>(
     '/audit',
     {
-      onRequest: access.require(P.Audit),
+      config: { auth: { permission: P.Audit } },
       schema: {
         tags: ['audit'],
         summary: 'Audit events, newest first, filtered and paged',

@@ -14,18 +14,16 @@
 import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AuthorizationService } from '../authorization.ts';
+import { type AuthPluginOptions, authPlugin } from '../middleware/fastify.ts';
 import { PasswordHasher } from '../passwords.ts';
 import type { AuthStore } from '../store/types.ts';
-import type { AdminAccess } from './access.ts';
 import { registerAdminRoutes } from './api.ts';
 import { adminErrorHandler, installValidation, requireJsonBody, sendError } from './http.ts';
 import { noQuery } from './schemas.ts';
-import { serviceAccess } from './service-access.ts';
 
-export type { AdminAccess, AdminCaller } from './access.ts';
+export type { AdminCaller } from './access.ts';
 export { AdminPermission } from './access.ts';
 export { AdminHttpError, SeparationOfDutiesError } from './http.ts';
-export { type ServiceAccessOptions, serviceAccess } from './service-access.ts';
 
 /** Default `BasePath` of the administration API and page (spec 001: default `/auth-admin`). */
 export const DEFAULT_ADMIN_BASE_PATH = '/auth-admin';
@@ -37,12 +35,12 @@ export interface AdminApiOptions {
   /** The auth core's store. */
   store: AuthStore;
   /**
-   * The core's authorization engine (token verifier + store): the API is protected by the same checks and
-   * denial answers as the permission middleware. Give this or `access`.
+   * The core's authorization engine (token verifier + store). The API registers the core's permission
+   * middleware (`authPlugin`) with it, unless the parent instance already carries that middleware.
    */
-  authorization?: AuthorizationService;
-  /** A custom permission check instead of `authorization` (see {@link AdminAccess}). */
-  access?: AdminAccess;
+  authorization: AuthorizationService;
+  /** `OnDenied` of the permission middleware (spec 001): replaces the default denial body. */
+  onDenied?: AuthPluginOptions['onDenied'];
   /** Hashes passwords set through the API. Default: a `PasswordHasher` with OWASP scrypt parameters. */
   passwordHasher?: PasswordHasher;
   /**
@@ -80,14 +78,17 @@ export function normalizeBasePath(basePath: string | undefined): string {
 export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: FastifyInstance, options) => {
   const basePath = normalizeBasePath(options.basePath);
   if (!options.store) throw new TypeError('adminApi: option `store` is required');
-  const access = options.access ?? (options.authorization ? serviceAccess(options.authorization) : undefined);
-  if (!access) throw new TypeError('adminApi: option `authorization` (or `access`) is required');
+  if (!options.authorization) throw new TypeError('adminApi: option `authorization` is required');
   const passwordHasher = options.passwordHasher ?? new PasswordHasher();
   const hashClientSecret = options.hashClientSecret ?? ((secret: string) => passwordHasher.hash(secret));
   const now = options.now ?? Date.now;
 
   await app.register(
     async (api) => {
+      // The permission middleware checks each route's `config.auth` in `onRequest` (before the body is read).
+      if (!api.hasRequestDecorator('auth')) {
+        await api.register(authPlugin, { service: options.authorization, onDenied: options.onDenied });
+      }
       installValidation(api);
       api.setErrorHandler(adminErrorHandler);
       api.setNotFoundHandler((request, reply) =>
@@ -118,7 +119,6 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
       });
       registerAdminRoutes(api, {
         store: options.store,
-        access,
         passwordHasher,
         hashClientSecret,
         now,

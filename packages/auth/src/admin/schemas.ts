@@ -73,9 +73,13 @@ export const errorSchema: Schema = {
   properties: { error: { type: 'string', description: 'What went wrong, naming the field and rule.' } },
 };
 
-/** The middleware's denial body (spec 001 "Middleware denial body"), for 401/403 from the permission check. */
+/**
+ * The middleware's denial body (spec 001 "Middleware denial body"), for 401/403 from the permission check.
+ * Open (`additionalProperties`) so that a body replaced by `OnDenied` is serialized as given.
+ */
 export const denialSchema: Schema = {
   type: 'object',
+  additionalProperties: true,
   properties: {
     error: { type: 'string' },
     error_description: { type: 'string' },
