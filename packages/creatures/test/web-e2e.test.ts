@@ -1,0 +1,263 @@
+/**
+ * End-to-end tests of the web front end in a real browser: Debian's Chromium (`/usr/bin/chromium`, installed
+ * by `scripts/setup-browser.ts`) driven by playwright-core, against the real creature server on an ephemeral
+ * port with an in-memory database, serving the production build of `web/` (built when stale). Two browser
+ * contexts stand for two users' browsers; live updates travel between them over GraphQL subscriptions (SSE).
+ * A screenshot is stored in `packages/creatures/test-artifacts/`.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
+import { buildWeb, WEB_DIST } from '../scripts/build-web.ts';
+import { CHROMIUM_PATH } from '../scripts/setup-browser.ts';
+import { createSubscriptionHandler, isEventStreamRequest, withSubscriptions } from '../src/subscriptions.ts';
+import { type Running, start } from './helpers.ts';
+
+/** Where the screenshot artifact goes (gitignored). */
+const ARTIFACTS = join(import.meta.dirname, '..', 'test-artifacts');
+
+const LAUNCH_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+let running: Running;
+let browser: Browser;
+let contexts: BrowserContext[] = [];
+let page1: Page;
+let page2: Page;
+let base: string;
+
+/** Opens a page in a fresh browser context (its own storage, like another user's browser). */
+async function openPage(): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  contexts.push(context);
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  return page;
+}
+
+/**
+ * Waits until the server has `n` subscribers on its change feed besides its own response-cache listener,
+ * i.e. the pages' subscriptions are established and will see the next change.
+ */
+async function subscribers(n: number): Promise<void> {
+  const events = running.server.store.events;
+  const baseline = 1;
+  for (let i = 0; events.listenerCount('change') < baseline + n; i++) {
+    if (i > 1500)
+      assert.fail(`expected ${n} subscriptions, have ${events.listenerCount('change') - baseline}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** The text content of an element ("" when it has none); not `innerText`, which applies CSS text-transform. */
+async function text(locator: Locator): Promise<string> {
+  return (await locator.textContent()) ?? '';
+}
+
+/** The cells of the table row whose first cell is `name`. */
+function cells(table: Locator, name: string): Promise<string[]> {
+  return table
+    .getByRole('row')
+    .filter({ has: table.page().getByRole('cell', { name, exact: true }) })
+    .getByRole('cell')
+    .allTextContents();
+}
+
+/** The names shown in a page's creature list. */
+function listedNames(page: Page): Promise<string[]> {
+  return page.getByRole('list', { name: 'Creatures' }).locator('li .name').allTextContents();
+}
+
+/**
+ * Routes event-stream requests of the running server to the subscription handler. TEMPORARY: until the
+ * server mounts `src/subscriptions.ts` on `/graphql` itself.
+ */
+function mountSubscriptions(r: Running): void {
+  const http = r.server.httpServer;
+  const original = http.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  const handle = createSubscriptionHandler({
+    schema: withSubscriptions(r.server.schema),
+    events: r.server.store.events,
+    context: () => ({ store: r.server.store }),
+  });
+  http.removeAllListeners('request');
+  http.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (req.url?.startsWith('/graphql') && isEventStreamRequest(req))
+      handle(req, res).catch(() => res.destroy());
+    else for (const listener of original) listener(req, res);
+  });
+}
+
+before(async () => {
+  assert.ok(
+    existsSync(CHROMIUM_PATH),
+    `${CHROMIUM_PATH} is missing: run npm run test:setup -w @seed/creatures`,
+  );
+  await buildWeb();
+  running = await start({ webRoot: WEB_DIST });
+  mountSubscriptions(running);
+  base = running.server.url;
+  browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: LAUNCH_ARGS });
+  page1 = await openPage();
+  page2 = await openPage();
+});
+
+after(async () => {
+  for (const context of contexts) await context.close();
+  contexts = [];
+  await browser?.close();
+  await running?.server.close();
+});
+
+describe('creature web front end (Chromium)', () => {
+  test('the page at / lists the 151 creatures; search by name and filter by type narrow the list', async () => {
+    const response = await page1.goto(`${base}/`);
+    assert.equal(response?.status(), 200);
+    await page1.getByRole('heading', { name: 'Creatures' }).waitFor();
+    await page1.getByText('151 of 151 shown').waitFor();
+    assert.equal((await listedNames(page1)).length, 151);
+
+    await page1.getByLabel('Search by name').fill('char');
+    await page1.getByText('3 of 151 shown').waitFor();
+    assert.deepEqual(await listedNames(page1), ['Charmander', 'Charmeleon', 'Charizard']);
+
+    await page1.getByLabel('Search by name').fill('');
+    await page1.getByLabel('Filter by type').selectOption('Electric');
+    await page1.getByText('9 of 9 shown').waitFor();
+    assert.deepEqual(await listedNames(page1), [
+      'Pikachu',
+      'Raichu',
+      'Magnemite',
+      'Magneton',
+      'Voltorb',
+      'Electrode',
+      'Electabuzz',
+      'Jolteon',
+      'Zapdos',
+    ]);
+    await page1.getByLabel('Filter by type').selectOption('');
+    await page1.getByText('151 of 151 shown').waitFor();
+  });
+
+  test("opening a creature shows its full detail; evolutions are links to the next creature's page", async () => {
+    await page1.getByLabel('Search by name').fill('pika');
+    await page1.getByRole('link', { name: /Pikachu/ }).click();
+    const heading = page1.getByRole('heading', { level: 2, name: /Pikachu/ });
+    await heading.waitFor();
+    assert.match(await text(heading), /Pikachu\s*#025/);
+    const facts = page1.locator('dl.facts');
+    assert.match(await text(facts), /Weight\s*5\.25kg – 6\.75kg/);
+    assert.match(await text(facts), /Height\s*0\.35m – 0\.45m/);
+    assert.match(await text(facts), /Evolves with\s*50 Pikachu candies/);
+    const fast = page1.getByRole('table', { name: 'Fast attacks' });
+    assert.deepEqual(await cells(fast, 'Thunder Shock'), ['Thunder Shock', 'Electric', '5']);
+    assert.deepEqual(await cells(page1.getByRole('table', { name: 'Special attacks' }), 'Thunderbolt'), [
+      'Thunderbolt',
+      'Electric',
+      '80',
+    ]);
+
+    await page1.getByRole('region', { name: 'Evolutions' }).getByRole('link', { name: 'Raichu' }).click();
+    await page1.getByRole('heading', { level: 2, name: /Raichu/ }).waitFor();
+    assert.match(page1.url(), /#\/creatures\/Raichu$/);
+    assert.match(await text(page1.locator('dl.facts')), /Max CP\s*2182/);
+    await page1.getByRole('region', { name: 'Evolutions' }).getByRole('link', { name: 'Pikachu' }).waitFor();
+  });
+
+  test('a message posted and edited in one browser shows up live in another', async () => {
+    await page2.goto(`${base}/`);
+    await page2.getByText('151 of 151 shown').waitFor();
+    await subscribers(4); // two subscriptions (creatures, messages) per page
+
+    await page1.getByLabel('Your name').fill('Ash');
+    await page1.getByLabel('Message', { exact: true }).fill('Hello from the first browser');
+    await page1.getByRole('button', { name: 'Post' }).click();
+    const board1 = page1.getByRole('list', { name: 'Messages' });
+    await board1.getByText('Hello from the first browser').waitFor();
+    const board2 = page2.getByRole('list', { name: 'Messages' });
+    await board2.getByText('Hello from the first browser').waitFor();
+    assert.match(await text(board2.locator('li').first()), /Ash/);
+
+    await board1.getByRole('button', { name: 'Edit' }).first().click();
+    await page1.getByRole('textbox', { name: 'Edit message' }).fill('Hello again, edited');
+    await page1.getByRole('button', { name: 'Save' }).click();
+    await board1.getByText('Hello again, edited').waitFor();
+    await board2.getByText('Hello again, edited').waitFor();
+    assert.equal(await board2.getByText('Hello from the first browser').count(), 0);
+    assert.equal(await board2.locator('li').count(), 1);
+  });
+
+  test('a creature edited, created and deleted in one browser changes live in the other', async () => {
+    await page2.goto(`${base}/#/creatures/Pikachu`);
+    await page2.getByRole('heading', { level: 2, name: /Pikachu/ }).waitFor();
+    assert.match(await text(page2.locator('dl.facts')), /Max CP\s*938/);
+
+    await page1.goto(`${base}/#/creatures/Pikachu/edit`);
+    const maxCP = page1.getByLabel('Max CP');
+    assert.equal(await maxCP.inputValue(), '938');
+    await maxCP.fill('999');
+    await page1.getByRole('button', { name: 'Save changes' }).click();
+    await page1.getByRole('heading', { level: 2, name: /Pikachu/ }).waitFor();
+    await page1.locator('dl.facts', { hasText: '999' }).waitFor();
+    await page2.locator('dl.facts', { hasText: /Max CP\s*999/ }).waitFor();
+    await page2.getByText('Pikachu was updated').waitFor();
+
+    await page1.getByRole('link', { name: 'New creature' }).click();
+    await page1.getByLabel('Name', { exact: true }).fill('Sparkmon');
+    await page1.getByLabel('Types', { exact: true }).fill('Electric, Fairy');
+    await page1.getByLabel('Weight (minimum)').fill('1kg');
+    await page1.getByRole('button', { name: 'Create creature' }).click();
+    await page1.getByRole('heading', { level: 2, name: /Sparkmon/ }).waitFor();
+    await page2.getByText('152 of 152 shown').waitFor();
+    assert.ok((await listedNames(page2)).includes('Sparkmon'));
+
+    await page1.getByRole('button', { name: 'Delete' }).click();
+    await page1.getByRole('button', { name: 'Yes, delete Sparkmon' }).click();
+    await page1.waitForURL(/#\/$/);
+    await page2.getByText('151 of 151 shown').waitFor();
+    assert.ok(!(await listedNames(page2)).includes('Sparkmon'));
+  });
+
+  test("the server's errors are shown to the user", async () => {
+    await page1.goto(`${base}/#/new`);
+    await page1.getByLabel('Name', { exact: true }).fill('pikachu');
+    await page1.getByRole('button', { name: 'Create creature' }).click();
+    const alert = page1.getByRole('alert');
+    await alert.waitFor();
+    assert.match(await text(alert), /name must be unique: "pikachu" is taken by creature 025/);
+
+    await page1.getByLabel('Name', { exact: true }).fill('Decimon');
+    await page1.getByLabel('Max CP').fill('12.5');
+    await page1.getByRole('button', { name: 'Create creature' }).click();
+    await page1
+      .getByRole('alert')
+      .getByText(/Int cannot represent non-integer value: 12\.5/)
+      .waitFor();
+    assert.equal(await page1.getByRole('heading', { level: 2, name: 'New creature' }).count(), 1);
+
+    await page1.getByLabel('Message id').fill('no-such-message');
+    await page1.getByRole('button', { name: 'Open' }).click();
+    await page1.getByRole('alert').getByText('No message has the id “no-such-message”.').waitFor();
+  });
+
+  test('a screenshot of the page is stored as a test artifact', async () => {
+    await page1.goto(`${base}/#/creatures/Pikachu`);
+    await page1.getByRole('table', { name: 'Fast attacks' }).waitFor();
+    await page1.getByRole('list', { name: 'Messages' }).getByText('Hello again, edited').waitFor();
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const file = join(ARTIFACTS, 'creatures-web.png');
+    await page1.screenshot({ path: file, fullPage: true });
+    assert.ok(statSync(file).size > 10_000, 'the screenshot has content');
+  });
+});
