@@ -445,7 +445,11 @@ export class Store {
    * Ends when `signal` aborts.
    */
   async *changes(signal?: AbortSignal): AsyncGenerator<ChangeEvent> {
-    for await (const [event] of on(this.events, 'change', { signal })) yield event as ChangeEvent;
+    try {
+      for await (const [event] of on(this.events, 'change', { signal })) yield event as ChangeEvent;
+    } catch (err) {
+      if ((err as Error).name !== 'AbortError') throw err;
+    }
   }
 
   /** Closes the database; the store must not be used afterwards. */

@@ -44,6 +44,23 @@ describe('message mutations (spec 000 extension example)', () => {
     assert.match(upd.body.errors![0]!.message, /No message exists with id "nope"/);
   });
 
+  test('store.changes() yields each committed change until its signal aborts', async () => {
+    const abort = new AbortController();
+    const iterator = s.server.store.changes(abort.signal);
+    const next = iterator.next();
+    const created = await s.gql('mutation { createMessage(input: { content: "event" }) { id } }');
+    const { value } = await next;
+    assert.deepEqual(value, {
+      entity: 'message',
+      kind: 'created',
+      id: created.body.data.createMessage.id,
+      value: { id: created.body.data.createMessage.id, content: 'event', author: null },
+    });
+    const after = iterator.next();
+    abort.abort();
+    assert.deepEqual(await after, { value: undefined, done: true });
+  });
+
   test('a too long author is rejected naming the field', async () => {
     const res = await s.gql('mutation ($a: String) { createMessage(input: { author: $a }) { id } }', {
       a: 'x'.repeat(101),
