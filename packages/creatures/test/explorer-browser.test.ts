@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { type Browser, chromium } from 'playwright-core';
-import { findChromium } from './chromium.ts';
+import { CHROMIUM_PATH } from '../scripts/setup-browser.ts';
 import { type Running, start } from './helpers.ts';
 
-const executablePath = findChromium();
+const executablePath = existsSync(CHROMIUM_PATH) ? CHROMIUM_PATH : undefined;
 let s: Running;
 let browser: Browser;
 
@@ -19,7 +20,9 @@ after(async () => {
 });
 
 test('the explorer renders offline in Chromium: Docs panel shows Query, and the default query runs', {
-  skip: executablePath ? false : 'no Chromium installed (npm run test:setup installs it as root)',
+  skip: executablePath
+    ? false
+    : `no Chromium at ${CHROMIUM_PATH} (npm run test:setup -w @seed/creatures installs it as root)`,
 }, async () => {
   const page = await browser.newPage();
   const foreign: string[] = [];
