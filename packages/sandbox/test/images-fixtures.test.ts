@@ -153,6 +153,24 @@ describe('integrity and containment', () => {
     }
   });
 
+  test('transient failures (503, connection reset mid-download) are retried', async () => {
+    const layer = await buildLayer([{ name: 'flaky', content: 'y'.repeat(50_000) }]);
+    const pushed = await pushFixture('flaky', [layer]);
+    const proxy = await startRegistryProxy();
+    try {
+      const digest = sha256Digest(layer.data);
+      proxy.flaky.add(digest);
+      const { store } = await newStore([{ host: proxy.host, transport: 'http' }]);
+      const img = await store.pull(`${proxy.host}/seed-test/flaky:latest`);
+      assert.equal(fs.readFileSync(join(img.layerDirs[0]!, 'flaky'), 'utf8').length, 50_000);
+      const gets = proxy.requests.filter((r) => r === `GET /v2/seed-test/flaky/blobs/${digest}`);
+      assert.equal(gets.length, 3);
+      assert.ok(pushed.reference);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   test('tar entries climbing out of the layer with ../ are rejected and nothing lands outside', async () => {
     const outside = await tempDir('seed-outside-');
     const name = `escape-${process.pid}`;

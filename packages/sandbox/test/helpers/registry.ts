@@ -157,6 +157,8 @@ export interface RegistryProxy {
   bearer?: { username: string; password: string; token: string };
   /** Answer 404 to every manifest request (a search registry that lacks everything). */
   notFound: boolean;
+  /** Blob digests answered once with 503 and once with a connection reset mid-body, then served. */
+  flaky: Set<string>;
   close(): Promise<void>;
 }
 
@@ -169,6 +171,7 @@ export async function startRegistryProxy(): Promise<RegistryProxy> {
     requests: [],
     corrupt: new Set(),
     stall: new Set(),
+    flaky: new Set(),
     notFound: false,
     close: () =>
       new Promise((res) => {
@@ -207,6 +210,19 @@ export async function startRegistryProxy(): Promise<RegistryProxy> {
       return;
     }
     const digest = /\/blobs\/(sha256:[a-f0-9]{64})$/.exec(url.pathname)?.[1];
+    if (digest && proxy.flaky.has(digest) && req.method === 'GET') {
+      const seen = proxy.requests.filter((r) => r === `GET ${url.pathname}`).length;
+      if (seen === 1) {
+        res.writeHead(503, { 'content-type': 'application/json' }).end('{"errors":[{"code":"UNAVAILABLE"}]}');
+        return;
+      }
+      if (seen === 2) {
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': '100000000' });
+        res.write(Buffer.alloc(1000));
+        setTimeout(() => res.destroy(), 20);
+        return;
+      }
+    }
     const up = request(
       {
         host: '127.0.0.1',
