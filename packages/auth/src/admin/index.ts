@@ -19,11 +19,13 @@ import { PasswordHasher } from '../passwords.ts';
 import type { AuthStore } from '../store/types.ts';
 import { registerAdminRoutes } from './api.ts';
 import { adminErrorHandler, installValidation, requireJsonBody, sendError } from './http.ts';
+import { type AdminPageOptions, registerAdminPage } from './page.ts';
 import { noQuery } from './schemas.ts';
 
 export type { AdminCaller } from './access.ts';
 export { AdminPermission } from './access.ts';
 export { AdminHttpError, SeparationOfDutiesError } from './http.ts';
+export { type AdminPageOptions, DEFAULT_ADMIN_PAGE_CLIENT_ID, DEFAULT_ADMIN_PAGE_SCOPE } from './page.ts';
 
 /** Default `BasePath` of the administration API and page (spec 001: default `/auth-admin`). */
 export const DEFAULT_ADMIN_BASE_PATH = '/auth-admin';
@@ -52,6 +54,8 @@ export interface AdminApiOptions {
   now?: () => number;
   /** Largest accepted request body, bytes. Default 1 MiB. */
   bodyLimit?: number;
+  /** The admin web page at `{basePath}/` (client and scope it signs in with), or `false` for none. */
+  page?: AdminPageOptions | false;
 }
 
 /**
@@ -69,7 +73,7 @@ export function normalizeBasePath(basePath: string | undefined): string {
 
 /**
  * Fastify plugin serving the administration REST API under `{basePath}/api` (users, roles, permissions,
- * clients, audit; OpenAPI document at `{basePath}/api/openapi.json`).
+ * clients, audit; OpenAPI document at `{basePath}/api/openapi.json`) and the admin web page at `{basePath}/`.
  *
  * Register it without a `prefix` (it applies `basePath` itself). It is encapsulated: its validator, error
  * handler and not-found handler only apply to its own routes.
@@ -127,4 +131,8 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
     },
     { prefix: `${basePath}/api` },
   );
+  if (options.page !== false) {
+    const page = options.page;
+    await app.register(async (web) => registerAdminPage(web, basePath, page));
+  }
 };

@@ -1,0 +1,896 @@
+// Admin page of the auth service (spec 001, issue 6). Plain ES module, no build step, no external assets.
+// Sign-in: the server's own OAuth 2.0 authorization-code flow with PKCE S256 (RFC 6749 §4.1, RFC 7636) as a
+// public client; the access token is kept in sessionStorage and sent as a bearer token to `{BasePath}/api`.
+// All record data is written with textContent (never innerHTML): names come from other administrators.
+
+const html = document.documentElement;
+const BASE = html.dataset.basePath;
+const CLIENT_ID = html.dataset.clientId;
+const SCOPE = html.dataset.scope;
+const API = `${BASE}/api`;
+const REDIRECT_URI = `${location.origin}${BASE}/`;
+const TOKENS_KEY = 'seed-auth-admin.tokens';
+const PKCE_KEY = 'seed-auth-admin.pkce';
+const PAGE = 50;
+
+// ── small DOM helpers ──
+
+/** Creates an element; `props` may hold attributes, `text`, `on<Event>` handlers; children are nodes or text. */
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'text') node.textContent = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2).toLowerCase(), value);
+    else if (key === 'value') node.value = value;
+    else if (key === 'checked') node.checked = Boolean(value);
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const $ = (id) => document.getElementById(id);
+
+function status(message, kind = 'ok', secret) {
+  const box = $('status');
+  box.replaceChildren();
+  if (!message) return;
+  box.append(
+    el(
+      'p',
+      { class: kind, role: kind === 'error' ? 'alert' : undefined },
+      message,
+      secret ? el('code', { text: secret }) : null,
+    ),
+  );
+}
+
+const list = (text) =>
+  text
+    .split(/[\s,]+/)
+    .map((s) => s.trim())
+    .filter(Boolean);
+const joined = (items) => (items ?? []).join(', ');
+const when = (iso) => (iso ? new Date(iso).toLocaleString() : '');
+
+function field(label, input) {
+  return el('label', {}, label, input);
+}
+
+// ── OAuth 2.0 authorization code + PKCE ──
+
+function base64url(bytes) {
+  let s = '';
+  for (const b of bytes) s += String.fromCharCode(b);
+  return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+const randomToken = () => base64url(crypto.getRandomValues(new Uint8Array(32)));
+async function s256(verifier) {
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier));
+  return base64url(new Uint8Array(digest));
+}
+
+let endpoints;
+async function discover() {
+  if (endpoints) return endpoints;
+  endpoints = { authorize: '/connect/authorize', token: '/connect/token', revoke: '/connect/revocation' };
+  try {
+    const res = await fetch('/.well-known/oauth-authorization-server');
+    if (res.ok) {
+      const meta = await res.json();
+      // Same origin as this page (the redirect URI is registered for it).
+      const path = (url, fallback) => (url ? new URL(url).pathname : fallback);
+      endpoints = {
+        authorize: path(meta.authorization_endpoint, endpoints.authorize),
+        token: path(meta.token_endpoint, endpoints.token),
+        revoke: path(meta.revocation_endpoint, endpoints.revoke),
+      };
+    }
+  } catch {
+    // keep the defaults
+  }
+  return endpoints;
+}
+
+async function signIn() {
+  const { authorize } = await discover();
+  const verifier = randomToken();
+  const state = randomToken();
+  sessionStorage.setItem(PKCE_KEY, JSON.stringify({ verifier, state }));
+  const params = new URLSearchParams({
+    response_type: 'code',
+    client_id: CLIENT_ID,
+    redirect_uri: REDIRECT_URI,
+    scope: SCOPE,
+    state,
+    code_challenge: await s256(verifier),
+    code_challenge_method: 'S256',
+  });
+  location.assign(`${authorize}?${params}`);
+}
+
+function saveTokens(body) {
+  const tokens = {
+    accessToken: body.access_token,
+    refreshToken: body.refresh_token ?? null,
+    expiresAt: Date.now() + (Number(body.expires_in) || 300) * 1000,
+  };
+  sessionStorage.setItem(TOKENS_KEY, JSON.stringify(tokens));
+  return tokens;
+}
+
+function tokens() {
+  try {
+    return JSON.parse(sessionStorage.getItem(TOKENS_KEY) ?? 'null');
+  } catch {
+    return null;
+  }
+}
+
+async function tokenRequest(form) {
+  const { token } = await discover();
+  const res = await fetch(token, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ client_id: CLIENT_ID, ...form }),
+  });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok)
+    throw new Error(`${body.error ?? res.status}: ${body.error_description ?? 'token request failed'}`);
+  return saveTokens(body);
+}
+
+/** Completes the flow when the authorization server redirected back here with `code` (or `error`). */
+async function handleCallback() {
+  const params = new URLSearchParams(location.search);
+  if (!params.has('code') && !params.has('error')) return;
+  history.replaceState(null, '', REDIRECT_URI);
+  const pending = JSON.parse(sessionStorage.getItem(PKCE_KEY) ?? 'null');
+  sessionStorage.removeItem(PKCE_KEY);
+  if (params.has('error')) {
+    status(`Sign-in failed: ${params.get('error')} ${params.get('error_description') ?? ''}`, 'error');
+    return;
+  }
+  if (!pending || params.get('state') !== pending.state) {
+    status('Sign-in failed: the answer does not belong to a sign-in started here (state mismatch).', 'error');
+    return;
+  }
+  try {
+    await tokenRequest({
+      grant_type: 'authorization_code',
+      code: params.get('code'),
+      redirect_uri: REDIRECT_URI,
+      code_verifier: pending.verifier,
+    });
+  } catch (error) {
+    status(`Sign-in failed: ${error.message}`, 'error');
+  }
+}
+
+async function signOut() {
+  const current = tokens();
+  sessionStorage.removeItem(TOKENS_KEY);
+  if (current?.refreshToken) {
+    const { revoke } = await discover();
+    await fetch(revoke, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        client_id: CLIENT_ID,
+        token: current.refreshToken,
+        token_type_hint: 'refresh_token',
+      }),
+    }).catch(() => undefined);
+  }
+  render();
+}
+
+// ── API calls ──
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** Calls the administration API; refreshes the access token once on 401; throws ApiError with the API's message. */
+async function api(method, path, body) {
+  const send = (t) =>
+    fetch(`${API}/${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${t.accessToken}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  let current = tokens();
+  if (!current) throw new ApiError(401, 'not signed in');
+  let res = await send(current);
+  if (res.status === 401 && current.refreshToken) {
+    try {
+      current = await tokenRequest({ grant_type: 'refresh_token', refresh_token: current.refreshToken });
+      res = await send(current);
+    } catch {
+      // fall through with the 401
+    }
+  }
+  if (res.status === 204) return null;
+  const data = await res.json().catch(() => ({}));
+  if (res.status === 401) {
+    sessionStorage.removeItem(TOKENS_KEY);
+    render();
+    throw new ApiError(401, 'Your session ended; sign in again.');
+  }
+  if (!res.ok) {
+    const message = data.error_description
+      ? `${data.error}: ${data.error_description} (${data.permission ?? ''})`
+      : data.error;
+    throw new ApiError(res.status, message ?? `HTTP ${res.status}`);
+  }
+  return data;
+}
+
+/** Runs an action, shows its success message or the API's error; re-renders the current view on success. */
+async function act(message, fn) {
+  try {
+    const result = await fn();
+    status(typeof message === 'function' ? message(result) : message, 'ok', result?.clientSecret);
+    await show(currentView);
+    return true;
+  } catch (error) {
+    status(error.message, 'error');
+    return false;
+  }
+}
+
+function confirmThen(question, fn) {
+  return () => {
+    if (confirm(question)) fn();
+  };
+}
+
+// ── views ──
+
+let currentView = 'users';
+const views = {
+  users: usersView,
+  roles: rolesView,
+  clients: clientsView,
+  permissions: permissionsView,
+  audit: auditView,
+};
+
+async function show(name) {
+  currentView = name;
+  for (const button of document.querySelectorAll('nav button')) {
+    if (button.dataset.view === name) button.setAttribute('aria-current', 'page');
+    else button.removeAttribute('aria-current');
+  }
+  const view = $('view');
+  try {
+    view.replaceChildren(await views[name]());
+  } catch (error) {
+    view.replaceChildren(el('p', { class: 'error', text: error.message }));
+  }
+}
+
+function table(headers, rows) {
+  return el(
+    'table',
+    {},
+    el(
+      'thead',
+      {},
+      el(
+        'tr',
+        {},
+        headers.map((h) => el('th', { scope: 'col', text: h })),
+      ),
+    ),
+    el('tbody', {}, rows),
+  );
+}
+
+function checkbox(name, label, checked) {
+  return el('label', { class: 'inline' }, el('input', { type: 'checkbox', name, checked }), label);
+}
+
+async function usersView() {
+  const page = await api('GET', `users?limit=${PAGE}`);
+  const editor = el('div');
+  const rows = page.items.map((user) =>
+    el(
+      'tr',
+      { 'data-user': user.userName },
+      el('td', { text: user.userName }),
+      el('td', { text: user.isEnabled ? 'enabled' : 'disabled' }),
+      el('td', { text: user.isLockedOut ? `locked until ${when(user.lockoutEnd)}` : '' }),
+      el('td', { text: joined(user.roles) }),
+      el('td', { text: joined(user.directPermissions) }),
+      el(
+        'td',
+        { class: 'actions' },
+        el('button', {
+          type: 'button',
+          class: 'secondary',
+          text: 'Edit',
+          onclick: () => editor.replaceChildren(userEditor(user)),
+        }),
+        user.isEnabled
+          ? el('button', {
+              type: 'button',
+              class: 'secondary',
+              text: 'Disable',
+              onclick: () => act(`Disabled ${user.userName}.`, () => api('POST', `users/${user.id}/disable`)),
+            })
+          : el('button', {
+              type: 'button',
+              class: 'secondary',
+              text: 'Enable',
+              onclick: () => act(`Enabled ${user.userName}.`, () => api('POST', `users/${user.id}/enable`)),
+            }),
+        user.isLockedOut
+          ? el('button', {
+              type: 'button',
+              class: 'secondary',
+              text: 'Unlock',
+              onclick: () => act(`Unlocked ${user.userName}.`, () => api('POST', `users/${user.id}/unlock`)),
+            })
+          : null,
+        el('button', {
+          type: 'button',
+          class: 'danger',
+          text: 'Delete',
+          onclick: confirmThen(`Delete user ${user.userName}?`, () =>
+            act(`Deleted ${user.userName}.`, () => api('DELETE', `users/${user.id}`)),
+          ),
+        }),
+      ),
+    ),
+  );
+  const form = el(
+    'form',
+    { class: 'card', id: 'new-user', 'aria-label': 'New user' },
+    el('h2', { text: 'New user' }),
+    el(
+      'div',
+      { class: 'fields' },
+      field('User name', el('input', { name: 'userName', required: true, maxlength: 256 })),
+      field(
+        'Password',
+        el('input', { name: 'password', type: 'password', autocomplete: 'new-password', maxlength: 1024 }),
+      ),
+      field('Roles (comma-separated)', el('input', { name: 'roles' })),
+      el('button', { type: 'submit', text: 'Create user' }),
+    ),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const body = { userName: data.get('userName') };
+    if (data.get('password')) body.password = data.get('password');
+    const roles = list(String(data.get('roles')));
+    if (roles.length) body.roles = roles;
+    act(
+      (user) => `Created user ${user.userName}.`,
+      () => api('POST', 'users', body),
+    );
+  });
+  return el(
+    'div',
+    {},
+    el('p', { text: `${page.total} user(s)` }),
+    table(['User name', 'Status', 'Lockout', 'Roles', 'Direct permissions', 'Actions'], rows),
+    editor,
+    form,
+  );
+}
+
+function userEditor(user) {
+  const form = el(
+    'form',
+    { class: 'card', 'aria-label': `Edit user ${user.userName}` },
+    el('h2', { text: `Edit ${user.userName}` }),
+    el(
+      'div',
+      { class: 'fields' },
+      field('User name', el('input', { name: 'userName', value: user.userName, required: true })),
+      field('Roles', el('input', { name: 'roles', value: joined(user.roles) })),
+      field(
+        'Direct permissions',
+        el('input', { name: 'directPermissions', value: joined(user.directPermissions) }),
+      ),
+      field(
+        'Denied permissions',
+        el('input', { name: 'deniedPermissions', value: joined(user.deniedPermissions) }),
+      ),
+      el('button', { type: 'submit', text: 'Save user' }),
+    ),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    act(`Saved ${data.get('userName')}.`, () =>
+      api('PATCH', `users/${user.id}`, {
+        userName: data.get('userName'),
+        roles: list(String(data.get('roles'))),
+        directPermissions: list(String(data.get('directPermissions'))),
+        deniedPermissions: list(String(data.get('deniedPermissions'))),
+      }),
+    );
+  });
+  const password = el(
+    'form',
+    { class: 'card', 'aria-label': `Set password of ${user.userName}` },
+    el('h2', { text: `Set password of ${user.userName}` }),
+    el(
+      'div',
+      { class: 'fields' },
+      field(
+        'New password',
+        el('input', { name: 'password', type: 'password', autocomplete: 'new-password', required: true }),
+      ),
+      el('button', { type: 'submit', text: 'Set password' }),
+    ),
+  );
+  password.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const value = new FormData(password).get('password');
+    act(`Password of ${user.userName} set; their sessions end.`, () =>
+      api('PUT', `users/${user.id}/password`, { password: value }),
+    );
+  });
+  return el('div', {}, form, password);
+}
+
+async function rolesView() {
+  const page = await api('GET', `roles?limit=${PAGE}`);
+  const editor = el('div');
+  const rows = page.items.map((role) =>
+    el(
+      'tr',
+      { 'data-role': role.name },
+      el('td', { text: role.name }),
+      el('td', { text: role.description }),
+      el('td', { text: joined(role.permissions) }),
+      el('td', { text: joined(role.deniedPermissions) }),
+      el('td', { text: role.isSystem ? 'built-in' : '' }),
+      el(
+        'td',
+        { class: 'actions' },
+        el('button', {
+          type: 'button',
+          class: 'secondary',
+          text: 'Edit',
+          onclick: () => editor.replaceChildren(roleEditor(role)),
+        }),
+        role.isSystem
+          ? null
+          : el('button', {
+              type: 'button',
+              class: 'danger',
+              text: 'Delete',
+              onclick: confirmThen(`Delete role ${role.name}?`, () =>
+                act(`Deleted role ${role.name}.`, () => api('DELETE', `roles/${role.id}`)),
+              ),
+            }),
+      ),
+    ),
+  );
+  const form = el(
+    'form',
+    { class: 'card', 'aria-label': 'New role' },
+    el('h2', { text: 'New role' }),
+    el(
+      'div',
+      { class: 'fields' },
+      field('Name', el('input', { name: 'name', required: true, maxlength: 64 })),
+      field('Description', el('input', { name: 'description' })),
+      field('Permissions', el('input', { name: 'permissions' })),
+      field('Denied permissions', el('input', { name: 'deniedPermissions' })),
+      el('button', { type: 'submit', text: 'Create role' }),
+    ),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const body = { name: data.get('name'), description: data.get('description') };
+    const permissions = list(String(data.get('permissions')));
+    const denied = list(String(data.get('deniedPermissions')));
+    if (permissions.length) body.permissions = permissions;
+    if (denied.length) body.deniedPermissions = denied;
+    act(
+      (role) => `Created role ${role.name}.`,
+      () => api('POST', 'roles', body),
+    );
+  });
+  return el(
+    'div',
+    {},
+    el('p', { text: `${page.total} role(s)` }),
+    table(['Name', 'Description', 'Permissions', 'Denied', 'Kind', 'Actions'], rows),
+    editor,
+    form,
+  );
+}
+
+function roleEditor(role) {
+  const form = el(
+    'form',
+    { class: 'card', 'aria-label': `Edit role ${role.name}` },
+    el('h2', { text: `Edit ${role.name}` }),
+    el(
+      'div',
+      { class: 'fields' },
+      field('Name', el('input', { name: 'name', value: role.name, required: true, disabled: role.isSystem })),
+      field('Description', el('input', { name: 'description', value: role.description })),
+      field(
+        'Permissions',
+        el('input', { name: 'permissions', value: joined(role.permissions), disabled: role.isSystem }),
+      ),
+      field(
+        'Denied permissions',
+        el('input', {
+          name: 'deniedPermissions',
+          value: joined(role.deniedPermissions),
+          disabled: role.isSystem,
+        }),
+      ),
+      el('button', { type: 'submit', text: 'Save role' }),
+    ),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const body = { description: data.get('description') };
+    if (!role.isSystem) {
+      body.name = data.get('name');
+      body.permissions = list(String(data.get('permissions')));
+      body.deniedPermissions = list(String(data.get('deniedPermissions')));
+    }
+    act(`Saved role ${body.name ?? role.name}.`, () => api('PATCH', `roles/${role.id}`, body));
+  });
+  return form;
+}
+
+const GRANTS = ['authorization_code', 'refresh_token', 'password', 'client_credentials'];
+
+async function clientsView() {
+  const page = await api('GET', `clients?limit=${PAGE}`);
+  const editor = el('div');
+  const rows = page.items.map((client) =>
+    el(
+      'tr',
+      { 'data-client': client.clientId },
+      el('td', { text: client.clientId }),
+      el('td', { text: client.displayName }),
+      el('td', { text: client.clientType }),
+      el('td', { text: client.isEnabled ? 'enabled' : 'disabled' }),
+      el('td', { text: joined(client.allowedGrantTypes) }),
+      el('td', { text: joined(client.allowedScopes) }),
+      el('td', { text: joined(client.redirectUris) }),
+      el(
+        'td',
+        { class: 'actions' },
+        el('button', {
+          type: 'button',
+          class: 'secondary',
+          text: 'Edit',
+          onclick: () => editor.replaceChildren(clientEditor(client)),
+        }),
+        el('button', {
+          type: 'button',
+          class: 'secondary',
+          text: client.isEnabled ? 'Disable' : 'Enable',
+          onclick: () =>
+            act(`${client.isEnabled ? 'Disabled' : 'Enabled'} ${client.clientId}.`, () =>
+              api('PATCH', `clients/${encodeURIComponent(client.clientId)}`, {
+                isEnabled: !client.isEnabled,
+              }),
+            ),
+        }),
+        client.clientType === 'confidential'
+          ? el('button', {
+              type: 'button',
+              class: 'secondary',
+              text: 'New secret',
+              onclick: confirmThen(`Replace the secret of ${client.clientId}?`, () =>
+                act(`New secret of ${client.clientId} (shown once): `, () =>
+                  api('POST', `clients/${encodeURIComponent(client.clientId)}/secret`),
+                ),
+              ),
+            })
+          : null,
+        el('button', {
+          type: 'button',
+          class: 'danger',
+          text: 'Delete',
+          onclick: confirmThen(`Delete client ${client.clientId}?`, () =>
+            act(`Deleted client ${client.clientId}.`, () =>
+              api('DELETE', `clients/${encodeURIComponent(client.clientId)}`),
+            ),
+          ),
+        }),
+      ),
+    ),
+  );
+  const form = el(
+    'form',
+    { class: 'card', 'aria-label': 'New client' },
+    el('h2', { text: 'New client' }),
+    el(
+      'div',
+      { class: 'fields' },
+      field('Client id', el('input', { name: 'clientId', required: true, maxlength: 128 })),
+      field('Display name', el('input', { name: 'displayName' })),
+      field(
+        'Type',
+        el(
+          'select',
+          { name: 'clientType' },
+          el('option', { value: 'public', text: 'public' }),
+          el('option', { value: 'confidential', text: 'confidential' }),
+        ),
+      ),
+      field('Redirect URIs', el('textarea', { name: 'redirectUris' })),
+      field('Scopes', el('input', { name: 'allowedScopes' })),
+      field('Permissions', el('input', { name: 'permissions' })),
+      el(
+        'div',
+        {},
+        GRANTS.map((g) => checkbox(g, g, false)),
+      ),
+      el('button', { type: 'submit', text: 'Create client' }),
+    ),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const body = {
+      clientId: data.get('clientId'),
+      displayName: data.get('displayName'),
+      clientType: data.get('clientType'),
+      redirectUris: list(String(data.get('redirectUris'))),
+      allowedScopes: list(String(data.get('allowedScopes'))),
+      allowedGrantTypes: GRANTS.filter((g) => data.get(g) === 'on'),
+    };
+    const permissions = list(String(data.get('permissions')));
+    if (permissions.length) body.permissions = permissions;
+    act(
+      (client) =>
+        client.clientSecret
+          ? `Created client ${client.clientId}. Its secret (shown once): `
+          : `Created client ${client.clientId}.`,
+      () => api('POST', 'clients', body),
+    );
+  });
+  return el(
+    'div',
+    {},
+    el('p', { text: `${page.total} client(s)` }),
+    table(['Client id', 'Name', 'Type', 'Status', 'Grant types', 'Scopes', 'Redirect URIs', 'Actions'], rows),
+    editor,
+    form,
+  );
+}
+
+function clientEditor(client) {
+  const form = el(
+    'form',
+    { class: 'card', 'aria-label': `Edit client ${client.clientId}` },
+    el('h2', { text: `Edit ${client.clientId}` }),
+    el(
+      'div',
+      { class: 'fields' },
+      field('Display name', el('input', { name: 'displayName', value: client.displayName })),
+      field('Redirect URIs', el('textarea', { name: 'redirectUris', value: client.redirectUris.join('\n') })),
+      field('Scopes', el('input', { name: 'allowedScopes', value: joined(client.allowedScopes) })),
+      field('Permissions', el('input', { name: 'permissions', value: joined(client.permissions) })),
+      el(
+        'div',
+        {},
+        GRANTS.map((g) => checkbox(g, g, client.allowedGrantTypes.includes(g))),
+      ),
+      el('button', { type: 'submit', text: 'Save client' }),
+    ),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    act(`Saved client ${client.clientId}.`, () =>
+      api('PATCH', `clients/${encodeURIComponent(client.clientId)}`, {
+        displayName: data.get('displayName'),
+        redirectUris: list(String(data.get('redirectUris'))),
+        allowedScopes: list(String(data.get('allowedScopes'))),
+        permissions: list(String(data.get('permissions'))),
+        allowedGrantTypes: GRANTS.filter((g) => data.get(g) === 'on'),
+      }),
+    );
+  });
+  return form;
+}
+
+async function permissionsView() {
+  const page = await api('GET', `permissions?limit=${PAGE}`);
+  const rows = page.items.map((p) =>
+    el(
+      'tr',
+      { 'data-permission': p.code },
+      el('td', { text: p.code }),
+      el('td', { text: p.description }),
+      el(
+        'td',
+        { class: 'actions' },
+        el('button', {
+          type: 'button',
+          class: 'danger',
+          text: 'Delete',
+          onclick: confirmThen(`Delete permission ${p.code}?`, () =>
+            act(`Deleted permission ${p.code}.`, () =>
+              api('DELETE', `permissions/${encodeURIComponent(p.code)}`),
+            ),
+          ),
+        }),
+      ),
+    ),
+  );
+  const form = el(
+    'form',
+    { class: 'card', 'aria-label': 'New permission' },
+    el('h2', { text: 'New permission' }),
+    el(
+      'div',
+      { class: 'fields' },
+      field('Code', el('input', { name: 'code', required: true, maxlength: 256 })),
+      field('Description', el('input', { name: 'description' })),
+      el('button', { type: 'submit', text: 'Add permission' }),
+    ),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    act(
+      (p) => `Added permission ${p.code}.`,
+      () => api('POST', 'permissions', { code: data.get('code'), description: data.get('description') }),
+    );
+  });
+  return el(
+    'div',
+    {},
+    el('p', { text: `${page.total} permission(s)` }),
+    table(['Code', 'Description', 'Actions'], rows),
+    form,
+  );
+}
+
+const auditFilter = { category: '', outcome: '', subject: '', from: '', to: '', offset: 0 };
+
+async function auditView() {
+  const query = new URLSearchParams({ limit: String(PAGE), offset: String(auditFilter.offset) });
+  for (const key of ['category', 'outcome', 'subject'])
+    if (auditFilter[key]) query.set(key, auditFilter[key]);
+  for (const key of ['from', 'to'])
+    if (auditFilter[key]) query.set(key, new Date(auditFilter[key]).toISOString());
+  const page = await api('GET', `audit?${query}`);
+  const form = el(
+    'form',
+    { class: 'card', 'aria-label': 'Audit filter' },
+    el(
+      'div',
+      { class: 'fields' },
+      field(
+        'Category',
+        el('input', { name: 'category', value: auditFilter.category, placeholder: 'Login, Token, Admin…' }),
+      ),
+      field(
+        'Outcome',
+        el('input', { name: 'outcome', value: auditFilter.outcome, placeholder: 'Success, Denied…' }),
+      ),
+      field('Subject id', el('input', { name: 'subject', value: auditFilter.subject })),
+      field('From', el('input', { name: 'from', type: 'datetime-local', value: auditFilter.from })),
+      field('To', el('input', { name: 'to', type: 'datetime-local', value: auditFilter.to })),
+      el('button', { type: 'submit', text: 'Apply filter' }),
+    ),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    for (const key of ['category', 'outcome', 'subject', 'from', 'to'])
+      auditFilter[key] = String(data.get(key) ?? '').trim();
+    auditFilter.offset = 0;
+    show('audit');
+  });
+  const rows = page.items.map((e) =>
+    el(
+      'tr',
+      {},
+      el('td', { text: when(e.time) }),
+      el('td', { text: e.category }),
+      el('td', { text: e.outcome }),
+      el('td', { text: e.subjectName ? `${e.subjectName} (${e.subjectId})` : (e.subjectId ?? '') }),
+      el('td', { text: e.clientId ?? '' }),
+      el('td', { text: e.failureCode ?? '' }),
+      el('td', { text: e.remoteAddress ?? '' }),
+      el('td', {}, el('pre', { text: e.details ? JSON.stringify(e.details) : '' })),
+    ),
+  );
+  const last = Math.min(page.offset + page.items.length, page.total);
+  const pager = el(
+    'div',
+    { class: 'pager' },
+    el('button', {
+      type: 'button',
+      class: 'secondary',
+      text: 'Newer',
+      disabled: page.offset === 0,
+      onclick: () => {
+        auditFilter.offset = Math.max(0, auditFilter.offset - PAGE);
+        show('audit');
+      },
+    }),
+    el('span', { text: page.total ? `${page.offset + 1}–${last} of ${page.total}` : 'no events' }),
+    el('button', {
+      type: 'button',
+      class: 'secondary',
+      text: 'Older',
+      disabled: last >= page.total,
+      onclick: () => {
+        auditFilter.offset += PAGE;
+        show('audit');
+      },
+    }),
+  );
+  return el(
+    'div',
+    {},
+    form,
+    pager,
+    table(['Time', 'Category', 'Outcome', 'Subject', 'Client', 'Failure code', 'Address', 'Details'], rows),
+  );
+}
+
+// ── start ──
+
+function subjectOf(accessToken) {
+  try {
+    const payload = accessToken.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    return JSON.parse(atob(payload)).sub;
+  } catch {
+    return undefined;
+  }
+}
+
+async function render() {
+  const current = tokens();
+  $('signed-out').hidden = Boolean(current);
+  $('signed-in').hidden = !current;
+  $('sign-out').hidden = !current;
+  $('who-box').hidden = !current;
+  $('who').textContent = '';
+  if (!current) return;
+  const sub = subjectOf(current.accessToken);
+  $('who').textContent = sub ?? '';
+  api('GET', `users/${encodeURIComponent(sub)}`)
+    .then((user) => {
+      $('who').textContent = user.userName;
+    })
+    .catch(() => undefined);
+  await show(currentView);
+}
+
+$('sign-in').addEventListener('click', () => signIn().catch((error) => status(error.message, 'error')));
+$('sign-out').addEventListener('click', () => signOut());
+for (const button of document.querySelectorAll('nav button')) {
+  button.addEventListener('click', () => {
+    status('');
+    show(button.dataset.view);
+  });
+}
+await handleCallback();
+await render();
