@@ -17,6 +17,7 @@ import {
   type ExecutionArgs,
   type ExecutionResult,
   extendSchema,
+  GraphQLError,
   type GraphQLSchema,
   execute as graphqlExecute,
   subscribe as graphqlSubscribe,
@@ -25,7 +26,7 @@ import {
   type ValidationRule,
   validate,
 } from 'graphql';
-import { createHandler, type Request as SseRequest } from 'graphql-sse';
+import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
 import type { ChangeEvent, Creature, Message } from './store.ts';
 
 /**
@@ -191,6 +192,23 @@ export interface SubscriptionHandlerOptions {
   maxBodyBytes?: number;
   /** Most event streams open at once (default 1000); more get `503` with a GraphQL error. */
   maxStreams?: number;
+  /** Replace messages of unexpected (non-GraphQL) errors by "Internal server error" (default true). */
+  maskErrors?: boolean;
+  /** Called with each unexpected error (for logging). */
+  onUnexpectedError?: (err: unknown) => void;
+}
+
+/** The request handler of {@link createSubscriptionHandler}, plus shutdown. */
+export interface EventStreamHandler {
+  /** Handles one request; resolves when its response (or event stream) has ended. */
+  (req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /** Event streams open now. */
+  readonly open: number;
+  /**
+   * Ends every open event stream with a `complete` event and answers later requests with `503`, for a
+   * graceful shutdown: a server's `close()` would otherwise wait for streams that never end.
+   */
+  close(): void;
 }
 
 /**
@@ -200,14 +218,14 @@ export interface SubscriptionHandlerOptions {
  * `405` for a mutation over GET, `503` when `maxStreams` streams are already open; never throws for a
  * client's mistake.
  */
-export function createSubscriptionHandler(
-  options: SubscriptionHandlerOptions,
-): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+export function createSubscriptionHandler(options: SubscriptionHandlerOptions): EventStreamHandler {
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   const maxStreams = options.maxStreams ?? 1000;
   const subscribeRoot = subscriptionRoot(options.events);
   const execute = options.execute ?? ((args: ExecutionArgs) => graphqlExecute(args));
-  let open = 0;
+  const maskErrors = options.maskErrors ?? true;
+  const streams = new Set<AsyncGenerator<string, void, undefined>>();
+  let closing = false;
 
   const handler = createHandler<IncomingMessage, undefined, Record<string, unknown>>({
     schema: options.schema,
@@ -217,28 +235,47 @@ export function createSubscriptionHandler(
     subscribe: (args) => graphqlSubscribe({ ...args, rootValue: subscribeRoot }),
     // Distinct connections mode only: without a stream token, `PUT` reservations are never created.
     authenticate: () => null,
+    onNext: (_ctx, _req, result) => {
+      if (!result.errors?.some(isUnexpected)) return;
+      return {
+        ...result,
+        errors: result.errors.map((error) => {
+          if (!isUnexpected(error)) return error;
+          options.onUnexpectedError?.(error.originalError);
+          return maskErrors
+            ? new GraphQLError('Internal server error', { nodes: error.nodes, path: error.path })
+            : error;
+        }),
+      };
+    },
   });
 
-  return async function handleEventStream(req, res) {
-    if (open >= maxStreams) {
+  async function handleEventStream(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (closing) {
+      return sendJson(res, 503, { errors: [{ message: 'The server is shutting down' }] });
+    }
+    if (streams.size >= maxStreams) {
       return sendJson(res, 503, {
         errors: [{ message: `Too many open event streams (limit ${maxStreams})` }],
       });
     }
-    let body: string | undefined;
+    let body: string | Record<string, unknown> | null = null;
     if (req.method === 'POST') {
       const read = await readBody(req, maxBodyBytes);
       if (read === null) {
         return sendJson(res, 413, {
-          errors: [{ message: `Request body is larger than ${maxBodyBytes} bytes` }],
+          errors: [{ message: `Request body is larger than the limit of ${maxBodyBytes} bytes` }],
         });
       }
       body = read;
       if (isJsonContentType(req.headers['content-type'])) {
         try {
-          JSON.parse(body);
+          body = JSON.parse(read) as Record<string, unknown>;
         } catch {
           return sendJson(res, 400, { errors: [{ message: 'Request body is not valid JSON' }] });
+        }
+        if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+          return sendJson(res, 400, { errors: [{ message: 'Request body must be a JSON object' }] });
         }
       }
     }
@@ -251,7 +288,7 @@ export function createSubscriptionHandler(
           return Array.isArray(header) ? header.join('\n') : header;
         },
       },
-      body: body ?? null,
+      body,
       raw: req,
       context: undefined,
     };
@@ -261,7 +298,7 @@ export function createSubscriptionHandler(
       await new Promise<void>((resolve) => res.end(responseBody ?? undefined, () => resolve()));
       return;
     }
-    open++;
+    streams.add(responseBody);
     const stop = () => void responseBody.return(undefined);
     res.once('close', stop);
     try {
@@ -272,12 +309,26 @@ export function createSubscriptionHandler(
         if (!ok) break;
       }
     } finally {
-      open--;
+      streams.delete(responseBody);
       res.off('close', stop);
       await responseBody.return(undefined);
+      // Ended by close(): say so with the protocol's `complete` event, so the client does not retry.
+      if (closing && res.writable) res.write(print({ event: 'complete', data: null }));
       if (!res.writableEnded) await new Promise<void>((resolve) => res.end(() => resolve()));
     }
-  };
+  }
+
+  Object.defineProperty(handleEventStream, 'open', { get: () => streams.size, enumerable: true });
+  return Object.assign(handleEventStream as typeof handleEventStream & { readonly open: number }, {
+    close() {
+      closing = true;
+      for (const stream of streams) void stream.return(undefined);
+    },
+  });
+}
+
+function isUnexpected(error: GraphQLError): boolean {
+  return error.originalError != null && !(error.originalError instanceof GraphQLError);
 }
 
 /**
@@ -293,16 +344,34 @@ function isJsonContentType(value: string | undefined): boolean {
   return value?.toLowerCase().includes('application/json') ?? false;
 }
 
-/** Reads the whole body as UTF-8; null when it exceeds `limit` bytes (reading stops there). */
-async function readBody(req: IncomingMessage, limit: number): Promise<string | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) return null;
-    chunks.push(chunk);
+/**
+ * Reads the whole body as UTF-8; null as soon as it exceeds `limit` bytes (by `content-length` or by what
+ * arrived), after which the rest is drained unread so that the 413 answer can still be sent.
+ */
+function readBody(req: IncomingMessage, limit: number): Promise<string | null> {
+  if (Number(req.headers['content-length']) > limit) {
+    req.resume();
+    return Promise.resolve(null);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) {
+        chunks.push(chunk);
+        return;
+      }
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.resume();
+      resolve(null);
+    };
+    const onEnd = () => resolve(Buffer.concat(chunks).toString('utf8'));
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', reject);
+  });
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): Promise<void> {

@@ -10,24 +10,43 @@ import { after, before, describe, test } from 'node:test';
 import { createClient } from 'graphql-sse';
 import { schema as creatureSchema } from '../src/schema.ts';
 import { Store } from '../src/store.ts';
-import { createSubscriptionHandler, isEventStreamRequest, withSubscriptions } from '../src/subscriptions.ts';
+import {
+  createSubscriptionHandler,
+  type EventStreamHandler,
+  isEventStreamRequest,
+  withSubscriptions,
+} from '../src/subscriptions.ts';
 
 const schema = withSubscriptions(creatureSchema);
 let server: Server;
 let store: Store;
 let url: string;
+let handle: EventStreamHandler;
+const unexpected: unknown[] = [];
 
 before(async () => {
   store = new Store({ path: ':memory:' });
-  const handle = createSubscriptionHandler({
+  handle = createSubscriptionHandler({
     schema,
     events: store.events,
     context: () => ({ store }),
     maxBodyBytes: 4096,
   });
+  // A store whose reads fail unexpectedly, as a broken disk would.
+  const broken = {
+    getMessage() {
+      throw new Error('disk on fire at /var/lib/secret');
+    },
+  };
+  const handleBroken = createSubscriptionHandler({
+    schema,
+    events: store.events,
+    context: () => ({ store: broken }),
+    onUnexpectedError: (err) => unexpected.push(err),
+  });
   server = createServer((req, res) => {
     if (isEventStreamRequest(req)) {
-      handle(req, res).catch(() => res.destroy());
+      (req.url?.startsWith('/broken') ? handleBroken : handle)(req, res).catch(() => res.destroy());
     } else {
       res.writeHead(404).end();
     }
@@ -139,7 +158,7 @@ describe('GraphQL subscriptions over SSE', () => {
       body: JSON.stringify({ query: `subscription { messageChanged { kind } } #${'x'.repeat(5000)}` }),
     });
     assert.equal(big.status, 413);
-    assert.match(JSON.stringify(await big.json()), /larger than 4096 bytes/);
+    assert.match(JSON.stringify(await big.json()), /larger than the limit of 4096 bytes/);
 
     const notJson = await fetch(url, {
       method: 'POST',
@@ -156,5 +175,40 @@ describe('GraphQL subscriptions over SSE', () => {
     });
     assert.equal(text.status, 415);
     await text.body?.cancel();
+  });
+
+  test('unexpected resolver errors are masked and reported, client errors are not', async () => {
+    const broken = createClient({ url: url.replace('/graphql', '/broken'), retryAttempts: 0 });
+    const { value } = await broken.iterate({ query: '{ getMessage(id: "1") { id } }' }).next();
+    assert.deepEqual(
+      value?.errors?.map((e: { message: string }) => e.message),
+      ['Internal server error'],
+    );
+    assert.match(String(unexpected[0]), /disk on fire/);
+    broken.dispose();
+
+    const client = createClient({ url, retryAttempts: 0 });
+    const result = await client
+      .iterate({ query: 'mutation { updateMessage(id: "nope", input: { content: "x" }) { id } }' })
+      .next();
+    assert.match(String(result.value?.errors?.[0]?.message), /No message exists with id "nope"/);
+    client.dispose();
+  });
+
+  // Last: the handler refuses new streams once closed.
+  test('close() ends open event streams, so a server can shut down gracefully', async () => {
+    const client = createClient({ url, retryAttempts: 0 });
+    const iterator = client.iterate({ query: 'subscription { creatureChanged { id } }' });
+    const next = iterator.next();
+    await listeners(1);
+    while (handle.open === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    handle.close();
+    assert.deepEqual(await next, { done: true, value: undefined });
+    await listeners(0);
+    assert.equal(handle.open, 0);
+    const later = await fetch(url, { headers: { accept: 'text/event-stream' } });
+    assert.equal(later.status, 503);
+    await later.body?.cancel();
+    client.dispose();
   });
 });
