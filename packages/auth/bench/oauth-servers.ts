@@ -1,0 +1,169 @@
+/**
+ * Child process of `oauth-bench.ts`: starts ONE token server on a loopback ephemeral port and prints one
+ * JSON line `{ url, tokenPath, clientId, clientSecret, refreshTokens }` on stdout, then serves until
+ * killed. `node oauth-servers.ts seed|oidc-provider <alg> <refreshTokenCount>`.
+ *
+ * - `seed`: this package's server (`buildAuthServer`) over a SQLite file in a temporary directory (WAL),
+ *   the confidential client `bench-service` (client_credentials + password + refresh_token). The refresh
+ *   tokens are obtained through real password grants.
+ * - `oidc-provider`: node-oidc-provider with its default (in-memory) adapter, the same client and grants,
+ *   refresh-token rotation on every use (`rotateRefreshToken: true`), and JWT access tokens (resource
+ *   indicators with `accessTokenFormat: 'jwt'`) signed with the same algorithm. Its refresh tokens are made
+ *   through its model API (it has no password grant), each with its own grant.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { exportJWK, generateKeyPair } from 'jose';
+import Provider from 'oidc-provider';
+import type { SigningAlg } from '../src/oauth/keys.ts';
+import { buildAuthServer } from '../src/server.ts';
+
+const [kind, alg = 'ES256', countArg = '32'] = process.argv.slice(2);
+const count = Number(countArg);
+const CLIENT_ID = 'bench-service';
+const CLIENT_SECRET = 'bench-service-secret-0123456789';
+const USER = 'bench-user';
+const PASSWORD = 'bench-user-password-1';
+
+async function startSeed(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'auth-bench-'));
+  const server = await buildAuthServer({
+    databasePath: join(dir, 'auth.sqlite'),
+    signingAlg: alg as SigningAlg,
+    // Cheaper scrypt only so that setting up the users and secret is quick; not on the measured paths
+    // (a client secret is verified once, then matched by digest).
+    hashParams: { ln: 12, r: 8, p: 1 },
+    bootstrap: { adminPassword: 'bench-admin-password-1', demoClientSecret: 'unused-demo-secret-1' },
+  });
+  const { store, hasher } = server;
+  await store.createClient({
+    clientId: CLIENT_ID,
+    clientType: 'confidential',
+    secretHash: await hasher.hash(CLIENT_SECRET),
+    allowedGrantTypes: ['client_credentials', 'password', 'refresh_token'],
+    allowedScopes: ['api', 'offline_access'],
+  });
+  await store.createUser({ userName: USER, passwordHash: await hasher.hash(PASSWORD) });
+  const url = await server.listen(0, '127.0.0.1');
+  const basic = `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}`;
+  const refreshTokens: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const res = await fetch(`${url}/connect/token`, {
+      method: 'POST',
+      headers: { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'password',
+        username: USER,
+        password: PASSWORD,
+        scope: 'api offline_access',
+      }),
+    });
+    const body = (await res.json()) as { refresh_token?: string };
+    if (!body.refresh_token) throw new Error(`seed: password grant failed (${res.status})`);
+    refreshTokens.push(body.refresh_token);
+  }
+  const stop = async () => {
+    await server.app.close();
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(0);
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  console.log(
+    JSON.stringify({
+      url,
+      tokenPath: '/connect/token',
+      clientId: CLIENT_ID,
+      clientSecret: CLIENT_SECRET,
+      refreshTokens,
+    }),
+  );
+}
+
+async function startOidcProvider(): Promise<void> {
+  const { privateKey } = await generateKeyPair(alg, { extractable: true });
+  const jwk = { ...(await exportJWK(privateKey)), alg, use: 'sig', kid: 'bench' };
+  const { createServer } = await import('node:http');
+  const httpServer = createServer();
+  await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve));
+  const address = httpServer.address();
+  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  const provider = new Provider(url, {
+    clients: [
+      {
+        client_id: CLIENT_ID,
+        client_secret: CLIENT_SECRET,
+        grant_types: ['client_credentials', 'refresh_token', 'authorization_code'],
+        redirect_uris: ['http://127.0.0.1/cb'],
+        response_types: ['code'],
+        scope: 'openid offline_access api',
+        token_endpoint_auth_method: 'client_secret_basic',
+        id_token_signed_response_alg: alg as 'ES256',
+      },
+    ],
+    jwks: { keys: [jwk as never] },
+    scopes: ['openid', 'offline_access', 'api'],
+    rotateRefreshToken: true,
+    findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: async () => 'urn:seed',
+        useGrantedResource: async () => true,
+        getResourceServerInfo: async () => ({
+          scope: 'api',
+          audience: 'seed',
+          accessTokenTTL: 600,
+          accessTokenFormat: 'jwt',
+          jwt: { sign: { alg: alg as 'ES256' } },
+        }),
+      },
+    },
+    ttl: { AccessToken: 600, ClientCredentials: 600, RefreshToken: 14 * 24 * 3600 },
+  });
+  // Silence the development-adapter warnings; keep errors visible.
+  provider.on('server_error', (_ctx, err) => console.error('oidc-provider server_error', err));
+  httpServer.on('request', provider.callback());
+
+  const client = await provider.Client.find(CLIENT_ID);
+  if (!client) throw new Error('oidc-provider: client missing');
+  const refreshTokens: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const grant = new provider.Grant({ accountId: USER, clientId: CLIENT_ID });
+    grant.addOIDCScope('offline_access');
+    grant.addResourceScope('urn:seed', 'api');
+    const grantId = await grant.save();
+    const rt = new provider.RefreshToken({
+      client,
+      accountId: USER,
+      grantId,
+      gty: 'authorization_code',
+      scope: 'offline_access api',
+      resource: 'urn:seed',
+      authTime: Math.floor(Date.now() / 1000),
+    });
+    refreshTokens.push(await rt.save());
+  }
+  const stop = () => httpServer.close(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  console.log(
+    JSON.stringify({
+      url,
+      tokenPath: '/token',
+      clientId: CLIENT_ID,
+      clientSecret: CLIENT_SECRET,
+      refreshTokens,
+    }),
+  );
+}
+
+if (kind === 'seed') await startSeed();
+else if (kind === 'oidc-provider') await startOidcProvider();
+else {
+  console.error('usage: oauth-servers.ts seed|oidc-provider <alg> <refreshTokenCount>');
+  process.exit(2);
+}
