@@ -237,13 +237,18 @@ export async function startRegistry(auth: boolean, log = (_: string) => {}): Pro
   );
   const out = openSync(join(runDir, `${name}.log`), 'a');
   const child = spawn('docker-registry', ['serve', conf], { detached: true, stdio: ['ignore', out, out] });
+  const spawnError = new Promise<Error>((res) => child.on('error', res));
   child.unref();
   await writeFile(join(runDir, `${name}.pid`), String(child.pid));
   log(`started docker-registry on ${host} (pid ${child.pid}, log ${join(runDir, `${name}.log`)})`);
   for (let i = 0; i < 100; i++) {
     if (await registryAnswers(host)) return;
+    const failed = await Promise.race([spawnError, sleep(100)]);
+    if (failed)
+      throw new Error(
+        `cannot start docker-registry (install the Debian package docker-registry): ${failed.message}`,
+      );
     if (child.exitCode !== null) break;
-    await sleep(100);
   }
   throw new Error(`docker-registry did not answer on ${host}; see ${join(runDir, `${name}.log`)}`);
 }

@@ -60,7 +60,7 @@ function main(): void {
       log(`missing Debian packages (run as root to install): ${missing.join(' ')}`);
     } else {
       log(`installing ${missing.join(' ')}`);
-      const args = ['install', '-y', '--no-install-recommends', ...missing];
+      const args = ['install', '-y', ...missing];
       if (apt(args) !== 0 && (apt(['update']) !== 0 || apt(args) !== 0)) {
         log('apt-get install failed');
         process.exit(1);
