@@ -149,6 +149,7 @@ export class AuthorizationService {
   readonly #now: () => number;
   readonly #audit: AuditLog | undefined;
 
+  /** @param options store, token verifier, policies, guest role, audit and cache settings, clock. */
   constructor(options: AuthorizationServiceOptions) {
     this.store = options.store;
     this.tokenVerifier = options.tokenVerifier;

@@ -78,6 +78,7 @@ export class JwtTokenVerifier implements TokenVerifier {
   readonly #options: JwtTokenVerifierOptions;
   readonly #now: () => number;
 
+  /** @param options key(s), expected issuer/audience/typ, algorithms, clock. */
   constructor(options: JwtTokenVerifierOptions) {
     const key = options.key;
     this.#key =
@@ -88,6 +89,10 @@ export class JwtTokenVerifier implements TokenVerifier {
     this.#now = options.now ?? Date.now;
   }
 
+  /**
+   * Verifies signature, `exp` (required), `nbf`, `iss`, `aud`, `typ`, then classifies the subject.
+   * @throws InvalidTokenError (malformed, bad signature, expired, wrong issuer/audience, user token without `sst`).
+   */
   async verify(token: string): Promise<VerifiedToken> {
     if (typeof token !== 'string' || token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
       throw new InvalidTokenError('token missing or too long');

@@ -204,8 +204,11 @@ function paging(query: { offset?: number; limit?: number } | undefined): { offse
   return { offset, limit };
 }
 
-function likePattern(search: string | undefined): string {
-  return `%${(search ?? '').toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+function likePattern(search: unknown): string {
+  if (search !== undefined && (typeof search !== 'string' || search.length > 256)) {
+    throw new ValidationError('search', 'string', 'search: a string of at most 256 characters');
+  }
+  return `%${((search as string | undefined) ?? '').toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
 const USER_SELECT = `SELECT u.*, (SELECT json_group_array(r.name) FROM user_roles ur JOIN roles r ON r.id = ur.role_id

@@ -373,9 +373,11 @@ export interface AuthStore {
   // ── users ──
   /** @throws ValidationError (bad field or unknown role), ConflictError (`userName` taken). */
   createUser(input: NewUser, options?: ChangeOptions): Promise<UserRecord>;
+  /** The user with that id, or undefined. */
   getUser(id: string): Promise<UserRecord | undefined>;
   /** Case-insensitive lookup by user name. */
   findUserByName(userName: string): Promise<UserRecord | undefined>;
+  /** Users ordered by user name; `search` filters on the name. @throws ValidationError (bad offset/limit). */
   listUsers(query?: ListQuery): Promise<Page<UserRecord>>;
   /** Disabling (`isEnabled: false`) rotates the security stamp. @throws NotFoundError, ValidationError, ConflictError. */
   updateUser(id: string, patch: UserPatch, options?: ChangeOptions): Promise<UserRecord>;
@@ -419,8 +421,11 @@ export interface AuthStore {
   // ── roles ──
   /** @throws ValidationError, ConflictError (`name` taken). */
   createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord>;
+  /** The role with that id, or undefined. */
   getRole(id: string): Promise<RoleRecord | undefined>;
+  /** Case-insensitive lookup by role name. */
   findRoleByName(name: string): Promise<RoleRecord | undefined>;
+  /** Roles ordered by name. @throws ValidationError (bad offset/limit). */
   listRoles(query?: ListQuery): Promise<Page<RoleRecord>>;
   /** @throws NotFoundError, ValidationError, ConflictError, ConstraintError (system role renamed or rules changed). */
   updateRole(id: string, patch: RolePatch, options?: ChangeOptions): Promise<RoleRecord>;
@@ -430,7 +435,9 @@ export interface AuthStore {
   // ── permission catalog ──
   /** @throws ValidationError (code not concrete / not normalizable), ConflictError. */
   createPermission(input: NewPermission, options?: ChangeOptions): Promise<PermissionRecord>;
+  /** The catalog entry of a code (normalized lookup), or undefined. */
   getPermission(code: string): Promise<PermissionRecord | undefined>;
+  /** Catalog entries ordered by code. @throws ValidationError (bad offset/limit). */
   listPermissions(query?: ListQuery): Promise<Page<PermissionRecord>>;
   /** @throws NotFoundError. */
   updatePermission(
@@ -444,7 +451,9 @@ export interface AuthStore {
   // ── clients ──
   /** @throws ValidationError, ConflictError (`clientId` taken). */
   createClient(input: NewClient, options?: ChangeOptions): Promise<ClientRecord>;
+  /** The client with that id (case-sensitive), or undefined. */
   getClient(clientId: string): Promise<ClientRecord | undefined>;
+  /** Clients ordered by id. @throws ValidationError (bad offset/limit). */
   listClients(query?: ListQuery): Promise<Page<ClientRecord>>;
   /** @throws NotFoundError, ValidationError. */
   updateClient(clientId: string, patch: ClientPatch, options?: ChangeOptions): Promise<ClientRecord>;
@@ -452,12 +461,15 @@ export interface AuthStore {
   deleteClient(clientId: string, options?: ChangeOptions): Promise<void>;
 
   // ── audit ──
+  /** Appends one audit event. @throws ValidationError (missing category/outcome). */
   appendAudit(event: NewAuditEvent): Promise<AuditEvent>;
+  /** Audit events, newest first, filtered and paged. @throws ValidationError (bad filter or paging). */
   listAudit(query?: AuditQuery): Promise<Page<AuditEvent>>;
 
   // ── token lifecycle (issue 5) ──
   /** @throws ConflictError when the hash exists. */
   insertRefreshToken(input: NewRefreshToken): Promise<RefreshTokenRecord>;
+  /** The refresh token with that hash, or undefined. */
   findRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined>;
   /**
    * Atomically marks an unused, unrevoked token as used (rotation) and records its successor.
@@ -472,6 +484,7 @@ export interface AuthStore {
   revokeUserRefreshTokens(userId: string, now: number): Promise<number>;
   /** @throws ConflictError when the hash exists. */
   insertAuthorizationCode(input: NewAuthorizationCode): Promise<AuthorizationCodeRecord>;
+  /** The authorization code with that hash (used or not), or undefined. */
   findAuthorizationCode(codeHash: string): Promise<AuthorizationCodeRecord | undefined>;
   /**
    * Atomically marks an unused code as used and returns it (single use, RFC 6749 §4.1.2).
@@ -486,6 +499,7 @@ export interface AuthStore {
   retireSigningKey(kid: string, at: number, expiresAt: number | null): Promise<void>;
   /** @throws ConflictError when the hash exists. */
   createLoginSession(input: NewLoginSession): Promise<LoginSessionRecord>;
+  /** The login session with that hash (revoked or not), or undefined. */
   getLoginSession(sessionHash: string): Promise<LoginSessionRecord | undefined>;
   /** @returns whether it was found and not yet revoked. */
   revokeLoginSession(sessionHash: string, now: number): Promise<boolean>;
