@@ -84,7 +84,8 @@ export interface CreatureServer {
 }
 
 interface CachedResponse {
-  body: Buffer;
+  /** The body as a string: node writes status line, headers and a string body in one write. */
+  body: string;
   /** Flat name/value list for `writeHead`. */
   headers: string[];
 }
@@ -168,7 +169,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       ? new LRUCache<string, CachedResponse>({
           max: cacheSize,
           maxSize: 64 * 1024 * 1024,
-          sizeCalculation: (v) => v.body.length + 1,
+          sizeCalculation: (v) => v.body.length * 2 + 1,
         })
       : undefined;
   let generation = 0;
@@ -287,22 +288,22 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       raw: req,
       context: state,
     });
-    const buffer = resBody === null ? undefined : Buffer.from(resBody);
+    const text = resBody ?? undefined;
     const headers: string[] = [];
     for (const [name, value] of Object.entries(init.headers ?? {}))
       if (value !== undefined) headers.push(name, value);
-    if (buffer) headers.push('content-length', String(buffer.length));
+    if (text !== undefined) headers.push('content-length', String(Buffer.byteLength(text)));
     if (
       key !== undefined &&
-      buffer &&
+      text !== undefined &&
       state.cacheable &&
       init.status === 200 &&
       generation === startGeneration
     ) {
-      responses!.set(key, { body: buffer, headers });
+      responses!.set(key, { body: text, headers });
     }
     res.writeHead(init.status, init.statusText, headers);
-    res.end(buffer);
+    res.end(text);
   }
 
   function fail(req: IncomingMessage, res: ServerResponse, err: unknown): void {
