@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import SwaggerParser from '@apidevtools/swagger-parser';
 import { type AdminFixture, adminFixture } from './admin-fixture.ts';
 
 let f: AdminFixture;
@@ -425,6 +426,14 @@ describe('OpenAPI document', () => {
     assert.ok(JSON.stringify(createUser.requestBody).includes('userName'));
     assert.ok(paths[`${f.base}/users`]!.post!.responses['409']);
     assert.ok(doc.components.securitySchemes.bearerAuth);
+    const unlock = paths[`${f.base}/users/{id}/unlock`]!.post!.requestBody as { required: boolean };
+    assert.equal(unlock.required, false, 'routes without a body document it as optional');
+  });
+
+  test('is a valid OpenAPI 3.1 document for an independent validator (@apidevtools/swagger-parser)', async () => {
+    const doc = JSON.parse((await f.call(undefined, 'GET', 'openapi.json')).body);
+    const api = await SwaggerParser.validate(doc);
+    assert.equal(Object.keys(api.paths ?? {}).length, 14);
   });
 });
 

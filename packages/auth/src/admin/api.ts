@@ -267,7 +267,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         summary: 'List users (paged, by user name)',
         security: bearer,
         querystring: s.listQuery,
-        response: { 200: s.pageOf(s.userSchema), ...errors() },
+        response: { 200: { description: 'A page of users', ...s.pageOf(s.userSchema) }, ...errors() },
       },
     },
     async (request) => {
@@ -287,7 +287,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         summary: 'Get a user',
         security: bearer,
         params: s.idParams,
-        response: { 200: s.userSchema, ...errors(404) },
+        response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404) },
       },
     },
     async (request) => userView(await requireUser(request.params.id), now()),
@@ -319,7 +319,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           'Needs `auth.admin.users`; non-empty `roles` also `auth.admin.roles`, non-empty `directPermissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties).',
         security: bearer,
         body: s.createUserBody,
-        response: { 201: s.userSchema, ...errors(409) },
+        response: { 201: { description: 'Created: the user', ...s.userSchema }, ...errors(409) },
       },
     },
     async (request, reply) => {
@@ -365,7 +365,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         security: bearer,
         params: s.idParams,
         body: s.updateUserBody,
-        response: { 200: s.userSchema, ...errors(404, 409) },
+        response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404, 409) },
       },
     },
     async (request) => {
@@ -481,7 +481,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           security: bearer,
           params: s.idParams,
           body: s.emptyBody,
-          response: { 200: s.userSchema, ...errors(404) },
+          response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404) },
         },
       },
       async (request) => {
@@ -519,7 +519,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         summary: 'List roles (paged, by name)',
         security: bearer,
         querystring: s.listQuery,
-        response: { 200: s.pageOf(s.roleSchema), ...errors() },
+        response: { 200: { description: 'A page of roles', ...s.pageOf(s.roleSchema) }, ...errors() },
       },
     },
     async (request) => {
@@ -538,7 +538,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         summary: 'Get a role',
         security: bearer,
         params: s.idParams,
-        response: { 200: s.roleSchema, ...errors(404) },
+        response: { 200: { description: 'The role', ...s.roleSchema }, ...errors(404) },
       },
     },
     async (request) => roleView(await requireRole(request.params.id)),
@@ -562,7 +562,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           'Needs `auth.admin.roles`; non-empty `permissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties).',
         security: bearer,
         body: s.createRoleBody,
-        response: { 201: s.roleSchema, ...errors(409) },
+        response: { 201: { description: 'Created: the role', ...s.roleSchema }, ...errors(409) },
       },
     },
     async (request, reply) => {
@@ -593,7 +593,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         security: bearer,
         params: s.idParams,
         body: s.updateRoleBody,
-        response: { 200: s.roleSchema, ...errors(404, 409) },
+        response: { 200: { description: 'The role', ...s.roleSchema }, ...errors(404, 409) },
       },
     },
     async (request) => {
@@ -679,7 +679,10 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         summary: 'List the permission catalog (paged, by code)',
         security: bearer,
         querystring: s.listQuery,
-        response: { 200: s.pageOf(s.permissionSchema), ...errors() },
+        response: {
+          200: { description: 'A page of permissions', ...s.pageOf(s.permissionSchema) },
+          ...errors(),
+        },
       },
     },
     async (request) => {
@@ -698,7 +701,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         summary: 'Get a permission by code (case-insensitive)',
         security: bearer,
         params: s.codeParams,
-        response: { 200: s.permissionSchema, ...errors(404) },
+        response: { 200: { description: 'The permission', ...s.permissionSchema }, ...errors(404) },
       },
     },
     async (request) => permissionView(await requirePermission(request.params.code)),
@@ -714,7 +717,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         description: 'The code is normalized (trimmed, lower case); one that cannot be normalized is a 400.',
         security: bearer,
         body: s.createPermissionBody,
-        response: { 201: s.permissionSchema, ...errors(409) },
+        response: { 201: { description: 'Created: the permission', ...s.permissionSchema }, ...errors(409) },
       },
     },
     async (request, reply) => {
@@ -741,7 +744,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         security: bearer,
         params: s.codeParams,
         body: s.updatePermissionBody,
-        response: { 200: s.permissionSchema, ...errors(404) },
+        response: { 200: { description: 'The permission', ...s.permissionSchema }, ...errors(404) },
       },
     },
     async (request) => {
@@ -797,7 +800,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         summary: 'List clients (paged, by client id)',
         security: bearer,
         querystring: s.listQuery,
-        response: { 200: s.pageOf(s.clientSchema), ...errors() },
+        response: { 200: { description: 'A page of clients', ...s.pageOf(s.clientSchema) }, ...errors() },
       },
     },
     async (request) => {
@@ -816,7 +819,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         summary: 'Get a client',
         security: bearer,
         params: s.clientIdParams,
-        response: { 200: s.clientSchema, ...errors(404) },
+        response: { 200: { description: 'The client', ...s.clientSchema }, ...errors(404) },
       },
     },
     async (request) => clientView(await requireClient(request.params.clientId)),
@@ -845,7 +848,13 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           'Needs `auth.admin.clients`; non-empty `permissions` also `auth.admin.permissions` (separation of duties). A confidential client without `clientSecret` gets a generated one, returned once as `clientSecret`.',
         security: bearer,
         body: s.createClientBody,
-        response: { 201: s.clientWithSecretSchema, ...errors(409) },
+        response: {
+          201: {
+            description: 'Created: the client (with `clientSecret` when one was generated)',
+            ...s.clientWithSecretSchema,
+          },
+          ...errors(409),
+        },
       },
     },
     async (request, reply) => {
@@ -891,7 +900,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         security: bearer,
         params: s.clientIdParams,
         body: s.updateClientBody,
-        response: { 200: s.clientSchema, ...errors(404) },
+        response: { 200: { description: 'The client', ...s.clientSchema }, ...errors(404) },
       },
     },
     async (request) => {
@@ -937,7 +946,13 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         security: bearer,
         params: s.clientIdParams,
         body: s.rotateSecretBody,
-        response: { 200: s.clientWithSecretSchema, ...errors(404) },
+        response: {
+          200: {
+            description: 'The client (with `clientSecret` when one was generated)',
+            ...s.clientWithSecretSchema,
+          },
+          ...errors(404),
+        },
       },
     },
     async (request) => {
@@ -1004,7 +1019,10 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           'Filters combine with AND: `category` and `outcome` exact, `subject` the subject id (user id or client id), `from` inclusive and `to` exclusive RFC 3339 times.',
         security: bearer,
         querystring: s.auditQuery,
-        response: { 200: s.pageOf(s.auditEventSchema), ...errors() },
+        response: {
+          200: { description: 'A page of audit events, newest first', ...s.pageOf(s.auditEventSchema) },
+          ...errors(),
+        },
       },
     },
     async (request) => {

@@ -105,6 +105,9 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
         if (route.schema && !route.schema.querystring) route.schema.querystring = noQuery;
       });
       await api.register(swagger, {
+        // Bodies that may be absent (`type` includes null) are optional in the document.
+        transformObject: (documents) =>
+          markOptionalBodies('openapiObject' in documents ? documents.openapiObject : {}),
         openapi: {
           openapi: '3.1.0',
           info: {
@@ -136,3 +139,20 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
     await app.register(async (web) => registerAdminPage(web, basePath, page));
   }
 };
+
+type Operation = {
+  requestBody?: { required?: boolean; content?: Record<string, { schema?: { type?: unknown } }> };
+};
+
+/** Marks request bodies whose schema admits `null` (no body) as not required (OpenAPI 3.1 §4.8.13). */
+function markOptionalBodies<T>(document: T): T {
+  const paths = (document as { paths?: Record<string, Record<string, Operation>> }).paths ?? {};
+  for (const operations of Object.values(paths)) {
+    for (const operation of Object.values(operations)) {
+      const type = operation.requestBody?.content?.['application/json']?.schema?.type;
+      if (operation.requestBody && Array.isArray(type) && type.includes('null'))
+        operation.requestBody.required = false;
+    }
+  }
+  return document;
+}

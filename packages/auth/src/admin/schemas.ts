@@ -413,7 +413,7 @@ export const auditEventSchema: Schema = {
 };
 
 /** Query string of the routes that take none: any parameter is an unknown field (400). */
-export const noQuery: Schema = { type: 'object', additionalProperties: false, maxProperties: 0 };
+export const noQuery: Schema = { type: 'object', properties: {}, additionalProperties: false };
 
 /** Query string of the list routes. */
 export const listQuery: Schema = {
