@@ -6,7 +6,8 @@
  * (`mounted`, `started` or `error <stage>`), and — for a non-detached box — then blocks reading its
  * stdin, a pipe whose only writer is the Node process that created the box. When that process
  * exits for any reason (SIGKILL included) the read sees end-of-file and the script kills and
- * deletes the container and unmounts its root. The engine writes `release` to the pipe when it
+ * deletes the container and unmounts its root — unless the box was meanwhile restarted with another
+ * init (another process drove it), which the pid file tells. The engine writes `release` to the pipe when it
  * stops or removes the box itself, which makes the script exit without touching anything.
  * No Node process sits on the critical path and nothing polls.
  *
@@ -37,9 +38,13 @@ rt run --detach --bundle "$SB_BUNDLE" --pid-file "$SB_PIDFILE" "$SB_ID" </dev/nu
 echo started
 [ "$SB_WATCH" = 1 ] || exit 0
 exec >/dev/null 2>&1
+read -r mine <"$SB_PIDFILE"
 read -r cmd || cmd=eof
 [ "$cmd" = release ] && exit 0
-cleanup
+# Only if the box still runs the init this script started (another process may have restarted it).
+current=
+read -r current <"$SB_PIDFILE"
+[ "$current" = "$mine" ] && cleanup
 `;
 
 /** Source of `crun-hybrid.sh`: `crun-hybrid.sh <crun args…>`, run under `unshare -m`. */
