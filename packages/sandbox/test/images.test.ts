@@ -3,13 +3,21 @@
  * search-registry resolution, sharing of concurrent pulls, progress, list/remove, references.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { BoxError } from '../src/errors.ts';
-import { candidates, ImageStore, type PullProgress, parseReference } from '../src/images/index.ts';
+import {
+  candidates,
+  ImageStore,
+  type PullProgress,
+  parseReference,
+  renderPullProgress,
+} from '../src/images/index.ts';
 import { type LocalRegistry, localRegistry, startRegistryProxy } from './helpers/registry.ts';
 
 let reg: LocalRegistry;
@@ -177,6 +185,52 @@ describe('pull from the local registry', () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  test('two processes pulling into one homeDir both succeed with one copy of each layer', async () => {
+    const homeDir = await home();
+    const storeUrl = new URL('../src/images/index.ts', import.meta.url).href;
+    const code = `import { ImageStore } from ${JSON.stringify(storeUrl)};
+      const s = new ImageStore({ homeDir: process.argv[1] });
+      const img = await s.pull('127.0.0.1:5000/library/busybox:latest');
+      console.log(JSON.stringify(img.layerDirs));`;
+    const run = () =>
+      new Promise<string>((res, rej) => {
+        execFile(process.execPath, ['--input-type=module', '-e', code, homeDir], (err, out) =>
+          err ? rej(err) : res(out),
+        );
+      });
+    const [a, b] = await Promise.all([run(), run()]);
+    assert.deepEqual(JSON.parse(a), JSON.parse(b));
+    assert.equal(fs.readdirSync(join(homeDir, 'images', 'layers', 'sha256')).length, 1);
+    assert.deepEqual(fs.readdirSync(join(homeDir, 'images', 'tmp')), []);
+    const store = new ImageStore({ homeDir });
+    assert.equal((await store.list()).length, 1);
+  });
+
+  test('the CLI progress renderer draws a bar that ends at 100%', () => {
+    let out = '';
+    const stream = Object.assign(new PassThrough(), {
+      isTTY: true,
+      columns: 120,
+      cursorTo: () => true,
+      clearLine: () => true,
+      moveCursor: () => true,
+    });
+    stream.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const render = renderPullProgress(stream as unknown as NodeJS.WriteStream);
+    const base = {
+      reference: '127.0.0.1:5000/library/busybox:latest',
+      layersTotal: 2,
+      bytesTotal: 4 * 1048576,
+    };
+    render({ ...base, phase: 'downloading', layersDone: 0, bytesDone: 1048576 });
+    render({ ...base, phase: 'done', layersDone: 2, bytesDone: 4 * 1048576 });
+    assert.match(out, /127\.0\.0\.1:5000\/library\/busybox:latest/);
+    assert.match(out, /100%/);
+    assert.match(out, /layers 2\/2/);
   });
 
   test('list shows pulled images; remove deletes the reference and its unshared layers', async () => {

@@ -186,6 +186,17 @@ function runtimeConfig(cfg: ImageConfig): ImageRuntimeConfig {
   };
 }
 
+/** A layer download/unpack in flight, shared by every pull that needs it. */
+interface LayerJob {
+  promise: Promise<LayerRecord>;
+  /** Compressed bytes received so far (for sharers that join late). */
+  bytes: number;
+  onBytes: Set<(n: number) => void>;
+  onDownloaded: Set<() => void>;
+  sharers: number;
+  controller: AbortController;
+}
+
 interface PullJob {
   promise: Promise<PreparedImage>;
   listeners: Set<(p: PullProgress) => void>;
@@ -207,7 +218,7 @@ export class ImageStore {
   private readonly root: string;
   private readonly clients = new Map<string, RegistryClient>();
   private readonly jobs = new Map<string, PullJob>();
-  private readonly layerJobs = new Map<string, Promise<LayerRecord>>();
+  private readonly layerJobs = new Map<string, LayerJob>();
   private readonly blobJobs = new Map<string, Promise<Buffer>>();
   private readonly rootfsCache = new Map<string, PreparedImage>();
   private ready: Promise<void> | undefined;
@@ -620,8 +631,12 @@ export class ImageStore {
     return out;
   }
 
-  /** One layer: reuse when stored, share when in flight, else download/read + verify + unpack + rename. */
-  private ensureLayer(
+  /**
+   * One layer: reuse when stored, share when in flight (every sharer gets the byte progress, including what
+   * was downloaded before it joined; the work stops only when all sharers have aborted), else download or
+   * read, verify, unpack and rename into place.
+   */
+  private async ensureLayer(
     source: LayerSource,
     desc: Descriptor,
     diffId: string | undefined,
@@ -629,23 +644,61 @@ export class ImageStore {
     signal: AbortSignal,
     onDownloaded: () => void,
   ): Promise<LayerRecord> {
-    const dir = this.layerPath(desc.digest);
-    const existing = this.layerJobs.get(desc.digest);
-    if (existing) return existing;
-    const job = (async () => {
-      const meta = await readFile(join(dir, 'layer.json'), 'utf8').catch(() => null);
-      if (meta) return JSON.parse(meta) as LayerRecord;
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await this.unpackLayer(source, desc, diffId, onBytes, signal, onDownloaded);
-        } catch (err) {
-          if (attempt < 2 && isTransient(err) && !signal.aborted) continue;
-          throw err;
+    let job = this.layerJobs.get(desc.digest);
+    if (!job) {
+      const controller = new AbortController();
+      const created: LayerJob = {
+        promise: Promise.resolve(null as unknown as LayerRecord),
+        bytes: 0,
+        onBytes: new Set(),
+        onDownloaded: new Set(),
+        sharers: 0,
+        controller,
+      };
+      const fanout = (n: number) => {
+        created.bytes += n;
+        for (const l of created.onBytes) l(n);
+      };
+      const downloaded = () => {
+        for (const l of created.onDownloaded) l();
+      };
+      const dir = this.layerPath(desc.digest);
+      created.promise = (async () => {
+        const meta = await readFile(join(dir, 'layer.json'), 'utf8').catch(() => null);
+        if (meta) return JSON.parse(meta) as LayerRecord;
+        for (let attempt = 0; ; attempt++) {
+          const before = created.bytes;
+          try {
+            return await this.unpackLayer(source, desc, diffId, fanout, controller.signal, downloaded);
+          } catch (err) {
+            fanout(before - created.bytes); // a retry downloads again: take back the failed attempt's bytes
+            if (attempt < 2 && isTransient(err) && !controller.signal.aborted) continue;
+            throw err;
+          }
         }
-      }
-    })().finally(() => this.layerJobs.delete(desc.digest));
-    this.layerJobs.set(desc.digest, job);
-    return job;
+      })().finally(() => this.layerJobs.delete(desc.digest));
+      created.promise.catch(() => {});
+      this.layerJobs.set(desc.digest, created);
+      job = created;
+    }
+    const j = job;
+    if (j.bytes > 0) onBytes(j.bytes);
+    j.onBytes.add(onBytes);
+    j.onDownloaded.add(onDownloaded);
+    j.sharers++;
+    try {
+      return await new Promise<LayerRecord>((res, rej) => {
+        const onAbort = () => rej(signal.reason ?? new BoxError('aborted'));
+        if (signal.aborted) onAbort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        j.promise.then(res, rej).finally(() => signal.removeEventListener('abort', onAbort));
+      });
+    } finally {
+      j.onBytes.delete(onBytes);
+      j.onDownloaded.delete(onDownloaded);
+      j.sharers--;
+      if (j.sharers === 0 && signal.aborted) j.controller.abort(signal.reason);
+    }
   }
 
   private async unpackLayer(
