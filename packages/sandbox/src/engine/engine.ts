@@ -30,10 +30,11 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
-import { buildOciConfig, validateSpec } from './oci.ts';
+import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
 import { CRUN_HYBRID_SH, SUPERVISOR_SH } from './scripts.ts';
 import type {
   Engine,
+  EngineBoxRecord,
   EngineBoxSpec,
   EngineExecOptions,
   EngineProcess,
@@ -73,18 +74,6 @@ export interface CreateEngineOptions {
   networkSetup?: (ctx: EngineNetworkContext) => Promise<void>;
   /** Called when a box stops (before its root is unmounted), for the network's host side. */
   networkTeardown?: (id: string) => Promise<void>;
-}
-
-/** A box known to the engine, as listed by `OciEngine.list()` for garbage collection. */
-export interface EngineBoxRecord {
-  id: string;
-  /** The box directory given at start, when the index still has it. */
-  boxDir?: string;
-  /** The OCI runtime's view of the container (`unknown` when the runtime has no such container). */
-  status: EngineState['status'];
-  pid?: number;
-  /** Host mount points under the box directory that are still mounted. */
-  mounts: string[];
 }
 
 /** Persisted per-box facts another process needs to drive the box (`<boxDir>/bundle/engine.json`). */
@@ -308,10 +297,13 @@ export class OciEngine implements Engine {
   async start(spec: EngineBoxSpec): Promise<EngineStarted> {
     validateSpec(spec);
     const p = this.paths(spec.boxDir, spec.diskSizeGb);
-    const st = await this.state(spec.id);
-    if (st.status === 'running' || st.status === 'created')
-      throw new BoxError(`box ${spec.id}: already running`);
-    if (st.status === 'stopped') await this.rt(['delete', '--force', spec.id], true);
+    // The runtime keeps a state directory per container: only ask it when one exists (saves a spawn).
+    if (existsSync(join(this.rtRoot, spec.id))) {
+      const st = await this.state(spec.id);
+      if (st.status === 'running' || st.status === 'created')
+        throw new BoxError(`box ${spec.id}: already running`);
+      await this.rt(['delete', '--force', spec.id], true);
+    }
     if (mountsUnder(p.rootfs).length > 0) await this.unmountAll(spec.boxDir);
 
     // Box config (written first: a bad capability name fails before anything is created).
@@ -322,7 +314,10 @@ export class OciEngine implements Engine {
       init: this.initPath,
       initArgs: ['-P'],
       cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
+      etcFiles: { hosts: join(p.bundle, 'hosts'), hostname: join(p.bundle, 'hostname') },
     });
+    writeFileSync(join(p.bundle, 'hosts'), etcHosts(spec.hostname));
+    writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
     (config.process as { cwd: string }).cwd = spec.workingDir;
     writeFileSync(join(p.bundle, 'config.json'), JSON.stringify(config));
     const meta: BoxMeta = {

@@ -5,7 +5,7 @@
 import { type CreateEngineOptions, OciEngine } from './engine.ts';
 
 export { DEFAULT_CAPABILITIES, resolveCapabilities } from './capabilities.ts';
-export type { CreateEngineOptions, EngineBoxRecord, EngineNetworkContext, OciRuntimeName } from './engine.ts';
+export type { CreateEngineOptions, EngineNetworkContext, OciRuntimeName } from './engine.ts';
 export { isHybridCgroupHost, mountsUnder, OciEngine, resolveUser } from './engine.ts';
 export { buildOciConfig, INIT_PATH, MASKED_PATHS, READONLY_PATHS, validateSpec } from './oci.ts';
 export { defaultSeccompProfile } from './seccomp.ts';

@@ -50,6 +50,13 @@ export interface OciHostPaths {
   initArgs: string[];
   /** Cgroup path of the box (absolute, relative to each hierarchy's root). */
   cgroupsPath: string;
+  /** Host files bind-mounted at `/etc/hosts` and `/etc/hostname` (as Docker does), when given. */
+  etcFiles?: { hosts: string; hostname: string };
+}
+
+/** Content of a box's `/etc/hosts` (loopback names and the hostname). */
+export function etcHosts(hostname: string): string {
+  return `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${hostname}\n`;
 }
 
 /** A uid/gid pair resolved from `user`. */
@@ -143,6 +150,19 @@ export function buildOciConfig(spec: EngineBoxSpec, paths: OciHostPaths): Record
     },
     { destination: INIT_PATH, type: 'bind', source: paths.init, options: ['bind', 'ro', 'nosuid', 'nodev'] },
   ];
+  if (paths.etcFiles) {
+    for (const [dest, src] of [
+      ['/etc/hosts', paths.etcFiles.hosts],
+      ['/etc/hostname', paths.etcFiles.hostname],
+    ] as const) {
+      mounts.push({
+        destination: dest,
+        type: 'bind',
+        source: src,
+        options: ['bind', 'rw', 'nosuid', 'nodev', 'noexec'],
+      });
+    }
+  }
   for (const m of spec.mounts) {
     mounts.push({
       destination: m.guestPath,

@@ -113,4 +113,22 @@ export interface Engine {
   remove(id: string, boxDir: string): Promise<void>;
   state(id: string): Promise<EngineState>;
   stats(id: string): Promise<EngineStats>;
+  /**
+   * Every box the engine's state still knows (index, OCI runtime, host mounts), for garbage
+   * collection after a crash: `remove(id, boxDir)` each one the runtime has no record of.
+   */
+  list?(): Promise<EngineBoxRecord[]>;
+}
+
+/** A box known to the engine, as listed by `Engine.list()`. */
+export interface EngineBoxRecord {
+  id: string;
+  /** The box directory given at start, when the engine's index still has it. */
+  boxDir?: string;
+  /** The OCI runtime's view (`stopped` when only the index knows it; `unknown` when nothing does). */
+  status: EngineState['status'];
+  /** Host pid of the box init while running. */
+  pid?: number;
+  /** Host mount points under the box directory that are still mounted. */
+  mounts: string[];
 }
