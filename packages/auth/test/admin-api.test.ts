@@ -311,7 +311,24 @@ describe('audit', () => {
       action: 'role.create',
       target: { type: 'role', name: 'audited' },
       changed: ['name', 'description'],
+      values: { name: 'audited', description: 'x' },
     });
+    const holder = json(
+      await f.call(root, 'POST', 'users', { userName: 'holder', password: 'holder-password' }),
+    );
+    await f.call(root, 'PATCH', `users/${holder.id}`, {
+      roles: ['audited'],
+      directPermissions: ['Shop.Read'],
+    });
+    assert.deepEqual((await lastAudit()).details, {
+      action: 'user.update',
+      target: { type: 'user', id: holder.id, name: 'holder' },
+      changed: ['roles', 'directPermissions'],
+      values: { roles: ['audited'], directPermissions: ['shop.read'] },
+    });
+    const audit = await f.store.listAudit({ limit: 10 });
+    assert.ok(!JSON.stringify(audit).includes('holder-password'), 'no password in the audit log');
+    await f.call(root, 'DELETE', `users/${holder.id}`);
     await f.call(root, 'DELETE', `roles/${role.id}`);
     assert.deepEqual((await lastAudit()).details, {
       action: 'role.delete',

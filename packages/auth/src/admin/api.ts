@@ -113,6 +113,21 @@ export function auditView(event: AuditEvent) {
   };
 }
 
+const SECRET_FIELDS = new Set(['password', 'passwordHash', 'clientSecret', 'secretHash']);
+/** Largest `details.values` kept in an audit event, in characters of JSON; larger ones keep field names only. */
+export const MAX_AUDIT_VALUES_LENGTH = 8192;
+
+/** New values of a change for its audit event: secrets and absent fields left out, size bounded. */
+function auditValues(values: object): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(values)) {
+    if (value !== undefined && !SECRET_FIELDS.has(key)) out[key] = value;
+  }
+  return JSON.stringify(out).length <= MAX_AUDIT_VALUES_LENGTH
+    ? out
+    : { truncated: true, fields: Object.keys(out) };
+}
+
 interface Target {
   readonly type: 'user' | 'role' | 'permission' | 'client';
   readonly id?: string;
@@ -165,11 +180,16 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   const P = AdminPermission;
   const bearer = [{ bearerAuth: [] }];
 
+  /**
+   * The audit event of a change, written by the store in the change's transaction: the caller, the action,
+   * the target, the changed field names and (for creates and updates) their new values, without secrets.
+   */
   function auditFor(
     request: FastifyRequest,
     action: string,
     target: Target,
     changed: string[],
+    values?: object,
   ): ChangeOptions {
     const caller = access.caller(request);
     const event: NewAuditEvent = {
@@ -179,7 +199,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       subjectName: caller.subjectName,
       clientId: caller.clientId,
       remoteAddress: request.ip,
-      details: { action, target: { ...target }, changed },
+      details: { action, target: { ...target }, changed, ...(values ? { values: auditValues(values) } : {}) },
     };
     return { audit: event };
   }
@@ -345,7 +365,13 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           directPermissions: direct,
           deniedPermissions: denied,
         },
-        auditFor(request, 'user.create', target, changed),
+        auditFor(request, 'user.create', target, changed, {
+          userName: body.userName,
+          isEnabled: body.isEnabled,
+          roles,
+          directPermissions: direct,
+          deniedPermissions: denied,
+        }),
       );
       return created(reply, `${base()}/users/${encodeURIComponent(user.id)}`, userView(user, now()));
     },
@@ -409,7 +435,11 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         patch.deniedPermissions = denied;
       }
       const changed = Object.keys(patch).filter((k) => patch[k as keyof UserPatch] !== undefined);
-      const user = await store.updateUser(current.id, patch, auditFor(request, action, target, changed));
+      const user = await store.updateUser(
+        current.id,
+        patch,
+        auditFor(request, action, target, changed, patch),
+      );
       return userView(user, now());
     },
   );
@@ -492,6 +522,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           `user.${action}`,
           target,
           action === 'unlock' ? ['lockoutEnd'] : ['isEnabled'],
+          action === 'unlock' ? { lockoutEnd: null } : { isEnabled: action === 'enable' },
         );
         const user =
           action === 'unlock'
@@ -575,7 +606,12 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       await guardCreate(request, 'role.create', target, 'deniedPermissions', denied, P.Permissions);
       const role = await store.createRole(
         { name: body.name, description: body.description, permissions, deniedPermissions: denied },
-        auditFor(request, 'role.create', target, Object.keys(body)),
+        auditFor(request, 'role.create', target, Object.keys(body), {
+          name: body.name,
+          description: body.description,
+          permissions,
+          deniedPermissions: denied,
+        }),
       );
       return created(reply, `${base()}/roles/${encodeURIComponent(role.id)}`, roleView(role));
     },
@@ -632,7 +668,9 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         patch.deniedPermissions = denied;
       }
       const changed = Object.keys(patch).filter((k) => patch[k as keyof RolePatch] !== undefined);
-      return roleView(await store.updateRole(current.id, patch, auditFor(request, action, target, changed)));
+      return roleView(
+        await store.updateRole(current.id, patch, auditFor(request, action, target, changed, patch)),
+      );
     },
   );
 
@@ -724,7 +762,10 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       const code = codeOf(request.body.code);
       const permission = await store.createPermission(
         { code, description: request.body.description },
-        auditFor(request, 'permission.create', { type: 'permission', id: code }, Object.keys(request.body)),
+        auditFor(request, 'permission.create', { type: 'permission', id: code }, Object.keys(request.body), {
+          code,
+          description: request.body.description,
+        }),
       );
       return created(
         reply,
@@ -752,7 +793,9 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       const permission = await store.updatePermission(
         current.code,
         { description: request.body.description },
-        auditFor(request, 'permission.update', { type: 'permission', id: current.code }, ['description']),
+        auditFor(request, 'permission.update', { type: 'permission', id: current.code }, ['description'], {
+          description: request.body.description,
+        }),
       );
       return permissionView(permission);
     },
@@ -874,7 +917,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       if (secret !== undefined) changed.push('clientSecret');
       const client = await store.createClient(
         { ...body, permissions, secretHash: secret === undefined ? null : await hashClientSecret(secret) },
-        auditFor(request, 'client.create', target, changed),
+        auditFor(request, 'client.create', target, changed, { ...body, permissions }),
       );
       const view = clientView(client);
       return created(
@@ -928,7 +971,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         await store.updateClient(
           current.clientId,
           patch,
-          auditFor(request, 'client.update', target, changed),
+          auditFor(request, 'client.update', target, changed, patch),
         ),
       );
     },
