@@ -49,8 +49,9 @@ export async function run(
   cmd: string,
   args: string[] = [],
   env?: Record<string, string>,
+  tty?: boolean,
 ): Promise<{ exitCode: number; stdout: string; stderr: string }> {
-  const execution = await box.exec(cmd, args, env);
+  const execution = await box.exec(cmd, args, env, tty);
   const stdout = await execution.stdout();
   const stderr = await execution.stderr();
   const out: string[] = [];

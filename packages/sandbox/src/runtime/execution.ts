@@ -180,6 +180,9 @@ class StdinWriter implements JsExecStdin {
   }
 }
 
+/** How long `wait()` waits for the output pipes to close after the command exited, ms. */
+export const STREAM_GRACE_MS = 2000;
+
 /** Counters an execution reports to its box when it ends (bytes in and out, exit status). */
 export interface ExecutionReport {
   bytesSent: number;
@@ -217,8 +220,20 @@ export class JsExecution {
     });
     this.#result = (async () => {
       const exitCode = await process.exited;
-      // Both pipes are drained before the result counts as final (their bytes belong to this command).
-      await Promise.all([stdout.done, stderr.done]);
+      // Both pipes are drained before the result counts as final (their bytes belong to this command). A
+      // background process the command left behind may hold them open: after a grace period they are
+      // closed so that wait() and the readers end.
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<'grace'>((resolve) => {
+        timer = setTimeout(() => resolve('grace'), STREAM_GRACE_MS);
+      });
+      const drained = await Promise.race([Promise.all([stdout.done, stderr.done]), grace]);
+      clearTimeout(timer);
+      if (drained === 'grace') {
+        process.stdout.destroy();
+        process.stderr.destroy();
+        await Promise.all([stdout.done, stderr.done]);
+      }
       onEnd({ bytesSent: this.#bytesSent, bytesReceived: this.#bytesReceived, exitCode });
       return { exitCode };
     })();

@@ -202,6 +202,12 @@ export class JsRuntime {
       await engine.remove(dir, this.#boxDir(dir)).catch(() => {});
       rmSync(this.#boxDir(dir), { recursive: true, force: true });
     }
+    // Containers the engine knows (its state lives in this homeDir) but no record names.
+    const lister = engine as Engine & { list?: () => Promise<{ id: string; boxDir?: string }[]> };
+    for (const box of (await lister.list?.().catch(() => [])) ?? []) {
+      if (this.#db.getBox(box.id)) continue;
+      await engine.remove(box.id, box.boxDir ?? this.#boxDir(box.id)).catch(() => {});
+    }
   }
 
   /**
