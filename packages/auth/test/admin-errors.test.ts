@@ -216,6 +216,20 @@ describe('409 — uniqueness conflict', () => {
     refused(409, 'POST', 'permissions', { code: 'Existing.Code' }, /already exists/));
 });
 
+describe('409 under concurrency — the unique constraint decides, not a read-then-write check', () => {
+  test('concurrent creates of one user name: one 201, the rest 409, one audit event', async () => {
+    const before = (await f.store.listAudit({ category: 'Admin', limit: 1 })).total;
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        f.call(root, 'POST', 'users', { userName: i % 2 ? 'RACE' : 'race' }),
+      ),
+    );
+    assert.deepEqual(answers.map((r) => r.statusCode).sort(), [201, 409, 409, 409, 409, 409]);
+    assert.equal((await f.store.listUsers({ search: 'race' })).total, 1);
+    assert.equal((await f.store.listAudit({ category: 'Admin', limit: 1 })).total, before + 1);
+  });
+});
+
 describe('401/403 of the permission middleware on the administration routes', () => {
   async function denied(
     token: string | undefined,
