@@ -274,6 +274,53 @@ describe('authentication flows', () => {
   });
 });
 
+describe('transport', () => {
+  test('https with a self-signed certificate: rejected unless skipVerify', async () => {
+    const dir = await tempDir('seed-tls-');
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
+    const proxy = await startRegistryProxy({
+      tls: {
+        key: fs.readFileSync(join(dir, 'key.pem'), 'utf8'),
+        cert: fs.readFileSync(join(dir, 'cert.pem'), 'utf8'),
+      },
+    });
+    try {
+      const strict = await newStore([{ host: proxy.host, transport: 'https' }]);
+      await assert.rejects(strict.store.pull(`${proxy.host}/library/busybox:latest`), (e: Error) => {
+        assert.ok(e instanceof BoxError);
+        assert.match(e.message, /library\/busybox:latest/);
+        assert.match(e.message, /certificate/i);
+        return true;
+      });
+      const lax = await newStore([{ host: proxy.host, transport: 'https', skipVerify: true }]);
+      const img = await lax.store.pull(`${proxy.host}/library/busybox:latest`);
+      assert.ok(fs.existsSync(join(img.layerDirs[0]!, 'bin/busybox')));
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
 describe('rootfsPath', () => {
   test('a prepared directory is used read-only as one layer', async () => {
     const dir = await tempDir('seed-rootfs-');

@@ -162,9 +162,14 @@ export interface RegistryProxy {
   close(): Promise<void>;
 }
 
-/** Starts a `RegistryProxy` on an ephemeral loopback port. */
-export async function startRegistryProxy(): Promise<RegistryProxy> {
-  const { createServer, request } = await import('node:http');
+/** Starts a `RegistryProxy` on an ephemeral loopback port; over TLS with `tls` (PEM key and certificate). */
+export async function startRegistryProxy(
+  options: { tls?: { key: string; cert: string } } = {},
+): Promise<RegistryProxy> {
+  const { createServer: createHttpServer, request } = await import('node:http');
+  const { createServer: createHttpsServer } = await import('node:https');
+  const createServer = (handler: import('node:http').RequestListener) =>
+    options.tls ? createHttpsServer(options.tls, handler) : createHttpServer(handler);
   const sockets = new Set<import('node:net').Socket>();
   const proxy: RegistryProxy = {
     host: '',
