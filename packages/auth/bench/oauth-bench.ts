@@ -7,20 +7,28 @@
  * - `client_credentials`: the same request repeated (HTTP Basic client authentication, `scope=api`);
  * - `refresh_token`: rotation chains — each request spends one refresh token and the response's new one
  *   goes back into the pool (every request is a real rotation with reuse detection armed).
- * Every case must finish with zero non-2xx answers, else the run fails.
+ * Every case must finish with zero non-2xx answers, else the run fails. Both servers stay up for the whole
+ * run and the cases are interleaved over BENCH_ROUNDS rounds (seed and oidc-provider alternate who goes
+ * first); the median of the rounds is reported, which keeps the ratio meaningful on a shared machine.
  *
  * Run: `npm run bench:oauth -w @seed/auth` (or `node packages/auth/bench/oauth-bench.ts`).
- * Env: BENCH_SECONDS (per case, default 5), BENCH_CONNECTIONS (default 16), BENCH_ALG (default ES256;
- * RS256, PS256, EdDSA also work).
+ * Env: BENCH_SECONDS (per case and round, default 3), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS
+ * (default 16), BENCH_ALG (default ES256; RS256, PS256, EdDSA also work), BENCH_SEED_DB (`file`, the
+ * default: a SQLite file in WAL mode as in production; or `memory`, like oidc-provider's memory adapter).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SEED_DB = process.env.BENCH_SEED_DB === 'memory' ? 'memory' : 'file';
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const ALG = process.env.BENCH_ALG ?? 'ES256';
-const POOL = CONNECTIONS * 2;
+// autocannon builds each connection's first request at start-up and builds it again before sending, so
+// every case strands CONNECTIONS tokens: provision enough for all rounds.
+const POOL = CONNECTIONS * (ROUNDS + 2);
 
 interface Started {
   readonly child: ChildProcess;
@@ -28,6 +36,7 @@ interface Started {
   readonly tokenPath: string;
   readonly clientId: string;
   readonly clientSecret: string;
+  /** Unspent refresh tokens (each request takes one, the response puts its successor back). */
   readonly refreshTokens: string[];
 }
 
@@ -56,86 +65,125 @@ interface CaseResult {
   readonly rps: number;
   readonly p99: number;
   readonly total: number;
+  /** CPU time the server process used per answered request (user + system), µs. */
+  readonly cpuUsPerRequest: number;
 }
 
-function check(name: string, result: autocannon.Result): CaseResult {
+/** CPU time (user + system) used so far by a process, µs, from `/proc/<pid>/stat` (Linux; 0 elsewhere). */
+function cpuMicros(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (USER_HZ = 100 on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return 0;
+  }
+}
+
+async function measure(s: Started, name: string, run: () => Promise<autocannon.Result>): Promise<CaseResult> {
+  const cpuBefore = cpuMicros(s.child.pid);
+  const result = await run();
+  const cpu = cpuMicros(s.child.pid) - cpuBefore;
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
     throw new Error(
       `${name}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
     );
   }
-  return { rps: result.requests.average, p99: result.latency.p99, total: result.requests.total };
+  const total = result.requests.total;
+  return {
+    rps: result.requests.average,
+    p99: result.latency.p99,
+    total,
+    cpuUsPerRequest: total > 0 ? cpu / total : 0,
+  };
 }
 
-async function clientCredentials(s: Started, name: string): Promise<CaseResult> {
-  const result = await autocannon({
-    url: `${s.url}${s.tokenPath}`,
-    method: 'POST',
-    connections: CONNECTIONS,
-    duration: SECONDS,
-    headers: {
-      authorization: `Basic ${Buffer.from(`${s.clientId}:${s.clientSecret}`).toString('base64')}`,
-      'content-type': 'application/x-www-form-urlencoded',
-    },
-    body: 'grant_type=client_credentials&scope=api',
-  });
-  return check(name, result);
-}
-
-async function refresh(s: Started, name: string): Promise<CaseResult> {
-  const pool = [...s.refreshTokens];
-  const result = await autocannon({
-    url: `${s.url}${s.tokenPath}`,
-    connections: CONNECTIONS,
-    duration: SECONDS,
-    requests: [
-      {
-        method: 'POST',
-        headers: {
-          authorization: `Basic ${Buffer.from(`${s.clientId}:${s.clientSecret}`).toString('base64')}`,
-          'content-type': 'application/x-www-form-urlencoded',
-        },
-        setupRequest: (req) => {
-          const token = pool.shift();
-          if (token === undefined) throw new Error('refresh-token pool exhausted');
-          return { ...req, body: `grant_type=refresh_token&refresh_token=${encodeURIComponent(token)}` };
-        },
-        onResponse: (status, body) => {
-          if (status === 200) pool.push((JSON.parse(body) as { refresh_token: string }).refresh_token);
-        },
+function clientCredentials(s: Started, name: string): Promise<CaseResult> {
+  return measure(s, name, () =>
+    autocannon({
+      url: `${s.url}${s.tokenPath}`,
+      method: 'POST',
+      connections: CONNECTIONS,
+      duration: SECONDS,
+      headers: {
+        authorization: `Basic ${Buffer.from(`${s.clientId}:${s.clientSecret}`).toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
       },
-    ],
-  });
-  return check(name, result);
+      body: 'grant_type=client_credentials&scope=api',
+    }),
+  );
+}
+
+function refresh(s: Started, name: string): Promise<CaseResult> {
+  const pool = s.refreshTokens;
+  return measure(s, name, () =>
+    autocannon({
+      url: `${s.url}${s.tokenPath}`,
+      connections: CONNECTIONS,
+      duration: SECONDS,
+      requests: [
+        {
+          method: 'POST',
+          headers: {
+            authorization: `Basic ${Buffer.from(`${s.clientId}:${s.clientSecret}`).toString('base64')}`,
+            'content-type': 'application/x-www-form-urlencoded',
+          },
+          setupRequest: (req) => {
+            const token = pool.shift();
+            if (token === undefined) throw new Error('refresh-token pool exhausted');
+            return { ...req, body: `grant_type=refresh_token&refresh_token=${encodeURIComponent(token)}` };
+          },
+          onResponse: (status, body) => {
+            if (status === 200) pool.push((JSON.parse(body) as { refresh_token: string }).refresh_token);
+          },
+        },
+      ],
+    }),
+  );
 }
 
 const fmt = (n: number) => n.toFixed(0).padStart(7);
-const results: Record<string, Record<string, CaseResult>> = {};
-for (const kind of ['seed', 'oidc-provider'] as const) {
-  const server = await start(kind);
-  try {
-    results[kind] = {
-      client_credentials: await clientCredentials(server, `${kind} client_credentials`),
-      refresh_token: await refresh(server, `${kind} refresh_token`),
-    };
-  } finally {
-    await stop(server);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const KINDS = ['seed', 'oidc-provider'] as const;
+const GRANTS = ['client_credentials', 'refresh_token'] as const;
+const runs: Record<string, CaseResult[]> = {};
+const servers = { seed: await start('seed'), 'oidc-provider': await start('oidc-provider') };
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const grant of GRANTS) {
+      const order = round % 2 === 0 ? KINDS : ([...KINDS].reverse() as unknown as typeof KINDS);
+      for (const kind of order) {
+        const name = `${kind} ${grant}`;
+        const run = grant === 'client_credentials' ? clientCredentials : refresh;
+        (runs[name] ??= []).push(await run(servers[kind], name));
+      }
+    }
   }
+} finally {
+  await Promise.all(Object.values(servers).map(stop));
 }
 
 console.log(
-  `\nToken endpoint, ${ALG} JWT access tokens, ${CONNECTIONS} connections, ${SECONDS} s per case, loopback HTTP/1.1`,
+  `\nToken endpoint, ${ALG} JWT access tokens, ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per case, ` +
+    `loopback HTTP/1.1; seed store: SQLite ${SEED_DB === 'file' ? 'file (WAL)' : 'in memory'}, oidc-provider: memory adapter`,
 );
-console.log('grant               server          req/s   p99 ms   requests');
+console.log(
+  'grant               server          req/s (median)  rounds              p99 ms  server CPU µs/req',
+);
 let failed = false;
-for (const grant of ['client_credentials', 'refresh_token'] as const) {
-  for (const kind of ['seed', 'oidc-provider'] as const) {
-    const r = results[kind]![grant]!;
+for (const grant of GRANTS) {
+  const rps: Record<string, number> = {};
+  for (const kind of KINDS) {
+    const rs = runs[`${kind} ${grant}`]!;
+    rps[kind] = median(rs.map((r) => r.rps));
+    const rounds = rs.map((r) => r.rps.toFixed(0)).join('/');
+    const cpu = median(rs.map((r) => r.cpuUsPerRequest));
+    const p99 = String(median(rs.map((r) => r.p99))).padStart(6);
     console.log(
-      `${grant.padEnd(20)}${kind.padEnd(14)}${fmt(r.rps)}  ${String(r.p99).padStart(7)}  ${String(r.total).padStart(9)}`,
+      `${grant.padEnd(20)}${kind.padEnd(14)}${fmt(rps[kind])}         ${rounds.padEnd(20)}${p99}  ${fmt(cpu)}`,
     );
   }
-  const ratio = results.seed![grant]!.rps / results['oidc-provider']![grant]!.rps;
+  const ratio = rps.seed! / rps['oidc-provider']!;
   console.log(
     `${grant.padEnd(20)}ratio seed / oidc-provider: ${ratio.toFixed(2)}x (goal >= 2x)${ratio >= 2 ? '' : '  BELOW GOAL'}`,
   );

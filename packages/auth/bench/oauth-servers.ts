@@ -1,7 +1,7 @@
 /**
  * Child process of `oauth-bench.ts`: starts ONE token server on a loopback ephemeral port and prints one
  * JSON line `{ url, tokenPath, clientId, clientSecret, refreshTokens }` on stdout, then serves until
- * killed. `node oauth-servers.ts seed|oidc-provider <alg> <refreshTokenCount>`.
+ * killed. `node oauth-servers.ts seed|oidc-provider <alg> <refreshTokenCount> [file|memory]`.
  *
  * - `seed`: this package's server (`buildAuthServer`) over a SQLite file in a temporary directory (WAL),
  *   the confidential client `bench-service` (client_credentials + password + refresh_token). The refresh
@@ -19,7 +19,7 @@ import Provider from 'oidc-provider';
 import type { SigningAlg } from '../src/oauth/keys.ts';
 import { buildAuthServer } from '../src/server.ts';
 
-const [kind, alg = 'ES256', countArg = '32'] = process.argv.slice(2);
+const [kind, alg = 'ES256', countArg = '32', seedDb = 'file'] = process.argv.slice(2);
 const count = Number(countArg);
 const CLIENT_ID = 'bench-service';
 const CLIENT_SECRET = 'bench-service-secret-0123456789';
@@ -29,7 +29,7 @@ const PASSWORD = 'bench-user-password-1';
 async function startSeed(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'auth-bench-'));
   const server = await buildAuthServer({
-    databasePath: join(dir, 'auth.sqlite'),
+    databasePath: seedDb === 'memory' ? ':memory:' : join(dir, 'auth.sqlite'),
     signingAlg: alg as SigningAlg,
     // Cheaper scrypt only so that setting up the users and secret is quick; not on the measured paths
     // (a client secret is verified once, then matched by digest).
