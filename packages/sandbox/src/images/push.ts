@@ -6,7 +6,6 @@
 
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import type { JsImageRegistry } from '../types.ts';
 import { RegistryClient } from './client.ts';
 import { type Descriptor, type ImageConfig, type Manifest, MediaType } from './oci.ts';
@@ -112,9 +111,4 @@ export async function pushImage(
   let digest = sha256Digest(body);
   for (const tag of tags) digest = await pushManifest(client, repository, tag, body, MediaType.ociManifest);
   return { digest, manifest: { mediaType: MediaType.ociManifest, digest, size: body.length } };
-}
-
-/** Size in bytes of a file (helper for `BlobSource`). */
-export async function fileSize(path: string): Promise<number> {
-  return (await stat(path)).size;
 }

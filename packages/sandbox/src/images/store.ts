@@ -403,6 +403,7 @@ export class ImageStore {
     reference: string,
     emit: (p: PullProgress) => void,
     signal: AbortSignal,
+    attempt = 0,
   ): Promise<PreparedImage> {
     await Promise.resolve(); // let the creating caller subscribe before the first event
     const progress: PullProgress = {
@@ -477,7 +478,10 @@ export class ImageStore {
       await this.writeAtomic(this.refPath(normalized), JSON.stringify(rec));
       const img = await this.fromRecord(rec);
       // A concurrent `remove` in another process may have collected a shared layer meanwhile: fetch again.
-      if (!img) return await this.doPull(reference, emit, signal);
+      if (!img) {
+        if (attempt > 0) throw new BoxError('stored layers disappeared while pulling (concurrent remove?)');
+        return await this.doPull(reference, emit, signal, attempt + 1);
+      }
       progress.phase = 'done';
       progress.layersDone = layers.length;
       emit({ ...progress });
