@@ -166,6 +166,16 @@ describe('400 — storage constraint', () => {
     refused(400, 'POST', 'roles', { name: 'r2', isSystem: true }, /unknown field 'isSystem'/));
   test('a wrong type', () =>
     refused(400, 'PATCH', `users/${userId}`, { isEnabled: 'false' }, /^isEnabled: must be boolean/));
+  test('a wrong type inside a list', () =>
+    refused(
+      400,
+      'POST',
+      'users',
+      { userName: 'typed', roles: ['staff', 7] },
+      /^roles\[1\]: must be string$/,
+    ));
+  test('an oversized string', () =>
+    refused(400, 'POST', 'roles', { name: 'r'.repeat(65) }, /^name: must NOT have more than 64 characters$/));
   test('a bad query parameter', () => refused(400, 'GET', 'users?limit=0', undefined, /^querystring\.limit/));
   test('an unknown query parameter', () =>
     refused(400, 'GET', 'audit?user=x', undefined, /unknown field 'user'/));

@@ -189,4 +189,13 @@ describe('admin page', () => {
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     assert.equal(await page.evaluate(() => sessionStorage.getItem('seed-auth-admin.tokens')), null);
   });
+
+  test('refuses a callback it did not start (state mismatch) and stays signed out', async () => {
+    await page.goto(`${base}/auth-admin/?code=forged-code&state=forged-state`);
+    await page.locator('#status .error').waitFor();
+    assert.match(String(await page.locator('#status .error').textContent()), /state mismatch/);
+    assert.equal(page.url(), `${base}/auth-admin/`, 'the code is removed from the address bar');
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('seed-auth-admin.tokens')), null);
+    assert.equal(await page.getByRole('button', { name: 'Sign in' }).isVisible(), true);
+  });
 });

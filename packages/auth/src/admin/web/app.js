@@ -77,7 +77,12 @@ async function s256(verifier) {
 let endpoints;
 async function discover() {
   if (endpoints) return endpoints;
-  endpoints = { authorize: '/connect/authorize', token: '/connect/token', revoke: '/connect/revocation' };
+  endpoints = {
+    issuer: undefined,
+    authorize: '/connect/authorize',
+    token: '/connect/token',
+    revoke: '/connect/revocation',
+  };
   try {
     const res = await fetch('/.well-known/oauth-authorization-server');
     if (res.ok) {
@@ -85,6 +90,7 @@ async function discover() {
       // Same origin as this page (the redirect URI is registered for it).
       const path = (url, fallback) => (url ? new URL(url).pathname : fallback);
       endpoints = {
+        issuer: meta.issuer,
         authorize: path(meta.authorization_endpoint, endpoints.authorize),
         token: path(meta.token_endpoint, endpoints.token),
         revoke: path(meta.revocation_endpoint, endpoints.revoke),
@@ -157,6 +163,12 @@ async function handleCallback() {
   }
   if (!pending || params.get('state') !== pending.state) {
     status('Sign-in failed: the answer does not belong to a sign-in started here (state mismatch).', 'error');
+    return;
+  }
+  const { issuer } = await discover();
+  if (params.has('iss') && issuer && params.get('iss') !== issuer) {
+    // RFC 9207 §2.4: an answer from another authorization server (mix-up attack) is refused.
+    status('Sign-in failed: the answer comes from another authorization server (iss mismatch).', 'error');
     return;
   }
   try {
