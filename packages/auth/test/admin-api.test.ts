@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
+import { normalizeBasePath } from '../src/admin/index.ts';
 import { type AdminFixture, adminFixture } from './admin-fixture.ts';
 
 let f: AdminFixture;
@@ -455,6 +456,14 @@ describe('OpenAPI document', () => {
 });
 
 describe('base path', () => {
+  test('must be a plain absolute path', () => {
+    assert.equal(normalizeBasePath(undefined), '/auth-admin');
+    assert.equal(normalizeBasePath('ops/admin/'), '/ops/admin');
+    for (const bad of ['/', '', '/a b', '/a?b', '/../x', '/a//b']) {
+      assert.throws(() => normalizeBasePath(bad), TypeError, bad);
+    }
+  });
+
   test('is configurable', async () => {
     const g = await adminFixture({ basePath: '/ops/admin/' });
     try {

@@ -59,13 +59,14 @@ export interface AdminApiOptions {
 }
 
 /**
- * Normalizes a `BasePath`: leading `/`, no trailing `/`, path characters only.
+ * Normalizes a `BasePath`: leading `/`, no trailing `/`, segments of unreserved path characters (no `.`/`..`).
  * @throws TypeError when it is not a plain absolute path.
  */
 export function normalizeBasePath(basePath: string | undefined): string {
   const raw = basePath ?? DEFAULT_ADMIN_BASE_PATH;
   const trimmed = `/${raw.trim().replace(/^\/+|\/+$/g, '')}`;
-  if (trimmed === '/' || !/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed)) {
+  const dotSegment = trimmed.split('/').some((segment) => segment === '.' || segment === '..');
+  if (trimmed === '/' || dotSegment || !/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed)) {
     throw new TypeError(`basePath: '${raw}' is not an absolute path of A-Z a-z 0-9 . _ ~ - segments`);
   }
   return trimmed;
