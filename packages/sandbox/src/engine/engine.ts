@@ -308,7 +308,6 @@ export class OciEngine implements Engine {
 
     // Box config (written first: a bad capability name fails before anything is created).
     const tConfig0 = performance.now();
-    mkdirSync(p.bundle, { recursive: true });
     const config = buildOciConfig(spec, {
       rootfs: p.rootfs,
       init: this.initPath,
@@ -316,6 +315,7 @@ export class OciEngine implements Engine {
       cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
       etcFiles: { hosts: join(p.bundle, 'hosts'), hostname: join(p.bundle, 'hostname') },
     });
+    mkdirSync(p.bundle, { recursive: true });
     writeFileSync(join(p.bundle, 'hosts'), etcHosts(spec.hostname));
     writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
     (config.process as { cwd: string }).cwd = spec.workingDir;
@@ -405,7 +405,10 @@ export class OciEngine implements Engine {
     child.unref();
 
     // Container init: the init pid, then the network hook.
-    const pid = Number.parseInt(readFileSync(p.pidFile, 'utf8'), 10);
+    let pid = 0;
+    try {
+      pid = Number.parseInt(readFileSync(p.pidFile, 'utf8'), 10);
+    } catch {}
     if (!(pid > 0) || !alive(pid)) {
       await this.stop(spec.id, 0).catch(() => {});
       throw new BoxError(`box ${spec.id}: init process exited right after start`);
@@ -581,7 +584,11 @@ export class OciEngine implements Engine {
         throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`);
       }
     }
-    if (meta) await this.unmountAll(meta.boxDir);
+    if (meta) {
+      // A stale pid could be reused by an unrelated host process: forget it once the box is down.
+      rmSync(join(meta.boxDir, 'bundle', 'init.pid'), { force: true });
+      await this.unmountAll(meta.boxDir);
+    }
     const sup = this.supervisors.get(id);
     if (sup) this.release(id, sup);
     this.cpuSamples.delete(id);

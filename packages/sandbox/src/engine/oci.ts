@@ -67,8 +67,8 @@ export interface OciUser {
 
 /**
  * Validates the numeric fields of a spec.
- * @throws BoxError naming the field (`cpus`, `memoryMib`, `pidsLimit`, `diskSizeGb`, `workingDir`,
- *   `mounts[i]`, `hostname`) and the rule broken.
+ * @throws BoxError naming the field (`id`, `cpus`, `memoryMib`, `pidsLimit`, `diskSizeGb`, `workingDir`,
+ *   `hostname`, `boxDir`, `layerDirs[i]`, `mounts[i]`) and the rule broken.
  */
 export function validateSpec(spec: EngineBoxSpec): void {
   if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(spec.id)) {
@@ -92,10 +92,13 @@ export function validateSpec(spec: EngineBoxSpec): void {
   if (spec.hostname.length === 0 || spec.hostname.length > 64 || /[\s/]/.test(spec.hostname)) {
     throw new BoxError(`hostname: '${spec.hostname}' must be 1-64 characters without spaces or '/'`);
   }
+  if (!spec.boxDir.startsWith('/') || /[,:\s]/.test(spec.boxDir)) {
+    throw new BoxError(`boxDir: '${spec.boxDir}' must be an absolute path without ',', ':' or whitespace`);
+  }
   if (spec.layerDirs.length === 0) throw new BoxError('layerDirs: at least one layer directory is required');
   for (const [i, d] of spec.layerDirs.entries()) {
-    if (!d.startsWith('/') || d.includes(':') || d.includes(',')) {
-      throw new BoxError(`layerDirs[${i}]: '${d}' must be an absolute path without ':' or ','`);
+    if (!d.startsWith('/') || /[,:\n]/.test(d)) {
+      throw new BoxError(`layerDirs[${i}]: '${d}' must be an absolute path without ':', ',' or newline`);
     }
   }
   for (const [i, m] of spec.mounts.entries()) {
