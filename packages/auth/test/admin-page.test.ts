@@ -180,6 +180,31 @@ describe('admin page', () => {
     assert.ok(!rows.some((text) => text.includes('Login')), 'the filter applies');
   });
 
+  test('pages through the audit log', async () => {
+    const t0 = Date.now() - 3600_000;
+    for (let i = 0; i < 60; i++) {
+      await server.store.appendAudit({
+        time: t0 + i * 1000,
+        category: 'Paging',
+        outcome: 'Denied',
+        subjectId: `p-${i}`,
+      });
+    }
+    const filter = page.getByRole('form', { name: 'Audit filter' });
+    await filter.getByLabel('Category').fill('Paging');
+    await filter.getByLabel('Outcome').fill('');
+    await filter.getByRole('button', { name: 'Apply filter' }).click();
+    await page.getByText('1–50 of 60').waitFor();
+    assert.match(String(await page.locator('#view tbody tr').first().textContent()), /p-59/);
+    await page.getByRole('button', { name: 'Older' }).click();
+    await page.getByText('51–60 of 60').waitFor();
+    assert.equal(await page.locator('#view tbody tr').count(), 10);
+    assert.match(String(await page.locator('#view tbody tr').last().textContent()), /p-0\b/);
+    assert.equal(await page.getByRole('button', { name: 'Older' }).isDisabled(), true);
+    await page.getByRole('button', { name: 'Newer' }).click();
+    await page.getByText('1–50 of 60').waitFor();
+  });
+
   test('loaded nothing from another origin', () => {
     assert.deepEqual(foreignRequests, []);
   });
