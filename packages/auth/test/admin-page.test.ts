@@ -113,6 +113,15 @@ describe('admin page', () => {
     await row('user', 'carol').getByRole('button', { name: 'Disable' }).click();
     await row('user', 'carol').getByRole('button', { name: 'Enable' }).waitFor();
     assert.equal((await server.store.findUserByName('carol'))!.isEnabled, false);
+
+    const search = page.getByRole('search', { name: 'Search users' });
+    await search.getByLabel('Search').fill('car');
+    await search.getByRole('button', { name: 'Search' }).click();
+    await row('user', 'admin').waitFor({ state: 'detached' });
+    assert.equal(await row('user', 'carol').count(), 1);
+    await page.getByRole('search', { name: 'Search users' }).getByLabel('Search').fill('');
+    await page.getByRole('search', { name: 'Search users' }).getByRole('button', { name: 'Search' }).click();
+    await row('user', 'admin').waitFor();
   });
 
   test('shows the API’s error message (409 duplicate user)', async () => {

@@ -313,8 +313,35 @@ function checkbox(name, label, checked) {
   return el('label', { class: 'inline' }, el('input', { type: 'checkbox', name, checked }), label);
 }
 
+// List views: a search on the name / id (the API's `search`) and "showing n of total".
+const searches = { users: '', roles: '', clients: '', permissions: '' };
+
+function listQuery(kind) {
+  const query = new URLSearchParams({ limit: String(PAGE) });
+  if (searches[kind]) query.set('search', searches[kind]);
+  return `${kind}?${query}`;
+}
+
+function searchBar(kind, page, noun) {
+  const form = el(
+    'form',
+    { class: 'fields', role: 'search', 'aria-label': `Search ${kind}` },
+    field('Search', el('input', { name: 'search', type: 'search', value: searches[kind], maxlength: 256 })),
+    el('button', { type: 'submit', class: 'secondary', text: 'Search' }),
+    el('span', {
+      text: `${page.items.length < page.total ? `showing ${page.items.length} of ` : ''}${page.total} ${noun}`,
+    }),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    searches[kind] = String(new FormData(form).get('search') ?? '').trim();
+    show(kind);
+  });
+  return form;
+}
+
 async function usersView() {
-  const page = await api('GET', `users?limit=${PAGE}`);
+  const page = await api('GET', listQuery('users'));
   const editor = el('div');
   const rows = page.items.map((user) =>
     el(
@@ -397,7 +424,7 @@ async function usersView() {
   return el(
     'div',
     {},
-    el('p', { text: `${page.total} user(s)` }),
+    searchBar('users', page, 'user(s)'),
     table(['User name', 'Status', 'Lockout', 'Roles', 'Direct permissions', 'Actions'], rows),
     editor,
     form,
@@ -462,7 +489,7 @@ function userEditor(user) {
 }
 
 async function rolesView() {
-  const page = await api('GET', `roles?limit=${PAGE}`);
+  const page = await api('GET', listQuery('roles'));
   const editor = el('div');
   const rows = page.items.map((role) =>
     el(
@@ -525,7 +552,7 @@ async function rolesView() {
   return el(
     'div',
     {},
-    el('p', { text: `${page.total} role(s)` }),
+    searchBar('roles', page, 'role(s)'),
     table(['Name', 'Description', 'Permissions', 'Denied', 'Kind', 'Actions'], rows),
     editor,
     form,
@@ -574,7 +601,7 @@ function roleEditor(role) {
 const GRANTS = ['authorization_code', 'refresh_token', 'password', 'client_credentials'];
 
 async function clientsView() {
-  const page = await api('GET', `clients?limit=${PAGE}`);
+  const page = await api('GET', listQuery('clients'));
   const editor = el('div');
   const rows = page.items.map((client) =>
     el(
@@ -685,7 +712,7 @@ async function clientsView() {
   return el(
     'div',
     {},
-    el('p', { text: `${page.total} client(s)` }),
+    searchBar('clients', page, 'client(s)'),
     table(['Client id', 'Name', 'Type', 'Status', 'Grant types', 'Scopes', 'Redirect URIs', 'Actions'], rows),
     editor,
     form,
@@ -729,7 +756,7 @@ function clientEditor(client) {
 }
 
 async function permissionsView() {
-  const page = await api('GET', `permissions?limit=${PAGE}`);
+  const page = await api('GET', listQuery('permissions'));
   const rows = page.items.map((p) =>
     el(
       'tr',
@@ -775,7 +802,7 @@ async function permissionsView() {
   return el(
     'div',
     {},
-    el('p', { text: `${page.total} permission(s)` }),
+    searchBar('permissions', page, 'permission(s)'),
     table(['Code', 'Description', 'Actions'], rows),
     form,
   );
