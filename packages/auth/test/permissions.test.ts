@@ -59,7 +59,7 @@ describe('permission codes', () => {
       'ä.b',
       '-a',
       'a'.repeat(65),
-      'a.'.repeat(40) + 'a',
+      `${'a.'.repeat(40)}a`,
       42,
       null,
     ]) {
