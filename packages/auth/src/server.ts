@@ -282,7 +282,7 @@ export interface EnvConfig {
 }
 
 /**
- * Reads `AUTH_PORT` (default 4100), `AUTH_HOST` (default `127.0.0.1`), `AUTH_ISSUER` (default
+ * Reads `AUTH_PORT` (default 4100), `AUTH_HOST` (default `localhost`: loopback, IPv4 and IPv6), `AUTH_ISSUER` (default
  * `http://localhost:<port>`), `AUTH_DATABASE_PATH` (default {@link DEFAULT_DATABASE_PATH}),
  * `AUTH_SIGNING_ALG` (default `RS256`), `AUTH_ADMIN_USERNAME`, `AUTH_ADMIN_PASSWORD`,
  * `AUTH_DEMO_CLIENT_SECRET`, `AUTH_ACCESS_TOKEN_TTL` and `AUTH_REFRESH_TOKEN_TTL` (seconds).
@@ -305,7 +305,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
       throw new RangeError(`${name}: must be a positive integer (seconds)`);
     return n;
   };
-  const host = env.AUTH_HOST || '127.0.0.1';
+  const host = env.AUTH_HOST || 'localhost';
   return {
     port,
     host,

@@ -141,6 +141,22 @@ describe('success', () => {
     assert.equal(event?.outcome, 'Success');
   });
 
+  test('signing in again replaces the session; the earlier cookie value stops working (no fixation)', async () => {
+    const jar = new CookieJar();
+    await submitLogin(t.base, jar, 'alice', 'alice-password-1');
+    const planted = jar.cookies.get('seed_auth_session') ?? '';
+    await submitLogin(t.base, jar, 'alice', 'alice-password-1');
+    assert.notEqual(jar.cookies.get('seed_auth_session'), planted);
+    const stale = new CookieJar();
+    stale.cookies.set('seed_auth_session', planted);
+    const res = await authorize(
+      t.base,
+      stale,
+      Object.fromEntries(new URLSearchParams(returnTo.split('?')[1])),
+    );
+    assert.equal(new URL(res.headers.get('location') ?? '', t.base).pathname, '/login');
+  });
+
   test('sign-out ends the session', async () => {
     const jar = new CookieJar();
     await submitLogin(t.base, jar, 'alice', 'alice-password-1');

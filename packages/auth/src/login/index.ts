@@ -96,7 +96,7 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
         remoteAddress: req.ip,
       });
       if (!outcome.ok) return back();
-      await startSession(reply, ctx, outcome.user.id);
+      await startSession(req, reply, ctx, outcome.user.id);
       return reply.header('cache-control', 'no-store').redirect(returnTo ?? LOGIN_PATH, 302);
     });
 

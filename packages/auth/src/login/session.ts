@@ -40,8 +40,18 @@ export async function readSession(
   return { session, user };
 }
 
-/** Creates a session for `userId` and sets the cookie on `reply`. */
-export async function startSession(reply: FastifyReply, ctx: OAuthContext, userId: string): Promise<void> {
+/**
+ * Creates a session for `userId` and sets the cookie on `reply`. A session the request already carried is
+ * revoked first, so a cookie planted before sign-in never becomes an authenticated session (fixation).
+ */
+export async function startSession(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: OAuthContext,
+  userId: string,
+): Promise<void> {
+  const previous = req.cookies[SESSION_COOKIE];
+  if (previous && previous.length <= 128) await ctx.store.revokeLoginSession(hashToken(previous), ctx.now());
   const value = newOpaqueToken();
   const now = ctx.now();
   const ttl = ctx.config.sessionTtlSeconds;
