@@ -151,17 +151,20 @@ describe('engine lifecycle', () => {
     assert.equal(n, 10 * 1048576);
   });
 
-  test('tty: the command sees a terminal', async () => {
+  test('tty: the command sees a terminal, resized on request', async () => {
     const p = await engine.exec(s.id, {
       cmd: 'sh',
-      args: ['-c', 'test -t 0 && test -t 1 && echo is-a-tty'],
+      args: ['-c', 'test -t 0 && test -t 1 && echo is-a-tty; read line; stty size'],
       env: [],
       tty: true,
     });
-    p.stdin.end();
+    assert.ok(p.resize);
+    await p.resize(120, 40);
+    p.stdin.write('go\n');
     const r = await collect(p);
     assert.equal(r.code, 0);
     assert.match(r.stdout, /is-a-tty/);
+    assert.match(r.stdout, /40 120/);
   });
 
   test('stats reads memory and cpu from the cgroup', async () => {

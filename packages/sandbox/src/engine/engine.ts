@@ -537,26 +537,55 @@ export class OciEngine implements Engine {
     });
     exited.catch(() => {});
     let done = false;
-    exited.finally(() => {
-      done = true;
-    });
-    const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
+    exited.then(
+      () => {
+        done = true;
+      },
+      () => {
+        done = true;
+      },
+    );
+    /** The command's host pid from the runtime's pid file (waits up to 1 s for it to appear). */
+    const commandPid = async (): Promise<number | undefined> => {
       for (let i = 0; i < 200 && !done; i++) {
-        let pid: number | undefined;
         try {
-          pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
+          const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
+          if (pid > 0) return pid;
         } catch {}
-        if (pid && pid > 0) {
-          try {
-            process.kill(pid, signal);
-          } catch {}
-          return;
-        }
         await sleep(5);
       }
+      return undefined;
+    };
+    const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
+      const pid = await commandPid();
+      if (pid === undefined || done) return;
+      try {
+        process.kill(pid, signal);
+      } catch {}
     };
     child.stdin.on('error', () => {});
-    return { stdin: child.stdin, stdout: drain(child.stdout), stderr: drain(child.stderr), exited, kill };
+    const proc: EngineProcess = {
+      stdin: child.stdin,
+      stdout: drain(child.stdout),
+      stderr: drain(child.stderr),
+      exited,
+      kill,
+    };
+    if (options.tty) {
+      // Sets the size of the command's own terminal (opened through /proc/<pid>/fd/0 from the
+      // host); the kernel then sends SIGWINCH to its foreground process group.
+      proc.resize = async (cols: number, rows: number): Promise<void> => {
+        if (!(Number.isInteger(cols) && cols > 0 && Number.isInteger(rows) && rows > 0)) {
+          throw new BoxError(`resize: cols ${cols} and rows ${rows} must be positive integers`);
+        }
+        const pid = await commandPid();
+        if (pid === undefined || done) return;
+        const r = await run('stty', ['-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)]);
+        if (r.code !== 0 && !done) throw new BoxError(`resize: ${r.stderr.trim()}`);
+      };
+      proc.resize(80, 24).catch(() => {});
+    }
+    return proc;
   }
 
   /** Stops the box and unmounts its root; see `Engine.stop`. Idempotent. */
