@@ -13,14 +13,13 @@ import {
   type GraphQLSchema,
   getOperationAST,
   parse,
-  specifiedRules,
   validate,
 } from 'graphql';
 import { getVariableValues } from 'graphql/execution/values.js';
 import { createHandler, type Handler } from 'graphql-http';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
-import { costLimit, DEFAULT_LIMITS, depthLimit, type QueryLimits } from './limits.ts';
+import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import type { ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
 
@@ -60,7 +59,7 @@ export type Engine = Handler<unknown, RequestState>;
 export function createEngine(options: EngineOptions): Engine {
   const { schema, store, maskErrors } = options;
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
-  const rules = [...specifiedRules, depthLimit(limits.maxDepth), costLimit(limits)];
+  const rules = validationRules(limits);
   const documents = new LRUCache<string, DocumentEntry>({ max: options.documentCacheSize ?? 1000 });
   const entries = new WeakMap<DocumentNode, DocumentEntry>();
   const context: ResolverContext = { store };

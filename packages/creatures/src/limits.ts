@@ -13,6 +13,7 @@ import {
   Kind,
   type OperationDefinitionNode,
   type SelectionSetNode,
+  specifiedRules,
   type ValidationContext,
   type ValidationRule,
 } from 'graphql';
@@ -36,6 +37,11 @@ export const DEFAULT_LIMITS: QueryLimits = {
   defaultListSize: 10,
   allListSize: 151,
 };
+
+/** graphql-js's specified rules plus {@link depthLimit} and {@link costLimit} for `limits`. */
+export function validationRules(limits: QueryLimits): ValidationRule[] {
+  return [...specifiedRules, depthLimit(limits.maxDepth), costLimit(limits)];
+}
 
 function fragmentsOf(context: ValidationContext): Map<string, FragmentDefinitionNode> {
   const map = new Map<string, FragmentDefinitionNode>();

@@ -25,9 +25,10 @@ import {
   type ExplorerAsset,
   loadExplorerAssets,
 } from './explorer.ts';
-import type { QueryLimits } from './limits.ts';
+import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { schema as creatureSchema } from './schema.ts';
 import { Store } from './store.ts';
+import { createSubscriptionHandler, isEventStreamRequest, withSubscriptions } from './subscriptions.ts';
 
 /** Default SQLite file: `packages/creatures/.data/creatures.db`. */
 export const DEFAULT_DATABASE_PATH = join(import.meta.dirname, '..', '.data', 'creatures.db');
@@ -58,6 +59,11 @@ export interface CreatureServerOptions {
   webRoot?: string;
   /** Most responses kept in the read-only query response cache (default 1000; 0 disables). */
   responseCacheSize?: number;
+  /**
+   * Offer GraphQL subscriptions over Server-Sent Events on `/graphql` (requests with
+   * `Accept: text/event-stream`, `src/subscriptions.ts`), fed by the store's change events (default true).
+   */
+  subscriptions?: boolean;
   /** How long `close()` waits for in-flight requests before cutting connections, in ms (default 10000). */
   shutdownTimeoutMs?: number;
 }
@@ -66,7 +72,7 @@ export interface CreatureServerOptions {
 export interface CreatureServer {
   /** The underlying `node:http` server. */
   readonly httpServer: Server;
-  /** The executable schema. */
+  /** The executable schema (with the `Subscription` type unless `subscriptions: false`). */
   readonly schema: GraphQLSchema;
   /** The store; its `events` emit a `'change'` event for every committed write. */
   readonly store: Store;
@@ -155,13 +161,30 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   const assets: Map<string, ExplorerAsset> = loadExplorerAssets();
   const webRoot = options.webRoot ?? DEFAULT_WEB_ROOT;
   const serveWeb = existsSync(webRoot) ? sirv(webRoot, { single: true, dev: false, etag: true }) : undefined;
+  const maskErrors = options.maskErrors ?? process.env.NODE_ENV !== 'development';
+  const onUnexpectedError = (err: unknown) =>
+    logger.error({ err }, 'unexpected error while executing an operation');
+  const withStreams = options.subscriptions ?? true;
+  const schema = withStreams ? withSubscriptions(creatureSchema) : creatureSchema;
   const engine: Engine = createEngine({
-    schema: creatureSchema,
+    schema,
     store,
     limits: options.limits,
-    maskErrors: options.maskErrors ?? process.env.NODE_ENV !== 'development',
-    onUnexpectedError: (err) => logger.error({ err }, 'unexpected error while executing an operation'),
+    maskErrors,
+    onUnexpectedError,
   });
+  const resolverContext = { store };
+  const streams = withStreams
+    ? createSubscriptionHandler({
+        schema,
+        events: store.events,
+        validationRules: validationRules({ ...DEFAULT_LIMITS, ...options.limits }),
+        context: () => resolverContext,
+        maxBodyBytes: bodyLimit,
+        maskErrors,
+        onUnexpectedError,
+      })
+    : undefined;
 
   const cacheSize = options.responseCacheSize ?? 1000;
   const responses =
@@ -190,6 +213,10 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   }
 
   function handleGraphQL(req: IncomingMessage, res: ServerResponse, url: string): void {
+    if (streams && isEventStreamRequest(req)) {
+      streams(req, res).catch((err: unknown) => fail(req, res, err));
+      return;
+    }
     const method = req.method ?? '';
     const accept = req.headers.accept ?? '';
     if (method === 'GET' && accept.includes('text/html')) {
@@ -386,7 +413,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   let closing: Promise<void> | undefined;
   return {
     httpServer,
-    schema: creatureSchema,
+    schema,
     store,
     logger,
     get url() {
@@ -421,6 +448,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
           logger.info('shutdown complete');
           resolve();
         };
+        streams?.close();
         if (!httpServer.listening) return finish();
         httpServer.close(() => finish());
         httpServer.closeIdleConnections();

@@ -283,6 +283,69 @@ describe('errors and CORS', () => {
   });
 });
 
+describe('subscriptions over Server-Sent Events on /graphql', () => {
+  test("a subscriber gets a mutation's change; close() ends the open stream", async () => {
+    const s = await start();
+    try {
+      const baseline = s.server.store.events.listenerCount('change');
+      const res = await fetch(s.endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({
+          query: 'subscription { creatureChanged { kind id name creature { types } } }',
+        }),
+      });
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type')!, /text\/event-stream/);
+      for (let i = 0; s.server.store.events.listenerCount('change') === baseline; i++) {
+        assert.ok(i < 500, 'the subscription never started listening to the change feed');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const mutation = await s.gql(
+        'mutation { updateCreature(id: "054", input: { name: "Psyduck Prime" }) { id } }',
+      );
+      assert.equal(mutation.body.errors, undefined);
+      const reader = res.body!.getReader();
+      let text = '';
+      while (!/event: next\ndata: .*\n/.test(text)) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += Buffer.from(value).toString();
+      }
+      const data = /event: next\ndata: (.*)\n/.exec(text)?.[1];
+      assert.deepEqual(JSON.parse(data!), {
+        data: {
+          creatureChanged: {
+            kind: 'UPDATED',
+            id: '054',
+            name: 'Psyduck Prime',
+            creature: { types: ['Water'] },
+          },
+        },
+      });
+      const closed = s.server.close();
+      for (;;) {
+        const { done } = await reader.read();
+        if (done) break;
+      }
+      await closed;
+    } finally {
+      await s.server.close();
+    }
+  });
+
+  test('a subscription over plain POST is a GraphQL error, not a 500', async () => {
+    const s = await start();
+    try {
+      const { status, body } = await s.gql('subscription { messageChanged { kind } }');
+      assert.ok(status === 200 || status === 400, String(status));
+      assert.match(body.errors![0]!.message, /Subscriptions are not supported/);
+    } finally {
+      await s.server.close();
+    }
+  });
+});
+
 describe('shutdown', () => {
   test('close() lets an in-flight request finish, then refuses connections', async () => {
     const s = await start();
