@@ -243,7 +243,11 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
           if (!isUnexpected(error)) return error;
           options.onUnexpectedError?.(error.originalError);
           return maskErrors
-            ? new GraphQLError('Internal server error', { nodes: error.nodes, path: error.path })
+            ? new GraphQLError('Internal server error', {
+                nodes: error.nodes,
+                path: error.path,
+                extensions: { code: 'INTERNAL_SERVER_ERROR' },
+              })
             : error;
         }),
       };

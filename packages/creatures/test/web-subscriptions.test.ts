@@ -180,10 +180,13 @@ describe('GraphQL subscriptions over SSE', () => {
   test('unexpected resolver errors are masked and reported, client errors are not', async () => {
     const broken = createClient({ url: url.replace('/graphql', '/broken'), retryAttempts: 0 });
     const { value } = await broken.iterate({ query: '{ getMessage(id: "1") { id } }' }).next();
-    assert.deepEqual(
-      value?.errors?.map((e: { message: string }) => e.message),
-      ['Internal server error'],
-    );
+    assert.deepEqual(value?.errors?.[0], {
+      message: 'Internal server error',
+      locations: [{ line: 1, column: 3 }],
+      path: ['getMessage'],
+      extensions: { code: 'INTERNAL_SERVER_ERROR' },
+    });
+    assert.doesNotMatch(JSON.stringify(value), /disk on fire|secret/);
     assert.match(String(unexpected[0]), /disk on fire/);
     broken.dispose();
 
