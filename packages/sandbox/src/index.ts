@@ -14,6 +14,14 @@ export {
 } from './boxes/simple.ts';
 export * from './constants.ts';
 export { BoxError, type BoxErrorOptions, ExecError, ParseError, TimeoutError } from './errors.ts';
+export {
+  type ImageInfo,
+  ImageStore,
+  type PreparedImage,
+  type PullOptions,
+  type PullProgress,
+  renderPullProgress,
+} from './images/index.ts';
 export { type ExecEnv, type ExecOptions, JsBox } from './runtime/box.ts';
 export { type JsExecStderr, type JsExecStdin, type JsExecStdout, JsExecution } from './runtime/execution.ts';
 export { type NormalizedBoxOptions, type ValidateContext, validateBoxOptions } from './runtime/options.ts';

@@ -11,7 +11,7 @@ import { CodeBox } from '../src/boxes/code.ts';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError, ExecError } from '../src/errors.ts';
 import type { JsRuntime } from '../src/runtime/runtime.ts';
-import { ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
+import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
 /** Python that writes a minimal pure-Python wheel `hello_box` (PEP 427) to /tmp. */
 const BUILD_WHEEL = `
@@ -87,3 +87,5 @@ describe('CodeBox', () => {
     assert.equal((await simple.getInfo()).image, 'python:slim');
   });
 });
+
+after(cleanupAll);

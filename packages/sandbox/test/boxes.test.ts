@@ -5,11 +5,11 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { before, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError, TimeoutError } from '../src/errors.ts';
 import type { JsRuntime } from '../src/runtime/runtime.ts';
-import { BUSYBOX, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
 describe('SimpleBox', () => {
   let runtime: JsRuntime;
@@ -115,3 +115,5 @@ describe('SimpleBox', () => {
     await box.stop();
   });
 });
+
+after(cleanupAll);

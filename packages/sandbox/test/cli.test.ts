@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { before, describe, it } from 'node:test';
-import { BUSYBOX, boxDirs, ensureRegistry, tempHome } from './runtime-helpers.ts';
+import { after, before, describe, it } from 'node:test';
+import { BUSYBOX, boxDirs, cleanupAll, ensureRegistry, tempHome } from './runtime-helpers.ts';
 
 const bin = join(import.meta.dirname, '..', 'bin', 'sandbox.ts');
 
@@ -152,3 +152,5 @@ describe('sandbox CLI', () => {
     assert.match(badImage.stderr, /nope\/none/);
   });
 });
+
+after(cleanupAll);

@@ -3,7 +3,7 @@
  * store's idempotent script), temporary home directories and a runtime on them.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JsBox } from '../src/runtime/box.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
@@ -26,12 +26,30 @@ export function ensureRegistry(): void {
 
 /** A fresh temporary homeDir (no spaces: the engine's state root lives in it). */
 export function tempHome(prefix = 'sandbox-rt-'): string {
-  return mkdtempSync(join('/tmp', prefix));
+  const dir = mkdtempSync(join('/tmp', prefix));
+  tempDirs.push(dir);
+  return dir;
 }
 
 /** A runtime on a fresh temporary homeDir using the local registry. */
 export function testRuntime(homeDir = tempHome()): JsRuntime {
   return new JsRuntime({ homeDir, imageRegistries: REGISTRIES });
+}
+
+const tempDirs: string[] = [];
+
+/**
+ * Removes every box of every homeDir made by `tempHome` in this test file, then the directories themselves
+ * (images included). Call from a top-level `after`.
+ */
+export async function cleanupAll(): Promise<void> {
+  for (const dir of tempDirs.splice(0)) {
+    if (existsSync(join(dir, 'state.db'))) {
+      const runtime = new JsRuntime({ homeDir: dir });
+      for (const info of await runtime.listInfo()) await runtime.remove(info.id, true);
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** Box directories left under a homeDir. */

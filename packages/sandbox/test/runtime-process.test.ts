@@ -6,12 +6,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { before, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StateDb } from '../src/runtime/state.ts';
 import {
   BUSYBOX,
   boxDirs,
+  cleanupAll,
   ensureRegistry,
   REGISTRIES,
   run,
@@ -128,3 +129,5 @@ describe('boxes across processes', () => {
     after.close();
   });
 });
+
+after(cleanupAll);

@@ -17,7 +17,15 @@ import { after, before, describe, it } from 'node:test';
 import { BoxError } from '../src/errors.ts';
 import type { JsRuntime } from '../src/runtime/runtime.ts';
 import { StateDb } from '../src/runtime/state.ts';
-import { BUSYBOX, boxDirs, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
+import {
+  BUSYBOX,
+  boxDirs,
+  cleanupAll,
+  ensureRegistry,
+  run,
+  tempHome,
+  testRuntime,
+} from './runtime-helpers.ts';
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -344,3 +352,5 @@ describe('JsRuntime with real boxes', () => {
     assert.equal((await rt.metrics()).boxesCreatedTotal, 20);
   });
 });
+
+after(cleanupAll);

@@ -11,6 +11,7 @@
  * creating process is gone, every box directory without a record, and marks boxes whose init process died
  * as stopped (removing them when created with `autoRemove`).
  */
+import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -161,8 +162,17 @@ export class JsRuntime {
     JsRuntime.#defaultOptions = options;
   }
 
+  /**
+   * The engine's state directory: `<homeDir>/engine`, shared by every process on this homeDir. The OCI
+   * runtimes refuse paths with whitespace; such a homeDir gets a directory under /run keyed by its hash.
+   */
+  #engineStateRoot(): string {
+    if (!/\s/.test(this.homeDir)) return join(this.homeDir, 'engine');
+    return join('/run/seed-sandbox', createHash('sha256').update(this.homeDir).digest('hex').slice(0, 16));
+  }
+
   #getEngine(): Promise<Engine> {
-    this.#engine ??= createEngine({ stateRoot: join(this.homeDir, 'engine') });
+    this.#engine ??= createEngine({ stateRoot: this.#engineStateRoot() });
     this.#engine.catch(() => {
       this.#engine = null;
     });
@@ -421,6 +431,13 @@ export class JsRuntime {
    */
   async metrics(): Promise<JsRuntimeMetrics> {
     await this.#whenReady();
+    // Boxes whose init died (e.g. the parent of a non-detached box exited) no longer count as running.
+    await Promise.all(
+      this.#db
+        .listBoxes()
+        .filter((r) => r.status === 'running')
+        .map((r) => this.#reconcile(r)),
+    );
     return {
       boxesCreatedTotal: this.#counters.created,
       boxesFailedTotal: this.#counters.failed,
