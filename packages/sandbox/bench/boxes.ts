@@ -47,7 +47,9 @@ async function benchRuntime(runtime: JsRuntime): Promise<Row & { stages: Record<
     if (exitCode !== 0) throw new Error(`exec true exited ${exitCode}`);
     const metrics = await box.metrics();
     for (const [key, value] of Object.entries(metrics)) {
-      if (key.endsWith('Ms') && typeof value === 'number') (stages[key] ??= []).push(value);
+      if (!key.endsWith('Ms') || typeof value !== 'number') continue;
+      stages[key] ??= [];
+      stages[key].push(value);
     }
     await runtime.remove(box.id, true);
   }
