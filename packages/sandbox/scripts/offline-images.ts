@@ -35,6 +35,7 @@ export const REGISTRY_HOST = '127.0.0.1:5000';
 export const AUTH_REGISTRY_HOST = '127.0.0.1:5001';
 /** Test-only credentials of the auth registry (loopback only, no real secret). */
 export const AUTH_USER = 'seed';
+/** Password of `AUTH_USER` on the auth registry (test-only, loopback only). */
 export const AUTH_PASSWORD = 'seed-sandbox-test';
 
 /** A built image in the cache: one gzip layer with its digest, size and diff id, plus the config. */
@@ -51,6 +52,7 @@ export const OFFLINE_IMAGES = {
   busybox: { repos: ['library/busybox', 'busybox'], tag: 'latest' },
   python: { repos: ['library/python', 'python'], tag: 'slim' },
 } as const;
+/** `busybox` or `python`. */
 export type OfflineImageName = keyof typeof OFFLINE_IMAGES;
 
 const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';

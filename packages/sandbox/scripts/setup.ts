@@ -23,6 +23,8 @@ export const DEBIAN_PACKAGES = [
   'apache2-utils',
   'iproute2',
   'attr',
+  'iptables',
+  'socat',
 ];
 
 function log(m: string): void {
