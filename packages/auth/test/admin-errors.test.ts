@@ -185,6 +185,35 @@ describe('400 — storage constraint', () => {
     refused(400, 'GET', 'audit?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z', undefined, /from/));
 });
 
+describe('long identifiers and malformed URLs (server options from adminServerOptions)', () => {
+  test('a 128-character client id and a 256-character permission code are addressable', async () => {
+    const clientId = 'c'.repeat(128);
+    assert.equal((await f.call(root, 'POST', 'clients', { clientId, clientType: 'public' })).statusCode, 201);
+    assert.equal((await f.call(root, 'GET', `clients/${clientId}`)).statusCode, 200);
+    const code = Array.from({ length: 4 }, (_, i) => `${i}`.repeat(63)).join('.');
+    assert.equal(code.length, 255);
+    assert.equal((await f.call(root, 'POST', 'permissions', { code })).statusCode, 201);
+    assert.equal((await f.call(root, 'GET', `permissions/${code}`)).statusCode, 200);
+    assert.equal((await f.call(root, 'DELETE', `permissions/${code}`)).statusCode, 204);
+    assert.equal((await f.call(root, 'DELETE', `clients/${clientId}`)).statusCode, 204);
+  });
+  test('a malformed percent-encoding → 400 with the spec body', () =>
+    refused(400, 'GET', `${f.base}/users/%ZZ`, undefined, /not a valid url component/));
+  test('an over-long path parameter → 414 with the spec body', () =>
+    refused(
+      414,
+      'GET',
+      `${f.base}/permissions/${'a'.repeat(300)}`,
+      undefined,
+      /exceeding the max param length/,
+    ));
+  test('outside the API, Fastify keeps its own answer', async () => {
+    const r = await f.call(root, 'GET', '/elsewhere/%ZZ');
+    assert.equal(r.statusCode, 400);
+    assert.equal(JSON.parse(r.body).code, 'FST_ERR_BAD_URL');
+  });
+});
+
 describe('404 — target absent', () => {
   const missing = '00000000-0000-4000-8000-00000000dead';
   for (const [method, path, body] of [

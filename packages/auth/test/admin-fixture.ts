@@ -5,7 +5,7 @@
  */
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { generateKeyPair, SignJWT } from 'jose';
-import { type AdminApiOptions, adminApi, normalizeBasePath } from '../src/admin/index.ts';
+import { type AdminApiOptions, adminApi, adminServerOptions, normalizeBasePath } from '../src/admin/index.ts';
 import { AuthorizationService } from '../src/authorization.ts';
 import { PasswordHasher } from '../src/passwords.ts';
 import { SqliteAuthStore } from '../src/store/sqlite.ts';
@@ -55,7 +55,7 @@ export async function adminFixture(
     store,
     tokenVerifier: new JwtTokenVerifier({ key: publicKey, issuer, algorithms: ['ES256'] }),
   });
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, ...adminServerOptions(options.basePath) });
   await app.register(adminApi, {
     store,
     authorization,

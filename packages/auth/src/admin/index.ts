@@ -4,6 +4,7 @@
  *
  * Wiring (in the server):
  * ```ts
+ * const app = Fastify({ ...adminServerOptions('/auth-admin') }); // maxParamLength, frameworkErrors
  * const authorization = new AuthorizationService({ store, tokenVerifier }); // verifier over the server's JWKS
  * await app.register(adminApi, { basePath: '/auth-admin', store, authorization, passwordHasher: hasher });
  * // API under /auth-admin/api (OpenAPI: /auth-admin/api/openapi.json), page at /auth-admin/
@@ -12,7 +13,7 @@
  * with it too, unless `hashClientSecret` is given).
  */
 import swagger from '@fastify/swagger';
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyServerOptions } from 'fastify';
 import type { AuthorizationService } from '../authorization.ts';
 import { type AuthPluginOptions, authPlugin } from '../middleware/fastify.ts';
 import { PasswordHasher } from '../passwords.ts';
@@ -70,6 +71,38 @@ export function normalizeBasePath(basePath: string | undefined): string {
     throw new TypeError(`basePath: '${raw}' is not an absolute path of A-Z a-z 0-9 . _ ~ - segments`);
   }
   return trimmed;
+}
+
+/** Longest path parameter the administration API needs (a permission code: 256 characters). */
+export const ADMIN_MAX_PARAM_LENGTH = 256;
+
+/**
+ * Server-level Fastify options the administration API needs, to spread into `Fastify({...})` of the server
+ * that registers {@link adminApi} (plugins cannot set them):
+ * - `maxParamLength` {@link ADMIN_MAX_PARAM_LENGTH}: client ids (128) and permission codes (256) in paths
+ *   (Fastify's default, 100, would answer 414 for valid long ones);
+ * - `frameworkErrors`: a malformed URL (bad percent-encoding) or an over-long parameter under
+ *   `{basePath}/api` is answered with the spec's `{ "error": "message" }` body (400 / 414) instead of Fastify's
+ *   own shape; other paths go to `next` (default: Fastify's usual body).
+ */
+export function adminServerOptions(
+  basePath?: string,
+  next?: FastifyServerOptions['frameworkErrors'],
+): Pick<FastifyServerOptions, 'maxParamLength' | 'frameworkErrors'> {
+  const prefix = `${normalizeBasePath(basePath)}/api`;
+  return {
+    maxParamLength: ADMIN_MAX_PARAM_LENGTH,
+    frameworkErrors(error, request, reply) {
+      const url = request.raw.url ?? '';
+      const status = error.statusCode ?? 400;
+      if (url === prefix || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`)) {
+        return sendError(reply, status, error.message);
+      }
+      if (next) return next(error, request, reply);
+      const body = { error: 'Bad Request', code: error.code, message: error.message, statusCode: status };
+      return (reply as FastifyReply).code(status).send(body);
+    },
+  };
 }
 
 /**
