@@ -574,7 +574,7 @@ export class OciEngine implements Engine {
     if (options.tty) {
       // Sets the size of the command's own terminal (opened through /proc/<pid>/fd/0 from the
       // host); the kernel then sends SIGWINCH to its foreground process group.
-      proc.resize = async (cols: number, rows: number): Promise<void> => {
+      const setSize = async (cols: number, rows: number): Promise<void> => {
         if (!(Number.isInteger(cols) && cols > 0 && Number.isInteger(rows) && rows > 0)) {
           throw new BoxError(`resize: cols ${cols} and rows ${rows} must be positive integers`);
         }
@@ -582,6 +582,13 @@ export class OciEngine implements Engine {
         if (pid === undefined || done) return;
         const r = await run('stty', ['-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)]);
         if (r.code !== 0 && !done) throw new BoxError(`resize: ${r.stderr.trim()}`);
+      };
+      // Resizes run one after the other, so the last request wins.
+      let queue: Promise<void> = Promise.resolve();
+      proc.resize = (cols: number, rows: number): Promise<void> => {
+        const next = queue.then(() => setSize(cols, rows));
+        queue = next.catch(() => {});
+        return next;
       };
       proc.resize(80, 24).catch(() => {});
     }
