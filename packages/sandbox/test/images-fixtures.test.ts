@@ -12,7 +12,14 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import zlib from 'node:zlib';
 import { BoxError } from '../src/errors.ts';
-import { ImageStore, MediaType, pushManifest, RegistryClient, sha256Digest } from '../src/images/index.ts';
+import {
+  ImageStore,
+  MediaType,
+  pushBlob,
+  pushManifest,
+  RegistryClient,
+  sha256Digest,
+} from '../src/images/index.ts';
 import { hostArchitecture } from '../src/images/oci.ts';
 import { endpointFor } from '../src/images/reference.ts';
 import type { JsImageRegistry } from '../src/types.ts';
@@ -123,6 +130,81 @@ describe('image content', () => {
     const { store } = await newStore();
     const img = await store.pull(pushed.reference);
     assert.equal(fs.readFileSync(join(img.layerDirs[0]!, 'etc/zstd'), 'utf8'), 'zstd ok');
+  });
+});
+
+describe('media types and store', () => {
+  test('Docker schema 2 manifest list and manifest with a Docker gzip layer', async () => {
+    const layer = await buildLayer([{ name: 'docker', content: 'schema2' }]);
+    const client = new RegistryClient(endpointFor('127.0.0.1:5000'));
+    const repo = 'seed-test/docker-v2';
+    const config = Buffer.from(
+      JSON.stringify({
+        architecture: hostArchitecture().architecture,
+        os: 'linux',
+        config: { Entrypoint: ['/docker'], WorkingDir: '/srv', User: '1000:1000' },
+        rootfs: { type: 'layers', diff_ids: [layer.diffId] },
+      }),
+    );
+    await pushBlob(client, repo, { data: layer.data });
+    await pushBlob(client, repo, { data: config });
+    const manifest = Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: MediaType.dockerManifest,
+        config: { mediaType: MediaType.dockerConfig, digest: sha256Digest(config), size: config.length },
+        layers: [
+          { mediaType: MediaType.dockerLayerGzip, digest: sha256Digest(layer.data), size: layer.data.length },
+        ],
+      }),
+    );
+    const mDigest = await pushManifest(client, repo, 'single', manifest, MediaType.dockerManifest);
+    const list = Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: MediaType.dockerManifestList,
+        manifests: [
+          {
+            mediaType: MediaType.dockerManifest,
+            digest: mDigest,
+            size: manifest.length,
+            platform: { os: 'linux', architecture: hostArchitecture().architecture },
+          },
+        ],
+      }),
+    );
+    await pushManifest(client, repo, 'latest', list, MediaType.dockerManifestList);
+    const { store } = await newStore();
+    const img = await store.pull(`127.0.0.1:5000/${repo}`);
+    assert.equal(img.reference, `127.0.0.1:5000/${repo}:latest`);
+    assert.equal(img.digest, mDigest);
+    assert.equal(fs.readFileSync(join(img.layerDirs[0]!, 'docker'), 'utf8'), 'schema2');
+    assert.deepEqual(img.config, {
+      env: [],
+      entrypoint: ['/docker'],
+      cmd: null,
+      workingDir: '/srv',
+      user: '1000:1000',
+      exposedPorts: [],
+    });
+  });
+
+  test('removing one image keeps the layers another image shares', async () => {
+    const base = await buildLayer([{ name: 'base', content: 'shared base' }]);
+    const a = await pushFixture('shared-a', [base, await buildLayer([{ name: 'top', content: 'a' }])]);
+    const b = await pushFixture('shared-b', [base, await buildLayer([{ name: 'top', content: 'b' }])]);
+    const { store } = await newStore();
+    const imgA = await store.pull(a.reference);
+    const imgB = await store.pull(b.reference);
+    assert.equal(imgA.layerDirs[0], imgB.layerDirs[0], 'the shared base layer is stored once');
+    await store.remove(a.reference);
+    assert.equal(fs.existsSync(imgA.layerDirs[1]!), false, "a's own layer is deleted");
+    assert.equal(fs.readFileSync(join(imgB.layerDirs[0]!, 'base'), 'utf8'), 'shared base');
+    assert.deepEqual(await store.get(b.reference), imgB);
+    assert.deepEqual(
+      (await store.list()).map((i) => i.reference),
+      [b.reference],
+    );
   });
 });
 
