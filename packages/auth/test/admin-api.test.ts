@@ -223,6 +223,7 @@ describe('clients', () => {
     assert.equal(created.statusCode, 201);
     const client = json(created);
     assert.equal(created.headers.location, `${f.base}/clients/billing`);
+    assert.equal(created.headers['cache-control'], 'no-store', 'a secret is never cached');
     assert.equal(typeof client.clientSecret, 'string');
     assert.ok(client.clientSecret.length >= 32);
     assert.equal(client.hasSecret, true);

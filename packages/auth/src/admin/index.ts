@@ -133,6 +133,11 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
         sendError(reply, 404, `no route ${request.method} ${request.url.split('?')[0]}`),
       );
       api.addHook('preParsing', requireJsonBody);
+      // Answers carry account data and, once, generated secrets: never stored by caches (RFC 9111 §5.2.2.5).
+      api.addHook('onSend', async (_request, reply, payload) => {
+        reply.header('cache-control', 'no-store');
+        return payload;
+      });
       const bodyLimit = options.bodyLimit ?? 1024 * 1024;
       api.addHook('onRoute', (route) => {
         route.bodyLimit ??= bodyLimit;
