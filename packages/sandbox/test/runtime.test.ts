@@ -83,6 +83,8 @@ describe('JsRuntime with real boxes', () => {
     assert.ok((await runtime.listInfo()).some((i) => i.id === box.id));
     assert.equal(await runtime.getInfo('no-such-box'), null);
     assert.equal(await runtime.get('no-such-box'), null);
+    // The image of a box cannot be removed from the store while the box exists.
+    await assert.rejects(runtime.images.remove(BUSYBOX), /used by box defaults/);
     await runtime.remove(box.id, true);
     assert.equal(await runtime.getInfo(box.id), null);
   });

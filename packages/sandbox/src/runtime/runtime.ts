@@ -255,8 +255,7 @@ export class JsRuntime {
   /** Deletes everything of a box: engine state, box directory, then (last) its record. */
   async #teardown(id: string): Promise<void> {
     const engine = await this.#getEngine();
-    await engine.stop(id, 0).catch(() => {});
-    await engine.remove(id, this.#boxDir(id));
+    await engine.remove(id, this.#boxDir(id)); // kills the box first when it still runs
     rmSync(this.#boxDir(id), { recursive: true, force: true });
     this.#db.deleteBox(id);
   }
@@ -310,12 +309,13 @@ export class JsRuntime {
     const boxName = validateBoxName(name) ?? null;
     normalized.volumes.forEach((volume, i) => {
       if (volume.hostPath === undefined) return;
-      let isDir = false;
+      let exists = false;
       try {
-        isDir = statSync(volume.hostPath).isDirectory() || statSync(volume.hostPath).isFile();
+        const stat = statSync(volume.hostPath);
+        exists = stat.isDirectory() || stat.isFile();
       } catch {}
-      if (!isDir) {
-        throw new BoxError(`invalid box option volumes[${i}].hostPath: '${volume.hostPath}' does not exist`, {
+      if (!exists) {
+        throw new BoxError(`invalid box option volumes[${i}].hostPath: '${volume.hostPath}' is not an existing file or directory`, {
           field: `volumes[${i}].hostPath`,
         });
       }
