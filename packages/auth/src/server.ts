@@ -207,6 +207,10 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     now,
   });
   const ownedStore = store;
+  // Scheduled key rotation (two-phase: publish, then sign); best effort, retried on the next tick.
+  const rotation = setInterval(() => keys.rotateIfDue().catch(() => {}), 60_000);
+  rotation.unref();
+  app.addHook('onClose', async () => clearInterval(rotation));
   if (options.closeStore !== false) app.addHook('onClose', async () => ownedStore.close());
 
   let bootstrap: BootstrapResult = { clients: [] };

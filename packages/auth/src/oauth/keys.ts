@@ -1,7 +1,7 @@
 /**
- * Signing keys for JWT access tokens (RFC 9068 §2.1, RFC 7517 JWK) with rotation: one active key signs;
- * keys it replaced stay published in the JWKS until every token they signed has expired, then they are
- * dropped. Keys are generated and used with `jose`; private keys are persisted as JWK JSON through
+ * Signing keys for JWT access tokens (RFC 9068 §2.1, RFC 7517 JWK) with two-phase rotation: a new key is
+ * published in the JWKS first and signs only `publishAheadMs` later (so resource servers that cache the
+ * JWKS already know it); the key it replaces stays published until every token it signed has expired. Keys are generated and used with `jose`; private keys are persisted as JWK JSON through
  * the auth store (`insertSigningKey`, `listSigningKeys`, `retireSigningKey`).
  */
 import { randomUUID } from 'node:crypto';
@@ -27,6 +27,8 @@ export interface KeyManagerOptions {
   readonly alg?: SigningAlg;
   /** Age after which the active key is replaced, ms. Default 30 days. */
   readonly rotationIntervalMs?: number;
+  /** How long a new key is published before it signs, ms. Default 10 minutes (JWKS max-age is 5). */
+  readonly publishAheadMs?: number;
   /** How long a retired key stays in the JWKS, ms; must be ≥ the access-token lifetime. Default 1 day. */
   readonly retiredKeyTtlMs?: number;
   /** Clock, ms since epoch (tests). */
@@ -37,7 +39,6 @@ interface LoadedKey {
   readonly kid: string;
   readonly alg: string;
   readonly privateKey: CryptoKey;
-  readonly publicJwk: JWK;
   readonly createdAt: number;
 }
 
@@ -48,39 +49,48 @@ export interface ActiveSigningKey {
   readonly privateKey: CryptoKey;
 }
 
+type KeyStore = Pick<AuthStore, 'insertSigningKey' | 'listSigningKeys' | 'retireSigningKey'>;
+
 /**
- * Holds the signing keys in memory, generates the first key on an empty repository, rotates on
- * schedule ({@link KeyManager.rotateIfDue}) or on demand ({@link KeyManager.rotate}).
+ * Holds the signing keys in memory, generates the first key on an empty store, rotates on schedule
+ * ({@link KeyManager.rotateIfDue}, call it periodically) or on demand ({@link KeyManager.rotate}).
+ *
+ * Selection rule (so that several processes over one store agree): among the keys not retired, the
+ * active key is the newest one created at least `publishAheadMs` ago, or the oldest one when none is that
+ * old (first start). Once a newer key takes over, the older ones are retired in the store.
  */
 export class KeyManager {
-  readonly #store: Pick<AuthStore, 'insertSigningKey' | 'listSigningKeys' | 'retireSigningKey'>;
+  readonly #store: KeyStore;
   readonly #alg: SigningAlg;
   readonly #rotationIntervalMs: number;
+  readonly #publishAheadMs: number;
   readonly #retiredKeyTtlMs: number;
   readonly #now: () => number;
+  /** Not-retired keys, oldest first. */
+  #candidates: LoadedKey[] = [];
   #active: LoadedKey | undefined;
+  /** When the next pending key takes over (ms since epoch), or Infinity. */
+  #switchAt = Number.POSITIVE_INFINITY;
   #jwks: { keys: JWK[] } = { keys: [] };
   #rotating: Promise<void> | undefined;
   #localSet: JWTVerifyGetKey | undefined;
+  #loadQueue: Promise<void> = Promise.resolve();
 
   /** @throws RangeError when `options.alg` is not one of {@link SUPPORTED_SIGNING_ALGS}. */
-  constructor(
-    store: Pick<AuthStore, 'insertSigningKey' | 'listSigningKeys' | 'retireSigningKey'>,
-    options: KeyManagerOptions = {},
-  ) {
+  constructor(store: KeyStore, options: KeyManagerOptions = {}) {
     this.#store = store;
     this.#alg = options.alg ?? 'RS256';
     if (!SUPPORTED_SIGNING_ALGS.includes(this.#alg)) {
       throw new RangeError(`alg: must be one of ${SUPPORTED_SIGNING_ALGS.join(', ')}`);
     }
     this.#rotationIntervalMs = options.rotationIntervalMs ?? 30 * 24 * 3600_000;
+    this.#publishAheadMs = options.publishAheadMs ?? 10 * 60_000;
     this.#retiredKeyTtlMs = options.retiredKeyTtlMs ?? 24 * 3600_000;
     this.#now = options.now ?? Date.now;
   }
 
-  /** Loads keys from the store and creates the first one when none is active (or rotation is due). */
+  /** Loads keys from the store and creates the first one when none exists (or rotation is due). */
   async init(): Promise<void> {
-    await this.#load();
     await this.rotateIfDue();
   }
 
@@ -89,13 +99,14 @@ export class KeyManager {
     return this.#alg;
   }
 
-  /** The key that signs now. @throws Error before {@link KeyManager.init}. */
+  /** The key that signs now (switches to a pending key once its publication time has passed). */
   active(): ActiveSigningKey {
+    if (this.#now() >= this.#switchAt) this.#select();
     if (!this.#active) throw new Error('KeyManager: no active signing key (call init() first)');
     return this.#active;
   }
 
-  /** The public JWK Set (RFC 7517 §5): the active key and retired keys still within their TTL. */
+  /** The public JWK Set (RFC 7517 §5): pending, active and retired-but-not-expired keys. */
   jwks(): { keys: JWK[] } {
     return this.#jwks;
   }
@@ -111,23 +122,37 @@ export class KeyManager {
     };
   }
 
-  /** Replaces the active key if it is older than the rotation interval, of another alg, or missing. */
+  /**
+   * Reloads the keys (dropping those whose publication has ended, picking up keys other processes made)
+   * and starts a rotation when the newest key is older than the rotation interval, has another algorithm,
+   * or there is none. Call it periodically (the server does, every minute).
+   */
   async rotateIfDue(): Promise<void> {
-    const active = this.#active;
-    if (active && active.alg === this.#alg && this.#now() - active.createdAt < this.#rotationIntervalMs)
+    await this.#load();
+    const newest = this.#candidates.at(-1);
+    if (newest && newest.alg === this.#alg && this.#now() - newest.createdAt < this.#rotationIntervalMs)
       return;
     await this.rotate();
   }
 
-  /** Generates a new key, makes it active and retires the previous one (published until its TTL ends). */
-  async rotate(): Promise<void> {
+  /**
+   * Generates and publishes a new key. It signs once it has been published for `publishAheadMs` (at once
+   * when there is no key yet); the key it replaces is then retired and stays published for
+   * `retiredKeyTtlMs`. `{ immediate: true }` (e.g. a suspected key compromise) retires the current keys
+   * and signs with the new one right away.
+   */
+  async rotate(options: { immediate?: boolean } = {}): Promise<void> {
     if (this.#rotating) return this.#rotating;
     this.#rotating = (async () => {
       const { privateKey, publicKey } = await generateKeyPair(this.#alg, { extractable: true });
       const kid = randomUUID();
       const meta = { kid, alg: this.#alg, use: 'sig' };
       const now = this.#now();
-      const previous = this.#active;
+      if (options.immediate) {
+        // Emergency rotation: the current keys stop signing now (they stay published for their TTL).
+        for (const key of this.#candidates)
+          await this.#store.retireSigningKey(key.kid, now, now + this.#retiredKeyTtlMs);
+      }
       await this.#store.insertSigningKey({
         kid,
         alg: this.#alg,
@@ -135,7 +160,6 @@ export class KeyManager {
         publicJwk: { ...(await exportJWK(publicKey)), ...meta },
         createdAt: now,
       });
-      if (previous) await this.#store.retireSigningKey(previous.kid, now, now + this.#retiredKeyTtlMs);
       await this.#load();
     })().finally(() => {
       this.#rotating = undefined;
@@ -143,24 +167,48 @@ export class KeyManager {
     return this.#rotating;
   }
 
-  async #load(): Promise<void> {
+  /** Reloads from the store; loads are serialized so a slow one never overwrites a newer state. */
+  #load(): Promise<void> {
+    const next = this.#loadQueue.then(() => this.#reload());
+    this.#loadQueue = next.catch(() => {});
+    return next;
+  }
+
+  async #reload(): Promise<void> {
     const now = this.#now();
     const stored = await this.#store.listSigningKeys({ includeRetired: true, now });
     const published = stored.filter((k) => k.expiresAt === null || k.expiresAt > now);
-    const current = published
+    const candidates: LoadedKey[] = [];
+    for (const key of published
       .filter((k) => k.retiredAt === null)
-      .sort((a, b) => b.createdAt - a.createdAt)[0];
-    if (current) {
-      const privateKey = (await importJWK(current.privateJwk as JWK, current.alg)) as CryptoKey;
-      this.#active = {
-        kid: current.kid,
-        alg: current.alg,
-        privateKey,
-        publicJwk: current.publicJwk as JWK,
-        createdAt: current.createdAt,
-      };
+      .sort((a, b) => a.createdAt - b.createdAt)) {
+      const privateKey = (await importJWK(key.privateJwk as JWK, key.alg)) as CryptoKey;
+      candidates.push({ kid: key.kid, alg: key.alg, privateKey, createdAt: key.createdAt });
     }
+    this.#candidates = candidates;
     this.#jwks = Object.freeze({ keys: published.map((k) => ({ ...(k.publicJwk as JWK) })) });
     this.#localSet = undefined;
+    this.#select();
+  }
+
+  /** Applies the selection rule; retires (in the background) candidates older than the active key. */
+  #select(): void {
+    const now = this.#now();
+    const ready = this.#candidates.filter((k) => now - k.createdAt >= this.#publishAheadMs);
+    const active = ready.at(-1) ?? this.#candidates[0];
+    this.#active = active;
+    const pending = this.#candidates.find((k) => active && k.createdAt > active.createdAt);
+    this.#switchAt = pending ? pending.createdAt + this.#publishAheadMs : Number.POSITIVE_INFINITY;
+    const older = active ? this.#candidates.filter((k) => k.createdAt < active.createdAt) : [];
+    if (older.length > 0) {
+      this.#candidates = this.#candidates.filter((k) => !older.includes(k));
+      void Promise.all(
+        older.map((k) => this.#store.retireSigningKey(k.kid, now, now + this.#retiredKeyTtlMs)),
+      )
+        .then(() => this.#load())
+        .catch(() => {
+          // Retiring is best effort: the selection rule gives the same active key without it.
+        });
+    }
   }
 }
