@@ -344,7 +344,7 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
     const message = error instanceof Error ? error.message : String(error);
     process.stderr.write(`sandbox: error: ${message}\n`);
-    return error instanceof BoxError || error instanceof Error ? EXIT_SDK_ERROR : 1;
+    return EXIT_SDK_ERROR;
   }
 }
 

@@ -315,9 +315,12 @@ export class JsRuntime {
         exists = stat.isDirectory() || stat.isFile();
       } catch {}
       if (!exists) {
-        throw new BoxError(`invalid box option volumes[${i}].hostPath: '${volume.hostPath}' is not an existing file or directory`, {
-          field: `volumes[${i}].hostPath`,
-        });
+        throw new BoxError(
+          `invalid box option volumes[${i}].hostPath: '${volume.hostPath}' is not an existing file or directory`,
+          {
+            field: `volumes[${i}].hostPath`,
+          },
+        );
       }
     });
     await this.#whenReady();
