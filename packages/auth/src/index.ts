@@ -5,6 +5,19 @@
  * API build on these exports. See `packages/auth/README.md`.
  */
 
+export {
+  ADMIN_MAX_PARAM_LENGTH,
+  type AdminApiOptions,
+  type AdminCaller,
+  AdminHttpError,
+  type AdminPageOptions,
+  AdminPermission,
+  adminApi,
+  adminServerOptions,
+  DEFAULT_ADMIN_BASE_PATH,
+  normalizeBasePath,
+  SeparationOfDutiesError,
+} from './admin/index.ts';
 export { AuditLog, type AuditSink, redactDetails } from './audit.ts';
 export {
   type AuthorizationInput,
