@@ -6,7 +6,8 @@
  *
  * Environment: `BENCH_DURATION` seconds per target per query (default 10), `BENCH_CONNECTIONS`
  * (default 100), `BENCH_PIPELINING` (requests in flight per connection, default 10: the settings of
- * Fastify's own benchmarks), `BENCH_WARMUP` seconds of warm-up per target per query (default 2).
+ * Fastify's own benchmarks), `BENCH_RESPONSE_CACHE` (our server's response cache size, default 1000;
+ * 0 measures the engine without it), `BENCH_WARMUP` seconds of warm-up per target per query (default 2).
  * Prints requests/s (mean) per target and query, and the ratio creature server / Mercurius.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -18,6 +19,7 @@ const duration = Number(process.env.BENCH_DURATION ?? 10);
 const warmup = Number(process.env.BENCH_WARMUP ?? 2);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 100);
 const pipelining = Number(process.env.BENCH_PIPELINING ?? 10);
+const responseCache = process.env.BENCH_RESPONSE_CACHE ?? '1000';
 
 const QUERIES = {
   'creature(name:"Pikachu") full shape': `{ creature(name: "Pikachu") { id name classification types resistant weaknesses
@@ -77,7 +79,13 @@ async function stop(child: ChildProcess) {
 const here = import.meta.dirname;
 const ours = await startChild(
   join(here, '..', 'bin', 'creature-server.ts'),
-  { PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: ':memory:', LOG_LEVEL: 'info' },
+  {
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATABASE_PATH: ':memory:',
+    LOG_LEVEL: 'info',
+    RESPONSE_CACHE_SIZE: responseCache,
+  },
   (line) => (line.includes('"listening"') ? (JSON.parse(line) as { port: number }).port : undefined),
 );
 const peer = await startChild(join(here, 'mercurius-server.ts'), {}, (line) =>
@@ -133,7 +141,7 @@ try {
 }
 
 console.log(
-  `\n${duration} s per target per query, ${connections} connections × ${pipelining} pipelined, Node ${process.version}\n`,
+  `\n${duration} s per target per query, ${connections} connections × ${pipelining} pipelined, response cache ${responseCache}, Node ${process.version}\n`,
 );
 console.log('| query | creature server req/s | Mercurius+jit req/s | ratio |');
 console.log('|---|---:|---:|---:|');

@@ -6,7 +6,8 @@
  * Environment: `PORT` (default 4000), `HOST` (default 0.0.0.0), `DATABASE_PATH` (SQLite file, default
  * `packages/creatures/.data/creatures.db`; `:memory:` for a throwaway database), `CORS_ORIGINS`
  * (comma-separated origins or `*`; default none), `BODY_LIMIT` (bytes, default 102400), `LOG_LEVEL`
- * (pino level, default info), `NODE_ENV` (`development` shows unexpected error messages).
+ * (pino level, default info), `RESPONSE_CACHE_SIZE` (responses of read-only queries kept, default 1000;
+ * 0 turns the cache off), `NODE_ENV` (`development` shows unexpected error messages).
  */
 import { createServer, DEFAULT_BODY_LIMIT, DEFAULT_DATABASE_PATH } from '../src/index.ts';
 
@@ -33,6 +34,7 @@ const server = createServer({
           .map((s) => s.trim())
           .filter(Boolean) ?? []),
   logLevel: process.env.LOG_LEVEL || 'info',
+  responseCacheSize: intFromEnv('RESPONSE_CACHE_SIZE', 1000),
 });
 
 let stopping = false;
