@@ -12,6 +12,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -174,4 +175,34 @@ test('a detached box survives its creator, is usable from another engine, and li
   await other.remove(s.id, s.boxDir);
   assert.equal(alive(pid), false);
   assert.deepEqual(mountsUnder(s.boxDir), []);
+});
+
+test('network hooks: setup gets the init pid of a separate netns, a failing setup tears the box down', async () => {
+  const seen: string[] = [];
+  const hooked = await createEngine({
+    stateRoot,
+    networkSetup: async (ctx) => {
+      const boxNet = readlinkSync(`/proc/${ctx.pid}/ns/net`);
+      assert.notEqual(boxNet, readlinkSync('/proc/self/ns/net'));
+      seen.push(`setup ${ctx.id} ${ctx.network.mode}`);
+      if (ctx.id.endsWith('fail')) throw new Error('no slirp today');
+    },
+    networkTeardown: async (id) => {
+      seen.push(`teardown ${id}`);
+    },
+  });
+  const ok = spec({ network: { mode: 'enabled', allowNet: [] } });
+  await hooked.start(ok);
+  await hooked.remove(ok.id, ok.boxDir);
+  const bad = spec({ id: `life${process.pid}fail` });
+  await assert.rejects(hooked.start(bad), /network setup failed: no slirp today/);
+  assert.deepEqual(mountsUnder(bad.boxDir), []);
+  assert.equal((await hooked.state(bad.id)).status !== 'running', true);
+  await hooked.remove(bad.id, bad.boxDir);
+  assert.deepEqual(seen, [
+    `setup ${ok.id} enabled`,
+    `teardown ${ok.id}`,
+    `setup ${bad.id} disabled`,
+    `teardown ${bad.id}`,
+  ]);
 });

@@ -613,8 +613,10 @@ export class OciEngine implements Engine {
       if (alive(init)) await this.rt(['kill', id, 'KILL']);
       for (let i = 0; i < 500 && alive(st.pid); i++) await sleep(10);
     }
-    if (this.opts.networkTeardown) await this.opts.networkTeardown(id).catch(() => {});
-    if (st.status !== 'unknown') {
+    // The runtime has a state directory for each container it knows (run → delete).
+    const inRuntime = existsSync(join(this.rtRoot, id));
+    if (inRuntime && this.opts.networkTeardown) await this.opts.networkTeardown(id).catch(() => {});
+    if (inRuntime) {
       const del = await this.rt(['delete', '--force', id], true);
       if (del.code !== 0 && !/does not exist|not exist|No such file/i.test(del.stderr)) {
         throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`);
