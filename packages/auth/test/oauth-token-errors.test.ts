@@ -235,6 +235,21 @@ describe('invalid_grant (400)', () => {
     );
   });
 
+  test('the same refresh token sent concurrently: one rotation wins, the replays revoke the family', async () => {
+    const first = (await (await password('alice', 'alice-password-1')).json()) as { refresh_token: string };
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        token({ grant_type: 'refresh_token', refresh_token: first.refresh_token }),
+      ),
+    );
+    const winners = answers.filter((r) => r.status === 200);
+    assert.equal(winners.length, 1, 'exactly one rotation succeeds');
+    for (const loser of answers.filter((r) => r.status !== 200))
+      await expectError(loser, 400, 'invalid_grant');
+    const { refresh_token } = (await winners[0]!.json()) as { refresh_token: string };
+    await expectError(await token({ grant_type: 'refresh_token', refresh_token }), 400, 'invalid_grant');
+  });
+
   test('refresh token of another client', async () => {
     const { code, verifier, redirectUri } = await obtainCode(t.base, 'alice', 'alice-password-1');
     const spa = await postForm(t.base, '/connect/token', {

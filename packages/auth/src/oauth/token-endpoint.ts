@@ -165,20 +165,24 @@ async function refreshGrant(
   }
   const next = newOpaqueToken();
   const nextHash = hashToken(next);
-  if (!(await ctx.store.markRefreshTokenUsed(tokenHash, now, nextHash))) {
+  const rotated = await ctx.store.rotateRefreshToken(
+    tokenHash,
+    {
+      tokenHash: nextHash,
+      familyId: stored.familyId,
+      clientId: client.clientId,
+      userId: stored.userId,
+      scope: stored.scope,
+      createdAt: now,
+      expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
+    },
+    now,
+  );
+  if (!rotated) {
     // A concurrent request rotated it first: this is a replay.
     await reuseDetected(req, ctx, stored.familyId, client.clientId, stored.userId);
     throw new OAuthError('invalid_grant', 'refresh token was already used');
   }
-  await ctx.store.insertRefreshToken({
-    tokenHash: nextHash,
-    familyId: stored.familyId,
-    clientId: client.clientId,
-    userId: stored.userId,
-    scope: stored.scope,
-    createdAt: now,
-    expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
-  });
   const subject: TokenSubject = user
     ? { kind: 'user', id: user.id, userName: user.userName, securityStamp: user.securityStamp }
     : { kind: 'client', id: client.clientId };

@@ -966,6 +966,31 @@ export class SqliteAuthStore implements AuthStore {
     );
   }
 
+  async rotateRefreshToken(tokenHash: string, next: NewRefreshToken, now: number): Promise<boolean> {
+    return this.#change('refresh token', { field: 'tokenHash', value: '…' }, undefined, () => {
+      const marked = this.#run(
+        `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
+          WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL`,
+        now,
+        next.tokenHash,
+        String(tokenHash),
+      );
+      if (marked === 0) return false;
+      this.#run(
+        `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope, created_at, expires_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        next.tokenHash,
+        next.familyId,
+        next.clientId,
+        next.userId ?? null,
+        next.scope ?? '',
+        next.createdAt,
+        next.expiresAt,
+      );
+      return true;
+    });
+  }
+
   async revokeRefreshToken(tokenHash: string, now: number): Promise<boolean> {
     return (
       this.#run(

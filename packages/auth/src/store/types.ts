@@ -476,6 +476,13 @@ export interface AuthStore {
    * @returns false when it was already used or revoked (replay — the caller should revoke the family).
    */
   markRefreshTokenUsed(tokenHash: string, now: number, replacedBy: string | null): Promise<boolean>;
+  /**
+   * Rotation in one transaction (RFC 9700 §4.14.2): marks `tokenHash` used — only when it is unused and
+   * unrevoked — and stores `next` as its successor.
+   * @returns false, changing nothing, when the token is missing, already used or revoked (a replay).
+   * @throws ConflictError when `next.tokenHash` exists.
+   */
+  rotateRefreshToken(tokenHash: string, next: NewRefreshToken, now: number): Promise<boolean>;
   /** Revokes one token. @returns whether it was found and not yet revoked. */
   revokeRefreshToken(tokenHash: string, now: number): Promise<boolean>;
   /** Revokes every token of a family. @returns the number newly revoked. */
