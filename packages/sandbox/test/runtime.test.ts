@@ -276,6 +276,17 @@ describe('JsRuntime with real boxes', () => {
     await runtime.remove(box.id, true);
   });
 
+  it('a 10 MB stderr burst while only stdout is read does not hang the command', async () => {
+    const box = await runtime.create({ image: BUSYBOX });
+    const execution = await box.exec('sh', ['-c', 'head -c 10485760 /dev/zero >&2; echo finished']);
+    const stdout = await execution.stdout();
+    assert.equal(await stdout.next(), 'finished');
+    assert.equal(await stdout.next(), null);
+    assert.equal((await execution.wait()).exitCode, 0);
+    assert.equal((await box.metrics()).bytesReceivedTotal, 10485760 + 9);
+    await runtime.remove(box.id, true);
+  });
+
   it('kill() ends a running command with SIGKILL', async () => {
     const box = await runtime.create({ image: BUSYBOX });
     const execution = await box.exec('sleep', ['30']);
