@@ -14,6 +14,7 @@ import {
   chmodSync,
   existsSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   readlinkSync,
   renameSync,
@@ -261,6 +262,12 @@ export class OciEngine implements Engine {
       mkdirSync(d, { recursive: true, mode: 0o700 });
     this.supervisorPath = join(binDir, 'supervisor.sh');
     writeIfChanged(this.supervisorPath, SUPERVISOR_SH);
+    // Exec pid files (`<id>.<node pid>.<n>.pid`) of Node processes that died mid-exec.
+    for (const name of readdirSync(this.execDir)) {
+      const owner = Number(name.split('.').at(-3));
+      if (owner > 0 && owner !== process.pid && !alive(owner))
+        rmSync(join(this.execDir, name), { force: true });
+    }
     this.rtFast = [bin, '--root', this.rtRoot];
     if (name === 'crun' && isHybridCgroupHost()) {
       const hybrid = join(binDir, 'crun-hybrid.sh');
