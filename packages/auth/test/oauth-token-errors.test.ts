@@ -103,6 +103,10 @@ describe('invalid_request (400)', () => {
       await expectError(res, 400, 'invalid_request');
     }
   });
+  test('oversized body: 413 in the OAuth error shape, with the no-store headers', async () => {
+    const res = await serviceToken(t.base, { grant_type: 'client_credentials', scope: 'x'.repeat(20_000) });
+    await expectError(res, 413, 'invalid_request');
+  });
   test('repeated parameter (RFC 6749 §3.2)', async () => {
     const res = await fetch(`${t.base}/connect/token`, {
       method: 'POST',

@@ -2,7 +2,7 @@
  * OAuth 2.0 error responses of the token endpoint (spec 001, "Errors › Token endpoint"; RFC 6749 §5.2)
  * and of the revocation / introspection endpoints (RFC 7009 §2.2.1, RFC 7662 §2.3).
  */
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** The OAuth error codes this server emits from `/connect/token`, `/connect/revocation` and `/connect/introspect`. */
 export type OAuthErrorCode =
@@ -65,4 +65,27 @@ export function sendOAuthError(reply: FastifyReply, err: OAuthError, realm = 'au
     .code(err.status)
     .type('application/json; charset=utf-8')
     .send({ error: err.error, error_description: err.description });
+}
+
+/**
+ * Fastify error handler for the form endpoints: client mistakes caught before the route runs (body too
+ * large → 413, unparsable body → 400) still answer in the RFC 6749 §5.2 shape with the no-store headers;
+ * anything else is a server error (500, generic description, nothing leaked).
+ */
+export function oauthErrorHandler(
+  error: { statusCode?: number; code?: string },
+  _req: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
+  if (error instanceof OAuthError) return sendOAuthError(reply, error);
+  const status = typeof error.statusCode === 'number' ? error.statusCode : 500;
+  setNoStore(reply).type('application/json; charset=utf-8');
+  if (status === 413) {
+    return reply.code(413).send({ error: 'invalid_request', error_description: 'request body is too large' });
+  }
+  if (status >= 400 && status < 500) {
+    return reply.code(400).send({ error: 'invalid_request', error_description: 'malformed request' });
+  }
+  reply.log.error(error);
+  return reply.code(500).send({ error: 'server_error', error_description: 'internal error' });
 }

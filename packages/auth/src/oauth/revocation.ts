@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AuthenticatedClient } from './clients.ts';
 import { familyMatchesStamp, type OAuthContext, userActive } from './context.ts';
-import { OAuthError, sendOAuthError, setNoStore } from './errors.ts';
+import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { registerFormParser, requireForm } from './form.ts';
 import { ENDPOINT_PATHS } from './metadata.ts';
 import { hashToken, SECURITY_STAMP_CLAIM } from './tokens.ts';
@@ -14,6 +14,7 @@ import { hashToken, SECURITY_STAMP_CLAIM } from './tokens.ts';
 export function registerRevocationAndIntrospection(app: FastifyInstance, ctx: OAuthContext): void {
   app.register(async (scope) => {
     registerFormParser(scope);
+    scope.setErrorHandler(oauthErrorHandler);
 
     scope.post(ENDPOINT_PATHS.revocation, async (req, reply) => {
       try {

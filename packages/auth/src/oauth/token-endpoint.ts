@@ -15,7 +15,7 @@ import {
 } from '../store/types.ts';
 import type { AuthenticatedClient } from './clients.ts';
 import { familyIdFor, familyMatchesStamp, type OAuthContext, userActive } from './context.ts';
-import { OAuthError, sendOAuthError, setNoStore } from './errors.ts';
+import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { type FormParams, registerFormParser, requireForm } from './form.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
@@ -38,6 +38,7 @@ const INVALID_USER_CREDENTIALS = 'invalid username or password';
 export function registerTokenEndpoint(app: FastifyInstance, ctx: OAuthContext): void {
   app.register(async (scope) => {
     registerFormParser(scope);
+    scope.setErrorHandler(oauthErrorHandler);
     scope.post('/connect/token', async (req, reply) => {
       try {
         const response = await handleTokenRequest(req, ctx);

@@ -4,11 +4,12 @@
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { type JWTPayload, jwtVerify, SignJWT } from 'jose';
+import { SECURITY_STAMP_CLAIM } from '../token-verifier.ts';
 import type { OAuthConfig } from './config.ts';
 import type { KeyManager } from './keys.ts';
 
-/** Claim carrying the user's security stamp (checked by the permission middleware, spec 001 state rule). */
-export const SECURITY_STAMP_CLAIM = 'sst';
+/** Claim carrying the user's security stamp (`sst`, the core verifier's name; spec 001 state rule). */
+export { SECURITY_STAMP_CLAIM };
 
 /** A fresh opaque token value: 32 random bytes, base64url (43 characters). */
 export function newOpaqueToken(): string {
