@@ -243,6 +243,11 @@ export class JsRuntime {
       }
       return { ...record, status: 'stopped', pid: null };
     }
+    if (record.status === 'stopped' && record.options.autoRemove) {
+      // Stopped but not yet removed (the stopping process died in between).
+      await this.#teardown(record.id);
+      return null;
+    }
     return record;
   }
 
