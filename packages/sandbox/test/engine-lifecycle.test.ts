@@ -82,6 +82,19 @@ function alive(pid: number): boolean {
   }
 }
 
+/** Host pids of the engine's supervisor processes for box `id` (their environment names it). */
+function supervisorsOf(id: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/environ`, 'utf8').split('\0').includes(`SB_ID=${id}`))
+        out.push(Number(name));
+    } catch {}
+  }
+  return out;
+}
+
 async function until(what: string, cond: () => Promise<boolean> | boolean, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
   while (!(await cond())) {
@@ -135,6 +148,7 @@ test('20 boxes started, used and removed concurrently leave no process, mount, c
     assert.deepEqual(cgroupDirs(s.id), []);
     assert.deepEqual(readdirSync(s.boxDir), []);
   }
+  await until('the supervisors to exit', () => specs.every((s) => supervisorsOf(s.id).length === 0));
   const ids = new Set(specs.map((s) => s.id));
   assert.equal((await engine.list()).filter((b) => ids.has(b.id)).length, 0);
 });
@@ -144,11 +158,13 @@ test('a non-detached box is stopped and unmounted when its creating process is S
   const { child, pid } = await startInChild(s);
   assert.equal(alive(pid), true);
   assert.equal((await engine.state(s.id)).status, 'running');
+  assert.equal(supervisorsOf(s.id).length, 1);
   child.kill('SIGKILL');
   await until('the box to stop', () => !alive(pid));
   await until('the root to be unmounted', () => mountsUnder(s.boxDir).length === 0);
   await until('the container to be deleted', async () => (await engine.state(s.id)).status !== 'running');
   assert.deepEqual(cgroupDirs(s.id), []);
+  await until('the supervisor to exit', () => supervisorsOf(s.id).length === 0);
   // The box directory is kept (a stopped box); the engine can restart or remove it.
   const rec = (await engine.list()).find((b) => b.id === s.id);
   assert.equal(rec?.status, 'stopped');
