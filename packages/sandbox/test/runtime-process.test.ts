@@ -111,6 +111,25 @@ describe('boxes across processes', () => {
     assert.deepEqual(boxDirs(home), []);
   });
 
+  it('a SimpleBox (autoRemove) left running by an exiting process is gone for the next runtime', async () => {
+    const home = tempHome();
+    const simpleModule = join(import.meta.dirname, '..', 'src', 'boxes', 'simple.ts');
+    const proc = child(
+      home,
+      `const { SimpleBox } = await import(${JSON.stringify(simpleModule)});
+       const box = new SimpleBox({ runtime, image: '${BUSYBOX}', name: 'forgotten' });
+       await box.exec('true');
+       process.exit(0);`,
+    );
+    assert.equal((await proc.done).code, 0);
+    const runtime = testRuntime(home);
+    await waitFor(
+      'the forgotten box to be cleaned up',
+      async () => (await runtime.getInfo('forgotten')) === null,
+    );
+    assert.deepEqual(boxDirs(home), []);
+  });
+
   it('a crash in the middle of create leaves no half box after the next start', async () => {
     const home = tempHome();
     const proc = child(home, `await runtime.create({ image: 'python:slim' }, 'half'); process.exit(0);`);
