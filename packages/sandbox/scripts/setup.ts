@@ -25,6 +25,7 @@ export const DEBIAN_PACKAGES = [
   'attr',
   'iptables',
   'socat',
+  'catatonit',
 ];
 
 function log(m: string): void {
