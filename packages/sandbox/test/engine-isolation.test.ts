@@ -168,6 +168,13 @@ test('capabilities: drop NET_RAW removes it (no raw ICMP socket); add NET_ADMIN 
   });
 });
 
+test('adding SYS_ADMIN also lifts its seccomp rules: mount works in that box only', async () => {
+  await withBox({ capabilities: { add: ['SYS_ADMIN'], drop: [] } }, async (s) => {
+    const r = await sh(s.id, 'mkdir -p /mnt/t && mount -t tmpfs t /mnt/t && echo mounted');
+    assert.equal(r.stdout, 'mounted\n');
+  });
+});
+
 test('memory limit: an allocation beyond memoryMib is OOM-killed, a smaller one succeeds', async () => {
   await withBox({ memoryMib: 64 }, async (s) => {
     const small = await sh(s.id, 'dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null; echo ok');
