@@ -6,6 +6,12 @@
 
 export { CodeBox, type CodeBoxOptions } from './boxes/code.ts';
 export {
+  INTERACTIVEBOX_DEFAULT_SHELL,
+  InteractiveBox,
+  type InteractiveBoxOptions,
+  type InteractiveStreams,
+} from './boxes/interactive.ts';
+export {
   type BoxDefaults,
   type ExecCommandOptions,
   SIMPLEBOX_DEFAULT_IMAGE,
