@@ -178,7 +178,9 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
   if (!store) {
     const path = options.databasePath ?? DEFAULT_DATABASE_PATH;
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    store = new SqliteAuthStore({ path, now });
+    // Checkpoint every 10 000 WAL pages (~40 MiB) instead of 1000: ten times fewer fsyncs on the event
+    // loop under token traffic (each refresh rotation writes a few pages).
+    store = new SqliteAuthStore({ path, now, walAutocheckpointPages: 10_000 });
   }
   const hasher = new PasswordHasher(options.hashParams ? { params: options.hashParams } : {});
   const credentials = new CredentialValidator({

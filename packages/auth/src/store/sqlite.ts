@@ -52,6 +52,12 @@ export interface SqliteAuthStoreOptions {
   now?: () => number;
   /** How long to wait for a lock held by another connection, ms (default 5000). */
   busyTimeoutMs?: number;
+  /**
+   * WAL pages after which a commit checkpoints the WAL into the database file (`PRAGMA wal_autocheckpoint`;
+   * files only). Default: SQLite's 1000. Larger values mean fewer checkpoints (each one fsyncs, blocking
+   * the event loop) at the cost of a larger WAL file (4 KiB per page).
+   */
+  walAutocheckpointPages?: number;
 }
 
 type Row = Record<string, SQLInputValue>;
@@ -239,6 +245,12 @@ export class SqliteAuthStore implements AuthStore {
     if (path !== ':memory:') {
       this.#db.exec('PRAGMA journal_mode = WAL');
       this.#db.exec('PRAGMA synchronous = NORMAL');
+      const pages = options.walAutocheckpointPages;
+      if (pages !== undefined) {
+        if (!Number.isSafeInteger(pages) || pages < 1)
+          throw new RangeError('walAutocheckpointPages: positive integer');
+        this.#db.exec(`PRAGMA wal_autocheckpoint = ${pages}`);
+      }
     }
     this.#migrate();
   }
