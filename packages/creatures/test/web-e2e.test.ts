@@ -7,13 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
 import { buildWeb, WEB_DIST } from '../scripts/build-web.ts';
 import { CHROMIUM_PATH } from '../scripts/setup-browser.ts';
-import { createSubscriptionHandler, isEventStreamRequest, withSubscriptions } from '../src/subscriptions.ts';
 import { type Running, start } from './helpers.ts';
 
 /** Where the screenshot artifact goes (gitignored). */
@@ -36,6 +34,8 @@ let contexts: BrowserContext[] = [];
 let page1: Page;
 let page2: Page;
 let base: string;
+/** Listeners of the store's change feed before any page subscribed (the server's own). */
+let baseline: number;
 
 /** Opens a page in a fresh browser context (its own storage, like another user's browser). */
 async function openPage(): Promise<Page> {
@@ -47,12 +47,11 @@ async function openPage(): Promise<Page> {
 }
 
 /**
- * Waits until the server has `n` subscribers on its change feed besides its own response-cache listener,
- * i.e. the pages' subscriptions are established and will see the next change.
+ * Waits until the server has `n` subscribers on its change feed besides its own listeners, i.e. the pages'
+ * subscriptions are established and will see the next change.
  */
 async function subscribers(n: number): Promise<void> {
   const events = running.server.store.events;
-  const baseline = 1;
   for (let i = 0; events.listenerCount('change') < baseline + n; i++) {
     if (i > 1500)
       assert.fail(`expected ${n} subscriptions, have ${events.listenerCount('change') - baseline}`);
@@ -79,26 +78,6 @@ function listedNames(page: Page): Promise<string[]> {
   return page.getByRole('list', { name: 'Creatures' }).locator('li .name').allTextContents();
 }
 
-/**
- * Routes event-stream requests of the running server to the subscription handler. TEMPORARY: until the
- * server mounts `src/subscriptions.ts` on `/graphql` itself.
- */
-function mountSubscriptions(r: Running): void {
-  const http = r.server.httpServer;
-  const original = http.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
-  const handle = createSubscriptionHandler({
-    schema: withSubscriptions(r.server.schema),
-    events: r.server.store.events,
-    context: () => ({ store: r.server.store }),
-  });
-  http.removeAllListeners('request');
-  http.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (req.url?.startsWith('/graphql') && isEventStreamRequest(req))
-      handle(req, res).catch(() => res.destroy());
-    else for (const listener of original) listener(req, res);
-  });
-}
-
 before(async () => {
   assert.ok(
     existsSync(CHROMIUM_PATH),
@@ -106,7 +85,7 @@ before(async () => {
   );
   await buildWeb();
   running = await start({ webRoot: WEB_DIST });
-  mountSubscriptions(running);
+  baseline = running.server.store.events.listenerCount('change');
   base = running.server.url;
   browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: LAUNCH_ARGS });
   page1 = await openPage();
