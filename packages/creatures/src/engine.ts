@@ -12,11 +12,12 @@ import {
   GraphQLError,
   type GraphQLSchema,
   getOperationAST,
+  type OperationDefinitionNode,
   parse,
   validate,
 } from 'graphql';
 import { getVariableValues } from 'graphql/execution/values.js';
-import { createHandler, type Handler } from 'graphql-http';
+import { createHandler, type Handler, type Request } from 'graphql-http';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
@@ -47,6 +48,37 @@ interface DocumentEntry {
   document?: DocumentNode;
   errors?: readonly GraphQLError[];
   compiled: Map<string, CompiledQuery | ExecutionResult>;
+  operations: Map<string, OperationDefinitionNode | null>;
+}
+
+const GRAPHQL_RESPONSE = 'application/graphql-response+json; charset=utf-8';
+const JSON_RESPONSE = 'application/json; charset=utf-8';
+
+/**
+ * The response media type graphql-http negotiates for an `Accept` header (GraphQL over HTTP
+ * §"Accept"): the first of `application/graphql-response+json`, or `application/json` for
+ * `application/json`, `application/(any)` or `(any)/(any)`, in the header's order (utf-8 only).
+ */
+function acceptOf(headers: Request<unknown, RequestState>['headers']): string | null {
+  if (typeof headers.get === 'function') return headers.get('accept');
+  const value = (headers as Record<string, string | string[] | undefined>).accept;
+  return Array.isArray(value) ? value.join(',') : (value ?? null);
+}
+
+function negotiate(accept: string | null): string {
+  for (const part of (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',')) {
+    const [mediaType, ...params] = part.split(';');
+    const charset = params.find((p) => p.includes('charset=')) || 'charset=utf-8';
+    if (mediaType === 'application/graphql-response+json' && charset === 'charset=utf-8')
+      return GRAPHQL_RESPONSE;
+    if (
+      (mediaType === 'application/json' || mediaType === 'application/*' || mediaType === '*/*') &&
+      (charset === 'charset=utf-8' || charset === 'charset=utf8')
+    ) {
+      return JSON_RESPONSE;
+    }
+  }
+  return JSON_RESPONSE;
 }
 
 /** The engine: a `graphql-http` handler whose request context is a {@link RequestState}. */
@@ -67,7 +99,7 @@ export function createEngine(options: EngineOptions): Engine {
   const prepare = (query: string): DocumentEntry => {
     let entry = documents.get(query);
     if (entry) return entry;
-    entry = { compiled: new Map() };
+    entry = { compiled: new Map(), operations: new Map() };
     try {
       const document = parse(query);
       const errors = validate(schema, document, rules);
@@ -84,14 +116,28 @@ export function createEngine(options: EngineOptions): Engine {
     return entry;
   };
 
-  const execute = (args: ExecutionArgs) => {
-    const entry = entries.get(args.document);
-    const key = args.operationName ?? '';
+  const operationOf = (entry: DocumentEntry, operationName: string | null | undefined) => {
+    const key = operationName ?? '';
+    const known = entry.operations.get(key);
+    if (known !== undefined) return known;
+    const operation = getOperationAST(entry.document as DocumentNode, operationName) ?? null;
+    entry.operations.set(key, operation);
+    return operation;
+  };
+
+  const compiledOf = (document: DocumentNode, operationName: string | null | undefined) => {
+    const entry = entries.get(document);
+    const key = operationName ?? '';
     let compiled = entry?.compiled.get(key);
     if (!compiled) {
-      compiled = compileQuery(schema, args.document, args.operationName ?? undefined);
+      compiled = compileQuery(schema, document, operationName ?? undefined, { customJSONSerializer: true });
       entry?.compiled.set(key, compiled);
     }
+    return compiled;
+  };
+
+  const execute = (args: ExecutionArgs) => {
+    const compiled = compiledOf(args.document, args.operationName);
     if (!isCompiledQuery(compiled)) return compiled;
     return compiled.query(args.rootValue, args.contextValue, args.variableValues ?? {});
   };
@@ -102,7 +148,7 @@ export function createEngine(options: EngineOptions): Engine {
       const entry = prepare(params.query);
       if (entry.errors) return entry.errors;
       const document = entry.document as DocumentNode;
-      const operation = getOperationAST(document, params.operationName);
+      const operation = operationOf(entry, params.operationName);
       if (operation?.variableDefinitions?.length) {
         const coerced = getVariableValues(schema, operation.variableDefinitions, params.variables ?? {}, {
           maxErrors: 50,
@@ -119,12 +165,18 @@ export function createEngine(options: EngineOptions): Engine {
     },
     execute: execute as typeof import('graphql').execute,
     onOperation(req, args, result) {
-      if (
-        !('errors' in result && result.errors) &&
-        getOperationAST(args.document, args.operationName)?.operation === 'query'
-      ) {
-        req.context.cacheable = true;
-      }
+      // Results with errors go through graphql-http's response (and formatError's masking).
+      if ('errors' in result && result.errors) return;
+      const entry = entries.get(args.document);
+      if (!entry) return;
+      if (operationOf(entry, args.operationName)?.operation === 'query') req.context.cacheable = true;
+      // A successful result is serialized by the query's compiled serializer.
+      const compiled = compiledOf(args.document, args.operationName);
+      const body = isCompiledQuery(compiled) ? compiled.stringify(result) : JSON.stringify(result);
+      return [
+        body,
+        { status: 200, statusText: 'OK', headers: { 'content-type': negotiate(acceptOf(req.headers)) } },
+      ];
     },
     formatError(err) {
       if (err instanceof GraphQLError && err.originalError && !(err.originalError instanceof GraphQLError)) {
