@@ -98,6 +98,21 @@ describe('creature queries (spec 000 Query.creatures / Query.creature)', () => {
     assert.deepEqual(body.data.creatures[150], { id: '151', name: 'Mew' });
   });
 
+  test('the full creatures list is byte for byte the data file (serializer keeps every value and escape)', async () => {
+    const res = await fetch(s.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        query: `{ creatures { id name classification types resistant weaknesses weight { minimum maximum }
+          height { minimum maximum } fleeRate maxCP maxHP
+          attacks { fast { name type damage } special { name type damage } }
+          evolutions { id name } evolutionRequirements { amount name } previousEvolutions { id name } } }`,
+      }),
+    });
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), JSON.stringify({ data: { creatures: data } }));
+  });
+
   test('creatures pages with first/offset and first/after', async () => {
     const a = await s.gql('{ creatures(first: 3, offset: 3) { id } }');
     assert.deepEqual(
