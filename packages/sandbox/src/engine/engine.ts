@@ -215,6 +215,7 @@ export function resolveUser(rootfs: string, user: string, field: string): string
  * Construct with `createEngine()`. Requires root, overlayfs and the runtime binary.
  */
 export class OciEngine implements Engine {
+  /** The OCI runtime driving the boxes: `crun` or `runc`. */
   readonly name: OciRuntimeName;
   /** The engine's state directory (see `CreateEngineOptions.stateRoot`). */
   readonly stateRoot: string;

@@ -59,12 +59,6 @@ export function etcHosts(hostname: string): string {
   return `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${hostname}\n`;
 }
 
-/** A uid/gid pair resolved from `user`. */
-export interface OciUser {
-  uid: number;
-  gid: number;
-}
-
 /**
  * Validates the numeric fields of a spec.
  * @throws BoxError naming the field (`id`, `cpus`, `memoryMib`, `pidsLimit`, `diskSizeGb`, `workingDir`,
