@@ -26,6 +26,7 @@ export const DEBIAN_PACKAGES = [
   'iptables',
   'socat',
   'catatonit',
+  'e2fsprogs',
 ];
 
 function log(m: string): void {
