@@ -104,6 +104,7 @@ describe('creature web front end (Chromium)', () => {
     const response = await page1.goto(`${base}/`);
     assert.equal(response?.status(), 200);
     await page1.getByRole('heading', { name: 'Creatures' }).waitFor();
+    await page1.locator('.live', { hasText: 'live' }).waitFor();
     await page1.getByText('151 of 151 shown').waitFor();
     assert.equal((await listedNames(page1)).length, 151);
 

@@ -3,13 +3,19 @@
  * in the middle, the message board on the right. Changes made in any browser arrive over the
  * `creatureChanged` subscription and refresh what is shown.
  */
-import { useEffect, useMemo, useState } from 'react';
+import { useEffect, useMemo, useState, useSyncExternalStore } from 'react';
 import { useQuery, useSubscription } from 'urql';
 import { CreatureDetailView } from './CreatureDetail.tsx';
 import { CreateCreaturePage, EditCreaturePage } from './CreatureForm.tsx';
 import { CreatureList } from './CreatureList.tsx';
 import { ErrorNotice } from './ErrorNotice.tsx';
-import { type ChangeKind, CreatureChangedSubscription, CreaturesQuery } from './graphql.ts';
+import {
+  type ChangeKind,
+  CreatureChangedSubscription,
+  CreaturesQuery,
+  getLiveStatus,
+  onLiveStatus,
+} from './graphql.ts';
 import { MessageBoard } from './Messages.tsx';
 import { useRoute } from './route.ts';
 
@@ -29,6 +35,7 @@ export function App() {
   const [list, refetchList] = useQuery({ query: CreaturesQuery, variables: { type: type || null } });
   const [changes] = useSubscription({ query: CreatureChangedSubscription });
   const [change, setChange] = useState<CreatureChangeSignal | null>(null);
+  const live = useSyncExternalStore(onLiveStatus, getLiveStatus);
 
   useEffect(() => {
     const event = changes.data?.creatureChanged;
@@ -56,14 +63,16 @@ export function App() {
             New creature
           </a>
           <a href="/graphql">GraphQL explorer</a>
-          <span
-            className={changes.error ? 'live off' : 'live on'}
-            title={changes.error ? 'Live updates are disconnected' : 'Live updates are on'}
-          >
-            {changes.error ? 'offline' : 'live'}
+          <span className={`live ${live}`} title="Live updates from other browsers">
+            {live}
           </span>
         </nav>
       </header>
+      {changes.error && (
+        <div className="banner">
+          <ErrorNotice error={changes.error} />
+        </div>
+      )}
       {change && (
         <output className="change" key={change.seq} aria-live="polite">
           {change.name} was {change.kind.toLowerCase()}

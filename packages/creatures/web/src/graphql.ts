@@ -9,13 +9,50 @@ import { createClient as createSseClient } from 'graphql-sse';
 /** The GraphQL endpoint, relative to the page's origin. */
 export const GRAPHQL_PATH = '/graphql';
 
+/** State of the live-update connection: first connect, connected, or reconnecting after a failure. */
+export type LiveStatus = 'connecting' | 'live' | 'reconnecting';
+
+let liveStatus: LiveStatus = 'connecting';
+const liveListeners = new Set<() => void>();
+
+function setLiveStatus(status: LiveStatus): void {
+  if (status === liveStatus) return;
+  liveStatus = status;
+  for (const listener of liveListeners) listener();
+}
+
+/** Subscribes to {@link LiveStatus} changes (for `useSyncExternalStore`); returns the unsubscribe. */
+export function onLiveStatus(listener: () => void): () => void {
+  liveListeners.add(listener);
+  return () => liveListeners.delete(listener);
+}
+
+/** The current {@link LiveStatus}. */
+export function getLiveStatus(): LiveStatus {
+  return liveStatus;
+}
+
+/** Waits before reconnect number `retries` (0-based): 1, 2, 4, 8 s then every 10 s, plus up to 1 s jitter. */
+function backoff(retries: number): Promise<void> {
+  const ms = Math.min(1000 * 2 ** retries, 10_000) + Math.random() * 1000;
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 /**
  * Creates the urql client: document cache, fetch for queries and mutations (JSON POST or GET within URL
  * limits), and graphql-sse for subscriptions ("distinct connections" mode: one event stream per
- * subscription).
+ * subscription), which reconnects after network failures and reports its {@link LiveStatus}.
  */
 export function createGraphQLClient(): Client {
-  const sse = createSseClient({ url: GRAPHQL_PATH, retryAttempts: 1000 });
+  const sse = createSseClient({
+    url: GRAPHQL_PATH,
+    retryAttempts: Number.MAX_SAFE_INTEGER,
+    retry: backoff,
+    on: {
+      connecting: (reconnecting) => setLiveStatus(reconnecting ? 'reconnecting' : 'connecting'),
+      connected: () => setLiveStatus('live'),
+    },
+  });
   return new Client({
     url: GRAPHQL_PATH,
     exchanges: [
