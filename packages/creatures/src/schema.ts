@@ -164,9 +164,9 @@ type Query {
 
 type Mutation {
   "Stores a new message and returns it with its generated id."
-  createMessage(input: MessageInput): Message!
-  "Replaces the given fields of a message; errors with NOT_FOUND for an unknown id."
-  updateMessage(id: ID!, input: MessageInput): Message!
+  createMessage(input: MessageInput): Message
+  "Replaces the given fields of a message; null with a NOT_FOUND error for an unknown id."
+  updateMessage(id: ID!, input: MessageInput): Message
   "Adds a creature; errors with BAD_USER_INPUT for a taken name or an unknown evolution id."
   createCreature(input: CreatureInput!): Creature!
   "Changes a creature; errors with NOT_FOUND for an unknown id."

@@ -39,7 +39,7 @@ describe('message mutations (spec 000 extension example)', () => {
     const got = await s.gql('{ getMessage(id: "nope") { id } }');
     assert.deepEqual(got.body, { data: { getMessage: null } });
     const upd = await s.gql('mutation { updateMessage(id: "nope", input: { content: "x" }) { id } }');
-    assert.equal(upd.body.data, null);
+    assert.deepEqual(upd.body.data, { updateMessage: null });
     assert.equal(upd.body.errors![0]!.extensions?.code, 'NOT_FOUND');
     assert.match(upd.body.errors![0]!.message, /No message exists with id "nope"/);
   });
