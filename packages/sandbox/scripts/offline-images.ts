@@ -22,6 +22,7 @@ import { httpRequest } from '../src/images/http.ts';
 import type { ImageConfig } from '../src/images/oci.ts';
 import { pushImage } from '../src/images/push.ts';
 import { endpointFor } from '../src/images/reference.ts';
+import { buildDesktopImage } from './images-desktop.ts';
 
 /** Where built layers and registry storage live (outside the repository). */
 export function cacheDir(): string {
@@ -39,7 +40,7 @@ export const AUTH_USER = 'seed';
 export const AUTH_PASSWORD = 'seed-sandbox-test';
 
 /** A built image in the cache: one gzip layer with its digest, size and diff id, plus the config. */
-interface BuiltImage {
+export interface BuiltImage {
   layerPath: string;
   digest: string;
   size: number;
@@ -51,11 +52,15 @@ interface BuiltImage {
 export const OFFLINE_IMAGES = {
   busybox: { repos: ['library/busybox', 'busybox'], tag: 'latest' },
   python: { repos: ['library/python', 'python'], tag: 'slim' },
+  /** Built only on request (BrowserBox, ComputerBox tests): see `images-desktop.ts`. */
+  chromium: { repos: ['seed/chromium'], tag: 'latest' },
+  desktop: { repos: ['seed/desktop'], tag: 'latest' },
 } as const;
-/** `busybox` or `python`. */
+/** `busybox`, `python`, `chromium` or `desktop`. */
 export type OfflineImageName = keyof typeof OFFLINE_IMAGES;
 
-const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/** PATH of the offline images. */
+export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** Hashes what flows through (sha256), counting bytes. */
 function hasher(): Transform & { digest(): string; bytes: number } {
@@ -73,7 +78,7 @@ function hasher(): Transform & { digest(): string; bytes: number } {
 }
 
 /** Compresses a tar stream to `dir/layer.tar.gz` and writes `dir/image.json`; atomic (temp dir + rename). */
-async function storeLayer(dir: string, tarStream: Readable, config: ImageConfig): Promise<BuiltImage> {
+export async function storeLayer(dir: string, tarStream: Readable, config: ImageConfig): Promise<BuiltImage> {
   const tmp = `${dir}.tmp-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
@@ -157,7 +162,8 @@ async function buildBusybox(): Promise<BuiltImage> {
   return storeLayer(join(cacheDir(), 'images', 'busybox'), pack as unknown as Readable, config);
 }
 
-function hostArch(): string {
+/** OCI architecture name of this machine. */
+export function hostArch(): string {
   return process.arch === 'x64' ? 'amd64' : process.arch;
 }
 
@@ -197,7 +203,12 @@ export async function buildImage(name: OfflineImageName, log = (_: string) => {}
   if (hit) return hit;
   log(`building ${name} image…`);
   const t = Date.now();
-  const built = name === 'busybox' ? await buildBusybox() : await buildPython();
+  const built =
+    name === 'busybox'
+      ? await buildBusybox()
+      : name === 'python'
+        ? await buildPython()
+        : await buildDesktopImage(name);
   log(
     `built ${name} in ${((Date.now() - t) / 1000).toFixed(1)} s (${(built.size / 1048576).toFixed(1)} MiB compressed)`,
   );

@@ -5,7 +5,8 @@
  *
  * Options: `--auth` also starts the htpasswd registry on 127.0.0.1:5001 (user `seed`, password
  * `seed-sandbox-test`; same storage); `--images busybox,python` limits what is built and pushed
- * (default both); `--quiet`.
+ * (default busybox,python; `chromium` and `desktop` are big and built only when
+ * asked for); `--quiet`.
  */
 import { parseArgs } from 'node:util';
 import {
@@ -30,7 +31,8 @@ async function main(): Promise<void> {
   const log = values.quiet ? () => {} : (m: string) => console.error(`[sandbox registry] ${m}`);
   const names = values.images.split(',').filter(Boolean);
   for (const n of names) {
-    if (!(n in OFFLINE_IMAGES)) throw new Error(`--images: unknown image '${n}' (known: busybox, python)`);
+    if (!(n in OFFLINE_IMAGES))
+      throw new Error(`--images: unknown image '${n}' (known: ${Object.keys(OFFLINE_IMAGES).join(', ')})`);
   }
   await startRegistry(false, log);
   if (values.auth) await startRegistry(true, log);

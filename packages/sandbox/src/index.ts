@@ -4,6 +4,15 @@
  * errors and data types.
  */
 
+export {
+  BROWSERBOX_CPUS,
+  BROWSERBOX_IMAGES,
+  BROWSERBOX_MEMORY_MIB,
+  BROWSERBOX_PORTS,
+  BROWSERBOX_START_TIMEOUT,
+  BrowserBox,
+  type BrowserBoxOptions,
+} from './boxes/browser.ts';
 export { CodeBox, type CodeBoxOptions } from './boxes/code.ts';
 export {
   INTERACTIVEBOX_DEFAULT_SHELL,
