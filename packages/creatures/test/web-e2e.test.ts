@@ -155,7 +155,7 @@ describe('creature web front end (Chromium)', () => {
     await page1.getByRole('region', { name: 'Evolutions' }).getByRole('link', { name: 'Pikachu' }).waitFor();
   });
 
-  test('a message posted and edited in one browser shows up live in another', async () => {
+  test('a message posted and edited in one browser shows up live in another, and stays after a reload', async () => {
     await page2.goto(`${base}/`);
     await page2.getByText('151 of 151 shown').waitFor();
     await subscribers(4); // two subscriptions (creatures, messages) per page
@@ -176,6 +176,10 @@ describe('creature web front end (Chromium)', () => {
     await board2.getByText('Hello again, edited').waitFor();
     assert.equal(await board2.getByText('Hello from the first browser').count(), 0);
     assert.equal(await board2.locator('li').count(), 1);
+
+    // After a reload the board re-reads the messages this browser posted (getMessage by the remembered ids).
+    await page1.reload();
+    await board1.getByText('Hello again, edited').waitFor();
   });
 
   test('a creature edited, created and deleted in one browser changes live in the other', async () => {

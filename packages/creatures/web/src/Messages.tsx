@@ -51,25 +51,29 @@ export function MessageBoard() {
     if (message) put(message);
   }, [changes.data]);
 
-  useEffect(() => {
-    localStorage.setItem(IDS_KEY, JSON.stringify(messages.map((m) => m.id)));
-  }, [messages]);
+  // The remembered ids are read once, before anything is saved, and saved again only once they are loaded.
+  const [remembered] = useState(storedIds);
+  const [loaded, setLoaded] = useState(remembered.length === 0);
 
   useEffect(() => {
-    const ids = storedIds().reverse();
+    if (loaded) localStorage.setItem(IDS_KEY, JSON.stringify(messages.map((m) => m.id)));
+  }, [loaded, messages]);
+
+  useEffect(() => {
     let cancelled = false;
     (async () => {
-      for (const id of ids) {
+      for (const id of [...remembered].reverse()) {
         const result = await client.query(GetMessageQuery, { id }).toPromise();
         if (cancelled) return;
         if (result.error) setLoadError(errorText(result.error));
         else if (result.data?.getMessage) put(result.data.getMessage);
       }
+      setLoaded(true);
     })();
     return () => {
       cancelled = true;
     };
-  }, [client]);
+  }, [client, remembered]);
 
   return (
     <section className="messages" aria-labelledby="messages-title">
