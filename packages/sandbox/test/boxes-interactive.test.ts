@@ -77,10 +77,19 @@ describe('InteractiveBox', () => {
         `${process.execPath} ${program}; echo "node exited $?"; sleep 600`,
       );
       await tmux.waitFor(/^~ #/m, 'the shell prompt');
-      tmux.keys('echo $((6*7)); tty; hostname | wc -c', 'Enter');
+      tmux.keys('echo $((6*7)); tty; stty size; hostname | wc -c', 'Enter');
       const screen = await tmux.waitFor(/^27$/m, 'the command output');
+      assert.match(screen, /^30 100$/m, 'the box terminal has the size of the tmux pane');
       assert.match(screen, /^42$/m);
       assert.match(screen, /^\/dev\/pts\/\d+$/m, 'the shell has a terminal in the box');
+      // A resize of the caller's terminal reaches the box's terminal.
+      tmux.run('resize-window', '-t', 's', '-x', '90', '-y', '25');
+      // (SIGWINCH delivery is asynchronous: ask again until the shell reports the new size.)
+      for (let i = 0; i < 50 && !/^25 90$/m.test(tmux.screen()); i++) {
+        tmux.keys('clear; stty size', 'Enter');
+        await sleep(200);
+      }
+      await tmux.waitFor(/^25 90$/m, 'the new terminal size');
       // Ctrl-C goes to the box's terminal (raw mode), interrupting the command, not the SDK process.
       tmux.keys('sleep 300', 'Enter');
       await tmux.waitFor(/sleep 300\n/, 'the sleep command echoed');

@@ -105,10 +105,9 @@ export class InteractiveBox extends SimpleBox {
     stdin.on('data', onData);
     stdin.on('end', onEnd);
     stdin.resume();
-    const resizable = session as JsExecution & { resize?(cols: number, rows: number): Promise<void> };
     const onResize = () => {
       const { columns, rows } = stdout;
-      if (columns && rows) resizable.resize?.(columns, rows).catch(() => {});
+      if (columns && rows) session.resize(columns, rows).catch(() => {});
     };
     if (stdout.isTTY) {
       onResize();

@@ -281,6 +281,18 @@ export class JsExecution {
     await this.#process.kill('SIGKILL');
   }
 
+  /**
+   * Resizes the command's pseudo-terminal to `cols` × `rows` character cells (the command gets SIGWINCH).
+   * Not in the spec's table; used by `InteractiveBox`. Terminals start at 80 × 24.
+   * @throws BoxError when the command was started without `tty`, or the size is not two positive integers.
+   */
+  async resize(cols: number, rows: number): Promise<void> {
+    if (!this.#process.resize) {
+      throw new BoxError(`execution ${this.#id} has no terminal to resize (start it with tty: true)`);
+    }
+    await this.#process.resize(cols, rows);
+  }
+
   /** @internal Collects both outputs whole (used by the wrapper boxes and the CLI). */
   collect(): { stdout: LineBuffer; stderr: LineBuffer; stdin: StdinWriter } {
     this.#taken.add('stdout');
