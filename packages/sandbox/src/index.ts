@@ -15,6 +15,15 @@ export {
 } from './boxes/browser.ts';
 export { CodeBox, type CodeBoxOptions } from './boxes/code.ts';
 export {
+  COMPUTERBOX_DISPLAY,
+  COMPUTERBOX_IMAGE,
+  COMPUTERBOX_SCROLL_AMOUNT,
+  ComputerBox,
+  type ComputerBoxOptions,
+  SCROLL_BUTTONS,
+  type ScrollDirection,
+} from './boxes/computer.ts';
+export {
   INTERACTIVEBOX_DEFAULT_SHELL,
   InteractiveBox,
   type InteractiveBoxOptions,

@@ -1,0 +1,152 @@
+/**
+ * ComputerBox (spec 002): a real X desktop in a box (image `seed/desktop:latest` built from Debian by
+ * scripts/images-desktop.ts, cached outside the repository; unpacked once into the shared store
+ * `<cache>/test-home-desktop`). One box serves every test of this file.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { cacheDir } from '../scripts/offline-images.ts';
+import { parseCursorPosition, pngSize } from '../src/boxes/computer.ts';
+import {
+  BoxError,
+  COMPUTERBOX_DISPLAY_HEIGHT,
+  COMPUTERBOX_DISPLAY_WIDTH,
+  ComputerBox,
+  JsRuntime,
+  ParseError,
+  TimeoutError,
+} from '../src/index.ts';
+import { REGISTRIES } from './runtime-helpers.ts';
+
+const packageDir = join(import.meta.dirname, '..');
+let runtime: JsRuntime;
+let box: ComputerBox;
+
+before(async () => {
+  execFileSync(
+    process.execPath,
+    [join(packageDir, 'scripts', 'registry.ts'), '--quiet', '--images', 'desktop'],
+    {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      timeout: 900_000,
+    },
+  );
+  runtime = new JsRuntime({ homeDir: join(cacheDir(), 'test-home-desktop'), imageRegistries: REGISTRIES });
+  box = new ComputerBox({ runtime });
+  await box.waitUntilReady();
+});
+
+after(async () => {
+  await box?.stop();
+});
+
+/** Runs a shell command in the box and returns its stdout (asserting success). */
+async function sh(script: string): Promise<string> {
+  const r = await box.exec('sh', '-c', script);
+  assert.equal(r.exitCode, 0, r.stderr);
+  return r.stdout;
+}
+
+/** Polls `probe` until it returns a truthy value (the X server processes events asynchronously). */
+async function eventually<T>(probe: () => Promise<T | null | undefined | false>, what: string): Promise<T> {
+  for (let i = 0; i < 100; i++) {
+    const value = await probe();
+    if (value) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`never happened: ${what}`);
+}
+
+describe('ComputerBox', () => {
+  it('has the spec defaults: 2 CPUs, 2048 MiB, a 1024×768 display', async () => {
+    const info = await box.getInfo();
+    assert.equal(info.cpus, 2);
+    assert.equal(info.memoryMib, 2048);
+    assert.deepEqual(await box.getScreenSize(), [COMPUTERBOX_DISPLAY_WIDTH, COMPUTERBOX_DISPLAY_HEIGHT]);
+  });
+
+  it('types text and keys into an xterm; the shell in it receives them', async () => {
+    await sh(
+      'xterm -title typing-target -geometry 60x10+300+300 -e sh -c \'read -r line; printf %s "$line" > /tmp/typed\' >/dev/null 2>&1 &',
+    );
+    const id = (
+      await eventually(async () => {
+        const r = await box.exec('xdotool', 'search', '--name', 'typing-target');
+        return r.exitCode === 0 ? r.stdout.trim().split('\n')[0] : null;
+      }, 'the xterm window appears')
+    ).trim();
+    await sh(`xdotool windowactivate --sync ${id} || xdotool windowfocus --sync ${id}`);
+    await box.type('Hello, box 42!');
+    await box.key('BackSpace exclam Return');
+    const typed = await eventually(async () => {
+      const r = await box.exec('cat', '/tmp/typed');
+      return r.exitCode === 0 ? r.stdout : null;
+    }, 'the typed line reaches the shell');
+    assert.equal(typed, 'Hello, box 42!');
+  });
+
+  it('moves, clicks and drags the pointer; cursorPosition reports where it is', async () => {
+    await box.mouseMove(200, 150);
+    assert.deepEqual(await box.cursorPosition(), [200, 150]);
+    await box.leftClick();
+    await box.rightClick();
+    await box.middleClick();
+    await box.doubleClick();
+    await box.tripleClick();
+    await box.leftClickDrag(10, 20, 600, 400);
+    assert.deepEqual(await box.cursorPosition(), [600, 400]);
+    await box.scroll(512, 384, 'down', 2);
+    assert.deepEqual(await box.cursorPosition(), [512, 384]);
+    await assert.rejects(box.mouseMove(-1, 5), { name: 'BoxError', field: 'x' });
+    await assert.rejects(box.scroll(1, 1, 'sideways' as 'up'), { name: 'BoxError', field: 'direction' });
+    await assert.rejects(box.key('ctrl+'), { name: 'BoxError', field: 'keySequence' });
+    await assert.rejects(box.key('ctrl+NoSuchKeyName'), {
+      name: 'BoxError',
+      field: 'keySequence',
+      message: /NoSuchKeyName/,
+    });
+  });
+
+  it('screenshot is a base64 PNG of 1024×768 showing the desktop', async () => {
+    const shot = await box.screenshot();
+    assert.equal(shot.format, 'png');
+    assert.equal(shot.width, 1024);
+    assert.equal(shot.height, 768);
+    const png = Buffer.from(shot.data, 'base64');
+    assert.deepEqual(pngSize(png), [1024, 768]);
+    assert.ok(png.length > 2000, 'a real picture, not an empty image');
+    if (process.env.SEED_SANDBOX_SCREENSHOT) writeFileSync(process.env.SEED_SANDBOX_SCREENSHOT, png);
+  });
+
+  it('serves the desktop in a browser (noVNC) on the HTTP GUI port in the box', async () => {
+    const fetchPage = (port: number, scheme: string) =>
+      sh(
+        `python3 -c "import ssl,urllib.request as u;print(u.urlopen('${scheme}://127.0.0.1:${port}/vnc.html',context=ssl._create_unverified_context()).read().decode())"`,
+      );
+    const page = await eventually(
+      async () => fetchPage(box.guiHttpPort, 'http').catch(() => null),
+      'noVNC answers',
+    );
+    assert.match(await fetchPage(box.guiHttpsPort, 'https'), /noVNC/);
+    assert.match(page, /noVNC/);
+  });
+
+  it('cursorPosition parse failures raise ParseError; bad PNG data too', () => {
+    assert.deepEqual(parseCursorPosition('X=5\nY=7\nSCREEN=0\nWINDOW=1\n'), [5, 7]);
+    assert.throws(() => parseCursorPosition('garbage'), ParseError);
+    assert.throws(() => pngSize(Buffer.from('not a png at all, clearly not')), ParseError);
+    assert.ok(new ParseError('x') instanceof BoxError);
+  });
+
+  it('waitUntilReady raises TimeoutError when the desktop is not ready in time', async () => {
+    const other = new ComputerBox({ runtime });
+    try {
+      await assert.rejects(other.waitUntilReady(0.001), TimeoutError);
+    } finally {
+      await other.stop();
+    }
+  });
+});
