@@ -1,0 +1,23 @@
+/** Networking of local boxes (spec 002): user-mode networking, allowNet, ports, tunnels, secrets. */
+export { type DnsServer, startDnsServer } from './dns.ts';
+export {
+  BOX_CA_PATH,
+  type BoxNetworkConfig,
+  BoxNetworking,
+  type PortRequest,
+  PROXY_GUEST_PORT,
+  type SecretRule,
+  secretsEnv,
+} from './manager.ts';
+export { GUEST_IP, SLIRP_DNS_IP } from './netns.ts';
+export {
+  type AllowPolicy,
+  allowsAddress,
+  allowsHostLoopback,
+  allowsName,
+  HOST_LOOPBACK_IP,
+  HOST_LOOPBACK_NAME,
+  parseAllowNet,
+} from './policy.ts';
+export { MAX_BODY_BYTES, type SecretsProxy, startSecretsProxy } from './secrets.ts';
+export { type BoxPidResolver, DEFAULT_READ_BYTES, LocalBoxTunnel, LocalNetworkHandle } from './tunnel.ts';

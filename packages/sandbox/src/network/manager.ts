@@ -1,0 +1,318 @@
+/**
+ * Networking of local boxes (spec 002 `NetworkSpec`, `JsPortSpec`, `Secret`, `JsNetworkInfo`): the
+ * engine's `networkSetup`/`networkTeardown` hooks. Every box has its own network namespace:
+ *
+ * - `disabled`: nothing is added; the box has only `lo`.
+ * - `enabled`: slirp4netns gives it `eth0` (10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3) and
+ *   user-mode outbound TCP/UDP through the host. An iptables ruleset in the box's namespace (the box
+ *   lacks `CAP_NET_ADMIN` unless it is added) rejects the host loopback (10.0.2.2 → host 127.0.0.1)
+ *   unless `allowNet` lists it, and with a non-empty `allowNet` every destination not listed. Rejects
+ *   are immediate (TCP reset, ICMP port unreachable): nothing hangs.
+ * - `allowNet` with hostnames, or `secrets`: a per-box DNS resolver on the host (`dns.ts`) answers
+ *   only listed names and admits their resolved IPs in the firewall before answering.
+ * - `ports`: slirp4netns host forwards (`hostIp:hostPort` → box port), persistent listeners owned by
+ *   slirp4netns, so they live exactly as long as the box's network.
+ * - `secrets`: a per-box HTTP(S) proxy with its own CA (`secrets.ts`) substitutes placeholders.
+ *
+ * slirp4netns runs in its own session: for a detached box it outlives this process (published ports
+ * stay), for other boxes it exits with this process. Its pid is kept in `<stateDir>/<id>.json` so
+ * any process can tear the network down. The DNS resolver and the secrets proxy live in the process
+ * that started the box; after it exits, name resolution and secret substitution of a detached box
+ * fail closed (refused), they never fall back to open access.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import type { EngineNetworkContext } from '../engine/engine.ts';
+import { BoxError } from '../errors.ts';
+import type { JsPublishedPort } from '../types.ts';
+import { type DnsServer, startDnsServer } from './dns.ts';
+import { addHostForward, inNetns, loadIptables, SLIRP_DNS_IP, startSlirp } from './netns.ts';
+import { type AllowPolicy, allowsHostLoopback, HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
+import { type SecretsProxy, startSecretsProxy } from './secrets.ts';
+
+/** Port the box uses for the secrets proxy (`http://10.0.2.2:3128`); redirected to the real one. */
+export const PROXY_GUEST_PORT = 3128;
+/** Where the per-box CA certificate is written in the box (PEM; the key never leaves the host). */
+export const BOX_CA_PATH = '/etc/ssl/certs/sandbox-ca.pem';
+const BUNDLE_PATHS = [
+  '/etc/ssl/certs/ca-certificates.crt',
+  '/etc/pki/tls/certs/ca-bundle.crt',
+  '/etc/ssl/cert.pem',
+];
+
+/** A port publication request (defaults applied: `protocol` tcp, `hostIp` 0.0.0.0). */
+export interface PortRequest {
+  hostPort?: number;
+  guestPort: number;
+  protocol: 'tcp';
+  hostIp: string;
+}
+
+/** A secret rule with its value (kept in memory only). */
+export interface SecretRule {
+  name: string;
+  value: string;
+  hosts: string[];
+  placeholder: string;
+}
+
+/** What `prepare` records for a box before the engine starts it. */
+export interface BoxNetworkConfig {
+  ports: PortRequest[];
+  secrets: SecretRule[];
+  /** Detached boxes keep slirp4netns (and their published ports) after this process exits. */
+  detach: boolean;
+}
+
+interface Live {
+  dns?: DnsServer;
+  proxy?: SecretsProxy;
+  bound: Set<string>;
+}
+
+interface Persisted {
+  slirpPid: number;
+  published: JsPublishedPort[];
+}
+
+/** Environment a box with secrets gets: the placeholders, the proxy and the CA bundle for common clients. */
+export function secretsEnv(
+  secrets: readonly Pick<SecretRule, 'name' | 'placeholder'>[],
+): Record<string, string> {
+  if (secrets.length === 0) return {};
+  const proxy = `http://${HOST_LOOPBACK_IP}:${PROXY_GUEST_PORT}`;
+  const env: Record<string, string> = {
+    HTTPS_PROXY: proxy,
+    https_proxy: proxy,
+    HTTP_PROXY: proxy,
+    http_proxy: proxy,
+    NO_PROXY: 'localhost,127.0.0.1,::1',
+    no_proxy: 'localhost,127.0.0.1,::1',
+    NODE_EXTRA_CA_CERTS: BOX_CA_PATH,
+    REQUESTS_CA_BUNDLE: BUNDLE_PATHS[0]!,
+    SSL_CERT_FILE: BUNDLE_PATHS[0]!,
+  };
+  for (const s of secrets) env[s.name] = s.placeholder;
+  return env;
+}
+
+/** A free TCP port on `host` (the kernel's choice), for auto-assigned publications. */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function alive(pid: number, name: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]!.endsWith(name);
+  } catch {
+    return false;
+  }
+}
+
+function firewallRules(
+  policy: AllowPolicy,
+  dnsPort: number | undefined,
+  proxyPort: number | undefined,
+): string {
+  const nat = [
+    '*nat',
+    ':PREROUTING ACCEPT [0:0]',
+    ':INPUT ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':POSTROUTING ACCEPT [0:0]',
+  ];
+  const filter = [
+    '*filter',
+    ':INPUT ACCEPT [0:0]',
+    ':FORWARD ACCEPT [0:0]',
+    ':OUTPUT ACCEPT [0:0]',
+    ':SANDBOX_ALLOW - [0:0]',
+  ];
+  filter.push('-A OUTPUT -o lo -j ACCEPT', '-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT');
+  if (dnsPort !== undefined) {
+    nat.push(
+      `-A OUTPUT -d ${SLIRP_DNS_IP}/32 -p udp --dport 53 -j DNAT --to-destination ${HOST_LOOPBACK_IP}:${dnsPort}`,
+    );
+    filter.push(`-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -p udp --dport ${dnsPort} -j ACCEPT`);
+  } else {
+    filter.push(`-A OUTPUT -d ${SLIRP_DNS_IP}/32 -p udp --dport 53 -j ACCEPT`);
+    filter.push(`-A OUTPUT -d ${SLIRP_DNS_IP}/32 -p tcp --dport 53 -j ACCEPT`);
+  }
+  if (proxyPort !== undefined) {
+    nat.push(
+      `-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -p tcp --dport ${PROXY_GUEST_PORT} -j DNAT --to-destination ${HOST_LOOPBACK_IP}:${proxyPort}`,
+    );
+    filter.push(`-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -p tcp --dport ${proxyPort} -j ACCEPT`);
+  }
+  filter.push('-A OUTPUT -j SANDBOX_ALLOW');
+  if (allowsHostLoopback(policy)) filter.push(`-A SANDBOX_ALLOW -d ${HOST_LOOPBACK_IP}/32 -j ACCEPT`);
+  for (const cidr of policy.cidrs)
+    if (!cidr.includes(':')) filter.push(`-A SANDBOX_ALLOW -d ${cidr} -j ACCEPT`);
+  if (policy.open) {
+    filter.push(`-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -p tcp -j REJECT --reject-with tcp-reset`);
+    filter.push(`-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -j REJECT --reject-with icmp-port-unreachable`);
+    filter.push('-A OUTPUT -j ACCEPT');
+  } else {
+    filter.push('-A OUTPUT -p tcp -j REJECT --reject-with tcp-reset');
+    filter.push('-A OUTPUT -j REJECT --reject-with icmp-port-unreachable');
+  }
+  return `${[...nat, 'COMMIT', ...filter, 'COMMIT'].join('\n')}\n`;
+}
+
+/**
+ * The network side of a local runtime. Hand `hooks()` to `createEngine`, call `prepare(id, config)`
+ * before `engine.start`, and read `publishedPorts(id)` after it.
+ */
+export class BoxNetworking {
+  readonly #stateDir: string;
+  readonly #prepared = new Map<string, BoxNetworkConfig>();
+  readonly #live = new Map<string, Live>();
+  readonly #published = new Map<string, JsPublishedPort[]>();
+
+  /** `stateDir`: where per-box network state (slirp4netns pid, API socket, log) is kept; short path. */
+  constructor(options: { stateDir: string }) {
+    this.#stateDir = options.stateDir;
+    mkdirSync(this.#stateDir, { recursive: true, mode: 0o700 });
+  }
+
+  /** Records ports, secrets and detach for the next start of box `id`. */
+  prepare(id: string, config: BoxNetworkConfig): void {
+    this.#prepared.set(id, config);
+  }
+
+  /** The `networkSetup`/`networkTeardown` hooks of `CreateEngineOptions`. */
+  hooks(): {
+    networkSetup: (ctx: EngineNetworkContext) => Promise<void>;
+    networkTeardown: (id: string) => Promise<void>;
+  } {
+    return { networkSetup: (ctx) => this.setup(ctx), networkTeardown: (id) => this.teardown(id) };
+  }
+
+  /** Publications made when this process started box `id` (concrete host ports), or null. */
+  publishedPorts(id: string): JsPublishedPort[] | null {
+    const published = this.#published.get(id);
+    return published ? published.map((p) => ({ ...p })) : null;
+  }
+
+  #file(id: string, ext: string): string {
+    return join(this.#stateDir, `${id}.${ext}`);
+  }
+
+  /**
+   * Sets up the box's network (see the module comment). Rejects (the engine then stops the box) when
+   * slirp4netns or the firewall fails, or a requested host port is taken (`ports[i].hostPort`).
+   */
+  async setup(ctx: EngineNetworkContext): Promise<void> {
+    const config = this.#prepared.get(ctx.id) ?? { ports: [], secrets: [], detach: true };
+    this.#prepared.delete(ctx.id);
+    if (ctx.network.mode === 'disabled') {
+      this.#published.set(ctx.id, []);
+      return;
+    }
+    const policy = parseAllowNet(ctx.network.allowNet);
+    const live: Live = { bound: new Set() };
+    this.#live.set(ctx.id, live);
+    const bind = async (addresses: string[]) => {
+      const fresh = addresses.filter((a) => !live.bound.has(a));
+      for (const address of fresh) {
+        await inNetns(ctx.pid, 'iptables', ['-w', '-A', 'SANDBOX_ALLOW', '-d', address, '-j', 'ACCEPT']);
+        live.bound.add(address);
+      }
+    };
+    const ownDns = !policy.open || config.secrets.length > 0;
+    if (ownDns) live.dns = await startDnsServer({ policy, bind });
+    if (config.secrets.length > 0) {
+      live.proxy = await startSecretsProxy({ policy, secrets: config.secrets });
+    }
+    const slirpPid = await startSlirp({
+      pid: ctx.pid,
+      apiSocket: this.#file(ctx.id, 'sock'),
+      logFile: this.#file(ctx.id, 'log'),
+      disableHostLoopback: !ownDns && !allowsHostLoopback(policy),
+      exitWithParent: !config.detach,
+    });
+    const persisted: Persisted = { slirpPid, published: [] };
+    writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
+    await loadIptables(ctx.pid, firewallRules(policy, live.dns?.port, live.proxy?.port));
+    this.#writeEtc(ctx.boxDir, live.proxy?.caPem);
+    persisted.published = await this.#publish(ctx.id, config.ports);
+    writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
+    this.#published.set(ctx.id, persisted.published);
+  }
+
+  /** `/etc/resolv.conf` (and the CA in the trust store when secrets are used) in the box's root. */
+  #writeEtc(boxDir: string, caPem: string | undefined): void {
+    const root = join(boxDir, 'rootfs');
+    const etc = join(root, 'etc');
+    mkdirSync(etc, { recursive: true });
+    rmSync(join(etc, 'resolv.conf'), { force: true });
+    writeFileSync(join(etc, 'resolv.conf'), `nameserver ${SLIRP_DNS_IP}\noptions attempts:1 timeout:2\n`);
+    if (caPem === undefined) return;
+    mkdirSync(join(root, 'etc/ssl/certs'), { recursive: true });
+    writeFileSync(join(root, BOX_CA_PATH), caPem, { mode: 0o644 });
+    let wroteDefault = false;
+    for (const bundle of BUNDLE_PATHS) {
+      const path = join(root, bundle);
+      if (!existsSync(path)) continue;
+      const existing = readFileSync(path, 'utf8');
+      rmSync(path, { force: true }); // may be a symlink into the read-only image: replace, never follow
+      writeFileSync(path, `${existing.trimEnd()}\n${caPem}`, { mode: 0o644 });
+      if (bundle === BUNDLE_PATHS[0]) wroteDefault = true;
+    }
+    if (!wroteDefault) writeFileSync(join(root, BUNDLE_PATHS[0]!), caPem, { mode: 0o644 });
+  }
+
+  async #publish(id: string, ports: PortRequest[]): Promise<JsPublishedPort[]> {
+    const published: JsPublishedPort[] = [];
+    const api = this.#file(id, 'sock');
+    for (const [i, port] of ports.entries()) {
+      let hostPort = port.hostPort;
+      if (hostPort !== undefined) {
+        try {
+          await addHostForward(api, port.hostIp, hostPort, port.guestPort);
+        } catch (error) {
+          throw new BoxError(
+            `invalid box option ports[${i}].hostPort: cannot listen on ${port.hostIp}:${hostPort} (${(error as Error).message})`,
+            { field: `ports[${i}].hostPort`, cause: error },
+          );
+        }
+      } else {
+        for (let attempt = 0; ; attempt++) {
+          hostPort = await freePort(port.hostIp);
+          try {
+            await addHostForward(api, port.hostIp, hostPort, port.guestPort);
+            break;
+          } catch (error) {
+            if (attempt >= 8) throw error; // another process took the port in between: retry
+          }
+        }
+      }
+      published.push({ guestPort: port.guestPort, hostIp: port.hostIp, hostPort, protocol: 'tcp' });
+    }
+    return published;
+  }
+
+  /** Tears the box's network down (slirp4netns, resolver, proxy, state files). Idempotent. */
+  async teardown(id: string): Promise<void> {
+    const live = this.#live.get(id);
+    this.#live.delete(id);
+    this.#published.delete(id);
+    this.#prepared.delete(id);
+    await live?.dns?.close().catch(() => {});
+    await live?.proxy?.close().catch(() => {});
+    try {
+      const persisted = JSON.parse(readFileSync(this.#file(id, 'json'), 'utf8')) as Persisted;
+      if (persisted.slirpPid > 0 && alive(persisted.slirpPid, 'slirp4netns'))
+        process.kill(persisted.slirpPid, 'SIGKILL');
+    } catch {}
+    for (const ext of ['json', 'sock', 'log']) rmSync(this.#file(id, ext), { force: true });
+  }
+}

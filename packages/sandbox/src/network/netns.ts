@@ -1,0 +1,146 @@
+/**
+ * Host-side helpers acting in a box's network namespace (`/proc/<pid>/ns/net`): running a program
+ * inside it with `nsenter`, loading iptables rules, and slirp4netns (user-mode networking) with its
+ * API socket for host port forwards. Root only (the engine runs as root).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { connect } from 'node:net';
+import { BoxError } from '../errors.ts';
+
+/** Guest address of a box's `eth0` (slirp4netns default network 10.0.2.0/24). */
+export const GUEST_IP = '10.0.2.100';
+/** The slirp4netns built-in DNS forwarder address, the box's `nameserver`. */
+export const SLIRP_DNS_IP = '10.0.2.3';
+
+/** Runs `cmd args` inside the network namespace of `pid`; resolves stdout, rejects with its stderr. */
+export function inNetns(pid: number, cmd: string, args: string[], input?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', cmd, ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => out.push(c));
+    child.stderr.on('data', (c: Buffer) => err.push(c));
+    child.on('error', reject);
+    child.stdin.on('error', () => {}); // a program that reads no input may exit before it is written
+    child.on('close', (code) => {
+      if (code === 0) resolve(Buffer.concat(out).toString());
+      else
+        reject(
+          new Error(`${cmd} ${args.join(' ')} failed (${code}): ${Buffer.concat(err).toString().trim()}`),
+        );
+    });
+    child.stdin.end(input ?? '');
+  });
+}
+
+/** Loads an `iptables-restore` ruleset (IPv4) into the namespace of `pid`. */
+export async function loadIptables(pid: number, rules: string): Promise<void> {
+  await inNetns(pid, 'iptables-restore', ['--wait'], rules);
+}
+
+/** Options of `startSlirp`. */
+export interface SlirpOptions {
+  /** Host pid whose network namespace gets `eth0`. */
+  pid: number;
+  /** Path of the API socket (at most 107 bytes). */
+  apiSocket: string;
+  /** File receiving slirp4netns's own log. */
+  logFile: string;
+  /** Refuse connections to the host's 127.0.0.1 through the gateway 10.0.2.2. */
+  disableHostLoopback: boolean;
+  /** Exit when the calling process exits (for boxes stopped with their parent); else outlive it. */
+  exitWithParent: boolean;
+}
+
+/**
+ * Starts slirp4netns for a namespace (`--configure`: `eth0` 10.0.2.100/24, gateway 10.0.2.2, DNS
+ * 10.0.2.3, MTU 65520) in its own session, so it outlives the calling process (detached boxes keep
+ * their published ports). Resolves with its pid once the interface is configured.
+ * @throws Error when slirp4netns exits or does not report readiness.
+ */
+export function startSlirp(options: SlirpOptions): Promise<number> {
+  const log = openSync(options.logFile, 'a');
+  const args = ['--configure', '--mtu=65520', '--ready-fd=3', `--api-socket=${options.apiSocket}`];
+  if (options.disableHostLoopback) args.push('--disable-host-loopback');
+  // fd 4: a socket whose other end only this process holds; its EOF makes slirp4netns exit.
+  if (options.exitWithParent) args.push('--exit-fd=4');
+  args.push(String(options.pid), 'eth0');
+  let child: ChildProcess;
+  try {
+    child = spawn('slirp4netns', args, {
+      stdio: ['ignore', log, log, 'pipe', options.exitWithParent ? 'pipe' : 'ignore'],
+      detached: true,
+    });
+  } finally {
+    closeSync(log);
+  }
+  return new Promise((resolve, reject) => {
+    const ready = child.stdio[3] as NodeJS.ReadableStream;
+    let done = false;
+    const finish = (error?: Error) => {
+      if (done) return;
+      done = true;
+      ready.removeAllListeners();
+      (ready as unknown as { destroy(): void }).destroy();
+      child.removeAllListeners('exit');
+      child.unref();
+      (child.stdio[4] as unknown as { unref?: () => void } | null)?.unref?.();
+      if (error) {
+        if (child.pid) {
+          try {
+            process.kill(child.pid, 'SIGKILL');
+          } catch {}
+        }
+        reject(error);
+      } else resolve(child.pid!);
+    };
+    ready.on('data', () => finish());
+    child.on('error', (e) => finish(e));
+    child.on('exit', (code) => finish(new Error(`slirp4netns exited (${code}); see ${options.logFile}`)));
+  });
+}
+
+/** One call on the slirp4netns API socket (JSON request, JSON reply). */
+export function slirpApi(apiSocket: string, request: object): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(apiSocket);
+    const chunks: Buffer[] = [];
+    socket.on('connect', () => socket.end(JSON.stringify(request)));
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      try {
+        const reply = JSON.parse(Buffer.concat(chunks).toString()) as Record<string, unknown>;
+        if (reply.error) {
+          const desc = (reply.error as { desc?: string }).desc ?? JSON.stringify(reply.error);
+          reject(new BoxError(`slirp4netns: ${desc}`));
+        } else resolve(reply);
+      } catch (e) {
+        reject(new BoxError(`slirp4netns API: unreadable reply (${(e as Error).message})`));
+      }
+    });
+  });
+}
+
+/** Adds a host TCP forward `hostIp:hostPort` → box `guestPort`; returns slirp4netns's forward id. */
+export async function addHostForward(
+  apiSocket: string,
+  hostIp: string,
+  hostPort: number,
+  guestPort: number,
+): Promise<number> {
+  const reply = await slirpApi(apiSocket, {
+    execute: 'add_hostfwd',
+    arguments: {
+      proto: 'tcp',
+      host_addr: hostIp,
+      host_port: hostPort,
+      guest_addr: GUEST_IP,
+      guest_port: guestPort,
+    },
+  });
+  return Number((reply.return as { id?: number } | undefined)?.id ?? -1);
+}
