@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `sandbox`: command line of the Sandbox SDK (issue 8). Commands: `run`, `ps`, `exec`, `stop`, `rm`,
- * `pull`, `images`. `run` and `exec` exit with the command's own exit code; SDK errors exit with 125,
+ * `pull`, `images`, and `serve` (the REST runtime, issue 10). `run` and `exec` exit with the command's own exit code; SDK errors exit with 125,
  * usage errors with 2.
  *
  * Global options: `--home <dir>` (or `SANDBOX_HOME`; default `~/.sandbox`) and `--registry <url>`
@@ -18,7 +18,7 @@ import type { JsBoxOptions, JsImageRegistry, JsVolumeSpec } from '../src/types.t
 module.enableCompileCache?.();
 const { BoxError } = await import('../src/errors.ts');
 const { renderPullProgress } = await import('../src/images/index.ts');
-const { JsRuntime } = await import('../src/runtime/runtime.ts');
+const { JsRuntime, defaultHomeDir } = await import('../src/runtime/runtime.ts');
 type JsRuntime = InstanceType<typeof JsRuntime>;
 
 /** Exit status of an SDK failure (the command itself could not run), as `docker run` uses it. */
@@ -331,7 +331,65 @@ export function buildProgram(): Command {
       process.stdout.write(`${pad(rows)}\n`);
     });
 
+  program
+    .command('serve')
+    .description(
+      'serve the local runtime over HTTP: the REST runtime under /v1 (OpenAPI at /v1/openapi.json)',
+    )
+    .option('--host <host>', 'listen address; a non-loopback address needs an API key', '127.0.0.1')
+    .option('--port <port>', 'TCP port', parsePort, 8100)
+    .option('--api-key <key>', 'bearer API key clients must present (default: $SANDBOX_API_KEY)')
+    .option('--jwks-url <url>', 'also accept access tokens of the auth service, verified with this JWKS')
+    .option('--jwt-issuer <issuer>', 'required iss of access tokens')
+    .option('--jwt-audience <audience>', 'required aud of access tokens')
+    .action(async (opts, command: Command) => {
+      const { startRestServer } = await import('../src/rest/server.ts');
+      const global = command.optsWithGlobals<GlobalOptions>();
+      const registries = [
+        ...global.registry,
+        ...(process.env.SANDBOX_REGISTRIES?.split(',').filter(Boolean) ?? []),
+      ];
+      // Always local (an explicit homeDir): the server must not follow SANDBOX_URL to another server.
+      const runtime = new JsRuntime({
+        homeDir: global.home ?? process.env.SANDBOX_HOME ?? defaultHomeDir(),
+        imageRegistries: registries.map(parseRegistry),
+      });
+      const apiKey: string | undefined = opts.apiKey ?? (process.env.SANDBOX_API_KEY || undefined);
+      const server = await startRestServer({
+        runtime,
+        host: opts.host,
+        port: opts.port,
+        ...(apiKey ? { apiKey } : {}),
+        ...(opts.jwksUrl
+          ? {
+              jwt: {
+                jwksUrl: opts.jwksUrl,
+                ...(opts.jwtIssuer ? { issuer: opts.jwtIssuer } : {}),
+                ...(opts.jwtAudience ? { audience: opts.jwtAudience } : {}),
+              },
+            }
+          : {}),
+        logger: { level: 'info' },
+      });
+      process.stderr.write(
+        `sandbox: REST runtime on ${server.url}/v1 (home ${runtime.homeDir}, auth ${apiKey || opts.jwksUrl ? 'bearer' : 'loopback only'})\n`,
+      );
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', () => resolve());
+        process.once('SIGTERM', () => resolve());
+      });
+      await server.close();
+    });
+
   return program;
+}
+
+/** `8100` → 8100 (0 for an ephemeral port). */
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port > 65535)
+    throw new InvalidArgumentError('--port must be an integer 0-65535');
+  return port;
 }
 
 /** Parses `argv` and runs the command; resolves with the process exit code. */

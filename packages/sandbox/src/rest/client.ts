@@ -1,0 +1,616 @@
+/**
+ * The REST flavour of the runtime (issue 10; spec 002 "remote through a REST runtime"): the same methods
+ * as the local `JsRuntime`, returning `JsBox` and `JsExecution` objects (subclasses) that behave like the
+ * local ones, over the server in `server.ts`.
+ *
+ * Spec rules for REST: host bind mounts (and `rootfsPath`) are refused before any request leaves
+ * (rejection 4); port publication is refused (local runtime only); `info()` fetches the current server
+ * record, so `startedAt` is present when the server recorded it and `publishedPorts` is what the server
+ * knows (`[]` for boxes created through it, null otherwise); tunnels use HTTP `CONNECT`.
+ */
+
+import { rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { createServer, type Server, type Socket } from 'node:net';
+import { BoxError } from '../errors.ts';
+import { type ExecEnv, type ExecOptions, envEntries, JsBox } from '../runtime/box.ts';
+import type { RuntimeContext } from '../runtime/context.ts';
+import { JsExecution } from '../runtime/execution.ts';
+import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
+import type { BoxRecord, VolumeRecord } from '../runtime/state.ts';
+import type { JsBoxInfo, JsBoxMetrics, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
+import { RemoteProcess } from './process.ts';
+import { boxErrorOf, toCamel, toSnake } from './wire.ts';
+
+// Tunnel shapes of spec 002 "Network tunnels" (structurally the same as the networking work's types).
+/** A byte connection through a tunnel: `read(maxBytes)` (empty Buffer at the end), `write`, `close`. */
+export interface JsTunnelConnection {
+  read(maxBytes?: number): Promise<Buffer>;
+  write(data: Buffer | Uint8Array | string): Promise<void>;
+  close(): Promise<void>;
+}
+/** Where a forwarder listens: TCP (`host` default `127.0.0.1`, `port` 0 = ephemeral) or a unix socket. */
+export type TunnelListen = { type: 'tcp'; host?: string; port: number } | { type: 'unix'; path: string };
+/** A listener opening a fresh tunnel per client: `localAddr()`, `wait()`, repeatable `close()`. */
+export interface TunnelForwarder {
+  localAddr(): string;
+  wait(): Promise<void>;
+  close(): Promise<void>;
+}
+/** A prepared one-shot tunnel: consume it once with `connect()` or `forward(listen)`. */
+export interface JsBoxTunnel {
+  uri(): string | null;
+  connect(): Promise<JsTunnelConnection>;
+  forward(listen: TunnelListen): Promise<TunnelForwarder>;
+}
+/** `box.network`: `tunnel(port)` prepares a tunnel to a box TCP port (1–65535). */
+export interface JsNetworkHandle {
+  tunnel(port: number): Promise<JsBoxTunnel>;
+}
+
+/** Where the REST runtime is and how to authenticate (fields of `JsOptions` for a remote runtime). */
+export interface RestRuntimeOptions {
+  /** Base URL of the server, e.g. `http://127.0.0.1:8100`. */
+  url: string;
+  /** API key of the server (`SANDBOX_API_KEY`). */
+  apiKey?: string;
+  /** Access token (JWT) of the auth service with sandbox permissions (`SANDBOX_ACCESS_TOKEN`). */
+  accessToken?: string;
+}
+
+/**
+ * Decides whether runtime options select the REST runtime: `url` given, or `SANDBOX_URL` set while no
+ * `homeDir` was given (an explicit `homeDir` always means local). Credentials: `apiKey`, `accessToken`,
+ * then `SANDBOX_API_KEY`, `SANDBOX_ACCESS_TOKEN`. Returns null for a local runtime.
+ * @throws BoxError naming `url` when it is not an http(s) URL, or `homeDir` when both are given.
+ */
+export function restOptionsFrom(
+  options: { homeDir?: unknown; url?: unknown; apiKey?: unknown; accessToken?: unknown },
+  env: NodeJS.ProcessEnv = process.env,
+): RestRuntimeOptions | null {
+  let url = options.url;
+  if (url === undefined || url === null) {
+    if (options.homeDir !== undefined || !env.SANDBOX_URL) return null;
+    url = env.SANDBOX_URL;
+  } else if (options.homeDir !== undefined) {
+    throw new BoxError('invalid runtime option homeDir: a REST runtime (url) has no local homeDir', {
+      field: 'homeDir',
+    });
+  }
+  if (typeof url !== 'string' || !/^https?:\/\/[^\s/]+/.test(url)) {
+    throw new BoxError(`invalid runtime option url: must be an http(s) URL such as http://127.0.0.1:8100`, {
+      field: 'url',
+    });
+  }
+  for (const field of ['apiKey', 'accessToken'] as const) {
+    const value = options[field];
+    if (value !== undefined && (typeof value !== 'string' || value === '')) {
+      throw new BoxError(`invalid runtime option ${field}: must be a non-empty string`, { field });
+    }
+  }
+  const apiKey = (options.apiKey as string | undefined) ?? env.SANDBOX_API_KEY;
+  const accessToken = (options.accessToken as string | undefined) ?? env.SANDBOX_ACCESS_TOKEN;
+  return {
+    url: url.replace(/\/+$/, ''),
+    ...(apiKey ? { apiKey } : {}),
+    ...(accessToken ? { accessToken } : {}),
+  };
+}
+
+/** HTTP plumbing shared by the runtime, its boxes and executions. */
+class Connection {
+  readonly url: string;
+  readonly headers: Record<string, string>;
+
+  constructor(options: RestRuntimeOptions) {
+    this.url = options.url;
+    const credential = options.apiKey ?? options.accessToken;
+    this.headers = credential ? { authorization: `Bearer ${credential}` } : {};
+  }
+
+  /** A JSON request; resolves with the camelCase body (undefined for 204), null for 404 when `nullOn404`. */
+  async call<T>(method: string, path: string, body?: unknown, nullOn404 = false): Promise<T> {
+    let response: Response;
+    try {
+      response = await fetch(this.url + path, {
+        method,
+        headers: body === undefined ? this.headers : { ...this.headers, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(toSnake(body)) }),
+      });
+    } catch (error) {
+      const cause = (error as Error & { cause?: Error }).cause?.message ?? (error as Error).message;
+      throw new BoxError(`cannot reach the REST runtime at ${this.url}: ${cause}`, { cause: error });
+    }
+    if (response.status === 204) return undefined as T;
+    const text = await response.text();
+    let parsed: unknown = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {}
+    if (response.status === 404 && nullOn404) return null as T;
+    if (!response.ok) throw boxErrorOf(response.status, parsed, `${method} ${path}`);
+    return toCamel<T>(parsed);
+  }
+}
+
+const NO_CONTEXT: RuntimeContext = {
+  engine: () => Promise.reject(new BoxError('a REST box has no local engine')),
+  refresh: () => Promise.reject(new BoxError('a REST box has no local state')),
+  countCommand: () => {},
+  countExecEnd: () => {},
+  stopBox: () => Promise.reject(new BoxError('a REST box has no local state')),
+};
+
+function boxPath(id: string): string {
+  return `/v1/boxes/${encodeURIComponent(id)}`;
+}
+
+/** A command started over REST (spec 002 `JsExecution`); `id()` is the server's execution id. */
+export class RestExecution extends JsExecution {
+  readonly #serverId: string;
+  readonly #process: RemoteProcess;
+
+  /** @internal Created by `RestBox.exec`. */
+  constructor(process: RemoteProcess, serverId: string) {
+    super(process, () => {});
+    this.#serverId = serverId;
+    this.#process = process;
+  }
+
+  /** Execution id (ULID, assigned by the server). */
+  override id(): Promise<string> {
+    return Promise.resolve(this.#serverId);
+  }
+
+  /** Sends a signal (`SIGTERM`, `SIGINT`, …) to the command. @throws BoxError for an unknown signal. */
+  signal(signal: NodeJS.Signals): Promise<void> {
+    return this.#process.kill(signal);
+  }
+
+  /** @internal The transport (tests drop its WebSocket to exercise reconnection). */
+  get transport(): RemoteProcess {
+    return this.#process;
+  }
+}
+
+/** A box of a REST runtime (spec 002 `JsBox`): every call goes to the server. */
+export class RestBox extends JsBox {
+  readonly #conn: Connection;
+  readonly #network: JsNetworkHandle;
+
+  /** @internal Use `JsRuntime.create` or `get` of a REST runtime. */
+  constructor(conn: Connection, info: JsBoxInfo) {
+    super(NO_CONTEXT, { id: info.id, name: info.name ?? null } as BoxRecord, null);
+    this.#conn = conn;
+    this.#network = new RestNetworkHandle(conn, info.id);
+  }
+
+  /** Tunnels to box ports through the server (spec 002 "Network tunnels"). */
+  get network(): JsNetworkHandle {
+    return this.#network;
+  }
+
+  /** The server's current record of the box (spec 002 REST rule). @throws BoxError when it was removed. */
+  override async info(): Promise<JsBoxInfo> {
+    const info = await this.#conn.call<JsBoxInfo | null>('GET', boxPath(this.id), undefined, true);
+    if (!info) throw new BoxError(`box ${this.id} no longer exists`);
+    return info;
+  }
+
+  override exec(cmd: string, args?: string[], env?: ExecEnv, tty?: boolean): Promise<JsExecution> {
+    return this.execWith(cmd, args, env, { tty: tty ?? false });
+  }
+
+  /** @internal `exec` with per-command `cwd` and `user` (used by the wrapper boxes). */
+  override async execWith(
+    cmd: string,
+    args: string[] = [],
+    env: ExecEnv | undefined,
+    options: ExecOptions,
+  ): Promise<JsExecution> {
+    if (typeof cmd !== 'string' || cmd === '') {
+      throw new BoxError('invalid exec option cmd: must be a non-empty string', { field: 'cmd' });
+    }
+    if (!Array.isArray(args) || args.some((a) => typeof a !== 'string')) {
+      throw new BoxError('invalid exec option args: must be an array of strings', { field: 'args' });
+    }
+    if (options.cwd !== undefined && (typeof options.cwd !== 'string' || !options.cwd.startsWith('/'))) {
+      throw new BoxError('invalid exec option cwd: must be an absolute path', { field: 'cwd' });
+    }
+    const entries = envEntries(env).map((entry) => {
+      const eq = entry.indexOf('=');
+      return { key: entry.slice(0, eq), value: entry.slice(eq + 1) };
+    });
+    const path = `${boxPath(this.id)}/executions`;
+    const started = await this.#conn.call<{ id: string }>('POST', path, {
+      cmd,
+      args,
+      env: entries,
+      tty: options.tty === true,
+      ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+      ...(options.user !== undefined ? { user: options.user } : {}),
+    });
+    const execPath = `${path}/${started.id}`;
+    const conn = this.#conn;
+    const process = new RemoteProcess({
+      attachUrl: `${conn.url.replace(/^http/, 'ws')}${execPath}/attach`,
+      headers: conn.headers,
+      signal: async (signal) => {
+        await conn.call('POST', `${execPath}/signal`, { signal });
+      },
+      resize: async (cols, rows) => {
+        await conn.call('POST', `${execPath}/resize`, { cols, rows });
+      },
+    });
+    return new RestExecution(process, started.id);
+  }
+
+  /** Stops the box on the server (removed there when created with `autoRemove`). */
+  override async stop(): Promise<void> {
+    await this.#conn.call('POST', `${boxPath(this.id)}/stop`);
+  }
+
+  /** Box metrics from the server (spec 002 `JsBoxMetrics`). */
+  override metrics(): Promise<JsBoxMetrics> {
+    return this.#conn.call<JsBoxMetrics>('GET', `${boxPath(this.id)}/metrics`);
+  }
+}
+
+/** Managed volumes of a REST runtime (same shape as the local `runtime.volumes`). */
+export interface RestVolumes {
+  create(name?: string): Promise<VolumeRecord>;
+  get(idOrName: string): Promise<VolumeRecord | null>;
+  list(): Promise<VolumeRecord[]>;
+  remove(idOrName: string): Promise<void>;
+}
+
+/**
+ * A runtime on a REST server (spec 002 `JsRuntime` methods). Normally reached through
+ * `new JsRuntime({ url, apiKey })`; usable directly.
+ */
+export class RestRuntime {
+  readonly #conn: Connection;
+
+  /** @param options server URL and credential (see {@link restOptionsFrom} for the env fallbacks). */
+  constructor(options: RestRuntimeOptions) {
+    this.#conn = new Connection(options);
+  }
+
+  /** Base URL of the server. */
+  get url(): string {
+    return this.#conn.url;
+  }
+
+  /**
+   * Creates a box on the server. Host bind mounts and `rootfsPath` (spec 002 rejection 4) and `ports`
+   * (local runtime only) are refused here, before any request leaves.
+   * @throws BoxError naming the field; server failures as BoxError with the server's message.
+   */
+  async create(options: JsBoxOptions, name?: string): Promise<JsBox> {
+    validateBoxOptions(options, { allowHostBinds: false });
+    if (Array.isArray(options.ports) && options.ports.length > 0) {
+      throw new BoxError(
+        'invalid box option ports: port publication is refused by a REST runtime (local runtime only)',
+        { field: 'ports' },
+      );
+    }
+    const boxName = validateBoxName(name);
+    const info = await this.#conn.call<JsBoxInfo>('POST', '/v1/boxes', {
+      ...options,
+      ...(boxName !== undefined ? { name: boxName } : {}),
+    });
+    return new RestBox(this.#conn, info);
+  }
+
+  /** Every box on the server (spec 002 `listInfo`). */
+  listInfo(): Promise<JsBoxInfo[]> {
+    return this.#conn.call<JsBoxInfo[]>('GET', '/v1/boxes');
+  }
+
+  /** The box with this id or name, or null (spec 002 `getInfo`). */
+  getInfo(idOrName: string): Promise<JsBoxInfo | null> {
+    if (typeof idOrName !== 'string' || idOrName === '') {
+      return Promise.reject(new BoxError('idOrName must be a non-empty string', { field: 'idOrName' }));
+    }
+    return this.#conn.call<JsBoxInfo | null>('GET', boxPath(idOrName), undefined, true);
+  }
+
+  /** A handle to the box with this id or name, or null (spec 002 `get`). */
+  async get(idOrName: string): Promise<JsBox | null> {
+    const info = await this.getInfo(idOrName);
+    return info ? new RestBox(this.#conn, info) : null;
+  }
+
+  /** The server runtime's metrics (spec 002 `JsRuntimeMetrics`). */
+  metrics(): Promise<JsRuntimeMetrics> {
+    return this.#conn.call<JsRuntimeMetrics>('GET', '/v1/metrics');
+  }
+
+  /** Removes a box (a running one needs `force`). @throws BoxError when missing or running without force. */
+  async remove(idOrName: string, force = false): Promise<void> {
+    if (typeof idOrName !== 'string' || idOrName === '') {
+      throw new BoxError('idOrName must be a non-empty string', { field: 'idOrName' });
+    }
+    await this.#conn.call('DELETE', `${boxPath(idOrName)}?force=${force === true}`);
+  }
+
+  /** No-op (spec 002 `close`). */
+  close(): void {}
+
+  /** Managed volumes on the server. */
+  get volumes(): RestVolumes {
+    const conn = this.#conn;
+    return {
+      create: (name) => conn.call('POST', '/v1/volumes', name === undefined ? {} : { name }),
+      get: (idOrName) => conn.call('GET', `/v1/volumes/${encodeURIComponent(idOrName)}`, undefined, true),
+      list: () => conn.call('GET', '/v1/volumes'),
+      remove: async (idOrName) => {
+        await conn.call('DELETE', `/v1/volumes/${encodeURIComponent(idOrName)}`);
+      },
+    };
+  }
+}
+
+/* ---------------------------------------------------------------- tunnels over HTTP CONNECT */
+
+/** Opens the CONNECT stream of a prepared tunnel. */
+function connectTunnel(conn: Connection, connectPath: string): Promise<Socket> {
+  const target = new URL(conn.url);
+  const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)({
+    host: target.hostname.replace(/^\[|\]$/g, ''),
+    port: target.port || (target.protocol === 'https:' ? 443 : 80),
+    method: 'CONNECT',
+    path: connectPath,
+    headers: conn.headers,
+  });
+  return new Promise((resolve, reject) => {
+    request.on('connect', (response, socket: Socket, head: Buffer) => {
+      if (response.statusCode === 200) {
+        if (head.length > 0) socket.unshift(head);
+        resolve(socket);
+        return;
+      }
+      let body = head.toString('utf8');
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      socket.on('close', () => {
+        let message = `HTTP ${response.statusCode}`;
+        try {
+          message = JSON.parse(body).error.message;
+        } catch {}
+        reject(new BoxError(`tunnel: ${message}`));
+      });
+    });
+    request.on('error', (error) =>
+      reject(new BoxError(`tunnel: cannot reach the REST runtime at ${conn.url}: ${error.message}`)),
+    );
+    request.end();
+  });
+}
+
+/** `JsTunnelConnection` over a CONNECT socket. */
+class SocketConnection implements JsTunnelConnection {
+  readonly #socket: Socket;
+  readonly #chunks: Buffer[] = [];
+  #ended = false;
+  #waiter: (() => void) | null = null;
+
+  constructor(socket: Socket) {
+    this.#socket = socket;
+    socket.on('data', (chunk: Buffer) => {
+      this.#chunks.push(chunk);
+      socket.pause();
+      this.#wake();
+    });
+    const end = () => {
+      this.#ended = true;
+      this.#wake();
+    };
+    socket.on('end', end);
+    socket.on('close', end);
+    socket.on('error', end);
+  }
+
+  #wake(): void {
+    const waiter = this.#waiter;
+    this.#waiter = null;
+    waiter?.();
+  }
+
+  async read(maxBytes = 65536): Promise<Buffer> {
+    if (!Number.isInteger(maxBytes) || maxBytes < 1 || maxBytes > 16 * 1024 * 1024) {
+      throw new BoxError('invalid read option maxBytes: must be an integer from 1 to 16777216', {
+        field: 'maxBytes',
+      });
+    }
+    while (this.#chunks.length === 0) {
+      if (this.#ended) return Buffer.alloc(0);
+      this.#socket.resume();
+      await new Promise<void>((resolve) => {
+        this.#waiter = resolve;
+      });
+    }
+    const chunk = this.#chunks[0]!;
+    if (chunk.length <= maxBytes) {
+      this.#chunks.shift();
+      return chunk;
+    }
+    this.#chunks[0] = chunk.subarray(maxBytes);
+    return chunk.subarray(0, maxBytes);
+  }
+
+  write(data: Buffer | Uint8Array | string): Promise<void> {
+    if (this.#socket.destroyed || this.#socket.writableEnded) {
+      return Promise.reject(new BoxError('tunnel connection is closed'));
+    }
+    return new Promise((resolve, reject) => {
+      this.#socket.write(typeof data === 'string' ? Buffer.from(data) : data, (error) =>
+        error ? reject(new BoxError(`tunnel write failed: ${error.message}`, { cause: error })) : resolve(),
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#socket.destroy();
+    this.#ended = true;
+    this.#wake();
+  }
+}
+
+interface PreparedTunnel {
+  id: string;
+  connectPath: string;
+}
+
+function prepare(conn: Connection, boxId: string, port: number): Promise<PreparedTunnel> {
+  return conn.call<PreparedTunnel>('POST', `${boxPath(boxId)}/tunnels`, { port });
+}
+
+/** A one-shot tunnel of a REST box (spec 002 `JsBoxTunnel`); `uri()` is its CONNECT URL on the server. */
+class RestBoxTunnel implements JsBoxTunnel {
+  readonly #conn: Connection;
+  readonly #boxId: string;
+  readonly #port: number;
+  readonly #prepared: PreparedTunnel;
+  #used = false;
+
+  constructor(conn: Connection, boxId: string, port: number, prepared: PreparedTunnel) {
+    this.#conn = conn;
+    this.#boxId = boxId;
+    this.#port = port;
+    this.#prepared = prepared;
+  }
+
+  #consume(): void {
+    if (this.#used)
+      throw new BoxError('this tunnel was already used; tunnels are one-shot (call tunnel(port) again)');
+    this.#used = true;
+  }
+
+  uri(): string {
+    return `${this.#conn.url}${this.#prepared.connectPath}`;
+  }
+
+  async connect(): Promise<JsTunnelConnection> {
+    this.#consume();
+    return new SocketConnection(await connectTunnel(this.#conn, this.#prepared.connectPath));
+  }
+
+  async forward(listen: TunnelListen): Promise<TunnelForwarder> {
+    const spec = validateListen(listen);
+    this.#consume();
+    let first: PreparedTunnel | null = this.#prepared;
+    const server = createServer((client) => {
+      client.pause();
+      client.on('error', () => {});
+      const prepared = first ?? null;
+      first = null;
+      (prepared ? Promise.resolve(prepared) : prepare(this.#conn, this.#boxId, this.#port))
+        .then((p) => connectTunnel(this.#conn, p.connectPath))
+        .then(
+          (upstream) => {
+            upstream.on('error', () => client.destroy());
+            client.on('close', () => upstream.destroy());
+            client.pipe(upstream).pipe(client);
+            client.resume();
+          },
+          () => client.destroy(),
+        );
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (error) =>
+        reject(
+          new BoxError(`invalid tunnel option listen: cannot listen (${error.message})`, {
+            field: 'listen',
+            cause: error,
+          }),
+        ),
+      );
+      if (spec.type === 'unix') server.listen(spec.path, () => resolve());
+      else server.listen(spec.port, spec.host ?? '127.0.0.1', () => resolve());
+    });
+    return new RestForwarder(server, spec);
+  }
+}
+
+class RestForwarder implements TunnelForwarder {
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+  readonly #address: string;
+  readonly #unixPath: string | null;
+  readonly #closed: Promise<void>;
+
+  constructor(server: Server, spec: TunnelListen) {
+    this.#server = server;
+    server.on('connection', (socket) => {
+      this.#sockets.add(socket);
+      socket.on('close', () => this.#sockets.delete(socket));
+    });
+    const address = server.address();
+    this.#unixPath = spec.type === 'unix' ? spec.path : null;
+    this.#address =
+      typeof address === 'string' || address === null
+        ? (this.#unixPath ?? '')
+        : `${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+    this.#closed = new Promise((resolve) => server.once('close', () => resolve()));
+  }
+
+  localAddr(): string {
+    return this.#address;
+  }
+
+  wait(): Promise<void> {
+    return this.#closed;
+  }
+
+  async close(): Promise<void> {
+    if (this.#server.listening) {
+      this.#server.close();
+      for (const socket of this.#sockets) socket.destroy();
+    }
+    await this.#closed;
+    if (this.#unixPath) rmSync(this.#unixPath, { force: true });
+  }
+}
+
+function validateListen(listen: TunnelListen): TunnelListen {
+  const bad = (rule: string): never => {
+    throw new BoxError(`invalid tunnel option listen: ${rule}`, { field: 'listen' });
+  };
+  if (listen === null || typeof listen !== 'object')
+    bad("must be { type: 'tcp', host?, port } or { type: 'unix', path }");
+  if (listen.type === 'unix') {
+    if (typeof listen.path !== 'string' || listen.path === '') bad('path must be a non-empty string');
+    return listen;
+  }
+  if (listen.type === 'tcp') {
+    if (!Number.isInteger(listen.port) || listen.port < 0 || listen.port > 65535)
+      bad('port must be an integer 0-65535');
+    if (listen.host !== undefined && (typeof listen.host !== 'string' || listen.host === ''))
+      bad('host must be a non-empty string');
+    return listen;
+  }
+  return bad("type must be 'tcp' or 'unix'");
+}
+
+/** `box.network` of a REST box: tunnels prepared on the server, consumed with HTTP CONNECT. */
+class RestNetworkHandle implements JsNetworkHandle {
+  readonly #conn: Connection;
+  readonly #boxId: string;
+
+  constructor(conn: Connection, boxId: string) {
+    this.#conn = conn;
+    this.#boxId = boxId;
+  }
+
+  /** Prepares a one-shot tunnel to TCP `port` (1–65535). @throws BoxError naming `port`. */
+  async tunnel(port: number): Promise<JsBoxTunnel> {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new BoxError('invalid tunnel option port: must be an integer from 1 to 65535', { field: 'port' });
+    }
+    return new RestBoxTunnel(this.#conn, this.#boxId, port, await prepare(this.#conn, this.#boxId, port));
+  }
+}

@@ -1,0 +1,364 @@
+/**
+ * The OpenAPI 3.1 document of the REST runtime (issue 10), served at `GET /v1/openapi.json`. Schemas are
+ * the snake_case forms of the spec 002 shapes (`JsBoxOptions` → `BoxOptions`, `JsBoxInfo` → `BoxInfo`…).
+ */
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: unknown) => ({ content: { 'application/json': { schema } } });
+const errors = {
+  '400': { description: 'invalid request (the error names the field and the rule)', ...json(ref('Error')) },
+  '401': { description: 'missing or invalid bearer credential', ...json(ref('Error')) },
+  '403': {
+    description: 'permission missing (token) or non-loopback client without credentials',
+    ...json(ref('Error')),
+  },
+  '404': { description: 'no such box, volume, execution or tunnel', ...json(ref('Error')) },
+  '409': {
+    description: 'state conflict (box running, not running, name taken, client already attached)',
+    ...json(ref('Error')),
+  },
+};
+const boxParam = {
+  name: 'box',
+  in: 'path',
+  required: true,
+  description: 'box id (ULID) or name',
+  schema: { type: 'string' },
+};
+const execParam = {
+  name: 'execution',
+  in: 'path',
+  required: true,
+  description: 'execution id (ULID)',
+  schema: { type: 'string' },
+};
+const volumeParam = {
+  name: 'volume',
+  in: 'path',
+  required: true,
+  description: 'volume id or name',
+  schema: { type: 'string' },
+};
+const security = (permission: string) => [{ bearer: [permission] }];
+const op = (
+  summary: string,
+  permission: string,
+  responses: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+) => ({
+  summary,
+  security: security(permission),
+  ...extra,
+  responses: { ...responses, ...errors },
+});
+const str = { type: 'string' };
+const num = { type: 'number' };
+const int = { type: 'integer' };
+const bool = { type: 'boolean' };
+const obj = (properties: Record<string, unknown>, required: string[] = []) => ({
+  type: 'object',
+  properties,
+  required,
+});
+
+/** The OpenAPI 3.1 document (a fresh object on every call). */
+export function openApiDocument(): Record<string, unknown> {
+  const execution = ref('ExecutionStatus');
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Sandbox REST runtime',
+      version: '1',
+      description:
+        'A local sandbox runtime (spec 002) over HTTP. JSON in snake_case; errors are { "error": { "message", "type", "code", "field"? } }. ' +
+        'Exec streams: WebSocket GET /v1/boxes/{box}/executions/{execution}/attach?offset=N — binary frames with a one-byte channel prefix ' +
+        '(0 stdin, 1 stdout, 2 stderr); text frames {"type":"resize","cols","rows"}, {"type":"signal","signal"}, {"type":"stdin_eof"} from the ' +
+        'client and {"type":"exit","exit_code","offset"}, {"type":"backlog_truncated","dropped_bytes"} from the server; one attached client at a ' +
+        'time (409). Tunnels: POST /v1/boxes/{box}/tunnels, then HTTP CONNECT /v1/tunnels/{id} (one-shot).',
+    },
+    components: {
+      securitySchemes: {
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'API key, or an access token (JWT) of the auth service carrying sandbox.boxes.read, sandbox.boxes.write or sandbox.exec',
+        },
+      },
+      schemas: {
+        Error: obj(
+          { error: obj({ message: str, type: str, code: str, field: str }, ['message', 'type', 'code']) },
+          ['error'],
+        ),
+        BoxOptions: obj(
+          {
+            name: str,
+            image: str,
+            cpus: num,
+            memory_mib: int,
+            disk_size_gb: num,
+            working_dir: str,
+            env: { type: 'array', items: obj({ key: str, value: str }, ['key', 'value']) },
+            volumes: {
+              type: 'array',
+              items: obj({ managed_volume: str, guest_path: str, read_only: { const: false } }, [
+                'managed_volume',
+                'guest_path',
+              ]),
+              description: 'managed volumes only; host_path is refused',
+            },
+            network: obj(
+              { mode: { enum: ['enabled', 'disabled'] }, allow_net: { type: 'array', items: str } },
+              ['mode'],
+            ),
+            secrets: {
+              type: 'array',
+              items: obj({ name: str, value: str, hosts: { type: 'array', items: str }, placeholder: str }, [
+                'name',
+                'value',
+              ]),
+            },
+            advanced: obj({
+              capabilities: obj({ add: { type: 'array', items: str }, drop: { type: 'array', items: str } }),
+            }),
+            auto_remove: bool,
+            detach: bool,
+          },
+          ['image'],
+        ),
+        BoxInfo: obj(
+          {
+            id: str,
+            name: str,
+            state: obj(
+              { status: { enum: ['configured', 'running', 'stopped', 'failed'] }, running: bool, pid: int },
+              ['status', 'running'],
+            ),
+            created_at: { type: 'string', format: 'date-time' },
+            started_at: { type: 'string', format: 'date-time' },
+            image: str,
+            cpus: num,
+            memory_mib: int,
+            network: {
+              oneOf: [
+                { type: 'null' },
+                obj({
+                  outbound: obj({ mode: str, allow_net: { type: 'array', items: str } }),
+                  inbound: obj({ mode: str, allow_net: { type: 'array', items: str } }),
+                  published_ports: {
+                    oneOf: [
+                      { type: 'null' },
+                      {
+                        type: 'array',
+                        items: obj({ guest_port: int, host_ip: str, host_port: int, protocol: str }),
+                      },
+                    ],
+                  },
+                  mode: str,
+                  allow_net: { type: 'array', items: str },
+                }),
+              ],
+            },
+          },
+          ['id', 'state', 'created_at', 'image', 'cpus', 'memory_mib', 'network'],
+        ),
+        RuntimeMetrics: obj({
+          boxes_created_total: int,
+          boxes_failed_total: int,
+          num_running_boxes: int,
+          total_commands_executed: int,
+          total_exec_errors: int,
+        }),
+        BoxMetrics: obj({
+          commands_executed_total: int,
+          exec_errors_total: int,
+          bytes_sent_total: int,
+          bytes_received_total: int,
+          cpu_percent: num,
+          memory_bytes: int,
+          network_bytes_sent: int,
+          network_bytes_received: int,
+          total_create_duration_ms: num,
+          stage_image_prepare_ms: num,
+          stage_filesystem_setup_ms: num,
+          stage_box_config_ms: num,
+          stage_box_spawn_ms: num,
+          stage_container_init_ms: num,
+        }),
+        ExecRequest: obj(
+          {
+            cmd: str,
+            args: { type: 'array', items: str },
+            env: { type: 'array', items: obj({ key: str, value: str }) },
+            tty: bool,
+            cwd: str,
+            user: str,
+          },
+          ['cmd'],
+        ),
+        ExecutionStatus: obj(
+          {
+            id: str,
+            box_id: str,
+            status: { enum: ['running', 'exited'] },
+            exit_code: { type: ['integer', 'null'] },
+            attached: bool,
+          },
+          ['id', 'box_id', 'status'],
+        ),
+        Volume: obj(
+          {
+            id: str,
+            name: { type: ['string', 'null'] },
+            created_at: { type: 'string', format: 'date-time' },
+          },
+          ['id', 'created_at'],
+        ),
+        Tunnel: obj({
+          id: str,
+          box_id: str,
+          port: int,
+          connect_path: str,
+          expires_at: { type: 'string', format: 'date-time' },
+        }),
+      },
+    },
+    paths: {
+      '/v1/openapi.json': {
+        get: { summary: 'this document', responses: { '200': { description: 'OpenAPI 3.1' } } },
+      },
+      '/v1/config': {
+        get: op('server configuration and features', 'sandbox.boxes.read', {
+          '200': { description: 'config' },
+        }),
+      },
+      '/v1/metrics': {
+        get: op('runtime metrics', 'sandbox.boxes.read', {
+          '200': { description: 'metrics', ...json(ref('RuntimeMetrics')) },
+        }),
+      },
+      '/v1/boxes': {
+        get: op('list boxes', 'sandbox.boxes.read', {
+          '200': { description: 'boxes', ...json({ type: 'array', items: ref('BoxInfo') }) },
+        }),
+        post: op(
+          'create and start a box',
+          'sandbox.boxes.write',
+          { '201': { description: 'created', ...json(ref('BoxInfo')) } },
+          { requestBody: { required: true, ...json(ref('BoxOptions')) } },
+        ),
+      },
+      '/v1/boxes/{box}': {
+        parameters: [boxParam],
+        get: op('box metadata', 'sandbox.boxes.read', {
+          '200': { description: 'box', ...json(ref('BoxInfo')) },
+        }),
+        delete: op(
+          'remove a box (force: kill a running box)',
+          'sandbox.boxes.write',
+          { '204': { description: 'removed' } },
+          { parameters: [{ name: 'force', in: 'query', schema: { enum: ['true', 'false'] } }] },
+        ),
+      },
+      '/v1/boxes/{box}/start': {
+        parameters: [boxParam],
+        post: op('ensure the box runs (409 for a stopped box: not restartable)', 'sandbox.boxes.write', {
+          '200': { description: 'box', ...json(ref('BoxInfo')) },
+        }),
+      },
+      '/v1/boxes/{box}/stop': {
+        parameters: [boxParam],
+        post: op('stop the box (auto_remove boxes are removed: 204)', 'sandbox.boxes.write', {
+          '200': { description: 'box', ...json(ref('BoxInfo')) },
+          '204': { description: 'stopped and removed' },
+        }),
+      },
+      '/v1/boxes/{box}/metrics': {
+        parameters: [boxParam],
+        get: op('box metrics', 'sandbox.boxes.read', {
+          '200': { description: 'metrics', ...json(ref('BoxMetrics')) },
+        }),
+      },
+      '/v1/boxes/{box}/executions': {
+        parameters: [boxParam],
+        post: op(
+          'start a command',
+          'sandbox.exec',
+          { '201': { description: 'started', ...json(execution) } },
+          { requestBody: { required: true, ...json(ref('ExecRequest')) } },
+        ),
+      },
+      '/v1/boxes/{box}/executions/{execution}': {
+        parameters: [boxParam, execParam],
+        get: op('execution status', 'sandbox.exec', { '200': { description: 'status', ...json(execution) } }),
+      },
+      '/v1/boxes/{box}/executions/{execution}/kill': {
+        parameters: [boxParam, execParam],
+        post: op('SIGKILL the command', 'sandbox.exec', {
+          '200': { description: 'status', ...json(execution) },
+        }),
+      },
+      '/v1/boxes/{box}/executions/{execution}/signal': {
+        parameters: [boxParam, execParam],
+        post: op(
+          'send a signal',
+          'sandbox.exec',
+          { '200': { description: 'status', ...json(execution) } },
+          { requestBody: { required: true, ...json(obj({ signal: str }, ['signal'])) } },
+        ),
+      },
+      '/v1/boxes/{box}/executions/{execution}/resize': {
+        parameters: [boxParam, execParam],
+        post: op(
+          'resize the terminal (tty)',
+          'sandbox.exec',
+          { '200': { description: 'status', ...json(execution) } },
+          { requestBody: { required: true, ...json(obj({ cols: int, rows: int }, ['cols', 'rows'])) } },
+        ),
+      },
+      '/v1/boxes/{box}/executions/{execution}/attach': {
+        parameters: [
+          boxParam,
+          execParam,
+          {
+            name: 'offset',
+            in: 'query',
+            schema: { type: 'integer', minimum: 0 },
+            description: 'resume after this many output bytes',
+          },
+        ],
+        get: op('WebSocket exec stream (see the description)', 'sandbox.exec', {
+          '101': { description: 'switching protocols' },
+          '426': { description: 'not a WebSocket request' },
+        }),
+      },
+      '/v1/boxes/{box}/tunnels': {
+        parameters: [boxParam],
+        post: op(
+          'prepare a one-shot tunnel to a box TCP port; then CONNECT /v1/tunnels/{id}',
+          'sandbox.exec',
+          { '201': { description: 'prepared', ...json(ref('Tunnel')) } },
+          { requestBody: { required: true, ...json(obj({ port: int }, ['port'])) } },
+        ),
+      },
+      '/v1/volumes': {
+        get: op('list managed volumes', 'sandbox.boxes.read', {
+          '200': { description: 'volumes', ...json({ type: 'array', items: ref('Volume') }) },
+        }),
+        post: op(
+          'create a managed volume',
+          'sandbox.boxes.write',
+          { '201': { description: 'created', ...json(ref('Volume')) } },
+          { requestBody: json(obj({ name: str })) },
+        ),
+      },
+      '/v1/volumes/{volume}': {
+        parameters: [volumeParam],
+        get: op('volume', 'sandbox.boxes.read', { '200': { description: 'volume', ...json(ref('Volume')) } }),
+        delete: op('delete a volume (409 while mounted)', 'sandbox.boxes.write', {
+          '204': { description: 'deleted' },
+        }),
+      },
+    },
+  };
+}

@@ -1,0 +1,198 @@
+/**
+ * A remote command as an `EngineProcess`: its stdin, stdout and stderr are byte streams carried by the
+ * exec WebSocket of the REST runtime (framing in `wire.ts`). Wrapping it in the local `JsExecution` gives
+ * REST executions exactly the local line readers, stream-once rules, `wait()` and `kill()` semantics.
+ *
+ * A dropped WebSocket is reopened with `?offset=<bytes received>` so the server replays what was missed
+ * from its bounded backlog (a `backlog_truncated` notice says how much was lost when it was exceeded).
+ */
+import { PassThrough, Writable } from 'node:stream';
+import { WebSocket } from 'ws';
+import type { EngineProcess } from '../engine/types.ts';
+import { BoxError } from '../errors.ts';
+import { Channel } from './wire.ts';
+
+/** How the process reaches its server: WebSocket URL and headers, and the HTTP control calls. */
+export interface RemoteProcessLink {
+  /** `ws(s)://…/v1/boxes/{box}/executions/{execution}/attach` (without `offset`). */
+  attachUrl: string;
+  headers: Record<string, string>;
+  /** `POST …/signal` (`SIGKILL` included); rejects with BoxError. */
+  signal(signal: NodeJS.Signals): Promise<void>;
+  /** `POST …/resize`; rejects with BoxError. */
+  resize(cols: number, rows: number): Promise<void>;
+}
+
+/** Reconnection attempts after a dropped WebSocket before the execution fails. */
+export const MAX_RECONNECTS = 8;
+
+/** An `EngineProcess` whose streams travel over the exec WebSocket. */
+export class RemoteProcess implements EngineProcess {
+  readonly stdin: Writable;
+  readonly stdout = new PassThrough();
+  readonly stderr = new PassThrough();
+  readonly exited: Promise<number>;
+  readonly #link: RemoteProcessLink;
+  #socket: WebSocket | null = null;
+  #pending: { data: Buffer | string; done: (error?: Error | null) => void }[] = [];
+  #received = 0;
+  #exitCode: number | null = null;
+  #failure: string | null = null;
+  #attempts = 0;
+  #settle!: { resolve: (code: number) => void; reject: (error: Error) => void };
+  #finished = false;
+
+  /** Opens the WebSocket at once; output starts flowing into `stdout`/`stderr`. */
+  constructor(link: RemoteProcessLink) {
+    this.#link = link;
+    this.exited = new Promise<number>((resolve, reject) => {
+      this.#settle = { resolve, reject };
+    });
+    this.exited.catch(() => {});
+    this.stdin = new Writable({
+      write: (chunk: Buffer, _encoding, callback) => {
+        const frame = Buffer.allocUnsafe(chunk.length + 1);
+        frame[0] = Channel.stdin;
+        chunk.copy(frame, 1);
+        this.#send(frame, callback);
+      },
+      final: (callback) => this.#send(JSON.stringify({ type: 'stdin_eof' }), callback),
+    });
+    this.#connect();
+  }
+
+  /** Output bytes received so far (stdout and stderr together). */
+  get receivedBytes(): number {
+    return this.#received;
+  }
+
+  /** @internal Drops the current WebSocket as a network failure would (tests of the reconnect path). */
+  dropConnection(): void {
+    this.#socket?.terminate();
+  }
+
+  #send(data: Buffer | string, done: (error?: Error | null) => void): void {
+    const socket = this.#socket;
+    if (this.#finished) done(new BoxError('the command has exited; stdin is closed'));
+    else if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(data, () => done());
+    } else {
+      this.#pending.push({ data, done });
+    }
+  }
+
+  #connect(): void {
+    const url = `${this.#link.attachUrl}?offset=${this.#received}`;
+    const socket = new WebSocket(url, { headers: this.#link.headers, perMessageDeflate: false });
+    this.#socket = socket;
+    socket.on('open', () => {
+      this.#attempts = 0;
+      const pending = this.#pending;
+      this.#pending = [];
+      for (const { data, done } of pending) socket.send(data, () => done());
+    });
+    socket.on('message', (data: Buffer, isBinary) => {
+      if (isBinary) {
+        const payload = data.subarray(1);
+        this.#received += payload.length;
+        if (data[0] === Channel.stdout) this.stdout.write(payload);
+        else if (data[0] === Channel.stderr) this.stderr.write(payload);
+        return;
+      }
+      let message: { type?: string; exit_code?: number; dropped_bytes?: number; error?: string };
+      try {
+        message = JSON.parse(data.toString('utf8'));
+      } catch {
+        return;
+      }
+      if (message.type === 'exit' && typeof message.exit_code === 'number') {
+        // Everything before the exit frame has arrived (one ordered stream): finish without waiting for
+        // the close handshake.
+        this.#exitCode = message.exit_code;
+        if (message.error) this.#failure = message.error;
+        this.#finish();
+      } else if (message.type === 'backlog_truncated' && typeof message.dropped_bytes === 'number') {
+        this.#received += message.dropped_bytes;
+        this.stderr.write(
+          `[sandbox: ${message.dropped_bytes} bytes of output were lost while reconnecting]\n`,
+        );
+      }
+    });
+    socket.on('unexpected-response', (_request, response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      response.on('end', () => {
+        const status = response.statusCode ?? 0;
+        socket.terminate();
+        // 409: the server has not noticed the old connection is gone yet; retry like a drop.
+        if (status === 409 || status >= 500) {
+          this.#retry();
+          return;
+        }
+        let message = `HTTP ${status}`;
+        try {
+          message = JSON.parse(body).error.message ?? message;
+        } catch {}
+        this.#fail(new BoxError(`exec stream: ${message}`));
+      });
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      if (this.#socket !== socket || this.#finished) return;
+      if (this.#exitCode !== null) this.#finish();
+      else this.#retry();
+    });
+  }
+
+  #retry(): void {
+    if (this.#finished) return;
+    if (++this.#attempts > MAX_RECONNECTS) {
+      this.#fail(
+        new BoxError(`exec stream lost: no connection to the REST runtime after ${MAX_RECONNECTS} attempts`),
+      );
+      return;
+    }
+    const delay = Math.min(25 * 2 ** this.#attempts, 1000);
+    setTimeout(() => this.#connect(), delay).unref();
+  }
+
+  #finish(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.stdout.end();
+    this.stderr.end();
+    this.#flushPending(new BoxError('the command has exited; stdin is closed'));
+    if (this.#failure) this.#settle.reject(new BoxError(`execution failed on the server: ${this.#failure}`));
+    else this.#settle.resolve(this.#exitCode!);
+  }
+
+  #fail(error: BoxError): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#socket?.terminate();
+    this.stdout.end();
+    this.stderr.end();
+    this.#flushPending(error);
+    this.#settle.reject(error);
+  }
+
+  #flushPending(error: Error): void {
+    const pending = this.#pending;
+    this.#pending = [];
+    for (const { done } of pending) done(error);
+  }
+
+  /** Sends a signal through the server (default SIGKILL). */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (this.#finished) return;
+    await this.#link.signal(signal);
+  }
+
+  /** Resizes the command's terminal (tty executions), in character cells. */
+  async resize(cols: number, rows: number): Promise<void> {
+    await this.#link.resize(cols, rows);
+  }
+}

@@ -1,0 +1,707 @@
+/**
+ * The REST runtime server (issue 10; spec 002 "The runtime is local, or remote through a REST
+ * runtime"): one local `JsRuntime` exposed over HTTP under `/v1`, JSON in snake_case, errors as
+ * `{ "error": { "message", "type", "code" } }`, exec streams over WebSocket (see `wire.ts`), one-shot
+ * box tunnels over HTTP `CONNECT`, and an OpenAPI 3.1 document at `/v1/openapi.json`.
+ *
+ * Security: host paths never come from a client (host bind mounts and `rootfsPath` are refused, spec 002
+ * rejection 4), nor do host port publications (local runtime only). Without an API key or JWKS the server
+ * refuses to listen on anything but a loopback address and answers loopback clients only.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { ulid } from 'ulid';
+import { WebSocketServer } from 'ws';
+import { BoxError } from '../errors.ts';
+import type { JsBox } from '../runtime/box.ts';
+import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
+import type { JsRuntime } from '../runtime/runtime.ts';
+import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
+import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
+import type { JsNetworkHandle } from './client.ts';
+import { openApiDocument } from './openapi.ts';
+import { DEFAULT_BACKLOG_BYTES, ExecSession, normalizeSignal } from './sessions.ts';
+import { HttpError, httpErrorOf, Permission, toCamel, toSnake } from './wire.ts';
+
+/** Default listen address of `sandbox serve`. */
+export const DEFAULT_HOST = '127.0.0.1';
+/** Default port of `sandbox serve`. */
+export const DEFAULT_PORT = 8100;
+/** How long a prepared tunnel may wait for its `CONNECT`, ms. */
+export const TUNNEL_TTL_MS = 60_000;
+/** How long a finished execution stays queryable (status, reattach for its backlog), ms. */
+export const FINISHED_TTL_MS = 5 * 60_000;
+
+/** Options of {@link RestServer}. */
+export interface RestServerOptions extends AuthOptions {
+  /** The local runtime to expose. */
+  runtime: JsRuntime;
+  /** Listen address; default `127.0.0.1`. A non-loopback address needs `apiKey` or `jwt`. */
+  host?: string;
+  /** TCP port; default 8100, 0 for an ephemeral port. */
+  port?: number;
+  /** Output kept per execution for reconnecting clients, bytes; default 1 MiB. */
+  backlogBytes?: number;
+  /** Fastify logger (`true`, or pino options). Authorization headers are never logged. Default off. */
+  logger?: boolean | { level: string };
+}
+
+const BOX_OPTION_FIELDS = new Set([
+  'name',
+  'image',
+  'rootfsPath',
+  'cpus',
+  'memoryMib',
+  'diskSizeGb',
+  'workingDir',
+  'env',
+  'volumes',
+  'network',
+  'ports',
+  'secrets',
+  'advanced',
+  'autoRemove',
+  'detach',
+]);
+const EXEC_FIELDS = new Set(['cmd', 'args', 'env', 'tty', 'cwd', 'user']);
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Permission a route needs (absent: public). */
+    permission?: Permission;
+  }
+}
+
+interface PreparedTunnel {
+  boxId: string;
+  port: number;
+  expires: number;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function unknownFields(body: Record<string, unknown>, known: Set<string>): void {
+  for (const key of Object.keys(body)) {
+    if (!known.has(key)) {
+      throw new HttpError(400, 'invalid_request_error', 'unknown_field', `unknown field '${key}'`, key);
+    }
+  }
+}
+
+/** A running REST runtime server. */
+export class RestServer {
+  readonly app: FastifyInstance;
+  readonly #runtime: JsRuntime;
+  readonly #auth: Authenticator;
+  readonly #host: string;
+  readonly #port: number;
+  readonly #backlogBytes: number;
+  readonly #wss = new WebSocketServer({
+    noServer: true,
+    perMessageDeflate: false,
+    maxPayload: 16 * 1024 * 1024,
+  });
+  /** Handles of boxes created through this server (they know their port publications: none). */
+  readonly #handles = new Map<string, JsBox>();
+  readonly #sessions = new Map<string, ExecSession>();
+  readonly #tunnels = new Map<string, PreparedTunnel>();
+  readonly #tunnelSockets = new Set<Duplex>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #url: string | null = null;
+
+  /**
+   * @throws Error when `apiKey` is empty, `jwt.jwksUrl` is not an http(s) URL, or `host` is not a
+   *   loopback address while no credential is configured.
+   */
+  constructor(options: RestServerOptions) {
+    this.#runtime = options.runtime;
+    this.#auth = new Authenticator(options);
+    this.#host = options.host ?? DEFAULT_HOST;
+    this.#port = options.port ?? DEFAULT_PORT;
+    this.#backlogBytes = options.backlogBytes ?? DEFAULT_BACKLOG_BYTES;
+    if (!this.#auth.required && !isLoopback(this.#host)) {
+      throw new Error(
+        `refusing to listen on ${this.#host} without an API key: set --api-key (or SANDBOX_API_KEY), or listen on 127.0.0.1`,
+      );
+    }
+    this.app = Fastify({
+      logger: options.logger ?? false,
+      bodyLimit: 4 * 1024 * 1024,
+      forceCloseConnections: true,
+    });
+    this.#routes();
+    this.app.server.on('upgrade', (req, socket, head) => {
+      this.#onUpgrade(req, socket, head).catch((error) => rejectSocket(socket, httpErrorOf(error)));
+    });
+    this.app.server.on('connect', (req, socket, head) => {
+      this.#onConnect(req, socket, head).catch((error) => rejectSocket(socket, httpErrorOf(error)));
+    });
+  }
+
+  /** Base URL once listening, e.g. `http://127.0.0.1:8100`. */
+  get url(): string {
+    if (!this.#url) throw new Error('the server is not listening');
+    return this.#url;
+  }
+
+  /** Starts listening; resolves with the base URL. */
+  async listen(): Promise<string> {
+    await this.app.listen({ host: this.#host, port: this.#port });
+    const address = this.app.server.address();
+    if (address === null || typeof address === 'string') throw new Error('unexpected listen address');
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    this.#url = `http://${host}:${address.port}`;
+    return this.#url;
+  }
+
+  /** Stops listening, kills the commands started over REST and closes tunnels. Boxes stay as they are. */
+  async close(): Promise<void> {
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
+    await Promise.all([...this.#sessions.values()].map((s) => s.terminate()));
+    this.#sessions.clear();
+    for (const socket of this.#tunnelSockets) socket.destroy();
+    for (const client of this.#wss.clients) client.terminate();
+    this.#wss.close();
+    await this.app.close();
+  }
+
+  #later(ms: number, fn: () => void): void {
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      fn();
+    }, ms);
+    timer.unref();
+    this.#timers.add(timer);
+  }
+
+  async #box(idOrName: string): Promise<JsBox> {
+    const info = await this.#runtime.getInfo(idOrName);
+    if (!info)
+      throw new HttpError(404, 'not_found_error', 'box_not_found', `no box with id or name '${idOrName}'`);
+    const handle = this.#handles.get(info.id) ?? (await this.#runtime.get(info.id));
+    if (!handle)
+      throw new HttpError(404, 'not_found_error', 'box_not_found', `no box with id or name '${idOrName}'`);
+    return handle;
+  }
+
+  /** `JsBoxInfo` as the server knows it: boxes created here have no publications (`[]`), others null. */
+  #info(info: JsBoxInfo): unknown {
+    if (this.#handles.has(info.id) && info.network) info.network.publishedPorts = [];
+    return toSnake(info);
+  }
+
+  #session(boxId: string, executionId: string): ExecSession {
+    const session = this.#sessions.get(executionId);
+    if (!session || session.boxId !== boxId) {
+      throw new HttpError(
+        404,
+        'not_found_error',
+        'execution_not_found',
+        `no execution '${executionId}' in box ${boxId}`,
+      );
+    }
+    return session;
+  }
+
+  #routes(): void {
+    const app = this.app;
+    const read = { permission: Permission.boxesRead };
+    const write = { permission: Permission.boxesWrite };
+    const exec = { permission: Permission.exec };
+
+    app.addHook('onRequest', async (request, reply) => {
+      const permission =
+        request.routeOptions.config?.permission ?? (request.is404 ? Permission.boxesRead : undefined);
+      if (!permission) return;
+      try {
+        await this.#auth.check(request.raw, permission);
+      } catch (error) {
+        const http = httpErrorOf(error);
+        if (http.status === 401) reply.header('www-authenticate', 'Bearer realm="sandbox"');
+        return reply.code(http.status).send(http.body());
+      }
+    });
+    app.addHook('onSend', async (_request, reply) => {
+      reply.header('cache-control', 'no-store');
+    });
+    app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, _request, reply) => {
+      let http: HttpError;
+      if (
+        !(error instanceof HttpError) &&
+        !(error instanceof BoxError) &&
+        error.statusCode &&
+        error.statusCode < 500
+      ) {
+        http = new HttpError(
+          error.statusCode,
+          'invalid_request_error',
+          (error.code ?? 'bad_request').toLowerCase(),
+          error.message,
+        );
+      } else {
+        http = httpErrorOf(error);
+      }
+      if (http.status >= 500) app.log.error({ err: error }, 'request failed');
+      return reply.code(http.status).send(http.body());
+    });
+    app.setNotFoundHandler((request, reply) => {
+      const error = new HttpError(
+        404,
+        'not_found_error',
+        'route_not_found',
+        `no route ${request.method} ${request.url.split('?')[0]}`,
+      );
+      return reply.code(404).send(error.body());
+    });
+
+    app.get('/v1/openapi.json', async () => openApiDocument());
+
+    app.get('/v1/config', { config: read }, async () => ({
+      api_version: 'v1',
+      runtime: 'local',
+      auth: this.#auth.required ? 'bearer' : 'loopback',
+      features: { tunnels: true, port_publication: false, host_bind_mounts: false },
+      exec: { backlog_bytes: this.#backlogBytes, channels: { stdin: 0, stdout: 1, stderr: 2 } },
+    }));
+
+    app.get('/v1/metrics', { config: read }, async () => toSnake(await this.#runtime.metrics()));
+
+    app.post('/v1/boxes', { config: write }, async (request, reply) => {
+      const body = request.body ?? {};
+      if (!isObject(body))
+        throw new HttpError(
+          400,
+          'invalid_request_error',
+          'invalid_body',
+          'the body must be a JSON object of box options',
+        );
+      const { name, ...rest } = toCamel<JsBoxOptions & { name?: string }>(body);
+      unknownFields({ name, ...rest }, BOX_OPTION_FIELDS);
+      validateBoxName(name);
+      // Spec 002 rejection 4 (no host paths from a client) and "port publication is local-runtime only".
+      validateBoxOptions(rest, { allowHostBinds: false });
+      if (Array.isArray(rest.ports) && rest.ports.length > 0) {
+        throw new HttpError(
+          400,
+          'invalid_request_error',
+          'invalid_option',
+          'invalid box option ports: port publication is refused by a REST runtime (local runtime only)',
+          'ports',
+        );
+      }
+      const box = await this.#runtime.create(rest, name ?? undefined);
+      this.#handles.set(box.id, box);
+      return reply.code(201).send(this.#info(await box.info()));
+    });
+
+    app.get('/v1/boxes', { config: read }, async () =>
+      (await this.#runtime.listInfo()).map((info) => this.#info(info)),
+    );
+
+    app.get<{ Params: { box: string } }>('/v1/boxes/:box', { config: read }, async (request) => {
+      const info = await this.#runtime.getInfo(request.params.box);
+      if (!info)
+        throw new HttpError(
+          404,
+          'not_found_error',
+          'box_not_found',
+          `no box with id or name '${request.params.box}'`,
+        );
+      return this.#info(info);
+    });
+
+    app.delete<{ Params: { box: string }; Querystring: { force?: string } }>(
+      '/v1/boxes/:box',
+      { config: write },
+      async (request, reply) => {
+        const force = request.query.force;
+        if (force !== undefined && force !== 'true' && force !== 'false') {
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_option',
+            "invalid query parameter force: must be 'true' or 'false'",
+            'force',
+          );
+        }
+        const box = await this.#box(request.params.box);
+        await this.#runtime.remove(box.id, force === 'true');
+        this.#forget(box.id);
+        return reply.code(204).send();
+      },
+    );
+
+    app.post<{ Params: { box: string } }>('/v1/boxes/:box/start', { config: write }, async (request) => {
+      const box = await this.#box(request.params.box);
+      const info = await box.info();
+      if (!info.state.running) {
+        throw new HttpError(
+          409,
+          'conflict_error',
+          'not_restartable',
+          `box ${box.name ?? box.id} is ${info.state.status}; this runtime does not restart stopped boxes (create a new one)`,
+        );
+      }
+      return this.#info(info);
+    });
+
+    app.post<{ Params: { box: string } }>(
+      '/v1/boxes/:box/stop',
+      { config: write },
+      async (request, reply) => {
+        const box = await this.#box(request.params.box);
+        await box.stop();
+        const info = await this.#runtime.getInfo(box.id);
+        if (!info) {
+          this.#forget(box.id);
+          return reply.code(204).send();
+        }
+        return this.#info(info);
+      },
+    );
+
+    app.get<{ Params: { box: string } }>('/v1/boxes/:box/metrics', { config: read }, async (request) => {
+      const box = await this.#box(request.params.box);
+      return toSnake(await box.metrics());
+    });
+
+    app.post<{ Params: { box: string } }>(
+      '/v1/boxes/:box/executions',
+      { config: exec },
+      async (request, reply) => {
+        const body = request.body;
+        if (!isObject(body))
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_body',
+            'the body must be a JSON object { cmd, args?, env?, tty?, cwd?, user? }',
+          );
+        unknownFields(body, EXEC_FIELDS);
+        const { cmd, args, env, tty, cwd, user } = body as Record<string, unknown>;
+        if (tty !== undefined && typeof tty !== 'boolean')
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_option',
+            'invalid exec option tty: must be a boolean',
+            'tty',
+          );
+        if (user !== undefined && (typeof user !== 'string' || user === ''))
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_option',
+            'invalid exec option user: must be a non-empty string',
+            'user',
+          );
+        const box = await this.#box(request.params.box);
+        const execution = await box.execWith(
+          cmd as string,
+          (args ?? []) as string[],
+          env as { key: string; value: string }[] | undefined,
+          {
+            tty: tty === true,
+            ...(cwd !== undefined ? { cwd: cwd as string } : {}),
+            ...(user !== undefined ? { user: user as string } : {}),
+          },
+        );
+        const session = new ExecSession(box.id, execution, this.#backlogBytes);
+        this.#sessions.set(session.id, session);
+        session.done.then(() => this.#later(FINISHED_TTL_MS, () => this.#sessions.delete(session.id)));
+        return reply.code(201).send({ id: session.id, box_id: box.id, status: session.status });
+      },
+    );
+
+    const status = (session: ExecSession) => ({
+      id: session.id,
+      box_id: session.boxId,
+      status: session.status,
+      exit_code: session.exitCode,
+      attached: session.socket !== null,
+    });
+
+    app.get<{ Params: { box: string; execution: string } }>(
+      '/v1/boxes/:box/executions/:execution',
+      { config: exec },
+      async (request) => {
+        const box = await this.#box(request.params.box);
+        return status(this.#session(box.id, request.params.execution));
+      },
+    );
+
+    app.post<{ Params: { box: string; execution: string } }>(
+      '/v1/boxes/:box/executions/:execution/kill',
+      { config: exec },
+      async (request) => {
+        const box = await this.#box(request.params.box);
+        const session = this.#session(box.id, request.params.execution);
+        await session.execution.kill();
+        return status(session);
+      },
+    );
+
+    app.post<{ Params: { box: string; execution: string } }>(
+      '/v1/boxes/:box/executions/:execution/signal',
+      { config: exec },
+      async (request) => {
+        const box = await this.#box(request.params.box);
+        const session = this.#session(box.id, request.params.execution);
+        const signal = isObject(request.body) ? request.body.signal : undefined;
+        if (typeof signal !== 'string')
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_option',
+            'invalid field signal: must be a signal name such as SIGTERM',
+            'signal',
+          );
+        try {
+          normalizeSignal(signal);
+        } catch (error) {
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_option',
+            `invalid field signal: ${(error as Error).message}`,
+            'signal',
+          );
+        }
+        await session.signal(signal);
+        return status(session);
+      },
+    );
+
+    app.post<{ Params: { box: string; execution: string } }>(
+      '/v1/boxes/:box/executions/:execution/resize',
+      { config: exec },
+      async (request) => {
+        const box = await this.#box(request.params.box);
+        const session = this.#session(box.id, request.params.execution);
+        const body = isObject(request.body) ? request.body : {};
+        for (const field of ['cols', 'rows'] as const) {
+          const value = body[field];
+          if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 10000) {
+            throw new HttpError(
+              400,
+              'invalid_request_error',
+              'invalid_option',
+              `invalid field ${field}: must be an integer from 1 to 10000`,
+              field,
+            );
+          }
+        }
+        await session.resize(body.cols as number, body.rows as number);
+        return status(session);
+      },
+    );
+
+    app.get('/v1/boxes/:box/executions/:execution/attach', { config: exec }, async () => {
+      throw new HttpError(
+        426,
+        'invalid_request_error',
+        'upgrade_required',
+        'attach is a WebSocket endpoint (Connection: Upgrade, Upgrade: websocket)',
+      );
+    });
+
+    app.post<{ Params: { box: string } }>(
+      '/v1/boxes/:box/tunnels',
+      { config: exec },
+      async (request, reply) => {
+        const port = isObject(request.body) ? request.body.port : undefined;
+        if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535) {
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_option',
+            'invalid tunnel option port: must be an integer from 1 to 65535',
+            'port',
+          );
+        }
+        const box = await this.#box(request.params.box);
+        if (!(await box.info()).state.running)
+          throw new HttpError(409, 'conflict_error', 'conflict', `box ${box.id} is not running`);
+        const id = ulid();
+        this.#tunnels.set(id, { boxId: box.id, port, expires: Date.now() + TUNNEL_TTL_MS });
+        this.#later(TUNNEL_TTL_MS, () => this.#tunnels.delete(id));
+        return reply.code(201).send({
+          id,
+          box_id: box.id,
+          port,
+          connect_path: `/v1/tunnels/${id}`,
+          expires_at: new Date(Date.now() + TUNNEL_TTL_MS).toISOString(),
+        });
+      },
+    );
+
+    app.post<{ Body: unknown }>('/v1/volumes', { config: write }, async (request, reply) => {
+      const body = request.body ?? {};
+      if (!isObject(body))
+        throw new HttpError(
+          400,
+          'invalid_request_error',
+          'invalid_body',
+          'the body must be a JSON object { name? }',
+        );
+      unknownFields(body, new Set(['name']));
+      const volume = await this.#runtime.volumes.create((body.name as string | undefined) ?? undefined);
+      return reply.code(201).send(toSnake(volume));
+    });
+    app.get('/v1/volumes', { config: read }, async () => toSnake(await this.#runtime.volumes.list()));
+    app.get<{ Params: { volume: string } }>('/v1/volumes/:volume', { config: read }, async (request) => {
+      const volume = await this.#runtime.volumes.get(request.params.volume);
+      if (!volume)
+        throw new HttpError(
+          404,
+          'not_found_error',
+          'volume_not_found',
+          `no volume with id or name '${request.params.volume}'`,
+        );
+      return toSnake(volume);
+    });
+    app.delete<{ Params: { volume: string } }>(
+      '/v1/volumes/:volume',
+      { config: write },
+      async (request, reply) => {
+        await this.#runtime.volumes.remove(request.params.volume);
+        return reply.code(204).send();
+      },
+    );
+  }
+
+  #forget(boxId: string): void {
+    this.#handles.delete(boxId);
+    for (const session of this.#sessions.values()) {
+      if (session.boxId === boxId) {
+        session.terminate().catch(() => {});
+        this.#sessions.delete(session.id);
+      }
+    }
+  }
+
+  async #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', () => {});
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const match = /^\/v1\/boxes\/([^/]+)\/executions\/([^/]+)\/attach$/.exec(url.pathname);
+    if (!match)
+      throw new HttpError(404, 'not_found_error', 'route_not_found', `no WebSocket route ${url.pathname}`);
+    await this.#auth.check(req, Permission.exec);
+    const box = await this.#box(decodeURIComponent(match[1]!));
+    const session = this.#session(box.id, decodeURIComponent(match[2]!));
+    if (session.socket) {
+      throw new HttpError(
+        409,
+        'conflict_error',
+        'already_attached',
+        `execution ${session.id} already has an attached client (one at a time)`,
+      );
+    }
+    const offsetText = url.searchParams.get('offset') ?? '0';
+    const offset = Number(offsetText);
+    if (!/^\d+$/.test(offsetText) || !Number.isSafeInteger(offset)) {
+      throw new HttpError(
+        400,
+        'invalid_request_error',
+        'invalid_option',
+        'invalid query parameter offset: must be a non-negative integer',
+        'offset',
+      );
+    }
+    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      if (session.socket) {
+        ws.close(4409, 'already attached');
+        return;
+      }
+      session.attach(ws, offset);
+    });
+  }
+
+  async #onConnect(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', () => {});
+    const match = /^\/v1\/tunnels\/([0-9A-HJKMNP-TV-Z]{26})$/.exec(req.url ?? '');
+    if (!match)
+      throw new HttpError(
+        404,
+        'not_found_error',
+        'route_not_found',
+        'CONNECT target must be /v1/tunnels/{tunnel id}',
+      );
+    await this.#auth.check(req, Permission.exec);
+    const tunnel = this.#tunnels.get(match[1]!);
+    // One-shot: a tunnel is consumed by its first CONNECT, whatever happens next.
+    this.#tunnels.delete(match[1]!);
+    if (!tunnel || tunnel.expires < Date.now())
+      throw new HttpError(
+        404,
+        'not_found_error',
+        'tunnel_not_found',
+        'no such tunnel (tunnels are one-shot and expire after 60 s)',
+      );
+    const box = await this.#box(tunnel.boxId);
+    const network = (box as JsBox & { network?: JsNetworkHandle }).network;
+    if (!network)
+      throw new HttpError(501, 'sandbox_error', 'not_supported', 'this runtime has no box tunnels');
+    let connection: Awaited<ReturnType<Awaited<ReturnType<JsNetworkHandle['tunnel']>>['connect']>>;
+    try {
+      connection = await (await network.tunnel(tunnel.port)).connect();
+    } catch (error) {
+      throw new HttpError(502, 'sandbox_error', 'tunnel_failed', (error as Error).message);
+    }
+    this.#tunnelSockets.add(socket);
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) await connection.write(head);
+    let open = true;
+    const finish = () => {
+      if (!open) return;
+      open = false;
+      this.#tunnelSockets.delete(socket);
+      connection.close().catch(() => {});
+      socket.end();
+    };
+    socket.on('data', (chunk: Buffer) => {
+      socket.pause();
+      connection.write(chunk).then(() => socket.resume(), finish);
+    });
+    socket.on('end', finish);
+    socket.on('close', finish);
+    (async () => {
+      while (open) {
+        const data = await connection.read();
+        if (data.length === 0) break;
+        if (!socket.write(data)) await new Promise((resolve) => socket.once('drain', resolve));
+      }
+    })().then(finish, finish);
+  }
+}
+
+/** Answers a raw upgrade/CONNECT socket with an HTTP error and the JSON error body, then closes it. */
+function rejectSocket(socket: Duplex, error: HttpError): void {
+  if (socket.destroyed) return;
+  const body = JSON.stringify(error.body());
+  const reason =
+    {
+      400: 'Bad Request',
+      401: 'Unauthorized',
+      403: 'Forbidden',
+      404: 'Not Found',
+      409: 'Conflict',
+      501: 'Not Implemented',
+      502: 'Bad Gateway',
+    }[error.status] ?? 'Error';
+  const auth = error.status === 401 ? 'WWW-Authenticate: Bearer realm="sandbox"\r\n' : '';
+  socket.end(
+    `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n${auth}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** Starts a REST runtime server; resolves once it listens. See {@link RestServerOptions}. */
+export async function startRestServer(options: RestServerOptions): Promise<RestServer> {
+  const server = new RestServer(options);
+  await server.listen();
+  return server;
+}

@@ -1,0 +1,135 @@
+/**
+ * Wire format of the REST runtime (issue 10): JSON bodies in snake_case, the error body
+ * `{ "error": { "message", "type", "code", "field"? } }`, and the exec WebSocket framing.
+ *
+ * WebSocket framing of `GET /v1/boxes/{box}/executions/{execution}/attach`:
+ * - binary frames carry bytes with a one-byte channel prefix: 0 stdin (client → server), 1 stdout and
+ *   2 stderr (server → client);
+ * - text frames carry JSON control messages: client → server `{"type":"resize","cols","rows"}`,
+ *   `{"type":"signal","signal":"SIGTERM"}`, `{"type":"stdin_eof"}`; server → client
+ *   `{"type":"exit","exit_code","offset"}` (then the server closes with 1000) and
+ *   `{"type":"backlog_truncated","dropped_bytes"}`.
+ * - `?offset=N` resumes the output after the first N bytes (stdout and stderr bytes counted together, in
+ *   the order the server received them); the server keeps a bounded backlog of recent output.
+ */
+import { BoxError } from '../errors.ts';
+
+/** Channel byte of a binary exec frame. */
+export const Channel = { stdin: 0, stdout: 1, stderr: 2 } as const;
+/** Channel byte of a binary exec frame (0 stdin, 1 stdout, 2 stderr). */
+export type Channel = (typeof Channel)[keyof typeof Channel];
+
+/** Permission codes of the auth service accepted in access tokens (issue 10). */
+export const Permission = {
+  boxesRead: 'sandbox.boxes.read',
+  boxesWrite: 'sandbox.boxes.write',
+  exec: 'sandbox.exec',
+} as const;
+/** One of the sandbox permission codes. */
+export type Permission = (typeof Permission)[keyof typeof Permission];
+
+/** The JSON error body of every failed request: `type` is a category, `code` a stable machine code. */
+export interface ErrorBody {
+  error: { message: string; type: string; code: string; field?: string };
+}
+
+/** `fooBarMs` → `foo_bar_ms`. */
+export function snakeKey(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+/** `foo_bar_ms` → `fooBarMs`. */
+export function camelKey(key: string): string {
+  return key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}
+
+function convert(value: unknown, key: (k: string) => string): unknown {
+  if (Array.isArray(value)) return value.map((item) => convert(item, key));
+  if (value !== null && typeof value === 'object' && !Buffer.isBuffer(value)) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) if (v !== undefined) out[key(k)] = convert(v, key);
+    return out;
+  }
+  return value;
+}
+
+/**
+ * Deep copy with object keys in snake_case (undefined members dropped). Only for SDK shapes: user-keyed
+ * maps (environment variables) travel as `{ key, value }` lists so that their names are never rewritten.
+ */
+export function toSnake<T>(value: T): unknown {
+  return convert(value, snakeKey);
+}
+
+/** Deep copy with object keys in camelCase (inverse of {@link toSnake}). */
+export function toCamel<T = unknown>(value: unknown): T {
+  return convert(value, camelKey) as T;
+}
+
+/** An error with an HTTP status and the spec'd error body; thrown by the server's handlers. */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly type: string;
+  readonly code: string;
+  readonly field?: string;
+  /**
+   * @param status HTTP status code.
+   * @param type error category (`invalid_request_error`, `authentication_error`, `permission_error`,
+   *   `not_found_error`, `conflict_error`, `sandbox_error`, `internal_error`).
+   * @param code machine code, e.g. `invalid_option`, `box_not_found`.
+   */
+  constructor(status: number, type: string, code: string, message: string, field?: string) {
+    super(message);
+    this.status = status;
+    this.type = type;
+    this.code = code;
+    if (field !== undefined) this.field = field;
+  }
+
+  /** The JSON body of this error. */
+  body(): ErrorBody {
+    return {
+      error: {
+        message: this.message,
+        type: this.type,
+        code: this.code,
+        ...(this.field !== undefined ? { field: this.field } : {}),
+      },
+    };
+  }
+}
+
+/**
+ * Maps an SDK error to its HTTP form: a `BoxError` with a `field` is the caller's mistake (400); missing
+ * boxes, volumes and executions are 404; state conflicts (running, not running, name taken, in use) 409;
+ * image failures 422; any other `BoxError` 500 `sandbox_error`; anything else 500 `internal_error`.
+ */
+export function httpErrorOf(error: unknown): HttpError {
+  if (error instanceof HttpError) return error;
+  if (error instanceof BoxError) {
+    const message = error.message;
+    if (/already exists/.test(message))
+      return new HttpError(409, 'conflict_error', 'name_taken', message, error.field);
+    if (error.field !== undefined)
+      return new HttpError(400, 'invalid_request_error', 'invalid_option', message, error.field);
+    if (/^no (box|volume) with id or name|no longer exists/.test(message))
+      return new HttpError(404, 'not_found_error', 'not_found', message);
+    if (/stop it first|not running|is mounted by|used by box|already taken/.test(message))
+      return new HttpError(409, 'conflict_error', 'conflict', message);
+    if (/cannot pull image|not stored/.test(message))
+      return new HttpError(422, 'sandbox_error', 'image_error', message);
+    return new HttpError(500, 'sandbox_error', 'sandbox_error', message);
+  }
+  return new HttpError(500, 'internal_error', 'internal_error', 'internal server error');
+}
+
+/** Turns an error body received by the client back into a `BoxError` (with `field` when given). */
+export function boxErrorOf(status: number, body: unknown, what: string): BoxError {
+  const error = (body as Partial<ErrorBody> | null)?.error;
+  if (error && typeof error.message === 'string') {
+    const result = new BoxError(error.message, error.field ? { field: error.field } : undefined);
+    Object.assign(result, { status, type: error.type, code: error.code });
+    return result;
+  }
+  return Object.assign(new BoxError(`${what}: HTTP ${status}`), { status });
+}

@@ -1,0 +1,36 @@
+/**
+ * The shared runtime suite (`rest-suite.ts`) against both runtimes of spec 002: the local `JsRuntime`,
+ * and the REST `JsRuntime` (`new JsRuntime({ url })`) talking to a `RestServer` over the same homeDir.
+ */
+import { after } from 'node:test';
+import { type RestServer, startRestServer } from '../src/rest/server.ts';
+import { JsRuntime } from '../src/runtime/runtime.ts';
+import { runtimeSuite } from './rest-suite.ts';
+import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
+
+let home: string | null = null;
+let server: RestServer | null = null;
+
+function sharedHome(): string {
+  if (!home) {
+    ensureRegistry();
+    home = tempHome('sandbox-rest-');
+  }
+  return home;
+}
+
+runtimeSuite('local JsRuntime (shared suite)', 'local', async () => ({
+  kind: 'local',
+  runtime: testRuntime(sharedHome()),
+}));
+
+runtimeSuite('REST JsRuntime (shared suite)', 'rest', async () => {
+  server = await startRestServer({ runtime: testRuntime(sharedHome()), port: 0 });
+  const runtime = new JsRuntime({ url: server.url });
+  return { kind: 'rest', runtime };
+});
+
+after(async () => {
+  await server?.close();
+  await cleanupAll();
+});
