@@ -224,3 +224,43 @@ export interface JsBoxMetrics {
   stageBoxSpawnMs?: number;
   stageContainerInitMs?: number;
 }
+
+/**
+ * A byte connection through a box tunnel (spec 002 "Network tunnels": `connection.read`, `write`,
+ * `close`). `read(maxBytes)` resolves with 1..maxBytes bytes (default 65536) as soon as any arrive, and
+ * with an empty Buffer once the box side has closed; `write` resolves when the bytes are handed on.
+ */
+export interface JsTunnelConnection {
+  read(maxBytes?: number): Promise<Buffer>;
+  write(data: Buffer | Uint8Array | string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Where a forwarder listens on the host: TCP (`host` default `127.0.0.1`, `port` 0 = ephemeral) or a unix socket. */
+export type TunnelListen = { type: 'tcp'; host?: string; port: number } | { type: 'unix'; path: string };
+
+/**
+ * A listener that opens a fresh tunnel to the box port for every client (spec 002 `TunnelForwarder`).
+ * `localAddr()` is `host:port` (concrete port) or the unix socket path; `wait()` resolves when the
+ * forwarder is closed; `close()` may be called any number of times.
+ */
+export interface TunnelForwarder {
+  localAddr(): string;
+  wait(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A prepared one-shot tunnel to a TCP port in the box (spec 002 `JsBoxTunnel`): consume it once with
+ * `connect()` or `forward(listen)`. `uri()` is the public URL of a remote tunnel, null for local boxes.
+ */
+export interface JsBoxTunnel {
+  uri(): string | null;
+  connect(): Promise<JsTunnelConnection>;
+  forward(listen: TunnelListen): Promise<TunnelForwarder>;
+}
+
+/** `box.network` (spec 002 `JsNetworkHandle`): `tunnel(port)` prepares a tunnel to a box TCP port (1–65535). */
+export interface JsNetworkHandle {
+  tunnel(port: number): Promise<JsBoxTunnel>;
+}
