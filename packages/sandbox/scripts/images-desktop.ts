@@ -10,7 +10,8 @@
  *   screenshots), `x11-utils`, `x11vnc`, noVNC + websockify (the browser-viewable desktop) and
  *   `openssl` (self-signed certificate of the HTTPS GUI port).
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ImageConfig } from '../src/images/oci.ts';
@@ -72,4 +73,44 @@ export async function buildDesktopImage(name: DesktopImageName): Promise<BuiltIm
     throw new Error(`mmdebstrap (${name} image) failed:\n${stderr}`);
   }
   return built;
+}
+
+/**
+ * Builds the requested desktop-class images that are not cached yet, each in a child process under its
+ * own `flock` (`<cache>/build-<name>.lock`), before the caller takes the registry lock: a build takes
+ * minutes, and holding the registry lock that long would stall every other user of the registry (parallel
+ * test files). Other names are ignored. @throws Error when a build fails.
+ */
+export async function prebuildDesktopImages(names: readonly string[]): Promise<void> {
+  for (const name of names) {
+    if (!Object.hasOwn(DESKTOP_IMAGE_PACKAGES, name)) continue;
+    if (existsSync(join(cacheDir(), 'images', name, 'image.json'))) continue;
+    mkdirSync(cacheDir(), { recursive: true });
+    const r = spawnSync(
+      'flock',
+      [join(cacheDir(), `build-${name}.lock`), process.execPath, import.meta.filename, name],
+      { stdio: ['ignore', 'inherit', 'inherit'] },
+    );
+    if (r.status !== 0) throw new Error(`building the ${name} image failed`);
+  }
+}
+
+/** `node scripts/images-desktop.ts NAME…` (run under the build lock): builds each image not cached yet. */
+async function main(): Promise<void> {
+  for (const name of process.argv.slice(2) as DesktopImageName[]) {
+    if (existsSync(join(cacheDir(), 'images', name, 'image.json'))) continue;
+    console.error(`[sandbox registry] building the ${name} image (mmdebstrap, a few minutes)…`);
+    const t = Date.now();
+    const built = await buildDesktopImage(name);
+    console.error(
+      `[sandbox registry] built ${name} in ${((Date.now() - t) / 1000).toFixed(1)} s (${(built.size / 1048576).toFixed(1)} MiB compressed)`,
+    );
+  }
+}
+
+if (import.meta.main) {
+  main().catch((error: Error) => {
+    console.error(`[sandbox registry] error: ${error.message}`);
+    process.exit(1);
+  });
 }

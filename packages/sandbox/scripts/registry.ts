@@ -9,6 +9,7 @@
  * asked for); `--quiet`.
  */
 import { parseArgs } from 'node:util';
+import { prebuildDesktopImages } from './images-desktop.ts';
 import {
   AUTH_REGISTRY_HOST,
   OFFLINE_IMAGES,
@@ -38,6 +39,14 @@ async function main(): Promise<void> {
   if (values.auth) await startRegistry(true, log);
   for (const n of names) await publishImage(n as OfflineImageName, log);
   log(`ready: http://${REGISTRY_HOST}${values.auth ? ` and http://${AUTH_REGISTRY_HOST} (auth)` : ''}`);
+}
+
+// Big images (chromium, desktop) are built before the registry lock is taken (see images-desktop.ts).
+if (process.env.SEED_SANDBOX_REGISTRY_LOCKED !== '1') {
+  await prebuildDesktopImages(values.images.split(',')).catch((err: Error) => {
+    console.error(`[sandbox registry] error: ${err.message}`);
+    process.exit(1);
+  });
 }
 
 if (!underLock()) {

@@ -2,7 +2,8 @@
  * `npm run test:setup -w @seed/sandbox`: prepares a fresh machine for the sandbox package's tests and
  * demos. Idempotent and fast when everything is present:
  * 1. installs the Debian packages the whole package needs (when running as root and some are missing);
- * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth).
+ * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth);
+ * 3. builds and pushes the big chromium and desktop images of the BrowserBox/ComputerBox tests if missing.
  */
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -27,6 +28,7 @@ export const DEBIAN_PACKAGES = [
   'socat',
   'catatonit',
   'e2fsprogs',
+  'tmux',
 ];
 
 function log(m: string): void {
@@ -74,6 +76,11 @@ function main(): void {
   const here = dirname(fileURLToPath(import.meta.url));
   const r = spawnSync(process.execPath, [join(here, 'registry.ts'), '--auth'], { stdio: 'inherit' });
   if (r.status !== 0) process.exit(r.status ?? 1);
+  // The BrowserBox/ComputerBox test images (big: built once, minutes, then cached).
+  const big = spawnSync(process.execPath, [join(here, 'registry.ts'), '--images', 'chromium,desktop'], {
+    stdio: 'inherit',
+  });
+  if (big.status !== 0) process.exit(big.status ?? 1);
 }
 
 main();
