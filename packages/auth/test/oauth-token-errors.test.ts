@@ -484,3 +484,51 @@ describe('successful responses carry the no-store headers too', () => {
     assert.equal(body.refresh_token, undefined, 'no refresh token for client credentials (RFC 6749 §4.4.3)');
   });
 });
+
+describe('revocation endpoint (RFC 7009)', () => {
+  const revoke = (params: Record<string, string>) =>
+    postForm(t.base, '/connect/revocation', params, { authorization: basic('demo-service', DEMO_SECRET) });
+
+  test('missing token is invalid_request; a bad client is invalid_client', async () => {
+    await expectError(await revoke({}), 400, 'invalid_request');
+    const res = await postForm(
+      t.base,
+      '/connect/revocation',
+      { token: 'x' },
+      { authorization: basic('demo-service', 'wrong') },
+    );
+    await expectError(res, 401, 'invalid_client');
+  });
+
+  test('an unknown token answers 200 (nothing to reveal)', async () => {
+    const res = await revoke({ token: 'no-such-token' });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('cache-control'), 'no-store');
+  });
+
+  test('a JWT access token is unsupported_token_type (revoke its refresh token instead)', async () => {
+    const { access_token } = (await (await token({ grant_type: 'client_credentials' })).json()) as {
+      access_token: string;
+    };
+    await expectError(await revoke({ token: access_token }), 400, 'unsupported_token_type');
+  });
+
+  test('another client’s refresh token is left alone', async () => {
+    const { code, verifier, redirectUri } = await obtainCode(t.base, 'alice', 'alice-password-1');
+    const spa = await postForm(t.base, '/connect/token', {
+      grant_type: 'authorization_code',
+      client_id: 'demo-spa',
+      code,
+      code_verifier: verifier,
+      redirect_uri: redirectUri,
+    });
+    const { refresh_token } = (await spa.json()) as { refresh_token: string };
+    assert.equal((await revoke({ token: refresh_token })).status, 200);
+    const still = await postForm(t.base, '/connect/token', {
+      grant_type: 'refresh_token',
+      client_id: 'demo-spa',
+      refresh_token,
+    });
+    assert.equal(still.status, 200, 'the owner can still use it');
+  });
+});
