@@ -6,8 +6,10 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { connect } from 'node:tls';
 import { cacheDir } from '../scripts/offline-images.ts';
 import { parseCursorPosition, pngSize } from '../src/boxes/computer.ts';
 import {
@@ -35,13 +37,22 @@ before(async () => {
     },
   );
   runtime = new JsRuntime({ homeDir: join(cacheDir(), 'test-home-desktop'), imageRegistries: REGISTRIES });
-  box = new ComputerBox({ runtime });
+  box = new ComputerBox({ runtime, guiHttpPort: await freePort(), guiHttpsPort: await freePort() });
   await box.waitUntilReady();
 });
 
 after(async () => {
   await box?.stop();
 });
+
+/** A TCP port free on the host's loopback right now (the GUI ports default to 3000/3001). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 /** Runs a shell command in the box and returns its stdout (asserting success). */
 async function sh(script: string): Promise<string> {
@@ -121,17 +132,26 @@ describe('ComputerBox', () => {
     if (process.env.SEED_SANDBOX_SCREENSHOT) writeFileSync(process.env.SEED_SANDBOX_SCREENSHOT, png);
   });
 
-  it('serves the desktop in a browser (noVNC) on the HTTP GUI port in the box', async () => {
-    const fetchPage = (port: number, scheme: string) =>
-      sh(
-        `python3 -c "import ssl,urllib.request as u;print(u.urlopen('${scheme}://127.0.0.1:${port}/vnc.html',context=ssl._create_unverified_context()).read().decode())"`,
-      );
-    const page = await eventually(
-      async () => fetchPage(box.guiHttpPort, 'http').catch(() => null),
-      'noVNC answers',
-    );
-    assert.match(await fetchPage(box.guiHttpsPort, 'https'), /noVNC/);
-    assert.match(page, /noVNC/);
+  it('serves the desktop in a browser (noVNC) on the GUI ports of the host (HTTP and HTTPS)', async () => {
+    const urls = await box.guiUrls();
+    assert.deepEqual(urls, {
+      http: `http://127.0.0.1:${box.guiHttpPort}/vnc.html`,
+      https: `https://127.0.0.1:${box.guiHttpsPort}/vnc.html`,
+    });
+    const page = await eventually(async () => {
+      const res = await fetch(urls.http).catch(() => null);
+      return res?.ok ? res.text() : null;
+    }, 'noVNC answers on the HTTP GUI port');
+    assert.match(page, /<title>noVNC<\/title>/);
+    // The HTTPS port speaks TLS with the box's self-signed certificate.
+    const tls = await new Promise<string>((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port: box.guiHttpsPort, rejectUnauthorized: false }, () => {
+        resolve(socket.getPeerCertificate().subject?.CN as string);
+        socket.end();
+      });
+      socket.on('error', reject);
+    });
+    assert.equal(tls, 'computerbox');
   });
 
   it('cursorPosition parse failures raise ParseError; bad PNG data too', () => {
@@ -142,7 +162,7 @@ describe('ComputerBox', () => {
   });
 
   it('waitUntilReady raises TimeoutError when the desktop is not ready in time', async () => {
-    const other = new ComputerBox({ runtime });
+    const other = new ComputerBox({ runtime, guiHttpPort: await freePort(), guiHttpsPort: await freePort() });
     try {
       await assert.rejects(other.waitUntilReady(0.001), TimeoutError);
     } finally {

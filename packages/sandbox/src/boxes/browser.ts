@@ -6,18 +6,16 @@
  * Chromium's DevTools server listens only on the box's loopback (recent Chromium ignores
  * `--remote-debugging-address`), so the box runs it on `BROWSERBOX_INTERNAL_PORT_OFFSET + port` and
  * `socat` relays the spec's port on every interface of the box to it. The spec's port is published to the
- * host through `ports` (local runtime); when no publication is active (network `disabled`, or a runtime
- * without port publication) a host listener on 127.0.0.1 relays each connection into the box's network
- * namespace (`nsenter` + `socat`), the same path as `box.network` tunnels.
+ * host's 127.0.0.1 through `ports` (local runtime); when no publication is active (network `disabled`, or
+ * a runtime without port publication) a host listener on 127.0.0.1 relays each connection into the box's
+ * network namespace (`browser-relay.ts`).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BROWSERBOX_PORT_CHROMIUM, BROWSERBOX_PORT_FIREFOX, BROWSERBOX_PORT_WEBKIT } from '../constants.ts';
 import { BoxError, TimeoutError } from '../errors.ts';
-import type { JsBox } from '../runtime/box.ts';
 import type { JsExecution } from '../runtime/execution.ts';
 import type { BrowserType, JsBoxOptions } from '../types.ts';
+import { type HostPort, hostPortOf } from './browser-relay.ts';
 import { SimpleBox, type SimpleBoxOptions } from './simple.ts';
 
 /** Options of `BrowserBox`: those of `SimpleBox` plus `browser` (spec 002); 2 CPUs and 2048 MiB by default. */
@@ -63,8 +61,7 @@ export class BrowserBox extends SimpleBox {
   readonly #port: number;
   #endpoint: string | null = null;
   #process: JsExecution | null = null;
-  #relay: Server | null = null;
-  readonly #relayStreams = new Set<ChildProcess>();
+  #hostPort: HostPort | null = null;
   #starting: Promise<void> | null = null;
 
   /**
@@ -92,12 +89,15 @@ export class BrowserBox extends SimpleBox {
     this.#port = BROWSERBOX_PORTS[browser];
   }
 
-  /** The box options, with the debugging port added to `ports` (host port chosen automatically). */
+  /**
+   * The box options, with the debugging port added to `ports`: on the host's 127.0.0.1 (the DevTools
+   * protocol is unauthenticated remote control of the browser), host port chosen automatically.
+   */
   protected override boxOptions(): JsBoxOptions {
     const options = super.boxOptions();
     const ports = options.ports ?? [];
     if (!ports.some((p) => p.guestPort === this.#port)) {
-      options.ports = [...ports, { guestPort: this.#port }];
+      options.ports = [...ports, { guestPort: this.#port, hostIp: '127.0.0.1' }];
     }
     return options;
   }
@@ -143,7 +143,10 @@ export class BrowserBox extends SimpleBox {
     void execution.wait().then(({ exitCode }) => {
       exited = exitCode;
     });
-    const base = await this.#hostEndpoint(box);
+    this.#hostPort?.close();
+    this.#hostPort = await hostPortOf(box, this.#port);
+    const { host, port } = this.#hostPort;
+    const base = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
     while (performance.now() < deadline) {
       if (exited !== null) {
         throw new BoxError(
@@ -159,49 +162,6 @@ export class BrowserBox extends SimpleBox {
     throw new TimeoutError(`${this.browser} did not answer at ${base} within ${timeout} s`);
   }
 
-  /** `http://host:port` on the host for the box's debugging port: the publication, else a relay. */
-  async #hostEndpoint(box: JsBox): Promise<string> {
-    const info = await box.info();
-    const published = info.network?.publishedPorts?.find(
-      (p) => p.guestPort === this.#port && p.protocol === 'tcp',
-    );
-    if (published) {
-      const host = published.hostIp === '0.0.0.0' || published.hostIp === '' ? '127.0.0.1' : published.hostIp;
-      return `http://${host.includes(':') ? `[${host}]` : host}:${published.hostPort}`;
-    }
-    const pid = info.state.pid;
-    if (!pid) throw new BoxError(`box ${box.id} has no running init process`);
-    const relay = createServer((socket) => this.#relayConnection(socket, pid));
-    await new Promise<void>((resolve, reject) => {
-      relay.once('error', reject);
-      relay.listen(0, '127.0.0.1', () => resolve());
-    });
-    relay.unref();
-    this.#relay = relay;
-    const address = relay.address();
-    if (address === null || typeof address === 'string') throw new BoxError('relay listener has no port');
-    return `http://127.0.0.1:${address.port}`;
-  }
-
-  /** Carries one host connection to the box's `127.0.0.1:port` with socat in the box's netns. */
-  #relayConnection(socket: Socket, pid: number): void {
-    const child = spawn(
-      'nsenter',
-      [`--net=/proc/${pid}/ns/net`, '--', 'socat', '-t', '30', 'STDIO', `TCP:127.0.0.1:${this.#port}`],
-      { stdio: ['pipe', 'pipe', 'ignore'] },
-    );
-    this.#relayStreams.add(child);
-    child.stdin!.on('error', () => {});
-    socket.on('error', () => child.kill());
-    socket.pipe(child.stdin!);
-    child.stdout!.pipe(socket);
-    child.on('error', () => socket.destroy());
-    child.on('exit', () => {
-      this.#relayStreams.delete(child);
-      socket.end();
-    });
-  }
-
   /**
    * The debugging endpoint URL on the host, `http://<host>:<port>` (spec 002).
    * @throws BoxError before `start()` has resolved.
@@ -215,9 +175,8 @@ export class BrowserBox extends SimpleBox {
   override async stop(): Promise<void> {
     if (this.#starting) await this.#starting.catch(() => {});
     this.#endpoint = null;
-    this.#relay?.close();
-    this.#relay = null;
-    for (const child of this.#relayStreams) child.kill();
+    this.#hostPort?.close();
+    this.#hostPort = null;
     await this.#process?.kill().catch(() => {});
     this.#process = null;
     await super.stop();

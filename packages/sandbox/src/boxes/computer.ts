@@ -1,8 +1,9 @@
 /**
  * `ComputerBox` (spec 002 "ComputerBox"): a box running a desktop — Xvfb (1024 × 768 × 24) with the jwm
  * window manager and an xterm — automated with `xdotool` (mouse, keyboard) and `scrot` (PNG
- * screenshots), and viewable in a web browser through x11vnc + noVNC/websockify on the GUI ports
- * (HTTP 3000 and HTTPS 3001 in the box, self-signed certificate; published to the host through `ports`).
+ * screenshots), and viewable in a web browser through x11vnc + noVNC/websockify: HTTP on port 3000 and
+ * HTTPS (self-signed certificate) on 3001 in the box, reachable on the host's 127.0.0.1 at `guiHttpPort` /
+ * `guiHttpsPort` (port publication when the runtime has it, else a relay, see `browser-relay.ts`).
  * Image: `seed/desktop:latest`, built from Debian packages by `scripts/images-desktop.ts`.
  */
 import {
@@ -16,13 +17,14 @@ import {
 } from '../constants.ts';
 import { BoxError, ExecError, ParseError, TimeoutError } from '../errors.ts';
 import type { JsBoxOptions, Screenshot } from '../types.ts';
+import { type HostPort, hostPortOf } from './browser-relay.ts';
 import { formatCommand, SimpleBox, type SimpleBoxOptions } from './simple.ts';
 
 /** Options of `ComputerBox`: those of `SimpleBox` plus the GUI ports (spec 002); 2 CPUs, 2048 MiB by default. */
 export interface ComputerBoxOptions extends SimpleBoxOptions {
-  /** Port of the browser-viewable desktop (noVNC over HTTP) in the box; default 3000. */
+  /** Host port (127.0.0.1) of the browser-viewable desktop, noVNC over HTTP; default 3000. */
   guiHttpPort?: number;
-  /** Port of the same desktop over HTTPS (self-signed certificate) in the box; default 3001. */
+  /** Host port (127.0.0.1) of the same desktop over HTTPS (self-signed certificate); default 3001. */
   guiHttpsPort?: number;
 }
 
@@ -38,7 +40,9 @@ export const SCROLL_BUTTONS = { up: 4, down: 5, left: 6, right: 7 } as const;
 export type ScrollDirection = keyof typeof SCROLL_BUTTONS;
 
 /** Desktop session started once in the box: X server, window manager, terminal, VNC and noVNC. */
-function desktopScript(httpPort: number, httpsPort: number): string {
+function desktopScript(): string {
+  const httpPort = COMPUTERBOX_GUI_HTTP_PORT;
+  const httpsPort = COMPUTERBOX_GUI_HTTPS_PORT;
   const w = COMPUTERBOX_DISPLAY_WIDTH;
   const h = COMPUTERBOX_DISPLAY_HEIGHT;
   return `
@@ -67,11 +71,12 @@ function pixel(value: unknown, field: string): number {
 
 /** A desktop GUI automation box (spec 002 `ComputerBox`). */
 export class ComputerBox extends SimpleBox {
-  /** Desktop viewer port (HTTP) in the box. */
+  /** Host port (127.0.0.1) of the desktop viewer over HTTP. */
   readonly guiHttpPort: number;
-  /** Desktop viewer port (HTTPS) in the box. */
+  /** Host port (127.0.0.1) of the desktop viewer over HTTPS. */
   readonly guiHttpsPort: number;
   #desktop: Promise<void> | null = null;
+  #gui: HostPort[] = [];
 
   /**
    * @param options SimpleBox options plus `guiHttpPort` (3000) and `guiHttpsPort` (3001); nothing is created
@@ -95,7 +100,10 @@ export class ComputerBox extends SimpleBox {
     }
   }
 
-  /** Box options with `DISPLAY` set and the GUI ports published (host ports chosen automatically). */
+  /**
+   * Box options with `DISPLAY` set and the GUI ports published on the host's 127.0.0.1 (the VNC session
+   * has no password, so it is never exposed beyond this machine by default).
+   */
   protected override boxOptions(): JsBoxOptions {
     const options = super.boxOptions();
     options.env = [
@@ -103,8 +111,13 @@ export class ComputerBox extends SimpleBox {
       { key: 'DISPLAY', value: COMPUTERBOX_DISPLAY },
     ];
     const ports = options.ports ?? [];
-    for (const guestPort of [this.guiHttpPort, this.guiHttpsPort]) {
-      if (!ports.some((p) => p.guestPort === guestPort)) ports.push({ guestPort });
+    const gui: [number, number][] = [
+      [COMPUTERBOX_GUI_HTTP_PORT, this.guiHttpPort],
+      [COMPUTERBOX_GUI_HTTPS_PORT, this.guiHttpsPort],
+    ];
+    for (const [guestPort, hostPort] of gui) {
+      if (!ports.some((p) => p.guestPort === guestPort))
+        ports.push({ guestPort, hostPort, hostIp: '127.0.0.1' });
     }
     options.ports = ports;
     return options;
@@ -113,12 +126,14 @@ export class ComputerBox extends SimpleBox {
   /** Starts the box and its desktop session once (concurrent callers share it). */
   #ensureDesktop(): Promise<void> {
     this.#desktop ??= (async () => {
-      await this.ensureStarted();
-      const script = desktopScript(this.guiHttpPort, this.guiHttpsPort);
-      const r = await this.runCommand('sh', ['-c', script], undefined, {});
+      const box = await this.ensureStarted();
+      const r = await this.runCommand('sh', ['-c', desktopScript()], undefined, {});
       if (r.exitCode !== 0) {
         throw new BoxError(`the desktop did not start (exit ${r.exitCode}): ${r.stderr.trim().slice(-500)}`);
       }
+      for (const gui of this.#gui.splice(0)) gui.close();
+      this.#gui.push(await hostPortOf(box, COMPUTERBOX_GUI_HTTP_PORT, this.guiHttpPort));
+      this.#gui.push(await hostPortOf(box, COMPUTERBOX_GUI_HTTPS_PORT, this.guiHttpsPort));
     })().catch((error) => {
       this.#desktop = null;
       throw error;
@@ -136,6 +151,21 @@ export class ComputerBox extends SimpleBox {
 
   async #xdotool(...args: string[]): Promise<string> {
     return this.#run('xdotool', args);
+  }
+
+  /**
+   * Starts the box and desktop if needed and returns the URLs of the browser-viewable desktop (noVNC) on
+   * the host: `{ http: 'http://127.0.0.1:<guiHttpPort>/vnc.html', https: 'https://…:<guiHttpsPort>/vnc.html' }`
+   * (the HTTPS certificate is self-signed). @throws BoxError when the desktop or a GUI port cannot start.
+   */
+  async guiUrls(): Promise<{ http: string; https: string }> {
+    await this.#ensureDesktop();
+    const [http, https] = this.#gui;
+    if (!http || !https) throw new BoxError('the desktop GUI ports are not available');
+    return {
+      http: `http://${http.host}:${http.port}/vnc.html`,
+      https: `https://${https.host}:${https.port}/vnc.html`,
+    };
   }
 
   /**
@@ -333,6 +363,7 @@ export class ComputerBox extends SimpleBox {
   override async stop(): Promise<void> {
     await this.#desktop?.catch(() => {});
     this.#desktop = null;
+    for (const gui of this.#gui.splice(0)) gui.close();
     await super.stop();
   }
 }
