@@ -105,7 +105,7 @@ function PostMessage({ onPosted }: { onPosted: (m: Message) => void }) {
     localStorage.setItem(AUTHOR_KEY, author);
     const result = await create({ input: { content, author: author.trim() || null } });
     if (result.error) setError(errorText(result.error));
-    else if (result.data) {
+    else if (result.data?.createMessage) {
       onPosted(result.data.createMessage);
       setContent('');
     }
@@ -176,7 +176,7 @@ function MessageItem({ message, onSaved }: { message: Message; onSaved: (m: Mess
     setError(null);
     const result = await update({ id: message.id, input: { content, author: message.author } });
     if (result.error) setError(errorText(result.error));
-    else if (result.data) {
+    else if (result.data?.updateMessage) {
       onSaved(result.data.updateMessage);
       setEditing(false);
     }

@@ -267,7 +267,7 @@ export const GetMessageQuery = gql<{ getMessage: Message | null }, { id: string 
 
 /** Posts a message. */
 export const CreateMessageMutation = gql<
-  { createMessage: Message },
+  { createMessage: Message | null },
   { input: { content: string; author: string | null } }
 >`
   mutation CreateMessage($input: MessageInput) {
@@ -280,7 +280,7 @@ export const CreateMessageMutation = gql<
 
 /** Edits a message. */
 export const UpdateMessageMutation = gql<
-  { updateMessage: Message },
+  { updateMessage: Message | null },
   { id: string; input: { content: string; author: string | null } }
 >`
   mutation UpdateMessage($id: ID!, $input: MessageInput) {
