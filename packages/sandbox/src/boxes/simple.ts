@@ -12,6 +12,7 @@ import type {
   ExecResult,
   JsBoxInfo,
   JsBoxOptions,
+  JsNetworkHandle,
   JsPortSpec,
   JsVolumeSpec,
   NetworkSpec,
@@ -103,6 +104,11 @@ export class SimpleBox {
   get id(): string {
     if (!this.#box) throw new BoxError('the box is not started yet; call getId() or run a command first');
     return this.#box.id;
+  }
+
+  /** Tunnels to box ports (spec 002 `box.network`); the box is started on the first `tunnel` call. */
+  get network(): JsNetworkHandle {
+    return { tunnel: async (port) => (await this.ensureStarted()).network.tunnel(port) };
   }
 
   /** Box name given in the options. */

@@ -6,7 +6,8 @@
 
 import type { EngineExecOptions } from '../engine/types.ts';
 import { BoxError } from '../errors.ts';
-import type { JsBoxInfo, JsBoxMetrics, JsNetworkInfo, JsPublishedPort } from '../types.ts';
+import { LocalNetworkHandle } from '../network/tunnel.ts';
+import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle, JsNetworkInfo, JsPublishedPort } from '../types.ts';
 import type { RuntimeContext } from './context.ts';
 import { JsExecution } from './execution.ts';
 import type { BoxRecord } from './state.ts';
@@ -89,6 +90,7 @@ export class JsBox {
   /** Box name, or null when the box has none. */
   readonly name: string | null;
   readonly #ctx: RuntimeContext;
+  #network: JsNetworkHandle | null = null;
   /** Port publications this handle made; null when it only loaded the box from the state database. */
   readonly #publishedPorts: JsPublishedPort[] | null;
 
@@ -100,6 +102,20 @@ export class JsBox {
     this.#publishedPorts = publishedPorts;
   }
 
+  /** Tunnels to TCP ports of the box (spec 002 `JsNetworkHandle`; `src/network/tunnel.ts`). */
+  get network(): JsNetworkHandle {
+    this.#network ??= new LocalNetworkHandle(async () => {
+      const current = await this.#record();
+      if (current.status !== 'running' || !current.pid) {
+        throw new BoxError(
+          `box ${this.id} is ${publicStatus(current.status)}, not running; cannot open a tunnel`,
+        );
+      }
+      return current.pid;
+    });
+    return this.#network;
+  }
+
   async #record(): Promise<BoxRecord> {
     const record = await this.#ctx.refresh(this.id);
     if (!record) throw new BoxError(`box ${this.id} no longer exists`);
@@ -108,7 +124,9 @@ export class JsBox {
 
   /** Metadata of the box (spec 002 `JsBoxInfo`), read fresh. @throws BoxError when the box was removed. */
   async info(): Promise<JsBoxInfo> {
-    return boxInfo(await this.#record(), this.#publishedPorts);
+    const record = await this.#record();
+    // Publications end with the box: a stopped box has none active ([]), unknown stays null.
+    return boxInfo(record, record.status === 'running' ? this.#publishedPorts : this.#publishedPorts && []);
   }
 
   /**

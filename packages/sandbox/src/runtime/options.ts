@@ -6,6 +6,7 @@ import { isIP } from 'node:net';
 import { isAbsolute } from 'node:path';
 import { DEFAULT_CPUS, DEFAULT_MEMORY_MIB } from '../constants.ts';
 import { BoxError } from '../errors.ts';
+import { parseAllowNet } from '../network/policy.ts';
 import type { JsBoxOptions, JsEnvVar, JsPortSpec, JsVolumeSpec, NetworkSpec, Secret } from '../types.ts';
 
 /** Default working directory of a box (spec 002 `JsBoxOptions.workingDir`). */
@@ -172,6 +173,7 @@ function validateNetwork(network: unknown): NormalizedBoxOptions['network'] {
   if (spec.mode === 'disabled' && allowNet.length > 0) {
     reject('network.allowNet', "is only allowed with mode 'enabled'");
   }
+  parseAllowNet(allowNet); // hostnames, `*.` wildcards, IPs, CIDRs; BoxError naming network.allowNet[i]
   return { mode: spec.mode, allowNet };
 }
 

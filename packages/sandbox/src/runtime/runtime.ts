@@ -21,6 +21,7 @@ import { createEngine } from '../engine/index.ts';
 import type { Engine, EngineBoxSpec, EngineMount } from '../engine/types.ts';
 import { BoxError } from '../errors.ts';
 import { ImageStore, type PreparedImage } from '../images/index.ts';
+import { BoxNetworking, secretsEnv } from '../network/index.ts';
 import { RestRuntime, restOptionsFrom } from '../rest/client.ts';
 import type { JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
 import { boxInfo, JsBox } from './box.ts';
@@ -105,6 +106,7 @@ export class JsRuntime {
   readonly #counters: Counters = { created: 0, failed: 0, commands: 0, execErrors: 0 };
   #engine: Promise<Engine> | null = null;
   #ready: Promise<void> | null = null;
+  #net: BoxNetworking | null = null;
   readonly #ctx!: RuntimeContext;
 
   /**
@@ -185,8 +187,14 @@ export class JsRuntime {
     return join('/run/seed-sandbox', createHash('sha256').update(this.homeDir).digest('hex').slice(0, 16));
   }
 
+  /** Networking of this runtime's boxes (issue 9); per-box network state in `<engine state root>/net`. */
+  #networking(): BoxNetworking {
+    this.#net ??= new BoxNetworking({ stateDir: join(this.#engineStateRoot(), 'net') });
+    return this.#net;
+  }
+
   #getEngine(): Promise<Engine> {
-    this.#engine ??= createEngine({ stateRoot: this.#engineStateRoot() });
+    this.#engine ??= createEngine({ stateRoot: this.#engineStateRoot(), ...this.#networking().hooks() });
     this.#engine.catch(() => {
       this.#engine = null;
     });
@@ -382,6 +390,10 @@ export class JsRuntime {
         if (eq > 0) env.set(entry.slice(0, eq), entry.slice(eq + 1));
       }
       for (const { key, value } of normalized.env) env.set(key, value);
+      // Secrets (issue 9): the box sees placeholders and the proxy/CA settings, never the values.
+      for (const [key, value] of Object.entries(secretsEnv(normalized.secrets))) {
+        if (!normalized.env.some((e) => e.key === key)) env.set(key, value);
+      }
       const boxDir = this.#boxDir(id);
       mkdirSync(boxDir, { recursive: true, mode: 0o700 });
       const spec: EngineBoxSpec = {
@@ -402,6 +414,11 @@ export class JsRuntime {
       if (image.config.user) spec.user = image.config.user;
       if (normalized.diskSizeGb !== undefined) spec.diskSizeGb = normalized.diskSizeGb;
       const engine = await this.#getEngine();
+      this.#networking().prepare(id, {
+        ports: normalized.ports,
+        secrets: normalized.secrets,
+        detach: normalized.detach,
+      });
       const started = await engine.start(spec);
       const timings: BoxTimings = {
         stageImagePrepareMs,
@@ -411,7 +428,7 @@ export class JsRuntime {
       this.#db.markRunning(id, started.pid, processIdentity(started.pid), nowIso(), timings);
       this.#counters.created++;
       const record = this.#db.getBox(id)!;
-      return new JsBox(this.#ctx, record, []);
+      return new JsBox(this.#ctx, record, this.#networking().publishedPorts(id) ?? []);
     } catch (error) {
       this.#counters.failed++;
       await this.#teardown(id).catch(() => {});

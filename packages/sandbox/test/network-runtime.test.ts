@@ -1,0 +1,229 @@
+/**
+ * Networking through the public API (`JsRuntime.create`, `JsBox.info`, `box.network`, `SimpleBox`):
+ * published ports in `JsBoxInfo.network` (spec 002 rules for new and reattached handles), tunnels, and
+ * secrets substituted by the per-box HTTPS proxy while the box only ever sees placeholders. The HTTPS
+ * test server listens on the host's loopback with a certificate of a test CA.
+ */
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer as httpsServer, type Server } from 'node:https';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import tls from 'node:tls';
+import forge from 'node-forge';
+import { SimpleBox } from '../src/boxes/simple.ts';
+import { BoxError } from '../src/errors.ts';
+import type { JsRuntime } from '../src/runtime/runtime.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
+
+let runtime: JsRuntime;
+let home = '';
+
+before(() => {
+  ensureRegistry();
+  home = tempHome('sandbox-net-');
+  runtime = testRuntime(home);
+});
+after(cleanupAll);
+
+describe('ports and info()', () => {
+  test('publishedPorts: concrete for the creating handle, null for a reattached one, [] once stopped', async () => {
+    const box = await runtime.create({
+      image: BUSYBOX,
+      ports: [{ guestPort: 8080 }, { guestPort: 9090, hostIp: '127.0.0.1' }],
+    });
+    const info = await box.info();
+    const ports = info.network!.publishedPorts!;
+    assert.equal(ports.length, 2);
+    assert.equal(ports[0]!.hostIp, '0.0.0.0');
+    assert.equal(ports[0]!.protocol, 'tcp');
+    assert.ok(ports.every((p) => Number.isInteger(p.hostPort) && p.hostPort > 0));
+    assert.deepEqual(info.network!.outbound, { mode: 'enabled', allowNet: [] });
+    assert.equal(info.network!.mode, 'enabled');
+    await run(box, 'sh', ['-c', 'mkdir /w && echo published > /w/index.html && httpd -p 8080 -h /w']);
+    const res = await fetch(`http://127.0.0.1:${ports[0]!.hostPort}/`);
+    assert.equal(await res.text(), 'published\n');
+
+    const again = await runtime.get(box.id);
+    assert.equal((await again!.info()).network!.publishedPorts, null);
+    assert.equal((await runtime.getInfo(box.id))!.network!.publishedPorts, null);
+    await box.stop();
+    assert.deepEqual((await box.info()).network!.publishedPorts, []);
+    await runtime.remove(box.id);
+  });
+
+  test('creation rejects bad allowNet entries and UDP ports, naming the field; nothing is left', async () => {
+    await assert.rejects(
+      runtime.create({
+        image: BUSYBOX,
+        network: { mode: 'enabled', allowNet: ['ok.example', '300.1.1.1/8'] },
+      }),
+      (e: BoxError) => e instanceof BoxError && e.field === 'network.allowNet[1]',
+    );
+    await assert.rejects(
+      runtime.create({ image: BUSYBOX, ports: [{ guestPort: 53, protocol: 'udp' }] }),
+      (e: BoxError) => e.field === 'ports[0].protocol',
+    );
+    assert.deepEqual(readdirSync(join(home, 'boxes')), []);
+  });
+});
+
+describe('tunnels through the box handle', () => {
+  test('JsBox.network and SimpleBox.network tunnel to a box port', async () => {
+    const box = new SimpleBox({ image: BUSYBOX, runtime, network: { mode: 'disabled' } });
+    try {
+      await box.exec('sh', '-c', '(nc -ll -p 7000 -e tr a-z A-Z &) ; sleep 0.2');
+      const conn = await (await box.network.tunnel(7000)).connect();
+      await conn.write('simple box\n');
+      let got = '';
+      while (!got.includes('\n')) got += (await conn.read()).toString();
+      assert.equal(got, 'SIMPLE BOX\n');
+      await conn.close();
+      const handle = await runtime.get(await box.getId());
+      const second = await (await handle!.network.tunnel(7000)).connect();
+      await second.write('reattached\n');
+      got = '';
+      while (!got.includes('\n')) got += (await second.read()).toString();
+      assert.equal(got, 'REATTACHED\n');
+      await second.close();
+    } finally {
+      await box.stop();
+    }
+    await assert.rejects((await runtime.create({ image: BUSYBOX })).network.tunnel(70000), /port/);
+  });
+});
+
+/** A CA and a server certificate for `host.sandbox.internal`, as PEM. */
+function testPki(): { caPem: string; keyPem: string; certPem: string } {
+  const pair = () => {
+    const k = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    return {
+      priv: forge.pki.privateKeyFromPem(k.privateKey.export({ type: 'pkcs1', format: 'pem' }).toString()),
+      pub: forge.pki.publicKeyFromPem(k.publicKey.export({ type: 'spki', format: 'pem' }).toString()),
+      pem: k.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    };
+  };
+  const caKey = pair();
+  const ca = forge.pki.createCertificate();
+  ca.publicKey = caKey.pub;
+  ca.serialNumber = '01';
+  ca.validity.notBefore = new Date(Date.now() - 3600_000);
+  ca.validity.notAfter = new Date(Date.now() + 86400_000);
+  const caName = [{ name: 'commonName', value: 'network test upstream CA' }];
+  ca.setSubject(caName);
+  ca.setIssuer(caName);
+  ca.setExtensions([
+    { name: 'basicConstraints', cA: true, critical: true },
+    { name: 'keyUsage', keyCertSign: true, critical: true },
+    { name: 'subjectKeyIdentifier' },
+  ]);
+  ca.sign(caKey.priv, forge.md.sha256.create());
+  const leafKey = pair();
+  const leaf = forge.pki.createCertificate();
+  leaf.publicKey = leafKey.pub;
+  leaf.serialNumber = '02';
+  leaf.validity.notBefore = ca.validity.notBefore;
+  leaf.validity.notAfter = ca.validity.notAfter;
+  leaf.setSubject([{ name: 'commonName', value: 'host.sandbox.internal' }]);
+  leaf.setIssuer(caName);
+  leaf.setExtensions([
+    { name: 'subjectAltName', altNames: [{ type: 2, value: 'host.sandbox.internal' }] },
+    { name: 'extKeyUsage', serverAuth: true },
+  ]);
+  leaf.sign(caKey.priv, forge.md.sha256.create());
+  return {
+    caPem: forge.pki.certificateToPem(ca),
+    keyPem: leafKey.pem,
+    certPem: forge.pki.certificateToPem(leaf),
+  };
+}
+
+describe('secrets', () => {
+  let server: Server;
+  let port = 0;
+  const API_KEY = 'sk-live-9f8e7d6c5b4a-real-value';
+  const TOKEN = 'tok-real-0123456789';
+
+  before(async () => {
+    const pki = testPki();
+    // The proxy verifies the upstream with the default CA list: add the test CA to it.
+    tls.setDefaultCACertificates([...tls.getCACertificates('default'), pki.caPem]);
+    server = httpsServer({ key: pki.keyPem, cert: pki.certPem }, async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      res.setHeader('content-type', 'application/json');
+      res.end(
+        JSON.stringify({
+          url: req.url,
+          auth: req.headers.authorization,
+          body: Buffer.concat(chunks).toString(),
+        }),
+      );
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    port = (server.address() as { port: number }).port;
+  });
+  after(() => server?.close());
+
+  test('placeholders are replaced in URL, headers and body of HTTPS requests; the box never holds the values', async () => {
+    const box = await runtime.create({
+      image: 'python:slim',
+      network: { mode: 'enabled', allowNet: ['host.sandbox.internal'] },
+      secrets: [
+        { name: 'API_KEY', value: API_KEY, hosts: ['host.sandbox.internal'] },
+        { name: 'TOKEN', value: TOKEN, placeholder: 'TOKEN_PLACEHOLDER' },
+      ],
+    });
+    const script = [
+      'import json, os, urllib.request',
+      'key = os.environ["API_KEY"]; tok = os.environ["TOKEN"]',
+      `req = urllib.request.Request(f"https://host.sandbox.internal:${port}/echo?t={tok}",`,
+      '  data=json.dumps({"key": key}).encode(), headers={"Authorization": f"Bearer {key}"})',
+      'print(urllib.request.urlopen(req, timeout=20).read().decode())',
+    ].join('\n');
+    const result = await run(box, 'python3', ['-c', script]);
+    assert.equal(result.exitCode, 0, result.stderr);
+    const echoed = JSON.parse(result.stdout) as { url: string; auth: string; body: string };
+    assert.equal(echoed.url, `/echo?t=${TOKEN}`);
+    assert.equal(echoed.auth, `Bearer ${API_KEY}`);
+    assert.deepEqual(JSON.parse(echoed.body), { key: API_KEY });
+
+    const env = await run(box, 'env');
+    assert.match(env.stdout, /^API_KEY=<SECRET:API_KEY>$/m);
+    assert.match(env.stdout, /^TOKEN=TOKEN_PLACEHOLDER$/m);
+    const search = await run(box, 'sh', [
+      '-c',
+      `grep -rlsF -e '${API_KEY}' -e '${TOKEN}' /etc /root /tmp /proc/1/environ /proc/self/environ; echo done`,
+    ]);
+    assert.equal(search.stdout.trim(), 'done');
+    const ca = await run(box, 'cat', ['/etc/ssl/certs/sandbox-ca.pem']);
+    assert.match(ca.stdout, /BEGIN CERTIFICATE/);
+    assert.doesNotMatch(ca.stdout, /PRIVATE KEY/);
+    const info = JSON.stringify(await box.info());
+    assert.ok(!info.includes(API_KEY) && !info.includes(TOKEN));
+    for (const file of readdirSync(home).filter((f) => f.startsWith('state.db'))) {
+      const bytes = readFileSync(join(home, file)).toString('latin1');
+      assert.ok(!bytes.includes(API_KEY) && !bytes.includes(TOKEN), `${file} holds no secret value`);
+    }
+    await runtime.remove(box.id, true);
+  });
+
+  test('an HTTPS host outside allowNet is refused by the proxy, placeholder unsent', async () => {
+    const box = await runtime.create({
+      image: 'python:slim',
+      network: { mode: 'enabled', allowNet: ['*.example.test'] },
+      secrets: [{ name: 'API_KEY', value: API_KEY }],
+    });
+    const script = [
+      'import urllib.request',
+      'try:',
+      `  urllib.request.urlopen("https://host.sandbox.internal:${port}/", timeout=20); print("reached")`,
+      'except Exception as e:',
+      '  print("refused", e)',
+    ].join('\n');
+    const result = await run(box, 'python3', ['-c', script]);
+    assert.match(result.stdout, /refused.*403/);
+    await runtime.remove(box.id, true);
+  });
+});
