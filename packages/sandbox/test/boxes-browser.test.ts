@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
 import { cacheDir } from '../scripts/offline-images.ts';
-import { BoxError, BROWSERBOX_PORT_CHROMIUM, BrowserBox, JsRuntime } from '../src/index.ts';
+import { BoxError, BROWSERBOX_PORT_CHROMIUM, BrowserBox, JsRuntime, TimeoutError } from '../src/index.ts';
 import { REGISTRIES } from './runtime-helpers.ts';
 
 const packageDir = join(import.meta.dirname, '..');
@@ -56,6 +56,9 @@ describe('BrowserBox', () => {
     });
     assert.throws(() => box.endpoint(), BoxError);
     try {
+      // Too short a timeout: TimeoutError, nothing left running, and a retry works.
+      await assert.rejects(box.start(0.001), TimeoutError);
+      assert.throws(() => box.endpoint(), BoxError);
       await box.start();
       const endpoint = box.endpoint();
       assert.match(endpoint, /^http:\/\/[\d.]+:\d+$/);

@@ -106,8 +106,8 @@ export class BrowserBox extends SimpleBox {
    * Starts the box if needed and the browser in it, and resolves once its debugging endpoint answers
    * from the host (`GET /json/version`). Calling it again after success is a no-op.
    * @param timeout seconds to wait for the browser (default 60).
-   * @throws TimeoutError when the endpoint does not answer in time (the browser keeps running; `stop()`
-   *   removes it); BoxError when the browser exits during start (with the end of its stderr).
+   * @throws TimeoutError when the endpoint does not answer in time; BoxError when the browser exits during
+   *   start (with the end of its stderr). After a failure the browser is killed and `start()` may be retried.
    */
   start(timeout: number = BROWSERBOX_START_TIMEOUT): Promise<void> {
     if (typeof timeout !== 'number' || !(timeout > 0)) {
@@ -116,9 +116,18 @@ export class BrowserBox extends SimpleBox {
       );
     }
     if (this.#endpoint) return Promise.resolve();
-    this.#starting ??= this.#start(timeout).finally(() => {
-      this.#starting = null;
-    });
+    this.#starting ??= this.#start(timeout)
+      .catch(async (error: unknown) => {
+        // Nothing half-started stays behind: the browser and the host access go; the box stays for stop().
+        await this.#process?.kill().catch(() => {});
+        this.#process = null;
+        this.#hostPort?.close();
+        this.#hostPort = null;
+        throw error;
+      })
+      .finally(() => {
+        this.#starting = null;
+      });
     return this.#starting;
   }
 

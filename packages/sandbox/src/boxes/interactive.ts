@@ -76,10 +76,10 @@ export class InteractiveBox extends SimpleBox {
     if (this.#session || this.#done) throw new BoxError('the interactive session was already started');
     this.#done = Promise.resolve();
     const forward = this.forwarding;
-    const box = await this.ensureStarted();
     const env: Record<string, string> = forward ? { TERM: process.env.TERM || 'xterm' } : {};
     let session: JsExecution;
     try {
+      const box = await this.ensureStarted();
       session = await box.execWith(this.#shell, [], env, { tty: forward });
     } catch (error) {
       this.#done = null;
