@@ -9,7 +9,12 @@
  * (pino level, default info), `RESPONSE_CACHE_SIZE` (responses of read-only queries kept, default 1000;
  * 0 turns the cache off), `NODE_ENV` (`development` shows unexpected error messages).
  */
-import { createServer, DEFAULT_BODY_LIMIT, DEFAULT_DATABASE_PATH } from '../src/index.ts';
+import {
+  type CreatureServer,
+  createServer,
+  DEFAULT_BODY_LIMIT,
+  DEFAULT_DATABASE_PATH,
+} from '../src/index.ts';
 
 function intFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -23,19 +28,28 @@ function intFromEnv(name: string, fallback: number): number {
 }
 
 const cors = process.env.CORS_ORIGINS?.trim();
-const server = createServer({
-  databasePath: process.env.DATABASE_PATH || DEFAULT_DATABASE_PATH,
-  bodyLimit: intFromEnv('BODY_LIMIT', DEFAULT_BODY_LIMIT),
-  corsOrigins:
-    cors === '*'
-      ? '*'
-      : (cors
-          ?.split(',')
-          .map((s) => s.trim())
-          .filter(Boolean) ?? []),
-  logLevel: process.env.LOG_LEVEL || 'info',
-  responseCacheSize: intFromEnv('RESPONSE_CACHE_SIZE', 1000),
-});
+const databasePath = process.env.DATABASE_PATH || DEFAULT_DATABASE_PATH;
+let server: CreatureServer;
+try {
+  server = createServer({
+    databasePath,
+    bodyLimit: intFromEnv('BODY_LIMIT', DEFAULT_BODY_LIMIT),
+    corsOrigins:
+      cors === '*'
+        ? '*'
+        : (cors
+            ?.split(',')
+            .map((s) => s.trim())
+            .filter(Boolean) ?? []),
+    logLevel: process.env.LOG_LEVEL || 'info',
+    responseCacheSize: intFromEnv('RESPONSE_CACHE_SIZE', 1000),
+  });
+} catch (err) {
+  console.error(
+    `creature-server: could not start with DATABASE_PATH=${databasePath}: ${(err as Error).message}`,
+  );
+  process.exit(1);
+}
 
 let stopping = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {

@@ -378,6 +378,28 @@ describe('shutdown', () => {
     await assert.rejects(fetch(s.endpoint, { method: 'POST', body }));
   });
 
+  test('the creature-server command exits 1 with a clear message when the database cannot be opened', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'creatures-bad-db-'));
+    try {
+      const file = join(dir, 'a-file');
+      writeFileSync(file, 'not a directory');
+      const bin = join(import.meta.dirname, '..', 'bin', 'creature-server.ts');
+      const child = spawn(process.execPath, [bin], {
+        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: join(file, 'x.db') },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let err = '';
+      child.stderr.on('data', (c) => {
+        err += c;
+      });
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 1);
+      assert.match(err, /could not start with DATABASE_PATH=.*a-file\/x\.db/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('the creature-server command logs JSON, serves, and exits 0 on SIGTERM', async () => {
     const bin = join(import.meta.dirname, '..', 'bin', 'creature-server.ts');
     const child = spawn(process.execPath, [bin], {
