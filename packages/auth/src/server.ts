@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { adminApi } from './admin/index.ts';
+import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
 import { CredentialValidator } from './credentials.ts';
 import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
@@ -197,7 +197,12 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
   });
   await keys.init();
   const adminBasePath = options.adminBasePath ?? '/auth-admin';
-  const app = Fastify({ logger: options.logger ?? false, trustProxy: false });
+  // maxParamLength and frameworkErrors as the administration API needs them (long ids, spec error body).
+  const app = Fastify({
+    logger: options.logger ?? false,
+    trustProxy: false,
+    ...adminServerOptions(adminBasePath),
+  });
   await app.register(oauthServer, { config, store, keys, credentials, hasher, now });
   const tokenVerifier = new IssuerTokenVerifier(config, keys, now);
   const authorization = new AuthorizationService({ store, tokenVerifier, now });
