@@ -11,7 +11,13 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { createEngine, type EngineBoxSpec, makeBusyboxRootfs, type OciEngine } from '../src/engine/index.ts';
 import { BoxError } from '../src/errors.ts';
-import { BoxNetworking, LocalNetworkHandle, type PortRequest, parseAllowNet } from '../src/network/index.ts';
+import {
+  BoxNetworking,
+  LocalNetworkHandle,
+  type PortRequest,
+  parseAllowNet,
+  type SecretRule,
+} from '../src/network/index.ts';
 
 const tmp = mkdtempSync('/tmp/net-test-');
 const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
@@ -23,7 +29,12 @@ let seq = 0;
 const started: { id: string; boxDir: string }[] = [];
 
 async function startBox(
-  options: { mode?: 'enabled' | 'disabled'; allowNet?: string[]; ports?: PortRequest[] } = {},
+  options: {
+    mode?: 'enabled' | 'disabled';
+    allowNet?: string[];
+    ports?: PortRequest[];
+    secrets?: SecretRule[];
+  } = {},
 ): Promise<string> {
   const id = `net${process.pid}x${++seq}`;
   const boxDir = join(tmp, 'boxes', id);
@@ -43,7 +54,7 @@ async function startBox(
     network: { mode: options.mode ?? 'enabled', allowNet: options.allowNet ?? [] },
     detach: true,
   };
-  net.prepare(id, { ports: options.ports ?? [], secrets: [], detach: true });
+  net.prepare(id, { ports: options.ports ?? [], secrets: options.secrets ?? [], detach: true });
   started.push({ id, boxDir });
   await engine.start(spec);
   return id;
@@ -136,6 +147,25 @@ describe('allowNet', () => {
       const { out } = await sh(id, httpGet('10.0.2.2', hostPort, `/${rule}`));
       assert.match(out, new RegExp(`host says hi to /${rule.replace('.', '\\.')}`));
     }
+  });
+
+  test('full access with secrets: the host loopback stays closed by name, by IP and through the proxy', async () => {
+    const secrets = [{ name: 'K', value: 'real-value', hosts: [], placeholder: '<SECRET:K>' }];
+    const id = await startBox({ secrets });
+    const byName = await sh(id, httpGet('host.sandbox.internal', hostPort));
+    assert.doesNotMatch(byName.out, /host says hi/);
+    assert.match(byName.out, /refused/i);
+    const viaProxy = await sh(
+      id,
+      `printf 'CONNECT host.sandbox.internal:${hostPort} HTTP/1.1\\r\\n\\r\\n' | nc -w 5 10.0.2.2 3128`,
+    );
+    assert.match(viaProxy.out, /403/);
+    const plain = await sh(
+      id,
+      `printf 'GET http://127.0.0.1:${hostPort}/ HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n' | nc -w 5 10.0.2.2 3128`,
+    );
+    assert.match(plain.out, /403/);
+    assert.doesNotMatch(plain.out, /host says hi/);
   });
 
   test('bad rules are rejected naming the entry', () => {

@@ -221,6 +221,8 @@ export class BoxNetworking {
     const live: Live = { bound: new Set() };
     this.#live.set(ctx.id, live);
     const bind = async (addresses: string[]) => {
+      // An open policy needs no per-address rule (and must not open the host loopback by name).
+      if (policy.open) return;
       const fresh = addresses.filter((a) => !live.bound.has(a));
       for (const address of fresh) {
         await inNetns(ctx.pid, 'iptables', ['-w', '-A', 'SANDBOX_ALLOW', '-d', address, '-j', 'ACCEPT']);
