@@ -25,6 +25,7 @@ export const DEBIAN_PACKAGES = [
   'iproute2',
   'attr',
   'iptables',
+  'nftables',
   'socat',
   'catatonit',
   'e2fsprogs',

@@ -4,7 +4,7 @@
  *
  * - `disabled`: nothing is added; the box has only `lo`.
  * - `enabled`: slirp4netns gives it `eth0` (10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3) and
- *   user-mode outbound TCP/UDP through the host. An iptables ruleset in the box's namespace (the box
+ *   user-mode outbound TCP/UDP through the host. An nftables ruleset in the box's namespace (the box
  *   lacks `CAP_NET_ADMIN` unless it is added) rejects the host loopback (10.0.2.2 → host 127.0.0.1)
  *   unless `allowNet` lists it, and with a non-empty `allowNet` every destination not listed. Rejects
  *   are immediate (TCP reset, ICMP port unreachable): nothing hangs.
@@ -27,7 +27,7 @@ import type { EngineNetworkContext } from '../engine/engine.ts';
 import { BoxError } from '../errors.ts';
 import type { JsPublishedPort } from '../types.ts';
 import { type DnsServer, startDnsServer } from './dns.ts';
-import { addHostForward, inNetns, loadIptables, SLIRP_DNS_IP, startSlirp } from './netns.ts';
+import { addHostForward, inNetns, loadNftables, SLIRP_DNS_IP, startSlirp } from './netns.ts';
 import { type AllowPolicy, allowsHostLoopback, HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
 import { type SecretsProxy, startSecretsProxy } from './secrets.ts';
 
@@ -117,54 +117,54 @@ function alive(pid: number, name: string): boolean {
   }
 }
 
+/**
+ * The box's nftables ruleset (table `ip sandbox`, loaded into its namespace): loopback and established
+ * traffic pass; the DNS and proxy redirects; then the allow sets (`nets`: IP/CIDR rules, `hosts`:
+ * addresses admitted by the DNS resolver); everything else is rejected at once.
+ */
 function firewallRules(
   policy: AllowPolicy,
   dnsPort: number | undefined,
   proxyPort: number | undefined,
 ): string {
-  const nat = [
-    '*nat',
-    ':PREROUTING ACCEPT [0:0]',
-    ':INPUT ACCEPT [0:0]',
-    ':OUTPUT ACCEPT [0:0]',
-    ':POSTROUTING ACCEPT [0:0]',
-  ];
-  const filter = [
-    '*filter',
-    ':INPUT ACCEPT [0:0]',
-    ':FORWARD ACCEPT [0:0]',
-    ':OUTPUT ACCEPT [0:0]',
-    ':SANDBOX_ALLOW - [0:0]',
-  ];
-  filter.push('-A OUTPUT -o lo -j ACCEPT', '-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT');
+  const output = ['oifname "lo" accept', 'ct state established,related accept'];
+  const nat: string[] = [];
   if (dnsPort !== undefined) {
-    nat.push(
-      `-A OUTPUT -d ${SLIRP_DNS_IP}/32 -p udp --dport 53 -j DNAT --to-destination ${HOST_LOOPBACK_IP}:${dnsPort}`,
-    );
-    filter.push(`-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -p udp --dport ${dnsPort} -j ACCEPT`);
+    nat.push(`ip daddr ${SLIRP_DNS_IP} udp dport 53 dnat to ${HOST_LOOPBACK_IP}:${dnsPort}`);
+    output.push(`ip daddr ${HOST_LOOPBACK_IP} udp dport ${dnsPort} accept`);
   } else {
-    filter.push(`-A OUTPUT -d ${SLIRP_DNS_IP}/32 -p udp --dport 53 -j ACCEPT`);
-    filter.push(`-A OUTPUT -d ${SLIRP_DNS_IP}/32 -p tcp --dport 53 -j ACCEPT`);
+    output.push(`ip daddr ${SLIRP_DNS_IP} meta l4proto { tcp, udp } th dport 53 accept`);
   }
   if (proxyPort !== undefined) {
     nat.push(
-      `-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -p tcp --dport ${PROXY_GUEST_PORT} -j DNAT --to-destination ${HOST_LOOPBACK_IP}:${proxyPort}`,
+      `ip daddr ${HOST_LOOPBACK_IP} tcp dport ${PROXY_GUEST_PORT} dnat to ${HOST_LOOPBACK_IP}:${proxyPort}`,
     );
-    filter.push(`-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -p tcp --dport ${proxyPort} -j ACCEPT`);
+    output.push(`ip daddr ${HOST_LOOPBACK_IP} tcp dport ${proxyPort} accept`);
   }
-  filter.push('-A OUTPUT -j SANDBOX_ALLOW');
-  if (allowsHostLoopback(policy)) filter.push(`-A SANDBOX_ALLOW -d ${HOST_LOOPBACK_IP}/32 -j ACCEPT`);
-  for (const cidr of policy.cidrs)
-    if (!cidr.includes(':')) filter.push(`-A SANDBOX_ALLOW -d ${cidr} -j ACCEPT`);
+  const nets = policy.cidrs.filter((c) => !c.includes(':'));
+  if (allowsHostLoopback(policy)) nets.push(HOST_LOOPBACK_IP);
+  output.push('ip daddr @nets accept', 'ip daddr @hosts accept');
   if (policy.open) {
-    filter.push(`-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -p tcp -j REJECT --reject-with tcp-reset`);
-    filter.push(`-A OUTPUT -d ${HOST_LOOPBACK_IP}/32 -j REJECT --reject-with icmp-port-unreachable`);
-    filter.push('-A OUTPUT -j ACCEPT');
+    output.push(`ip daddr ${HOST_LOOPBACK_IP} meta l4proto tcp reject with tcp reset`);
+    output.push(`ip daddr ${HOST_LOOPBACK_IP} reject with icmp type port-unreachable`);
   } else {
-    filter.push('-A OUTPUT -p tcp -j REJECT --reject-with tcp-reset');
-    filter.push('-A OUTPUT -j REJECT --reject-with icmp-port-unreachable');
+    output.push('meta l4proto tcp reject with tcp reset', 'reject with icmp type port-unreachable');
   }
-  return `${[...nat, 'COMMIT', ...filter, 'COMMIT'].join('\n')}\n`;
+  return [
+    'table ip sandbox {',
+    `  set nets { type ipv4_addr; flags interval; auto-merge;${nets.length ? ` elements = { ${nets.join(', ')} };` : ''} }`,
+    '  set hosts { type ipv4_addr; }',
+    '  chain output {',
+    '    type filter hook output priority 0; policy accept;',
+    ...output.map((r) => `    ${r}`),
+    '  }',
+    '  chain nat_output {',
+    '    type nat hook output priority -100; policy accept;',
+    ...nat.map((r) => `    ${r}`),
+    '  }',
+    '}',
+    '',
+  ].join('\n');
 }
 
 /**
@@ -225,8 +225,17 @@ export class BoxNetworking {
       if (policy.open) return;
       const fresh = addresses.filter((a) => !live.bound.has(a));
       for (const address of fresh) {
-        await inNetns(ctx.pid, 'iptables', ['-w', '-A', 'SANDBOX_ALLOW', '-d', address, '-j', 'ACCEPT']);
         live.bound.add(address);
+      }
+      if (fresh.length > 0) {
+        await inNetns(ctx.pid, 'nft', [
+          'add',
+          'element',
+          'ip',
+          'sandbox',
+          'hosts',
+          `{ ${fresh.join(', ')} }`,
+        ]);
       }
     };
     const ownDns = !policy.open || config.secrets.length > 0;
@@ -234,16 +243,22 @@ export class BoxNetworking {
     if (config.secrets.length > 0) {
       live.proxy = await startSecretsProxy({ policy, secrets: config.secrets });
     }
-    const slirpPid = await startSlirp({
-      pid: ctx.pid,
-      apiSocket: this.#file(ctx.id, 'sock'),
-      logFile: this.#file(ctx.id, 'log'),
-      disableHostLoopback: !ownDns && !allowsHostLoopback(policy),
-      exitWithParent: !config.detach,
-    });
-    const persisted: Persisted = { slirpPid, published: [] };
+    // slirp4netns and the firewall are independent: set both up at once (the box sends nothing before
+    // start() resolves), then record slirp4netns before reporting any failure, so teardown finds it.
+    const [slirp, firewall] = await Promise.allSettled([
+      startSlirp({
+        pid: ctx.pid,
+        apiSocket: this.#file(ctx.id, 'sock'),
+        logFile: this.#file(ctx.id, 'log'),
+        disableHostLoopback: !ownDns && !allowsHostLoopback(policy),
+        exitWithParent: !config.detach,
+      }),
+      loadNftables(ctx.pid, firewallRules(policy, live.dns?.port, live.proxy?.port)),
+    ]);
+    const persisted: Persisted = { slirpPid: slirp.status === 'fulfilled' ? slirp.value : 0, published: [] };
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
-    await loadIptables(ctx.pid, firewallRules(policy, live.dns?.port, live.proxy?.port));
+    if (slirp.status === 'rejected') throw slirp.reason;
+    if (firewall.status === 'rejected') throw firewall.reason;
     this.#writeEtc(ctx.boxDir, live.proxy?.caPem);
     persisted.published = await this.#publish(ctx.id, config.ports);
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));

@@ -1,6 +1,6 @@
 /**
  * Host-side helpers acting in a box's network namespace (`/proc/<pid>/ns/net`): running a program
- * inside it with `nsenter`, loading iptables rules, and slirp4netns (user-mode networking) with its
+ * inside it with `nsenter`, loading nftables rules, and slirp4netns (user-mode networking) with its
  * API socket for host port forwards. Root only (the engine runs as root).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -36,9 +36,9 @@ export function inNetns(pid: number, cmd: string, args: string[], input?: string
   });
 }
 
-/** Loads an `iptables-restore` ruleset (IPv4) into the namespace of `pid`. */
-export async function loadIptables(pid: number, rules: string): Promise<void> {
-  await inNetns(pid, 'iptables-restore', ['--wait'], rules);
+/** Loads an nftables ruleset (`nft -f -` syntax) into the namespace of `pid`. */
+export async function loadNftables(pid: number, rules: string): Promise<void> {
+  await inNetns(pid, 'nft', ['-f', '-'], rules);
 }
 
 /** Options of `startSlirp`. */
