@@ -9,7 +9,7 @@
  * Other allowed destinations are tunnelled unchanged. Real values are never logged or returned.
  * `allowNet` is enforced here too: unlisted destinations get `403`.
  */
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { generateKeyPair, type KeyObject, randomBytes } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import {
   request as httpRequest,
@@ -22,6 +22,7 @@ import {
 import { request as httpsRequest } from 'node:https';
 import { connect, isIP, type Socket } from 'node:net';
 import { createSecureContext, type SecureContext, TLSSocket } from 'node:tls';
+import { promisify } from 'node:util';
 import forge from 'node-forge';
 import {
   type AllowPolicy,
@@ -59,6 +60,15 @@ interface Target {
   tls: boolean;
 }
 
+interface RsaPair {
+  publicKey: KeyObject;
+  privateKey: KeyObject;
+}
+const generateRsa = promisify(generateKeyPair) as (
+  type: 'rsa',
+  options: { modulusLength: number },
+) => Promise<RsaPair>;
+
 /** The box's certificate authority: a key pair and self-signed certificate, issuing leaf certificates. */
 class BoxCa {
   readonly #key: forge.pki.rsa.PrivateKey;
@@ -68,8 +78,14 @@ class BoxCa {
   readonly #contexts = new Map<string, SecureContext>();
   readonly pem: string;
 
-  constructor(boxLabel: string) {
-    const ca = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  /** Generates the CA and leaf key pairs in parallel (off the event loop), then the CA certificate. */
+  static async create(boxLabel: string): Promise<BoxCa> {
+    const rsa = () => generateRsa('rsa', { modulusLength: 2048 });
+    const [ca, leaf] = await Promise.all([rsa(), rsa()]);
+    return new BoxCa(boxLabel, ca, leaf);
+  }
+
+  private constructor(boxLabel: string, ca: RsaPair, leaf: RsaPair) {
     this.#key = forge.pki.privateKeyFromPem(
       ca.privateKey.export({ type: 'pkcs1', format: 'pem' }).toString(),
     );
@@ -94,7 +110,6 @@ class BoxCa {
     cert.sign(this.#key, forge.md.sha256.create());
     this.#cert = cert;
     this.pem = forge.pki.certificateToPem(cert);
-    const leaf = generateKeyPairSync('rsa', { modulusLength: 2048 });
     this.#leafKeyPem = leaf.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
     this.#leafPublic = forge.pki.publicKeyFromPem(
       leaf.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
@@ -166,7 +181,7 @@ export async function startSecretsProxy(options: {
 }): Promise<SecretsProxy> {
   const { policy } = options;
   const secrets = options.secrets.map((s) => ({ ...s }));
-  const ca = new BoxCa(options.label ?? randomBytes(4).toString('hex'));
+  const ca = await BoxCa.create(options.label ?? randomBytes(4).toString('hex'));
   const targets = new WeakMap<Socket, Target>();
 
   const secretsFor = (host: string) =>
