@@ -79,7 +79,7 @@ export const ADMIN_MAX_PARAM_LENGTH = 256;
 /**
  * Server-level Fastify options the administration API needs, to spread into `Fastify({...})` of the server
  * that registers {@link adminApi} (plugins cannot set them):
- * - `maxParamLength` {@link ADMIN_MAX_PARAM_LENGTH}: client ids (128) and permission codes (256) in paths
+ * - `routerOptions.maxParamLength` {@link ADMIN_MAX_PARAM_LENGTH}: client ids (128) and permission codes (256) in paths
  *   (Fastify's default, 100, would answer 414 for valid long ones);
  * - `frameworkErrors`: a malformed URL (bad percent-encoding) or an over-long parameter under
  *   `{basePath}/api` is answered with the spec's `{ "error": "message" }` body (400 / 414) instead of Fastify's
@@ -88,10 +88,10 @@ export const ADMIN_MAX_PARAM_LENGTH = 256;
 export function adminServerOptions(
   basePath?: string,
   next?: FastifyServerOptions['frameworkErrors'],
-): Pick<FastifyServerOptions, 'maxParamLength' | 'frameworkErrors'> {
+): Pick<FastifyServerOptions, 'routerOptions' | 'frameworkErrors'> {
   const prefix = `${normalizeBasePath(basePath)}/api`;
   return {
-    maxParamLength: ADMIN_MAX_PARAM_LENGTH,
+    routerOptions: { maxParamLength: ADMIN_MAX_PARAM_LENGTH },
     frameworkErrors(error, request, reply) {
       const url = request.raw.url ?? '';
       const status = error.statusCode ?? 400;
