@@ -5,6 +5,7 @@
  * test server listens on the host's loopback with a certificate of a test CA.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer as httpsServer, type Server } from 'node:https';
@@ -15,7 +16,51 @@ import forge from 'node-forge';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError } from '../src/errors.ts';
 import type { JsRuntime } from '../src/runtime/runtime.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
+import {
+  BUSYBOX,
+  cleanupAll,
+  ensureRegistry,
+  REGISTRIES,
+  run,
+  tempHome,
+  testRuntime,
+} from './runtime-helpers.ts';
+
+/** Runs `body` in a child Node process with `runtime` on `homeDir`; resolves its stdout (after `READY`) and a kill. */
+function child(homeDir: string, body: string): { ready: Promise<string>; kill: () => Promise<void> } {
+  const runtimeModule = join(import.meta.dirname, '..', 'src', 'runtime', 'runtime.ts');
+  const source = `
+    import { JsRuntime } from ${JSON.stringify(runtimeModule)};
+    const runtime = new JsRuntime({ homeDir: ${JSON.stringify(homeDir)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
+    ${body}`;
+  const proc = spawn(process.execPath, ['--input-type=module', '-e', source], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  const exited = new Promise((resolve) => proc.on('exit', resolve));
+  const ready = new Promise<string>((resolve, reject) => {
+    proc.stdout.on('data', (c) => {
+      out += c;
+      if (out.includes('READY')) resolve(out.replace('READY', '').trim());
+    });
+    proc.on('exit', () => reject(new Error(`child exited before READY: ${out}`)));
+  });
+  return {
+    ready,
+    kill: async () => {
+      proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+function processGone(pid: number): boolean {
+  try {
+    return !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('slirp4netns');
+  } catch {
+    return true;
+  }
+}
 
 let runtime: JsRuntime;
 let home = '';
@@ -66,6 +111,43 @@ describe('ports and info()', () => {
       (e: BoxError) => e.field === 'ports[0].protocol',
     );
     assert.deepEqual(readdirSync(join(home, 'boxes')), []);
+  });
+});
+
+describe('across processes', () => {
+  test('a detached box keeps its published port after its creator is killed; a non-detached one loses it', async () => {
+    const procHome = tempHome('sandbox-netp-');
+    const body = (detach: boolean) => `
+      const box = await runtime.create({ image: '${BUSYBOX}', detach: ${detach}, ports: [{ guestPort: 8080, hostIp: '127.0.0.1' }] });
+      const ex = await box.exec('sh', ['-c', 'mkdir /w && echo ${detach ? 'kept' : 'gone'} > /w/index.html && httpd -p 8080 -h /w']);
+      await ex.wait();
+      const info = await box.info();
+      process.stdout.write(JSON.stringify({ id: box.id, port: info.network.publishedPorts[0].hostPort }) + 'READY');
+      setInterval(() => {}, 1000);`;
+    const netDir = join(procHome, 'engine', 'net');
+    for (const detach of [true, false]) {
+      const proc = child(procHome, body(detach));
+      const { id, port } = JSON.parse(await proc.ready) as { id: string; port: number };
+      const slirpPid = (JSON.parse(readFileSync(join(netDir, `${id}.json`), 'utf8')) as { slirpPid: number })
+        .slirpPid;
+      assert.equal(await (await fetch(`http://127.0.0.1:${port}/`)).text(), `${detach ? 'kept' : 'gone'}\n`);
+      await proc.kill();
+      if (detach) {
+        assert.equal(await (await fetch(`http://127.0.0.1:${port}/`)).text(), 'kept\n');
+        assert.equal(processGone(slirpPid), false);
+      } else {
+        for (let i = 0; i < 200 && !processGone(slirpPid); i++) await new Promise((r) => setTimeout(r, 25));
+        assert.equal(processGone(slirpPid), true, 'slirp4netns exits with the parent of a non-detached box');
+        await assert.rejects(fetch(`http://127.0.0.1:${port}/`));
+      }
+      // Another process's runtime tears the box down, slirp4netns and its state included.
+      await testRuntime(procHome).remove(id, true);
+      assert.equal(processGone(slirpPid), true);
+      assert.deepEqual(
+        readdirSync(netDir).filter((f) => f.startsWith(id)),
+        [],
+      );
+    }
   });
 });
 
