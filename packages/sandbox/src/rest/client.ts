@@ -19,35 +19,19 @@ import type { RuntimeContext } from '../runtime/context.ts';
 import { JsExecution } from '../runtime/execution.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { BoxRecord, VolumeRecord } from '../runtime/state.ts';
-import type { JsBoxInfo, JsBoxMetrics, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
+import type {
+  JsBoxInfo,
+  JsBoxMetrics,
+  JsBoxOptions,
+  JsBoxTunnel,
+  JsNetworkHandle,
+  JsRuntimeMetrics,
+  JsTunnelConnection,
+  TunnelForwarder,
+  TunnelListen,
+} from '../types.ts';
 import { RemoteProcess } from './process.ts';
 import { boxErrorOf, toCamel, toSnake } from './wire.ts';
-
-// Tunnel shapes of spec 002 "Network tunnels" (structurally the same as the networking work's types).
-/** A byte connection through a tunnel: `read(maxBytes)` (empty Buffer at the end), `write`, `close`. */
-export interface JsTunnelConnection {
-  read(maxBytes?: number): Promise<Buffer>;
-  write(data: Buffer | Uint8Array | string): Promise<void>;
-  close(): Promise<void>;
-}
-/** Where a forwarder listens: TCP (`host` default `127.0.0.1`, `port` 0 = ephemeral) or a unix socket. */
-export type TunnelListen = { type: 'tcp'; host?: string; port: number } | { type: 'unix'; path: string };
-/** A listener opening a fresh tunnel per client: `localAddr()`, `wait()`, repeatable `close()`. */
-export interface TunnelForwarder {
-  localAddr(): string;
-  wait(): Promise<void>;
-  close(): Promise<void>;
-}
-/** A prepared one-shot tunnel: consume it once with `connect()` or `forward(listen)`. */
-export interface JsBoxTunnel {
-  uri(): string | null;
-  connect(): Promise<JsTunnelConnection>;
-  forward(listen: TunnelListen): Promise<TunnelForwarder>;
-}
-/** `box.network`: `tunnel(port)` prepares a tunnel to a box TCP port (1–65535). */
-export interface JsNetworkHandle {
-  tunnel(port: number): Promise<JsBoxTunnel>;
-}
 
 /** Where the REST runtime is and how to authenticate (fields of `JsOptions` for a remote runtime). */
 export interface RestRuntimeOptions {
@@ -164,7 +148,7 @@ export class RestExecution extends JsExecution {
   }
 
   /** Sends a signal (`SIGTERM`, `SIGINT`, …) to the command. @throws BoxError for an unknown signal. */
-  signal(signal: NodeJS.Signals): Promise<void> {
+  override signal(signal: NodeJS.Signals): Promise<void> {
     return this.#process.kill(signal);
   }
 
@@ -177,18 +161,18 @@ export class RestExecution extends JsExecution {
 /** A box of a REST runtime (spec 002 `JsBox`): every call goes to the server. */
 export class RestBox extends JsBox {
   readonly #conn: Connection;
-  readonly #network: JsNetworkHandle;
 
   /** @internal Use `JsRuntime.create` or `get` of a REST runtime. */
   constructor(conn: Connection, info: JsBoxInfo) {
     super(NO_CONTEXT, { id: info.id, name: info.name ?? null } as BoxRecord, null);
     this.#conn = conn;
-    this.#network = new RestNetworkHandle(conn, info.id);
-  }
-
-  /** Tunnels to box ports through the server (spec 002 "Network tunnels"). */
-  get network(): JsNetworkHandle {
-    return this.#network;
+    // `box.network` (spec 002 "Network tunnels"): tunnels prepared on the server, consumed with CONNECT.
+    // Defined on the instance so that it replaces the local handle whatever form the base class gives it.
+    Object.defineProperty(this, 'network', {
+      value: new RestNetworkHandle(conn, info.id),
+      enumerable: true,
+      writable: false,
+    });
   }
 
   /** The server's current record of the box (spec 002 REST rule). @throws BoxError when it was removed. */

@@ -14,12 +14,12 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { ulid } from 'ulid';
 import { WebSocketServer } from 'ws';
 import { BoxError } from '../errors.ts';
+import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { JsRuntime } from '../runtime/runtime.ts';
-import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
+import type { JsBoxInfo, JsBoxOptions, JsNetworkHandle } from '../types.ts';
 import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
-import type { JsNetworkHandle } from './client.ts';
 import { openApiDocument } from './openapi.ts';
 import { DEFAULT_BACKLOG_BYTES, ExecSession, normalizeSignal } from './sessions.ts';
 import { HttpError, httpErrorOf, Permission, toCamel, toSnake } from './wire.ts';
@@ -643,9 +643,13 @@ export class RestServer {
         'no such tunnel (tunnels are one-shot and expire after 60 s)',
       );
     const box = await this.#box(tunnel.boxId);
-    const network = (box as JsBox & { network?: JsNetworkHandle }).network;
-    if (!network)
-      throw new HttpError(501, 'sandbox_error', 'not_supported', 'this runtime has no box tunnels');
+    const network =
+      (box as JsBox & { network?: JsNetworkHandle }).network ??
+      new LocalNetworkHandle(async () => {
+        const info = await box.info();
+        if (!info.state.running || !info.state.pid) throw new BoxError(`box ${box.id} is not running`);
+        return info.state.pid;
+      });
     let connection: Awaited<ReturnType<Awaited<ReturnType<JsNetworkHandle['tunnel']>>['connect']>>;
     try {
       connection = await (await network.tunnel(tunnel.port)).connect();

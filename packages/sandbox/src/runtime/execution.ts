@@ -281,6 +281,11 @@ export class JsExecution {
     await this.#process.kill('SIGKILL');
   }
 
+  /** Sends `signal` (e.g. `SIGTERM`, `SIGINT`) to the command; used by the REST runtime's `signal`. */
+  async signal(signal: NodeJS.Signals): Promise<void> {
+    await this.#process.kill(signal);
+  }
+
   /**
    * Resizes the command's pseudo-terminal to `cols` × `rows` character cells (the command gets SIGWINCH).
    * Not in the spec's table; used by `InteractiveBox`. Terminals start at 80 × 24.

@@ -1,0 +1,471 @@
+/**
+ * What only the REST runtime has (issue 10): the spec's REST rules (rejection 4 and port publication
+ * refused before any request leaves, `startedAt`/`publishedPorts` from the server record), the wire
+ * format (snake_case, error bodies, OpenAPI), authentication (API key, JWT permissions, loopback only),
+ * the exec WebSocket (dropped connection mid-exec, one client at a time, bounded backlog), 20 concurrent
+ * executions through one server, and tunnels over HTTP CONNECT.
+ */
+import assert from 'node:assert/strict';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { WebSocket } from 'ws';
+import { SimpleBox } from '../src/boxes/simple.ts';
+import { BoxError } from '../src/errors.ts';
+import type { RestExecution } from '../src/rest/client.ts';
+import { RestServer, startRestServer } from '../src/rest/server.ts';
+import type { JsBox } from '../src/runtime/box.ts';
+import { JsRuntime } from '../src/runtime/runtime.ts';
+import type { JsNetworkHandle } from '../src/types.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+const API_KEY = 'test-key-0123456789abcdef';
+
+/** Raw JSON request against the server; returns status, headers and the parsed body. */
+async function raw(
+  url: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+  // biome-ignore lint/suspicious/noExplicitAny: response bodies are inspected field by field
+): Promise<{ status: number; body: any; headers: Headers }> {
+  const response = await fetch(url + path, {
+    method,
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
+}
+
+interface Frames {
+  binary: Buffer[];
+  text: { type: string; [key: string]: unknown }[];
+}
+
+/**
+ * Opens a raw attach WebSocket, collecting its frames from the first one; resolves with the HTTP status of a
+ * refused upgrade, or the socket and a promise of every frame until it closes.
+ */
+function attach(
+  url: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<number | { socket: WebSocket; frames: Promise<Frames> }> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(`${url.replace(/^http/, 'ws')}${path}`, { headers });
+    const collected: Frames = { binary: [], text: [] };
+    socket.on('message', (data: Buffer, isBinary) => {
+      if (isBinary) collected.binary.push(data);
+      else collected.text.push(JSON.parse(data.toString()));
+    });
+    const frames = new Promise<Frames>((done) => socket.once('close', () => done(collected)));
+    socket.once('open', () => resolve({ socket, frames }));
+    socket.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+    socket.once('error', reject);
+  });
+}
+
+async function waitExited(
+  url: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ exit_code: number }> {
+  for (;;) {
+    const status = await raw(url, 'GET', path, undefined, headers);
+    if (status.body.status === 'exited') return status.body;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+let home: string;
+let local: JsRuntime;
+let server: RestServer;
+let rest: JsRuntime;
+let box: JsBox;
+
+before(async () => {
+  ensureRegistry();
+  home = tempHome('sandbox-rest-srv-');
+  local = testRuntime(home);
+  server = await startRestServer({ runtime: local, port: 0, backlogBytes: 1000 });
+  rest = new JsRuntime({ url: server.url });
+  box = await rest.create({ image: BUSYBOX }, 'rest-main');
+});
+
+after(async () => {
+  await server.close();
+  await cleanupAll();
+});
+
+describe('REST rules of spec 002', () => {
+  it('refuses host bind mounts, rootfsPath and port publication before any request leaves', async () => {
+    let requests = 0;
+    const counter = createServer((_req, res) => {
+      requests++;
+      res.end('{}');
+    });
+    await new Promise<void>((resolve) => counter.listen(0, '127.0.0.1', resolve));
+    const runtime = new JsRuntime({ url: `http://127.0.0.1:${(counter.address() as AddressInfo).port}` });
+    const cases: [unknown, string][] = [
+      [{ image: BUSYBOX, volumes: [{ hostPath: '/etc', guestPath: '/host' }] }, 'volumes[0].hostPath'],
+      [{ rootfsPath: '/srv/rootfs' }, 'rootfsPath'],
+      [{ image: BUSYBOX, ports: [{ guestPort: 80 }] }, 'ports'],
+    ];
+    for (const [options, field] of cases) {
+      await assert.rejects(
+        runtime.create(options as never),
+        (error: unknown) =>
+          error instanceof BoxError && error.field === field && /REST runtime/.test(error.message),
+        field,
+      );
+    }
+    assert.equal(requests, 0);
+    counter.close();
+    // The server refuses them too (a client that skips the SDK), with the field named.
+    const hostBind = await raw(server.url, 'POST', '/v1/boxes', {
+      image: BUSYBOX,
+      volumes: [{ host_path: '/etc', guest_path: '/host' }],
+    });
+    assert.equal(hostBind.status, 400);
+    assert.equal(hostBind.body.error.field, 'volumes[0].hostPath');
+    const ports = await raw(server.url, 'POST', '/v1/boxes', { image: BUSYBOX, ports: [{ guest_port: 80 }] });
+    assert.equal(ports.status, 400);
+    assert.equal(ports.body.error.field, 'ports');
+  });
+
+  it('startedAt and publishedPorts come from the current server record', async () => {
+    const info = await box.info();
+    assert.match(info.startedAt!, RFC3339);
+    assert.deepEqual(info.network?.publishedPorts, []);
+    // A box the server did not create (made by a local runtime on the same homeDir): publications unknown.
+    const other = await local.create({ image: BUSYBOX }, 'rest-local-made');
+    const seen = await rest.getInfo('rest-local-made');
+    assert.equal(seen?.network?.publishedPorts, null);
+    assert.equal(seen?.startedAt, (await other.info()).startedAt);
+    await other.stop();
+    const stopped = await rest.getInfo('rest-local-made');
+    assert.equal(stopped?.state.running, false);
+    await rest.remove('rest-local-made');
+  });
+
+  it('SimpleBox accepts a REST runtime; images are managed by the server', async () => {
+    await using simple = new SimpleBox({ image: BUSYBOX, runtime: rest });
+    assert.equal((await simple.exec('echo', 'over rest')).stdout, 'over rest\n');
+    await assert.rejects(rest.images.list(), /REST runtime server/);
+    assert.throws(
+      () => new JsRuntime({ url: 'ftp://x' }),
+      (e: unknown) => e instanceof BoxError && e.field === 'url',
+    );
+  });
+});
+
+describe('wire format', () => {
+  it('snake_case JSON, error bodies with message/type/code, no 500 for client mistakes, OpenAPI', async () => {
+    const info = await raw(server.url, 'GET', '/v1/boxes/rest-main');
+    assert.equal(info.status, 200);
+    assert.equal(info.body.memory_mib, 512);
+    assert.ok('created_at' in info.body && 'published_ports' in info.body.network);
+    const missing = await raw(server.url, 'GET', '/v1/boxes/no-such-box');
+    assert.equal(missing.status, 404);
+    assert.deepEqual(Object.keys(missing.body.error).sort(), ['code', 'message', 'type']);
+    assert.match(missing.body.error.message, /no-such-box/);
+    const cases: [string, string, unknown, number, string?][] = [
+      ['POST', '/v1/boxes', '{not json', 400],
+      ['POST', '/v1/boxes', { image: BUSYBOX, colour: 'red' }, 400, 'colour'],
+      ['POST', '/v1/boxes', { image: BUSYBOX, memory_mib: 'lots' }, 400, 'memoryMib'],
+      ['POST', '/v1/boxes/rest-main/executions', { cmd: '' }, 400, 'cmd'],
+      ['POST', '/v1/boxes/rest-main/executions', { cmd: 'true', tty: 'yes' }, 400, 'tty'],
+      ['DELETE', '/v1/boxes/rest-main?force=maybe', undefined, 400, 'force'],
+      ['DELETE', '/v1/boxes/rest-main', undefined, 409],
+      ['POST', '/v1/boxes/rest-main/tunnels', { port: 70000 }, 400, 'port'],
+      ['GET', '/v1/boxes/rest-main/executions/01ARZ3NDEKTSV4RRFFQ69G5FAV', undefined, 404],
+      ['GET', '/v1/nothing-here', undefined, 404],
+    ];
+    for (const [method, path, body, status, field] of cases) {
+      const r = await raw(server.url, method, path, body);
+      assert.equal(r.status, status, `${method} ${path}`);
+      assert.equal(typeof r.body.error.message, 'string');
+      assert.equal(typeof r.body.error.type, 'string');
+      assert.equal(typeof r.body.error.code, 'string');
+      if (field) assert.equal(r.body.error.field, field, `${method} ${path}`);
+    }
+    const doc = await raw(server.url, 'GET', '/v1/openapi.json');
+    assert.equal(doc.body.openapi, '3.1.0');
+    for (const path of [
+      '/v1/boxes',
+      '/v1/boxes/{box}/executions/{execution}/attach',
+      '/v1/volumes/{volume}',
+      '/v1/boxes/{box}/tunnels',
+    ]) {
+      assert.ok(doc.body.paths[path], path);
+    }
+  });
+});
+
+describe('exec WebSocket', { timeout: 60_000 }, () => {
+  it('a WebSocket dropped mid-exec reconnects and loses no output', async () => {
+    const execution = (await box.exec('sh', [
+      '-c',
+      'for i in $(seq 1 40); do echo line$i; echo err$i >&2; sleep 0.01; done',
+    ])) as RestExecution;
+    const stdout = await execution.stdout();
+    const lines: string[] = [];
+    for (let i = 0; i < 5; i++) lines.push((await stdout.next())!);
+    execution.transport.dropConnection();
+    for (let line = await stdout.next(); line !== null; line = await stdout.next()) lines.push(line);
+    assert.deepEqual(
+      lines,
+      Array.from({ length: 40 }, (_, i) => `line${i + 1}`),
+    );
+    assert.deepEqual(await execution.wait(), { exitCode: 0 });
+    const stderr = await execution.stderr();
+    let errors = 0;
+    while ((await stderr.next()) !== null) errors++;
+    assert.equal(errors, 40);
+  });
+
+  it('one attached client at a time: a second attach gets 409', async () => {
+    const execution = await box.exec('sleep', ['30']);
+    const id = await execution.id();
+    let status: Awaited<ReturnType<typeof attach>> = 0;
+    // The SDK's own socket may still be opening: a second client is refused once it is attached.
+    for (let i = 0; i < 50 && status !== 409; i++) {
+      status = await attach(server.url, `/v1/boxes/rest-main/executions/${id}/attach`);
+      if (typeof status !== 'number') {
+        status.socket.terminate();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+    assert.equal(status, 409);
+    await execution.kill();
+    assert.equal((await execution.wait()).exitCode, 137);
+  });
+
+  it('a client attaching late gets a bounded backlog and is told how much was dropped', async () => {
+    const started = await raw(server.url, 'POST', '/v1/boxes/rest-main/executions', {
+      cmd: 'sh',
+      args: ['-c', 'head -c 5000 /dev/zero | tr "\\0" a; echo; echo end'],
+    });
+    assert.equal(started.status, 201);
+    const path = `/v1/boxes/rest-main/executions/${started.body.id}`;
+    assert.equal((await waitExited(server.url, path)).exit_code, 0);
+    const attached = await attach(server.url, `${path}/attach?offset=0`);
+    assert.ok(typeof attached !== 'number');
+    const { binary, text } = await attached.frames;
+    assert.deepEqual(text[0], { type: 'backlog_truncated', dropped_bytes: 5005 - 1000 });
+    const payload = Buffer.concat(binary.map((frame) => frame.subarray(1)));
+    assert.equal(payload.length, 1000);
+    assert.ok(payload.toString().endsWith('aaa\nend\n'));
+    assert.ok(binary.every((frame) => frame[0] === 1));
+    assert.equal(text.at(-1)?.type, 'exit');
+    assert.equal(text.at(-1)?.exit_code, 0);
+  });
+
+  it('stdin, signals and EOF through raw frames', async () => {
+    const started = await raw(server.url, 'POST', '/v1/boxes/rest-main/executions', {
+      cmd: 'sh',
+      args: ['-c', 'trap "echo got-term; exit 7" TERM; cat; while true; do sleep 0.05; done'],
+    });
+    const path = `/v1/boxes/rest-main/executions/${started.body.id}`;
+    const attached = await attach(server.url, `${path}/attach`);
+    assert.ok(typeof attached !== 'number');
+    const { socket, frames } = attached;
+    socket.send(Buffer.concat([Buffer.of(0), Buffer.from('hello\n')]));
+    socket.send(JSON.stringify({ type: 'stdin_eof' }));
+    const bad = await raw(server.url, 'POST', `${path}/signal`, { signal: 'SIGNOPE' });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.error.field, 'signal');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.send(JSON.stringify({ type: 'signal', signal: 'TERM' }));
+    const { binary, text } = await frames;
+    const out = Buffer.concat(binary.map((frame) => frame.subarray(1))).toString();
+    assert.equal(out, 'hello\ngot-term\n');
+    assert.equal(text.at(-1)?.exit_code, 7);
+  });
+
+  it('20 concurrent executions through one server', async () => {
+    const before = await box.metrics();
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        run(box, 'sh', ['-c', `echo exec-${i}; echo err-${i} >&2; exit ${i % 3}`]),
+      ),
+    );
+    results.forEach((r, i) => {
+      assert.deepEqual(r, { exitCode: i % 3, stdout: `exec-${i}`, stderr: `err-${i}` });
+    });
+    const after = await box.metrics();
+    assert.equal(after.commandsExecutedTotal, before.commandsExecutedTotal + 20);
+    assert.equal(after.execErrorsTotal, before.execErrorsTotal + 13);
+  });
+});
+
+describe('tunnels over HTTP CONNECT', () => {
+  it('connect() and forward() reach a server in the box; tunnels are one-shot', async () => {
+    const web = await box.exec('sh', [
+      '-c',
+      'mkdir -p /www && echo hello-tunnel > /www/t.txt && exec httpd -f -p 8080 -h /www',
+    ]);
+    const network = (box as JsBox & { network: JsNetworkHandle }).network;
+    let body = '';
+    for (let attempt = 0; attempt < 50 && !body.includes('hello-tunnel'); attempt++) {
+      const tunnel = await network.tunnel(8080);
+      assert.match(tunnel.uri()!, /\/v1\/tunnels\/[0-9A-Z]{26}$/);
+      const connection = await tunnel.connect().catch(() => null);
+      await assert.rejects(tunnel.connect(), /one-shot/);
+      if (!connection) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        continue;
+      }
+      await connection.write('GET /t.txt HTTP/1.0\r\n\r\n');
+      // Read up to the body (the box side's EOF reaches a local tunnel only when its stream process ends).
+      body = '';
+      while (!body.includes('hello-tunnel')) {
+        const chunk = await connection.read();
+        if (chunk.length === 0) break;
+        body += chunk;
+      }
+      await connection.close();
+      await assert.rejects(connection.write('late'), /closed/);
+    }
+    assert.match(body, /200 OK[\s\S]*hello-tunnel/);
+    const forwarder = await (await network.tunnel(8080)).forward({ type: 'tcp', port: 0 });
+    for (let i = 0; i < 2; i++) {
+      const response = await fetch(`http://${forwarder.localAddr()}/t.txt`);
+      assert.equal(await response.text(), 'hello-tunnel\n');
+    }
+    await forwarder.close();
+    await forwarder.close();
+    const reused = await raw(server.url, 'POST', '/v1/boxes/rest-main/tunnels', { port: 8080 });
+    assert.equal(reused.status, 201);
+    await web.kill();
+  });
+});
+
+describe('authentication', () => {
+  let keyed: RestServer;
+
+  before(async () => {
+    keyed = await startRestServer({ runtime: local, port: 0, apiKey: API_KEY });
+  });
+  after(() => keyed.close());
+
+  it('API key: missing or wrong is 401 with WWW-Authenticate; the right one works (HTTP, WebSocket, CONNECT)', async () => {
+    const none = await raw(keyed.url, 'GET', '/v1/boxes');
+    assert.equal(none.status, 401);
+    assert.equal(none.body.error.type, 'authentication_error');
+    assert.match(none.headers.get('www-authenticate') ?? '', /^Bearer/);
+    const wrong = new JsRuntime({ url: keyed.url, apiKey: 'wrong-key' });
+    await assert.rejects(
+      wrong.listInfo(),
+      (e: unknown) => e instanceof BoxError && /invalid API key/.test(e.message),
+    );
+    const right = new JsRuntime({ url: keyed.url, apiKey: API_KEY });
+    assert.ok((await right.listInfo()).some((i) => i.name === 'rest-main'));
+    const execution = await (await right.get('rest-main'))!.exec('echo', ['keyed']);
+    assert.equal(await (await execution.stdout()).next(), 'keyed');
+    assert.equal(
+      await attach(keyed.url, `/v1/boxes/rest-main/executions/${await execution.id()}/attach`),
+      401,
+    );
+    const tunnel = await raw(
+      keyed.url,
+      'POST',
+      '/v1/boxes/rest-main/tunnels',
+      { port: 8080 },
+      { authorization: `Bearer ${API_KEY}` },
+    );
+    assert.equal(tunnel.status, 201);
+    const connectStatus = await new Promise<number>((resolve) => {
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port: new URL(keyed.url).port,
+        method: 'CONNECT',
+        path: tunnel.body.connect_path,
+      });
+      req.on('connect', (res, socket) => {
+        socket.destroy();
+        resolve(res.statusCode ?? 0);
+      });
+      req.end();
+    });
+    assert.equal(connectStatus, 401);
+    const doc = await raw(keyed.url, 'GET', '/v1/openapi.json');
+    assert.equal(doc.status, 200, 'the OpenAPI document is public');
+  });
+
+  it('refuses a non-loopback address without credentials', () => {
+    assert.throws(
+      () => new RestServer({ runtime: local, host: '0.0.0.0', port: 0 }),
+      /refusing to listen on 0\.0\.0\.0 without an API key/,
+    );
+    assert.throws(() => new RestServer({ runtime: local, apiKey: '' }), /apiKey/);
+  });
+
+  it('JWT access tokens of the auth service: verified via JWKS, permission codes enforced', async () => {
+    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
+    const jwks: Server = createServer((_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ keys: [jwk] }));
+    });
+    await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
+    const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
+    const tokenServer = await startRestServer({
+      runtime: local,
+      port: 0,
+      jwt: { jwksUrl, issuer: 'https://auth.test', audience: 'sandbox' },
+    });
+    const token = (claims: Record<string, unknown>, key = privateKey) =>
+      new SignJWT(claims)
+        .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
+        .setIssuer('https://auth.test')
+        .setAudience('sandbox')
+        .setSubject('user-1')
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(key);
+    try {
+      const reader = new JsRuntime({
+        url: tokenServer.url,
+        accessToken: await token({ scope: 'openid sandbox.boxes.read' }),
+      });
+      assert.ok((await reader.listInfo()).some((i) => i.name === 'rest-main'));
+      await assert.rejects(
+        reader.create({ image: BUSYBOX }),
+        (e: unknown) => e instanceof BoxError && /lacks the permission sandbox.boxes.write/.test(e.message),
+      );
+      const readerBox = (await reader.get('rest-main'))!;
+      await assert.rejects(readerBox.exec('true'), /sandbox.exec/);
+      const runner = new JsRuntime({
+        url: tokenServer.url,
+        accessToken: await token({ permissions: ['sandbox.boxes.read', 'sandbox.exec'] }),
+      });
+      assert.equal((await run((await runner.get('rest-main'))!, 'echo', ['jwt'])).stdout, 'jwt');
+      const other = await generateKeyPair('ES256');
+      const forged = new JsRuntime({
+        url: tokenServer.url,
+        accessToken: await token({ scope: 'sandbox.boxes.read' }, other.privateKey),
+      });
+      await assert.rejects(forged.listInfo(), /invalid access token/);
+      const expired = await new SignJWT({ scope: 'sandbox.boxes.read' })
+        .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+        .setIssuer('https://auth.test')
+        .setAudience('sandbox')
+        .setSubject('user-1')
+        .setExpirationTime(Math.floor(Date.now() / 1000) - 60)
+        .sign(privateKey);
+      const late = await raw(tokenServer.url, 'GET', '/v1/boxes', undefined, {
+        authorization: `Bearer ${expired}`,
+      });
+      assert.equal(late.status, 401);
+      assert.equal(late.body.error.code, 'invalid_token');
+    } finally {
+      await tokenServer.close();
+      jwks.close();
+    }
+  });
+});
