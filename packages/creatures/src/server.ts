@@ -34,6 +34,13 @@ import { createSubscriptionHandler, isEventStreamRequest, withSubscriptions } fr
 export const DEFAULT_DATABASE_PATH = join(import.meta.dirname, '..', '.data', 'creatures.db');
 /** Default directory of the web front end's production build, served at `/` when it exists. */
 export const DEFAULT_WEB_ROOT = join(import.meta.dirname, '..', 'web', 'dist');
+/**
+ * Content-Security-Policy of the web front end served at `/`: its own scripts, styles and `/graphql`
+ * (fetch and event streams) only; no inline script, no framing.
+ */
+export const WEB_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 /** Default request body limit: 100 KiB. */
 export const DEFAULT_BODY_LIMIT = 100 * 1024;
 
@@ -160,7 +167,17 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   const cors = options.corsOrigins ?? [];
   const assets: Map<string, ExplorerAsset> = loadExplorerAssets();
   const webRoot = options.webRoot ?? DEFAULT_WEB_ROOT;
-  const serveWeb = existsSync(webRoot) ? sirv(webRoot, { single: true, dev: false, etag: true }) : undefined;
+  const serveWeb = existsSync(webRoot)
+    ? sirv(webRoot, {
+        single: true,
+        dev: false,
+        etag: true,
+        setHeaders: (res) => {
+          res.setHeader('content-security-policy', WEB_CSP);
+          res.setHeader('x-content-type-options', 'nosniff');
+        },
+      })
+    : undefined;
   const maskErrors = options.maskErrors ?? process.env.NODE_ENV !== 'development';
   const onUnexpectedError = (err: unknown) =>
     logger.error({ err }, 'unexpected error while executing an operation');

@@ -31,6 +31,8 @@ const LAUNCH_ARGS = [
 let running: Running;
 let browser: Browser;
 let contexts: BrowserContext[] = [];
+/** Uncaught page errors and Content-Security-Policy violations seen in any page. */
+const problems: string[] = [];
 let page1: Page;
 let page2: Page;
 let base: string;
@@ -43,6 +45,10 @@ async function openPage(): Promise<Page> {
   contexts.push(context);
   const page = await context.newPage();
   page.setDefaultTimeout(15_000);
+  page.on('pageerror', (error) => problems.push(`uncaught: ${error.message}`));
+  page.on('console', (message) => {
+    if (/Content.Security.Policy/i.test(message.text())) problems.push(`CSP: ${message.text()}`);
+  });
   return page;
 }
 
@@ -103,6 +109,7 @@ describe('creature web front end (Chromium)', () => {
   test('the page at / lists the 151 creatures; search by name and filter by type narrow the list', async () => {
     const response = await page1.goto(`${base}/`);
     assert.equal(response?.status(), 200);
+    assert.match((await response?.headerValue('content-security-policy')) ?? '', /script-src 'self'/);
     await page1.getByRole('heading', { name: 'Creatures' }).waitFor();
     await page1.locator('.live', { hasText: 'live' }).waitFor();
     await page1.getByText('151 of 151 shown').waitFor();
@@ -243,5 +250,6 @@ describe('creature web front end (Chromium)', () => {
     const file = join(ARTIFACTS, 'creatures-web.png');
     await page1.screenshot({ path: file, fullPage: true });
     assert.ok(statSync(file).size > 10_000, 'the screenshot has content');
+    assert.deepEqual(problems, [], 'no uncaught errors and no CSP violations in any page');
   });
 });
