@@ -6,6 +6,7 @@
  * cached outside the repository with the other offline images.
  *
  * - `seed/chromium:latest`: Debian's `chromium` (headless, remote debugging) plus `socat` and a font.
+ * - `seed/firefox:latest`: Debian's `firefox-esr` (headless, WebDriver BiDi remote debugging), same extras.
  * - `seed/desktop:latest`: Xvfb, the `jwm` window manager, `xdotool`, `xterm`, `scrot` (PNG
  *   screenshots), `x11-utils`, `x11vnc`, noVNC + websockify (the browser-viewable desktop) and
  *   `openssl` (self-signed certificate of the HTTPS GUI port).
@@ -20,6 +21,7 @@ import { type BuiltImage, cacheDir, hostArch, PATH_ENV, storeLayer } from './off
 /** Debian packages of each desktop-class image (installed without recommends). */
 export const DESKTOP_IMAGE_PACKAGES = {
   chromium: ['chromium', 'socat', 'fonts-dejavu-core', 'ca-certificates'],
+  firefox: ['firefox-esr', 'socat', 'fonts-dejavu-core', 'ca-certificates'],
   desktop: [
     'xvfb',
     'xauth',

@@ -54,9 +54,10 @@ export const OFFLINE_IMAGES = {
   python: { repos: ['library/python', 'python'], tag: 'slim' },
   /** Built only on request (BrowserBox, ComputerBox tests): see `images-desktop.ts`. */
   chromium: { repos: ['seed/chromium'], tag: 'latest' },
+  firefox: { repos: ['seed/firefox'], tag: 'latest' },
   desktop: { repos: ['seed/desktop'], tag: 'latest' },
 } as const;
-/** `busybox`, `python`, `chromium` or `desktop`. */
+/** `busybox`, `python`, `chromium`, `firefox` or `desktop`. */
 export type OfflineImageName = keyof typeof OFFLINE_IMAGES;
 
 /** PATH of the offline images. */

@@ -5,8 +5,8 @@
  *
  * Options: `--auth` also starts the htpasswd registry on 127.0.0.1:5001 (user `seed`, password
  * `seed-sandbox-test`; same storage); `--images busybox,python` limits what is built and pushed
- * (default busybox,python; `chromium` and `desktop` are big and built only when
- * asked for); `--quiet`.
+ * (default busybox,python; `chromium`, `firefox` and `desktop` are big and built
+ * only when asked for); `--quiet`.
  */
 import { parseArgs } from 'node:util';
 import { prebuildDesktopImages } from './images-desktop.ts';

@@ -3,7 +3,8 @@
  * demos. Idempotent and fast when everything is present:
  * 1. installs the Debian packages the whole package needs (when running as root and some are missing);
  * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth);
- * 3. builds and pushes the big chromium and desktop images of the BrowserBox/ComputerBox tests if missing.
+ * 3. builds and pushes the big chromium, firefox and desktop images of the BrowserBox/ComputerBox tests if
+ *    missing.
  */
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -78,7 +79,7 @@ function main(): void {
   const r = spawnSync(process.execPath, [join(here, 'registry.ts'), '--auth'], { stdio: 'inherit' });
   if (r.status !== 0) process.exit(r.status ?? 1);
   // The BrowserBox/ComputerBox test images (big: built once, minutes, then cached).
-  const big = spawnSync(process.execPath, [join(here, 'registry.ts'), '--images', 'chromium,desktop'], {
+  const big = spawnSync(process.execPath, [join(here, 'registry.ts'), '--images', 'chromium,firefox,desktop'], {
     stdio: 'inherit',
   });
   if (big.status !== 0) process.exit(big.status ?? 1);

@@ -1,10 +1,11 @@
 /**
  * `BrowserBox` (spec 002 "BrowserBox"): a box running a headless browser whose remote-debugging port
- * (9222 chromium) is reachable from the host at `endpoint()`, e.g. for Playwright's
- * `chromium.connectOverCDP(endpoint)` or Puppeteer's `connect({ browserURL })`.
+ * is reachable from the host at `endpoint()`: chromium (9222, CDP: Playwright's
+ * `chromium.connectOverCDP(endpoint)`, Puppeteer's `connect({ browserURL })`) or firefox (9223, WebDriver
+ * BiDi at `ws://…/session`: Puppeteer's `connect({ browserWSEndpoint, protocol: 'webDriverBiDi' })`).
  *
- * Chromium's DevTools server listens only on the box's loopback (recent Chromium ignores
- * `--remote-debugging-address`), so the box runs it on `BROWSERBOX_INTERNAL_PORT_OFFSET + port` and
+ * The browsers' debugging servers listen only on the box's loopback (recent Chromium ignores
+ * `--remote-debugging-address`), so the box runs them on `BROWSERBOX_INTERNAL_PORT_OFFSET + port` and
  * `socat` relays the spec's port on every interface of the box to it. The spec's port is published to the
  * host's 127.0.0.1 through `ports` (local runtime); when no publication is active (network `disabled`, or
  * a runtime without port publication) a host listener on 127.0.0.1 relays each connection into the box's
@@ -13,6 +14,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BROWSERBOX_PORT_CHROMIUM, BROWSERBOX_PORT_FIREFOX, BROWSERBOX_PORT_WEBKIT } from '../constants.ts';
 import { BoxError, TimeoutError } from '../errors.ts';
+import { GUEST_IP } from '../network/netns.ts';
 import type { JsExecution } from '../runtime/execution.ts';
 import type { BrowserType, JsBoxOptions } from '../types.ts';
 import { type HostPort, hostPortOf } from './browser-relay.ts';
@@ -20,7 +22,7 @@ import { SimpleBox, type SimpleBoxOptions } from './simple.ts';
 
 /** Options of `BrowserBox`: those of `SimpleBox` plus `browser` (spec 002); 2 CPUs and 2048 MiB by default. */
 export interface BrowserBoxOptions extends SimpleBoxOptions {
-  /** `chromium` (default), `firefox` or `webkit`. Only chromium is available (see the README). */
+  /** `chromium` (default, CDP), `firefox` (WebDriver BiDi) or `webkit` (not available, see the README). */
   browser?: BrowserType;
 }
 
@@ -34,6 +36,36 @@ export const BROWSERBOX_PORTS: Readonly<Record<BrowserType, number>> = {
 /** The fixed image of each available browser type (built by `scripts/images-desktop.ts`). */
 export const BROWSERBOX_IMAGES: Readonly<Partial<Record<BrowserType, string>>> = {
   chromium: 'seed/chromium:latest',
+  firefox: 'seed/firefox:latest',
+};
+
+/**
+ * Shell command line starting each browser headless with remote debugging on `port` (box loopback).
+ * Chromium serves CDP (`/json/version`, `webSocketDebuggerUrl`); Firefox serves WebDriver BiDi at
+ * `ws://…/session` (its CDP support was removed in Firefox 129).
+ */
+const LAUNCH: Readonly<Partial<Record<BrowserType, (port: number) => string>>> = {
+  chromium: (port) =>
+    'exec chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run ' +
+    `--remote-debugging-port=${port} --user-data-dir=/tmp/browserbox-profile about:blank`,
+  firefox: (port) =>
+    'mkdir -p /tmp/browserbox-profile && exec firefox-esr --headless --no-remote ' +
+    `--profile /tmp/browserbox-profile --remote-debugging-port=${port} ` +
+    '--remote-allow-hosts localhost,127.0.0.1 about:blank',
+};
+
+/**
+ * Firefox's BiDi server rejects a `Host` header whose port is not its own (DNS-rebinding protection), so
+ * a firefox box listens on the spec's port itself and is reachable on the host at that same port
+ * (one firefox box per host at a time); chromium accepts any IP `Host` and uses an internal port.
+ */
+const SAME_PORT_ON_HOST: Readonly<Partial<Record<BrowserType, boolean>>> = { firefox: true };
+
+/** Path answered by the debugging server once it is up (any HTTP status counts for Firefox). */
+const READY_PATH: Readonly<Record<BrowserType, string>> = {
+  chromium: '/json/version',
+  firefox: '/',
+  webkit: '/',
 };
 
 /** Default CPUs and memory (MiB) of a BrowserBox (spec 002). */
@@ -45,10 +77,7 @@ export const BROWSERBOX_START_TIMEOUT = 60;
 /** Chromium itself listens on `port + offset` on the box's loopback; socat serves `port`. */
 export const BROWSERBOX_INTERNAL_PORT_OFFSET = 10000;
 
-const WHY_UNAVAILABLE: Record<Exclude<BrowserType, 'chromium'>, string> = {
-  firefox:
-    'no firefox image is built: Debian offers firefox-esr, whose remote debugging is WebDriver BiDi only ' +
-    '(CDP was removed), and Playwright cannot drive a stock Firefox',
+const WHY_UNAVAILABLE: Record<'webkit', string> = {
   webkit:
     'no webkit image is built: Debian has no WebKit browser with a remote-debugging protocol ' +
     '(only WebKitWebDriver, WebDriver classic; Playwright needs its own patched WebKit)',
@@ -66,8 +95,8 @@ export class BrowserBox extends SimpleBox {
 
   /**
    * @param options SimpleBox options plus `browser` (default `chromium`); nothing is created until `start()`.
-   * @throws BoxError (field `browser`) for an unknown browser type, or for `firefox`/`webkit`, which have
-   *   no usable remote-debugging build in Debian (see the README).
+   * @throws BoxError (field `browser`) for an unknown browser type, or for `webkit`, which has no usable
+   *   remote-debugging build in Debian (see the README).
    */
   constructor(options: BrowserBoxOptions = {}) {
     const browser = options.browser ?? 'chromium';
@@ -79,10 +108,9 @@ export class BrowserBox extends SimpleBox {
     }
     const image = BROWSERBOX_IMAGES[browser];
     if (image === undefined) {
-      throw new BoxError(
-        `browser '${browser}' is not available: ${WHY_UNAVAILABLE[browser as 'firefox' | 'webkit']}`,
-        { field: 'browser' },
-      );
+      throw new BoxError(`browser '${browser}' is not available: ${WHY_UNAVAILABLE[browser as 'webkit']}`, {
+        field: 'browser',
+      });
     }
     super(options, { image, cpus: BROWSERBOX_CPUS, memoryMib: BROWSERBOX_MEMORY_MIB });
     this.browser = browser;
@@ -97,7 +125,8 @@ export class BrowserBox extends SimpleBox {
     const options = super.boxOptions();
     const ports = options.ports ?? [];
     if (!ports.some((p) => p.guestPort === this.#port)) {
-      options.ports = [...ports, { guestPort: this.#port, hostIp: '127.0.0.1' }];
+      const hostPort = SAME_PORT_ON_HOST[this.browser] ? { hostPort: this.#port } : {};
+      options.ports = [...ports, { guestPort: this.#port, ...hostPort, hostIp: '127.0.0.1' }];
     }
     return options;
   }
@@ -134,11 +163,15 @@ export class BrowserBox extends SimpleBox {
   async #start(timeout: number): Promise<void> {
     const deadline = performance.now() + timeout * 1000;
     const box = await this.ensureStarted();
-    const internal = this.#port + BROWSERBOX_INTERNAL_PORT_OFFSET;
+    const samePort = SAME_PORT_ON_HOST[this.browser] === true;
+    const internal = samePort ? this.#port : this.#port + BROWSERBOX_INTERNAL_PORT_OFFSET;
+    // socat serves the spec's port to the box network: on every interface, or on the box's own address
+    // when the browser itself holds the port on loopback (no such address with network disabled: the
+    // relay then reaches the browser directly).
+    const listen = samePort ? `${this.#port},bind=${GUEST_IP}` : String(this.#port);
     const script = [
-      `socat TCP-LISTEN:${this.#port},fork,reuseaddr TCP:127.0.0.1:${internal} &`,
-      'exec chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run',
-      `--remote-debugging-port=${internal} --user-data-dir=/tmp/browserbox-profile about:blank`,
+      `socat TCP-LISTEN:${listen},fork,reuseaddr TCP:127.0.0.1:${internal} 2>/dev/null &`,
+      LAUNCH[this.browser]!(internal),
     ].join(' ');
     const execution = await box.execWith('sh', ['-c', script], { DBUS_SESSION_BUS_ADDRESS: 'disabled:' }, {});
     this.#process = execution;
@@ -153,7 +186,7 @@ export class BrowserBox extends SimpleBox {
       exited = exitCode;
     });
     this.#hostPort?.close();
-    this.#hostPort = await hostPortOf(box, this.#port);
+    this.#hostPort = await hostPortOf(box, this.#port, samePort ? this.#port : 0);
     const { host, port } = this.#hostPort;
     const base = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
     while (performance.now() < deadline) {
@@ -162,7 +195,7 @@ export class BrowserBox extends SimpleBox {
           `${this.browser} exited with code ${exited} during start: ${stderrTail.trim().split('\n').slice(-5).join('\n')}`,
         );
       }
-      if (await answers(`${base}/json/version`)) {
+      if (await answers(`${base}${READY_PATH[this.browser]}`, this.browser !== 'chromium')) {
         this.#endpoint = base;
         return;
       }
@@ -192,12 +225,12 @@ export class BrowserBox extends SimpleBox {
   }
 }
 
-/** True when `url` answers 200 within 2 s. */
-async function answers(url: string): Promise<boolean> {
+/** True when `url` answers within 2 s: with 200, or with any HTTP status when `anyStatus`. */
+async function answers(url: string, anyStatus: boolean): Promise<boolean> {
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
     await res.arrayBuffer();
-    return res.ok;
+    return res.ok || anyStatus;
   } catch {
     return false;
   }
