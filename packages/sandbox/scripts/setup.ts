@@ -79,9 +79,13 @@ function main(): void {
   const r = spawnSync(process.execPath, [join(here, 'registry.ts'), '--auth'], { stdio: 'inherit' });
   if (r.status !== 0) process.exit(r.status ?? 1);
   // The BrowserBox/ComputerBox test images (big: built once, minutes, then cached).
-  const big = spawnSync(process.execPath, [join(here, 'registry.ts'), '--images', 'chromium,firefox,desktop'], {
-    stdio: 'inherit',
-  });
+  const big = spawnSync(
+    process.execPath,
+    [join(here, 'registry.ts'), '--images', 'chromium,firefox,desktop'],
+    {
+      stdio: 'inherit',
+    },
+  );
   if (big.status !== 0) process.exit(big.status ?? 1);
 }
 
