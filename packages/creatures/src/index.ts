@@ -27,6 +27,7 @@ export {
   DEFAULT_BODY_LIMIT,
   DEFAULT_DATABASE_PATH,
   DEFAULT_WEB_ROOT,
+  WEB_CSP,
 } from './server.ts';
 export {
   type Attack,
@@ -43,3 +44,14 @@ export {
   Store,
   type StoreOptions,
 } from './store.ts';
+export {
+  ChangeKind,
+  type ChangeSource,
+  createSubscriptionHandler,
+  type EventStreamHandler,
+  isEventStreamRequest,
+  type SubscriptionHandlerOptions,
+  subscriptionRoot,
+  subscriptionTypeDefs,
+  withSubscriptions,
+} from './subscriptions.ts';
