@@ -30,8 +30,8 @@ import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
 import type { ChangeEvent, Creature, Message } from './store.ts';
 
 /**
- * SDL of the subscription part of the schema. The server's schema module includes it; it refers to the
- * `Creature` and `Message` types defined there.
+ * SDL of the subscription part of the schema. It extends the schema of `schema.ts` (it refers to the
+ * `Creature` and `Message` types defined there); {@link withSubscriptions} adds it, as the server does.
  */
 export const subscriptionTypeDefs = /* GraphQL */ `
 "What happened to the object of a change event."
