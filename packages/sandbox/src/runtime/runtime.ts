@@ -258,6 +258,8 @@ export class JsRuntime {
       const state = await engine.state(record.id).catch(() => ({ status: 'unknown' as const }));
       if (state.status === 'running') return record;
       await engine.stop(record.id, 0).catch(() => {});
+      // The engine skips the network hook when the container is already gone (parent-death stop).
+      await this.#networking().teardown(record.id);
       this.#db.setStatus(record.id, 'stopped');
       if (record.options.autoRemove) {
         await this.#teardown(record.id);
@@ -283,6 +285,7 @@ export class JsRuntime {
   async #teardown(id: string): Promise<void> {
     const engine = await this.#getEngine();
     await engine.remove(id, this.#boxDir(id)); // kills the box first when it still runs
+    await this.#networking().teardown(id);
     rmSync(this.#boxDir(id), { recursive: true, force: true });
     this.#db.deleteBox(id);
   }
