@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BoxError, InteractiveBox } from '../src/index.ts';
@@ -122,6 +123,18 @@ describe('InteractiveBox', () => {
     await box.wait();
     assert.deepEqual(await session.wait(), { exitCode: 3 });
     await box.stop();
+  });
+
+  it('tty undefined forwards exactly when the caller stdin is a terminal; true forces it', () => {
+    const streams = (isTTY: boolean) => ({
+      stdin: Object.assign(new PassThrough(), { isTTY }),
+      stdout: new PassThrough(),
+      stderr: new PassThrough(),
+    });
+    assert.equal(new InteractiveBox({}, undefined, streams(true)).forwarding, true);
+    assert.equal(new InteractiveBox({}, undefined, streams(false)).forwarding, false);
+    assert.equal(new InteractiveBox({ tty: true }, undefined, streams(false)).forwarding, true);
+    assert.equal(new InteractiveBox({ tty: false }, undefined, streams(true)).forwarding, false);
   });
 
   it('rejects bad options naming the field', () => {
