@@ -16,7 +16,13 @@
  * Run: `npm run bench:oauth -w @seed/auth` (or `node packages/auth/bench/oauth-bench.ts`).
  * Env: BENCH_SECONDS (per case and round, default 3), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS
  * (default 16), BENCH_ALG (default ES256; RS256, PS256, EdDSA also work), BENCH_SEED_DB (`file`, the
- * default: a SQLite file in WAL mode as in production; or `memory`, like oidc-provider's memory adapter).
+ * default: a SQLite file in WAL mode as in production; or `memory`, like oidc-provider's memory adapter),
+ * BENCH_CPU_PROF (a directory: each server process writes `seed.cpuprofile` / `oidc-provider.cpuprofile`
+ * there, V8 CPU profiles to open in Chrome DevTools or VS Code).
+ *
+ * The run prints "goal met" or "goal NOT met" per grant and exits 0 either way: a ratio below the goal is
+ * a finding, not a failure. It exits non-zero only on real errors (a server that does not start, a
+ * non-2xx answer, an exhausted refresh-token pool).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -28,6 +34,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SEED_DB = process.env.BENCH_SEED_DB === 'memory' ? 'memory' : 'file';
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const ALG = process.env.BENCH_ALG ?? 'ES256';
+const PROFILE_DIR = process.env.BENCH_CPU_PROF;
 // autocannon builds each connection's first request at start-up and builds it again before sending, so
 // every case strands CONNECTIONS tokens: provision enough for all rounds.
 const POOL = CONNECTIONS * (ROUNDS + 2);
@@ -45,7 +52,16 @@ interface Started {
 async function start(kind: 'seed' | 'oidc-provider'): Promise<Started> {
   const child = spawn(
     process.execPath,
-    [new URL('./oauth-servers.ts', import.meta.url).pathname, kind, ALG, String(POOL)],
+    [
+      ...(PROFILE_DIR
+        ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${kind}.cpuprofile`]
+        : []),
+      new URL('./oauth-servers.ts', import.meta.url).pathname,
+      kind,
+      ALG,
+      String(POOL),
+      SEED_DB,
+    ],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
@@ -147,6 +163,8 @@ function refresh(s: Started, name: string): Promise<CaseResult> {
 const fmt = (n: number) => n.toFixed(0).padStart(7);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const KINDS = ['seed', 'oidc-provider'] as const;
+/** Goal of issue 5: seed's median req/s at least this many times oidc-provider's, per grant. */
+const GOAL = 2;
 const GRANTS = ['client_credentials', 'refresh_token'] as const;
 const runs: Record<string, CaseResult[]> = {};
 const servers = { seed: await start('seed'), 'oidc-provider': await start('oidc-provider') };
@@ -173,7 +191,7 @@ console.log(
 console.log(
   'grant               server         median req/s  best req/s  p99 ms  CPU µs/req  rounds (req/s)',
 );
-let failed = false;
+const verdicts: string[] = [];
 for (const grant of GRANTS) {
   const stats: Record<string, { median: number; best: number; cpu: number }> = {};
   for (const kind of KINDS) {
@@ -194,8 +212,10 @@ for (const grant of GRANTS) {
   const ratio = seed.median / other.median;
   console.log(
     `${grant.padEnd(20)}seed / oidc-provider: median ${ratio.toFixed(2)}x, best ${(seed.best / other.best).toFixed(2)}x, ` +
-      `CPU per request ${(other.cpu / seed.cpu).toFixed(2)}x less (goal >= 2x on req/s)${ratio >= 2 ? '' : '  BELOW GOAL'}`,
+      `CPU per request ${(other.cpu / seed.cpu).toFixed(2)}x less`,
   );
-  if (ratio < 2) failed = true;
+  verdicts.push(
+    `${grant.padEnd(20)}${ratio >= GOAL ? 'goal met' : 'goal NOT met'}: median ${ratio.toFixed(2)}x ${ratio >= GOAL ? '>=' : '<'} ${GOAL}x req/s`,
+  );
 }
-process.exitCode = failed ? 1 : 0;
+console.log(`\n${verdicts.join('\n')}`);

@@ -191,12 +191,35 @@ describe('invalid_grant (400)', () => {
       descriptions.add(await expectError(await password(user, pw), 400, 'invalid_grant'));
     }
     assert.equal(descriptions.size, 1, 'the description must not reveal which case it was');
-    // The real reasons are in the audit log only.
+    // The real reasons are in the audit log only: spec 001 "Events", a failed credential validation is
+    // Category `Login`, Outcome `Denied`, with the failure code; the client id marks the password grant.
     const codes = (
-      await t.server.store.listAudit({ category: 'Token', outcome: 'Denied', limit: 100 })
+      await t.server.store.listAudit({
+        category: 'Login',
+        outcome: 'Denied',
+        clientId: 'demo-service',
+        limit: 100,
+      })
     ).items.map((e) => e.failureCode);
     for (const code of ['invalid_credentials', 'account_disabled', 'locked_out'])
       assert.ok(codes.includes(code), code);
+  });
+
+  test('password grant: a successful credential validation is audited as Login / Success with the client id', async () => {
+    const before = (await t.server.store.listAudit({ category: 'Login', outcome: 'Success', limit: 1 }))
+      .total;
+    const res = await password('alice', 'alice-password-1');
+    assert.equal(res.status, 200);
+    const page = await t.server.store.listAudit({ category: 'Login', outcome: 'Success', limit: 1 });
+    assert.equal(page.total, before + 1);
+    const event = page.items[0]!;
+    assert.equal(event.clientId, 'demo-service');
+    assert.equal(event.subjectName, 'alice');
+    assert.equal(
+      (await t.server.store.listAudit({ category: 'Token', outcome: 'Success', limit: 1 })).total,
+      0,
+      'credential validations are not recorded under Token',
+    );
   });
 
   test('refresh token invalid (unknown)', async () => {

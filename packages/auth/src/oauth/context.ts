@@ -1,5 +1,5 @@
 /** The shared dependencies of the OAuth endpoints and the login page. */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { CredentialValidator } from '../credentials.ts';
 import type { AuthStore, UserRecord } from '../store/types.ts';
 import type { ClientAuthenticator } from './clients.ts';
@@ -21,13 +21,13 @@ export interface OAuthContext {
 }
 
 /** True when the account may receive tokens now: enabled and not locked out. */
-export function userActive(user: UserRecord, now: number): boolean {
+export function userActive(user: Pick<UserRecord, 'isEnabled' | 'lockoutEnd'>, now: number): boolean {
   return user.isEnabled && !(user.lockoutEnd !== null && user.lockoutEnd > now);
 }
 
 /** A short, non-reversible tag of a security stamp (22 base64url characters). */
 export function stampTag(securityStamp: string): string {
-  return createHash('sha256').update(securityStamp).digest('base64url').slice(0, 22);
+  return hash('sha256', securityStamp, 'base64url').slice(0, 22);
 }
 
 /**

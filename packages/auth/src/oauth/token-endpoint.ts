@@ -34,31 +34,53 @@ export interface TokenResponse {
 
 const INVALID_USER_CREDENTIALS = 'invalid username or password';
 
+/**
+ * JSON Schema of {@link TokenResponse}: Fastify compiles it into a serializer (fast-json-stringify) for
+ * 200 answers. Error answers (RFC 6749 §5.2) are sent with other status codes and serialized as usual.
+ */
+const TOKEN_RESPONSE_SCHEMA = {
+  type: 'object',
+  required: ['access_token', 'token_type', 'expires_in', 'scope'],
+  properties: {
+    access_token: { type: 'string' },
+    token_type: { type: 'string' },
+    expires_in: { type: 'integer' },
+    scope: { type: 'string' },
+    refresh_token: { type: 'string' },
+    id_token: { type: 'string' },
+  },
+  additionalProperties: false,
+} as const;
+
 /** Registers `POST /connect/token` on an encapsulated context (its own form-body parser). */
 export function registerTokenEndpoint(app: FastifyInstance, ctx: OAuthContext): void {
   app.register(async (scope) => {
     registerFormParser(scope);
     scope.setErrorHandler(oauthErrorHandler);
-    scope.post('/connect/token', async (req, reply) => {
-      try {
-        const response = await handleTokenRequest(req, ctx);
-        return setNoStore(reply).type('application/json; charset=utf-8').send(response);
-      } catch (err) {
-        if (err instanceof OAuthError) {
-          if (err.error === 'invalid_client') {
-            await ctx.store.appendAudit({
-              category: AuditCategory.Token,
-              outcome: AuditOutcome.Denied,
-              clientId: clientIdHint(req),
-              failureCode: 'invalid_client',
-              remoteAddress: req.ip,
-            });
+    scope.post(
+      '/connect/token',
+      { schema: { response: { 200: TOKEN_RESPONSE_SCHEMA } } },
+      async (req, reply) => {
+        try {
+          const response = await handleTokenRequest(req, ctx);
+          return setNoStore(reply).type('application/json; charset=utf-8').send(response);
+        } catch (err) {
+          if (err instanceof OAuthError) {
+            if (err.error === 'invalid_client') {
+              await ctx.store.appendAudit({
+                category: AuditCategory.Token,
+                outcome: AuditOutcome.Denied,
+                clientId: clientIdHint(req),
+                failureCode: 'invalid_client',
+                remoteAddress: req.ip,
+              });
+            }
+            return sendOAuthError(reply, err);
           }
-          return sendOAuthError(reply, err);
+          throw err;
         }
-        throw err;
-      }
-    });
+      },
+    );
   });
 }
 
@@ -120,8 +142,11 @@ async function passwordGrant(
   if (userName === undefined) throw new OAuthError('invalid_request', 'username is required');
   if (password === undefined) throw new OAuthError('invalid_request', 'password is required');
   const scope = resolveScope(form.get('scope'), client.allowedScopes);
+  // Spec 001 "Events": every credential validation writes one audit event, a failed one with Category
+  // `Login`, Outcome `Denied` and the failure code; the client id tells password-grant validations apart
+  // from login-page ones.
   const outcome = await ctx.credentials.validate(userName, password, {
-    category: AuditCategory.Token,
+    category: AuditCategory.Login,
     clientId: client.clientId,
     remoteAddress: req.ip,
   });
@@ -144,7 +169,9 @@ async function refreshGrant(
   if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required');
   const now = ctx.now();
   const tokenHash = hashToken(presented);
-  const stored = await ctx.store.findRefreshToken(tokenHash);
+  // One query: the token and its user's status (enabled, lockout, security stamp).
+  const found = await ctx.store.findRefreshTokenWithOwner(tokenHash);
+  const stored = found?.token;
   if (!stored || stored.clientId !== client.clientId)
     throw new OAuthError('invalid_grant', 'refresh token is invalid');
   if (stored.revokedAt !== null) throw new OAuthError('invalid_grant', 'refresh token was revoked');
@@ -154,11 +181,9 @@ async function refreshGrant(
   }
   if (stored.expiresAt <= now) throw new OAuthError('invalid_grant', 'refresh token expired');
   const requested = form.get('scope');
-  const original = scopeTokens(stored.scope);
-  const scope = requested === undefined ? stored.scope : resolveScope(requested, original);
-  let user: UserRecord | undefined;
+  const scope = requested === undefined ? stored.scope : resolveScope(requested, scopeTokens(stored.scope));
+  const user = found.owner;
   if (stored.userId !== null) {
-    user = await ctx.store.getUser(stored.userId);
     if (!user || !userActive(user, now) || !familyMatchesStamp(stored.familyId, user.securityStamp)) {
       await ctx.store.revokeRefreshTokenFamily(stored.familyId, now);
       throw new OAuthError('invalid_grant', 'the user of this refresh token is missing or disabled');

@@ -2,8 +2,8 @@
  * Token formats: JWT access tokens in the RFC 9068 profile, OpenID Connect ID tokens (OIDC Core §2),
  * opaque refresh tokens and authorization codes (256 random bits, stored as SHA-256 only).
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { type JWTPayload, jwtVerify, SignJWT } from 'jose';
+import { hash, randomBytes, randomUUID } from 'node:crypto';
+import { type JWTPayload, jwtVerify } from 'jose';
 import { SECURITY_STAMP_CLAIM } from '../token-verifier.ts';
 import type { OAuthConfig } from './config.ts';
 import type { KeyManager } from './keys.ts';
@@ -18,7 +18,7 @@ export function newOpaqueToken(): string {
 
 /** SHA-256 of an opaque token, base64url: the only form in which tokens, codes and sessions are stored. */
 export function hashToken(value: string): string {
-  return createHash('sha256').update(value).digest('base64url');
+  return hash('sha256', value, 'base64url');
 }
 
 /** Subject of an access token: a user (with its security stamp) or, for client credentials, the client. */
@@ -61,22 +61,23 @@ export class TokenIssuer {
    */
   async accessToken(input: AccessTokenInput): Promise<string> {
     const key = this.#keys.active();
-    const times = this.#times();
-    const claims: JWTPayload = { client_id: input.clientId, scope: input.scope };
+    const { iat, exp } = this.#times();
+    const claims: JWTPayload = {
+      iss: this.#config.issuer,
+      sub: input.subject.id,
+      aud: this.#config.audience,
+      exp,
+      iat,
+      jti: randomUUID(),
+      client_id: input.clientId,
+      scope: input.scope,
+    };
     if (input.subject.kind === 'user') {
       claims.preferred_username = input.subject.userName;
       claims[SECURITY_STAMP_CLAIM] = input.subject.securityStamp;
       if (input.authTime !== undefined) claims.auth_time = input.authTime;
     }
-    return new SignJWT(claims)
-      .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'at+jwt' })
-      .setIssuer(this.#config.issuer)
-      .setAudience(this.#config.audience)
-      .setSubject(input.subject.id)
-      .setIssuedAt(times.iat)
-      .setExpirationTime(times.exp)
-      .setJti(randomUUID())
-      .sign(key.privateKey);
+    return key.signJwt('at+jwt', claims);
   }
 
   /** An OpenID Connect ID token (OIDC Core §2) for `openid` requests: `aud` is the client id. */
@@ -88,18 +89,18 @@ export class TokenIssuer {
     authTime?: number;
   }): Promise<string> {
     const key = this.#keys.active();
-    const times = this.#times();
-    const claims: JWTPayload = { preferred_username: input.userName };
+    const { iat, exp } = this.#times();
+    const claims: JWTPayload = {
+      iss: this.#config.issuer,
+      sub: input.userId,
+      aud: input.clientId,
+      exp,
+      iat,
+      preferred_username: input.userName,
+    };
     if (input.nonce) claims.nonce = input.nonce;
     if (input.authTime !== undefined) claims.auth_time = input.authTime;
-    return new SignJWT(claims)
-      .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'JWT' })
-      .setIssuer(this.#config.issuer)
-      .setAudience(input.clientId)
-      .setSubject(input.userId)
-      .setIssuedAt(times.iat)
-      .setExpirationTime(times.exp)
-      .sign(key.privateKey);
+    return key.signJwt('JWT', claims);
   }
 
   /**

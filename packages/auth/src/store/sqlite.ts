@@ -35,6 +35,7 @@ import type {
   Page,
   PermissionRecord,
   RefreshTokenRecord,
+  RefreshTokenWithOwner,
   RolePatch,
   RoleRecord,
   SigningKeyRecord,
@@ -305,13 +306,14 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   #tx<T>(fn: () => T): T {
-    this.#db.exec('BEGIN IMMEDIATE');
+    // Prepared once (not re-parsed by exec() on every transaction).
+    this.#stmt('BEGIN IMMEDIATE').run();
     try {
       const result = fn();
-      this.#db.exec('COMMIT');
+      this.#stmt('COMMIT').run();
       return result;
     } catch (error) {
-      this.#db.exec('ROLLBACK');
+      this.#stmt('ROLLBACK').run();
       throw error;
     }
   }
@@ -964,6 +966,29 @@ export class SqliteAuthStore implements AuthStore {
   async findRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined> {
     const row = this.#get('SELECT * FROM refresh_tokens WHERE token_hash = ?', String(tokenHash));
     return row ? toRefresh(row) : undefined;
+  }
+
+  async findRefreshTokenWithOwner(tokenHash: string): Promise<RefreshTokenWithOwner | undefined> {
+    const row = this.#get(
+      `SELECT t.*, u.id AS owner_id, u.user_name AS owner_user_name, u.is_enabled AS owner_is_enabled,
+        u.lockout_end AS owner_lockout_end, u.security_stamp AS owner_security_stamp
+        FROM refresh_tokens t LEFT JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
+      String(tokenHash),
+    );
+    if (!row) return undefined;
+    return {
+      token: toRefresh(row),
+      owner:
+        row.owner_id === null
+          ? undefined
+          : {
+              id: String(row.owner_id),
+              userName: String(row.owner_user_name),
+              isEnabled: row.owner_is_enabled === 1,
+              lockoutEnd: num(row.owner_lockout_end),
+              securityStamp: String(row.owner_security_stamp),
+            },
+    };
   }
 
   async markRefreshTokenUsed(tokenHash: string, now: number, replacedBy: string | null): Promise<boolean> {

@@ -282,6 +282,23 @@ export interface RefreshTokenRecord {
   readonly replacedBy: string | null;
 }
 
+/** What the refresh grant needs of a refresh token's user (spec 001 user fields; no roles or permissions). */
+export interface RefreshTokenOwner {
+  readonly id: string;
+  readonly userName: string;
+  readonly isEnabled: boolean;
+  /** Lockout end, ms epoch, or null. */
+  readonly lockoutEnd: number | null;
+  readonly securityStamp: string;
+}
+
+/** Result of {@link AuthStore.findRefreshTokenWithOwner}. */
+export interface RefreshTokenWithOwner {
+  readonly token: RefreshTokenRecord;
+  /** The token's user; undefined when the token has no user or the user no longer exists. */
+  readonly owner: RefreshTokenOwner | undefined;
+}
+
 /** Input of {@link AuthStore.insertRefreshToken}. */
 export interface NewRefreshToken {
   tokenHash: string;
@@ -471,6 +488,11 @@ export interface AuthStore {
   insertRefreshToken(input: NewRefreshToken): Promise<RefreshTokenRecord>;
   /** The refresh token with that hash, or undefined. */
   findRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined>;
+  /**
+   * The refresh token with that hash together with its user's status, read in one query (the refresh
+   * grant's lookup), or undefined when no token has that hash.
+   */
+  findRefreshTokenWithOwner(tokenHash: string): Promise<RefreshTokenWithOwner | undefined>;
   /**
    * Atomically marks an unused, unrevoked token as used (rotation) and records its successor.
    * @returns false when it was already used or revoked (replay — the caller should revoke the family).
