@@ -1,7 +1,7 @@
 /**
  * `InteractiveBox` (spec 002 "InteractiveBox"): a `SimpleBox` that runs one shell session in a
  * pseudo-terminal and, when the caller has a terminal (or `tty: true`), forwards the caller's stdin to
- * it and its output to the caller's stdout — `sandbox`-style `docker run -it`.
+ * it and its output to the caller's stdout, like `docker run -it`.
  */
 import type { WriteStream } from 'node:tty';
 import { BoxError } from '../errors.ts';
