@@ -207,27 +207,28 @@ export class RestBox extends JsBox {
       return { key: entry.slice(0, eq), value: entry.slice(eq + 1) };
     });
     const path = `${boxPath(this.id)}/executions`;
-    const started = await this.#conn.call<{ id: string }>('POST', path, {
-      cmd,
-      args,
-      env: entries,
-      tty: options.tty === true,
-      ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
-      ...(options.user !== undefined ? { user: options.user } : {}),
-    });
-    const execPath = `${path}/${started.id}`;
     const conn = this.#conn;
-    const process = new RemoteProcess({
-      attachUrl: `${conn.url.replace(/^http/, 'ws')}${execPath}/attach`,
-      headers: conn.headers,
-      signal: async (signal) => {
-        await conn.call('POST', `${execPath}/signal`, { signal });
+    const process = new RemoteProcess(
+      {
+        executionsUrl: `${conn.url.replace(/^http/, 'ws')}${path}`,
+        headers: conn.headers,
+        signal: async (id, signal) => {
+          await conn.call('POST', `${path}/${id}/signal`, { signal });
+        },
+        resize: async (id, cols, rows) => {
+          await conn.call('POST', `${path}/${id}/resize`, { cols, rows });
+        },
       },
-      resize: async (cols, rows) => {
-        await conn.call('POST', `${execPath}/resize`, { cols, rows });
+      {
+        cmd,
+        args,
+        env: entries,
+        tty: options.tty === true,
+        ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+        ...(options.user !== undefined ? { user: options.user } : {}),
       },
-    });
-    return new RestExecution(process, started.id);
+    );
+    return new RestExecution(process, await process.ready);
   }
 
   /** Stops the box on the server (removed there when created with `autoRemove`). */

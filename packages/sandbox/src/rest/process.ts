@@ -10,17 +10,20 @@ import { PassThrough, Writable } from 'node:stream';
 import { WebSocket } from 'ws';
 import type { EngineProcess } from '../engine/types.ts';
 import { BoxError } from '../errors.ts';
-import { Channel } from './wire.ts';
+import { boxErrorOf, Channel } from './wire.ts';
 
-/** How the process reaches its server: WebSocket URL and headers, and the HTTP control calls. */
+/** How the process reaches its server: WebSocket base URL and headers, and the HTTP control calls. */
 export interface RemoteProcessLink {
-  /** `ws(s)://…/v1/boxes/{box}/executions/{execution}/attach` (without `offset`). */
-  attachUrl: string;
+  /**
+   * `ws(s)://…/v1/boxes/{box}/executions`: the command is started with `…/attach` (start request in the
+   * first frame) and reattached with `…/{execution}/attach?offset=N`.
+   */
+  executionsUrl: string;
   headers: Record<string, string>;
-  /** `POST …/signal` (`SIGKILL` included); rejects with BoxError. */
-  signal(signal: NodeJS.Signals): Promise<void>;
-  /** `POST …/resize`; rejects with BoxError. */
-  resize(cols: number, rows: number): Promise<void>;
+  /** `POST …/{execution}/signal` (`SIGKILL` included); rejects with BoxError. */
+  signal(id: string, signal: NodeJS.Signals): Promise<void>;
+  /** `POST …/{execution}/resize`; rejects with BoxError. */
+  resize(id: string, cols: number, rows: number): Promise<void>;
 }
 
 /** Reconnection attempts after a dropped WebSocket before the execution fails. */
@@ -41,10 +44,23 @@ export class RemoteProcess implements EngineProcess {
   #attempts = 0;
   #settle!: { resolve: (code: number) => void; reject: (error: Error) => void };
   #finished = false;
+  #id: string | null = null;
+  readonly #start: Record<string, unknown>;
+  #started!: { resolve: (id: string) => void; reject: (error: Error) => void };
+  /** Resolves with the server's execution id once the command has started; rejects with BoxError. */
+  readonly ready: Promise<string>;
 
-  /** Opens the WebSocket at once; output starts flowing into `stdout`/`stderr`. */
-  constructor(link: RemoteProcessLink) {
+  /**
+   * Starts the command over one WebSocket (`start` is the exec request: cmd, args, env, tty, cwd, user);
+   * output then flows into `stdout`/`stderr`.
+   */
+  constructor(link: RemoteProcessLink, start: Record<string, unknown>) {
     this.#link = link;
+    this.#start = start;
+    this.ready = new Promise<string>((resolve, reject) => {
+      this.#started = { resolve, reject };
+    });
+    this.ready.catch(() => {});
     this.exited = new Promise<number>((resolve, reject) => {
       this.#settle = { resolve, reject };
     });
@@ -74,7 +90,7 @@ export class RemoteProcess implements EngineProcess {
   #send(data: Buffer | string, done: (error?: Error | null) => void): void {
     const socket = this.#socket;
     if (this.#finished) done(new BoxError('the command has exited; stdin is closed'));
-    else if (socket && socket.readyState === WebSocket.OPEN) {
+    else if (socket && socket.readyState === WebSocket.OPEN && this.#id) {
       socket.send(data, () => done());
     } else {
       this.#pending.push({ data, done });
@@ -82,11 +98,16 @@ export class RemoteProcess implements EngineProcess {
   }
 
   #connect(): void {
-    const url = `${this.#link.attachUrl}?offset=${this.#received}`;
+    const base = this.#link.executionsUrl;
+    const url = this.#id ? `${base}/${this.#id}/attach?offset=${this.#received}` : `${base}/attach`;
     const socket = new WebSocket(url, { headers: this.#link.headers, perMessageDeflate: false });
     this.#socket = socket;
     socket.on('open', () => {
       this.#attempts = 0;
+      if (!this.#id) {
+        socket.send(JSON.stringify({ type: 'start', ...this.#start }));
+        return;
+      }
       const pending = this.#pending;
       this.#pending = [];
       for (const { data, done } of pending) socket.send(data, () => done());
@@ -99,17 +120,32 @@ export class RemoteProcess implements EngineProcess {
         else if (data[0] === Channel.stderr) this.stderr.write(payload);
         return;
       }
-      let message: { type?: string; exit_code?: number; dropped_bytes?: number; error?: string };
+      let message: {
+        type?: string;
+        id?: string;
+        status?: number;
+        exit_code?: number;
+        dropped_bytes?: number;
+        error?: string | { message: string };
+      };
       try {
         message = JSON.parse(data.toString('utf8'));
       } catch {
         return;
       }
-      if (message.type === 'exit' && typeof message.exit_code === 'number') {
+      if (message.type === 'started' && typeof message.id === 'string') {
+        this.#id = message.id;
+        this.#started.resolve(message.id);
+        const pending = this.#pending;
+        this.#pending = [];
+        for (const { data, done } of pending) socket.send(data, () => done());
+      } else if (message.type === 'error' && typeof message.error === 'object') {
+        this.#fail(boxErrorOf(message.status ?? 400, message, 'exec'));
+      } else if (message.type === 'exit' && typeof message.exit_code === 'number') {
         // Everything before the exit frame has arrived (one ordered stream): finish without waiting for
         // the close handshake.
         this.#exitCode = message.exit_code;
-        if (message.error) this.#failure = message.error;
+        if (typeof message.error === 'string') this.#failure = message.error;
         this.#finish();
       } else if (message.type === 'backlog_truncated' && typeof message.dropped_bytes === 'number') {
         this.#received += message.dropped_bytes;
@@ -128,21 +164,26 @@ export class RemoteProcess implements EngineProcess {
         const status = response.statusCode ?? 0;
         socket.terminate();
         // 409: the server has not noticed the old connection is gone yet; retry like a drop.
-        if (status === 409 || status >= 500) {
+        if (this.#id && (status === 409 || status >= 500)) {
           this.#retry();
           return;
         }
-        let message = `HTTP ${status}`;
+        let parsed: unknown = null;
         try {
-          message = JSON.parse(body).error.message ?? message;
+          parsed = JSON.parse(body);
         } catch {}
-        this.#fail(new BoxError(`exec stream: ${message}`));
+        this.#fail(boxErrorOf(status, parsed, 'exec stream'));
       });
     });
     socket.on('error', () => {});
     socket.on('close', () => {
       if (this.#socket !== socket || this.#finished) return;
       if (this.#exitCode !== null) this.#finish();
+      // Not started yet: whether the command runs is unknown, so it is not started again.
+      else if (!this.#id)
+        this.#fail(
+          new BoxError('exec: the connection to the REST runtime closed before the command started'),
+        );
       else this.#retry();
     });
   }
@@ -172,6 +213,7 @@ export class RemoteProcess implements EngineProcess {
   #fail(error: BoxError): void {
     if (this.#finished) return;
     this.#finished = true;
+    this.#started.reject(error);
     this.#socket?.terminate();
     this.stdout.end();
     this.stderr.end();
@@ -188,11 +230,11 @@ export class RemoteProcess implements EngineProcess {
   /** Sends a signal through the server (default SIGKILL). */
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     if (this.#finished) return;
-    await this.#link.signal(signal);
+    await this.#link.signal(await this.ready, signal);
   }
 
   /** Resizes the command's terminal (tty executions), in character cells. */
   async resize(cols: number, rows: number): Promise<void> {
-    await this.#link.resize(cols, rows);
+    await this.#link.resize(await this.ready, cols, rows);
   }
 }

@@ -12,7 +12,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { ulid } from 'ulid';
-import { WebSocketServer } from 'ws';
+import { type WebSocket, WebSocketServer } from 'ws';
 import { BoxError } from '../errors.ts';
 import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type { JsBox } from '../runtime/box.ts';
@@ -179,6 +179,9 @@ export class RestServer {
   }
 
   async #box(idOrName: string): Promise<JsBox> {
+    // Fast path: a box this server created, addressed by id (its handle reads fresh state on every call).
+    const known = this.#handles.get(idOrName);
+    if (known) return known;
     const info = await this.#runtime.getInfo(idOrName);
     if (!info)
       throw new HttpError(404, 'not_found_error', 'box_not_found', `no box with id or name '${idOrName}'`);
@@ -373,47 +376,8 @@ export class RestServer {
       '/v1/boxes/:box/executions',
       { config: exec },
       async (request, reply) => {
-        const body = request.body;
-        if (!isObject(body))
-          throw new HttpError(
-            400,
-            'invalid_request_error',
-            'invalid_body',
-            'the body must be a JSON object { cmd, args?, env?, tty?, cwd?, user? }',
-          );
-        unknownFields(body, EXEC_FIELDS);
-        const { cmd, args, env, tty, cwd, user } = body as Record<string, unknown>;
-        if (tty !== undefined && typeof tty !== 'boolean')
-          throw new HttpError(
-            400,
-            'invalid_request_error',
-            'invalid_option',
-            'invalid exec option tty: must be a boolean',
-            'tty',
-          );
-        if (user !== undefined && (typeof user !== 'string' || user === ''))
-          throw new HttpError(
-            400,
-            'invalid_request_error',
-            'invalid_option',
-            'invalid exec option user: must be a non-empty string',
-            'user',
-          );
-        const box = await this.#box(request.params.box);
-        const execution = await box.execWith(
-          cmd as string,
-          (args ?? []) as string[],
-          env as { key: string; value: string }[] | undefined,
-          {
-            tty: tty === true,
-            ...(cwd !== undefined ? { cwd: cwd as string } : {}),
-            ...(user !== undefined ? { user: user as string } : {}),
-          },
-        );
-        const session = new ExecSession(box.id, execution, this.#backlogBytes);
-        this.#sessions.set(session.id, session);
-        session.done.then(() => this.#later(FINISHED_TTL_MS, () => this.#sessions.delete(session.id)));
-        return reply.code(201).send({ id: session.id, box_id: box.id, status: session.status });
+        const session = await this.#startExecution(request.params.box, request.body);
+        return reply.code(201).send({ id: session.id, box_id: session.boxId, status: session.status });
       },
     );
 
@@ -574,6 +538,97 @@ export class RestServer {
     );
   }
 
+  /** Validates an exec request (`{ cmd, args?, env?, tty?, cwd?, user? }`) and starts its session. */
+  async #startExecution(idOrName: string, body: unknown): Promise<ExecSession> {
+    if (!isObject(body)) {
+      throw new HttpError(
+        400,
+        'invalid_request_error',
+        'invalid_body',
+        'the body must be a JSON object { cmd, args?, env?, tty?, cwd?, user? }',
+      );
+    }
+    unknownFields(body, EXEC_FIELDS);
+    const { cmd, args, env, tty, cwd, user } = body;
+    if (tty !== undefined && typeof tty !== 'boolean') {
+      throw new HttpError(
+        400,
+        'invalid_request_error',
+        'invalid_option',
+        'invalid exec option tty: must be a boolean',
+        'tty',
+      );
+    }
+    if (user !== undefined && (typeof user !== 'string' || user === '')) {
+      throw new HttpError(
+        400,
+        'invalid_request_error',
+        'invalid_option',
+        'invalid exec option user: must be a non-empty string',
+        'user',
+      );
+    }
+    const box = await this.#box(idOrName);
+    const execution = await box.execWith(
+      cmd as string,
+      (args ?? []) as string[],
+      env as { key: string; value: string }[] | undefined,
+      {
+        tty: tty === true,
+        ...(cwd !== undefined ? { cwd: cwd as string } : {}),
+        ...(user !== undefined ? { user: user as string } : {}),
+      },
+    );
+    const session = new ExecSession(box.id, execution, this.#backlogBytes);
+    this.#sessions.set(session.id, session);
+    session.done.then(() => this.#later(FINISHED_TTL_MS, () => this.#sessions.delete(session.id)));
+    return session;
+  }
+
+  /**
+   * `GET /v1/boxes/{box}/executions/attach` (WebSocket): start and attach in one round trip. The client's
+   * first text frame is `{"type":"start", cmd, args?, env?, tty?, cwd?, user?}`; the server answers
+   * `{"type":"started","id"}` and streams as an attach at offset 0, or `{"type":"error","error"}` and closes.
+   */
+  #startOverSocket(ws: WebSocket, boxIdOrName: string): void {
+    ws.on('error', () => {});
+    ws.once('message', (data, isBinary) => {
+      (async () => {
+        if (isBinary)
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_body',
+            'the first frame must be the start request (text)',
+          );
+        let message: Record<string, unknown>;
+        try {
+          message = JSON.parse((data as Buffer).toString('utf8'));
+        } catch {
+          throw new HttpError(400, 'invalid_request_error', 'invalid_body', 'the start request is not JSON');
+        }
+        if (!isObject(message) || message.type !== 'start') {
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_body',
+            'the first frame must be {"type":"start", cmd, ...}',
+          );
+        }
+        const { type: _type, ...request } = message;
+        const session = await this.#startExecution(boxIdOrName, request);
+        ws.send(JSON.stringify({ type: 'started', id: session.id, box_id: session.boxId }));
+        session.attach(ws, 0);
+      })().catch((error) => {
+        const http = httpErrorOf(error);
+        if (ws.readyState === ws.OPEN) {
+          ws.send(JSON.stringify({ type: 'error', status: http.status, ...http.body() }));
+          ws.close(4000 + Math.min(http.status, 999), http.code);
+        }
+      });
+    });
+  }
+
   #forget(boxId: string): void {
     this.#handles.delete(boxId);
     for (const session of this.#sessions.values()) {
@@ -587,6 +642,13 @@ export class RestServer {
   async #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on('error', () => {});
     const url = new URL(req.url ?? '/', 'http://localhost');
+    const start = /^\/v1\/boxes\/([^/]+)\/executions\/attach$/.exec(url.pathname);
+    if (start) {
+      await this.#auth.check(req, Permission.exec);
+      const box = await this.#box(decodeURIComponent(start[1]!));
+      this.#wss.handleUpgrade(req, socket, head, (ws) => this.#startOverSocket(ws, box.id));
+      return;
+    }
     const match = /^\/v1\/boxes\/([^/]+)\/executions\/([^/]+)\/attach$/.exec(url.pathname);
     if (!match)
       throw new HttpError(404, 'not_found_error', 'route_not_found', `no WebSocket route ${url.pathname}`);

@@ -1,0 +1,140 @@
+/**
+ * REST runtime benchmark (issue 10 "Bench"): the exec round trip — `exec('true')` → exit code, and
+ * `exec('echo', ['hi'])` → first stdout line → exit code — in one running busybox box, through the local
+ * `JsRuntime` and through the REST `JsRuntime` talking to `sandbox serve` (a separate process, loopback),
+ * in one run. Local and REST runs alternate so machine load hits both alike. Reports p50/p99 of each and
+ * the added cost of REST (difference of the p50s, and the median of the paired differences).
+ * Goal: ≤ 2 ms added per exec on loopback.
+ *
+ * Usage (root): `npm run bench:rest -w @seed/sandbox` or `node bench/rest.ts [runs]` (default 100).
+ * Needs the local registry (`npm run registry -w @seed/sandbox`; started here when missing).
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { JsBox } from '../src/runtime/box.ts';
+import { JsRuntime } from '../src/runtime/runtime.ts';
+import { percentile } from './raw.ts';
+
+const runs = Number(process.argv[2] ?? 100);
+const IMAGE = 'busybox:latest';
+const packageDir = join(import.meta.dirname, '..');
+
+function ensureRegistry(): void {
+  const script = join(packageDir, 'scripts', 'registry.ts');
+  const result = spawnSync(process.execPath, [script, '--quiet', '--images', 'busybox'], {
+    stdio: 'inherit',
+  });
+  if (result.status !== 0) throw new Error('the local registry could not be started (npm run registry)');
+}
+
+/** Starts `sandbox serve` on an ephemeral loopback port; resolves with its URL once it listens. */
+function serve(home: string): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(
+    process.execPath,
+    [
+      join(packageDir, 'bin', 'sandbox.ts'),
+      '--home',
+      home,
+      '--registry',
+      'http://127.0.0.1:5000',
+      'serve',
+      '--port',
+      '0',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  return new Promise((resolve, reject) => {
+    let log = '';
+    child.stderr!.on('data', (chunk: Buffer) => {
+      log += chunk.toString();
+      const match = /REST runtime on (http:\/\/[^\s]+)\/v1/.exec(log);
+      if (match) resolve({ url: match[1]!, child });
+    });
+    child.on('exit', (code) => reject(new Error(`sandbox serve exited with ${code}: ${log}`)));
+  });
+}
+
+async function execTrue(box: JsBox): Promise<number> {
+  const t0 = performance.now();
+  const { exitCode } = await (await box.exec('true')).wait();
+  if (exitCode !== 0) throw new Error(`true exited ${exitCode}`);
+  return performance.now() - t0;
+}
+
+async function execEcho(box: JsBox): Promise<number> {
+  const t0 = performance.now();
+  const execution = await box.exec('echo', ['hi']);
+  const line = await (await execution.stdout()).next();
+  const { exitCode } = await execution.wait();
+  if (line !== 'hi' || exitCode !== 0) throw new Error(`echo gave ${line} / ${exitCode}`);
+  return performance.now() - t0;
+}
+
+function row(name: string, values: number[]): string {
+  return `| ${name} | ${percentile(values, 50).toFixed(2)} | ${percentile(values, 99).toFixed(2)} |`;
+}
+
+async function main(): Promise<void> {
+  ensureRegistry();
+  const home = mkdtempSync('/tmp/sandbox-bench-rest-');
+  const local = new JsRuntime({
+    homeDir: home,
+    imageRegistries: [{ host: '127.0.0.1:5000', transport: 'http', search: true }],
+  });
+  const { url, child } = await serve(home);
+  try {
+    const rest = new JsRuntime({ url });
+    const created = await rest.create({ image: IMAGE }, 'bench-rest');
+    const localBox = (await local.get('bench-rest'))!;
+    const results: Record<string, { local: number[]; rest: number[] }> = {
+      'exec true → exit code': { local: [], rest: [] },
+      'exec echo → first line → exit code': { local: [], rest: [] },
+    };
+    const cases: [string, (box: JsBox) => Promise<number>][] = [
+      ['exec true → exit code', execTrue],
+      ['exec echo → first line → exit code', execEcho],
+    ];
+    // Warm-up (connections, JIT, page cache), not measured.
+    for (let i = 0; i < 10; i++) {
+      for (const [, fn] of cases) {
+        await fn(localBox);
+        await fn(created);
+      }
+    }
+    for (let i = 0; i < runs; i++) {
+      for (const [name, fn] of cases) {
+        const order = i % 2 === 0 ? (['local', 'rest'] as const) : (['rest', 'local'] as const);
+        for (const which of order)
+          results[name]![which].push(await fn(which === 'local' ? localBox : created));
+      }
+    }
+    console.log(`\nREST vs local exec round trip, ${runs} runs each, alternating (ms):\n`);
+    console.log('| case | p50 | p99 |\n|---|---|---|');
+    let worst = 0;
+    for (const [name, { local: l, rest: r }] of Object.entries(results)) {
+      console.log(row(`${name}, local`, l));
+      console.log(row(`${name}, REST`, r));
+      const added = percentile(r, 50) - percentile(l, 50);
+      const paired = percentile(
+        r.map((value, i) => value - l[i]!),
+        50,
+      );
+      worst = Math.max(worst, added, paired);
+      console.log(
+        `| ${name}, added by REST | ${added.toFixed(2)} (p50 difference) | ${paired.toFixed(2)} (median paired) |`,
+      );
+    }
+    console.log(
+      `\nGoal ≤ 2 ms added per exec on loopback: ${worst <= 2 ? 'met' : 'NOT met'} (worst ${worst.toFixed(2)} ms)`,
+    );
+    await rest.remove('bench-rest', true);
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.once('exit', resolve));
+    for (const info of await local.listInfo()) await local.remove(info.id, true).catch(() => {});
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+await main();
