@@ -288,6 +288,14 @@ export function openApiDocument(): Record<string, unknown> {
           { requestBody: { required: true, ...json(ref('ExecRequest')) } },
         ),
       },
+      '/v1/boxes/{box}/executions/attach': {
+        parameters: [boxParam],
+        get: op(
+          'WebSocket: start and attach in one round trip — first client frame {"type":"start", cmd, args?, env?, tty?, cwd?, user?}, answered by {"type":"started","id"} (or {"type":"error","error"}), then the attach stream',
+          'sandbox.exec',
+          { '101': { description: 'switching protocols' } },
+        ),
+      },
       '/v1/boxes/{box}/executions/{execution}': {
         parameters: [boxParam, execParam],
         get: op('execution status', 'sandbox.exec', { '200': { description: 'status', ...json(execution) } }),

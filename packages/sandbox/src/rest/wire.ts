@@ -9,6 +9,10 @@
  *   `{"type":"signal","signal":"SIGTERM"}`, `{"type":"stdin_eof"}`; server → client
  *   `{"type":"exit","exit_code","offset"}` (then the server closes with 1000) and
  *   `{"type":"backlog_truncated","dropped_bytes"}`.
+ * - `GET /v1/boxes/{box}/executions/attach` starts and attaches in one round trip: the client's first text
+ *   frame is `{"type":"start", cmd, args?, env?, tty?, cwd?, user?}`, answered by `{"type":"started","id"}`
+ *   or `{"type":"error","status","error"}` (what the SDK client uses; `POST …/executions` does the same
+ *   for clients that attach separately);
  * - `?offset=N` resumes the output after the first N bytes (stdout and stderr bytes counted together, in
  *   the order the server received them); the server keeps a bounded backlog of recent output.
  */
