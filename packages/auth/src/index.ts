@@ -1,8 +1,16 @@
 /**
- * `@seed/auth` — the authorization service core (spec 001, issue 4): storage, password hashing, credential
- * validation with lockout and audit, permission evaluation with compiled matchers, ABAC policies, and the
- * permission middleware (Fastify plugin and plain Node adapter). The OAuth endpoints and the administration
- * API build on these exports. See `packages/auth/README.md`.
+ * `@seed/auth` — the authorization and token service of spec 001 as a library.
+ *
+ * - The server (issue 5): {@link buildAuthServer} builds the whole Fastify app (OAuth 2.0 token,
+ *   authorization, revocation and introspection endpoints, discovery, JWKS, login page, administration
+ *   API) over the SQLite store; {@link configFromEnv} reads the `AUTH_*` environment the `auth-server`
+ *   command uses; {@link oauthServer} is the OAuth part alone as a Fastify plugin for an app of your own.
+ *   Embedding: `const server = await buildAuthServer(configFromEnv().options); await server.listen(0)`.
+ * - The core (issue 4): storage, password hashing, credential validation with lockout and audit, permission
+ *   evaluation with compiled matchers, ABAC policies, and the permission middleware (Fastify plugin and
+ *   plain Node adapter).
+ *
+ * See `packages/auth/README.md`.
  */
 
 export {
@@ -54,6 +62,32 @@ export {
   type NodeAuthMiddlewareOptions,
 } from './middleware/node.ts';
 export {
+  type AccessTokenInput,
+  type ActiveSigningKey,
+  type AuthenticatedClient,
+  authorizationServerMetadata,
+  ClientAuthenticator,
+  type ClientAuthMethod,
+  createOAuthContext,
+  ENDPOINT_PATHS,
+  hashToken,
+  KeyManager,
+  type KeyManagerOptions,
+  type OAuthConfig,
+  type OAuthContext,
+  OAuthError,
+  type OAuthErrorCode,
+  type OAuthOptions,
+  type OAuthServerOptions,
+  oauthServer,
+  resolveOAuthConfig,
+  type SigningAlg,
+  SUPPORTED_SIGNING_ALGS,
+  TokenIssuer,
+  type TokenResponse,
+  type TokenSubject,
+} from './oauth/index.ts';
+export {
   MAX_PASSWORD_LENGTH,
   OWASP_SCRYPT_PARAMS,
   PasswordHasher,
@@ -92,6 +126,21 @@ export {
   isGrantingReason,
   reasonName,
 } from './reasons.ts';
+export {
+  type AuthServer,
+  type AuthServerOptions,
+  type BootstrapOptions,
+  type BootstrapResult,
+  bootstrapStore,
+  buildAuthServer,
+  configFromEnv,
+  DEFAULT_AUTH_PORT,
+  DEFAULT_DATABASE_PATH,
+  DEMO_SERVICE_CLIENT_ID,
+  DEMO_SPA_CLIENT_ID,
+  demoSpaRedirectUris,
+  type EnvConfig,
+} from './server.ts';
 export {
   ADMINISTRATOR_ROLE_ID,
   ADMINISTRATOR_ROLE_NAME,

@@ -18,13 +18,26 @@ import { registerRevocationAndIntrospection } from './revocation.ts';
 import { registerTokenEndpoint } from './token-endpoint.ts';
 import { TokenIssuer } from './tokens.ts';
 
-export { ClientAuthenticator } from './clients.ts';
+export { type AuthenticatedClient, ClientAuthenticator, type ClientAuthMethod } from './clients.ts';
 export { type OAuthConfig, type OAuthOptions, resolveOAuthConfig } from './config.ts';
 export type { OAuthContext } from './context.ts';
-export { OAuthError } from './errors.ts';
-export { KeyManager, type KeyManagerOptions, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './keys.ts';
+export { OAuthError, type OAuthErrorCode } from './errors.ts';
+export {
+  type ActiveSigningKey,
+  KeyManager,
+  type KeyManagerOptions,
+  type SigningAlg,
+  SUPPORTED_SIGNING_ALGS,
+} from './keys.ts';
 export { authorizationServerMetadata, ENDPOINT_PATHS } from './metadata.ts';
-export { hashToken, SECURITY_STAMP_CLAIM, TokenIssuer } from './tokens.ts';
+export type { TokenResponse } from './token-endpoint.ts';
+export {
+  type AccessTokenInput,
+  hashToken,
+  SECURITY_STAMP_CLAIM,
+  TokenIssuer,
+  type TokenSubject,
+} from './tokens.ts';
 
 /** Options of {@link oauthServer}. */
 export interface OAuthServerOptions {
