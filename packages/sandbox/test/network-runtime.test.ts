@@ -98,6 +98,23 @@ describe('ports and info()', () => {
     await runtime.remove(box.id);
   });
 
+  test('metrics count established TCP connections and refused attempts in the box', async () => {
+    const box = await runtime.create({ image: BUSYBOX });
+    await run(box, 'sh', ['-c', '(nc -ll -p 7000 -e cat &) ; sleep 0.2']);
+    const before = await box.metrics();
+    assert.equal(typeof before.networkTcpErrors, 'number');
+    const refused = await run(box, 'sh', ['-c', 'nc -w 2 10.0.2.2 9 </dev/null; echo rc=$?']);
+    assert.match(refused.stdout + refused.stderr, /refused/i);
+    const conn = await (await box.network.tunnel(7000)).connect();
+    await conn.write('x\n');
+    assert.equal((await conn.read()).toString(), 'x\n');
+    const during = await box.metrics();
+    assert.ok(during.networkTcpErrors! > before.networkTcpErrors!, 'the refused connect is counted');
+    assert.ok(during.networkTcpConnections! >= 1, 'the tunnel connection is established');
+    await conn.close();
+    await runtime.remove(box.id, true);
+  });
+
   test('creation rejects bad allowNet entries and UDP ports, naming the field; nothing is left', async () => {
     await assert.rejects(
       runtime.create({

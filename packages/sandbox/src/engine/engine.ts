@@ -760,6 +760,16 @@ export class OciEngine implements Engine {
       out.networkBytesReceived = rx;
       out.networkBytesSent = tx;
     }
+    // TCP counters of the namespace (RFC 4022 MIB names as the kernel prints them).
+    const snmp = await read(`/proc/${pid}/net/snmp`);
+    const tcp = snmp?.split('\n').filter((line) => line.startsWith('Tcp:'));
+    if (tcp && tcp.length >= 2) {
+      const names = tcp[0]!.split(/\s+/);
+      const values = tcp[1]!.split(/\s+/).map(Number);
+      const field = (name: string) => values[names.indexOf(name)] ?? 0;
+      out.networkTcpConnections = field('CurrEstab');
+      out.networkTcpErrors = field('AttemptFails') + field('EstabResets');
+    }
     return out;
   }
 

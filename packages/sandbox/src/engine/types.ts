@@ -97,6 +97,10 @@ export interface EngineStats {
   memoryBytes?: number;
   networkBytesSent?: number;
   networkBytesReceived?: number;
+  /** TCP connections currently established in the box's namespace (`CurrEstab`, /proc/net/snmp). */
+  networkTcpConnections?: number;
+  /** TCP failures since the box started: failed connection attempts plus resets of established ones. */
+  networkTcpErrors?: number;
 }
 
 /** An isolation engine. All methods reject with `BoxError` (src/errors.ts) naming the box on failure. */

@@ -211,6 +211,9 @@ export class JsBox {
         if (stats.networkBytesSent !== undefined) metrics.networkBytesSent = stats.networkBytesSent;
         if (stats.networkBytesReceived !== undefined)
           metrics.networkBytesReceived = stats.networkBytesReceived;
+        if (stats.networkTcpConnections !== undefined)
+          metrics.networkTcpConnections = stats.networkTcpConnections;
+        if (stats.networkTcpErrors !== undefined) metrics.networkTcpErrors = stats.networkTcpErrors;
       }
     }
     return metrics;
