@@ -127,6 +127,14 @@ describe('ports and info()', () => {
       runtime.create({ image: BUSYBOX, ports: [{ guestPort: 53, protocol: 'udp' }] }),
       (e: BoxError) => e.field === 'ports[0].protocol',
     );
+    await assert.rejects(
+      runtime.create({ image: BUSYBOX, secrets: [{ name: 'A=B', value: 'v' }] }),
+      (e: BoxError) => e.field === 'secrets[0].name',
+    );
+    await assert.rejects(
+      runtime.create({ image: BUSYBOX, secrets: [{ name: 'K', value: 'v', placeholder: '' }] }),
+      (e: BoxError) => e.field === 'secrets[0].placeholder',
+    );
     assert.deepEqual(readdirSync(join(home, 'boxes')), []);
   });
 });

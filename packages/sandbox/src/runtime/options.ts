@@ -218,6 +218,8 @@ function validateSecrets(secrets: unknown): NormalizedSecret[] {
     const spec = item as Partial<Secret>;
     const name = optionalString(spec.name, `${field}.name`);
     if (name === undefined) reject(`${field}.name`, 'is required');
+    // The box sees the placeholder in an environment variable of this name.
+    if (!ENV_KEY_RE.test(name)) reject(`${field}.name`, 'must be an environment variable name (no "=")');
     if (typeof spec.value !== 'string' || spec.value === '') reject(`${field}.value`, 'is required');
     const placeholder = optionalString(spec.placeholder, `${field}.placeholder`) ?? `<SECRET:${name}>`;
     return { name, value: spec.value, hosts: stringArray(spec.hosts, `${field}.hosts`), placeholder };
