@@ -90,6 +90,8 @@ describe('ComputerBox', () => {
       }, 'the xterm window appears')
     ).trim();
     await sh(`xdotool windowactivate --sync ${id} || xdotool windowfocus --sync ${id}`);
+    await box.type('to be erased');
+    await box.key('ctrl+u'); // a chord: the terminal's line-kill character
     await box.type('Hello, box 42!');
     await box.key('BackSpace exclam Return');
     const typed = await eventually(async () => {
