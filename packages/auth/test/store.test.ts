@@ -315,3 +315,32 @@ describe('SqliteAuthStore', () => {
     assert.equal(await store.findRefreshToken('h9'), undefined, 'deleting a client removes its tokens');
   });
 });
+
+describe('SqliteAuthStore client lookups (cached for the token endpoint)', () => {
+  test("another connection's change to a client is seen at once (PRAGMA data_version); own changes too", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'auth-client-cache-'));
+    const path = join(dir, 'auth.sqlite');
+    const a = new SqliteAuthStore({ path });
+    const b = new SqliteAuthStore({ path });
+    try {
+      await a.createClient({ clientId: 'svc', clientType: 'confidential', secretHash: 'h1' });
+      assert.equal((await a.getClient('svc'))?.isEnabled, true);
+      assert.equal(await a.getClient('later'), undefined);
+      await b.updateClient('svc', { isEnabled: false, secretHash: 'h2' });
+      await b.createClient({ clientId: 'later', clientType: 'public' });
+      const seen = await a.getClient('svc');
+      assert.equal(seen?.isEnabled, false);
+      assert.equal(seen?.secretHash, 'h2');
+      assert.equal((await a.getClient('later'))?.clientType, 'public');
+      await a.updateClient('svc', { isEnabled: true });
+      assert.equal((await a.getClient('svc'))?.isEnabled, true);
+      await a.deleteClient('svc');
+      assert.equal(await a.getClient('svc'), undefined);
+      assert.ok(Object.isFrozen((await a.getClient('later'))?.redirectUris));
+    } finally {
+      await a.close();
+      await b.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -63,6 +63,9 @@ export interface SqliteAuthStoreOptions {
 
 type Row = Record<string, SQLInputValue>;
 
+/** Entries of the client cache (clients and misses); it is emptied when full. */
+const CLIENT_CACHE_LIMIT = 1024;
+
 const SQLITE_CONSTRAINT_UNIQUE = 2067;
 const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
 const SQLITE_CONSTRAINT_FOREIGNKEY = 787;
@@ -231,6 +234,13 @@ export class SqliteAuthStore implements AuthStore {
   readonly #db: DatabaseSync;
   readonly #now: () => number;
   readonly #statements = new Map<string, StatementSync>();
+  /**
+   * Parsed client records (and misses) by id for {@link SqliteAuthStore.getClient}, the token endpoint's
+   * per-request lookup. Valid while `PRAGMA data_version` is unchanged (it changes when another connection
+   * commits) and cleared by this store's own client writes.
+   */
+  readonly #clientCache = new Map<string, ClientRecord | undefined>();
+  #clientCacheVersion: number | undefined;
 
   /**
    * Opens (creating if needed) the database and applies pending migrations.
@@ -797,6 +807,7 @@ export class SqliteAuthStore implements AuthStore {
       permissions: v.permissionList(input.permissions, 'permissions'),
     };
     const now = this.#now();
+    this.#clientCache.clear();
     return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
       this.#run(
         `INSERT INTO clients (client_id, display_name, client_type, secret_hash, is_enabled, redirect_uris,
@@ -817,8 +828,29 @@ export class SqliteAuthStore implements AuthStore {
     });
   }
 
+  /** Cached (see `#clientCache`): the returned record and its arrays are frozen. */
   async getClient(clientId: string): Promise<ClientRecord | undefined> {
-    return typeof clientId === 'string' ? this.#client(clientId) : undefined;
+    if (typeof clientId !== 'string') return undefined;
+    const dataVersion = Number(this.#get('PRAGMA data_version')?.data_version);
+    if (dataVersion !== this.#clientCacheVersion) {
+      this.#clientCache.clear();
+      this.#clientCacheVersion = dataVersion;
+    }
+    if (this.#clientCache.has(clientId)) return this.#clientCache.get(clientId);
+    const client = this.#client(clientId);
+    if (client) {
+      for (const list of [
+        client.redirectUris,
+        client.allowedGrantTypes,
+        client.allowedScopes,
+        client.permissions,
+      ])
+        Object.freeze(list);
+      Object.freeze(client);
+    }
+    if (this.#clientCache.size >= CLIENT_CACHE_LIMIT) this.#clientCache.clear();
+    this.#clientCache.set(clientId, client);
+    return client;
   }
 
   async listClients(query?: ListQuery): Promise<Page<ClientRecord>> {
@@ -847,6 +879,7 @@ export class SqliteAuthStore implements AuthStore {
       permissions:
         patch.permissions === undefined ? undefined : v.permissionList(patch.permissions, 'permissions'),
     };
+    this.#clientCache.clear();
     return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
       const current = this.#client(clientId);
       if (!current) throw new NotFoundError('client', clientId);
@@ -872,6 +905,7 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async deleteClient(clientId: string, options?: ChangeOptions): Promise<void> {
+    this.#clientCache.clear();
     this.#change('client', { field: 'clientId', value: clientId }, options, () => {
       if (this.#run('DELETE FROM clients WHERE client_id = ?', clientId) === 0)
         throw new NotFoundError('client', clientId);
