@@ -6,6 +6,7 @@
  * executions through one server, and tunnels over HTTP CONNECT.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -287,6 +288,22 @@ describe('exec WebSocket', { timeout: 60_000 }, () => {
     assert.equal(text.at(-1)?.exit_code, 7);
   });
 
+  it('a start request too large for the upgrade header goes in the first frame', async () => {
+    const big = 'x'.repeat(20000);
+    assert.deepEqual(await run(box, 'sh', ['-c', 'printf "%s" "$1" | wc -c', 'sh', big]), {
+      exitCode: 0,
+      stdout: '20000',
+      stderr: '',
+    });
+    // A start frame that is not a start request is refused with the error body, and nothing runs.
+    const attached = await attach(server.url, '/v1/boxes/rest-main/executions/attach');
+    assert.ok(typeof attached !== 'number');
+    attached.socket.send(JSON.stringify({ type: 'start', cmd: 'true', colour: 'red' }));
+    const { text } = await attached.frames;
+    assert.equal(text[0]?.type, 'error');
+    assert.equal((text[0]!.error as { field: string }).field, 'colour');
+  });
+
   it('20 concurrent executions through one server', async () => {
     const before = await box.metrics();
     const results = await Promise.all(
@@ -467,5 +484,45 @@ describe('authentication', () => {
       await tokenServer.close();
       jwks.close();
     }
+  });
+});
+
+describe('sandbox serve', () => {
+  it('serves the runtime on loopback without a key, refuses 0.0.0.0 without one, stops on SIGTERM', async () => {
+    const bin = new URL('../bin/sandbox.ts', import.meta.url).pathname;
+    const child = spawn(process.execPath, [bin, '--home', home, 'serve', '--port', '0'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, SANDBOX_API_KEY: '', SANDBOX_URL: 'http://127.0.0.1:1' },
+    });
+    let log = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stderr.on('data', (chunk: Buffer) => {
+        log += chunk.toString();
+        const match = /REST runtime on (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(log);
+        if (match) resolve(match[1]!);
+      });
+      child.once('exit', () => reject(new Error(log)));
+    });
+    const config = await raw(url, 'GET', '/v1/config');
+    assert.equal(config.body.auth, 'loopback');
+    assert.ok((await new JsRuntime({ url }).listInfo()).some((i) => i.name === 'rest-main'));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+    const refused = spawn(
+      process.execPath,
+      [bin, '--home', home, 'serve', '--host', '0.0.0.0', '--port', '0'],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, SANDBOX_API_KEY: '' },
+      },
+    );
+    let err = '';
+    refused.stderr.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => refused.once('exit', (c) => resolve(c)));
+    assert.equal(code, 125);
+    assert.match(err, /refusing to listen on 0\.0\.0\.0 without an API key/);
   });
 });

@@ -26,6 +26,9 @@ export interface RemoteProcessLink {
   resize(id: string, cols: number, rows: number): Promise<void>;
 }
 
+/** Largest start request sent in the upgrade header (base64url characters); larger ones go in a frame. */
+const MAX_HEADER_START = 6144;
+
 /** Reconnection attempts after a dropped WebSocket before the execution fails. */
 export const MAX_RECONNECTS = 8;
 
@@ -100,12 +103,17 @@ export class RemoteProcess implements EngineProcess {
   #connect(): void {
     const base = this.#link.executionsUrl;
     const url = this.#id ? `${base}/${this.#id}/attach?offset=${this.#received}` : `${base}/attach`;
-    const socket = new WebSocket(url, { headers: this.#link.headers, perMessageDeflate: false });
+    // A small start request travels in the upgrade (header `sandbox-exec`, base64url JSON): one round trip.
+    // A large one (e.g. a long script in the arguments) goes in the first frame instead.
+    const encoded = this.#id ? '' : Buffer.from(JSON.stringify(this.#start)).toString('base64url');
+    const inHeader = encoded !== '' && encoded.length <= MAX_HEADER_START;
+    const headers = inHeader ? { ...this.#link.headers, 'sandbox-exec': encoded } : this.#link.headers;
+    const socket = new WebSocket(url, { headers, perMessageDeflate: false });
     this.#socket = socket;
     socket.on('open', () => {
       this.#attempts = 0;
       if (!this.#id) {
-        socket.send(JSON.stringify({ type: 'start', ...this.#start }));
+        if (!inHeader) socket.send(JSON.stringify({ type: 'start', ...this.#start }));
         return;
       }
       const pending = this.#pending;

@@ -646,6 +646,27 @@ export class RestServer {
     if (start) {
       await this.#auth.check(req, Permission.exec);
       const box = await this.#box(decodeURIComponent(start[1]!));
+      const header = req.headers['sandbox-exec'];
+      if (typeof header === 'string') {
+        // The start request in the upgrade itself: started and attached in one round trip.
+        let request: unknown;
+        try {
+          request = JSON.parse(Buffer.from(header, 'base64url').toString('utf8'));
+        } catch {
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_body',
+            'invalid header sandbox-exec: must be base64url-encoded JSON',
+          );
+        }
+        const session = await this.#startExecution(box.id, request);
+        this.#wss.handleUpgrade(req, socket, head, (ws) => {
+          ws.send(JSON.stringify({ type: 'started', id: session.id, box_id: session.boxId }));
+          session.attach(ws, 0);
+        });
+        return;
+      }
       this.#wss.handleUpgrade(req, socket, head, (ws) => this.#startOverSocket(ws, box.id));
       return;
     }
