@@ -200,6 +200,8 @@ interface LayerJob {
 interface PullJob {
   promise: Promise<PreparedImage>;
   listeners: Set<(p: PullProgress) => void>;
+  /** The latest event, replayed to a caller that joins the pull after it started. */
+  last?: PullProgress;
   waiters: number;
   controller: AbortController;
 }
@@ -360,6 +362,7 @@ export class ImageStore {
       const controller = new AbortController();
       const listeners = new Set<(p: PullProgress) => void>();
       const emit = (p: PullProgress) => {
+        newJob.last = p;
         for (const l of listeners) {
           try {
             l(p);
@@ -380,7 +383,17 @@ export class ImageStore {
     }
     const j = job;
     const listener = options.onProgress;
-    if (listener) j.listeners.add(listener);
+    if (listener) {
+      // A caller joining a pull in flight first learns where it stands, then follows it.
+      if (j.last) {
+        try {
+          listener(j.last);
+        } catch {
+          // a failing progress listener must not break the pull
+        }
+      }
+      j.listeners.add(listener);
+    }
     j.waiters++;
     const signal = options.signal;
     try {
