@@ -94,6 +94,12 @@ describe('BrowserBox (firefox)', () => {
       await box.start();
       const endpoint = box.endpoint();
       assert.equal(endpoint, 'http://127.0.0.1:9223');
+      // The box has network (the default): the endpoint is the runtime's port publication.
+      const published = (await box.getInfo()).network?.publishedPorts ?? [];
+      assert.deepEqual(
+        published.map((p) => [p.guestPort, p.hostIp, p.hostPort]),
+        [[9223, '127.0.0.1', 9223]],
+      );
       const relay = await box.exec('sh', [
         '-c',
         'socat TCP-LISTEN:8080,fork,reuseaddr,bind=127.0.0.1 UNIX-CONNECT:/host/http.sock >/dev/null 2>&1 &',

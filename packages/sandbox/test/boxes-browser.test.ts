@@ -53,6 +53,9 @@ describe('BrowserBox', () => {
       runtime,
       browser: 'chromium',
       volumes: [{ hostPath: shared, guestPath: '/host', readOnly: true }],
+      // No box network, so no port publication: endpoint() is the host relay into the box's namespace
+      // (the firefox test covers the published port of a box with network).
+      network: { mode: 'disabled' },
     });
     assert.throws(() => box.endpoint(), BoxError);
     try {
@@ -63,6 +66,7 @@ describe('BrowserBox', () => {
       const endpoint = box.endpoint();
       assert.match(endpoint, /^http:\/\/[\d.]+:\d+$/);
       const info = await box.getInfo();
+      assert.deepEqual(info.network?.publishedPorts ?? [], []);
       assert.equal(info.cpus, 2);
       assert.equal(info.memoryMib, 2048);
       const version = (await (await fetch(`${endpoint}/json/version`)).json()) as { Browser: string };
