@@ -5,10 +5,11 @@
  * be refused.
  */
 import assert from 'node:assert/strict';
+import { generateKeyPairSync, sign, verify } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { resolveOAuthConfig } from '../src/oauth/config.ts';
-import { KeyManager, SUPPORTED_SIGNING_ALGS } from '../src/oauth/keys.ts';
+import { derToP1363, KeyManager, SUPPORTED_SIGNING_ALGS } from '../src/oauth/keys.ts';
 import { TokenIssuer } from '../src/oauth/tokens.ts';
 import { SqliteAuthStore } from '../src/store/sqlite.ts';
 
@@ -98,6 +99,39 @@ describe('JWT signing with each supported algorithm', () => {
       }
     } finally {
       await store.close();
+    }
+  });
+});
+
+describe('ECDSA signature encoding (DER to R‖S, RFC 7518 §3.4)', () => {
+  test('integers with a sign byte and short integers are normalised to 32 bytes each', () => {
+    const r = Buffer.concat([Buffer.from([0x00, 0x80]), Buffer.alloc(31, 0x11)]); // 33 bytes, leading 0x00
+    const s = Buffer.alloc(31, 0x22); // 31 bytes: left-padded with one zero byte
+    const der = Buffer.concat([
+      Buffer.from([0x30, 2 + r.length + 2 + s.length, 0x02, r.length]),
+      r,
+      Buffer.from([0x02, s.length]),
+      s,
+    ]);
+    const out = derToP1363(der, 32);
+    assert.equal(out.length, 64);
+    assert.deepEqual(out.subarray(0, 32), r.subarray(1));
+    assert.deepEqual(out.subarray(32), Buffer.concat([Buffer.from([0]), s]));
+    assert.throws(
+      () => derToP1363(Buffer.from([0x31, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01]), 32),
+      /bad DER/,
+    );
+  });
+
+  test('500 real P-256 signatures convert to signatures Node verifies as ieee-p1363', () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    for (let i = 0; i < 500; i++) {
+      const data = Buffer.from(`message ${i}`);
+      const signature = derToP1363(sign('sha256', data, privateKey), 32);
+      assert.ok(
+        verify('sha256', data, { key: publicKey, dsaEncoding: 'ieee-p1363' }, signature),
+        `signature ${i}`,
+      );
     }
   });
 });
