@@ -46,6 +46,16 @@ export {
   type PullProgress,
   renderPullProgress,
 } from './images/index.ts';
+export {
+  openApiDocument,
+  RestBox,
+  RestExecution,
+  RestRuntime,
+  type RestRuntimeOptions,
+  RestServer,
+  type RestServerOptions,
+  startRestServer,
+} from './rest/index.ts';
 export { type ExecEnv, type ExecOptions, JsBox } from './runtime/box.ts';
 export { type JsExecStderr, type JsExecStdin, type JsExecStdout, JsExecution } from './runtime/execution.ts';
 export { type NormalizedBoxOptions, type ValidateContext, validateBoxOptions } from './runtime/options.ts';

@@ -33,6 +33,9 @@ export const TUNNEL_TTL_MS = 60_000;
 /** How long a finished execution stays queryable (status, reattach for its backlog), ms. */
 export const FINISHED_TTL_MS = 5 * 60_000;
 
+/** Interval of WebSocket pings; a client silent for two intervals is dropped, ms. */
+export const HEARTBEAT_MS = 10_000;
+
 /** Options of {@link RestServer}. */
 export interface RestServerOptions extends AuthOptions {
   /** The local runtime to expose. */
@@ -110,6 +113,9 @@ export class RestServer {
   readonly #tunnels = new Map<string, PreparedTunnel>();
   readonly #tunnelSockets = new Set<Duplex>();
   readonly #timers = new Set<NodeJS.Timeout>();
+  /** Pings attached clients; one that misses a pong is dropped so that it can reattach (no stale 409). */
+  readonly #heartbeat: NodeJS.Timeout;
+  readonly #alive = new WeakSet<WebSocket>();
   #url: string | null = null;
 
   /**
@@ -133,6 +139,17 @@ export class RestServer {
       forceCloseConnections: true,
     });
     this.#routes();
+    this.#heartbeat = setInterval(() => {
+      for (const ws of this.#wss.clients) {
+        if (!this.#alive.has(ws)) {
+          ws.terminate();
+          continue;
+        }
+        this.#alive.delete(ws);
+        ws.ping();
+      }
+    }, HEARTBEAT_MS);
+    this.#heartbeat.unref();
     this.app.server.on('upgrade', (req, socket, head) => {
       this.#onUpgrade(req, socket, head).catch((error) => rejectSocket(socket, httpErrorOf(error)));
     });
@@ -159,6 +176,7 @@ export class RestServer {
 
   /** Stops listening, kills the commands started over REST and closes tunnels. Boxes stay as they are. */
   async close(): Promise<void> {
+    clearInterval(this.#heartbeat);
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
     await Promise.all([...this.#sessions.values()].map((s) => s.terminate()));
@@ -629,6 +647,15 @@ export class RestServer {
     });
   }
 
+  /** Completes a WebSocket upgrade; the socket then takes part in the heartbeat. */
+  #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, done: (ws: WebSocket) => void): void {
+    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      this.#alive.add(ws);
+      ws.on('pong', () => this.#alive.add(ws));
+      done(ws);
+    });
+  }
+
   #forget(boxId: string): void {
     this.#handles.delete(boxId);
     for (const session of this.#sessions.values()) {
@@ -661,13 +688,13 @@ export class RestServer {
           );
         }
         const session = await this.#startExecution(box.id, request);
-        this.#wss.handleUpgrade(req, socket, head, (ws) => {
+        this.#upgrade(req, socket, head, (ws) => {
           ws.send(JSON.stringify({ type: 'started', id: session.id, box_id: session.boxId }));
           session.attach(ws, 0);
         });
         return;
       }
-      this.#wss.handleUpgrade(req, socket, head, (ws) => this.#startOverSocket(ws, box.id));
+      this.#upgrade(req, socket, head, (ws) => this.#startOverSocket(ws, box.id));
       return;
     }
     const match = /^\/v1\/boxes\/([^/]+)\/executions\/([^/]+)\/attach$/.exec(url.pathname);
@@ -695,7 +722,7 @@ export class RestServer {
         'offset',
       );
     }
-    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+    this.#upgrade(req, socket, head, (ws) => {
       if (session.socket) {
         ws.close(4409, 'already attached');
         return;
