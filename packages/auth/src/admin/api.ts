@@ -19,6 +19,7 @@ import type {
   ClientPatch,
   ClientRecord,
   NewAuditEvent,
+  Page,
   PermissionRecord,
   RolePatch,
   RoleRecord,
@@ -155,7 +156,114 @@ const errors = (...codes: number[]) => {
   }
   return out;
 };
+type Schema = Record<string, unknown>;
 const noContent = { 204: { description: 'Done', type: 'null' } };
+const bearer = [{ bearerAuth: [] }];
+
+/** The OpenAPI part of one route (`schema` of its Fastify options), in the document's field order. */
+interface RouteDoc {
+  readonly summary: string;
+  readonly description?: string;
+  readonly params?: Schema;
+  readonly querystring?: Schema;
+  readonly body?: Schema;
+  readonly response: Record<number, unknown>;
+}
+
+/** Fastify options of one admin route: the permission it needs (`config.auth`) and its OpenAPI schema. */
+function routeOptions(tag: string, permission: string, doc: RouteDoc) {
+  const { summary, description, params, querystring, body, response } = doc;
+  return {
+    config: { auth: { permission } },
+    schema: {
+      tags: [tag],
+      summary,
+      ...(description === undefined ? {} : { description }),
+      security: bearer,
+      ...(params === undefined ? {} : { params }),
+      ...(querystring === undefined ? {} : { querystring }),
+      ...(body === undefined ? {} : { body }),
+      response,
+    },
+  };
+}
+
+/**
+ * A field that grants something (roles or permission codes) and so needs a second permission to set or
+ * change (spec 001 "Authentication", separation-of-duties rules 1–3).
+ */
+interface GrantRule {
+  readonly field: string;
+  /** The permission needed, besides the route's own, to grant through `field`. */
+  readonly permission: string;
+  /** Normalizes a present value (400 on a name or code that cannot be normalized). */
+  readonly normalize: (value: string[], field: string) => string[];
+  /** Identity of an element when comparing with the current value (default: exact). */
+  readonly key?: (x: string) => string;
+}
+
+const roleGrant: GrantRule = {
+  field: 'roles',
+  permission: AdminPermission.Roles,
+  normalize: (value, field) => roleNameList(value, field),
+  key: nameKey,
+};
+const permissionGrant = (field: string): GrantRule => ({
+  field,
+  permission: AdminPermission.Permissions,
+  normalize: (value, name) => normalizePermissionCodes(value, name),
+});
+/** The granting fields of users, roles and clients, in the order they are normalized and checked. */
+const USER_GRANTS = [roleGrant, permissionGrant('directPermissions'), permissionGrant('deniedPermissions')];
+const ROLE_GRANTS = [permissionGrant('permissions'), permissionGrant('deniedPermissions')];
+const CLIENT_GRANTS = [permissionGrant('permissions')];
+
+type Grants = Record<string, string[] | undefined>;
+
+/** The normalized values of `rules`' fields of `body` (absent ones undefined), in the rules' order. */
+function normalizeGrants(rules: readonly GrantRule[], body: Record<string, unknown>): Grants {
+  const out: Grants = {};
+  for (const rule of rules) {
+    const value = body[rule.field] as string[] | undefined;
+    out[rule.field] = value === undefined ? undefined : rule.normalize(value, rule.field);
+  }
+  return out;
+}
+
+/** Names of the fields of `patch` that are set (not undefined), in order. */
+const setKeys = (patch: object) =>
+  Object.entries(patch)
+    .filter(([, value]) => value !== undefined)
+    .map(([key]) => key);
+
+type ListQ = { offset?: number; limit?: number; search?: string };
+
+/**
+ * One collection of the API (users, roles, permissions, clients): what its list, get, update and delete
+ * routes share. `P` is the path parameter naming one item, `R` the store record, `U` the store patch.
+ */
+interface Resource<R, U> {
+  /** OpenAPI tag and path segment, e.g. `users`. */
+  readonly tag: 'users' | 'roles' | 'permissions' | 'clients';
+  /** The path parameter of one item (`id`, `code`, `clientId`) and its schema. */
+  readonly param: string;
+  readonly params: Schema;
+  /** The permission of the resource's area (changes). */
+  readonly permission: string;
+  /** The item schema (OpenAPI). */
+  readonly schema: Schema;
+  /** The item found by its path parameter (after normalizing it); 404 when there is none. */
+  find(raw: string): Promise<R>;
+  /** The store key of an item (for store calls and `Location`). */
+  key(record: R): string;
+  /** The audit target of an item. */
+  target(record: R): Target;
+  /** The API view of an item at time `at` (ms since epoch). */
+  view(record: R, at: number): unknown;
+  list(query: ListQ & { offset: number; limit: number }): Promise<Page<R>>;
+  update?(key: string, patch: U, options: ChangeOptions): Promise<R>;
+  remove(key: string, options: ChangeOptions): Promise<void>;
+}
 
 /**
  * Registers the API routes on `app` (which must carry the `/api` prefix, the strict validation of
@@ -178,7 +286,6 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     },
   };
   const P = AdminPermission;
-  const bearer = [{ bearerAuth: [] }];
 
   /**
    * The audit event of a change, written by the store in the change's transaction: the caller, the action,
@@ -226,42 +333,49 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   }
 
   /**
-   * Separation of duties for one field of a create: a non-empty value grants something and needs
-   * `permission` (403 otherwise).
+   * Separation of duties for a create: a non-empty value of a granting field grants something and needs the
+   * rule's permission (403 otherwise). Checked in the rules' order.
    */
   async function guardCreate(
     request: FastifyRequest,
     action: string,
     target: Target,
-    field: string,
-    value: readonly string[] | undefined,
-    permission: string,
+    rules: readonly GrantRule[],
+    grants: Grants,
   ) {
-    if (value === undefined || value.length === 0) return;
-    if (!access.holds(request, permission)) await refuse(request, action, target, field, permission);
+    for (const rule of rules) {
+      const value = grants[rule.field];
+      if (value === undefined || value.length === 0) continue;
+      if (!access.holds(request, rule.permission)) {
+        await refuse(request, action, target, rule.field, rule.permission);
+      }
+    }
   }
 
   /**
-   * Separation of duties for one field of an update: a value that differs from the current one changes
-   * something and needs `permission` (403 otherwise). An unchanged value is dropped from the patch when the
+   * Separation of duties for an update: a value that differs from the current one changes something and
+   * needs the rule's permission (403 otherwise). An unchanged value is dropped from the patch when the
    * caller lacks the permission, so that a concurrent change by someone else is never overwritten by it.
-   * @returns whether the field stays in the patch.
+   * Adds the granting fields that stay to `patch`, in the rules' order.
    */
   async function guardUpdate(
     request: FastifyRequest,
     action: string,
     target: Target,
-    field: string,
-    value: readonly string[] | undefined,
-    current: readonly string[],
-    permission: string,
-    key?: (x: string) => string,
-  ): Promise<boolean> {
-    if (value === undefined) return false;
-    if (access.holds(request, permission)) return true;
-    if (sameSet(value, current, key)) return false;
-    await refuse(request, action, target, field, permission);
-    return false;
+    rules: readonly GrantRule[],
+    grants: Grants,
+    current: object,
+    patch: Record<string, unknown>,
+  ) {
+    for (const { field, permission, key } of rules) {
+      const value = grants[field];
+      if (value === undefined) continue;
+      if (!access.holds(request, permission)) {
+        if (sameSet(value, (current as Record<string, string[]>)[field] ?? [], key)) continue;
+        await refuse(request, action, target, field, permission);
+      }
+      patch[field] = value;
+    }
   }
 
   const paging = (query: { offset?: number; limit?: number }) => ({
@@ -269,55 +383,165 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     limit: query.limit ?? s.DEFAULT_PAGE,
   });
 
-  function created(reply: FastifyReply, location: string, body: unknown) {
+  /** 201 with `Location` of the new item of `resource`. */
+  function created<R>(reply: FastifyReply, resource: Resource<R, never>, record: R, body: unknown) {
+    const location = `${app.prefix}/${resource.tag}/${encodeURIComponent(resource.key(record))}`;
     return reply.code(201).header('location', location).send(body);
   }
-  const base = () => app.prefix;
+
+  /** `GET /{tag}`: a page of items. */
+  function listRoute<R, U>(resource: Resource<R, U>, summary: string, description: string) {
+    app.get<{ Querystring: ListQ }>(
+      `/${resource.tag}`,
+      routeOptions(resource.tag, P.Read, {
+        summary,
+        querystring: s.listQuery,
+        response: { 200: { description, ...s.pageOf(resource.schema) }, ...errors() },
+      }),
+      async (request) => {
+        const { offset, limit } = paging(request.query);
+        const page = await resource.list({ offset, limit, search: request.query.search });
+        const at = now();
+        return { items: page.items.map((item) => resource.view(item, at)), total: page.total, offset, limit };
+      },
+    );
+  }
+
+  /** `GET /{tag}/:param`: one item. */
+  function getRoute<R, U>(resource: Resource<R, U>, summary: string, description: string) {
+    app.get<{ Params: Record<string, string> }>(
+      `/${resource.tag}/:${resource.param}`,
+      routeOptions(resource.tag, P.Read, {
+        summary,
+        params: resource.params,
+        response: { 200: { description, ...resource.schema }, ...errors(404) },
+      }),
+      async (request) => resource.view(await resource.find(request.params[resource.param] as string), now()),
+    );
+  }
+
+  /**
+   * `PATCH /{tag}/:param`: granting fields normalized (400) before the item is looked up (404), then the
+   * separation-of-duties rules, then one store change with its audit event (`{type}.update`).
+   */
+  function updateRoute<R, U, B extends Record<string, unknown>>(
+    resource: Resource<R, U>,
+    doc: RouteDoc,
+    rules: readonly GrantRule[],
+    basePatch: (body: B) => Record<string, unknown>,
+  ) {
+    app.patch<{ Params: Record<string, string>; Body: B }>(
+      `/${resource.tag}/:${resource.param}`,
+      routeOptions(resource.tag, resource.permission, { ...doc, params: resource.params }),
+      async (request) => {
+        const body = request.body as B;
+        const grants = normalizeGrants(rules, body);
+        const current = await resource.find(request.params[resource.param] as string);
+        const target = resource.target(current);
+        const action = `${target.type}.update`;
+        const patch = basePatch(body);
+        await guardUpdate(request, action, target, rules, grants, current as object, patch);
+        const update = resource.update as NonNullable<typeof resource.update>;
+        const audit = auditFor(request, action, target, setKeys(patch), patch);
+        return resource.view(await update(resource.key(current), patch as U, audit), now());
+      },
+    );
+  }
+
+  /** `DELETE /{tag}/:param`, audited as `{type}.delete`. */
+  function deleteRoute<R, U>(resource: Resource<R, U>, summary: string) {
+    app.delete<{ Params: Record<string, string> }>(
+      `/${resource.tag}/:${resource.param}`,
+      routeOptions(resource.tag, resource.permission, {
+        summary,
+        params: resource.params,
+        body: s.emptyBody,
+        response: { ...noContent, ...errors(404) },
+      }),
+      async (request, reply) => {
+        const current = await resource.find(request.params[resource.param] as string);
+        const target = resource.target(current);
+        await resource.remove(resource.key(current), auditFor(request, `${target.type}.delete`, target, []));
+        return reply.code(204).send();
+      },
+    );
+  }
+
+  /** A lookup that answers 404 `{type} '{key}' not found` when the store has no such item. */
+  const finder =
+    <R>(
+      type: Target['type'],
+      get: (key: string) => Promise<R | undefined | null>,
+      normalize = (raw: string) => raw,
+    ) =>
+    async (raw: string): Promise<R> => {
+      const key = normalize(raw);
+      const record = await get(key);
+      if (!record) throw new AdminHttpError(404, `${type} '${key}' not found`);
+      return record;
+    };
+
+  const users: Resource<UserRecord, UserPatch> = {
+    tag: 'users',
+    param: 'id',
+    params: s.idParams,
+    permission: P.Users,
+    schema: s.userSchema,
+    find: finder('user', (id) => store.getUser(id)),
+    key: (user) => user.id,
+    target: (user) => ({ type: 'user', id: user.id, name: user.userName }),
+    view: userView,
+    list: (query) => store.listUsers(query),
+    update: (id, patch, audit) => store.updateUser(id, patch, audit),
+    remove: (id, audit) => store.deleteUser(id, audit),
+  };
+  const roles: Resource<RoleRecord, RolePatch> = {
+    tag: 'roles',
+    param: 'id',
+    params: s.idParams,
+    permission: P.Roles,
+    schema: s.roleSchema,
+    find: finder('role', (id) => store.getRole(id)),
+    key: (role) => role.id,
+    target: (role) => ({ type: 'role', id: role.id, name: role.name }),
+    view: (role) => roleView(role),
+    list: (query) => store.listRoles(query),
+    update: (id, patch, audit) => store.updateRole(id, patch, audit),
+    remove: (id, audit) => store.deleteRole(id, audit),
+  };
+  const codeOf = (raw: string) => normalizePermissionCode(raw, 'code', { allowWildcards: false });
+  const permissions: Resource<PermissionRecord, never> = {
+    tag: 'permissions',
+    param: 'code',
+    params: s.codeParams,
+    permission: P.Permissions,
+    schema: s.permissionSchema,
+    find: finder('permission', (code) => store.getPermission(code), codeOf),
+    key: (permission) => permission.code,
+    target: (permission) => ({ type: 'permission', id: permission.code }),
+    view: (permission) => permissionView(permission),
+    list: (query) => store.listPermissions(query),
+    remove: (code, audit) => store.deletePermission(code, audit),
+  };
+  const clients: Resource<ClientRecord, ClientPatch> = {
+    tag: 'clients',
+    param: 'clientId',
+    params: s.clientIdParams,
+    permission: P.Clients,
+    schema: s.clientSchema,
+    find: finder('client', (clientId) => store.getClient(clientId)),
+    key: (client) => client.clientId,
+    target: (client) => ({ type: 'client', id: client.clientId }),
+    view: (client) => clientView(client),
+    list: (query) => store.listClients(query),
+    update: (clientId, patch, audit) => store.updateClient(clientId, patch, audit),
+    remove: (clientId, audit) => store.deleteClient(clientId, audit),
+  };
 
   // ── users ──
 
-  type ListQ = { offset?: number; limit?: number; search?: string };
-
-  app.get<{ Querystring: ListQ }>(
-    '/users',
-    {
-      config: { auth: { permission: P.Read } },
-      schema: {
-        tags: ['users'],
-        summary: 'List users (paged, by user name)',
-        security: bearer,
-        querystring: s.listQuery,
-        response: { 200: { description: 'A page of users', ...s.pageOf(s.userSchema) }, ...errors() },
-      },
-    },
-    async (request) => {
-      const { offset, limit } = paging(request.query);
-      const page = await store.listUsers({ offset, limit, search: request.query.search });
-      const at = now();
-      return { items: page.items.map((u) => userView(u, at)), total: page.total, offset, limit };
-    },
-  );
-
-  app.get<{ Params: { id: string } }>(
-    '/users/:id',
-    {
-      config: { auth: { permission: P.Read } },
-      schema: {
-        tags: ['users'],
-        summary: 'Get a user',
-        security: bearer,
-        params: s.idParams,
-        response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404) },
-      },
-    },
-    async (request) => userView(await requireUser(request.params.id), now()),
-  );
-
-  async function requireUser(id: string): Promise<UserRecord> {
-    const user = await store.getUser(id);
-    if (!user) throw new AdminHttpError(404, `user '${id}' not found`);
-    return user;
-  }
+  listRoute(users, 'List users (paged, by user name)', 'A page of users');
+  getRoute(users, 'Get a user', 'The user');
 
   type NewUserBody = {
     userName: string;
@@ -330,167 +554,69 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
 
   app.post<{ Body: NewUserBody }>(
     '/users',
-    {
-      config: { auth: { permission: P.Users } },
-      schema: {
-        tags: ['users'],
-        summary: 'Create a user',
-        description:
-          'Needs `auth.admin.users`; non-empty `roles` also `auth.admin.roles`, non-empty `directPermissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties).',
-        security: bearer,
-        body: s.createUserBody,
-        response: { 201: { description: 'Created: the user', ...s.userSchema }, ...errors(409) },
-      },
-    },
+    routeOptions('users', P.Users, {
+      summary: 'Create a user',
+      description:
+        'Needs `auth.admin.users`; non-empty `roles` also `auth.admin.roles`, non-empty `directPermissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties).',
+      body: s.createUserBody,
+      response: { 201: { description: 'Created: the user', ...s.userSchema }, ...errors(409) },
+    }),
     async (request, reply) => {
       const body = request.body;
-      const roles = roleNameList(body.roles);
-      const direct =
-        body.directPermissions && normalizePermissionCodes(body.directPermissions, 'directPermissions');
-      const denied =
-        body.deniedPermissions && normalizePermissionCodes(body.deniedPermissions, 'deniedPermissions');
+      const grants = normalizeGrants(USER_GRANTS, body);
+      const roles = grants.roles ?? [];
       const target: Target = { type: 'user', name: body.userName };
-      await guardCreate(request, 'user.create', target, 'roles', roles, P.Roles);
-      await guardCreate(request, 'user.create', target, 'directPermissions', direct, P.Permissions);
-      await guardCreate(request, 'user.create', target, 'deniedPermissions', denied, P.Permissions);
+      await guardCreate(request, 'user.create', target, USER_GRANTS, grants);
       const passwordHash = body.password === undefined ? null : await passwordHasher.hash(body.password);
       const changed = Object.keys(body).filter((k) => k !== 'password');
       if (body.password !== undefined) changed.push('password');
+      const fields = {
+        userName: body.userName,
+        isEnabled: body.isEnabled,
+        roles,
+        directPermissions: grants.directPermissions,
+        deniedPermissions: grants.deniedPermissions,
+      };
       const user = await store.createUser(
-        {
-          userName: body.userName,
-          passwordHash,
-          isEnabled: body.isEnabled,
-          roles,
-          directPermissions: direct,
-          deniedPermissions: denied,
-        },
-        auditFor(request, 'user.create', target, changed, {
-          userName: body.userName,
-          isEnabled: body.isEnabled,
-          roles,
-          directPermissions: direct,
-          deniedPermissions: denied,
-        }),
+        { ...fields, passwordHash },
+        auditFor(request, 'user.create', target, changed, fields),
       );
-      return created(reply, `${base()}/users/${encodeURIComponent(user.id)}`, userView(user, now()));
+      return created(reply, users, user, userView(user, now()));
     },
   );
 
-  type UserPatchBody = Omit<NewUserBody, 'password' | 'userName'> & { userName?: string };
-
-  app.patch<{ Params: { id: string }; Body: UserPatchBody }>(
-    '/users/:id',
+  updateRoute<UserRecord, UserPatch, Omit<NewUserBody, 'password' | 'userName'> & { userName?: string }>(
+    users,
     {
-      config: { auth: { permission: P.Users } },
-      schema: {
-        tags: ['users'],
-        summary: 'Update a user (omitted fields stay unchanged)',
-        description:
-          'Needs `auth.admin.users`; changing `roles` also `auth.admin.roles`, changing `directPermissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties). `isEnabled: false` disables the account and refuses its tokens at once.',
-        security: bearer,
-        params: s.idParams,
-        body: s.updateUserBody,
-        response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404, 409) },
-      },
+      summary: 'Update a user (omitted fields stay unchanged)',
+      description:
+        'Needs `auth.admin.users`; changing `roles` also `auth.admin.roles`, changing `directPermissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties). `isEnabled: false` disables the account and refuses its tokens at once.',
+      body: s.updateUserBody,
+      response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404, 409) },
     },
-    async (request) => {
-      const body = request.body;
-      const roles = body.roles === undefined ? undefined : roleNameList(body.roles);
-      const direct =
-        body.directPermissions && normalizePermissionCodes(body.directPermissions, 'directPermissions');
-      const denied =
-        body.deniedPermissions && normalizePermissionCodes(body.deniedPermissions, 'deniedPermissions');
-      const current = await requireUser(request.params.id);
-      const target: Target = { type: 'user', id: current.id, name: current.userName };
-      const patch: UserPatch = { userName: body.userName, isEnabled: body.isEnabled };
-      const action = 'user.update';
-      if (await guardUpdate(request, action, target, 'roles', roles, current.roles, P.Roles, nameKey)) {
-        patch.roles = roles;
-      }
-      if (
-        await guardUpdate(
-          request,
-          action,
-          target,
-          'directPermissions',
-          direct,
-          current.directPermissions,
-          P.Permissions,
-        )
-      ) {
-        patch.directPermissions = direct;
-      }
-      if (
-        await guardUpdate(
-          request,
-          action,
-          target,
-          'deniedPermissions',
-          denied,
-          current.deniedPermissions,
-          P.Permissions,
-        )
-      ) {
-        patch.deniedPermissions = denied;
-      }
-      const changed = Object.keys(patch).filter((k) => patch[k as keyof UserPatch] !== undefined);
-      const user = await store.updateUser(
-        current.id,
-        patch,
-        auditFor(request, action, target, changed, patch),
-      );
-      return userView(user, now());
-    },
+    USER_GRANTS,
+    (body) => ({ userName: body.userName, isEnabled: body.isEnabled }),
   );
 
-  app.delete<{ Params: { id: string } }>(
-    '/users/:id',
-    {
-      config: { auth: { permission: P.Users } },
-      schema: {
-        tags: ['users'],
-        summary: 'Delete a user',
-        security: bearer,
-        params: s.idParams,
-        body: s.emptyBody,
-        response: { ...noContent, ...errors(404) },
-      },
-    },
-    async (request, reply) => {
-      const current = await requireUser(request.params.id);
-      await store.deleteUser(
-        current.id,
-        auditFor(request, 'user.delete', { type: 'user', id: current.id, name: current.userName }, []),
-      );
-      return reply.code(204).send();
-    },
-  );
+  deleteRoute(users, 'Delete a user');
 
   app.put<{ Params: { id: string }; Body: { password: string } }>(
     '/users/:id/password',
-    {
-      config: { auth: { permission: P.Users } },
-      schema: {
-        tags: ['users'],
-        summary: "Set a user's password",
-        description:
-          'Changes the security stamp: tokens issued before are refused with `SubjectDisabled` (spec 001 "States and transitions").',
-        security: bearer,
-        params: s.idParams,
-        body: s.setPasswordBody,
-        response: { ...noContent, ...errors(404) },
-      },
-    },
+    routeOptions('users', P.Users, {
+      summary: "Set a user's password",
+      description:
+        'Changes the security stamp: tokens issued before are refused with `SubjectDisabled` (spec 001 "States and transitions").',
+      params: s.idParams,
+      body: s.setPasswordBody,
+      response: { ...noContent, ...errors(404) },
+    }),
     async (request, reply) => {
-      const current = await requireUser(request.params.id);
+      const current = await users.find(request.params.id);
       const hash = await passwordHasher.hash(request.body.password);
       await store.setPasswordHash(
         current.id,
         hash,
-        auditFor(request, 'user.password', { type: 'user', id: current.id, name: current.userName }, [
-          'password',
-        ]),
+        auditFor(request, 'user.password', users.target(current), ['password']),
       );
       return reply.code(204).send();
     },
@@ -503,24 +629,18 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   ] as const) {
     app.post<{ Params: { id: string } }>(
       `/users/:id/${action}`,
-      {
-        config: { auth: { permission: P.Users } },
-        schema: {
-          tags: ['users'],
-          summary,
-          security: bearer,
-          params: s.idParams,
-          body: s.emptyBody,
-          response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404) },
-        },
-      },
+      routeOptions('users', P.Users, {
+        summary,
+        params: s.idParams,
+        body: s.emptyBody,
+        response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404) },
+      }),
       async (request) => {
-        const current = await requireUser(request.params.id);
-        const target: Target = { type: 'user', id: current.id, name: current.userName };
+        const current = await users.find(request.params.id);
         const audit = auditFor(
           request,
           `user.${action}`,
-          target,
+          users.target(current),
           action === 'unlock' ? ['lockoutEnd'] : ['isEnabled'],
           action === 'unlock' ? { lockoutEnd: null } : { isEnabled: action === 'enable' },
         );
@@ -535,45 +655,8 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
 
   // ── roles ──
 
-  async function requireRole(id: string): Promise<RoleRecord> {
-    const role = await store.getRole(id);
-    if (!role) throw new AdminHttpError(404, `role '${id}' not found`);
-    return role;
-  }
-
-  app.get<{ Querystring: ListQ }>(
-    '/roles',
-    {
-      config: { auth: { permission: P.Read } },
-      schema: {
-        tags: ['roles'],
-        summary: 'List roles (paged, by name)',
-        security: bearer,
-        querystring: s.listQuery,
-        response: { 200: { description: 'A page of roles', ...s.pageOf(s.roleSchema) }, ...errors() },
-      },
-    },
-    async (request) => {
-      const { offset, limit } = paging(request.query);
-      const page = await store.listRoles({ offset, limit, search: request.query.search });
-      return { items: page.items.map(roleView), total: page.total, offset, limit };
-    },
-  );
-
-  app.get<{ Params: { id: string } }>(
-    '/roles/:id',
-    {
-      config: { auth: { permission: P.Read } },
-      schema: {
-        tags: ['roles'],
-        summary: 'Get a role',
-        security: bearer,
-        params: s.idParams,
-        response: { 200: { description: 'The role', ...s.roleSchema }, ...errors(404) },
-      },
-    },
-    async (request) => roleView(await requireRole(request.params.id)),
-  );
+  listRoute(roles, 'List roles (paged, by name)', 'A page of roles');
+  getRoute(roles, 'Get a role', 'The role');
 
   type RoleBody = {
     name: string;
@@ -584,289 +667,105 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
 
   app.post<{ Body: RoleBody }>(
     '/roles',
-    {
-      config: { auth: { permission: P.Roles } },
-      schema: {
-        tags: ['roles'],
-        summary: 'Create a role',
-        description:
-          'Needs `auth.admin.roles`; non-empty `permissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties).',
-        security: bearer,
-        body: s.createRoleBody,
-        response: { 201: { description: 'Created: the role', ...s.roleSchema }, ...errors(409) },
-      },
-    },
+    routeOptions('roles', P.Roles, {
+      summary: 'Create a role',
+      description:
+        'Needs `auth.admin.roles`; non-empty `permissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties).',
+      body: s.createRoleBody,
+      response: { 201: { description: 'Created: the role', ...s.roleSchema }, ...errors(409) },
+    }),
     async (request, reply) => {
       const body = request.body;
-      const permissions = body.permissions && normalizePermissionCodes(body.permissions, 'permissions');
-      const denied =
-        body.deniedPermissions && normalizePermissionCodes(body.deniedPermissions, 'deniedPermissions');
+      const grants = normalizeGrants(ROLE_GRANTS, body);
       const target: Target = { type: 'role', name: body.name };
-      await guardCreate(request, 'role.create', target, 'permissions', permissions, P.Permissions);
-      await guardCreate(request, 'role.create', target, 'deniedPermissions', denied, P.Permissions);
+      await guardCreate(request, 'role.create', target, ROLE_GRANTS, grants);
+      const fields = {
+        name: body.name,
+        description: body.description,
+        permissions: grants.permissions,
+        deniedPermissions: grants.deniedPermissions,
+      };
       const role = await store.createRole(
-        { name: body.name, description: body.description, permissions, deniedPermissions: denied },
-        auditFor(request, 'role.create', target, Object.keys(body), {
-          name: body.name,
-          description: body.description,
-          permissions,
-          deniedPermissions: denied,
-        }),
+        fields,
+        auditFor(request, 'role.create', target, Object.keys(body), fields),
       );
-      return created(reply, `${base()}/roles/${encodeURIComponent(role.id)}`, roleView(role));
+      return created(reply, roles, role, roleView(role));
     },
   );
 
-  app.patch<{ Params: { id: string }; Body: Partial<RoleBody> }>(
-    '/roles/:id',
+  updateRoute<RoleRecord, RolePatch, Partial<RoleBody>>(
+    roles,
     {
-      config: { auth: { permission: P.Roles } },
-      schema: {
-        tags: ['roles'],
-        summary: 'Update a role (omitted fields stay unchanged)',
-        description:
-          'Needs `auth.admin.roles`; changing `permissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties). Built-in system roles keep their name and rules (400).',
-        security: bearer,
-        params: s.idParams,
-        body: s.updateRoleBody,
-        response: { 200: { description: 'The role', ...s.roleSchema }, ...errors(404, 409) },
-      },
+      summary: 'Update a role (omitted fields stay unchanged)',
+      description:
+        'Needs `auth.admin.roles`; changing `permissions`/`deniedPermissions` also `auth.admin.permissions` (separation of duties). Built-in system roles keep their name and rules (400).',
+      body: s.updateRoleBody,
+      response: { 200: { description: 'The role', ...s.roleSchema }, ...errors(404, 409) },
     },
-    async (request) => {
-      const body = request.body;
-      const permissions = body.permissions && normalizePermissionCodes(body.permissions, 'permissions');
-      const denied =
-        body.deniedPermissions && normalizePermissionCodes(body.deniedPermissions, 'deniedPermissions');
-      const current = await requireRole(request.params.id);
-      const target: Target = { type: 'role', id: current.id, name: current.name };
-      const patch: RolePatch = { name: body.name, description: body.description };
-      const action = 'role.update';
-      if (
-        await guardUpdate(
-          request,
-          action,
-          target,
-          'permissions',
-          permissions,
-          current.permissions,
-          P.Permissions,
-        )
-      ) {
-        patch.permissions = permissions;
-      }
-      if (
-        await guardUpdate(
-          request,
-          action,
-          target,
-          'deniedPermissions',
-          denied,
-          current.deniedPermissions,
-          P.Permissions,
-        )
-      ) {
-        patch.deniedPermissions = denied;
-      }
-      const changed = Object.keys(patch).filter((k) => patch[k as keyof RolePatch] !== undefined);
-      return roleView(
-        await store.updateRole(current.id, patch, auditFor(request, action, target, changed, patch)),
-      );
-    },
+    ROLE_GRANTS,
+    (body) => ({ name: body.name, description: body.description }),
   );
 
-  app.delete<{ Params: { id: string } }>(
-    '/roles/:id',
-    {
-      config: { auth: { permission: P.Roles } },
-      schema: {
-        tags: ['roles'],
-        summary: 'Delete a role (its holders lose it); built-in system roles cannot be deleted (400)',
-        security: bearer,
-        params: s.idParams,
-        body: s.emptyBody,
-        response: { ...noContent, ...errors(404) },
-      },
-    },
-    async (request, reply) => {
-      const current = await requireRole(request.params.id);
-      await store.deleteRole(
-        current.id,
-        auditFor(request, 'role.delete', { type: 'role', id: current.id, name: current.name }, []),
-      );
-      return reply.code(204).send();
-    },
-  );
+  deleteRoute(roles, 'Delete a role (its holders lose it); built-in system roles cannot be deleted (400)');
 
   // ── permissions ──
 
-  const codeOf = (raw: string) => normalizePermissionCode(raw, 'code', { allowWildcards: false });
-
-  async function requirePermission(raw: string): Promise<PermissionRecord> {
-    const code = codeOf(raw);
-    const permission = await store.getPermission(code);
-    if (!permission) throw new AdminHttpError(404, `permission '${code}' not found`);
-    return permission;
-  }
-
-  app.get<{ Querystring: ListQ }>(
-    '/permissions',
-    {
-      config: { auth: { permission: P.Read } },
-      schema: {
-        tags: ['permissions'],
-        summary: 'List the permission catalog (paged, by code)',
-        security: bearer,
-        querystring: s.listQuery,
-        response: {
-          200: { description: 'A page of permissions', ...s.pageOf(s.permissionSchema) },
-          ...errors(),
-        },
-      },
-    },
-    async (request) => {
-      const { offset, limit } = paging(request.query);
-      const page = await store.listPermissions({ offset, limit, search: request.query.search });
-      return { items: page.items.map(permissionView), total: page.total, offset, limit };
-    },
-  );
-
-  app.get<{ Params: { code: string } }>(
-    '/permissions/:code',
-    {
-      config: { auth: { permission: P.Read } },
-      schema: {
-        tags: ['permissions'],
-        summary: 'Get a permission by code (case-insensitive)',
-        security: bearer,
-        params: s.codeParams,
-        response: { 200: { description: 'The permission', ...s.permissionSchema }, ...errors(404) },
-      },
-    },
-    async (request) => permissionView(await requirePermission(request.params.code)),
-  );
+  listRoute(permissions, 'List the permission catalog (paged, by code)', 'A page of permissions');
+  getRoute(permissions, 'Get a permission by code (case-insensitive)', 'The permission');
 
   app.post<{ Body: { code: string; description?: string } }>(
     '/permissions',
-    {
-      config: { auth: { permission: P.Permissions } },
-      schema: {
-        tags: ['permissions'],
-        summary: 'Add a permission code to the catalog',
-        description: 'The code is normalized (trimmed, lower case); one that cannot be normalized is a 400.',
-        security: bearer,
-        body: s.createPermissionBody,
-        response: { 201: { description: 'Created: the permission', ...s.permissionSchema }, ...errors(409) },
-      },
-    },
+    routeOptions('permissions', P.Permissions, {
+      summary: 'Add a permission code to the catalog',
+      description: 'The code is normalized (trimmed, lower case); one that cannot be normalized is a 400.',
+      body: s.createPermissionBody,
+      response: { 201: { description: 'Created: the permission', ...s.permissionSchema }, ...errors(409) },
+    }),
     async (request, reply) => {
       const code = codeOf(request.body.code);
+      const fields = { code, description: request.body.description };
       const permission = await store.createPermission(
-        { code, description: request.body.description },
-        auditFor(request, 'permission.create', { type: 'permission', id: code }, Object.keys(request.body), {
-          code,
-          description: request.body.description,
-        }),
+        fields,
+        auditFor(
+          request,
+          'permission.create',
+          { type: 'permission', id: code },
+          Object.keys(request.body),
+          fields,
+        ),
       );
-      return created(
-        reply,
-        `${base()}/permissions/${encodeURIComponent(permission.code)}`,
-        permissionView(permission),
-      );
+      return created(reply, permissions, permission, permissionView(permission));
     },
   );
 
   app.patch<{ Params: { code: string }; Body: { description: string } }>(
     '/permissions/:code',
-    {
-      config: { auth: { permission: P.Permissions } },
-      schema: {
-        tags: ['permissions'],
-        summary: "Change a permission's description",
-        security: bearer,
-        params: s.codeParams,
-        body: s.updatePermissionBody,
-        response: { 200: { description: 'The permission', ...s.permissionSchema }, ...errors(404) },
-      },
-    },
+    routeOptions('permissions', P.Permissions, {
+      summary: "Change a permission's description",
+      params: s.codeParams,
+      body: s.updatePermissionBody,
+      response: { 200: { description: 'The permission', ...s.permissionSchema }, ...errors(404) },
+    }),
     async (request) => {
-      const current = await requirePermission(request.params.code);
+      const current = await permissions.find(request.params.code);
+      const fields = { description: request.body.description };
       const permission = await store.updatePermission(
         current.code,
-        { description: request.body.description },
-        auditFor(request, 'permission.update', { type: 'permission', id: current.code }, ['description'], {
-          description: request.body.description,
-        }),
+        fields,
+        auditFor(request, 'permission.update', permissions.target(current), ['description'], fields),
       );
       return permissionView(permission);
     },
   );
 
-  app.delete<{ Params: { code: string } }>(
-    '/permissions/:code',
-    {
-      config: { auth: { permission: P.Permissions } },
-      schema: {
-        tags: ['permissions'],
-        summary: 'Remove a permission code from the catalog',
-        security: bearer,
-        params: s.codeParams,
-        body: s.emptyBody,
-        response: { ...noContent, ...errors(404) },
-      },
-    },
-    async (request, reply) => {
-      const current = await requirePermission(request.params.code);
-      await store.deletePermission(
-        current.code,
-        auditFor(request, 'permission.delete', { type: 'permission', id: current.code }, []),
-      );
-      return reply.code(204).send();
-    },
-  );
+  deleteRoute(permissions, 'Remove a permission code from the catalog');
 
   // ── clients ──
 
-  async function requireClient(clientId: string): Promise<ClientRecord> {
-    const client = await store.getClient(clientId);
-    if (!client) throw new AdminHttpError(404, `client '${clientId}' not found`);
-    return client;
-  }
-
   const newSecret = () => randomBytes(32).toString('base64url');
 
-  app.get<{ Querystring: ListQ }>(
-    '/clients',
-    {
-      config: { auth: { permission: P.Read } },
-      schema: {
-        tags: ['clients'],
-        summary: 'List clients (paged, by client id)',
-        security: bearer,
-        querystring: s.listQuery,
-        response: { 200: { description: 'A page of clients', ...s.pageOf(s.clientSchema) }, ...errors() },
-      },
-    },
-    async (request) => {
-      const { offset, limit } = paging(request.query);
-      const page = await store.listClients({ offset, limit, search: request.query.search });
-      return { items: page.items.map(clientView), total: page.total, offset, limit };
-    },
-  );
-
-  app.get<{ Params: { clientId: string } }>(
-    '/clients/:clientId',
-    {
-      config: { auth: { permission: P.Read } },
-      schema: {
-        tags: ['clients'],
-        summary: 'Get a client',
-        security: bearer,
-        params: s.clientIdParams,
-        response: { 200: { description: 'The client', ...s.clientSchema }, ...errors(404) },
-      },
-    },
-    async (request) => clientView(await requireClient(request.params.clientId)),
-  );
+  listRoute(clients, 'List clients (paged, by client id)', 'A page of clients');
+  getRoute(clients, 'Get a client', 'The client');
 
   type ClientBody = {
     clientId: string;
@@ -882,24 +781,19 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
 
   app.post<{ Body: ClientBody }>(
     '/clients',
-    {
-      config: { auth: { permission: P.Clients } },
-      schema: {
-        tags: ['clients'],
-        summary: 'Register a client',
-        description:
-          'Needs `auth.admin.clients`; non-empty `permissions` also `auth.admin.permissions` (separation of duties). A confidential client without `clientSecret` gets a generated one, returned once as `clientSecret`.',
-        security: bearer,
-        body: s.createClientBody,
-        response: {
-          201: {
-            description: 'Created: the client (with `clientSecret` when one was generated)',
-            ...s.clientWithSecretSchema,
-          },
-          ...errors(409),
+    routeOptions('clients', P.Clients, {
+      summary: 'Register a client',
+      description:
+        'Needs `auth.admin.clients`; non-empty `permissions` also `auth.admin.permissions` (separation of duties). A confidential client without `clientSecret` gets a generated one, returned once as `clientSecret`.',
+      body: s.createClientBody,
+      response: {
+        201: {
+          description: 'Created: the client (with `clientSecret` when one was generated)',
+          ...s.clientWithSecretSchema,
         },
+        ...errors(409),
       },
-    },
+    }),
     async (request, reply) => {
       const { clientSecret, ...body } = request.body;
       if (body.clientType === 'public' && clientSecret !== undefined) {
@@ -909,97 +803,65 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
           'clientSecret: a public client has no secret',
         );
       }
-      const permissions = body.permissions && normalizePermissionCodes(body.permissions, 'permissions');
+      const { permissions: granted } = normalizeGrants(CLIENT_GRANTS, body);
       const target: Target = { type: 'client', id: body.clientId };
-      await guardCreate(request, 'client.create', target, 'permissions', permissions, P.Permissions);
+      await guardCreate(request, 'client.create', target, CLIENT_GRANTS, { permissions: granted });
       const secret = body.clientType === 'confidential' ? (clientSecret ?? newSecret()) : undefined;
       const changed = Object.keys(body);
       if (secret !== undefined) changed.push('clientSecret');
       const client = await store.createClient(
-        { ...body, permissions, secretHash: secret === undefined ? null : await hashClientSecret(secret) },
-        auditFor(request, 'client.create', target, changed, { ...body, permissions }),
+        {
+          ...body,
+          permissions: granted,
+          secretHash: secret === undefined ? null : await hashClientSecret(secret),
+        },
+        auditFor(request, 'client.create', target, changed, { ...body, permissions: granted }),
       );
       const view = clientView(client);
       return created(
         reply,
-        `${base()}/clients/${encodeURIComponent(client.clientId)}`,
+        clients,
+        client,
         clientSecret === undefined && secret !== undefined ? { ...view, clientSecret: secret } : view,
       );
     },
   );
 
-  app.patch<{
-    Params: { clientId: string };
-    Body: Omit<Partial<ClientBody>, 'clientId' | 'clientType' | 'clientSecret'>;
-  }>(
-    '/clients/:clientId',
+  updateRoute<
+    ClientRecord,
+    ClientPatch,
+    Omit<Partial<ClientBody>, 'clientId' | 'clientType' | 'clientSecret'>
+  >(
+    clients,
     {
-      config: { auth: { permission: P.Clients } },
-      schema: {
-        tags: ['clients'],
-        summary: 'Update a client (omitted fields stay unchanged)',
-        description:
-          'Needs `auth.admin.clients`; changing `permissions` also `auth.admin.permissions` (separation of duties). Rotate the secret with `POST /clients/{clientId}/secret`.',
-        security: bearer,
-        params: s.clientIdParams,
-        body: s.updateClientBody,
-        response: { 200: { description: 'The client', ...s.clientSchema }, ...errors(404) },
-      },
+      summary: 'Update a client (omitted fields stay unchanged)',
+      description:
+        'Needs `auth.admin.clients`; changing `permissions` also `auth.admin.permissions` (separation of duties). Rotate the secret with `POST /clients/{clientId}/secret`.',
+      body: s.updateClientBody,
+      response: { 200: { description: 'The client', ...s.clientSchema }, ...errors(404) },
     },
-    async (request) => {
-      const body = request.body;
-      const permissions = body.permissions && normalizePermissionCodes(body.permissions, 'permissions');
-      const current = await requireClient(request.params.clientId);
-      const target: Target = { type: 'client', id: current.clientId };
-      const { permissions: _ignored, ...rest } = body;
-      const patch: ClientPatch = { ...rest };
-      if (
-        await guardUpdate(
-          request,
-          'client.update',
-          target,
-          'permissions',
-          permissions,
-          current.permissions,
-          P.Permissions,
-        )
-      ) {
-        patch.permissions = permissions;
-      }
-      const changed = Object.keys(patch).filter((k) => patch[k as keyof ClientPatch] !== undefined);
-      return clientView(
-        await store.updateClient(
-          current.clientId,
-          patch,
-          auditFor(request, 'client.update', target, changed, patch),
-        ),
-      );
-    },
+    CLIENT_GRANTS,
+    ({ permissions: _granted, ...rest }) => ({ ...rest }),
   );
 
   app.post<{ Params: { clientId: string }; Body: { clientSecret?: string } | undefined }>(
     '/clients/:clientId/secret',
-    {
-      config: { auth: { permission: P.Clients } },
-      schema: {
-        tags: ['clients'],
-        summary: "Replace a confidential client's secret",
-        description:
-          'Without a body (or without `clientSecret`) a random secret is generated and returned once as `clientSecret`.',
-        security: bearer,
-        params: s.clientIdParams,
-        body: s.rotateSecretBody,
-        response: {
-          200: {
-            description: 'The client (with `clientSecret` when one was generated)',
-            ...s.clientWithSecretSchema,
-          },
-          ...errors(404),
+    routeOptions('clients', P.Clients, {
+      summary: "Replace a confidential client's secret",
+      description:
+        'Without a body (or without `clientSecret`) a random secret is generated and returned once as `clientSecret`.',
+      params: s.clientIdParams,
+      body: s.rotateSecretBody,
+      response: {
+        200: {
+          description: 'The client (with `clientSecret` when one was generated)',
+          ...s.clientWithSecretSchema,
         },
+        ...errors(404),
       },
-    },
+    }),
     async (request) => {
-      const current = await requireClient(request.params.clientId);
+      const current = await clients.find(request.params.clientId);
       if (current.clientType !== 'confidential') {
         throw new AdminHttpError(400, `client '${current.clientId}': a public client has no secret`);
       }
@@ -1008,35 +870,14 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       const client = await store.updateClient(
         current.clientId,
         { secretHash: await hashClientSecret(secret) },
-        auditFor(request, 'client.secret', { type: 'client', id: current.clientId }, ['clientSecret']),
+        auditFor(request, 'client.secret', clients.target(current), ['clientSecret']),
       );
       const view = clientView(client);
       return given === undefined ? { ...view, clientSecret: secret } : view;
     },
   );
 
-  app.delete<{ Params: { clientId: string } }>(
-    '/clients/:clientId',
-    {
-      config: { auth: { permission: P.Clients } },
-      schema: {
-        tags: ['clients'],
-        summary: 'Delete a client (and its refresh tokens and authorization codes)',
-        security: bearer,
-        params: s.clientIdParams,
-        body: s.emptyBody,
-        response: { ...noContent, ...errors(404) },
-      },
-    },
-    async (request, reply) => {
-      const current = await requireClient(request.params.clientId);
-      await store.deleteClient(
-        current.clientId,
-        auditFor(request, 'client.delete', { type: 'client', id: current.clientId }, []),
-      );
-      return reply.code(204).send();
-    },
-  );
+  deleteRoute(clients, 'Delete a client (and its refresh tokens and authorization codes)');
 
   // ── audit ──
 
@@ -1053,21 +894,16 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
 
   app.get<{ Querystring: AuditQ }>(
     '/audit',
-    {
-      config: { auth: { permission: P.Audit } },
-      schema: {
-        tags: ['audit'],
-        summary: 'Audit events, newest first, filtered and paged',
-        description:
-          'Filters combine with AND: `category` and `outcome` exact, `subject` the subject id (user id or client id), `from` inclusive and `to` exclusive RFC 3339 times.',
-        security: bearer,
-        querystring: s.auditQuery,
-        response: {
-          200: { description: 'A page of audit events, newest first', ...s.pageOf(s.auditEventSchema) },
-          ...errors(),
-        },
+    routeOptions('audit', P.Audit, {
+      summary: 'Audit events, newest first, filtered and paged',
+      description:
+        'Filters combine with AND: `category` and `outcome` exact, `subject` the subject id (user id or client id), `from` inclusive and `to` exclusive RFC 3339 times.',
+      querystring: s.auditQuery,
+      response: {
+        200: { description: 'A page of audit events, newest first', ...s.pageOf(s.auditEventSchema) },
+        ...errors(),
       },
-    },
+    }),
     async (request) => {
       const q = request.query;
       const { offset, limit } = paging(q);
