@@ -14,7 +14,7 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { WebSocket } from 'ws';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError } from '../src/errors.ts';
-import type { RestExecution } from '../src/rest/client.ts';
+import { type RestExecution, restOptionsFrom } from '../src/rest/client.ts';
 import { RestServer, startRestServer } from '../src/rest/server.ts';
 import type { JsBox } from '../src/runtime/box.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
@@ -151,6 +151,50 @@ describe('REST rules of spec 002', () => {
     const stopped = await rest.getInfo('rest-local-made');
     assert.equal(stopped?.state.running, false);
     await rest.remove('rest-local-made');
+  });
+
+  it('chooses REST from url, or SANDBOX_URL without homeDir; credentials from options, then env', () => {
+    const env = {
+      SANDBOX_URL: 'http://127.0.0.1:9/',
+      SANDBOX_API_KEY: 'env-key',
+      SANDBOX_ACCESS_TOKEN: 'env-token',
+    };
+    assert.deepEqual(restOptionsFrom({}, env), {
+      url: 'http://127.0.0.1:9',
+      apiKey: 'env-key',
+      accessToken: 'env-token',
+    });
+    assert.equal(restOptionsFrom({ homeDir: '/tmp/x' }, env), null, 'an explicit homeDir means local');
+    assert.equal(restOptionsFrom({}, {}), null);
+    assert.deepEqual(restOptionsFrom({ url: 'https://sandbox.test', apiKey: 'mine' }, env), {
+      url: 'https://sandbox.test',
+      apiKey: 'mine',
+      accessToken: 'env-token',
+    });
+    assert.throws(
+      () => restOptionsFrom({ url: 'http://x:1', homeDir: '/tmp' }, {}),
+      (e: unknown) => e instanceof BoxError && e.field === 'homeDir',
+    );
+    assert.throws(
+      () => restOptionsFrom({ url: 'localhost:8100' }, {}),
+      (e: unknown) => e instanceof BoxError && e.field === 'url',
+    );
+    assert.throws(
+      () => restOptionsFrom({ url: 'http://x:1', apiKey: '' }, {}),
+      (e: unknown) => e instanceof BoxError && e.field === 'apiKey',
+    );
+    const remote = new JsRuntime({ url: 'http://127.0.0.1:9' });
+    assert.equal(remote.url, 'http://127.0.0.1:9');
+    assert.equal(local.url, null);
+  });
+
+  it('an unreachable server is a BoxError naming the URL', async () => {
+    const runtime = new JsRuntime({ url: 'http://127.0.0.1:9' });
+    await assert.rejects(
+      runtime.listInfo(),
+      (e: unknown) =>
+        e instanceof BoxError && /cannot reach the REST runtime at http:\/\/127\.0\.0\.1:9/.test(e.message),
+    );
   });
 
   it('SimpleBox accepts a REST runtime; images are managed by the server', async () => {
