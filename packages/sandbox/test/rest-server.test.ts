@@ -150,6 +150,12 @@ describe('REST rules of spec 002', () => {
     await other.stop();
     const stopped = await rest.getInfo('rest-local-made');
     assert.equal(stopped?.state.running, false);
+    const restart = await raw(server.url, 'POST', '/v1/boxes/rest-local-made/start');
+    assert.equal(restart.status, 409);
+    assert.equal(restart.body.error.code, 'not_restartable');
+    const running = await raw(server.url, 'POST', '/v1/boxes/rest-main/start');
+    assert.equal(running.status, 200);
+    assert.equal(running.body.state.running, true);
     await rest.remove('rest-local-made');
   });
 
@@ -238,6 +244,12 @@ describe('wire format', () => {
       assert.equal(typeof r.body.error.code, 'string');
       if (field) assert.equal(r.body.error.field, field, `${method} ${path}`);
     }
+    const volume = await rest.volumes.create('rest-vol');
+    assert.equal(volume.name, 'rest-vol');
+    assert.ok((await rest.volumes.list()).some((v) => v.id === volume.id));
+    assert.deepEqual(await rest.volumes.get(volume.id), volume);
+    await rest.volumes.remove('rest-vol');
+    assert.equal(await rest.volumes.get('rest-vol'), null);
     const doc = await raw(server.url, 'GET', '/v1/openapi.json');
     assert.equal(doc.body.openapi, '3.1.0');
     for (const path of [
