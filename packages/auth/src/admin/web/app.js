@@ -270,13 +270,6 @@ function confirmThen(question, fn) {
 // ── views ──
 
 let currentView = 'users';
-const views = {
-  users: usersView,
-  roles: rolesView,
-  clients: clientsView,
-  permissions: permissionsView,
-  audit: auditView,
-};
 
 async function show(name) {
   currentView = name;
@@ -313,6 +306,41 @@ function checkbox(name, label, checked) {
   return el('label', { class: 'inline' }, el('input', { type: 'checkbox', name, checked }), label);
 }
 
+/** A plain button (`kind`: CSS class `secondary` or `danger`). */
+function button(text, onclick, kind = 'secondary') {
+  return el('button', { type: 'button', class: kind, text, onclick });
+}
+
+/** A Delete button: asks `question`, then calls `DELETE path` and shows `done`. */
+function deleteButton(question, done, path) {
+  return button(
+    'Delete',
+    confirmThen(question, () => act(done, () => api('DELETE', path))),
+    'danger',
+  );
+}
+
+/**
+ * A card form: `attributes` (its `aria-label`, …), an optional heading, its fields and a submit button;
+ * `onSubmit(data)` gets the form's FormData (the page does not navigate).
+ */
+function card(attributes, heading, fields, submit, onSubmit) {
+  const form = el(
+    'form',
+    { class: 'card', ...attributes },
+    heading ? el('h2', { text: heading }) : null,
+    el('div', { class: 'fields' }, fields, el('button', { type: 'submit', text: submit })),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    onSubmit(new FormData(form));
+  });
+  return form;
+}
+
+/** The comma- or space-separated list entered in the field `name` of `data`. */
+const listField = (data, name) => list(String(data.get(name)));
+
 // List views: a search on the name / id (the API's `search`) and "showing n of total".
 const searches = { users: '', roles: '', clients: '', permissions: '' };
 
@@ -340,105 +368,94 @@ function searchBar(kind, page, noun) {
   return form;
 }
 
-async function usersView() {
-  const page = await api('GET', listQuery('users'));
-  const editor = el('div');
-  const rows = page.items.map((user) =>
-    el(
-      'tr',
-      { 'data-user': user.userName },
-      el('td', { text: user.userName }),
-      el('td', { text: user.isEnabled ? 'enabled' : 'disabled' }),
-      el('td', { text: user.isLockedOut ? `locked until ${when(user.lockoutEnd)}` : '' }),
-      el('td', { text: joined(user.roles) }),
-      el('td', { text: joined(user.directPermissions) }),
+/**
+ * The list view of one resource of the API: search bar, a table with a row per item (`data-{attribute}` =
+ * `key(item)`, a cell per `cells(item)` text, then the actions: Edit when the resource has an `editor`,
+ * then `actions(item)`), the editor's place and the resource's "new" form.
+ */
+function resourceView(kind, resource) {
+  return async () => {
+    const page = await api('GET', listQuery(kind));
+    const editor = resource.editor ? el('div') : null;
+    const rows = page.items.map((item) =>
       el(
-        'td',
-        { class: 'actions' },
-        el('button', {
-          type: 'button',
-          class: 'secondary',
-          text: 'Edit',
-          onclick: () => editor.replaceChildren(userEditor(user)),
-        }),
-        user.isEnabled
-          ? el('button', {
-              type: 'button',
-              class: 'secondary',
-              text: 'Disable',
-              onclick: () => act(`Disabled ${user.userName}.`, () => api('POST', `users/${user.id}/disable`)),
-            })
-          : el('button', {
-              type: 'button',
-              class: 'secondary',
-              text: 'Enable',
-              onclick: () => act(`Enabled ${user.userName}.`, () => api('POST', `users/${user.id}/enable`)),
-            }),
-        user.isLockedOut
-          ? el('button', {
-              type: 'button',
-              class: 'secondary',
-              text: 'Unlock',
-              onclick: () => act(`Unlocked ${user.userName}.`, () => api('POST', `users/${user.id}/unlock`)),
-            })
-          : null,
-        el('button', {
-          type: 'button',
-          class: 'danger',
-          text: 'Delete',
-          onclick: confirmThen(`Delete user ${user.userName}?`, () =>
-            act(`Deleted ${user.userName}.`, () => api('DELETE', `users/${user.id}`)),
-          ),
-        }),
+        'tr',
+        { [`data-${resource.attribute}`]: resource.key(item) },
+        resource.cells(item).map((text) => el('td', { text })),
+        el(
+          'td',
+          { class: 'actions' },
+          resource.editor ? button('Edit', () => editor.replaceChildren(resource.editor(item))) : null,
+          resource.actions(item),
+        ),
       ),
-    ),
-  );
-  const form = el(
-    'form',
-    { class: 'card', id: 'new-user', 'aria-label': 'New user' },
-    el('h2', { text: 'New user' }),
-    el(
-      'div',
-      { class: 'fields' },
-      field('User name', el('input', { name: 'userName', required: true, maxlength: 256 })),
-      field(
-        'Password',
-        el('input', { name: 'password', type: 'password', autocomplete: 'new-password', maxlength: 1024 }),
-      ),
-      field('Roles (comma-separated)', el('input', { name: 'roles' })),
-      el('button', { type: 'submit', text: 'Create user' }),
-    ),
-  );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    const body = { userName: data.get('userName') };
-    if (data.get('password')) body.password = data.get('password');
-    const roles = list(String(data.get('roles')));
-    if (roles.length) body.roles = roles;
-    act(
-      (user) => `Created user ${user.userName}.`,
-      () => api('POST', 'users', body),
     );
-  });
-  return el(
-    'div',
-    {},
-    searchBar('users', page, 'user(s)'),
-    table(['User name', 'Status', 'Lockout', 'Roles', 'Direct permissions', 'Actions'], rows),
-    editor,
-    form,
-  );
+    return el(
+      'div',
+      {},
+      searchBar(kind, page, resource.noun),
+      table(resource.headers, rows),
+      editor,
+      resource.form(),
+    );
+  };
 }
 
+const usersView = resourceView('users', {
+  noun: 'user(s)',
+  attribute: 'user',
+  key: (user) => user.userName,
+  headers: ['User name', 'Status', 'Lockout', 'Roles', 'Direct permissions', 'Actions'],
+  cells: (user) => [
+    user.userName,
+    user.isEnabled ? 'enabled' : 'disabled',
+    user.isLockedOut ? `locked until ${when(user.lockoutEnd)}` : '',
+    joined(user.roles),
+    joined(user.directPermissions),
+  ],
+  actions: (user) => {
+    const post = (text, done, action) =>
+      button(text, () => act(done, () => api('POST', `users/${user.id}/${action}`)));
+    return [
+      user.isEnabled
+        ? post('Disable', `Disabled ${user.userName}.`, 'disable')
+        : post('Enable', `Enabled ${user.userName}.`, 'enable'),
+      user.isLockedOut ? post('Unlock', `Unlocked ${user.userName}.`, 'unlock') : null,
+      deleteButton(`Delete user ${user.userName}?`, `Deleted ${user.userName}.`, `users/${user.id}`),
+    ];
+  },
+  editor: userEditor,
+  form: () =>
+    card(
+      { id: 'new-user', 'aria-label': 'New user' },
+      'New user',
+      [
+        field('User name', el('input', { name: 'userName', required: true, maxlength: 256 })),
+        field(
+          'Password',
+          el('input', { name: 'password', type: 'password', autocomplete: 'new-password', maxlength: 1024 }),
+        ),
+        field('Roles (comma-separated)', el('input', { name: 'roles' })),
+      ],
+      'Create user',
+      (data) => {
+        const body = { userName: data.get('userName') };
+        if (data.get('password')) body.password = data.get('password');
+        const roles = listField(data, 'roles');
+        if (roles.length) body.roles = roles;
+        act(
+          (user) => `Created user ${user.userName}.`,
+          () => api('POST', 'users', body),
+        );
+      },
+    ),
+});
+
 function userEditor(user) {
-  const form = el(
-    'form',
-    { class: 'card', 'aria-label': `Edit user ${user.userName}` },
-    el('h2', { text: `Edit ${user.userName}` }),
-    el(
-      'div',
-      { class: 'fields' },
+  const form = card(
+    { 'aria-label': `Edit user ${user.userName}` },
+    `Edit ${user.userName}`,
+    [
       field('User name', el('input', { name: 'userName', value: user.userName, required: true })),
       field('Roles', el('input', { name: 'roles', value: joined(user.roles) })),
       field(
@@ -449,124 +466,83 @@ function userEditor(user) {
         'Denied permissions',
         el('input', { name: 'deniedPermissions', value: joined(user.deniedPermissions) }),
       ),
-      el('button', { type: 'submit', text: 'Save user' }),
-    ),
+    ],
+    'Save user',
+    (data) =>
+      act(`Saved ${data.get('userName')}.`, () =>
+        api('PATCH', `users/${user.id}`, {
+          userName: data.get('userName'),
+          roles: listField(data, 'roles'),
+          directPermissions: listField(data, 'directPermissions'),
+          deniedPermissions: listField(data, 'deniedPermissions'),
+        }),
+      ),
   );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    act(`Saved ${data.get('userName')}.`, () =>
-      api('PATCH', `users/${user.id}`, {
-        userName: data.get('userName'),
-        roles: list(String(data.get('roles'))),
-        directPermissions: list(String(data.get('directPermissions'))),
-        deniedPermissions: list(String(data.get('deniedPermissions'))),
-      }),
-    );
-  });
-  const password = el(
-    'form',
-    { class: 'card', 'aria-label': `Set password of ${user.userName}` },
-    el('h2', { text: `Set password of ${user.userName}` }),
-    el(
-      'div',
-      { class: 'fields' },
+  const password = card(
+    { 'aria-label': `Set password of ${user.userName}` },
+    `Set password of ${user.userName}`,
+    [
       field(
         'New password',
         el('input', { name: 'password', type: 'password', autocomplete: 'new-password', required: true }),
       ),
-      el('button', { type: 'submit', text: 'Set password' }),
-    ),
+    ],
+    'Set password',
+    (data) =>
+      act(`Password of ${user.userName} set; their sessions end.`, () =>
+        api('PUT', `users/${user.id}/password`, { password: data.get('password') }),
+      ),
   );
-  password.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const value = new FormData(password).get('password');
-    act(`Password of ${user.userName} set; their sessions end.`, () =>
-      api('PUT', `users/${user.id}/password`, { password: value }),
-    );
-  });
   return el('div', {}, form, password);
 }
 
-async function rolesView() {
-  const page = await api('GET', listQuery('roles'));
-  const editor = el('div');
-  const rows = page.items.map((role) =>
-    el(
-      'tr',
-      { 'data-role': role.name },
-      el('td', { text: role.name }),
-      el('td', { text: role.description }),
-      el('td', { text: joined(role.permissions) }),
-      el('td', { text: joined(role.deniedPermissions) }),
-      el('td', { text: role.isSystem ? 'built-in' : '' }),
-      el(
-        'td',
-        { class: 'actions' },
-        el('button', {
-          type: 'button',
-          class: 'secondary',
-          text: 'Edit',
-          onclick: () => editor.replaceChildren(roleEditor(role)),
-        }),
-        role.isSystem
-          ? null
-          : el('button', {
-              type: 'button',
-              class: 'danger',
-              text: 'Delete',
-              onclick: confirmThen(`Delete role ${role.name}?`, () =>
-                act(`Deleted role ${role.name}.`, () => api('DELETE', `roles/${role.id}`)),
-              ),
-            }),
-      ),
+const rolesView = resourceView('roles', {
+  noun: 'role(s)',
+  attribute: 'role',
+  key: (role) => role.name,
+  headers: ['Name', 'Description', 'Permissions', 'Denied', 'Kind', 'Actions'],
+  cells: (role) => [
+    role.name,
+    role.description,
+    joined(role.permissions),
+    joined(role.deniedPermissions),
+    role.isSystem ? 'built-in' : '',
+  ],
+  actions: (role) =>
+    role.isSystem
+      ? null
+      : deleteButton(`Delete role ${role.name}?`, `Deleted role ${role.name}.`, `roles/${role.id}`),
+  editor: roleEditor,
+  form: () =>
+    card(
+      { 'aria-label': 'New role' },
+      'New role',
+      [
+        field('Name', el('input', { name: 'name', required: true, maxlength: 64 })),
+        field('Description', el('input', { name: 'description' })),
+        field('Permissions', el('input', { name: 'permissions' })),
+        field('Denied permissions', el('input', { name: 'deniedPermissions' })),
+      ],
+      'Create role',
+      (data) => {
+        const body = { name: data.get('name'), description: data.get('description') };
+        const permissions = listField(data, 'permissions');
+        const denied = listField(data, 'deniedPermissions');
+        if (permissions.length) body.permissions = permissions;
+        if (denied.length) body.deniedPermissions = denied;
+        act(
+          (role) => `Created role ${role.name}.`,
+          () => api('POST', 'roles', body),
+        );
+      },
     ),
-  );
-  const form = el(
-    'form',
-    { class: 'card', 'aria-label': 'New role' },
-    el('h2', { text: 'New role' }),
-    el(
-      'div',
-      { class: 'fields' },
-      field('Name', el('input', { name: 'name', required: true, maxlength: 64 })),
-      field('Description', el('input', { name: 'description' })),
-      field('Permissions', el('input', { name: 'permissions' })),
-      field('Denied permissions', el('input', { name: 'deniedPermissions' })),
-      el('button', { type: 'submit', text: 'Create role' }),
-    ),
-  );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    const body = { name: data.get('name'), description: data.get('description') };
-    const permissions = list(String(data.get('permissions')));
-    const denied = list(String(data.get('deniedPermissions')));
-    if (permissions.length) body.permissions = permissions;
-    if (denied.length) body.deniedPermissions = denied;
-    act(
-      (role) => `Created role ${role.name}.`,
-      () => api('POST', 'roles', body),
-    );
-  });
-  return el(
-    'div',
-    {},
-    searchBar('roles', page, 'role(s)'),
-    table(['Name', 'Description', 'Permissions', 'Denied', 'Kind', 'Actions'], rows),
-    editor,
-    form,
-  );
-}
+});
 
 function roleEditor(role) {
-  const form = el(
-    'form',
-    { class: 'card', 'aria-label': `Edit role ${role.name}` },
-    el('h2', { text: `Edit ${role.name}` }),
-    el(
-      'div',
-      { class: 'fields' },
+  return card(
+    { 'aria-label': `Edit role ${role.name}` },
+    `Edit ${role.name}`,
+    [
       field('Name', el('input', { name: 'name', value: role.name, required: true, disabled: role.isSystem })),
       field('Description', el('input', { name: 'description', value: role.description })),
       field(
@@ -581,232 +557,161 @@ function roleEditor(role) {
           disabled: role.isSystem,
         }),
       ),
-      el('button', { type: 'submit', text: 'Save role' }),
-    ),
+    ],
+    'Save role',
+    (data) => {
+      const body = { description: data.get('description') };
+      if (!role.isSystem) {
+        body.name = data.get('name');
+        body.permissions = listField(data, 'permissions');
+        body.deniedPermissions = listField(data, 'deniedPermissions');
+      }
+      act(`Saved role ${body.name ?? role.name}.`, () => api('PATCH', `roles/${role.id}`, body));
+    },
   );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    const body = { description: data.get('description') };
-    if (!role.isSystem) {
-      body.name = data.get('name');
-      body.permissions = list(String(data.get('permissions')));
-      body.deniedPermissions = list(String(data.get('deniedPermissions')));
-    }
-    act(`Saved role ${body.name ?? role.name}.`, () => api('PATCH', `roles/${role.id}`, body));
-  });
-  return form;
 }
 
 const GRANTS = ['authorization_code', 'refresh_token', 'password', 'client_credentials'];
 
-async function clientsView() {
-  const page = await api('GET', listQuery('clients'));
-  const editor = el('div');
-  const rows = page.items.map((client) =>
-    el(
-      'tr',
-      { 'data-client': client.clientId },
-      el('td', { text: client.clientId }),
-      el('td', { text: client.displayName }),
-      el('td', { text: client.clientType }),
-      el('td', { text: client.isEnabled ? 'enabled' : 'disabled' }),
-      el('td', { text: joined(client.allowedGrantTypes) }),
-      el('td', { text: joined(client.allowedScopes) }),
-      el('td', { text: joined(client.redirectUris) }),
-      el(
-        'td',
-        { class: 'actions' },
-        el('button', {
-          type: 'button',
-          class: 'secondary',
-          text: 'Edit',
-          onclick: () => editor.replaceChildren(clientEditor(client)),
-        }),
-        el('button', {
-          type: 'button',
-          class: 'secondary',
-          text: client.isEnabled ? 'Disable' : 'Enable',
-          onclick: () =>
-            act(`${client.isEnabled ? 'Disabled' : 'Enabled'} ${client.clientId}.`, () =>
-              api('PATCH', `clients/${encodeURIComponent(client.clientId)}`, {
-                isEnabled: !client.isEnabled,
-              }),
-            ),
-        }),
-        client.clientType === 'confidential'
-          ? el('button', {
-              type: 'button',
-              class: 'secondary',
-              text: 'New secret',
-              onclick: confirmThen(`Replace the secret of ${client.clientId}?`, () =>
-                act(`New secret of ${client.clientId} (shown once): `, () =>
-                  api('POST', `clients/${encodeURIComponent(client.clientId)}/secret`),
-                ),
-              ),
-            })
-          : null,
-        el('button', {
-          type: 'button',
-          class: 'danger',
-          text: 'Delete',
-          onclick: confirmThen(`Delete client ${client.clientId}?`, () =>
-            act(`Deleted client ${client.clientId}.`, () =>
-              api('DELETE', `clients/${encodeURIComponent(client.clientId)}`),
-            ),
-          ),
-        }),
-      ),
-    ),
-  );
-  const form = el(
-    'form',
-    { class: 'card', 'aria-label': 'New client' },
-    el('h2', { text: 'New client' }),
+/** The fields a client's create and edit forms share, filled from `client` (empty for a new one). */
+function clientFields(client) {
+  return [
+    field('Redirect URIs', el('textarea', { name: 'redirectUris', value: client?.redirectUris.join('\n') })),
+    field('Scopes', el('input', { name: 'allowedScopes', value: client && joined(client.allowedScopes) })),
+    field('Permissions', el('input', { name: 'permissions', value: client && joined(client.permissions) })),
     el(
       'div',
-      { class: 'fields' },
-      field('Client id', el('input', { name: 'clientId', required: true, maxlength: 128 })),
-      field('Display name', el('input', { name: 'displayName' })),
-      field(
-        'Type',
-        el(
-          'select',
-          { name: 'clientType' },
-          el('option', { value: 'public', text: 'public' }),
-          el('option', { value: 'confidential', text: 'confidential' }),
+      {},
+      GRANTS.map((g) => checkbox(g, g, client ? client.allowedGrantTypes.includes(g) : false)),
+    ),
+  ];
+}
+
+const clientsView = resourceView('clients', {
+  noun: 'client(s)',
+  attribute: 'client',
+  key: (client) => client.clientId,
+  headers: ['Client id', 'Name', 'Type', 'Status', 'Grant types', 'Scopes', 'Redirect URIs', 'Actions'],
+  cells: (client) => [
+    client.clientId,
+    client.displayName,
+    client.clientType,
+    client.isEnabled ? 'enabled' : 'disabled',
+    joined(client.allowedGrantTypes),
+    joined(client.allowedScopes),
+    joined(client.redirectUris),
+  ],
+  actions: (client) => {
+    const path = `clients/${encodeURIComponent(client.clientId)}`;
+    return [
+      button(client.isEnabled ? 'Disable' : 'Enable', () =>
+        act(`${client.isEnabled ? 'Disabled' : 'Enabled'} ${client.clientId}.`, () =>
+          api('PATCH', path, { isEnabled: !client.isEnabled }),
         ),
       ),
-      field('Redirect URIs', el('textarea', { name: 'redirectUris' })),
-      field('Scopes', el('input', { name: 'allowedScopes' })),
-      field('Permissions', el('input', { name: 'permissions' })),
-      el(
-        'div',
-        {},
-        GRANTS.map((g) => checkbox(g, g, false)),
-      ),
-      el('button', { type: 'submit', text: 'Create client' }),
+      client.clientType === 'confidential'
+        ? button(
+            'New secret',
+            confirmThen(`Replace the secret of ${client.clientId}?`, () =>
+              act(`New secret of ${client.clientId} (shown once): `, () => api('POST', `${path}/secret`)),
+            ),
+          )
+        : null,
+      deleteButton(`Delete client ${client.clientId}?`, `Deleted client ${client.clientId}.`, path),
+    ];
+  },
+  editor: clientEditor,
+  form: () =>
+    card(
+      { 'aria-label': 'New client' },
+      'New client',
+      [
+        field('Client id', el('input', { name: 'clientId', required: true, maxlength: 128 })),
+        field('Display name', el('input', { name: 'displayName' })),
+        field(
+          'Type',
+          el(
+            'select',
+            { name: 'clientType' },
+            el('option', { value: 'public', text: 'public' }),
+            el('option', { value: 'confidential', text: 'confidential' }),
+          ),
+        ),
+        ...clientFields(),
+      ],
+      'Create client',
+      (data) => {
+        const body = {
+          clientId: data.get('clientId'),
+          displayName: data.get('displayName'),
+          clientType: data.get('clientType'),
+          redirectUris: listField(data, 'redirectUris'),
+          allowedScopes: listField(data, 'allowedScopes'),
+          allowedGrantTypes: GRANTS.filter((g) => data.get(g) === 'on'),
+        };
+        const permissions = listField(data, 'permissions');
+        if (permissions.length) body.permissions = permissions;
+        act(
+          (client) =>
+            client.clientSecret
+              ? `Created client ${client.clientId}. Its secret (shown once): `
+              : `Created client ${client.clientId}.`,
+          () => api('POST', 'clients', body),
+        );
+      },
     ),
-  );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    const body = {
-      clientId: data.get('clientId'),
-      displayName: data.get('displayName'),
-      clientType: data.get('clientType'),
-      redirectUris: list(String(data.get('redirectUris'))),
-      allowedScopes: list(String(data.get('allowedScopes'))),
-      allowedGrantTypes: GRANTS.filter((g) => data.get(g) === 'on'),
-    };
-    const permissions = list(String(data.get('permissions')));
-    if (permissions.length) body.permissions = permissions;
-    act(
-      (client) =>
-        client.clientSecret
-          ? `Created client ${client.clientId}. Its secret (shown once): `
-          : `Created client ${client.clientId}.`,
-      () => api('POST', 'clients', body),
-    );
-  });
-  return el(
-    'div',
-    {},
-    searchBar('clients', page, 'client(s)'),
-    table(['Client id', 'Name', 'Type', 'Status', 'Grant types', 'Scopes', 'Redirect URIs', 'Actions'], rows),
-    editor,
-    form,
-  );
-}
+});
 
 function clientEditor(client) {
-  const form = el(
-    'form',
-    { class: 'card', 'aria-label': `Edit client ${client.clientId}` },
-    el('h2', { text: `Edit ${client.clientId}` }),
-    el(
-      'div',
-      { class: 'fields' },
+  return card(
+    { 'aria-label': `Edit client ${client.clientId}` },
+    `Edit ${client.clientId}`,
+    [
       field('Display name', el('input', { name: 'displayName', value: client.displayName })),
-      field('Redirect URIs', el('textarea', { name: 'redirectUris', value: client.redirectUris.join('\n') })),
-      field('Scopes', el('input', { name: 'allowedScopes', value: joined(client.allowedScopes) })),
-      field('Permissions', el('input', { name: 'permissions', value: joined(client.permissions) })),
-      el(
-        'div',
-        {},
-        GRANTS.map((g) => checkbox(g, g, client.allowedGrantTypes.includes(g))),
-      ),
-      el('button', { type: 'submit', text: 'Save client' }),
-    ),
-  );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    act(`Saved client ${client.clientId}.`, () =>
-      api('PATCH', `clients/${encodeURIComponent(client.clientId)}`, {
-        displayName: data.get('displayName'),
-        redirectUris: list(String(data.get('redirectUris'))),
-        allowedScopes: list(String(data.get('allowedScopes'))),
-        permissions: list(String(data.get('permissions'))),
-        allowedGrantTypes: GRANTS.filter((g) => data.get(g) === 'on'),
-      }),
-    );
-  });
-  return form;
-}
-
-async function permissionsView() {
-  const page = await api('GET', listQuery('permissions'));
-  const rows = page.items.map((p) =>
-    el(
-      'tr',
-      { 'data-permission': p.code },
-      el('td', { text: p.code }),
-      el('td', { text: p.description }),
-      el(
-        'td',
-        { class: 'actions' },
-        el('button', {
-          type: 'button',
-          class: 'danger',
-          text: 'Delete',
-          onclick: confirmThen(`Delete permission ${p.code}?`, () =>
-            act(`Deleted permission ${p.code}.`, () =>
-              api('DELETE', `permissions/${encodeURIComponent(p.code)}`),
-            ),
-          ),
+      ...clientFields(client),
+    ],
+    'Save client',
+    (data) =>
+      act(`Saved client ${client.clientId}.`, () =>
+        api('PATCH', `clients/${encodeURIComponent(client.clientId)}`, {
+          displayName: data.get('displayName'),
+          redirectUris: listField(data, 'redirectUris'),
+          allowedScopes: listField(data, 'allowedScopes'),
+          permissions: listField(data, 'permissions'),
+          allowedGrantTypes: GRANTS.filter((g) => data.get(g) === 'on'),
         }),
       ),
-    ),
-  );
-  const form = el(
-    'form',
-    { class: 'card', 'aria-label': 'New permission' },
-    el('h2', { text: 'New permission' }),
-    el(
-      'div',
-      { class: 'fields' },
-      field('Code', el('input', { name: 'code', required: true, maxlength: 256 })),
-      field('Description', el('input', { name: 'description' })),
-      el('button', { type: 'submit', text: 'Add permission' }),
-    ),
-  );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    act(
-      (p) => `Added permission ${p.code}.`,
-      () => api('POST', 'permissions', { code: data.get('code'), description: data.get('description') }),
-    );
-  });
-  return el(
-    'div',
-    {},
-    searchBar('permissions', page, 'permission(s)'),
-    table(['Code', 'Description', 'Actions'], rows),
-    form,
   );
 }
+
+const permissionsView = resourceView('permissions', {
+  noun: 'permission(s)',
+  attribute: 'permission',
+  key: (p) => p.code,
+  headers: ['Code', 'Description', 'Actions'],
+  cells: (p) => [p.code, p.description],
+  actions: (p) =>
+    deleteButton(
+      `Delete permission ${p.code}?`,
+      `Deleted permission ${p.code}.`,
+      `permissions/${encodeURIComponent(p.code)}`,
+    ),
+  form: () =>
+    card(
+      { 'aria-label': 'New permission' },
+      'New permission',
+      [
+        field('Code', el('input', { name: 'code', required: true, maxlength: 256 })),
+        field('Description', el('input', { name: 'description' })),
+      ],
+      'Add permission',
+      (data) =>
+        act(
+          (p) => `Added permission ${p.code}.`,
+          () => api('POST', 'permissions', { code: data.get('code'), description: data.get('description') }),
+        ),
+    ),
+});
 
 const auditFilter = { category: '', outcome: '', subject: '', from: '', to: '', offset: 0 };
 
@@ -817,12 +722,10 @@ async function auditView() {
   for (const key of ['from', 'to'])
     if (auditFilter[key]) query.set(key, new Date(auditFilter[key]).toISOString());
   const page = await api('GET', `audit?${query}`);
-  const form = el(
-    'form',
-    { class: 'card', 'aria-label': 'Audit filter' },
-    el(
-      'div',
-      { class: 'fields' },
+  const form = card(
+    { 'aria-label': 'Audit filter' },
+    null,
+    [
       field(
         'Category',
         el('input', { name: 'category', value: auditFilter.category, placeholder: 'Login, Token, Admin…' }),
@@ -834,17 +737,15 @@ async function auditView() {
       field('Subject id', el('input', { name: 'subject', value: auditFilter.subject })),
       field('From', el('input', { name: 'from', type: 'datetime-local', value: auditFilter.from })),
       field('To', el('input', { name: 'to', type: 'datetime-local', value: auditFilter.to })),
-      el('button', { type: 'submit', text: 'Apply filter' }),
-    ),
+    ],
+    'Apply filter',
+    (data) => {
+      for (const key of ['category', 'outcome', 'subject', 'from', 'to'])
+        auditFilter[key] = String(data.get(key) ?? '').trim();
+      auditFilter.offset = 0;
+      show('audit');
+    },
   );
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    for (const key of ['category', 'outcome', 'subject', 'from', 'to'])
-      auditFilter[key] = String(data.get(key) ?? '').trim();
-    auditFilter.offset = 0;
-    show('audit');
-  });
   const rows = page.items.map((e) =>
     el(
       'tr',
@@ -893,6 +794,15 @@ async function auditView() {
     table(['Time', 'Category', 'Outcome', 'Subject', 'Client', 'Failure code', 'Address', 'Details'], rows),
   );
 }
+
+// The views of the navigation buttons (`data-view`).
+const views = {
+  users: usersView,
+  roles: rolesView,
+  clients: clientsView,
+  permissions: permissionsView,
+  audit: auditView,
+};
 
 // ── start ──
 
