@@ -66,6 +66,14 @@ const nullableTimestamp: Schema = {
 };
 const stringArray: Schema = { type: 'array', items: { type: 'string' } };
 
+/**
+ * The schema of a record the API returns: an object with exactly these `properties`, every one of them
+ * always present (`required` lists them all, in order).
+ */
+function record(properties: Record<string, Schema>): Schema {
+  return { type: 'object', required: Object.keys(properties), properties };
+}
+
 /** The error body of every 4xx/5xx answer of the administration API (spec: `{ "error": "message" }`). */
 export const errorSchema: Schema = {
   type: 'object',
@@ -90,37 +98,20 @@ export const denialSchema: Schema = {
 // ── users ──
 
 /** A user as the API shows it (no password hash, no security stamp). */
-export const userSchema: Schema = {
-  type: 'object',
-  required: [
-    'id',
-    'userName',
-    'isEnabled',
-    'isLockedOut',
-    'lockoutEnd',
-    'accessFailedCount',
-    'hasPassword',
-    'roles',
-    'directPermissions',
-    'deniedPermissions',
-    'createdAt',
-    'updatedAt',
-  ],
-  properties: {
-    id: { type: 'string', description: 'Stable id (UUID); the `sub` of the user’s tokens.' },
-    userName: { type: 'string' },
-    isEnabled: { type: 'boolean', description: '`IsEnabled`: false means disabled.' },
-    isLockedOut: { type: 'boolean', description: '`IsLockedOut`: a lockout is in force now.' },
-    lockoutEnd: nullableTimestamp,
-    accessFailedCount: { type: 'integer' },
-    hasPassword: { type: 'boolean' },
-    roles: stringArray,
-    directPermissions: stringArray,
-    deniedPermissions: stringArray,
-    createdAt: timestamp,
-    updatedAt: timestamp,
-  },
-};
+export const userSchema: Schema = record({
+  id: { type: 'string', description: 'Stable id (UUID); the `sub` of the user’s tokens.' },
+  userName: { type: 'string' },
+  isEnabled: { type: 'boolean', description: '`IsEnabled`: false means disabled.' },
+  isLockedOut: { type: 'boolean', description: '`IsLockedOut`: a lockout is in force now.' },
+  lockoutEnd: nullableTimestamp,
+  accessFailedCount: { type: 'integer' },
+  hasPassword: { type: 'boolean' },
+  roles: stringArray,
+  directPermissions: stringArray,
+  deniedPermissions: stringArray,
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
 
 /** Body of `POST /users`. */
 export const createUserBody: Schema = {
@@ -185,32 +176,19 @@ export const setPasswordBody: Schema = {
 // ── roles ──
 
 /** A role as the API shows it. */
-export const roleSchema: Schema = {
-  type: 'object',
-  required: [
-    'id',
-    'name',
-    'description',
-    'permissions',
-    'deniedPermissions',
-    'isSystem',
-    'createdAt',
-    'updatedAt',
-  ],
-  properties: {
-    id: { type: 'string' },
-    name: { type: 'string' },
-    description: { type: 'string' },
-    permissions: stringArray,
-    deniedPermissions: stringArray,
-    isSystem: {
-      type: 'boolean',
-      description: 'Built-in system role: cannot be deleted, renamed or re-ruled.',
-    },
-    createdAt: timestamp,
-    updatedAt: timestamp,
+export const roleSchema: Schema = record({
+  id: { type: 'string' },
+  name: { type: 'string' },
+  description: { type: 'string' },
+  permissions: stringArray,
+  deniedPermissions: stringArray,
+  isSystem: {
+    type: 'boolean',
+    description: 'Built-in system role: cannot be deleted, renamed or re-ruled.',
   },
-};
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
 
 /** Body of `POST /roles`. */
 export const createRoleBody: Schema = {
@@ -247,15 +225,11 @@ export const updateRoleBody: Schema = {
 // ── permissions ──
 
 /** A permission catalog entry. */
-export const permissionSchema: Schema = {
-  type: 'object',
-  required: ['code', 'description', 'createdAt'],
-  properties: {
-    code: { type: 'string', description: 'Normalized concrete code (lower case).' },
-    description: { type: 'string' },
-    createdAt: timestamp,
-  },
-};
+export const permissionSchema: Schema = record({
+  code: { type: 'string', description: 'Normalized concrete code (lower case).' },
+  description: { type: 'string' },
+  createdAt: timestamp,
+});
 
 /** Body of `POST /permissions`. */
 export const createPermissionBody: Schema = {
@@ -279,35 +253,19 @@ export const updatePermissionBody: Schema = {
 // ── clients ──
 
 /** A client as the API shows it (no secret hash). */
-export const clientSchema: Schema = {
-  type: 'object',
-  required: [
-    'clientId',
-    'displayName',
-    'clientType',
-    'hasSecret',
-    'isEnabled',
-    'redirectUris',
-    'allowedGrantTypes',
-    'allowedScopes',
-    'permissions',
-    'createdAt',
-    'updatedAt',
-  ],
-  properties: {
-    clientId: { type: 'string' },
-    displayName: { type: 'string' },
-    clientType: { type: 'string', enum: ['public', 'confidential'] },
-    hasSecret: { type: 'boolean' },
-    isEnabled: { type: 'boolean' },
-    redirectUris: stringArray,
-    allowedGrantTypes: stringArray,
-    allowedScopes: stringArray,
-    permissions: stringArray,
-    createdAt: timestamp,
-    updatedAt: timestamp,
-  },
-};
+export const clientSchema: Schema = record({
+  clientId: { type: 'string' },
+  displayName: { type: 'string' },
+  clientType: { type: 'string', enum: ['public', 'confidential'] },
+  hasSecret: { type: 'boolean' },
+  isEnabled: { type: 'boolean' },
+  redirectUris: stringArray,
+  allowedGrantTypes: stringArray,
+  allowedScopes: stringArray,
+  permissions: stringArray,
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
 
 /** A client plus its new plain-text secret (shown once, on create and on secret rotation). */
 export const clientWithSecretSchema: Schema = {
@@ -380,37 +338,22 @@ export const emptyBody: Schema = {
 // ── audit ──
 
 /** An audit event as the API shows it. */
-export const auditEventSchema: Schema = {
-  type: 'object',
-  required: [
-    'id',
-    'time',
-    'category',
-    'outcome',
-    'subjectId',
-    'subjectName',
-    'clientId',
-    'failureCode',
-    'remoteAddress',
-    'details',
-  ],
-  properties: {
-    id: { type: 'integer' },
-    time: timestamp,
-    category: { type: 'string', description: '`Category`, e.g. `Login`, `Token`, `Admin`.' },
-    outcome: { type: 'string', description: '`Outcome`, e.g. `Success`, `Denied`, `Failure`.' },
-    subjectId: { type: ['string', 'null'] },
-    subjectName: { type: ['string', 'null'] },
-    clientId: { type: ['string', 'null'] },
-    failureCode: { type: ['string', 'null'] },
-    remoteAddress: { type: ['string', 'null'] },
-    details: {
-      type: ['object', 'null'],
-      additionalProperties: true,
-      description: 'Structured data; for `Admin` events `action`, `target` and the `changed` field names.',
-    },
+export const auditEventSchema: Schema = record({
+  id: { type: 'integer' },
+  time: timestamp,
+  category: { type: 'string', description: '`Category`, e.g. `Login`, `Token`, `Admin`.' },
+  outcome: { type: 'string', description: '`Outcome`, e.g. `Success`, `Denied`, `Failure`.' },
+  subjectId: { type: ['string', 'null'] },
+  subjectName: { type: ['string', 'null'] },
+  clientId: { type: ['string', 'null'] },
+  failureCode: { type: ['string', 'null'] },
+  remoteAddress: { type: ['string', 'null'] },
+  details: {
+    type: ['object', 'null'],
+    additionalProperties: true,
+    description: 'Structured data; for `Admin` events `action`, `target` and the `changed` field names.',
   },
-};
+});
 
 /** Query string of the routes that take none: any parameter is an unknown field (400). */
 export const noQuery: Schema = { type: 'object', properties: {}, additionalProperties: false };
