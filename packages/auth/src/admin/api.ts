@@ -240,7 +240,7 @@ type ListQ = { offset?: number; limit?: number; search?: string };
 
 /**
  * One collection of the API (users, roles, permissions, clients): what its list, get, update and delete
- * routes share. `P` is the path parameter naming one item, `R` the store record, `U` the store patch.
+ * routes share. `R` is the store record, `U` the store patch of an update.
  */
 interface Resource<R, U> {
   /** OpenAPI tag and path segment, e.g. `users`. */
@@ -261,7 +261,7 @@ interface Resource<R, U> {
   /** The API view of an item at time `at` (ms since epoch). */
   view(record: R, at: number): unknown;
   list(query: ListQ & { offset: number; limit: number }): Promise<Page<R>>;
-  update?(key: string, patch: U, options: ChangeOptions): Promise<R>;
+  update(key: string, patch: U, options: ChangeOptions): Promise<R>;
   remove(key: string, options: ChangeOptions): Promise<void>;
 }
 
@@ -384,7 +384,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   });
 
   /** 201 with `Location` of the new item of `resource`. */
-  function created<R>(reply: FastifyReply, resource: Resource<R, never>, record: R, body: unknown) {
+  function created<R, U>(reply: FastifyReply, resource: Resource<R, U>, record: R, body: unknown) {
     const location = `${app.prefix}/${resource.tag}/${encodeURIComponent(resource.key(record))}`;
     return reply.code(201).header('location', location).send(body);
   }
@@ -441,9 +441,8 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         const action = `${target.type}.update`;
         const patch = basePatch(body);
         await guardUpdate(request, action, target, rules, grants, current as object, patch);
-        const update = resource.update as NonNullable<typeof resource.update>;
         const audit = auditFor(request, action, target, setKeys(patch), patch);
-        return resource.view(await update(resource.key(current), patch as U, audit), now());
+        return resource.view(await resource.update(resource.key(current), patch as U, audit), now());
       },
     );
   }
@@ -510,7 +509,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     remove: (id, audit) => store.deleteRole(id, audit),
   };
   const codeOf = (raw: string) => normalizePermissionCode(raw, 'code', { allowWildcards: false });
-  const permissions: Resource<PermissionRecord, never> = {
+  const permissions: Resource<PermissionRecord, { description: string }> = {
     tag: 'permissions',
     param: 'code',
     params: s.codeParams,
@@ -521,6 +520,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     target: (permission) => ({ type: 'permission', id: permission.code }),
     view: (permission) => permissionView(permission),
     list: (query) => store.listPermissions(query),
+    update: (code, patch, audit) => store.updatePermission(code, patch, audit),
     remove: (code, audit) => store.deletePermission(code, audit),
   };
   const clients: Resource<ClientRecord, ClientPatch> = {
@@ -738,24 +738,15 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     },
   );
 
-  app.patch<{ Params: { code: string }; Body: { description: string } }>(
-    '/permissions/:code',
-    routeOptions('permissions', P.Permissions, {
+  updateRoute<PermissionRecord, { description: string }, { description: string }>(
+    permissions,
+    {
       summary: "Change a permission's description",
-      params: s.codeParams,
       body: s.updatePermissionBody,
       response: { 200: { description: 'The permission', ...s.permissionSchema }, ...errors(404) },
-    }),
-    async (request) => {
-      const current = await permissions.find(request.params.code);
-      const fields = { description: request.body.description };
-      const permission = await store.updatePermission(
-        current.code,
-        fields,
-        auditFor(request, 'permission.update', permissions.target(current), ['description'], fields),
-      );
-      return permissionView(permission);
     },
+    [],
+    (body) => ({ description: body.description }),
   );
 
   deleteRoute(permissions, 'Remove a permission code from the catalog');
