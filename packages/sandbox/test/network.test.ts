@@ -283,6 +283,17 @@ describe('tunnels', () => {
     await assert.rejects(tunnel.connect(), /one-shot/);
   });
 
+  test('connect() sees the end of the stream as soon as the box side closes', { timeout: 15_000 }, async () => {
+    // A server that answers and closes (HTTP/1.0 style): read() must return the empty end-of-stream buffer
+    // right away, not after socat's half-close grace period (60 s), which the test timeout would catch.
+    await sh(id, '(echo answer-and-close > /tmp/once; nc -l -p 7001 < /tmp/once &) ; sleep 0.2; echo up');
+    const conn = await (await network.tunnel(7001)).connect();
+    let got = '';
+    for (let chunk = await conn.read(); chunk.length > 0; chunk = await conn.read()) got += chunk.toString();
+    assert.equal(got, 'answer-and-close\n');
+    await conn.close();
+  });
+
   test('connect() to a port nobody listens on fails with a clear error', async () => {
     await assert.rejects((await network.tunnel(7999)).connect(), /refused/);
     await assert.rejects(network.tunnel(0), (e: BoxError) => e.field === 'port');
