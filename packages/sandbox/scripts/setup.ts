@@ -4,7 +4,7 @@
  * 1. installs the Debian packages the whole package needs (when running as root and some are missing);
  * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth);
  * 3. builds and pushes the big chromium, firefox and desktop images of the BrowserBox/ComputerBox tests if
- *    missing.
+ *    missing, unless `--base-only` is given (as `npm start` does).
  */
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -78,6 +78,8 @@ function main(): void {
   const here = dirname(fileURLToPath(import.meta.url));
   const r = spawnSync(process.execPath, [join(here, 'registry.ts'), '--auth'], { stdio: 'inherit' });
   if (r.status !== 0) process.exit(r.status ?? 1);
+  // `--base-only` (used by `npm start`): busybox and python:slim only, not the big images below.
+  if (process.argv.includes('--base-only')) return;
   // The BrowserBox/ComputerBox test images (big: built once, minutes, then cached).
   const big = spawnSync(
     process.execPath,
