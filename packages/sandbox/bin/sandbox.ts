@@ -207,8 +207,9 @@ export function buildProgram(): Command {
       if (opts.memory !== undefined) options.memoryMib = opts.memory;
       if (opts.workdir !== undefined) options.workingDir = opts.workdir;
       if (opts.network !== undefined) options.network = { mode: opts.network };
-      // Stored images resolve without network access; others are pulled here with a progress bar.
-      if (!(await runtime.images.get(image))) {
+      // Stored images resolve without network access; others are pulled here with a progress bar. A REST
+      // runtime's server pulls the image itself when the box is created.
+      if (runtime.url === null && !(await runtime.images.get(image))) {
         await runtime.images.pull(image, { onProgress: renderPullProgress(process.stderr) });
       }
       const box = await runtime.create(options, opts.name);

@@ -3,8 +3,9 @@
  * rm, pull, images; exit codes pass the command's own; usage errors exit 2, SDK errors 125.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX, boxDirs, cleanupAll, ensureRegistry, tempHome } from './runtime-helpers.ts';
@@ -136,6 +137,48 @@ describe('sandbox CLI', () => {
     const id = sandbox(['run', BUSYBOX]).stdout.trim();
     assert.equal(sandbox(['rm', '-f', id]).status, 0);
     assert.equal(sandbox(['ps', '-q']).stdout, '');
+  });
+
+  it('run against a REST runtime (SANDBOX_URL): the server pulls the image and runs the command', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const server = spawn(
+      process.execPath,
+      [bin, '--home', home, '--registry', 'http://127.0.0.1:5000', 'serve', '--port', String(port)],
+      { stdio: 'ignore' },
+    );
+    try {
+      const url = `http://127.0.0.1:${port}`;
+      for (let i = 0; i < 100; i++) {
+        if (
+          await fetch(`${url}/v1/config`).then(
+            (r) => r.ok,
+            () => false,
+          )
+        )
+          break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const env = { ...process.env, SANDBOX_URL: url, SANDBOX_API_KEY: '', SANDBOX_HOME: '' };
+      const r = spawnSync(
+        process.execPath,
+        [bin, 'run', '--rm', BUSYBOX, '--', 'sh', '-c', 'echo remote; exit 3'],
+        {
+          encoding: 'utf8',
+          env,
+          timeout: 60_000,
+        },
+      );
+      assert.equal(r.status, 3, r.stderr);
+      assert.equal(r.stdout, 'remote\n');
+    } finally {
+      server.kill('SIGTERM');
+      await new Promise((r) => server.once('exit', r));
+    }
   });
 
   it('errors: usage exits 2, SDK errors 125 with a message naming the problem', () => {
