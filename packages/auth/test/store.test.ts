@@ -4,9 +4,10 @@
  * rotation, and the token-lifecycle tables of issue 5.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { describe, test } from 'node:test';
 import { ConflictError, ConstraintError, NotFoundError, ValidationError } from '../src/errors.ts';
 import { ADMINISTRATOR_ROLE_ID, MIGRATIONS } from '../src/store/migrations.ts';
@@ -340,6 +341,52 @@ describe('SqliteAuthStore client lookups (cached for the token endpoint)', () =>
     } finally {
       await a.close();
       await b.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('SqliteAuthStore background WAL checkpoints', () => {
+  test('committed rows reach the database file without a checkpoint on the main connection', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'auth-checkpoint-'));
+    const path = join(dir, 'auth.sqlite');
+    // The main connection's automatic checkpoint would only run at 100 000 WAL pages: never here.
+    const store = new SqliteAuthStore({ path, walAutocheckpointPages: 100_000, backgroundCheckpointMs: 20 });
+    const fileOnly = () => {
+      // The database file alone, without its WAL: what a checkpoint has copied into it.
+      const copy = join(dir, `copy-${Math.random()}.sqlite`);
+      copyFileSync(path, copy);
+      const db = new DatabaseSync(copy, { readOnly: true });
+      try {
+        return Number(db.prepare("SELECT count(*) AS n FROM clients WHERE client_id LIKE 'bg-%'").get()?.n);
+      } catch {
+        return 0; // not even the schema has been checkpointed yet
+      } finally {
+        db.close();
+      }
+    };
+    try {
+      for (let i = 0; i < 20; i++) await store.createClient({ clientId: `bg-${i}`, clientType: 'public' });
+      let copied = fileOnly();
+      for (let waited = 0; copied < 20 && waited < 10_000; waited += 20) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        copied = fileOnly();
+      }
+      assert.equal(copied, 20);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('backgroundCheckpointMs must be a positive integer', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'auth-checkpoint-'));
+    try {
+      assert.throws(
+        () => new SqliteAuthStore({ path: join(dir, 'a.sqlite'), backgroundCheckpointMs: 0 }),
+        /backgroundCheckpointMs/,
+      );
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -8,6 +8,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
+import { Worker } from 'node:worker_threads';
 import { ConflictError, ConstraintError, NotFoundError, ValidationError } from '../errors.ts';
 import { normalizePermissionCode } from '../permissions.ts';
 import { MIGRATIONS } from './migrations.ts';
@@ -59,6 +60,13 @@ export interface SqliteAuthStoreOptions {
    * the event loop) at the cost of a larger WAL file (4 KiB per page).
    */
   walAutocheckpointPages?: number;
+  /**
+   * When set (files only), a worker thread checkpoints the WAL every `backgroundCheckpointMs` ms on its own
+   * connection (`PRAGMA wal_checkpoint(PASSIVE)`, see `checkpointer.ts`), so that the copy into the
+   * database file and its fsync happen off Node's event loop. The automatic checkpoint of this connection
+   * stays on as a backstop (at `walAutocheckpointPages`). Default: off.
+   */
+  backgroundCheckpointMs?: number;
 }
 
 type Row = Record<string, SQLInputValue>;
@@ -241,6 +249,8 @@ export class SqliteAuthStore implements AuthStore {
    */
   readonly #clientCache = new Map<string, ClientRecord | undefined>();
   #clientCacheVersion: number | undefined;
+  #checkpointer: Worker | undefined;
+  #checkpointerExited: Promise<void> = Promise.resolve();
 
   /**
    * Opens (creating if needed) the database and applies pending migrations.
@@ -264,6 +274,20 @@ export class SqliteAuthStore implements AuthStore {
       }
     }
     this.#migrate();
+    const interval = options.backgroundCheckpointMs;
+    if (interval !== undefined && path !== ':memory:') {
+      if (!Number.isSafeInteger(interval) || interval < 1)
+        throw new RangeError('backgroundCheckpointMs: positive integer (ms)');
+      this.#checkpointer = new Worker(new URL('./checkpointer.ts', import.meta.url), {
+        workerData: { path, intervalMs: interval },
+      });
+      const exited = new Promise<void>((resolve) => this.#checkpointer?.once('exit', () => resolve()));
+      this.#checkpointerExited = exited;
+      this.#checkpointer.unref();
+      this.#checkpointer.on('error', () => {
+        // The automatic checkpoint of this connection remains; nothing to recover here.
+      });
+    }
   }
 
   /** Versions of the applied migrations, ascending. */
@@ -1203,6 +1227,12 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async close(): Promise<void> {
+    const checkpointer = this.#checkpointer;
+    if (checkpointer) {
+      this.#checkpointer = undefined;
+      checkpointer.postMessage('stop');
+      await this.#checkpointerExited;
+    }
     if (this.#db.isOpen) this.#db.close();
   }
 }
