@@ -194,6 +194,7 @@ export class JsBox {
    * `cpuPercent` is the usage since the previous sample (first sample: since the box started).
    */
   async metrics(): Promise<JsBoxMetrics> {
+    this.#ctx.flushCounters?.();
     const record = await this.#record();
     const metrics: JsBoxMetrics = {
       commandsExecutedTotal: record.commandsExecuted,

@@ -13,6 +13,8 @@ export interface RuntimeContext {
   countCommand(id: string): void;
   /** Counts a finished command: bytes in and out, and an exec error when `exitCode` is not 0. */
   countExecEnd(id: string, report: ExecutionReport): void;
+  /** Writes counters not yet in the state database (before reading them back); optional. */
+  flushCounters?(): void;
   /** Stops a box, then removes it when it was created with `autoRemove`. */
   stopBox(id: string): Promise<void>;
 }

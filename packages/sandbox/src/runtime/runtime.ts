@@ -36,11 +36,75 @@ import {
 import {
   type BoxRecord,
   type BoxTimings,
+  type CounterDelta,
   ownerAlive,
   processIdentity,
   StateDb,
   type VolumeRecord,
 } from './state.ts';
+
+/** Counter batches with unwritten deltas; written synchronously when the process exits. */
+const unflushed = new Set<PendingCounters>();
+let exitHookInstalled = false;
+
+/**
+ * Exec counters of boxes (commands, exec errors, stdin/output bytes), summed in memory and written to the
+ * state database in one UPDATE per box on the next turn of the event loop — while the next command's
+ * runtime process runs — instead of two synchronous writes on every exec's critical path. `flush()` writes
+ * at once (box `metrics()`, runtime `close()`, process exit); another process sees the counters as soon as
+ * the writing process's event loop turns. A SIGKILLed process can lose the deltas of its last turn.
+ */
+class PendingCounters {
+  readonly #db: StateDb;
+  #deltas = new Map<string, Required<CounterDelta>>();
+  #scheduled = false;
+
+  constructor(db: StateDb) {
+    this.#db = db;
+  }
+
+  /** Adds to the counters of box `id`; written on the next event loop turn. */
+  add(id: string, delta: CounterDelta): void {
+    let sum = this.#deltas.get(id);
+    if (!sum) {
+      sum = { commands: 0, errors: 0, sent: 0, received: 0 };
+      this.#deltas.set(id, sum);
+    }
+    sum.commands += delta.commands ?? 0;
+    sum.errors += delta.errors ?? 0;
+    sum.sent += delta.sent ?? 0;
+    sum.received += delta.received ?? 0;
+    unflushed.add(this);
+    if (!exitHookInstalled) {
+      exitHookInstalled = true;
+      process.on('exit', () => {
+        for (const pending of unflushed) pending.flush();
+      });
+    }
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(() => {
+        this.#scheduled = false;
+        this.flush();
+      }).unref();
+    }
+  }
+
+  /** Writes every pending delta now (one UPDATE per box). A write error is dropped with its deltas. */
+  flush(): void {
+    if (this.#deltas.size === 0) return;
+    const deltas = this.#deltas;
+    this.#deltas = new Map();
+    unflushed.delete(this);
+    for (const [id, delta] of deltas) {
+      try {
+        this.#db.addCounters(id, delta);
+      } catch {
+        // The database was closed or is unavailable: the counters are informational only.
+      }
+    }
+  }
+}
 
 /** Default `homeDir`: the hidden directory `.sandbox` in the user's home (spec 002 `JsOptions.homeDir`). */
 export function defaultHomeDir(): string {
@@ -104,6 +168,8 @@ export class JsRuntime {
   readonly #db!: StateDb;
   readonly #store!: ImageStore;
   readonly #counters: Counters = { created: 0, failed: 0, commands: 0, execErrors: 0 };
+  /** Per-box exec counters not yet written to the state database (see `PendingCounters`). */
+  readonly #pending!: PendingCounters;
   #engine: Promise<Engine> | null = null;
   #ready: Promise<void> | null = null;
   #net: BoxNetworking | null = null;
@@ -136,6 +202,7 @@ export class JsRuntime {
     }
     this.homeDir = resolve(options.homeDir ?? defaultHomeDir());
     this.#db = new StateDb(this.homeDir);
+    this.#pending = new PendingCounters(this.#db);
     mkdirSync(join(this.homeDir, 'boxes'), { recursive: true, mode: 0o700 });
     this.#store = new ImageStore({ homeDir: this.homeDir, registries: options.imageRegistries ?? [] });
     this.#ctx = {
@@ -143,17 +210,18 @@ export class JsRuntime {
       refresh: (id) => this.#refresh(id),
       countCommand: (id) => {
         this.#counters.commands++;
-        this.#db.addCounters(id, { commands: 1 });
+        this.#pending.add(id, { commands: 1 });
       },
       countExecEnd: (id, report: ExecutionReport) => {
         const failed = report.exitCode !== 0;
         if (failed) this.#counters.execErrors++;
-        this.#db.addCounters(id, {
+        this.#pending.add(id, {
           errors: failed ? 1 : 0,
           sent: report.bytesSent,
           received: report.bytesReceived,
         });
       },
+      flushCounters: () => this.#pending.flush(),
       stopBox: (id) => this.#stopBox(id),
     };
   }
@@ -510,8 +578,13 @@ export class JsRuntime {
     await this.#teardown(record.id);
   }
 
-  /** No-op (spec 002 `close`): boxes keep running per their `detach` option; state is on disk. */
-  close(): void {}
+  /**
+   * Spec 002 `close`: writes pending exec counters to the state database; boxes keep running per their
+   * `detach` option and their state is on disk.
+   */
+  close(): void {
+    this.#pending?.flush();
+  }
 
   /** Image operations on this runtime's store (issue 7). */
   get images(): RuntimeImages {

@@ -146,6 +146,14 @@ function isUniqueViolation(error: unknown): boolean {
   return error instanceof Error && /UNIQUE constraint failed/.test(error.message);
 }
 
+/** Increments of a box's exec counters: commands started, exec errors, bytes to stdin, bytes of output. */
+export interface CounterDelta {
+  commands?: number;
+  errors?: number;
+  sent?: number;
+  received?: number;
+}
+
 /** The state database of one `homeDir` (`<homeDir>/state.db`). */
 export class StateDb {
   readonly #db: DatabaseSync;
@@ -222,10 +230,7 @@ export class StateDb {
   }
 
   /** Adds to a box's counters (commands, exec errors, bytes to stdin, bytes from stdout/stderr). */
-  addCounters(
-    id: string,
-    delta: { commands?: number; errors?: number; sent?: number; received?: number },
-  ): void {
+  addCounters(id: string, delta: CounterDelta): void {
     this.#db
       .prepare(
         `UPDATE boxes SET commands_executed = commands_executed + ?, exec_errors = exec_errors + ?,
