@@ -33,6 +33,8 @@ export interface Principal {
   kind: 'api_key' | 'loopback' | 'token';
   subject: string;
   permissions: ReadonlySet<string> | 'all';
+  /** When the credential stops being valid (a token's `exp`), ms since the epoch; absent: no expiry. */
+  expiresAt?: number;
 }
 
 /** True for `127.0.0.0/8`, `::1`, IPv4-mapped loopback and `localhost`. */
@@ -145,7 +147,12 @@ export class Authenticator {
           `the access token lacks the permission ${permission}`,
         );
       }
-      return { kind: 'token', subject: String(claims.sub), permissions: granted };
+      return {
+        kind: 'token',
+        subject: String(claims.sub),
+        permissions: granted,
+        ...(typeof claims.exp === 'number' ? { expiresAt: claims.exp * 1000 } : {}),
+      };
     }
     throw new HttpError(
       401,

@@ -30,6 +30,7 @@ import type {
   TunnelForwarder,
   TunnelListen,
 } from '../types.ts';
+import { ExecMux } from './mux.ts';
 import { RemoteProcess } from './process.ts';
 import { boxErrorOf, toCamel, toSnake } from './wire.ts';
 
@@ -86,11 +87,14 @@ export function restOptionsFrom(
 class Connection {
   readonly url: string;
   readonly headers: Record<string, string>;
+  /** The multiplexed exec stream every execution of this runtime starts on (opened on first use). */
+  readonly mux: ExecMux;
 
   constructor(options: RestRuntimeOptions) {
     this.url = options.url;
     const credential = options.apiKey ?? options.accessToken;
     this.headers = credential ? { authorization: `Bearer ${credential}` } : {};
+    this.mux = new ExecMux(this.url.replace(/^http/, 'ws'), this.headers);
   }
 
   /** A JSON request; resolves with the camelCase body (undefined for 204), null for 404 when `nullOn404`. */
@@ -212,6 +216,7 @@ export class RestBox extends JsBox {
       {
         executionsUrl: `${conn.url.replace(/^http/, 'ws')}${path}`,
         headers: conn.headers,
+        mux: { mux: conn.mux, box: this.id },
         signal: async (id, signal) => {
           await conn.call('POST', `${path}/${id}/signal`, { signal });
         },
@@ -320,8 +325,13 @@ export class RestRuntime {
     await this.#conn.call('DELETE', `${boxPath(idOrName)}?force=${force === true}`);
   }
 
-  /** No-op (spec 002 `close`). */
-  close(): void {}
+  /**
+   * Closes the idle multiplexed exec stream (spec 002 `close`; executions in flight reattach on their own
+   * connection). Not needed before exit: an idle connection never keeps the process alive.
+   */
+  close(): void {
+    this.#conn.mux.close();
+  }
 
   /** Managed volumes on the server. */
   get volumes(): RestVolumes {

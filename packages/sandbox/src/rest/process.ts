@@ -3,13 +3,17 @@
  * exec WebSocket of the REST runtime (framing in `wire.ts`). Wrapping it in the local `JsExecution` gives
  * REST executions exactly the local line readers, stream-once rules, `wait()` and `kill()` semantics.
  *
- * A dropped WebSocket is reopened with `?offset=<bytes received>` so the server replays what was missed
- * from its bounded backlog (a `backlog_truncated` notice says how much was lost when it was exceeded).
+ * The command starts on the runtime's multiplexed exec stream (`mux.ts`) when the link has one, else on
+ * its own WebSocket (`…/executions/attach`, also the fallback for a server without the multiplexed
+ * stream). A dropped connection is replaced by a per-execution attach with `?offset=<bytes received>` so
+ * the server replays what was missed from its bounded backlog (a `backlog_truncated` notice says how much
+ * was lost when it was exceeded).
  */
 import { PassThrough, Writable } from 'node:stream';
 import { WebSocket } from 'ws';
 import type { EngineProcess } from '../engine/types.ts';
 import { BoxError } from '../errors.ts';
+import type { ExecMux } from './mux.ts';
 import { boxErrorOf, Channel } from './wire.ts';
 
 /** How the process reaches its server: WebSocket base URL and headers, and the HTTP control calls. */
@@ -20,10 +24,19 @@ export interface RemoteProcessLink {
    */
   executionsUrl: string;
   headers: Record<string, string>;
+  /** The runtime's multiplexed exec stream, and the box id or name to start in (absent: own WebSocket). */
+  mux?: { mux: ExecMux; box: string };
   /** `POST …/{execution}/signal` (`SIGKILL` included); rejects with BoxError. */
   signal(id: string, signal: NodeJS.Signals): Promise<void>;
   /** `POST …/{execution}/resize`; rejects with BoxError. */
   resize(id: string, cols: number, rows: number): Promise<void>;
+}
+
+/** A message for the server waiting for (or being sent on) a connection: stdin bytes or a control. */
+interface Outgoing {
+  stdin?: Uint8Array;
+  control?: Record<string, unknown>;
+  done: (error?: Error | null) => void;
 }
 
 /** Largest start request sent in the upgrade header (base64url characters); larger ones go in a frame. */
@@ -40,7 +53,9 @@ export class RemoteProcess implements EngineProcess {
   readonly exited: Promise<number>;
   readonly #link: RemoteProcessLink;
   #socket: WebSocket | null = null;
-  #pending: { data: Buffer | string; done: (error?: Error | null) => void }[] = [];
+  /** Stream number on the multiplexed exec stream while the execution travels there. */
+  #stream: number | null = null;
+  #pending: Outgoing[] = [];
   #received = 0;
   #exitCode: number | null = null;
   #failure: string | null = null;
@@ -69,15 +84,37 @@ export class RemoteProcess implements EngineProcess {
     });
     this.exited.catch(() => {});
     this.stdin = new Writable({
-      write: (chunk: Buffer, _encoding, callback) => {
-        const frame = Buffer.allocUnsafe(chunk.length + 1);
-        frame[0] = Channel.stdin;
-        chunk.copy(frame, 1);
-        this.#send(frame, callback);
-      },
-      final: (callback) => this.#send(JSON.stringify({ type: 'stdin_eof' }), callback),
+      write: (chunk: Buffer, _encoding, callback) => this.#send({ stdin: chunk, done: callback }),
+      final: (callback) => this.#send({ control: { type: 'stdin_eof' }, done: callback }),
     });
-    this.#connect();
+    if (link.mux) this.#startOnMux(link.mux);
+    else this.#connect();
+  }
+
+  #startOnMux({ mux, box }: { mux: ExecMux; box: string }): void {
+    let stream = 0;
+    stream = mux.start(
+      { box, ...this.#start },
+      {
+        data: (channel, payload) => this.#data(channel, payload),
+        control: (message) => {
+          if (message.type === 'exit' || message.type === 'error') {
+            mux.release(stream);
+            this.#stream = null;
+          }
+          if (message.type === 'started' && typeof message.id === 'string') this.#stream = stream;
+          this.#control(message);
+        },
+        closed: (refused, status) => {
+          this.#stream = null;
+          if (this.#finished) return;
+          if (refused && status === 404 && !this.#id)
+            this.#connect(); // a server without the stream
+          else if (refused) this.#fail(refused);
+          else this.#lost();
+        },
+      },
+    );
   }
 
   /** Output bytes received so far (stdout and stderr together). */
@@ -87,17 +124,85 @@ export class RemoteProcess implements EngineProcess {
 
   /** @internal Drops the current WebSocket as a network failure would (tests of the reconnect path). */
   dropConnection(): void {
-    this.#socket?.terminate();
+    if (this.#stream !== null) this.#link.mux?.mux.drop();
+    else this.#socket?.terminate();
   }
 
-  #send(data: Buffer | string, done: (error?: Error | null) => void): void {
+  #send(message: Outgoing): void {
     const socket = this.#socket;
-    if (this.#finished) done(new BoxError('the command has exited; stdin is closed'));
-    else if (socket && socket.readyState === WebSocket.OPEN && this.#id) {
-      socket.send(data, () => done());
+    if (this.#finished) message.done(new BoxError('the command has exited; stdin is closed'));
+    else if (!this.#id) this.#pending.push(message);
+    else if (this.#stream !== null) this.#sendOnMux(this.#stream, message);
+    else if (socket && socket.readyState === WebSocket.OPEN) this.#sendOnSocket(socket, message);
+    else this.#pending.push(message);
+  }
+
+  #sendOnMux(stream: number, { stdin, control, done }: Outgoing): void {
+    const mux = this.#link.mux!.mux;
+    if (stdin) mux.stdin(stream, stdin, () => done());
+    else mux.control(stream, control!, () => done());
+  }
+
+  #sendOnSocket(socket: WebSocket, { stdin, control, done }: Outgoing): void {
+    if (stdin) {
+      const frame = Buffer.allocUnsafe(stdin.length + 1);
+      frame[0] = Channel.stdin;
+      frame.set(stdin, 1);
+      socket.send(frame, () => done());
     } else {
-      this.#pending.push({ data, done });
+      socket.send(JSON.stringify(control), () => done());
     }
+  }
+
+  #flushTo(send: (message: Outgoing) => void): void {
+    const pending = this.#pending;
+    this.#pending = [];
+    for (const message of pending) send(message);
+  }
+
+  #data(channel: number, payload: Buffer): void {
+    this.#received += payload.length;
+    if (channel === Channel.stdout) this.stdout.write(payload);
+    else if (channel === Channel.stderr) this.stderr.write(payload);
+  }
+
+  #control(message: {
+    type?: unknown;
+    id?: unknown;
+    status?: unknown;
+    exit_code?: unknown;
+    dropped_bytes?: unknown;
+    error?: unknown;
+  }): void {
+    if (message.type === 'started' && typeof message.id === 'string') {
+      this.#id = message.id;
+      this.#started.resolve(message.id);
+      const stream = this.#stream;
+      const socket = this.#socket;
+      if (stream !== null) this.#flushTo((m) => this.#sendOnMux(stream, m));
+      else if (socket) this.#flushTo((m) => this.#sendOnSocket(socket, m));
+    } else if (message.type === 'error' && typeof message.error === 'object') {
+      this.#fail(boxErrorOf(typeof message.status === 'number' ? message.status : 400, message, 'exec'));
+    } else if (message.type === 'exit' && typeof message.exit_code === 'number') {
+      // Everything before the exit frame has arrived (one ordered stream): finish without waiting for
+      // the close handshake.
+      this.#exitCode = message.exit_code;
+      if (typeof message.error === 'string') this.#failure = message.error;
+      this.#finish();
+    } else if (message.type === 'backlog_truncated' && typeof message.dropped_bytes === 'number') {
+      this.#received += message.dropped_bytes;
+      this.stderr.write(`[sandbox: ${message.dropped_bytes} bytes of output were lost while reconnecting]\n`);
+    }
+  }
+
+  /** The connection dropped: reattach (per execution) unless the command never started or has exited. */
+  #lost(): void {
+    if (this.#finished) return;
+    if (this.#exitCode !== null) this.#finish();
+    // Not started yet: whether the command runs is unknown, so it is not started again.
+    else if (!this.#id)
+      this.#fail(new BoxError('exec: the connection to the REST runtime closed before the command started'));
+    else this.#retry();
   }
 
   #connect(): void {
@@ -116,51 +221,20 @@ export class RemoteProcess implements EngineProcess {
         if (!inHeader) socket.send(JSON.stringify({ type: 'start', ...this.#start }));
         return;
       }
-      const pending = this.#pending;
-      this.#pending = [];
-      for (const { data, done } of pending) socket.send(data, () => done());
+      this.#flushTo((m) => this.#sendOnSocket(socket, m));
     });
     socket.on('message', (data: Buffer, isBinary) => {
       if (isBinary) {
-        const payload = data.subarray(1);
-        this.#received += payload.length;
-        if (data[0] === Channel.stdout) this.stdout.write(payload);
-        else if (data[0] === Channel.stderr) this.stderr.write(payload);
+        this.#data(data[0]!, data.subarray(1));
         return;
       }
-      let message: {
-        type?: string;
-        id?: string;
-        status?: number;
-        exit_code?: number;
-        dropped_bytes?: number;
-        error?: string | { message: string };
-      };
+      let message: Record<string, unknown>;
       try {
         message = JSON.parse(data.toString('utf8'));
       } catch {
         return;
       }
-      if (message.type === 'started' && typeof message.id === 'string') {
-        this.#id = message.id;
-        this.#started.resolve(message.id);
-        const pending = this.#pending;
-        this.#pending = [];
-        for (const { data, done } of pending) socket.send(data, () => done());
-      } else if (message.type === 'error' && typeof message.error === 'object') {
-        this.#fail(boxErrorOf(message.status ?? 400, message, 'exec'));
-      } else if (message.type === 'exit' && typeof message.exit_code === 'number') {
-        // Everything before the exit frame has arrived (one ordered stream): finish without waiting for
-        // the close handshake.
-        this.#exitCode = message.exit_code;
-        if (typeof message.error === 'string') this.#failure = message.error;
-        this.#finish();
-      } else if (message.type === 'backlog_truncated' && typeof message.dropped_bytes === 'number') {
-        this.#received += message.dropped_bytes;
-        this.stderr.write(
-          `[sandbox: ${message.dropped_bytes} bytes of output were lost while reconnecting]\n`,
-        );
-      }
+      if (message !== null && typeof message === 'object') this.#control(message);
     });
     socket.on('unexpected-response', (_request, response) => {
       let body = '';
@@ -185,14 +259,8 @@ export class RemoteProcess implements EngineProcess {
     });
     socket.on('error', () => {});
     socket.on('close', () => {
-      if (this.#socket !== socket || this.#finished) return;
-      if (this.#exitCode !== null) this.#finish();
-      // Not started yet: whether the command runs is unknown, so it is not started again.
-      else if (!this.#id)
-        this.#fail(
-          new BoxError('exec: the connection to the REST runtime closed before the command started'),
-        );
-      else this.#retry();
+      if (this.#socket !== socket) return;
+      this.#lost();
     });
   }
 
@@ -221,6 +289,8 @@ export class RemoteProcess implements EngineProcess {
   #fail(error: BoxError): void {
     if (this.#finished) return;
     this.#finished = true;
+    if (this.#stream !== null) this.#link.mux?.mux.release(this.#stream);
+    this.#stream = null;
     this.#started.reject(error);
     this.#socket?.terminate();
     this.stdout.end();
@@ -230,9 +300,7 @@ export class RemoteProcess implements EngineProcess {
   }
 
   #flushPending(error: Error): void {
-    const pending = this.#pending;
-    this.#pending = [];
-    for (const { done } of pending) done(error);
+    this.#flushTo(({ done }) => done(error));
   }
 
   /** Sends a signal through the server (default SIGKILL). */

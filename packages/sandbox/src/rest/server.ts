@@ -19,10 +19,20 @@ import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { JsRuntime } from '../runtime/runtime.ts';
 import type { JsBoxInfo, JsBoxOptions, JsNetworkHandle } from '../types.ts';
-import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
+import { Authenticator, type AuthOptions, isLoopback, type Principal } from './auth.ts';
 import { openApiDocument } from './openapi.ts';
-import { DEFAULT_BACKLOG_BYTES, ExecSession, normalizeSignal } from './sessions.ts';
-import { HttpError, httpErrorOf, Permission, toCamel, toSnake } from './wire.ts';
+import { DEFAULT_BACKLOG_BYTES, ExecSession, type ExecSink, normalizeSignal } from './sessions.ts';
+import {
+  Channel,
+  HttpError,
+  httpErrorOf,
+  isStreamNumber,
+  MUX_HEADER_BYTES,
+  muxFrame,
+  Permission,
+  toCamel,
+  toSnake,
+} from './wire.ts';
 
 /** Default listen address of `sandbox serve`. */
 export const DEFAULT_HOST = '127.0.0.1';
@@ -404,7 +414,7 @@ export class RestServer {
       box_id: session.boxId,
       status: session.status,
       exit_code: session.exitCode,
-      attached: session.socket !== null,
+      attached: session.sink !== null,
     });
 
     app.get<{ Params: { box: string; execution: string } }>(
@@ -666,9 +676,120 @@ export class RestServer {
     }
   }
 
+  /**
+   * `GET /v1/executions/stream` (WebSocket): many executions over one authenticated connection (framing
+   * in `wire.ts`). Each start names its box; one stream's failure is an `error` frame for that stream only.
+   * An access token is checked for expiry again at every start (the connection closes with 4401 then).
+   */
+  #multiplex(ws: WebSocket, principal: Principal): void {
+    const streams = new Map<number, { session: ExecSession; sink: ExecSink } | null>();
+    const send = (message: Record<string, unknown>) => {
+      if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message));
+    };
+    const fail = (stream: number, error: unknown) => {
+      const http = httpErrorOf(error);
+      send({ type: 'error', stream, status: http.status, ...http.body() });
+    };
+    ws.on('error', () => {});
+    ws.on('close', () => {
+      for (const entry of streams.values()) entry?.session.detach(entry.sink);
+      streams.clear();
+    });
+    ws.on('message', (data: Buffer, isBinary) => {
+      if (isBinary) {
+        if (data.length <= MUX_HEADER_BYTES || data[0] !== Channel.stdin) return;
+        streams.get(data.readUInt32BE(1))?.session.input(data.subarray(MUX_HEADER_BYTES));
+        return;
+      }
+      let message: unknown;
+      try {
+        message = JSON.parse(data.toString('utf8'));
+      } catch {
+        return;
+      }
+      if (!isObject(message) || !isStreamNumber(message.stream)) return;
+      const stream = message.stream;
+      if (message.type !== 'start') {
+        streams.get(stream)?.session.command(message);
+        return;
+      }
+      if (streams.has(stream)) {
+        fail(
+          stream,
+          new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_option',
+            `invalid field stream: stream ${stream} is in use on this connection`,
+            'stream',
+          ),
+        );
+        return;
+      }
+      if (principal.expiresAt !== undefined && Date.now() >= principal.expiresAt) {
+        fail(
+          stream,
+          new HttpError(401, 'authentication_error', 'invalid_token', 'the access token has expired'),
+        );
+        ws.close(4401, 'token expired');
+        return;
+      }
+      streams.set(stream, null);
+      const { type: _type, stream: _stream, box, ...request } = message;
+      (async () => {
+        if (typeof box !== 'string' || box === '') {
+          throw new HttpError(
+            400,
+            'invalid_request_error',
+            'invalid_option',
+            'invalid field box: must be a box id or name',
+            'box',
+          );
+        }
+        const session = await this.#startExecution(box, request);
+        if (ws.readyState !== ws.OPEN) return; // gone while starting: reattach with …/attach
+        const sink: ExecSink = {
+          get open() {
+            return ws.readyState === ws.OPEN && streams.get(stream)?.sink === sink;
+          },
+          data: (channel, bytes) => ws.send(muxFrame(channel, stream, bytes)),
+          control: (control) => ws.send(JSON.stringify({ ...control, stream })),
+          end: () => {
+            streams.delete(stream);
+            session.detach(sink);
+          },
+          terminate: () => {
+            streams.delete(stream);
+            session.detach(sink);
+            fail(
+              stream,
+              new HttpError(
+                404,
+                'not_found_error',
+                'execution_not_found',
+                `execution ${session.id} was ended by the server (box removed or server stopping)`,
+              ),
+            );
+          },
+        };
+        streams.set(stream, { session, sink });
+        send({ type: 'started', stream, id: session.id, box_id: session.boxId });
+        session.attachSink(sink, 0);
+      })().catch((error) => {
+        streams.delete(stream);
+        fail(stream, error);
+      });
+    });
+  }
+
   async #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on('error', () => {});
     const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname === '/v1/executions/stream') {
+      const principal = await this.#auth.check(req, Permission.exec);
+      this.#upgrade(req, socket, head, (ws) => this.#multiplex(ws, principal));
+      return;
+    }
     const start = /^\/v1\/boxes\/([^/]+)\/executions\/attach$/.exec(url.pathname);
     if (start) {
       await this.#auth.check(req, Permission.exec);
@@ -703,7 +824,7 @@ export class RestServer {
     await this.#auth.check(req, Permission.exec);
     const box = await this.#box(decodeURIComponent(match[1]!));
     const session = this.#session(box.id, decodeURIComponent(match[2]!));
-    if (session.socket) {
+    if (session.sink) {
       throw new HttpError(
         409,
         'conflict_error',
@@ -723,7 +844,7 @@ export class RestServer {
       );
     }
     this.#upgrade(req, socket, head, (ws) => {
-      if (session.socket) {
+      if (session.sink) {
         ws.close(4409, 'already attached');
         return;
       }

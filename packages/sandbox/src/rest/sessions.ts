@@ -18,6 +18,46 @@ interface ExecutionControls {
   resize?(cols: number, rows: number): Promise<void>;
 }
 
+/**
+ * Where a session's output goes: a per-execution attach WebSocket, or one stream of a multiplexed exec
+ * WebSocket (`GET /v1/executions/stream`, see `wire.ts`). One sink at a time per session.
+ */
+export interface ExecSink {
+  /** True while frames can be sent. */
+  readonly open: boolean;
+  /** Sends output bytes of one channel (1 stdout, 2 stderr). */
+  data(channel: Channel, data: Buffer): void;
+  /** Sends a JSON control message (`exit`, `backlog_truncated`). */
+  control(message: Record<string, unknown>): void;
+  /** Called after the exit message: the sink is done with this execution. */
+  end(): void;
+  /** The session is going away (box removed, server stopping): drop the client. */
+  terminate(): void;
+}
+
+/** The sink of a per-execution attach WebSocket (`…/executions/{execution}/attach`). */
+export class SocketSink implements ExecSink {
+  readonly socket: WebSocket;
+  constructor(socket: WebSocket) {
+    this.socket = socket;
+  }
+  get open(): boolean {
+    return this.socket.readyState === this.socket.OPEN;
+  }
+  data(channel: Channel, data: Buffer): void {
+    this.socket.send(frame(channel, data));
+  }
+  control(message: Record<string, unknown>): void {
+    this.socket.send(JSON.stringify(message));
+  }
+  end(): void {
+    this.socket.close(1000, 'exited');
+  }
+  terminate(): void {
+    this.socket.terminate();
+  }
+}
+
 interface Chunk {
   /** Offset of the chunk's first byte in the execution's output (stdout and stderr together). */
   offset: number;
@@ -44,8 +84,8 @@ export class ExecSession {
   exitCode: number | null = null;
   /** Error message when the execution failed on the server. */
   failure: string | null = null;
-  /** The attached client, if any. */
-  socket: WebSocket | null = null;
+  /** The attached client, if any (one at a time). */
+  sink: ExecSink | null = null;
   /** Resolves when the command has exited and its output is drained. */
   readonly done: Promise<void>;
 
@@ -95,22 +135,20 @@ export class ExecSession {
         this.#start = first.offset;
       }
     }
-    const socket = this.socket;
-    if (socket && socket.readyState === socket.OPEN) socket.send(frame(channel, data));
+    const sink = this.sink;
+    if (sink?.open) sink.data(channel, data);
   }
 
   #sendExit(): void {
-    const socket = this.socket;
-    if (!socket || socket.readyState !== socket.OPEN) return;
-    socket.send(
-      JSON.stringify({
-        type: 'exit',
-        exit_code: this.exitCode,
-        offset: this.#end,
-        ...(this.failure ? { error: this.failure } : {}),
-      }),
-    );
-    socket.close(1000, 'exited');
+    const sink = this.sink;
+    if (!sink?.open) return;
+    sink.control({
+      type: 'exit',
+      exit_code: this.exitCode,
+      offset: this.#end,
+      ...(this.failure ? { error: this.failure } : {}),
+    });
+    sink.end();
   }
 
   /**
@@ -118,36 +156,54 @@ export class ExecSession {
    * when `offset` is older than the backlog), then streams live output, and sends the exit when known.
    */
   attach(socket: WebSocket, offset: number): void {
-    this.socket = socket;
-    socket.on('close', () => {
-      if (this.socket === socket) this.socket = null;
-    });
+    const sink = new SocketSink(socket);
+    socket.on('close', () => this.detach(sink));
     socket.on('error', () => {});
-    socket.on('message', (data, isBinary) => this.#onMessage(data as Buffer, isBinary));
+    socket.on('message', (data: Buffer, isBinary) => {
+      if (isBinary) {
+        if (data.length > 1 && data[0] === Channel.stdin) this.input(data.subarray(1));
+        return;
+      }
+      let message: unknown;
+      try {
+        message = JSON.parse(data.toString('utf8'));
+      } catch {
+        return;
+      }
+      this.command(message as Record<string, unknown>);
+    });
+    this.attachSink(sink, offset);
+  }
+
+  /** Attaches any sink (see {@link attach}); the caller routes the client's input to {@link input}/{@link command}. */
+  attachSink(sink: ExecSink, offset: number): void {
+    this.sink = sink;
     let from = Math.min(Math.max(offset, 0), this.#end);
     if (from < this.#start) {
-      socket.send(JSON.stringify({ type: 'backlog_truncated', dropped_bytes: this.#start - from }));
+      sink.control({ type: 'backlog_truncated', dropped_bytes: this.#start - from });
       from = this.#start;
     }
     for (const chunk of this.#chunks) {
       const chunkEnd = chunk.offset + chunk.data.length;
       if (chunkEnd <= from) continue;
-      socket.send(frame(chunk.channel, chunk.data.subarray(Math.max(0, from - chunk.offset))));
+      sink.data(chunk.channel, chunk.data.subarray(Math.max(0, from - chunk.offset)));
     }
     if (this.exitCode !== null) this.#sendExit();
   }
 
-  #onMessage(data: Buffer, isBinary: boolean): void {
-    if (isBinary) {
-      if (data.length > 1 && data[0] === Channel.stdin) this.#stdin.write(data.subarray(1)).catch(() => {});
-      return;
-    }
-    let message: { type?: unknown; signal?: unknown; cols?: unknown; rows?: unknown };
-    try {
-      message = JSON.parse(data.toString('utf8'));
-    } catch {
-      return;
-    }
+  /** Detaches `sink` if it is the attached one (its connection closed): a client may attach again. */
+  detach(sink: ExecSink): void {
+    if (this.sink === sink) this.sink = null;
+  }
+
+  /** Bytes for the command's stdin (a channel 0 frame). */
+  input(data: Buffer): void {
+    if (data.length > 0) this.#stdin.write(data).catch(() => {});
+  }
+
+  /** A client control message: `stdin_eof`, `signal` or `resize` (anything else is ignored). */
+  command(message: { type?: unknown; signal?: unknown; cols?: unknown; rows?: unknown }): void {
+    if (message === null || typeof message !== 'object') return;
     const controls = this.execution as unknown as ExecutionControls;
     if (message.type === 'stdin_eof') this.#stdin.close().catch(() => {});
     else if (message.type === 'signal' && typeof message.signal === 'string')
@@ -175,11 +231,12 @@ export class ExecSession {
   /** Kills the command and closes the attached client (used when the box is removed or the server stops). */
   async terminate(): Promise<void> {
     if (this.exitCode === null) await this.execution.kill().catch(() => {});
-    this.socket?.terminate();
+    this.sink?.terminate();
   }
 }
 
-function frame(channel: Channel, data: Buffer): Buffer {
+/** A binary exec frame: the channel byte, then the bytes. */
+export function frame(channel: Channel, data: Buffer): Buffer {
   const out = Buffer.allocUnsafe(data.length + 1);
   out[0] = channel;
   data.copy(out, 1);

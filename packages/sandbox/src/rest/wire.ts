@@ -15,6 +15,18 @@
  *   for clients that attach separately);
  * - `?offset=N` resumes the output after the first N bytes (stdout and stderr bytes counted together, in
  *   the order the server received them); the server keeps a bounded backlog of recent output.
+ *
+ * Multiplexed exec stream `GET /v1/executions/stream` (WebSocket; what the SDK client uses): many
+ * executions, in any boxes, over one authenticated connection. Every frame names its stream, a number
+ * from 1 to 2^32-1 chosen by the client for each execution it starts:
+ * - binary frames: the one-byte channel prefix as above, then the stream number (uint32 big-endian), then
+ *   the bytes;
+ * - text frames: the control messages above plus `"stream": n`; the client starts an execution with
+ *   `{"type":"start","stream","box", cmd, args?, env?, tty?, cwd?, user?}`, answered by
+ *   `{"type":"started","stream","id","box_id"}` or `{"type":"error","stream","status","error"}`; the
+ *   execution ends with `{"type":"exit","stream",…}` (the connection stays open for the others);
+ * - an execution attached through the stream counts as attached (a second client gets 409); when the
+ *   connection drops, its executions may be reattached one by one with `…/{execution}/attach?offset=N`.
  */
 import { BoxError } from '../errors.ts';
 
@@ -22,6 +34,23 @@ import { BoxError } from '../errors.ts';
 export const Channel = { stdin: 0, stdout: 1, stderr: 2 } as const;
 /** Channel byte of a binary exec frame (0 stdin, 1 stdout, 2 stderr). */
 export type Channel = (typeof Channel)[keyof typeof Channel];
+
+/** Bytes before the payload of a multiplexed binary frame: channel byte, uint32 stream number. */
+export const MUX_HEADER_BYTES = 5;
+
+/** A binary frame of the multiplexed exec stream: channel byte, stream number (uint32 BE), bytes. */
+export function muxFrame(channel: Channel, stream: number, data: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(data.length + MUX_HEADER_BYTES);
+  out[0] = channel;
+  out.writeUInt32BE(stream, 1);
+  out.set(data, MUX_HEADER_BYTES);
+  return out;
+}
+
+/** True for a valid stream number of the multiplexed exec stream (1 to 2^32-1). */
+export function isStreamNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 0xffffffff;
+}
 
 /** Permission codes of the auth service accepted in access tokens (issue 10). */
 export const Permission = {
