@@ -376,6 +376,134 @@ describe('exec WebSocket', { timeout: 60_000 }, () => {
   });
 });
 
+/** A multiplexed binary frame: channel byte, stream number (uint32 BE), bytes. */
+function muxFrame(channel: number, stream: number, data: string): Buffer {
+  const head = Buffer.alloc(5);
+  head[0] = channel;
+  head.writeUInt32BE(stream, 1);
+  return Buffer.concat([head, Buffer.from(data)]);
+}
+
+describe('multiplexed exec stream', { timeout: 60_000 }, () => {
+  it('many executions over one WebSocket: the SDK upgrades once for 30 execs', async () => {
+    let upgrades = 0;
+    const count = () => upgrades++;
+    server.app.server.on('upgrade', count);
+    try {
+      const runtime = new JsRuntime({ url: server.url });
+      const target = (await runtime.get('rest-main'))!;
+      for (let round = 0; round < 3; round++) {
+        const results = await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            run(target, 'sh', ['-c', `echo r${round}-${i}; exit ${i % 4}`]),
+          ),
+        );
+        results.forEach((r, i) => {
+          assert.deepEqual(r, { exitCode: i % 4, stdout: `r${round}-${i}`, stderr: '' });
+        });
+      }
+      assert.equal(upgrades, 1);
+    } finally {
+      server.app.server.off('upgrade', count);
+    }
+  });
+
+  it("one stream's failure does not affect another; stdin, EOF and exit per stream; 409 for a second client", async () => {
+    const attached = await attach(server.url, '/v1/executions/stream');
+    assert.ok(typeof attached !== 'number');
+    const { socket, frames } = attached;
+    const text: { type: string; stream: number; [key: string]: unknown }[] = [];
+    const bytes = new Map<number, string>();
+    const waiters: [(m: (typeof text)[number]) => boolean, () => void][] = [];
+    socket.on('message', (data: Buffer, isBinary) => {
+      if (isBinary) {
+        const stream = data.readUInt32BE(1);
+        assert.equal(data[0], 1, 'stdout channel byte first');
+        bytes.set(stream, (bytes.get(stream) ?? '') + data.subarray(5).toString());
+        return;
+      }
+      const message = JSON.parse(data.toString());
+      text.push(message);
+      for (const waiter of waiters.filter(([match]) => match(message))) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter[1]();
+      }
+    });
+    const next = (type: string, stream: number) =>
+      new Promise<(typeof text)[number]>((resolve) => {
+        const found = text.find((m) => m.type === type && m.stream === stream);
+        if (found) resolve(found);
+        else
+          waiters.push([
+            (m) => m.type === type && m.stream === stream,
+            () => resolve(text.find((m) => m.type === type && m.stream === stream)!),
+          ]);
+      });
+    const start = (stream: number, request: Record<string, unknown>) =>
+      socket.send(JSON.stringify({ type: 'start', stream, ...request }));
+    start(1, { box: 'rest-main', cmd: 'sh', args: ['-c', 'cat; echo done'] });
+    start(2, { box: 'rest-main', cmd: 'true', colour: 'red' });
+    start(3, { box: 'no-such-box', cmd: 'true' });
+    start(4, { box: 'rest-main', cmd: 'sh', args: ['-c', 'exit 3'] });
+    const started = await next('started', 1);
+    assert.match(started.id as string, /^[0-9A-Z]{26}$/);
+    start(1, { box: 'rest-main', cmd: 'true' });
+    const bad = await next('error', 2);
+    assert.equal(bad.status, 400);
+    assert.equal((bad.error as { field: string }).field, 'colour');
+    assert.equal((await next('error', 3)).status, 404);
+    assert.equal((await next('error', 1)).status, 400, 'a stream number in use is refused');
+    assert.equal((await next('exit', 4)).exit_code, 3);
+    // The execution attached through the stream counts as attached: a second client gets 409.
+    assert.equal(await attach(server.url, `/v1/boxes/rest-main/executions/${started.id}/attach`), 409);
+    socket.send(muxFrame(0, 1, 'hello\n'));
+    socket.send(JSON.stringify({ type: 'stdin_eof', stream: 1 }));
+    const exit = await next('exit', 1);
+    assert.equal(exit.exit_code, 0);
+    assert.equal(bytes.get(1), 'hello\ndone\n');
+    assert.equal(exit.offset, Buffer.byteLength('hello\ndone\n'));
+    assert.equal(socket.readyState, WebSocket.OPEN, 'the connection stays open after an exit');
+    socket.close();
+    await frames;
+  });
+
+  it('a dropped stream connection: every execution on it reattaches and loses no output; the next exec reconnects', async () => {
+    const runtime = new JsRuntime({ url: server.url });
+    const target = (await runtime.get('rest-main'))!;
+    const executions = await Promise.all(
+      [0, 1, 2].map(
+        (n) =>
+          target.exec('sh', [
+            '-c',
+            `for i in $(seq 1 30); do echo ${n}-$i; sleep 0.01; done; exit ${n}`,
+          ]) as Promise<RestExecution>,
+      ),
+    );
+    const outputs = await Promise.all(
+      executions.map(async (execution, n) => {
+        const stdout = await execution.stdout();
+        const lines: string[] = [];
+        for (let i = 0; i < 3; i++) lines.push((await stdout.next())!);
+        if (n === 0) execution.transport.dropConnection();
+        for (let line = await stdout.next(); line !== null; line = await stdout.next()) lines.push(line);
+        return { lines, exit: await execution.wait() };
+      }),
+    );
+    outputs.forEach(({ lines, exit }, n) => {
+      assert.deepEqual(
+        lines,
+        Array.from({ length: 30 }, (_, i) => `${n}-${i + 1}`),
+      );
+      assert.deepEqual(exit, { exitCode: n });
+    });
+    assert.deepEqual(await run(target, 'echo', ['after-drop']), {
+      exitCode: 0,
+      stdout: 'after-drop',
+      stderr: '',
+    });
+  });
+});
+
 describe('tunnels over HTTP CONNECT', () => {
   it('connect() and forward() reach a server in the box; tunnels are one-shot', async () => {
     const web = await box.exec('sh', [
@@ -442,6 +570,11 @@ describe('authentication', () => {
     assert.equal(await (await execution.stdout()).next(), 'keyed');
     assert.equal(
       await attach(keyed.url, `/v1/boxes/rest-main/executions/${await execution.id()}/attach`),
+      401,
+    );
+    assert.equal(await attach(keyed.url, '/v1/executions/stream'), 401);
+    assert.equal(
+      await attach(keyed.url, '/v1/executions/stream', { authorization: 'Bearer wrong-key' }),
       401,
     );
     const tunnel = await raw(
