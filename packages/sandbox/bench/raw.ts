@@ -9,6 +9,7 @@
  * (`src/engine`) side by side, on a busybox rootfs.
  */
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,14 +60,18 @@ function run(file: string, args: string[]): Promise<void> {
   });
 }
 
-/** `exec true` with piped stdio, resolved at exit. */
+/**
+ * `exec <id> true` with piped stdio, resolved when it exited and both output pipes closed (as the box's
+ * `wait()`, which resolves only once the output is drained). `true` is looked up on the container's PATH,
+ * like the runtime's `exec('true')`.
+ */
 function execTrue(rt: string[], id: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(rt[0] as string, [...rt.slice(1), 'exec', id, '/bin/true'], { stdio: 'pipe' });
+    const child = spawn(rt[0] as string, [...rt.slice(1), 'exec', id, 'true'], { stdio: 'pipe' });
     child.stdout.resume();
     child.stderr.resume();
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`exec exited ${code}`))));
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`exec exited ${code}`))));
   });
 }
 
@@ -104,69 +109,124 @@ function boxSpec(id: string, boxDir: string, layerDirs: string[]): EngineBoxSpec
 }
 
 /**
- * Measures raw `crun`/`runc`: create → first exec result over `runs` fresh containers, then `runs`
+ * Raw containers of one OCI runtime, driven directly (root only): `create()` mounts the overlay over the
+ * image layers and runs `run --detach` with the engine's config.json (network namespace with only `lo`,
+ * i.e. network mode `disabled`); `execTrue(c)` is one `exec true` round trip; `close()` deletes every
+ * container and mount it made. The benchmarks interleave these calls with the runtime's own.
+ */
+export class RawContainers {
+  readonly runtime: 'crun' | 'runc';
+  readonly #layerDirs: string[];
+  readonly #work: string;
+  readonly #ownWork: boolean;
+  readonly #root: string;
+  readonly #rt: { fast: string[]; full: string[] };
+  readonly #live = new Set<RawContainer>();
+  #seq = 0;
+
+  /** @param workDir scratch directory (default: a fresh one under the OS temp dir, removed by `close`). */
+  constructor(runtime: 'crun' | 'runc', layerDirs: string[], workDir?: string) {
+    this.runtime = runtime;
+    this.#layerDirs = layerDirs;
+    this.#ownWork = workDir === undefined;
+    this.#work = workDir ?? mkdtempSync(join(tmpdir(), `raw-${runtime}-`));
+    this.#root = join(this.#work, 'state');
+    mkdirSync(this.#root, { recursive: true });
+    this.#rt = runtimeCommands(runtime, this.#root, this.#work);
+  }
+
+  /** Mounts the overlay root and runs a fresh detached container. @throws Error when the runtime fails. */
+  async create(): Promise<RawContainer> {
+    const id = `raw-${process.pid}-${this.runtime}-${this.#seq++}`;
+    const dir = join(this.#work, id);
+    for (const d of ['upper', 'work', 'rootfs', 'bundle']) mkdirSync(join(dir, d), { recursive: true });
+    const config = buildOciConfig(boxSpec(id, dir, this.#layerDirs), {
+      rootfs: join(dir, 'rootfs'),
+      init: '/usr/bin/catatonit',
+      initArgs: ['-P'],
+      cgroupsPath: `/seed-sandbox-raw/${id}`,
+    });
+    writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(config));
+    const lower = [...this.#layerDirs].reverse().join(':');
+    await run('mount', [
+      '-t',
+      'overlay',
+      'overlay',
+      '-o',
+      `lowerdir=${lower},upperdir=${dir}/upper,workdir=${dir}/work`,
+      `${dir}/rootfs`,
+    ]);
+    const c = { id, dir };
+    this.#live.add(c);
+    await run(this.#rt.full[0] as string, [
+      ...this.#rt.full.slice(1),
+      'run',
+      '--detach',
+      '--bundle',
+      join(dir, 'bundle'),
+      id,
+    ]);
+    return c;
+  }
+
+  /** One `exec true` round trip in `c` (spawn → exit and output pipes closed). */
+  execTrue(c: RawContainer): Promise<void> {
+    return execTrue(this.#rt.fast, c.id);
+  }
+
+  /** Deletes the container, unmounts its root and removes its files. */
+  async remove(c: RawContainer): Promise<void> {
+    this.#live.delete(c);
+    await cleanup(this.#rt.full, c);
+  }
+
+  /** Removes every container still there and the scratch directory (when it made it). */
+  async close(): Promise<void> {
+    for (const c of [...this.#live]) await this.remove(c).catch(() => {});
+    if (this.#ownWork) rmSync(this.#work, { recursive: true, force: true });
+  }
+}
+
+/** One raw container: its id and directory. */
+export interface RawContainer {
+  id: string;
+  dir: string;
+}
+
+/**
+ * Measures raw `crun`/`runc`: create → first exec result over `runs` fresh containers (mount +
+ * `run --detach` + `exec true`; the previous container is removed outside the measurement), then `runs`
  * exec round trips in one container. Root only; cleans up every container and mount it made.
  * @throws Error when the runtime fails (with its stderr).
  */
 export async function benchRaw(options: RawBenchOptions): Promise<RawBenchResult> {
   const runs = options.runs ?? 50;
-  const work = options.workDir ?? mkdtempSync(join(tmpdir(), `raw-${options.runtime}-`));
-  const root = join(work, 'state');
-  mkdirSync(root, { recursive: true });
-  const rt = runtimeCommands(options.runtime, root, work);
-  const lower = [...options.layerDirs].reverse().join(':');
-  const created: { id: string; dir: string }[] = [];
+  const raw = new RawContainers(options.runtime, options.layerDirs, options.workDir);
   const result: RawBenchResult = { runtime: options.runtime, createToFirstExecMs: [], execRoundTripMs: [] };
   try {
+    let last: RawContainer | undefined;
     for (let i = 0; i < runs; i++) {
-      const id = `raw-${process.pid}-${options.runtime}-${i}`;
-      const dir = join(work, id);
-      for (const d of ['upper', 'work', 'rootfs', 'bundle']) mkdirSync(join(dir, d), { recursive: true });
-      const config = buildOciConfig(boxSpec(id, dir, options.layerDirs), {
-        rootfs: join(dir, 'rootfs'),
-        init: '/usr/bin/catatonit',
-        initArgs: ['-P'],
-        cgroupsPath: `/seed-sandbox-raw/${id}`,
-      });
-      writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(config));
       const t0 = performance.now();
-      await run('mount', [
-        '-t',
-        'overlay',
-        'overlay',
-        '-o',
-        `lowerdir=${lower},upperdir=${dir}/upper,workdir=${dir}/work`,
-        `${dir}/rootfs`,
-      ]);
-      created.push({ id, dir });
-      await run(rt.full[0] as string, [
-        ...rt.full.slice(1),
-        'run',
-        '--detach',
-        '--bundle',
-        join(dir, 'bundle'),
-        id,
-      ]);
-      await execTrue(rt.fast, id);
+      const c = await raw.create();
+      await raw.execTrue(c);
       result.createToFirstExecMs.push(performance.now() - t0);
-      if (i > 0) await cleanup(rt.full, created.shift() as { id: string; dir: string });
+      if (last) await raw.remove(last);
+      last = c;
     }
-    const last = created[0];
     if (last) {
       for (let i = 0; i < runs; i++) {
         const t0 = performance.now();
-        await execTrue(rt.fast, last.id);
+        await raw.execTrue(last);
         result.execRoundTripMs.push(performance.now() - t0);
       }
     }
   } finally {
-    for (const c of created) await cleanup(rt.full, c).catch(() => {});
-    if (!options.workDir) rmSync(work, { recursive: true, force: true });
+    await raw.close();
   }
   return result;
 }
 
-async function cleanup(rt: string[], c: { id: string; dir: string }): Promise<void> {
+async function cleanup(rt: string[], c: RawContainer): Promise<void> {
   await run(rt[0] as string, [...rt.slice(1), 'delete', '--force', c.id]).catch(() => {});
   await run('umount', [join(c.dir, 'rootfs')]).catch(() => {});
   rmSync(c.dir, { recursive: true, force: true });
@@ -180,10 +240,12 @@ export async function benchEngine(options: RawBenchOptions): Promise<RawBenchRes
   const result: RawBenchResult = { runtime: options.runtime, createToFirstExecMs: [], execRoundTripMs: [] };
   const boxes: EngineBoxSpec[] = [];
   const execTrueEngine = async (id: string) => {
-    const p = await engine.exec(id, { cmd: '/bin/true', args: [], env: [] });
+    const p = await engine.exec(id, { cmd: 'true', args: [], env: [] });
+    const closed = Promise.all([once(p.stdout, 'end'), once(p.stderr, 'end')]);
     p.stdout.resume();
     p.stderr.resume();
     if ((await p.exited) !== 0) throw new Error('exec failed');
+    await closed;
   };
   try {
     for (let i = 0; i < runs; i++) {
