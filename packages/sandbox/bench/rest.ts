@@ -3,7 +3,9 @@
  * `exec('echo', ['hi'])` → first stdout line → exit code — in one running busybox box, through the local
  * `JsRuntime` and through the REST `JsRuntime` talking to `sandbox serve` (a separate process, loopback),
  * in one run. Local and REST runs alternate so machine load hits both alike. Reports p50/p99 of each and
- * the added cost of REST (difference of the p50s, and the median of the paired differences).
+ * the added cost of REST (difference of the p50s, and the median of the paired differences), and the
+ * round trip of one message on the multiplexed exec stream (a start the server refuses at once: the floor
+ * of what REST adds per exec, two loopback hops and two process wake-ups).
  * Goal: ≤ 2 ms added per exec on loopback.
  *
  * Usage (root): `npm run bench:rest -w @seed/sandbox` or `node bench/rest.ts [runs]` (default 100).
@@ -12,6 +14,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { WebSocket } from 'ws';
 import type { JsBox } from '../src/runtime/box.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
 import { percentile } from './raw.ts';
@@ -71,6 +74,27 @@ async function execEcho(box: JsBox): Promise<number> {
   return performance.now() - t0;
 }
 
+/** Round trips of a refused start (unknown field) on the multiplexed exec stream, ms. */
+async function streamRoundTrips(url: string, count: number): Promise<number[]> {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/executions/stream`, {
+    perMessageDeflate: false,
+  });
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  const times: number[] = [];
+  for (let stream = 1; stream <= count; stream++) {
+    const t0 = performance.now();
+    const reply = new Promise((resolve) => ws.once('message', resolve));
+    ws.send(JSON.stringify({ type: 'start', stream, box: 'bench-rest', cmd: 'true', bench: true }));
+    await reply;
+    times.push(performance.now() - t0);
+  }
+  ws.close();
+  return times;
+}
+
 function row(name: string, values: number[]): string {
   return `| ${name} | ${percentile(values, 50).toFixed(2)} | ${percentile(values, 99).toFixed(2)} |`;
 }
@@ -125,6 +149,10 @@ async function main(): Promise<void> {
         `| ${name}, added by REST | ${added.toFixed(2)} (p50 difference) | ${paired.toFixed(2)} (median paired) |`,
       );
     }
+    const rtt = await streamRoundTrips(url, runs);
+    console.log(
+      `| exec stream message round trip (refused start) | ${percentile(rtt, 50).toFixed(2)} | ${percentile(rtt, 99).toFixed(2)} |`,
+    );
     console.log(
       `\nGoal ≤ 2 ms added per exec on loopback: ${worst <= 2 ? 'met' : 'NOT met'} (worst ${worst.toFixed(2)} ms)`,
     );

@@ -235,6 +235,7 @@ describe('wire format', () => {
       ['POST', '/v1/boxes/rest-main/tunnels', { port: 70000 }, 400, 'port'],
       ['GET', '/v1/boxes/rest-main/executions/01ARZ3NDEKTSV4RRFFQ69G5FAV', undefined, 404],
       ['GET', '/v1/nothing-here', undefined, 404],
+      ['GET', '/v1/executions/stream', undefined, 426],
     ];
     for (const [method, path, body, status, field] of cases) {
       const r = await raw(server.url, method, path, body);
@@ -255,6 +256,7 @@ describe('wire format', () => {
     for (const path of [
       '/v1/boxes',
       '/v1/boxes/{box}/executions/{execution}/attach',
+      '/v1/executions/stream',
       '/v1/volumes/{volume}',
       '/v1/boxes/{box}/tunnels',
     ]) {

@@ -74,7 +74,10 @@ export function openApiDocument(): Record<string, unknown> {
         'Exec streams: WebSocket GET /v1/boxes/{box}/executions/{execution}/attach?offset=N — binary frames with a one-byte channel prefix ' +
         '(0 stdin, 1 stdout, 2 stderr); text frames {"type":"resize","cols","rows"}, {"type":"signal","signal"}, {"type":"stdin_eof"} from the ' +
         'client and {"type":"exit","exit_code","offset"}, {"type":"backlog_truncated","dropped_bytes"} from the server; one attached client at a ' +
-        'time (409). Tunnels: POST /v1/boxes/{box}/tunnels, then HTTP CONNECT /v1/tunnels/{id} (one-shot).',
+        'time (409). Many executions over one connection: WebSocket GET /v1/executions/stream — the same frames, each naming its stream (a ' +
+        'client-chosen number 1..2^32-1): binary frames put it after the channel byte (uint32 big-endian), text frames carry "stream"; start with ' +
+        '{"type":"start","stream","box",cmd,…}, answered by {"type":"started","stream","id","box_id"} or {"type":"error","stream","status","error"}. ' +
+        'Tunnels: POST /v1/boxes/{box}/tunnels, then HTTP CONNECT /v1/tunnels/{id} (one-shot).',
     },
     components: {
       securitySchemes: {
@@ -292,6 +295,13 @@ export function openApiDocument(): Record<string, unknown> {
         parameters: [boxParam],
         get: op(
           'WebSocket: start and attach in one round trip — first client frame {"type":"start", cmd, args?, env?, tty?, cwd?, user?}, answered by {"type":"started","id"} (or {"type":"error","error"}), then the attach stream',
+          'sandbox.exec',
+          { '101': { description: 'switching protocols' } },
+        ),
+      },
+      '/v1/executions/stream': {
+        get: op(
+          'WebSocket: multiplexed exec stream — many executions in any boxes over one connection (see the description); an execution attached here counts as attached (409 for a second client), and is reattached with …/{execution}/attach?offset=N when the connection drops',
           'sandbox.exec',
           { '101': { description: 'switching protocols' } },
         ),

@@ -492,6 +492,15 @@ export class RestServer {
       },
     );
 
+    app.get('/v1/executions/stream', { config: exec }, async () => {
+      throw new HttpError(
+        426,
+        'invalid_request_error',
+        'upgrade_required',
+        'the exec stream is a WebSocket endpoint (Connection: Upgrade, Upgrade: websocket)',
+      );
+    });
+
     app.get('/v1/boxes/:box/executions/:execution/attach', { config: exec }, async () => {
       throw new HttpError(
         426,
