@@ -15,6 +15,7 @@ import { WebSocket } from 'ws';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError } from '../src/errors.ts';
 import { type RestExecution, restOptionsFrom } from '../src/rest/client.ts';
+import { RemoteProcess } from '../src/rest/process.ts';
 import { RestServer, startRestServer } from '../src/rest/server.ts';
 import type { JsBox } from '../src/runtime/box.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
@@ -360,6 +361,26 @@ describe('exec WebSocket', { timeout: 60_000 }, () => {
     const { text } = await attached.frames;
     assert.equal(text[0]?.type, 'error');
     assert.equal((text[0]!.error as { field: string }).field, 'colour');
+  });
+
+  it('the per-execution endpoint still starts and streams a command (start request in the upgrade header)', async () => {
+    const executionsUrl = `${server.url.replace(/^http/, 'ws')}/v1/boxes/rest-main/executions`;
+    const process = new RemoteProcess(
+      {
+        executionsUrl,
+        headers: {},
+        signal: () => Promise.reject(new Error('unused')),
+        resize: () => Promise.reject(new Error('unused')),
+      },
+      { cmd: 'sh', args: ['-c', 'read x; echo got-$x; exit 4'], env: [], tty: false },
+    );
+    const id = await process.ready;
+    assert.equal((await raw(server.url, 'GET', `/v1/boxes/rest-main/executions/${id}`)).body.attached, true);
+    process.stdin.end('per-exec\n');
+    const chunks: Buffer[] = [];
+    process.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    assert.equal(await process.exited, 4);
+    assert.equal(Buffer.concat(chunks).toString(), 'got-per-exec\n');
   });
 
   it('20 concurrent executions through one server', async () => {
