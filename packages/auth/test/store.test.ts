@@ -391,3 +391,46 @@ describe('SqliteAuthStore background WAL checkpoints', () => {
     }
   });
 });
+
+describe('SqliteAuthStore refresh-token rotation (group commit)', () => {
+  const token = (tokenHash: string, clientId = 'svc') => ({
+    tokenHash,
+    familyId: 'family-1',
+    clientId,
+    userId: null,
+    scope: 'api',
+    createdAt: 1,
+    expiresAt: 10_000,
+  });
+
+  test('rotations in one turn: a replay loses, a failing one is refused alone, the rest is committed', async () => {
+    const store = new SqliteAuthStore();
+    try {
+      await store.createClient({ clientId: 'svc', clientType: 'public' });
+      await store.insertRefreshToken(token('a'));
+      await store.insertRefreshToken(token('b'));
+      const results = await Promise.allSettled([
+        store.rotateRefreshToken('a', token('a2'), 5),
+        store.rotateRefreshToken('a', token('a3'), 5), // the same token again: a replay
+        store.rotateRefreshToken('b', token('b2', 'no-such-client'), 5), // foreign key fails
+        store.rotateRefreshToken('missing', token('m2'), 5),
+      ]);
+      assert.deepEqual(
+        results.map((r) => (r.status === 'fulfilled' ? r.value : 'rejected')),
+        [true, false, 'rejected', false],
+      );
+      const refused = results[2] as PromiseRejectedResult;
+      assert.ok(refused.reason instanceof ConstraintError);
+      assert.equal((await store.findRefreshToken('a'))?.replacedBy, 'a2');
+      assert.equal((await store.findRefreshToken('a'))?.usedAt, 5);
+      assert.ok(await store.findRefreshToken('a2'));
+      assert.equal(await store.findRefreshToken('a3'), undefined);
+      // The failed rotation changed nothing: 'b' is still unused and has no successor.
+      assert.equal((await store.findRefreshToken('b'))?.usedAt, null);
+      assert.equal(await store.findRefreshToken('b2'), undefined);
+      assert.equal(await store.rotateRefreshToken('b', token('b3'), 6), true);
+    } finally {
+      await store.close();
+    }
+  });
+});
