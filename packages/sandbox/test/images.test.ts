@@ -180,7 +180,11 @@ describe('pull from the local registry', () => {
       const order = ['resolving', 'downloading', 'unpacking', 'done'];
       const phases = events.map((e) => order.indexOf(e.phase));
       assert.ok(phases[0]! <= 1, `first event ${events[0]?.phase}`);
-      assert.deepEqual(phases, [...phases].sort((x, y) => x - y), 'phases only move forward');
+      assert.deepEqual(
+        phases,
+        [...phases].sort((x, y) => x - y),
+        'phases only move forward',
+      );
       const last = events.at(-1)!;
       assert.equal(last.phase, 'done');
       assert.equal(last.layersDone, last.layersTotal);

@@ -283,7 +283,9 @@ describe('tunnels', () => {
     await assert.rejects(tunnel.connect(), /one-shot/);
   });
 
-  test('connect() sees the end of the stream as soon as the box side closes', { timeout: 15_000 }, async () => {
+  test('connect() sees the end of the stream as soon as the box side closes', {
+    timeout: 15_000,
+  }, async () => {
     // A server that answers and closes (HTTP/1.0 style): read() must return the empty end-of-stream buffer
     // right away, not after socat's half-close grace period (60 s), which the test timeout would catch.
     await sh(id, '(echo answer-and-close > /tmp/once; nc -l -p 7001 < /tmp/once &) ; sleep 0.2; echo up');

@@ -44,7 +44,15 @@ export async function hostPortOf(box: JsBox, guestPort: number, relayPort = 0): 
   const server: Server = createServer((socket) => {
     const child = spawn(
       'nsenter',
-      [`--net=/proc/${pid}/ns/net`, '--', 'socat', '-t', '30', 'STDIO,shut-close', `TCP:127.0.0.1:${guestPort}`],
+      [
+        `--net=/proc/${pid}/ns/net`,
+        '--',
+        'socat',
+        '-t',
+        '30',
+        'STDIO,shut-close',
+        `TCP:127.0.0.1:${guestPort}`,
+      ],
       { stdio: ['pipe', 'pipe', 'ignore'] },
     );
     streams.add(child);

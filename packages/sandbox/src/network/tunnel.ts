@@ -28,7 +28,17 @@ function openStream(pid: number, port: number): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       'nsenter',
-      [`--net=/proc/${pid}/ns/net`, '--', 'socat', '-d', '-d', '-t', '60', 'STDIO,shut-close', `TCP:127.0.0.1:${port}`],
+      [
+        `--net=/proc/${pid}/ns/net`,
+        '--',
+        'socat',
+        '-d',
+        '-d',
+        '-t',
+        '60',
+        'STDIO,shut-close',
+        `TCP:127.0.0.1:${port}`,
+      ],
       { stdio: ['pipe', 'pipe', 'pipe'] },
     );
     let log = '';
