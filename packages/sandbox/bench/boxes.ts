@@ -9,7 +9,7 @@
  * Like for like: raw containers have a network namespace with only `lo` (network mode `disabled`), so the
  * runtime is measured twice, with the default `network: enabled` (slirp4netns started at create) and with
  * `disabled`; create ratios use the `disabled` row. Samples are interleaved (create: rounds of 10 per
- * variant; exec: one round trip per variant in turn) so that load from other processes on this shared
+ * variant; exec: one round trip per variant in turn, in rotating order) so that load from other processes on this shared
  * machine hits every variant alike.
  *
  * Usage (root): `npm run bench:boxes -w @seed/sandbox` or `node bench/boxes.ts [runs]`.
@@ -111,7 +111,10 @@ async function benchInterleaved(variants: Variant<unknown>[]): Promise<void> {
       await v.execTrue(box);
     }
     for (let i = 0; i < runs; i++) {
-      for (const [k, v] of variants.entries()) {
+      // The order rotates so that no variant always follows the same one.
+      for (let j = 0; j < variants.length; j++) {
+        const k = (i + j) % variants.length;
+        const v = variants[k] as Variant<unknown>;
         const t0 = performance.now();
         await v.execTrue(boxes[k]);
         v.row.execRoundTripMs.push(performance.now() - t0);
