@@ -30,7 +30,7 @@ export type CredentialValidationResult =
 
 /** Who asks, for the audit event. */
 export interface CredentialContext {
-  /** Audit category (default `Login`; the password grant may use `Token`). */
+  /** Audit category (default `Login`: the login page and the password grant both record credential checks as `Login`). */
   readonly category?: string;
   readonly clientId?: string | null;
   readonly remoteAddress?: string | null;
