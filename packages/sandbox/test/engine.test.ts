@@ -167,6 +167,23 @@ describe('engine lifecycle', () => {
     assert.match(r.stdout, /40 120/);
   });
 
+  test('tty: ttySize gives the terminal its size before the command starts', async () => {
+    const p = await engine.exec(s.id, {
+      cmd: 'stty',
+      args: ['size'],
+      env: [],
+      tty: true,
+      ttySize: { cols: 100, rows: 30 },
+    });
+    const r = await collect(p);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /\b30 100\r?\n/);
+    await assert.rejects(
+      engine.exec(s.id, { cmd: 'true', args: [], env: [], tty: true, ttySize: { cols: 0, rows: 30 } }),
+      /ttySize/,
+    );
+  });
+
   test('stats reads memory and cpu from the cgroup', async () => {
     await sh(s.id, 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done');
     const st = await engine.stats(s.id);

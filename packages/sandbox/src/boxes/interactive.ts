@@ -80,7 +80,14 @@ export class InteractiveBox extends SimpleBox {
     let session: JsExecution;
     try {
       const box = await this.ensureStarted();
-      session = await box.execWith(this.#shell, [], env, { tty: forward });
+      const { columns, rows } = this.#streams.stdout;
+      const ttySize = forward && columns && rows ? { cols: columns, rows } : undefined;
+      session = await box.execWith(
+        this.#shell,
+        [],
+        env,
+        ttySize ? { tty: forward, ttySize } : { tty: forward },
+      );
     } catch (error) {
       this.#done = null;
       throw error;

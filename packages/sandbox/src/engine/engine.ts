@@ -527,7 +527,15 @@ export class OciEngine implements Engine {
       const script = findExecutable('script');
       if (!script) throw new BoxError('tty: needs script(1) from util-linux on the host');
       argv.splice(argv.indexOf('exec') + 1, 0, '--tty');
-      const line = [file, ...argv, id, options.cmd, ...options.args].map(shellQuote).join(' ');
+      let line = [file, ...argv, id, options.cmd, ...options.args].map(shellQuote).join(' ');
+      const size = options.ttySize;
+      if (size) {
+        if (!(Number.isInteger(size.cols) && size.cols > 0 && Number.isInteger(size.rows) && size.rows > 0)) {
+          throw new BoxError(`ttySize: cols ${size.cols} and rows ${size.rows} must be positive integers`);
+        }
+        // script(1)'s terminal gets the size first; the runtime's `exec --tty` copies it to the box's terminal.
+        line = `stty cols ${size.cols} rows ${size.rows} && exec ${line}`;
+      }
       file = script;
       argv = ['-q', '-e', '-f', '-c', line, '/dev/null'];
     } else {

@@ -69,6 +69,8 @@ export interface EngineExecOptions {
   user?: string;
   /** Allocate a pseudo-terminal (stdout carries both streams; stderr ends empty). */
   tty?: boolean;
+  /** Size of that terminal from the first byte on, in character cells; default 80×24. Only with `tty`. */
+  ttySize?: { cols: number; rows: number };
 }
 
 /** A running command: raw byte streams and its exit. */

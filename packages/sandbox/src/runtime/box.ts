@@ -23,6 +23,8 @@ export interface ExecOptions {
   user?: string;
   /** Allocate a pseudo-terminal. */
   tty?: boolean;
+  /** Initial size of that terminal, in character cells (with `tty`); default 80×24. */
+  ttySize?: { cols: number; rows: number };
 }
 
 /** Turns any accepted env form into `KEY=value` entries. @throws BoxError naming `env` on bad input. */
@@ -169,6 +171,7 @@ export class JsBox {
     };
     if (options.cwd !== undefined) engineOptions.cwd = options.cwd;
     if (options.user !== undefined) engineOptions.user = options.user;
+    if (options.tty && options.ttySize) engineOptions.ttySize = options.ttySize;
     const engine = await this.#ctx.engine();
     this.#ctx.countCommand(this.id);
     let process: Awaited<ReturnType<typeof engine.exec>>;
