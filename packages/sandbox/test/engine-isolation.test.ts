@@ -10,54 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { createEngine, type EngineBoxSpec, makeBusyboxRootfs, type OciEngine } from '../src/engine/index.ts';
-import type { EngineProcess } from '../src/engine/types.ts';
+import { collect, execSh, specFactory } from './helpers/engine.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'engine-iso-'));
 const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
 let engine: OciEngine;
-let seq = 0;
-
-function spec(overrides: Partial<EngineBoxSpec> = {}): EngineBoxSpec {
-  const id = `iso${process.pid}x${++seq}`;
-  const boxDir = join(tmp, 'boxes', id);
-  mkdirSync(boxDir, { recursive: true });
-  return {
-    id,
-    hostname: id,
-    layerDirs: [rootfs],
-    boxDir,
-    env: ['PATH=/bin'],
-    workingDir: '/root',
-    cpus: 1,
-    memoryMib: 128,
-    pidsLimit: 64,
-    mounts: [],
-    capabilities: { add: [], drop: [] },
-    network: { mode: 'disabled', allowNet: [] },
-    detach: true,
-    ...overrides,
-  };
-}
-
-async function collect(p: EngineProcess): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  const done = Promise.all([
-    (async () => {
-      for await (const c of p.stdout) out.push(c as Buffer);
-    })(),
-    (async () => {
-      for await (const c of p.stderr) err.push(c as Buffer);
-    })(),
-  ]);
-  const code = await p.exited;
-  await done;
-  return { code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() };
-}
-
-async function sh(id: string, script: string) {
-  return collect(await engine.exec(id, { cmd: 'sh', args: ['-c', script], env: [] }));
-}
+const spec = specFactory(tmp, rootfs, 'iso');
+const sh = (id: string, script: string) => execSh(engine, id, script);
 
 /** Starts a box for the test and removes it afterwards. */
 async function withBox<T>(o: Partial<EngineBoxSpec>, fn: (s: EngineBoxSpec) => Promise<T>): Promise<T> {

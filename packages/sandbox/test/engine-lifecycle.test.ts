@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import {
   existsSync,
-  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -26,35 +25,14 @@ import {
   mountsUnder,
   type OciEngine,
 } from '../src/engine/index.ts';
+import { specFactory } from './helpers/engine.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'engine-life-'));
 const stateRoot = join(tmp, 'state');
 const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
 const engineIndex = resolve(import.meta.dirname, '../src/engine/index.ts');
 let engine: OciEngine;
-let seq = 0;
-
-function spec(overrides: Partial<EngineBoxSpec> = {}): EngineBoxSpec {
-  const id = overrides.id ?? `life${process.pid}x${++seq}`;
-  const boxDir = join(tmp, 'boxes', id);
-  mkdirSync(boxDir, { recursive: true });
-  return {
-    id,
-    hostname: id,
-    layerDirs: [rootfs],
-    boxDir,
-    env: ['PATH=/bin'],
-    workingDir: '/root',
-    cpus: 0.5,
-    memoryMib: 64,
-    pidsLimit: 32,
-    mounts: [],
-    capabilities: { add: [], drop: [] },
-    network: { mode: 'disabled', allowNet: [] },
-    detach: false,
-    ...overrides,
-  };
-}
+const spec = specFactory(tmp, rootfs, 'life', { cpus: 0.5, memoryMib: 64, pidsLimit: 32, detach: false });
 
 async function output(id: string, script: string): Promise<string> {
   const p = await engine.exec(id, { cmd: 'sh', args: ['-c', script], env: [] });

@@ -4,7 +4,7 @@
  * Runs as root with crun or runc installed (the package's test:setup installs them).
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -15,56 +15,15 @@ import {
   mountsUnder,
   type OciEngine,
 } from '../src/engine/index.ts';
-import type { EngineProcess } from '../src/engine/types.ts';
 import { BoxError } from '../src/errors.ts';
+import { collect, execSh, specFactory } from './helpers/engine.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'engine-test-'));
 const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
 let engine: OciEngine;
-let seq = 0;
-
-function spec(overrides: Partial<EngineBoxSpec> = {}): EngineBoxSpec {
-  const id = overrides.id ?? `eng${process.pid}x${++seq}`;
-  const boxDir = join(tmp, 'boxes', id);
-  mkdirSync(boxDir, { recursive: true });
-  return {
-    id,
-    hostname: id,
-    layerDirs: [rootfs],
-    boxDir,
-    env: ['PATH=/bin', 'HOME=/root'],
-    workingDir: '/root',
-    cpus: 1,
-    memoryMib: 128,
-    pidsLimit: 64,
-    mounts: [],
-    capabilities: { add: [], drop: [] },
-    network: { mode: 'disabled', allowNet: [] },
-    detach: true,
-    ...overrides,
-  };
-}
-
-async function collect(p: EngineProcess): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  p.stdout.on('data', (c: Buffer) => out.push(c));
-  p.stderr.on('data', (c: Buffer) => err.push(c));
-  const code = await p.exited;
-  await Promise.all([finished(p.stdout), finished(p.stderr)]);
-  return { code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() };
-}
-
-function finished(s: NodeJS.ReadableStream): Promise<void> {
-  return new Promise((r) => {
-    if ((s as unknown as { readableEnded: boolean }).readableEnded) r();
-    else s.once('end', () => r());
-  });
-}
-
-async function sh(id: string, script: string, extra: Partial<Parameters<OciEngine['exec']>[1]> = {}) {
-  return collect(await engine.exec(id, { cmd: 'sh', args: ['-c', script], env: [], ...extra }));
-}
+const spec = specFactory(tmp, rootfs, 'eng', { env: ['PATH=/bin', 'HOME=/root'] });
+const sh = (id: string, script: string, extra: Partial<Parameters<OciEngine['exec']>[1]> = {}) =>
+  execSh(engine, id, script, extra);
 
 before(async () => {
   engine = await createEngine({ stateRoot: join(tmp, 'state') });

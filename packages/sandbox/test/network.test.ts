@@ -4,12 +4,12 @@
  * host's loopback. All traffic goes to 127.0.0.1 or into the boxes' own namespaces.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer as httpServer, type Server } from 'node:http';
 import { connect, createConnection } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { createEngine, type EngineBoxSpec, makeBusyboxRootfs, type OciEngine } from '../src/engine/index.ts';
+import { createEngine, makeBusyboxRootfs, type OciEngine } from '../src/engine/index.ts';
 import { BoxError } from '../src/errors.ts';
 import {
   BoxNetworking,
@@ -18,6 +18,7 @@ import {
   parseAllowNet,
   type SecretRule,
 } from '../src/network/index.ts';
+import { specFactory } from './helpers/engine.ts';
 
 const tmp = mkdtempSync('/tmp/net-test-');
 const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
@@ -25,7 +26,7 @@ const net = new BoxNetworking({ stateDir: join(tmp, 'net') });
 let engine: OciEngine;
 let hostServer: Server;
 let hostPort = 0;
-let seq = 0;
+const boxSpec = specFactory(tmp, rootfs, 'net');
 const started: { id: string; boxDir: string }[] = [];
 
 async function startBox(
@@ -36,24 +37,8 @@ async function startBox(
     secrets?: SecretRule[];
   } = {},
 ): Promise<string> {
-  const id = `net${process.pid}x${++seq}`;
-  const boxDir = join(tmp, 'boxes', id);
-  mkdirSync(boxDir, { recursive: true });
-  const spec: EngineBoxSpec = {
-    id,
-    hostname: id,
-    layerDirs: [rootfs],
-    boxDir,
-    env: ['PATH=/bin'],
-    workingDir: '/root',
-    cpus: 1,
-    memoryMib: 128,
-    pidsLimit: 64,
-    mounts: [],
-    capabilities: { add: [], drop: [] },
-    network: { mode: options.mode ?? 'enabled', allowNet: options.allowNet ?? [] },
-    detach: true,
-  };
+  const spec = boxSpec({ network: { mode: options.mode ?? 'enabled', allowNet: options.allowNet ?? [] } });
+  const { id, boxDir } = spec;
   net.prepare(id, { ports: options.ports ?? [], secrets: options.secrets ?? [], detach: true });
   started.push({ id, boxDir });
   await engine.start(spec);
