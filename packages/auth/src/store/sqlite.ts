@@ -140,24 +140,23 @@ function toClient(row: Row): ClientRecord {
   };
 }
 
+const num = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : Number(x));
+const strOrNull = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : String(x));
+
 function toAudit(row: Row): AuditEvent {
-  const str = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : String(x));
   return {
     id: Number(row.id),
     time: Number(row.time),
     category: String(row.category),
     outcome: String(row.outcome),
-    subjectId: str(row.subject_id),
-    subjectName: str(row.subject_name),
-    clientId: str(row.client_id),
-    failureCode: str(row.failure_code),
-    remoteAddress: str(row.remote_address),
+    subjectId: strOrNull(row.subject_id),
+    subjectName: strOrNull(row.subject_name),
+    clientId: strOrNull(row.client_id),
+    failureCode: strOrNull(row.failure_code),
+    remoteAddress: strOrNull(row.remote_address),
     details: row.details === null ? null : json(row.details),
   };
 }
-
-const num = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : Number(x));
-const strOrNull = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : String(x));
 
 function toRefresh(row: Row): RefreshTokenRecord {
   return {
@@ -228,6 +227,26 @@ function likePattern(search: unknown): string {
   }
   return `%${((search as string | undefined) ?? '').toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
+
+const INSERT_REFRESH_TOKEN = `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope,
+  created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`;
+
+/** The values of {@link INSERT_REFRESH_TOKEN}, in its column order. */
+function refreshTokenValues(input: NewRefreshToken): SQLInputValue[] {
+  return [
+    input.tokenHash,
+    input.familyId,
+    input.clientId,
+    input.userId ?? null,
+    input.scope ?? '',
+    input.createdAt,
+    input.expiresAt,
+  ];
+}
+
+/** Marks an unused, unrevoked refresh token used; parameters: used_at, replaced_by, token_hash. */
+const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
+  WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL`;
 
 const USER_SELECT = `SELECT u.*, (SELECT json_group_array(r.name) FROM user_roles ur JOIN roles r ON r.id = ur.role_id
   WHERE ur.user_id = u.id) AS roles FROM users u`;
@@ -356,6 +375,12 @@ export class SqliteAuthStore implements AuthStore {
     return this.#stmt(sql).get(...params) as Row | undefined;
   }
 
+  /** The first row of `sql` as a record (`map`), or `undefined` when there is none. */
+  #getAs<T>(map: (row: Row) => T, sql: string, ...params: SQLInputValue[]): T | undefined {
+    const row = this.#get(sql, ...params);
+    return row ? map(row) : undefined;
+  }
+
   #all(sql: string, ...params: SQLInputValue[]): Row[] {
     return this.#stmt(sql).all(...params) as Row[];
   }
@@ -395,6 +420,29 @@ export class SqliteAuthStore implements AuthStore {
     }
   }
 
+  /**
+   * One page of a searchable list (`query.offset` / `query.limit`, see {@link paging}) and the total count.
+   * `search` is the column matched against `query.search` (a case-insensitive substring, see
+   * {@link likePattern}); `select` reads the rows of `table` (aliases included), `order` sorts them.
+   */
+  #page<T>(
+    query: ListQuery | undefined,
+    sql: { table: string; select: string; search: string; order: string },
+    map: (row: Row) => T,
+  ): Page<T> {
+    const { offset, limit } = paging(query);
+    const like = likePattern(query?.search);
+    const where = `WHERE ${sql.search} LIKE ? ESCAPE '\\'`;
+    const total = Number(this.#get(`SELECT count(*) AS n FROM ${sql.table} ${where}`, like)?.n);
+    const items = this.#all(
+      `${sql.select} ${where} ORDER BY ${sql.order} LIMIT ? OFFSET ?`,
+      like,
+      limit,
+      offset,
+    );
+    return { items: items.map(map), total };
+  }
+
   // ── users ──
 
   #roleIds(names: readonly string[], field: string): string[] {
@@ -417,8 +465,7 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   #user(id: string): UserRecord | undefined {
-    const row = this.#get(`${USER_SELECT} WHERE u.id = ?`, id);
-    return row ? toUser(row) : undefined;
+    return this.#getAs(toUser, `${USER_SELECT} WHERE u.id = ?`, id);
   }
 
   #requireUser(id: string): UserRecord {
@@ -465,23 +512,12 @@ export class SqliteAuthStore implements AuthStore {
 
   async findUserByName(userName: string): Promise<UserRecord | undefined> {
     if (typeof userName !== 'string') return undefined;
-    const row = this.#get(`${USER_SELECT} WHERE u.user_name_key = ?`, v.nameKey(userName.trim()));
-    return row ? toUser(row) : undefined;
+    return this.#getAs(toUser, `${USER_SELECT} WHERE u.user_name_key = ?`, v.nameKey(userName.trim()));
   }
 
   async listUsers(query?: ListQuery): Promise<Page<UserRecord>> {
-    const { offset, limit } = paging(query);
-    const like = likePattern(query?.search);
-    const total = Number(
-      this.#get(`SELECT count(*) AS n FROM users WHERE user_name_key LIKE ? ESCAPE '\\'`, like)?.n,
-    );
-    const items = this.#all(
-      `${USER_SELECT} WHERE u.user_name_key LIKE ? ESCAPE '\\' ORDER BY u.user_name_key LIMIT ? OFFSET ?`,
-      like,
-      limit,
-      offset,
-    ).map(toUser);
-    return { items, total };
+    const key = 'u.user_name_key';
+    return this.#page(query, { table: 'users u', select: USER_SELECT, search: key, order: key }, toUser);
   }
 
   async updateUser(id: string, patch: UserPatch, options?: ChangeOptions): Promise<UserRecord> {
@@ -632,8 +668,7 @@ export class SqliteAuthStore implements AuthStore {
   // ── roles ──
 
   #role(id: string): RoleRecord | undefined {
-    const row = this.#get('SELECT * FROM roles WHERE id = ?', id);
-    return row ? toRole(row) : undefined;
+    return this.#getAs(toRole, 'SELECT * FROM roles WHERE id = ?', id);
   }
 
   async createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord> {
@@ -666,23 +701,12 @@ export class SqliteAuthStore implements AuthStore {
 
   async findRoleByName(name: string): Promise<RoleRecord | undefined> {
     if (typeof name !== 'string') return undefined;
-    const row = this.#get('SELECT * FROM roles WHERE name_key = ?', v.nameKey(name.trim()));
-    return row ? toRole(row) : undefined;
+    return this.#getAs(toRole, 'SELECT * FROM roles WHERE name_key = ?', v.nameKey(name.trim()));
   }
 
   async listRoles(query?: ListQuery): Promise<Page<RoleRecord>> {
-    const { offset, limit } = paging(query);
-    const like = likePattern(query?.search);
-    const total = Number(
-      this.#get(`SELECT count(*) AS n FROM roles WHERE name_key LIKE ? ESCAPE '\\'`, like)?.n,
-    );
-    const items = this.#all(
-      `SELECT * FROM roles WHERE name_key LIKE ? ESCAPE '\\' ORDER BY name_key LIMIT ? OFFSET ?`,
-      like,
-      limit,
-      offset,
-    ).map(toRole);
-    return { items, total };
+    const sql = { table: 'roles', select: 'SELECT * FROM roles', search: 'name_key', order: 'name_key' };
+    return this.#page(query, sql, toRole);
   }
 
   async updateRole(id: string, patch: RolePatch, options?: ChangeOptions): Promise<RoleRecord> {
@@ -775,18 +799,13 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async listPermissions(query?: ListQuery): Promise<Page<PermissionRecord>> {
-    const { offset, limit } = paging(query);
-    const like = likePattern(query?.search);
-    const total = Number(
-      this.#get(`SELECT count(*) AS n FROM permissions WHERE code LIKE ? ESCAPE '\\'`, like)?.n,
-    );
-    const items = this.#all(
-      `SELECT code FROM permissions WHERE code LIKE ? ESCAPE '\\' ORDER BY code LIMIT ? OFFSET ?`,
-      like,
-      limit,
-      offset,
-    ).map((row) => this.#permission(String(row.code))!);
-    return { items, total };
+    const sql = {
+      table: 'permissions',
+      select: 'SELECT code FROM permissions',
+      search: 'code',
+      order: 'code',
+    };
+    return this.#page(query, sql, (row) => this.#permission(String(row.code))!);
   }
 
   async updatePermission(
@@ -815,8 +834,7 @@ export class SqliteAuthStore implements AuthStore {
   // ── clients ──
 
   #client(clientId: string): ClientRecord | undefined {
-    const row = this.#get('SELECT * FROM clients WHERE client_id = ?', clientId);
-    return row ? toClient(row) : undefined;
+    return this.#getAs(toClient, 'SELECT * FROM clients WHERE client_id = ?', clientId);
   }
 
   static #checkSecret(clientType: string, secretHash: unknown): string | null {
@@ -894,18 +912,13 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async listClients(query?: ListQuery): Promise<Page<ClientRecord>> {
-    const { offset, limit } = paging(query);
-    const like = likePattern(query?.search);
-    const total = Number(
-      this.#get(`SELECT count(*) AS n FROM clients WHERE lower(client_id) LIKE ? ESCAPE '\\'`, like)?.n,
-    );
-    const items = this.#all(
-      `SELECT * FROM clients WHERE lower(client_id) LIKE ? ESCAPE '\\' ORDER BY client_id LIMIT ? OFFSET ?`,
-      like,
-      limit,
-      offset,
-    ).map(toClient);
-    return { items, total };
+    const sql = {
+      table: 'clients',
+      select: 'SELECT * FROM clients',
+      search: 'lower(client_id)',
+      order: 'client_id',
+    };
+    return this.#page(query, sql, toClient);
   }
 
   async updateClient(clientId: string, patch: ClientPatch, options?: ChangeOptions): Promise<ClientRecord> {
@@ -1022,24 +1035,13 @@ export class SqliteAuthStore implements AuthStore {
 
   async insertRefreshToken(input: NewRefreshToken): Promise<RefreshTokenRecord> {
     return this.#change('refresh token', { field: 'tokenHash', value: '…' }, undefined, () => {
-      const row = this.#get(
-        `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope, created_at, expires_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-        input.tokenHash,
-        input.familyId,
-        input.clientId,
-        input.userId ?? null,
-        input.scope ?? '',
-        input.createdAt,
-        input.expiresAt,
-      );
+      const row = this.#get(`${INSERT_REFRESH_TOKEN} RETURNING *`, ...refreshTokenValues(input));
       return toRefresh(row!);
     });
   }
 
   async findRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined> {
-    const row = this.#get('SELECT * FROM refresh_tokens WHERE token_hash = ?', String(tokenHash));
-    return row ? toRefresh(row) : undefined;
+    return this.#getAs(toRefresh, 'SELECT * FROM refresh_tokens WHERE token_hash = ?', String(tokenHash));
   }
 
   async findRefreshTokenWithOwner(tokenHash: string): Promise<RefreshTokenWithOwner | undefined> {
@@ -1066,15 +1068,7 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async markRefreshTokenUsed(tokenHash: string, now: number, replacedBy: string | null): Promise<boolean> {
-    return (
-      this.#run(
-        `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
-          WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL`,
-        now,
-        replacedBy,
-        tokenHash,
-      ) > 0
-    );
+    return this.#run(MARK_REFRESH_TOKEN_USED, now, replacedBy, tokenHash) > 0;
   }
 
   /**
@@ -1122,25 +1116,8 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   #rotate({ tokenHash, next, now }: PendingRotation): boolean {
-    const marked = this.#run(
-      `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
-        WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL`,
-      now,
-      next.tokenHash,
-      tokenHash,
-    );
-    if (marked === 0) return false;
-    this.#run(
-      `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope, created_at, expires_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      next.tokenHash,
-      next.familyId,
-      next.clientId,
-      next.userId ?? null,
-      next.scope ?? '',
-      next.createdAt,
-      next.expiresAt,
-    );
+    if (this.#run(MARK_REFRESH_TOKEN_USED, now, next.tokenHash, tokenHash) === 0) return false;
+    this.#run(INSERT_REFRESH_TOKEN, ...refreshTokenValues(next));
     return true;
   }
 
@@ -1191,20 +1168,19 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async findAuthorizationCode(codeHash: string): Promise<AuthorizationCodeRecord | undefined> {
-    const row = this.#get('SELECT * FROM authorization_codes WHERE code_hash = ?', String(codeHash));
-    return row ? toCode(row) : undefined;
+    return this.#getAs(toCode, 'SELECT * FROM authorization_codes WHERE code_hash = ?', String(codeHash));
   }
 
   async consumeAuthorizationCode(
     codeHash: string,
     now: number,
   ): Promise<AuthorizationCodeRecord | undefined> {
-    const row = this.#get(
+    return this.#getAs(
+      toCode,
       'UPDATE authorization_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL RETURNING *',
       now,
       String(codeHash),
     );
-    return row ? toCode(row) : undefined;
   }
 
   async insertSigningKey(input: NewSigningKey): Promise<SigningKeyRecord> {
@@ -1260,8 +1236,7 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async getLoginSession(sessionHash: string): Promise<LoginSessionRecord | undefined> {
-    const row = this.#get('SELECT * FROM login_sessions WHERE session_hash = ?', String(sessionHash));
-    return row ? toSession(row) : undefined;
+    return this.#getAs(toSession, 'SELECT * FROM login_sessions WHERE session_hash = ?', String(sessionHash));
   }
 
   async revokeLoginSession(sessionHash: string, now: number): Promise<boolean> {
