@@ -7,6 +7,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import type {
   JsBoxTunnel,
@@ -22,6 +23,34 @@ export type BoxPidResolver = () => Promise<number>;
 /** Default and largest `read` size, bytes. */
 export const DEFAULT_READ_BYTES = 65536;
 const MAX_BUFFERED = 1024 * 1024;
+
+/**
+ * Checks the `maxBytes` of `JsTunnelConnection.read` (shared by local and REST tunnels).
+ * @throws BoxError naming `maxBytes` unless it is an integer from 1 to 16 MiB (16777216).
+ */
+export function checkReadSize(maxBytes: number): void {
+  if (!Number.isInteger(maxBytes) || maxBytes < 1 || maxBytes > 16 * 1024 * 1024) {
+    throw new BoxError('invalid read option maxBytes: must be an integer from 1 to 16777216', {
+      field: 'maxBytes',
+    });
+  }
+}
+
+/**
+ * `JsTunnelConnection.write` on the sending side of a tunnel (shared by local and REST tunnels):
+ * strings are sent as UTF-8; resolves once the bytes are handed to the stream.
+ * @throws BoxError when the stream is already closed or the write fails.
+ */
+export function writeTunnel(stream: Writable, data: Buffer | Uint8Array | string): Promise<void> {
+  if (stream.writableEnded || stream.destroyed) {
+    return Promise.reject(new BoxError('tunnel connection is closed'));
+  }
+  return new Promise((resolve, reject) => {
+    stream.write(typeof data === 'string' ? Buffer.from(data) : data, (error) =>
+      error ? reject(new BoxError(`tunnel write failed: ${error.message}`, { cause: error })) : resolve(),
+    );
+  });
+}
 
 /** Starts `socat` in the box's namespace connected to its `127.0.0.1:port`; resolves once connected. */
 function openStream(pid: number, port: number): Promise<ChildProcess> {
@@ -106,11 +135,7 @@ class StreamConnection implements JsTunnelConnection {
 
   /** Up to `maxBytes` bytes (1..16 MiB, default 65536); an empty Buffer at the end of the stream. */
   async read(maxBytes = DEFAULT_READ_BYTES): Promise<Buffer> {
-    if (!Number.isInteger(maxBytes) || maxBytes < 1 || maxBytes > 16 * 1024 * 1024) {
-      throw new BoxError('invalid read option maxBytes: must be an integer from 1 to 16777216', {
-        field: 'maxBytes',
-      });
-    }
+    checkReadSize(maxBytes);
     while (this.#chunks.length === 0) {
       if (this.#ended) return Buffer.alloc(0);
       await new Promise<void>((resolve) => {
@@ -134,15 +159,7 @@ class StreamConnection implements JsTunnelConnection {
 
   /** Sends bytes (strings as UTF-8). @throws BoxError once the connection is closed. */
   write(data: Buffer | Uint8Array | string): Promise<void> {
-    const stdin = this.#child.stdin!;
-    if (stdin.writableEnded || stdin.destroyed) {
-      return Promise.reject(new BoxError('tunnel connection is closed'));
-    }
-    return new Promise((resolve, reject) => {
-      stdin.write(typeof data === 'string' ? Buffer.from(data) : data, (error) =>
-        error ? reject(new BoxError(`tunnel write failed: ${error.message}`, { cause: error })) : resolve(),
-      );
-    });
+    return writeTunnel(this.#child.stdin!, data);
   }
 
   /** Closes both directions and ends the stream's process. Idempotent. */
@@ -258,30 +275,22 @@ export class LocalBoxTunnel implements JsBoxTunnel {
     this.#consume();
     const pid = await this.#pid();
     const server = createServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (error) =>
-        reject(
-          new BoxError(`invalid tunnel option listen: cannot listen (${error.message})`, {
-            field: 'listen',
-            cause: error,
-          }),
-        ),
-      );
-      if (spec.type === 'unix') server.listen(spec.path, () => resolve());
-      else server.listen(spec.port, spec.host ?? '127.0.0.1', () => resolve());
-    });
-    const address = server.address();
-    const local =
-      typeof address === 'string' || address === null
-        ? (spec as { path: string }).path
-        : `${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
-    const forwarder = new Forwarder(server, local, spec.type === 'unix' ? spec.path : null);
+    await listenOn(server, spec);
+    const forwarder = new Forwarder(
+      server,
+      listenAddress(server, spec),
+      spec.type === 'unix' ? spec.path : null,
+    );
     server.on('connection', (socket) => forwarder.attach(socket, () => openStream(pid, this.#port)));
     return forwarder;
   }
 }
 
-function validateListen(listen: TunnelListen): TunnelListen {
+/**
+ * Checks a forwarder's listen spec (shared by local and REST tunnels).
+ * @throws BoxError naming `listen` with the broken rule (type, path, port 0–65535, host).
+ */
+export function validateListen(listen: TunnelListen): TunnelListen {
   const bad = (rule: string): never => {
     throw new BoxError(`invalid tunnel option listen: ${rule}`, { field: 'listen' });
   };
@@ -299,6 +308,33 @@ function validateListen(listen: TunnelListen): TunnelListen {
     return listen;
   }
   return bad("type must be 'tcp' or 'unix'");
+}
+
+/**
+ * Starts `server` listening on a validated listen spec (TCP host defaults to 127.0.0.1).
+ * @throws BoxError naming `listen` when it cannot listen (address in use, bad path, …).
+ */
+export function listenOn(server: Server, spec: TunnelListen): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', (error) =>
+      reject(
+        new BoxError(`invalid tunnel option listen: cannot listen (${error.message})`, {
+          field: 'listen',
+          cause: error,
+        }),
+      ),
+    );
+    if (spec.type === 'unix') server.listen(spec.path, () => resolve());
+    else server.listen(spec.port, spec.host ?? '127.0.0.1', () => resolve());
+  });
+}
+
+/** `TunnelForwarder.localAddr()` of a listening server: the socket path, or `host:port` (`[v6]:port`). */
+export function listenAddress(server: Server, spec: TunnelListen): string {
+  const address = server.address();
+  return typeof address === 'string' || address === null
+    ? (spec as { path: string }).path
+    : `${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
 }
 
 /** `box.network` of a local box. */

@@ -14,6 +14,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createServer, type Server, type Socket } from 'node:net';
 import { BoxError } from '../errors.ts';
+import { checkReadSize, listenAddress, listenOn, validateListen, writeTunnel } from '../network/tunnel.ts';
 import { type ExecEnv, type ExecOptions, envEntries, JsBox } from '../runtime/box.ts';
 import type { RuntimeContext } from '../runtime/context.ts';
 import { JsExecution } from '../runtime/execution.ts';
@@ -416,11 +417,7 @@ class SocketConnection implements JsTunnelConnection {
   }
 
   async read(maxBytes = 65536): Promise<Buffer> {
-    if (!Number.isInteger(maxBytes) || maxBytes < 1 || maxBytes > 16 * 1024 * 1024) {
-      throw new BoxError('invalid read option maxBytes: must be an integer from 1 to 16777216', {
-        field: 'maxBytes',
-      });
-    }
+    checkReadSize(maxBytes);
     while (this.#chunks.length === 0) {
       if (this.#ended) return Buffer.alloc(0);
       this.#socket.resume();
@@ -438,14 +435,7 @@ class SocketConnection implements JsTunnelConnection {
   }
 
   write(data: Buffer | Uint8Array | string): Promise<void> {
-    if (this.#socket.destroyed || this.#socket.writableEnded) {
-      return Promise.reject(new BoxError('tunnel connection is closed'));
-    }
-    return new Promise((resolve, reject) => {
-      this.#socket.write(typeof data === 'string' ? Buffer.from(data) : data, (error) =>
-        error ? reject(new BoxError(`tunnel write failed: ${error.message}`, { cause: error })) : resolve(),
-      );
-    });
+    return writeTunnel(this.#socket, data);
   }
 
   async close(): Promise<void> {
@@ -515,18 +505,7 @@ class RestBoxTunnel implements JsBoxTunnel {
           () => client.destroy(),
         );
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (error) =>
-        reject(
-          new BoxError(`invalid tunnel option listen: cannot listen (${error.message})`, {
-            field: 'listen',
-            cause: error,
-          }),
-        ),
-      );
-      if (spec.type === 'unix') server.listen(spec.path, () => resolve());
-      else server.listen(spec.port, spec.host ?? '127.0.0.1', () => resolve());
-    });
+    await listenOn(server, spec);
     return new RestForwarder(server, spec);
   }
 }
@@ -544,12 +523,8 @@ class RestForwarder implements TunnelForwarder {
       this.#sockets.add(socket);
       socket.on('close', () => this.#sockets.delete(socket));
     });
-    const address = server.address();
     this.#unixPath = spec.type === 'unix' ? spec.path : null;
-    this.#address =
-      typeof address === 'string' || address === null
-        ? (this.#unixPath ?? '')
-        : `${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+    this.#address = listenAddress(server, spec);
     this.#closed = new Promise((resolve) => server.once('close', () => resolve()));
   }
 
@@ -569,26 +544,6 @@ class RestForwarder implements TunnelForwarder {
     await this.#closed;
     if (this.#unixPath) rmSync(this.#unixPath, { force: true });
   }
-}
-
-function validateListen(listen: TunnelListen): TunnelListen {
-  const bad = (rule: string): never => {
-    throw new BoxError(`invalid tunnel option listen: ${rule}`, { field: 'listen' });
-  };
-  if (listen === null || typeof listen !== 'object')
-    bad("must be { type: 'tcp', host?, port } or { type: 'unix', path }");
-  if (listen.type === 'unix') {
-    if (typeof listen.path !== 'string' || listen.path === '') bad('path must be a non-empty string');
-    return listen;
-  }
-  if (listen.type === 'tcp') {
-    if (!Number.isInteger(listen.port) || listen.port < 0 || listen.port > 65535)
-      bad('port must be an integer 0-65535');
-    if (listen.host !== undefined && (typeof listen.host !== 'string' || listen.host === ''))
-      bad('host must be a non-empty string');
-    return listen;
-  }
-  return bad("type must be 'tcp' or 'unix'");
 }
 
 /** `box.network` of a REST box: tunnels prepared on the server, consumed with HTTP CONNECT. */
