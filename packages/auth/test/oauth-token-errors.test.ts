@@ -55,6 +55,31 @@ async function expectError(res: Response, status: number, error: string): Promis
 
 const token = (params: Record<string, string>) => serviceToken(t.base, params);
 const password = (username: string, pw: string) => token({ grant_type: 'password', username, password: pw });
+/** A token request authenticated with HTTP Basic as `clientId` / `secret`. */
+const tokenAs = (clientId: string, secret: string, params: Record<string, string>) =>
+  postForm(t.base, '/connect/token', params, { authorization: basic(clientId, secret) });
+/** The refresh token of a successful password grant for `username` (as demo-service). */
+const refreshTokenOf = async (username: string, pw: string) =>
+  ((await (await password(username, pw)).json()) as { refresh_token: string }).refresh_token;
+/** A refresh-token grant (as demo-service). */
+const refresh = (refreshToken: string) => token({ grant_type: 'refresh_token', refresh_token: refreshToken });
+/** The authorization-code exchange of the public client demo-spa; `verifier` omitted when undefined. */
+const codeRequest = (code: string, verifier: string | undefined, redirectUri: string) => {
+  const params: Record<string, string> = {
+    grant_type: 'authorization_code',
+    client_id: 'demo-spa',
+    code,
+    redirect_uri: redirectUri,
+  };
+  if (verifier !== undefined) params.code_verifier = verifier;
+  return postForm(t.base, '/connect/token', params);
+};
+/** A refresh token issued to demo-spa (authorization code flow for alice). */
+const spaRefreshToken = async () => {
+  const { code, verifier, redirectUri } = await obtainCode(t.base, 'alice', 'alice-password-1');
+  return ((await (await codeRequest(code, verifier, redirectUri)).json()) as { refresh_token: string })
+    .refresh_token;
+};
 
 describe('invalid_request (400)', () => {
   test('body not form-urlencoded (JSON)', async () => {
@@ -69,18 +94,16 @@ describe('invalid_request (400)', () => {
     const res = await fetch(`${t.base}/connect/token`, { method: 'POST' });
     await expectError(res, 400, 'invalid_request');
   });
-  test('missing grant_type', async () => {
-    await expectError(await token({ scope: 'api' }), 400, 'invalid_request');
-  });
-  test('missing username (password grant)', async () => {
-    await expectError(await token({ grant_type: 'password', password: 'x' }), 400, 'invalid_request');
-  });
-  test('missing password (password grant)', async () => {
-    await expectError(await token({ grant_type: 'password', username: 'alice' }), 400, 'invalid_request');
-  });
-  test('missing refresh_token', async () => {
-    await expectError(await token({ grant_type: 'refresh_token' }), 400, 'invalid_request');
-  });
+  for (const [name, params] of [
+    ['missing grant_type', { scope: 'api' }],
+    ['missing username (password grant)', { grant_type: 'password', password: 'x' }],
+    ['missing password (password grant)', { grant_type: 'password', username: 'alice' }],
+    ['missing refresh_token', { grant_type: 'refresh_token' }],
+  ] as const) {
+    test(name, async () => {
+      await expectError(await token(params), 400, 'invalid_request');
+    });
+  }
   test('missing code', async () => {
     const res = await postForm(t.base, '/connect/token', {
       grant_type: 'authorization_code',
@@ -121,24 +144,18 @@ describe('invalid_request (400)', () => {
 });
 
 describe('invalid_client (401, WWW-Authenticate: Basic)', () => {
-  test('client missing (unknown client_id)', async () => {
-    const res = await postForm(
-      t.base,
-      '/connect/token',
-      { grant_type: 'client_credentials' },
-      { authorization: basic('nobody', 'x') },
-    );
-    await expectError(res, 401, 'invalid_client');
-  });
-  test('client disabled (correct secret)', async () => {
-    const res = await postForm(
-      t.base,
-      '/connect/token',
-      { grant_type: 'client_credentials' },
-      { authorization: basic('disabled-client', 'disabled-secret-1') },
-    );
-    await expectError(res, 401, 'invalid_client');
-  });
+  for (const [name, clientId, secret] of [
+    ['client missing (unknown client_id)', 'nobody', 'x'],
+    ['client disabled (correct secret)', 'disabled-client', 'disabled-secret-1'],
+  ] as const) {
+    test(name, async () => {
+      await expectError(
+        await tokenAs(clientId, secret, { grant_type: 'client_credentials' }),
+        401,
+        'invalid_client',
+      );
+    });
+  }
   test('no credentials at all', async () => {
     await expectError(
       await postForm(t.base, '/connect/token', { grant_type: 'client_credentials' }),
@@ -154,12 +171,7 @@ describe('invalid_client (401, WWW-Authenticate: Basic)', () => {
     await expectError(res, 401, 'invalid_client');
   });
   test('secret mismatch (Basic and form client_secret)', async () => {
-    const viaBasic = await postForm(
-      t.base,
-      '/connect/token',
-      { grant_type: 'client_credentials' },
-      { authorization: basic('demo-service', 'wrong-secret') },
-    );
+    const viaBasic = await tokenAs('demo-service', 'wrong-secret', { grant_type: 'client_credentials' });
     await expectError(viaBasic, 401, 'invalid_client');
     const viaForm = await postForm(t.base, '/connect/token', {
       grant_type: 'client_credentials',
@@ -231,75 +243,40 @@ describe('invalid_grant (400)', () => {
   });
 
   test('refresh token expired', async () => {
-    const issued = (await (await password('alice', 'alice-password-1')).json()) as { refresh_token: string };
+    const issued = await refreshTokenOf('alice', 'alice-password-1');
     t.clock.now += 15 * 24 * 3600_000;
     try {
-      await expectError(
-        await token({ grant_type: 'refresh_token', refresh_token: issued.refresh_token }),
-        400,
-        'invalid_grant',
-      );
+      await expectError(await refresh(issued), 400, 'invalid_grant');
     } finally {
       t.clock.now -= 15 * 24 * 3600_000;
     }
   });
 
   test('refresh token used (replayed) — and the family is revoked', async () => {
-    const first = (await (await password('alice', 'alice-password-1')).json()) as { refresh_token: string };
-    const rotated = await token({ grant_type: 'refresh_token', refresh_token: first.refresh_token });
+    const first = await refreshTokenOf('alice', 'alice-password-1');
+    const rotated = await refresh(first);
     assert.equal(rotated.status, 200);
-    const second = (await rotated.json()) as { refresh_token: string };
-    await expectError(
-      await token({ grant_type: 'refresh_token', refresh_token: first.refresh_token }),
-      400,
-      'invalid_grant',
-    );
+    const second = ((await rotated.json()) as { refresh_token: string }).refresh_token;
+    await expectError(await refresh(first), 400, 'invalid_grant');
     // Reuse detection revoked the whole family: the successor is dead too.
-    await expectError(
-      await token({ grant_type: 'refresh_token', refresh_token: second.refresh_token }),
-      400,
-      'invalid_grant',
-    );
+    await expectError(await refresh(second), 400, 'invalid_grant');
   });
 
   test('the same refresh token sent concurrently: one rotation wins, the replays revoke the family', async () => {
-    const first = (await (await password('alice', 'alice-password-1')).json()) as { refresh_token: string };
-    const answers = await Promise.all(
-      Array.from({ length: 5 }, () =>
-        token({ grant_type: 'refresh_token', refresh_token: first.refresh_token }),
-      ),
-    );
+    const first = await refreshTokenOf('alice', 'alice-password-1');
+    const answers = await Promise.all(Array.from({ length: 5 }, () => refresh(first)));
     const winners = answers.filter((r) => r.status === 200);
     assert.equal(winners.length, 1, 'exactly one rotation succeeds');
     for (const loser of answers.filter((r) => r.status !== 200))
       await expectError(loser, 400, 'invalid_grant');
     const { refresh_token } = (await winners[0]!.json()) as { refresh_token: string };
-    await expectError(await token({ grant_type: 'refresh_token', refresh_token }), 400, 'invalid_grant');
+    await expectError(await refresh(refresh_token), 400, 'invalid_grant');
   });
 
   test('refresh token of another client', async () => {
-    const { code, verifier, redirectUri } = await obtainCode(t.base, 'alice', 'alice-password-1');
-    const spa = await postForm(t.base, '/connect/token', {
-      grant_type: 'authorization_code',
-      client_id: 'demo-spa',
-      code,
-      code_verifier: verifier,
-      redirect_uri: redirectUri,
-    });
-    const { refresh_token } = (await spa.json()) as { refresh_token: string };
-    await expectError(await token({ grant_type: 'refresh_token', refresh_token }), 400, 'invalid_grant');
+    const refresh_token = await spaRefreshToken();
+    await expectError(await refresh(refresh_token), 400, 'invalid_grant');
   });
-
-  const codeRequest = (code: string, verifier: string | undefined, redirectUri: string) => {
-    const params: Record<string, string> = {
-      grant_type: 'authorization_code',
-      client_id: 'demo-spa',
-      code,
-      redirect_uri: redirectUri,
-    };
-    if (verifier !== undefined) params.code_verifier = verifier;
-    return postForm(t.base, '/connect/token', params);
-  };
 
   test('authorization code invalid (unknown)', async () => {
     await expectError(
@@ -377,44 +354,31 @@ describe('invalid_grant (400)', () => {
 
   test('user disabled, or password reset, after the refresh token was issued', async () => {
     const carol = await t.createUser('carol', 'carol-password-1');
-    const a = (await (await password('carol', 'carol-password-1')).json()) as { refresh_token: string };
+    const a = await refreshTokenOf('carol', 'carol-password-1');
     await t.server.store.updateUser(carol.id, { isEnabled: false });
-    await expectError(
-      await token({ grant_type: 'refresh_token', refresh_token: a.refresh_token }),
-      400,
-      'invalid_grant',
-    );
+    await expectError(await refresh(a), 400, 'invalid_grant');
     await t.server.store.updateUser(carol.id, { isEnabled: true });
 
-    const b = (await (await password('carol', 'carol-password-1')).json()) as { refresh_token: string };
+    const b = await refreshTokenOf('carol', 'carol-password-1');
     await t.server.store.setPasswordHash(carol.id, await t.server.hasher.hash('carol-password-2'));
-    await expectError(
-      await token({ grant_type: 'refresh_token', refresh_token: b.refresh_token }),
-      400,
-      'invalid_grant',
-    );
+    await expectError(await refresh(b), 400, 'invalid_grant');
   });
 
   test('user deleted after the refresh token was issued', async () => {
     const dave = await t.createUser('dave', 'dave-password-1');
-    const a = (await (await password('dave', 'dave-password-1')).json()) as { refresh_token: string };
+    const a = await refreshTokenOf('dave', 'dave-password-1');
     await t.server.store.deleteUser(dave.id);
-    await expectError(
-      await token({ grant_type: 'refresh_token', refresh_token: a.refresh_token }),
-      400,
-      'invalid_grant',
-    );
+    await expectError(await refresh(a), 400, 'invalid_grant');
   });
 });
 
 describe('unauthorized_client (400)', () => {
   test('AllowedGrantTypes lacks the requested grant type', async () => {
-    const res = await postForm(
-      t.base,
-      '/connect/token',
-      { grant_type: 'password', username: 'alice', password: 'alice-password-1' },
-      { authorization: basic('cc-only', 'cc-only-secret-1') },
-    );
+    const res = await tokenAs('cc-only', 'cc-only-secret-1', {
+      grant_type: 'password',
+      username: 'alice',
+      password: 'alice-password-1',
+    });
     await expectError(res, 400, 'unauthorized_client');
   });
   test('public client asks for client_credentials', async () => {
@@ -537,15 +501,7 @@ describe('revocation endpoint (RFC 7009)', () => {
   });
 
   test('another client’s refresh token is left alone', async () => {
-    const { code, verifier, redirectUri } = await obtainCode(t.base, 'alice', 'alice-password-1');
-    const spa = await postForm(t.base, '/connect/token', {
-      grant_type: 'authorization_code',
-      client_id: 'demo-spa',
-      code,
-      code_verifier: verifier,
-      redirect_uri: redirectUri,
-    });
-    const { refresh_token } = (await spa.json()) as { refresh_token: string };
+    const refresh_token = await spaRefreshToken();
     assert.equal((await revoke({ token: refresh_token })).status, 200);
     const still = await postForm(t.base, '/connect/token', {
       grant_type: 'refresh_token',
