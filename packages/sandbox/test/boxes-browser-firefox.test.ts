@@ -4,43 +4,25 @@
  * served by this test process on the host (through a Unix socket bind-mounted into the box).
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import WebSocket from 'ws';
-import { cacheDir } from '../scripts/offline-images.ts';
-import { BROWSERBOX_PORT_FIREFOX, BrowserBox, JsRuntime } from '../src/index.ts';
-import { REGISTRIES } from './runtime-helpers.ts';
+import { BROWSERBOX_PORT_FIREFOX, BrowserBox, type JsRuntime } from '../src/index.ts';
+import { type BrowserSetup, browserSetup } from './helpers/browser.ts';
 
-const packageDir = join(import.meta.dirname, '..');
 let runtime: JsRuntime;
-let server: Server;
 let shared = '';
+let setup: BrowserSetup | undefined;
 
 before(async () => {
-  execFileSync(
-    process.execPath,
-    [join(packageDir, 'scripts', 'registry.ts'), '--quiet', '--images', 'firefox'],
-    {
-      stdio: ['ignore', 'inherit', 'inherit'],
-      timeout: 900_000,
-    },
+  setup = await browserSetup(
+    'firefox',
+    '/tmp/sandbox-firefox-',
+    (url) => `<!doctype html><title>Firefox at ${url}</title>`,
   );
-  runtime = new JsRuntime({ homeDir: join(cacheDir(), 'test-home-desktop'), imageRegistries: REGISTRIES });
-  shared = mkdtempSync('/tmp/sandbox-firefox-');
-  server = createServer((req, res) => {
-    res.setHeader('content-type', 'text/html; charset=utf-8');
-    res.end(`<!doctype html><title>Firefox at ${req.url}</title>`);
-  });
-  await new Promise<void>((resolve) => server.listen(join(shared, 'http.sock'), resolve));
+  ({ runtime, shared } = setup);
 });
 
-after(() => {
-  server?.close();
-  if (shared) rmSync(shared, { recursive: true, force: true });
-});
+after(() => setup?.close());
 
 /** A minimal WebDriver BiDi client: numbered commands, answers matched by id. */
 class Bidi {

@@ -7,45 +7,33 @@
  * runs only pay for the box.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
-import { cacheDir } from '../scripts/offline-images.ts';
-import { BoxError, BROWSERBOX_PORT_CHROMIUM, BrowserBox, JsRuntime, TimeoutError } from '../src/index.ts';
-import { REGISTRIES } from './runtime-helpers.ts';
+import {
+  BoxError,
+  BROWSERBOX_PORT_CHROMIUM,
+  BrowserBox,
+  type JsRuntime,
+  TimeoutError,
+} from '../src/index.ts';
+import { type BrowserSetup, browserSetup } from './helpers/browser.ts';
 
-const packageDir = join(import.meta.dirname, '..');
 let runtime: JsRuntime;
-let server: Server;
 let shared = '';
+let setup: BrowserSetup | undefined;
 
 before(async () => {
-  execFileSync(
-    process.execPath,
-    [join(packageDir, 'scripts', 'registry.ts'), '--quiet', '--images', 'chromium'],
-    {
-      stdio: ['ignore', 'inherit', 'inherit'],
-      timeout: 900_000,
-    },
-  );
-  runtime = new JsRuntime({ homeDir: join(cacheDir(), 'test-home-desktop'), imageRegistries: REGISTRIES });
   // The page is served by this process on the host. Box networking (issue 9) may be off, so the box reaches
   // the server through a Unix socket in a bind-mounted directory, relayed to 127.0.0.1:8080 in the box.
-  shared = mkdtempSync('/tmp/sandbox-browser-');
-  server = createServer((req, res) => {
-    res.setHeader('content-type', 'text/html; charset=utf-8');
-    res.end(`<!doctype html><title>Hello from ${req.url}</title><p id="p">served by the host</p>`);
-  });
-  await new Promise<void>((resolve) => server.listen(join(shared, 'http.sock'), resolve));
+  setup = await browserSetup(
+    'chromium',
+    '/tmp/sandbox-browser-',
+    (url) => `<!doctype html><title>Hello from ${url}</title><p id="p">served by the host</p>`,
+  );
+  ({ runtime, shared } = setup);
 });
 
-after(() => {
-  server?.close();
-  if (shared) rmSync(shared, { recursive: true, force: true });
-});
+after(() => setup?.close());
 
 describe('BrowserBox', () => {
   it('chromium: playwright connects over CDP to endpoint() and reads the title of a host page', async () => {
