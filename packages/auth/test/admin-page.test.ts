@@ -5,13 +5,12 @@
  * and browse the audit log. The page loads nothing from another origin.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { type AuthServer, buildAuthServer } from '../src/server.ts';
 import { SqliteAuthStore } from '../src/store/sqlite.ts';
+import { launchChromium } from './browser.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ADMIN_PASSWORD = 'admin-password-for-page';
 
 let server: AuthServer;
@@ -22,7 +21,6 @@ let page: Page;
 const foreignRequests: string[] = [];
 
 before(async () => {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} missing: run \`npm run test:setup -w @seed/auth\``);
   server = await buildAuthServer({
     store: new SqliteAuthStore(),
     hashParams: { ln: 10, r: 8, p: 1 },
@@ -30,20 +28,7 @@ before(async () => {
   });
   // The issuer becomes http://127.0.0.1:<port>; the bootstrap registers {issuer}/auth-admin/ for demo-spa.
   base = await server.listen(0, '127.0.0.1');
-  // playwright gives the browser a fresh temporary user-data-dir and removes it on close.
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
   context = await browser.newContext();
   page = await context.newPage();
   page.on('request', (request) => {

@@ -5,14 +5,13 @@
  * and validates the access tokens as RFC 9068 JWTs.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from './browser.ts';
 import { DEMO_SECRET, startTestServer, type TestServer } from './oauth-fixtures.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const insecure = { [oauth.allowInsecureRequests]: true } as const;
 
 let t: TestServer;
@@ -25,7 +24,6 @@ const spa: oauth.Client = { client_id: 'demo-spa' };
 const service: oauth.Client = { client_id: 'demo-service' };
 
 before(async () => {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} missing: run \`npm run test:setup -w @seed/auth\``);
   t = await startTestServer();
   await t.createUser('alice', 'alice-password-1');
   callbackServer = createServer((_req, res) =>
@@ -35,20 +33,7 @@ before(async () => {
   const address = callbackServer.address();
   SPA_REDIRECT = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/callback`;
   await t.server.store.updateClient('demo-spa', { redirectUris: [SPA_REDIRECT] });
-  // playwright gives the browser a fresh temporary user-data-dir and removes it on close.
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 after(async () => {
   await browser?.close();
