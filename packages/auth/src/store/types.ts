@@ -47,14 +47,11 @@ export interface NewUser {
   deniedPermissions?: readonly string[];
 }
 
-/** Input of {@link AuthStore.updateUser}; omitted fields stay unchanged. Disabling rotates the security stamp. */
-export interface UserPatch {
-  userName?: string;
-  isEnabled?: boolean;
-  roles?: readonly string[];
-  directPermissions?: readonly string[];
-  deniedPermissions?: readonly string[];
-}
+/**
+ * Input of {@link AuthStore.updateUser}: the fields of {@link NewUser} but the password hash (see
+ * {@link AuthStore.setPasswordHash}); omitted fields stay unchanged. Disabling rotates the security stamp.
+ */
+export type UserPatch = Partial<Omit<NewUser, 'passwordHash'>>;
 
 /** A role. Built-in system roles (`isSystem`) cannot be deleted, renamed, or have their rules changed. */
 export interface RoleRecord {
@@ -81,13 +78,8 @@ export interface NewRole {
   deniedPermissions?: readonly string[];
 }
 
-/** Input of {@link AuthStore.updateRole}; omitted fields stay unchanged. */
-export interface RolePatch {
-  name?: string;
-  description?: string;
-  permissions?: readonly string[];
-  deniedPermissions?: readonly string[];
-}
+/** Input of {@link AuthStore.updateRole}: the fields of {@link NewRole}; omitted fields stay unchanged. */
+export type RolePatch = Partial<NewRole>;
 
 /** A catalog entry for a concrete permission code (grants may also use wildcard patterns not in the catalog). */
 export interface PermissionRecord {
@@ -146,16 +138,11 @@ export interface NewClient {
   permissions?: readonly string[];
 }
 
-/** Input of {@link AuthStore.updateClient}; omitted fields stay unchanged. */
-export interface ClientPatch {
-  displayName?: string;
-  secretHash?: string | null;
-  isEnabled?: boolean;
-  redirectUris?: readonly string[];
-  allowedGrantTypes?: readonly string[];
-  allowedScopes?: readonly string[];
-  permissions?: readonly string[];
-}
+/**
+ * Input of {@link AuthStore.updateClient}: the fields of {@link NewClient} but `clientId` and `clientType`
+ * (which never change); omitted fields stay unchanged.
+ */
+export type ClientPatch = Partial<Omit<NewClient, 'clientId' | 'clientType'>>;
 
 /** Audit event categories used by the core (free text is accepted; these are the conventional ones). */
 export const AuditCategory = Object.freeze({
