@@ -11,12 +11,10 @@
  *   screenshots), `x11-utils`, `x11vnc`, noVNC + websockify (the browser-viewable desktop) and
  *   `openssl` (self-signed certificate of the HTTPS GUI port).
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ImageConfig } from '../src/images/oci.ts';
-import { type BuiltImage, cacheDir, hostArch, PATH_ENV, storeLayer } from './offline-images.ts';
+import { type BuiltImage, buildWithMmdebstrap, cacheDir, PATH_ENV } from './offline-images.ts';
 
 /** Debian packages of each desktop-class image (installed without recommends). */
 export const DESKTOP_IMAGE_PACKAGES = {
@@ -47,34 +45,18 @@ export type DesktopImageName = keyof typeof DESKTOP_IMAGE_PACKAGES;
  * Builds one desktop-class image with mmdebstrap into the cache (`<cache>/images/<name>`); a few minutes
  * and a few hundred MiB the first time. @throws Error with mmdebstrap's output when it fails.
  */
-export async function buildDesktopImage(name: DesktopImageName): Promise<BuiltImage> {
-  const args = [
-    '--variant=minbase',
-    '--aptopt=APT::Install-Recommends "false"',
-    `--include=${DESKTOP_IMAGE_PACKAGES[name].join(',')}`,
-    '--skip=output/dev',
-    '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/usr/share/doc/* "$1"/usr/share/man/*',
-    'bookworm',
-    '-',
-  ];
-  const child = spawn('mmdebstrap', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
-  const exited = new Promise<number>((res) => child.on('close', (code) => res(code ?? 1)));
-  const config: ImageConfig = {
-    architecture: hostArch(),
-    os: 'linux',
-    config: { Env: [PATH_ENV, 'LANG=C.UTF-8', 'HOME=/root'], Cmd: ['/bin/sh'] },
-  };
-  const dir = join(cacheDir(), 'images', name);
-  const built = await storeLayer(dir, child.stdout, config);
-  if ((await exited) !== 0) {
-    await rm(dir, { recursive: true, force: true });
-    throw new Error(`mmdebstrap (${name} image) failed:\n${stderr}`);
-  }
-  return built;
+export function buildDesktopImage(name: DesktopImageName): Promise<BuiltImage> {
+  return buildWithMmdebstrap(
+    name,
+    [
+      '--variant=minbase',
+      '--aptopt=APT::Install-Recommends "false"',
+      `--include=${DESKTOP_IMAGE_PACKAGES[name].join(',')}`,
+      '--skip=output/dev',
+      '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/usr/share/doc/* "$1"/usr/share/man/*',
+    ],
+    { Env: [PATH_ENV, 'LANG=C.UTF-8', 'HOME=/root'], Cmd: ['/bin/sh'] },
+  );
 }
 
 /**

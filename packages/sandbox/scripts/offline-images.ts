@@ -168,34 +168,44 @@ export function hostArch(): string {
   return process.arch === 'x64' ? 'amd64' : process.arch;
 }
 
-/** Builds library/python:slim with mmdebstrap (≈ 30 s here). */
-async function buildPython(): Promise<BuiltImage> {
-  const args = [
-    '--variant=minbase',
-    '--include=python3-minimal,python3-pip,python-is-python3',
-    '--skip=output/dev',
-    '--customize-hook=rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
-    '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*',
-    'bookworm',
-    '-',
-  ];
-  const child = spawn('mmdebstrap', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Builds the cached image `name` (`<cache>/images/<name>`) as one layer: a Debian bookworm root made by
+ * `mmdebstrap <options> bookworm -` (a tar on stdout, streamed into the layer) with the image `config`.
+ * A failed build leaves nothing cached. @throws Error with the tail of mmdebstrap's stderr when it fails.
+ */
+export async function buildWithMmdebstrap(
+  name: string,
+  options: string[],
+  config: ImageConfig['config'],
+): Promise<BuiltImage> {
+  const child = spawn('mmdebstrap', [...options, 'bookworm', '-'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
   });
   const exited = new Promise<number>((res) => child.on('close', (code) => res(code ?? 1)));
-  const config: ImageConfig = {
-    architecture: hostArch(),
-    os: 'linux',
-    config: { Env: [PATH_ENV, 'LANG=C.UTF-8'], Cmd: ['python3'] },
-  };
-  const built = await storeLayer(join(cacheDir(), 'images', 'python'), child.stdout, config);
+  const dir = join(cacheDir(), 'images', name);
+  const built = await storeLayer(dir, child.stdout, { architecture: hostArch(), os: 'linux', config });
   if ((await exited) !== 0) {
-    await rm(join(cacheDir(), 'images', 'python'), { recursive: true, force: true });
-    throw new Error(`mmdebstrap failed:\n${stderr}`);
+    await rm(dir, { recursive: true, force: true });
+    throw new Error(`mmdebstrap (${name} image) failed:\n${stderr}`);
   }
   return built;
+}
+
+/** Builds library/python:slim with mmdebstrap (≈ 30 s here). */
+function buildPython(): Promise<BuiltImage> {
+  return buildWithMmdebstrap(
+    'python',
+    [
+      '--variant=minbase',
+      '--include=python3-minimal,python3-pip,python-is-python3',
+      '--skip=output/dev',
+      '--customize-hook=rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
+      '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*',
+    ],
+    { Env: [PATH_ENV, 'LANG=C.UTF-8'], Cmd: ['python3'] },
+  );
 }
 
 /** Returns the cached build of an offline image, building it when missing. */
