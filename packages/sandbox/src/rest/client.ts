@@ -15,7 +15,7 @@ import { request as httpsRequest } from 'node:https';
 import { createServer, type Server, type Socket } from 'node:net';
 import { BoxError } from '../errors.ts';
 import { checkReadSize, listenAddress, listenOn, validateListen, writeTunnel } from '../network/tunnel.ts';
-import { type ExecEnv, type ExecOptions, envEntries, JsBox } from '../runtime/box.ts';
+import { type ExecEnv, type ExecOptions, envEntries, JsBox, validateExecRequest } from '../runtime/box.ts';
 import type { RuntimeContext } from '../runtime/context.ts';
 import { JsExecution } from '../runtime/execution.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
@@ -187,10 +187,6 @@ export class RestBox extends JsBox {
     return info;
   }
 
-  override exec(cmd: string, args?: string[], env?: ExecEnv, tty?: boolean): Promise<JsExecution> {
-    return this.execWith(cmd, args, env, { tty: tty ?? false });
-  }
-
   /** @internal `exec` with per-command `cwd` and `user` (used by the wrapper boxes). */
   override async execWith(
     cmd: string,
@@ -198,15 +194,7 @@ export class RestBox extends JsBox {
     env: ExecEnv | undefined,
     options: ExecOptions,
   ): Promise<JsExecution> {
-    if (typeof cmd !== 'string' || cmd === '') {
-      throw new BoxError('invalid exec option cmd: must be a non-empty string', { field: 'cmd' });
-    }
-    if (!Array.isArray(args) || args.some((a) => typeof a !== 'string')) {
-      throw new BoxError('invalid exec option args: must be an array of strings', { field: 'args' });
-    }
-    if (options.cwd !== undefined && (typeof options.cwd !== 'string' || !options.cwd.startsWith('/'))) {
-      throw new BoxError('invalid exec option cwd: must be an absolute path', { field: 'cwd' });
-    }
+    validateExecRequest(cmd, args, options);
     const entries = envEntries(env).map((entry) => {
       const eq = entry.indexOf('=');
       return { key: entry.slice(0, eq), value: entry.slice(eq + 1) };

@@ -27,6 +27,22 @@ export interface ExecOptions {
   ttySize?: { cols: number; rows: number };
 }
 
+/**
+ * Checks the command, arguments and options of an exec before anything runs (local and REST boxes).
+ * @throws BoxError naming `cmd` (non-empty string), `args` (array of strings) or `cwd` (absolute path).
+ */
+export function validateExecRequest(cmd: unknown, args: unknown, options: ExecOptions): void {
+  if (typeof cmd !== 'string' || cmd === '') {
+    throw new BoxError('invalid exec option cmd: must be a non-empty string', { field: 'cmd' });
+  }
+  if (!Array.isArray(args) || args.some((a) => typeof a !== 'string')) {
+    throw new BoxError('invalid exec option args: must be an array of strings', { field: 'args' });
+  }
+  if (options.cwd !== undefined && (typeof options.cwd !== 'string' || !options.cwd.startsWith('/'))) {
+    throw new BoxError('invalid exec option cwd: must be an absolute path', { field: 'cwd' });
+  }
+}
+
 /** Turns any accepted env form into `KEY=value` entries. @throws BoxError naming `env` on bad input. */
 export function envEntries(env: ExecEnv | undefined | null): string[] {
   if (env === undefined || env === null) return [];
@@ -147,15 +163,7 @@ export class JsBox {
     env: ExecEnv | undefined,
     options: ExecOptions,
   ): Promise<JsExecution> {
-    if (typeof cmd !== 'string' || cmd === '') {
-      throw new BoxError('invalid exec option cmd: must be a non-empty string', { field: 'cmd' });
-    }
-    if (!Array.isArray(args) || args.some((a) => typeof a !== 'string')) {
-      throw new BoxError('invalid exec option args: must be an array of strings', { field: 'args' });
-    }
-    if (options.cwd !== undefined && (typeof options.cwd !== 'string' || !options.cwd.startsWith('/'))) {
-      throw new BoxError('invalid exec option cwd: must be an absolute path', { field: 'cwd' });
-    }
+    validateExecRequest(cmd, args, options);
     const entries = envEntries(env);
     const record = await this.#record();
     if (record.status !== 'running') {
