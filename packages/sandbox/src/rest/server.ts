@@ -225,6 +225,12 @@ export class RestServer {
     return toSnake(info);
   }
 
+  /** The execution named by route params `box` (id or name) and `execution`. @throws HttpError 404 for either. */
+  async #execution(params: { box: string; execution: string }): Promise<ExecSession> {
+    const box = await this.#box(params.box);
+    return this.#session(box.id, params.execution);
+  }
+
   #session(boxId: string, executionId: string): ExecSession {
     const session = this.#sessions.get(executionId);
     if (!session || session.boxId !== boxId) {
@@ -421,8 +427,7 @@ export class RestServer {
       '/v1/boxes/:box/executions/:execution',
       { config: exec },
       async (request) => {
-        const box = await this.#box(request.params.box);
-        return status(this.#session(box.id, request.params.execution));
+        return status(await this.#execution(request.params));
       },
     );
 
@@ -430,8 +435,7 @@ export class RestServer {
       '/v1/boxes/:box/executions/:execution/kill',
       { config: exec },
       async (request) => {
-        const box = await this.#box(request.params.box);
-        const session = this.#session(box.id, request.params.execution);
+        const session = await this.#execution(request.params);
         await session.execution.kill();
         return status(session);
       },
@@ -441,8 +445,7 @@ export class RestServer {
       '/v1/boxes/:box/executions/:execution/signal',
       { config: exec },
       async (request) => {
-        const box = await this.#box(request.params.box);
-        const session = this.#session(box.id, request.params.execution);
+        const session = await this.#execution(request.params);
         const signal = isObject(request.body) ? request.body.signal : undefined;
         if (typeof signal !== 'string')
           throw new HttpError(
@@ -472,8 +475,7 @@ export class RestServer {
       '/v1/boxes/:box/executions/:execution/resize',
       { config: exec },
       async (request) => {
-        const box = await this.#box(request.params.box);
-        const session = this.#session(box.id, request.params.execution);
+        const session = await this.#execution(request.params);
         const body = isObject(request.body) ? request.body : {};
         for (const field of ['cols', 'rows'] as const) {
           const value = body[field];
