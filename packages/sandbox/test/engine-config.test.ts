@@ -34,6 +34,7 @@ const paths = {
   rootfs: '/boxes/01JABCDEF/rootfs',
   init: '/usr/bin/catatonit',
   initArgs: ['-P'],
+  ttyHelper: '/bin/busybox',
   cgroupsPath: '/seed-sandbox/01JABCDEF',
 };
 
@@ -132,12 +133,21 @@ describe('config.json', () => {
     assert.equal(config.root.path, paths.rootfs);
   });
 
-  test('bind mounts keep their read-only flag; the init is bound read-only', () => {
+  test('bind mounts keep their read-only flag; the init and the tty helper are bound read-only', () => {
     const data = config.mounts.find((m) => m.destination === '/mnt/data');
     assert.equal(data?.source, '/data');
     assert.ok(data?.options?.includes('ro'));
     const init = config.mounts.find((m) => m.destination === '/.sandbox/init');
     assert.ok(init?.options?.includes('ro'));
+    const helper = config.mounts.find((m) => m.destination === '/.sandbox/busybox');
+    assert.equal(helper?.source, '/bin/busybox');
+    assert.ok(helper?.options?.includes('ro') && helper.options.includes('nosuid'));
+    const { ttyHelper: _, ...withoutHelper } = paths;
+    const plain = buildOciConfig(base, withoutHelper) as typeof config;
+    assert.equal(
+      plain.mounts.find((m) => m.destination === '/.sandbox/busybox'),
+      undefined,
+    );
   });
 });
 
@@ -155,6 +165,7 @@ describe('validateSpec', () => {
     [{ layerDirs: ['/ok', '/bad:colon'] }, /^layerDirs\[1\]:/],
     [{ mounts: [{ hostPath: '/x', guestPath: '/', readOnly: false }] }, /^mounts\[0\]\.guestPath:/],
     [{ mounts: [{ hostPath: '/x', guestPath: '/.sandbox/init', readOnly: false }] }, /reserved/],
+    [{ mounts: [{ hostPath: '/x', guestPath: '/.sandbox/busybox', readOnly: true }] }, /reserved/],
   ];
   for (const [o, re] of cases) {
     test(`rejects ${JSON.stringify(o)}`, () => {

@@ -143,6 +143,54 @@ describe('engine lifecycle', () => {
     );
   });
 
+  test('tty under load: every command sees its size at once and its output arrives undecorated', async () => {
+    // crun's own `exec --tty` failed both under concurrency: the size came after the command had
+    // started ("stty: standard input"), and a short command's output could come back wrapped in
+    // crun's red timestamped error format.
+    const results = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) =>
+        collect(
+          await engine.exec(s.id, {
+            cmd: 'sh',
+            args: ['-c', `stty size; echo out-${i}`],
+            env: [],
+            tty: true,
+            ttySize: { cols: 100 + i, rows: 30 },
+          }),
+        ),
+      ),
+    );
+    results.forEach((r, i) => {
+      assert.equal(r.code, 0);
+      assert.equal(r.stdout, `30 ${100 + i}\r\nout-${i}\r\n`);
+    });
+  });
+
+  test('tty: the terminal is one of the box, owned by the command (tty, /dev/tty, Ctrl-C)', async () => {
+    const p = await engine.exec(s.id, {
+      cmd: 'sh',
+      args: ['-c', 'tty; echo via-dev-tty > /dev/tty; sleep 30; echo not-interrupted'],
+      env: [],
+      tty: true,
+      user: '1000',
+    });
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (out.includes('via-dev-tty')) p.stdin.write('\x03');
+    });
+    const code = await p.exited;
+    assert.match(out, /^\/dev\/pts\/\d+\r\n/);
+    assert.doesNotMatch(out, /not-interrupted/);
+    assert.equal(code, 130, 'Ctrl-C on the terminal interrupts the command');
+    // A command not on PATH is reported as such.
+    const missing = await collect(
+      await engine.exec(s.id, { cmd: 'no-such-command', args: [], env: [], tty: true }),
+    );
+    assert.notEqual(missing.code, 0);
+    assert.match(missing.stdout + missing.stderr, /no-such-command/);
+  });
+
   test('stats reads memory and cpu from the cgroup', async () => {
     await sh(s.id, 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done');
     const st = await engine.stats(s.id);

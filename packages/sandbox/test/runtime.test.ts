@@ -267,8 +267,8 @@ describe('JsRuntime with real boxes', () => {
   it('tty allocates a terminal; wait() ends even when a background process keeps the pipes open', async () => {
     const box = await runtime.create({ image: BUSYBOX });
     const tty = await run(box, 'sh', ['-c', 'test -t 1 && echo terminal'], undefined, true);
-    // (The engine's tty path currently wraps output in crun log decoration; only the terminal is asserted.)
-    assert.match(tty.stdout, /terminal/);
+    assert.equal(tty.stdout, 'terminal\r');
+    assert.equal(tty.exitCode, 0);
     const plain = await run(box, 'sh', ['-c', 'test -t 1 || echo pipe']);
     assert.equal(plain.stdout, 'pipe');
     const bg = await run(box, 'sh', ['-c', 'sleep 60 & echo started']);

@@ -12,11 +12,15 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  closeSync,
   existsSync,
+  lstatSync,
   mkdirSync,
+  openSync,
   readdirSync,
   readFileSync,
   readlinkSync,
+  readSync,
   renameSync,
   rmSync,
   statSync,
@@ -31,8 +35,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
-import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
-import { CRUN_HYBRID_SH, SUPERVISOR_SH } from './scripts.ts';
+import { buildOciConfig, etcHosts, TTY_HELPER_PATH, validateSpec } from './oci.ts';
+import { HOST_BUSYBOX } from './rootfs.ts';
+import { CRUN_HYBRID_SH, SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
 import type {
   Engine,
   EngineBoxRecord,
@@ -95,6 +100,8 @@ interface RunResult {
 }
 
 const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
+/** execvp(3)'s search path when a box's environment has no PATH. */
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const CGROUP_PARENT = 'seed-sandbox';
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
@@ -107,6 +114,47 @@ export function findExecutable(name: string): string | undefined {
     const p = join(dir, name);
     try {
       if (statSync(p).isFile()) return p;
+    } catch {}
+  }
+  return undefined;
+}
+
+/** True when `path` is an ELF executable without a program interpreter (statically linked). */
+export function isStaticElf(path: string): boolean {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'r');
+    const head = Buffer.alloc(4096);
+    const n = readSync(fd, head, 0, head.length, 0);
+    // ELF64 little-endian only (x86_64, arm64): e_phoff at 32, e_phentsize at 54, e_phnum at 56.
+    if (n < 64 || head.readUInt32BE(0) !== 0x7f454c46 || head[4] !== 2 || head[5] !== 1) return false;
+    const phoff = Number(head.readBigUInt64LE(32));
+    const phentsize = head.readUInt16LE(54);
+    const phnum = head.readUInt16LE(56);
+    if (phoff + phentsize * phnum > n) return false;
+    for (let i = 0; i < phnum; i++) if (head.readUInt32LE(phoff + i * phentsize) === 3) return false; // PT_INTERP
+    return true;
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * Resolves `cmd` the way execvp(3) would inside a box, through the box root `root` (a
+ * `/proc/<pid>/root` path): a name with a slash is kept; otherwise the first `PATH` directory with an
+ * entry of that name (a file, or a symlink, which is not followed from the host) wins.
+ * Returns the path inside the box, or undefined when nothing matches.
+ */
+function resolveInBox(root: string, cmd: string, path: string): string | undefined {
+  if (cmd.includes('/')) return cmd;
+  for (const dir of path.split(':')) {
+    if (!dir.startsWith('/')) continue;
+    const inBox = join(dir, cmd);
+    try {
+      const st = lstatSync(join(root, inBox));
+      if (st.isSymbolicLink() || (st.isFile() && (st.mode & 0o111) !== 0)) return inBox;
     } catch {}
   }
   return undefined;
@@ -223,6 +271,10 @@ export class OciEngine implements Engine {
   private readonly boxesDir: string;
   private readonly execDir: string;
   private readonly supervisorPath: string;
+  /** The terminal relay of `exec` with `tty` (scripts.ts `TTY_RELAY_PL`). */
+  private readonly ttyRelayPath: string;
+  /** Host static busybox mounted into each box at `TTY_HELPER_PATH`, when there is one. */
+  private readonly ttyHelper: string | undefined;
   /** Runtime command for operations that touch cgroups (crun on hybrid hosts goes through unshare). */
   private readonly rtFull: string[];
   /** Runtime command for exec/state/kill. */
@@ -263,6 +315,9 @@ export class OciEngine implements Engine {
       mkdirSync(d, { recursive: true, mode: 0o700 });
     this.supervisorPath = join(binDir, 'supervisor.sh');
     writeIfChanged(this.supervisorPath, SUPERVISOR_SH);
+    this.ttyRelayPath = join(binDir, 'tty-relay.pl');
+    writeIfChanged(this.ttyRelayPath, TTY_RELAY_PL);
+    this.ttyHelper = isStaticElf(HOST_BUSYBOX) ? HOST_BUSYBOX : undefined;
     // Exec pid files (`<id>.<node pid>.<n>.pid`) of Node processes that died mid-exec.
     for (const name of readdirSync(this.execDir)) {
       const owner = Number(name.split('.').at(-3));
@@ -320,6 +375,7 @@ export class OciEngine implements Engine {
       rootfs: p.rootfs,
       init: this.initPath,
       initArgs: ['-P'],
+      ...(this.ttyHelper ? { ttyHelper: this.ttyHelper } : {}),
       cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
       etcFiles: { hosts: join(p.bundle, 'hosts'), hostname: join(p.bundle, 'hostname') },
     });
@@ -501,7 +557,8 @@ export class OciEngine implements Engine {
   async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
     if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
     const meta = this.meta(id);
-    if (!meta || this.initPid(id) === undefined) throw new BoxError(`box ${id}: not running`);
+    const initPid = meta ? this.initPid(id) : undefined;
+    if (!meta || initPid === undefined) throw new BoxError(`box ${id}: not running`);
     if (typeof options.cmd !== 'string' || options.cmd.length === 0)
       throw new BoxError('cmd: must be a non-empty string');
     const pidFile = join(this.execDir, `${id}.${process.pid}.${++this.execSeq}.pid`);
@@ -522,22 +579,58 @@ export class OciEngine implements Engine {
     for (const e of env.values()) args.push('--env', e);
     let file = this.rtFast[0] as string;
     let argv = [...this.rtFast.slice(1), ...args];
+    let resizeAfterStart: { cols: number; rows: number } | undefined;
     if (options.tty) {
-      // A foreground `exec --tty` needs a terminal on its own stdin: give it one with script(1).
-      const script = findExecutable('script');
-      if (!script) throw new BoxError('tty: needs script(1) from util-linux on the host');
-      argv.splice(argv.indexOf('exec') + 1, 0, '--tty');
-      let line = [file, ...argv, id, options.cmd, ...options.args].map(shellQuote).join(' ');
-      const size = options.ttySize;
-      if (size) {
-        if (!(Number.isInteger(size.cols) && size.cols > 0 && Number.isInteger(size.rows) && size.rows > 0)) {
-          throw new BoxError(`ttySize: cols ${size.cols} and rows ${size.rows} must be positive integers`);
-        }
-        // script(1)'s terminal gets the size first; the runtime's `exec --tty` copies it to the box's terminal.
-        line = `stty cols ${size.cols} rows ${size.rows} && exec ${line}`;
+      const size = options.ttySize ?? { cols: 80, rows: 24 };
+      if (!(Number.isInteger(size.cols) && size.cols > 0 && Number.isInteger(size.rows) && size.rows > 0)) {
+        throw new BoxError(`ttySize: cols ${size.cols} and rows ${size.rows} must be positive integers`);
       }
-      file = script;
-      argv = ['-q', '-e', '-f', '-c', line, '/dev/null'];
+      const boxRoot = `/proc/${initPid}/root`;
+      const perl = findExecutable('perl');
+      if (perl && this.name === 'crun' && existsSync(join(boxRoot, TTY_HELPER_PATH))) {
+        // The terminal is made by tty-relay.pl in the box's own devpts (so the command sees
+        // /dev/pts/<n> of its box), sized before anything runs; the runtime passes it on as plain
+        // stdio and busybox `setsid -c` makes the command a session leader owning it (Ctrl-C, job
+        // control). The runtime's own `exec --tty` is not used: it sizes its terminal only after the
+        // command has started, and crun 1.8.1 prints output still unread when the command exits as
+        // its own red error line.
+        // The command is resolved on the box's PATH here: busybox would run its own applet of that
+        // name instead. One not found is left to the runtime, which reports it.
+        const inBox = resolveInBox(
+          boxRoot,
+          options.cmd,
+          (env.get('PATH') ?? `PATH=${DEFAULT_PATH}`).slice(5),
+        );
+        if (inBox) argv.push(id, TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args);
+        else argv.push(id, options.cmd, ...options.args);
+        argv = [
+          this.ttyRelayPath,
+          join(boxRoot, 'dev/pts'),
+          String(size.cols),
+          String(size.rows),
+          file,
+          ...argv,
+        ];
+        file = perl;
+      } else {
+        // runc (which copies a foreground command's plain stdio through pipes) or boxes started
+        // without the helper: the runtime's `exec --tty` under script(1), whose terminal it needs on
+        // its stdin. The box terminal gets its size from script's only after the command started.
+        const script = findExecutable('script');
+        if (!script) throw new BoxError('tty: needs script(1) from util-linux on the host');
+        argv.splice(argv.indexOf('exec') + 1, 0, '--tty');
+        const line = [file, ...argv, id, options.cmd, ...options.args].map(shellQuote).join(' ');
+        file = script;
+        argv = [
+          '-q',
+          '-e',
+          '-f',
+          '-c',
+          `stty cols ${size.cols} rows ${size.rows} && exec ${line}`,
+          '/dev/null',
+        ];
+        resizeAfterStart = size;
+      }
     } else {
       argv.push(id, options.cmd, ...options.args);
     }
@@ -606,7 +699,7 @@ export class OciEngine implements Engine {
         queue = next.catch(() => {});
         return next;
       };
-      proc.resize(80, 24).catch(() => {});
+      if (resizeAfterStart) proc.resize(resizeAfterStart.cols, resizeAfterStart.rows).catch(() => {});
     }
     return proc;
   }

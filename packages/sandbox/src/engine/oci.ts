@@ -12,6 +12,11 @@ import type { EngineBoxSpec } from './types.ts';
 export const SANDBOX_DIR = '/.sandbox';
 /** Path of the box init (a static `catatonit`, bind-mounted read-only) inside the box. */
 export const INIT_PATH = `${SANDBOX_DIR}/init`;
+/**
+ * Path of the host's static busybox (bind-mounted read-only) inside the box. `exec` with `tty` runs
+ * the command through its `setsid -c`, which makes the command a session leader owning its terminal.
+ */
+export const TTY_HELPER_PATH = `${SANDBOX_DIR}/busybox`;
 
 /** CFS period used for the `cpus` quota, µs. */
 export const CPU_PERIOD_US = 100_000;
@@ -48,6 +53,8 @@ export interface OciHostPaths {
   init: string;
   /** Init argv after the binary (e.g. `['-P']` for catatonit's pause mode). */
   initArgs: string[];
+  /** Host path of a static busybox bind-mounted at `TTY_HELPER_PATH`, when the host has one. */
+  ttyHelper?: string;
   /** Cgroup path of the box (absolute, relative to each hierarchy's root). */
   cgroupsPath: string;
   /** Host files bind-mounted at `/etc/hosts` and `/etc/hostname` (as Docker does), when given. */
@@ -147,6 +154,14 @@ export function buildOciConfig(spec: EngineBoxSpec, paths: OciHostPaths): Record
     },
     { destination: INIT_PATH, type: 'bind', source: paths.init, options: ['bind', 'ro', 'nosuid', 'nodev'] },
   ];
+  if (paths.ttyHelper) {
+    mounts.push({
+      destination: TTY_HELPER_PATH,
+      type: 'bind',
+      source: paths.ttyHelper,
+      options: ['bind', 'ro', 'nosuid', 'nodev'],
+    });
+  }
   if (paths.etcFiles) {
     for (const [dest, src] of [
       ['/etc/hosts', paths.etcFiles.hosts],
