@@ -47,32 +47,40 @@ export interface ActiveSigningKey {
   readonly privateKey: CryptoKey;
   /**
    * Signs a JWT: JWS Compact Serialization (RFC 7515 §7.1) of the UTF-8 JSON `payload` under the protected
-   * header `{ alg, kid, typ }`. Synchronous, with the key imported once as a Node `KeyObject` and the encoded
-   * header cached per `typ` (the token endpoint's hot path; `jose`'s `SignJWT` costs about twice as much
-   * CPU per token through WebCrypto). Signature encodings per RFC 7518 §3.3 (RS256), §3.4 (ES256: R‖S,
-   * 64 bytes), §3.5 (PS256: MGF1-SHA-256, salt 32 bytes); RFC 8037 §3.1 (EdDSA/Ed25519).
-   * @returns `base64url(header).base64url(payload).base64url(signature)`.
+   * header `{ alg, kid, typ }`, with the key imported once as a Node `KeyObject` and the encoded header
+   * cached per `typ` (the token endpoint's hot path; `jose`'s `SignJWT` costs about twice as much CPU per
+   * token through WebCrypto). The signature is computed on libuv's thread pool (`crypto.sign` with a
+   * callback), off the event loop, as oidc-provider's `jose` does: on a multi-core host the token
+   * endpoint then signs on other cores while it parses the next requests. Signature encodings per RFC 7518
+   * §3.3 (RS256), §3.4 (ES256: R‖S, 64 bytes), §3.5 (PS256: MGF1-SHA-256, salt 32 bytes); RFC 8037 §3.1
+   * (EdDSA/Ed25519).
+   * @returns a promise of `base64url(header).base64url(payload).base64url(signature)`.
    */
-  signJwt(typ: string, payload: object): string;
+  signJwt(typ: string, payload: object): Promise<string>;
 }
 
 /**
- * A `(data) => signature` function for one of {@link SUPPORTED_SIGNING_ALGS} over a Node private key.
+ * A `(data) => promise of signature` function for one of {@link SUPPORTED_SIGNING_ALGS} over a Node
+ * private key; the signing runs on libuv's thread pool.
  * @throws RangeError for another algorithm.
  */
-function nodeSigner(alg: string, key: KeyObject): (data: Buffer) => Buffer {
+function nodeSigner(alg: string, key: KeyObject): (data: Buffer) => Promise<Buffer> {
+  const signAsync = (algorithm: string | null, data: Buffer, signKey: Parameters<typeof sign>[2]) =>
+    new Promise<Buffer>((resolve, reject) =>
+      sign(algorithm, data, signKey, (error, signature) => (error ? reject(error) : resolve(signature))),
+    );
   switch (alg) {
     case 'RS256':
-      return (data) => sign('sha256', data, key);
+      return (data) => signAsync('sha256', data, key);
     case 'PS256':
       return (data) =>
-        sign('sha256', data, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 });
+        signAsync('sha256', data, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 });
     case 'ES256':
       // Signing with the bare KeyObject and converting DER to R‖S here costs half the CPU of passing
       // `{ key, dsaEncoding: 'ieee-p1363' }` (measured on Node 24: ~30 vs ~62 µs per signature).
-      return (data) => derToP1363(sign('sha256', data, key), 32);
+      return async (data) => derToP1363(await signAsync('sha256', data, key), 32);
     case 'EdDSA':
-      return (data) => sign(null, data, key);
+      return (data) => signAsync(null, data, key);
     default:
       throw new RangeError(`alg: must be one of ${SUPPORTED_SIGNING_ALGS.join(', ')}`);
   }
@@ -114,14 +122,14 @@ async function loadKey(kid: string, alg: string, privateJwk: JWK, createdAt: num
     alg,
     privateKey,
     createdAt,
-    signJwt(typ, payload) {
+    async signJwt(typ, payload) {
       let header = headers.get(typ);
       if (header === undefined) {
         header = Buffer.from(JSON.stringify({ alg, kid, typ })).toString('base64url');
         headers.set(typ, header);
       }
       const input = `${header}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
-      return `${input}.${signer(Buffer.from(input, 'latin1')).toString('base64url')}`;
+      return `${input}.${(await signer(Buffer.from(input, 'latin1'))).toString('base64url')}`;
     },
   };
 }
