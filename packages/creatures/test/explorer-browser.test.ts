@@ -14,82 +14,91 @@ before(async () => {
   s = await start();
   browser = await chromium.launch({ executablePath, args: ['--no-sandbox'] });
 });
+/** Test options: skipped, with the reason, when Debian's Chromium is not installed. */
+const needsChromium = {
+  skip: executablePath
+    ? false
+    : `no Chromium at ${CHROMIUM_PATH} (npm run test:setup -w @seed/creatures installs it as root)`,
+};
+
 after(async () => {
   await browser?.close();
   await s?.server.close();
 });
 
-test('the explorer renders offline in Chromium: Docs panel shows Query, and the default query runs', {
-  skip: executablePath
-    ? false
-    : `no Chromium at ${CHROMIUM_PATH} (npm run test:setup -w @seed/creatures installs it as root)`,
-}, async () => {
-  const page = await browser.newPage();
-  const foreign: string[] = [];
-  const origin = new URL(s.server.url).origin;
-  // No internet: anything not served by our server fails, and is recorded.
-  await page.route('**/*', (route) => {
-    if (new URL(route.request().url()).origin === origin) return route.continue();
-    foreign.push(route.request().url());
-    return route.abort();
-  });
-  const pageErrors: string[] = [];
-  page.on('pageerror', (err) => pageErrors.push(err.message));
-  await page.goto(`${s.server.url}/graphql`);
-  await page.waitForSelector('.graphiql-container', { timeout: 20_000 });
-  await page.click('button[aria-label="Show Documentation Explorer"]');
-  const docs = page.locator('.graphiql-doc-explorer');
-  await docs.getByText('Root Types').waitFor({ timeout: 20_000 });
-  const text = (await docs.textContent()) ?? '';
-  assert.match(text, /query:\s*Query/);
-  assert.match(text, /mutation:\s*Mutation/);
-  await page.click('.graphiql-execute-button');
-  const result = page.locator('.result-window');
-  await result.getByText('6.75kg').waitFor({ timeout: 20_000 });
-  assert.match((await result.textContent()) ?? '', /Thunder Shock/);
-  assert.deepEqual(foreign, []);
-  assert.deepEqual(pageErrors, []);
-});
+test(
+  'the explorer renders offline in Chromium: Docs panel shows Query, and the default query runs',
+  needsChromium,
+  async () => {
+    const page = await browser.newPage();
+    const foreign: string[] = [];
+    const origin = new URL(s.server.url).origin;
+    // No internet: anything not served by our server fails, and is recorded.
+    await page.route('**/*', (route) => {
+      if (new URL(route.request().url()).origin === origin) return route.continue();
+      foreign.push(route.request().url());
+      return route.abort();
+    });
+    const pageErrors: string[] = [];
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+    await page.goto(`${s.server.url}/graphql`);
+    await page.waitForSelector('.graphiql-container', { timeout: 20_000 });
+    await page.click('button[aria-label="Show Documentation Explorer"]');
+    const docs = page.locator('.graphiql-doc-explorer');
+    await docs.getByText('Root Types').waitFor({ timeout: 20_000 });
+    const text = (await docs.textContent()) ?? '';
+    assert.match(text, /query:\s*Query/);
+    assert.match(text, /mutation:\s*Mutation/);
+    await page.click('.graphiql-execute-button');
+    const result = page.locator('.result-window');
+    await result.getByText('6.75kg').waitFor({ timeout: 20_000 });
+    assert.match((await result.textContent()) ?? '', /Thunder Shock/);
+    assert.deepEqual(foreign, []);
+    assert.deepEqual(pageErrors, []);
+  },
+);
 
-test('a subscription run in the explorer streams live events over SSE until stopped', {
-  skip: executablePath
-    ? false
-    : `no Chromium at ${CHROMIUM_PATH} (npm run test:setup -w @seed/creatures installs it as root)`,
-}, async () => {
-  const page = await browser.newPage();
-  const pageErrors: string[] = [];
-  page.on('pageerror', (err) => pageErrors.push(err.message));
-  const streams: string[] = [];
-  page.on('request', (request) => {
-    if (request.headers().accept === 'text/event-stream') streams.push(request.method());
-  });
-  const query = 'subscription Live {\n  messageChanged { kind message { content author } }\n}\n';
-  await page.goto(`${s.server.url}/graphql?query=${encodeURIComponent(query)}`);
-  await page.waitForSelector('.graphiql-container', { timeout: 20_000 });
-  await page.click('.graphiql-execute-button');
-  const result = page.locator('.result-window');
-  // The stream is established asynchronously: post messages until one shows up in the result pane.
-  let shown = '';
-  for (let i = 0; i < 50 && !shown; i++) {
-    const posted = await s.gql(
-      'mutation ($c: String) { createMessage(input: { content: $c, author: "explorer-test" }) { id } }',
-      {
-        c: `live-${i}`,
-      },
+test(
+  'a subscription run in the explorer streams live events over SSE until stopped',
+  needsChromium,
+  async () => {
+    const page = await browser.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+    const streams: string[] = [];
+    page.on('request', (request) => {
+      if (request.headers().accept === 'text/event-stream') streams.push(request.method());
+    });
+    const query = 'subscription Live {\n  messageChanged { kind message { content author } }\n}\n';
+    await page.goto(`${s.server.url}/graphql?query=${encodeURIComponent(query)}`);
+    await page.waitForSelector('.graphiql-container', { timeout: 20_000 });
+    await page.click('.graphiql-execute-button');
+    const result = page.locator('.result-window');
+    // The stream is established asynchronously: post messages until one shows up in the result pane.
+    let shown = '';
+    for (let i = 0; i < 50 && !shown; i++) {
+      const posted = await s.gql(
+        'mutation ($c: String) { createMessage(input: { content: $c, author: "explorer-test" }) { id } }',
+        {
+          c: `live-${i}`,
+        },
+      );
+      assert.equal(posted.status, 200);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const text = (await result.textContent()) ?? '';
+      if (/live-\d+/.test(text)) shown = text;
+    }
+    assert.match(shown, /"kind": "CREATED"/);
+    assert.match(shown, /"author": "explorer-test"/);
+    assert.deepEqual(streams, ['POST'], 'one GraphQL-over-SSE stream, opened with POST');
+    // Stop ends the stream: later messages no longer arrive.
+    await page.click('.graphiql-execute-button');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await s.gql(
+      'mutation { createMessage(input: { content: "after-stop", author: "explorer-test" }) { id } }',
     );
-    assert.equal(posted.status, 200);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const text = (await result.textContent()) ?? '';
-    if (/live-\d+/.test(text)) shown = text;
-  }
-  assert.match(shown, /"kind": "CREATED"/);
-  assert.match(shown, /"author": "explorer-test"/);
-  assert.deepEqual(streams, ['POST'], 'one GraphQL-over-SSE stream, opened with POST');
-  // Stop ends the stream: later messages no longer arrive.
-  await page.click('.graphiql-execute-button');
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  await s.gql('mutation { createMessage(input: { content: "after-stop", author: "explorer-test" }) { id } }');
-  await new Promise((resolve) => setTimeout(resolve, 500));
-  assert.doesNotMatch((await result.textContent()) ?? '', /after-stop/);
-  assert.deepEqual(pageErrors, []);
-});
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.doesNotMatch((await result.textContent()) ?? '', /after-stop/);
+    assert.deepEqual(pageErrors, []);
+  },
+);
