@@ -466,7 +466,6 @@ export class ImageStore {
       );
       const cfg = JSON.parse(cfgBytes.toString('utf8')) as ImageConfig;
       for (const raw of resolved.raw) await this.saveBlob(digestOf('sha256', raw), raw);
-      await this.saveBlob(manifest.config.digest, cfgBytes);
       const layers = manifest.layers ?? [];
       progress.layersTotal = layers.length;
       progress.bytesTotal = layers.reduce((a, l) => a + (l.size ?? 0), 0);
@@ -556,7 +555,11 @@ export class ImageStore {
     throw new BoxError('image index nesting deeper than 3 levels');
   }
 
-  /** Downloads a small blob (config) and verifies its digest; concurrent fetches of one digest are shared. */
+  /**
+   * Downloads a small blob (config), verifies its digest and stores it; concurrent fetches of one digest
+   * are shared. The shared job ends only once the blob is on disk, so a pull that asks after it finds
+   * the stored copy instead of downloading again.
+   */
   private fetchBlob(
     client: RegistryClient,
     repository: string,
@@ -566,9 +569,11 @@ export class ImageStore {
   ): Promise<Buffer> {
     let job = this.blobJobs.get(desc.digest);
     if (!job) {
-      job = this.fetchBlobOnce(client, repository, desc, limit, signal).finally(() =>
-        this.blobJobs.delete(desc.digest),
-      );
+      job = (async () => {
+        const body = await this.fetchBlobOnce(client, repository, desc, limit, signal);
+        await this.saveBlob(desc.digest, body);
+        return body;
+      })().finally(() => this.blobJobs.delete(desc.digest));
       this.blobJobs.set(desc.digest, job);
     }
     return job;
