@@ -100,7 +100,7 @@ interface RunResult {
 }
 
 const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
-/** execvp(3)'s search path when a box's environment has no PATH. */
+/** Default search path (as execvp(3)'s): the host's when `PATH` is unset, a box's for tty commands. */
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const CGROUP_PARENT = 'seed-sandbox';
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
@@ -108,9 +108,7 @@ const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 /** Finds an executable on PATH (or returns the absolute path given if it exists). */
 export function findExecutable(name: string): string | undefined {
   if (name.startsWith('/')) return existsSync(name) ? name : undefined;
-  for (const dir of (
-    process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
-  ).split(':')) {
+  for (const dir of (process.env.PATH ?? DEFAULT_PATH).split(':')) {
     const p = join(dir, name);
     try {
       if (statSync(p).isFile()) return p;
@@ -120,7 +118,7 @@ export function findExecutable(name: string): string | undefined {
 }
 
 /** True when `path` is an ELF executable without a program interpreter (statically linked). */
-export function isStaticElf(path: string): boolean {
+function isStaticElf(path: string): boolean {
   let fd: number | undefined;
   try {
     fd = openSync(path, 'r');
@@ -138,6 +136,16 @@ export function isStaticElf(path: string): boolean {
     return false;
   } finally {
     if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * Checks a terminal size in character cells: `cols` and `rows` must be positive integers.
+ * @throws BoxError naming `field` (`ttySize` or `resize`) otherwise.
+ */
+function checkTerminalSize(field: string, cols: number, rows: number): void {
+  if (!(Number.isInteger(cols) && cols > 0 && Number.isInteger(rows) && rows > 0)) {
+    throw new BoxError(`${field}: cols ${cols} and rows ${rows} must be positive integers`);
   }
 }
 
@@ -275,6 +283,8 @@ export class OciEngine implements Engine {
   private readonly ttyRelayPath: string;
   /** Host static busybox mounted into each box at `TTY_HELPER_PATH`, when there is one. */
   private readonly ttyHelper: string | undefined;
+  /** Host `perl` running the terminal relay; undefined when the relay cannot serve (see `exec`). */
+  private readonly ttyPerl: string | undefined;
   /** Runtime command for operations that touch cgroups (crun on hybrid hosts goes through unshare). */
   private readonly rtFull: string[];
   /** Runtime command for exec/state/kill. */
@@ -325,6 +335,8 @@ export class OciEngine implements Engine {
         rmSync(join(this.execDir, name), { force: true });
     }
     this.rtFast = [bin, '--root', this.rtRoot];
+    // runc copies a foreground command's plain stdio through pipes: the relay's terminal needs crun.
+    this.ttyPerl = name === 'crun' && this.ttyHelper ? findExecutable('perl') : undefined;
     if (name === 'crun' && isHybridCgroupHost()) {
       const hybrid = join(binDir, 'crun-hybrid.sh');
       writeIfChanged(hybrid, CRUN_HYBRID_SH);
@@ -582,12 +594,10 @@ export class OciEngine implements Engine {
     let resizeAfterStart: { cols: number; rows: number } | undefined;
     if (options.tty) {
       const size = options.ttySize ?? { cols: 80, rows: 24 };
-      if (!(Number.isInteger(size.cols) && size.cols > 0 && Number.isInteger(size.rows) && size.rows > 0)) {
-        throw new BoxError(`ttySize: cols ${size.cols} and rows ${size.rows} must be positive integers`);
-      }
+      checkTerminalSize('ttySize', size.cols, size.rows);
       const boxRoot = `/proc/${initPid}/root`;
-      const perl = findExecutable('perl');
-      if (perl && this.name === 'crun' && existsSync(join(boxRoot, TTY_HELPER_PATH))) {
+      const perl = this.ttyPerl;
+      if (perl && existsSync(join(boxRoot, TTY_HELPER_PATH))) {
         // The terminal is made by tty-relay.pl in the box's own devpts (so the command sees
         // /dev/pts/<n> of its box), sized before anything runs; the runtime passes it on as plain
         // stdio and busybox `setsid -c` makes the command a session leader owning it (Ctrl-C, job
@@ -596,11 +606,7 @@ export class OciEngine implements Engine {
         // its own red error line.
         // The command is resolved on the box's PATH here: busybox would run its own applet of that
         // name instead. One not found is left to the runtime, which reports it.
-        const inBox = resolveInBox(
-          boxRoot,
-          options.cmd,
-          (env.get('PATH') ?? `PATH=${DEFAULT_PATH}`).slice(5),
-        );
+        const inBox = resolveInBox(boxRoot, options.cmd, env.get('PATH')?.slice(5) ?? DEFAULT_PATH);
         if (inBox) argv.push(id, TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args);
         else argv.push(id, options.cmd, ...options.args);
         argv = [
@@ -684,9 +690,7 @@ export class OciEngine implements Engine {
       // Sets the size of the command's own terminal (opened through /proc/<pid>/fd/0 from the
       // host); the kernel then sends SIGWINCH to its foreground process group.
       const setSize = async (cols: number, rows: number): Promise<void> => {
-        if (!(Number.isInteger(cols) && cols > 0 && Number.isInteger(rows) && rows > 0)) {
-          throw new BoxError(`resize: cols ${cols} and rows ${rows} must be positive integers`);
-        }
+        checkTerminalSize('resize', cols, rows);
         const pid = await commandPid();
         if (pid === undefined || done) return;
         const r = await run('stty', ['-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)]);
