@@ -9,9 +9,18 @@
  * await server.close();
  * ```
  */
+export { creatureNumber, creatureSvg, IMAGE_PREFIX, imagePath, TYPE_COLOURS } from './art.ts';
 export { createEngine, type Engine, type EngineOptions, type RequestState } from './engine.ts';
 export { EXPLORER_ASSET_PREFIX } from './explorer.ts';
 export { costLimit, DEFAULT_LIMITS, depthLimit, type QueryLimits } from './limits.ts';
+export {
+  type CreatureOrder,
+  CreatureOrderField,
+  cursorOf,
+  DEFAULT_CONNECTION_PAGE,
+  type ListFilter,
+  selectCreatures,
+} from './listing.ts';
 export {
   buildCreatureSchema,
   MAX_PAGE_SIZE,
@@ -41,6 +50,8 @@ export {
   loadSeedCreatures,
   type Message,
   type MessageDraft,
+  nameKey,
+  normalizeCreatureId,
   Store,
   type StoreOptions,
 } from './store.ts';

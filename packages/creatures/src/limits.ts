@@ -16,7 +16,9 @@ import {
   specifiedRules,
   type ValidationContext,
   type ValidationRule,
+  VariablesInAllowedPositionRule,
 } from 'graphql';
+import { VariablesFitPositionsRule } from './variable-positions.ts';
 
 /** Limits applied to every operation. */
 export interface QueryLimits {
@@ -38,9 +40,16 @@ export const DEFAULT_LIMITS: QueryLimits = {
   allListSize: 151,
 };
 
-/** graphql-js's specified rules plus {@link depthLimit} and {@link costLimit} for `limits`. */
+/**
+ * graphql-js's specified rules (with `VariablesInAllowedPositionRule` replaced by
+ * {@link VariablesFitPositionsRule}, which also lets String variables fill ID positions) plus
+ * {@link depthLimit} and {@link costLimit} for `limits`.
+ */
 export function validationRules(limits: QueryLimits): ValidationRule[] {
-  return [...specifiedRules, depthLimit(limits.maxDepth), costLimit(limits)];
+  const rules = specifiedRules.map((rule) =>
+    rule === VariablesInAllowedPositionRule ? VariablesFitPositionsRule : rule,
+  );
+  return [...rules, depthLimit(limits.maxDepth), costLimit(limits)];
 }
 
 function fragmentsOf(context: ValidationContext): Map<string, FragmentDefinitionNode> {

@@ -5,10 +5,18 @@
  * same name below.
  */
 import { buildSchema, GraphQLError, type GraphQLFieldResolver, type GraphQLSchema } from 'graphql';
+import { creatureNumber, imagePath } from './art.ts';
+import {
+  type CreatureOrder,
+  checkFirst,
+  DEFAULT_CONNECTION_PAGE,
+  MAX_PAGE_SIZE,
+  pageOf,
+  selectCreatures,
+} from './listing.ts';
 import type { Creature, CreatureDraft, CreaturePatch, MessageDraft, Store } from './store.ts';
 
-/** Largest page `creatures(first:)` accepts. */
-export const MAX_PAGE_SIZE = 500;
+export { MAX_PAGE_SIZE };
 
 /** The schema in GraphQL SDL (spec 000 "Resources and their fields" and "Operations"). */
 export const typeDefs = /* GraphQL */ `
@@ -19,8 +27,15 @@ added with createCreature.
 type Creature {
   "Identifier: three digits for the first generation (\\"025\\"), the next number for created ones."
   id: ID!
+  "The creature's number: its id as a number (id \\"025\\" is number 25)."
+  number: Int!
   "Name, unique regardless of case."
   name: String!
+  """
+  Path of the creature's picture on this server ("/images/creatures/25.svg"): an SVG drawn from its
+  types and name, served with a day's Cache-Control and an ETag. Null for a creature without a number.
+  """
+  image: String
   "Species category, e.g. \\"Mouse Pokémon\\"."
   classification: String
   "Elemental types, e.g. [\\"Electric\\"]."
@@ -150,13 +165,86 @@ input CreatureUpdateInput {
   previousEvolutionIds: [ID!]
 }
 
+"What the creature list can be ordered by."
+enum CreatureOrderField {
+  "The number (id order)."
+  NUMBER
+  "The name, case-insensitively."
+  NAME
+  "Maximum combat power; creatures without one come last."
+  MAX_CP
+  "Maximum hit points; creatures without one come last."
+  MAX_HP
+}
+
+"Sort direction."
+enum OrderDirection {
+  ASC
+  DESC
+}
+
+"An order of the creature list; ties are broken by number."
+input CreatureOrder {
+  field: CreatureOrderField! = NUMBER
+  direction: OrderDirection! = ASC
+}
+
+"A page of creatures (GraphQL Cursor Connections Specification)."
+type CreatureConnection {
+  "How many creatures match the search and type, over all pages."
+  totalCount: Int!
+  edges: [CreatureEdge!]!
+  "The creatures of this page (the edges' nodes)."
+  nodes: [Creature!]!
+  pageInfo: PageInfo!
+}
+
+"A creature and its cursor."
+type CreatureEdge {
+  "Opaque; pass it as after: to get the creatures after this one."
+  cursor: String!
+  node: Creature!
+}
+
+"Where a page is in its list."
+type PageInfo {
+  hasNextPage: Boolean!
+  hasPreviousPage: Boolean!
+  startCursor: String
+  endCursor: String
+}
+
 type Query {
   """
-  The creatures in id order. Optional paging and filtering: type keeps creatures of that type (any
-  case); after (a creature id) or offset skips; first (0..${MAX_PAGE_SIZE}) limits the page.
+  The creatures, in number (id) order unless orderBy says otherwise. Optional filtering: type keeps
+  creatures of that type (any case), search keeps names containing the text (any case, accents and
+  punctuation ignored); after (a creature id) or offset skips; first (0..${MAX_PAGE_SIZE}) limits the page.
   """
-  creatures(first: Int, after: ID, offset: Int, type: String): [Creature!]!
-  "One creature by name (any case) or by id; null when there is none."
+  creatures(
+    first: Int
+    after: ID
+    offset: Int
+    type: String
+    search: String
+    orderBy: CreatureOrder
+  ): [Creature!]!
+  """
+  The creatures as a connection with a total count: the same type, search and orderBy as creatures,
+  first (0..${MAX_PAGE_SIZE}, default ${DEFAULT_CONNECTION_PAGE}) and after (an edge's cursor).
+  """
+  creaturesConnection(
+    first: Int
+    after: String
+    search: String
+    orderBy: CreatureOrder
+    type: String
+  ): CreatureConnection!
+  """
+  One creature by name or by id; null when there is none. A name matches in any case, and by its
+  alias form (accents, punctuation and spaces ignored, ♀/♂ as F/M: "Nidoran-F", "Mr Mime"). An id is
+  the stored id ("025"), the number ("25") or the original tutorial's global id (base64 of
+  "Pokemon:025"); a String variable is accepted here as well as an ID one.
+  """
   creature(name: String, id: ID): Creature
   "One message by id; null when there is none."
   getMessage(id: ID!): Message
@@ -197,6 +285,8 @@ interface CreaturesArgs {
   after?: string | null;
   offset?: number | null;
   type?: string | null;
+  search?: string | null;
+  orderBy?: CreatureOrder | null;
 }
 
 /**
@@ -206,17 +296,11 @@ interface CreaturesArgs {
 export const resolvers = {
   Query: {
     creatures: ((_root, args, { store }) => {
-      const { first, after, offset, type } = args;
-      if (first != null && (first < 0 || first > MAX_PAGE_SIZE)) {
-        throw badInput(`creatures(first:) must be between 0 and ${MAX_PAGE_SIZE}, got ${first}`);
-      }
+      const { first, after, offset } = args;
+      checkFirst('creatures', first);
       if (offset != null && offset < 0) throw badInput(`creatures(offset:) must be 0 or more, got ${offset}`);
       if (after != null && offset != null) throw badInput('creatures takes either after or offset, not both');
-      let list: readonly Creature[] = store.listCreatures();
-      if (type != null) {
-        const wanted = type.toLowerCase();
-        list = list.filter((c) => c.types.some((t) => t.toLowerCase() === wanted));
-      }
+      const list = selectCreatures(store.listCreatures(), args);
       let start = offset ?? 0;
       if (after != null) {
         const index = list.findIndex((c) => c.id === after);
@@ -225,10 +309,16 @@ export const resolvers = {
       }
       return list.slice(start, first == null ? undefined : start + first);
     }) as Resolver<CreaturesArgs>,
+    creaturesConnection: ((_root, args, { store }) =>
+      pageOf(
+        selectCreatures(store.listCreatures(), args),
+        args.first,
+        args.after,
+      )) as Resolver<CreaturesArgs>,
     creature: ((_root, { name, id }, { store }) => {
       if (name == null && id == null) throw badInput('creature needs a name or an id argument');
       const byName = name == null ? undefined : store.getCreatureByName(name);
-      const byId = id == null ? undefined : store.getCreature(id);
+      const byId = id == null ? undefined : store.findCreature(id);
       if (name != null && id != null) return byName && byName === byId ? byName : null;
       return byName ?? byId ?? null;
     }) as Resolver<{ name?: string | null; id?: string | null }>,
@@ -252,6 +342,8 @@ export const resolvers = {
     deleteCreature: ((_root, { id }, { store }) => store.deleteCreature(id)) as Resolver<{ id: string }>,
   },
   Creature: {
+    number: ((creature) => creatureNumber(creature)) as Resolver<Record<string, never>, Creature>,
+    image: ((creature) => imagePath(creature)) as Resolver<Record<string, never>, Creature>,
     evolutions: ((creature, _args, { store }) => store.resolveRefs(creature.evolutions)) as Resolver<
       Record<string, never>,
       Creature

@@ -12,11 +12,12 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { GraphQLSchema } from 'graphql';
 import { LRUCache } from 'lru-cache';
 import { type Logger, pino } from 'pino';
 import sirv from 'sirv';
+import { IMAGE_PREFIX } from './art.ts';
 import { createEngine, type Engine, type RequestState } from './engine.ts';
 import {
   EXPLORER_ASSET_PREFIX,
@@ -25,15 +26,20 @@ import {
   type ExplorerAsset,
   loadExplorerAssets,
 } from './explorer.ts';
+import { serveCreatureImage } from './http/images.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
+import { PACKAGE_ROOT } from './package-root.ts';
 import { schema as creatureSchema } from './schema.ts';
 import { Store } from './store.ts';
 import { createSubscriptionHandler, isEventStreamRequest, withSubscriptions } from './subscriptions.ts';
 
-/** Default SQLite file: `packages/creatures/.data/creatures.db`. */
-export const DEFAULT_DATABASE_PATH = join(import.meta.dirname, '..', '.data', 'creatures.db');
+/**
+ * Default SQLite file: `.data/creatures.db` under the working directory at start (for
+ * `npm run start:creatures` in this repository, `packages/creatures/.data/creatures.db`).
+ */
+export const DEFAULT_DATABASE_PATH = resolve('.data', 'creatures.db');
 /** Default directory of the web front end's production build, served at `/` when it exists. */
-export const DEFAULT_WEB_ROOT = join(import.meta.dirname, '..', 'web', 'dist');
+export const DEFAULT_WEB_ROOT = join(PACKAGE_ROOT, 'web', 'dist');
 /**
  * Content-Security-Policy of the web front end served at `/`: its own scripts, styles and `/graphql`
  * (fetch and event streams) only; no inline script, no framing.
@@ -374,6 +380,10 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         });
         res.writeHead(ok ? 200 : 503, { 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
         res.end(req.method === 'HEAD' ? undefined : body);
+        return;
+      }
+      if (path.startsWith(IMAGE_PREFIX)) {
+        serveCreatureImage(req, res, path, store);
         return;
       }
       if (path.startsWith(EXPLORER_ASSET_PREFIX)) {

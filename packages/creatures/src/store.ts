@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { GraphQLError } from 'graphql';
+import { PACKAGE_ROOT } from './package-root.ts';
 
 /** A range of a measure, both ends as strings with their unit (`"5.25kg"`). */
 export interface Dimension {
@@ -100,8 +101,8 @@ export const MAX_CONTENT = 10_000;
 /** Most entries accepted in a list field of an input (types, attacks, evolution ids). */
 export const MAX_LIST = 50;
 
-/** The path of the bundled data file of the 151 creatures. */
-export const DATA_FILE = join(import.meta.dirname, '..', 'data', 'creatures.json');
+/** The path of the data file of the 151 creatures shipped with the package. */
+export const DATA_FILE = join(PACKAGE_ROOT, 'data', 'creatures.json');
 
 /** Reads the bundled data file of the 151 creatures (shape {@link Creature}). */
 export function loadSeedCreatures(): Creature[] {
@@ -144,6 +145,38 @@ function dimension(field: string, value: Partial<Dimension> | null): Dimension |
     maximum: value.maximum == null ? null : text(`${field}.maximum`, value.maximum),
   };
 }
+/**
+ * The loose form of a creature name used for alias lookups: Unicode-decomposed with accents dropped,
+ * `♀`/`♂` read as `f`/`m`, lower case, letters and digits only. `Nidoran♀`, `Nidoran-F` and `nidoran f`
+ * all give `nidoranf`; `Mr. Mime` and `mr mime` give `mrmime`; `Farfetch’d` gives `farfetchd`.
+ */
+export function nameKey(name: string): string {
+  return name
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .replace(/♀/g, 'f')
+    .replace(/♂/g, 'm')
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, '');
+}
+
+/**
+ * The stored id a client's creature id stands for, or the input unchanged when it is no known form:
+ * a number without leading zeros (`"25"` → `"025"`, as an `ID` literal `25` arrives), or a Relay-style
+ * global id, base64 of `<Type>:<number>` (`"UG9rZW1vbjowMjU="` is `Pokemon:025` → `"025"`), the form
+ * the original tutorial's server hands out.
+ */
+export function normalizeCreatureId(id: string): string {
+  const trimmed = id.trim();
+  if (/^\d{1,15}$/.test(trimmed)) return String(Number(trimmed)).padStart(3, '0');
+  if (/^[A-Za-z0-9+/_-]+={0,2}$/.test(trimmed) && trimmed.length >= 8) {
+    const decoded = Buffer.from(trimmed, 'base64').toString('utf8');
+    const match = /^[A-Za-z]+:(\d+)$/.exec(decoded);
+    if (match) return normalizeCreatureId(match[1]!);
+  }
+  return trimmed;
+}
+
 const numericId = (id: string) => (/^\d+$/.test(id) ? Number(id) : Number.POSITIVE_INFINITY);
 const byIdOrder = (a: Creature, b: Creature) => numericId(a.id) - numericId(b.id) || a.id.localeCompare(b.id);
 
@@ -160,6 +193,8 @@ export class Store {
   #list: Creature[] = [];
   readonly #byId = new Map<string, Creature>();
   readonly #byName = new Map<string, Creature>();
+  /** {@link nameKey} → creature, rebuilt lazily after a write (null: stale). */
+  #byAlias: Map<string, Creature> | null = null;
 
   /** Opens (creating and seeding on first use) the database at `options.path`. */
   constructor(options: StoreOptions) {
@@ -212,19 +247,43 @@ export class Store {
     }
     this.#byId.set(c.id, c);
     this.#byName.set(c.name.toLowerCase(), c);
+    this.#byAlias = null;
   }
 
   /** All creatures in id order (do not mutate the array). */
   listCreatures(): readonly Creature[] {
     return this.#list;
   }
-  /** The creature with this id, if any. */
+  /** The creature with this id, if any (exact stored id, e.g. `"025"`). */
   getCreature(id: string): Creature | undefined {
     return this.#byId.get(id);
   }
-  /** The creature with this name compared case-insensitively (surrounding spaces ignored), if any. */
+  /**
+   * The creature a client's id names: the stored id, or a form {@link normalizeCreatureId} maps to it
+   * (`"25"`, base64 `Pokemon:025`).
+   */
+  findCreature(id: string): Creature | undefined {
+    return this.#byId.get(id) ?? this.#byId.get(normalizeCreatureId(id));
+  }
+  /**
+   * The creature with this name compared case-insensitively (surrounding spaces ignored), or else the
+   * one whose {@link nameKey} equals the name's (aliases such as `Nidoran-F` for `Nidoran♀`; on a tie
+   * the lowest id wins).
+   */
   getCreatureByName(name: string): Creature | undefined {
-    return this.#byName.get(name.trim().toLowerCase());
+    const exact = this.#byName.get(name.trim().toLowerCase());
+    if (exact) return exact;
+    const key = nameKey(name);
+    if (key === '') return undefined;
+    if (!this.#byAlias) {
+      const aliases = new Map<string, Creature>();
+      for (const c of this.#list) {
+        const k = nameKey(c.name);
+        if (!aliases.has(k)) aliases.set(k, c);
+      }
+      this.#byAlias = aliases;
+    }
+    return this.#byAlias.get(key);
   }
   /** The current creatures the references point at, skipping deleted ones. */
   resolveRefs(refs: readonly CreatureRef[]): Creature[] {
@@ -359,6 +418,7 @@ export class Store {
     });
     this.#remember(creature);
     this.#list.sort(byIdOrder);
+    this.#byAlias = null;
     this.#emit({ entity: 'creature', kind: 'created', id, value: creature });
     return creature;
   }
@@ -388,6 +448,7 @@ export class Store {
     this.#byId.delete(id);
     this.#byName.delete(old.name.toLowerCase());
     this.#list = this.#list.filter((c) => c !== old);
+    this.#byAlias = null;
     this.#emit({ entity: 'creature', kind: 'deleted', id, value: old });
     return old;
   }
