@@ -37,7 +37,16 @@ export {
   type SimpleBoxOptions,
 } from './boxes/simple.ts';
 export * from './constants.ts';
-export { BoxError, type BoxErrorOptions, ExecError, ParseError, TimeoutError } from './errors.ts';
+export {
+  BOX_ERROR_CODES,
+  BoxError,
+  type BoxErrorCode,
+  type BoxErrorOptions,
+  ExecError,
+  isBoxErrorCode,
+  ParseError,
+  TimeoutError,
+} from './errors.ts';
 export {
   type ImageInfo,
   ImageStore,
@@ -58,7 +67,14 @@ export {
 } from './rest/index.ts';
 export { type ExecEnv, type ExecOptions, JsBox } from './runtime/box.ts';
 export { type JsExecStderr, type JsExecStdin, type JsExecStdout, JsExecution } from './runtime/execution.ts';
+export { LocalRuntime } from './runtime/local.ts';
 export { type NormalizedBoxOptions, type ValidateContext, validateBoxOptions } from './runtime/options.ts';
-export { defaultHomeDir, JsRuntime, type RuntimeImages, type RuntimeVolumes } from './runtime/runtime.ts';
+export {
+  defaultHomeDir,
+  JsRuntime,
+  type RuntimeBackend,
+  type RuntimeImages,
+  type RuntimeVolumes,
+} from './runtime/runtime.ts';
 export type { VolumeRecord } from './runtime/state.ts';
 export type * from './types.ts';

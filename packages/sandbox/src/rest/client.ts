@@ -15,11 +15,12 @@ import { request as httpsRequest } from 'node:https';
 import { createServer, type Server, type Socket } from 'node:net';
 import { BoxError } from '../errors.ts';
 import { checkReadSize, listenAddress, listenOn, validateListen, writeTunnel } from '../network/tunnel.ts';
+import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from '../runtime/backend.ts';
 import { type ExecEnv, type ExecOptions, envEntries, JsBox, validateExecRequest } from '../runtime/box.ts';
 import type { RuntimeContext } from '../runtime/context.ts';
 import { JsExecution } from '../runtime/execution.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
-import type { BoxRecord, VolumeRecord } from '../runtime/state.ts';
+import type { BoxRecord } from '../runtime/state.ts';
 import type {
   JsBoxInfo,
   JsBoxMetrics,
@@ -33,7 +34,7 @@ import type {
 } from '../types.ts';
 import { ExecMux } from './mux.ts';
 import { RemoteProcess } from './process.ts';
-import { boxErrorOf, toCamel, toSnake } from './wire.ts';
+import { boxErrorOf, codeOfStatus, toCamel, toSnake } from './wire.ts';
 
 /** Where the REST runtime is and how to authenticate (fields of `JsOptions` for a remote runtime). */
 export interface RestRuntimeOptions {
@@ -109,7 +110,10 @@ class Connection {
       });
     } catch (error) {
       const cause = (error as Error & { cause?: Error }).cause?.message ?? (error as Error).message;
-      throw new BoxError(`cannot reach the REST runtime at ${this.url}: ${cause}`, { cause: error });
+      throw new BoxError(`cannot reach the REST runtime at ${this.url}: ${cause}`, {
+        cause: error,
+        code: 'unavailable',
+      });
     }
     if (response.status === 204) return undefined as T;
     const text = await response.text();
@@ -124,11 +128,11 @@ class Connection {
 }
 
 const NO_CONTEXT: RuntimeContext = {
-  engine: () => Promise.reject(new BoxError('a REST box has no local engine')),
-  refresh: () => Promise.reject(new BoxError('a REST box has no local state')),
+  engine: () => Promise.reject(new BoxError('a REST box has no local engine', { code: 'unsupported' })),
+  refresh: () => Promise.reject(new BoxError('a REST box has no local state', { code: 'unsupported' })),
   countCommand: () => {},
   countExecEnd: () => {},
-  stopBox: () => Promise.reject(new BoxError('a REST box has no local state')),
+  stopBox: () => Promise.reject(new BoxError('a REST box has no local state', { code: 'unsupported' })),
 };
 
 function boxPath(id: string): string {
@@ -183,7 +187,7 @@ export class RestBox extends JsBox {
   /** The server's current record of the box (spec 002 REST rule). @throws BoxError when it was removed. */
   override async info(): Promise<JsBoxInfo> {
     const info = await this.#conn.call<JsBoxInfo | null>('GET', boxPath(this.id), undefined, true);
-    if (!info) throw new BoxError(`box ${this.id} no longer exists`);
+    if (!info) throw new BoxError(`box ${this.id} no longer exists`, { code: 'not_found' });
     return info;
   }
 
@@ -237,19 +241,16 @@ export class RestBox extends JsBox {
 }
 
 /** Managed volumes of a REST runtime (same shape as the local `runtime.volumes`). */
-export interface RestVolumes {
-  create(name?: string): Promise<VolumeRecord>;
-  get(idOrName: string): Promise<VolumeRecord | null>;
-  list(): Promise<VolumeRecord[]>;
-  remove(idOrName: string): Promise<void>;
-}
+export type RestVolumes = RuntimeVolumes;
 
 /**
- * A runtime on a REST server (spec 002 `JsRuntime` methods). Normally reached through
- * `new JsRuntime({ url, apiKey })`; usable directly.
+ * A runtime on a REST server (spec 002 `JsRuntime` methods; the REST `RuntimeBackend`). Normally reached
+ * through `new JsRuntime({ url, apiKey })`; usable directly.
  */
-export class RestRuntime {
+export class RestRuntime implements RuntimeBackend {
   readonly #conn: Connection;
+  /** Always empty: a REST runtime has no local data directory. */
+  readonly homeDir = '';
 
   /** @param options server URL and credential (see {@link restOptionsFrom} for the env fallbacks). */
   constructor(options: RestRuntimeOptions) {
@@ -322,8 +323,15 @@ export class RestRuntime {
     this.#conn.mux.close();
   }
 
+  /** Image operations are the server's business: each rejects with code `unsupported`. */
+  get images(): RuntimeImages {
+    const refuse = () =>
+      Promise.reject(new BoxError('images are managed by the REST runtime server', { code: 'unsupported' }));
+    return { pull: refuse, get: refuse, list: refuse, remove: refuse };
+  }
+
   /** Managed volumes on the server. */
-  get volumes(): RestVolumes {
+  get volumes(): RuntimeVolumes {
     const conn = this.#conn;
     return {
       create: (name) => conn.call('POST', '/v1/volumes', name === undefined ? {} : { name }),
@@ -365,11 +373,15 @@ function connectTunnel(conn: Connection, connectPath: string): Promise<Socket> {
         try {
           message = JSON.parse(body).error.message;
         } catch {}
-        reject(new BoxError(`tunnel: ${message}`));
+        reject(new BoxError(`tunnel: ${message}`, { code: codeOfStatus(response.statusCode ?? 500) }));
       });
     });
     request.on('error', (error) =>
-      reject(new BoxError(`tunnel: cannot reach the REST runtime at ${conn.url}: ${error.message}`)),
+      reject(
+        new BoxError(`tunnel: cannot reach the REST runtime at ${conn.url}: ${error.message}`, {
+          code: 'unavailable',
+        }),
+      ),
     );
     request.end();
   });
@@ -459,7 +471,9 @@ class RestBoxTunnel implements JsBoxTunnel {
 
   #consume(): void {
     if (this.#used)
-      throw new BoxError('this tunnel was already used; tunnels are one-shot (call tunnel(port) again)');
+      throw new BoxError('this tunnel was already used; tunnels are one-shot (call tunnel(port) again)', {
+        code: 'conflict',
+      });
     this.#used = true;
   }
 

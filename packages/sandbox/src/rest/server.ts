@@ -13,7 +13,7 @@ import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { ulid } from 'ulid';
 import { type WebSocket, WebSocketServer } from 'ws';
-import { BoxError } from '../errors.ts';
+import { BoxError, notFound } from '../errors.ts';
 import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
@@ -211,11 +211,9 @@ export class RestServer {
     const known = this.#handles.get(idOrName);
     if (known) return known;
     const info = await this.#runtime.getInfo(idOrName);
-    if (!info)
-      throw new HttpError(404, 'not_found_error', 'box_not_found', `no box with id or name '${idOrName}'`);
+    if (!info) throw notFound(`no box with id or name '${idOrName}'`);
     const handle = this.#handles.get(info.id) ?? (await this.#runtime.get(info.id));
-    if (!handle)
-      throw new HttpError(404, 'not_found_error', 'box_not_found', `no box with id or name '${idOrName}'`);
+    if (!handle) throw notFound(`no box with id or name '${idOrName}'`);
     return handle;
   }
 
@@ -234,12 +232,7 @@ export class RestServer {
   #session(boxId: string, executionId: string): ExecSession {
     const session = this.#sessions.get(executionId);
     if (!session || session.boxId !== boxId) {
-      throw new HttpError(
-        404,
-        'not_found_error',
-        'execution_not_found',
-        `no execution '${executionId}' in box ${boxId}`,
-      );
+      throw notFound(`no execution '${executionId}' in box ${boxId}`);
     }
     return session;
   }
@@ -889,7 +882,8 @@ export class RestServer {
       (box as JsBox & { network?: JsNetworkHandle }).network ??
       new LocalNetworkHandle(async () => {
         const info = await box.info();
-        if (!info.state.running || !info.state.pid) throw new BoxError(`box ${box.id} is not running`);
+        if (!info.state.running || !info.state.pid)
+          throw new BoxError(`box ${box.id} is not running`, { code: 'conflict' });
         return info.state.pid;
       });
     let connection: Awaited<ReturnType<Awaited<ReturnType<JsNetworkHandle['tunnel']>>['connect']>>;

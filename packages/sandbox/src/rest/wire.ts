@@ -28,7 +28,7 @@
  * - an execution attached through the stream counts as attached (a second client gets 409); when the
  *   connection drops, its executions may be reattached one by one with `…/{execution}/attach?offset=N`.
  */
-import { BoxError } from '../errors.ts';
+import { BoxError, type BoxErrorCode, isBoxErrorCode } from '../errors.ts';
 
 /** Channel byte of a binary exec frame. */
 export const Channel = { stdin: 0, stdout: 1, stderr: 2 } as const;
@@ -133,36 +133,64 @@ export class HttpError extends Error {
 }
 
 /**
- * Maps an SDK error to its HTTP form: a `BoxError` with a `field` is the caller's mistake (400); missing
- * boxes, volumes and executions are 404; state conflicts (running, not running, name taken, in use) 409;
- * image failures 422; any other `BoxError` 500 `sandbox_error`; anything else 500 `internal_error`.
+ * HTTP status and error `type` of each `BoxError.code` (the one table the server uses; never the message).
+ * `unsupported`, `parse`, `unavailable` and `internal` are server-side conditions; every client mistake
+ * (`invalid_option`, `not_found`, `conflict`, `image`, `exec`) is a 4xx.
+ */
+export const STATUS_OF_CODE: Record<BoxErrorCode, { status: number; type: string }> = {
+  invalid_option: { status: 400, type: 'invalid_request_error' },
+  not_found: { status: 404, type: 'not_found_error' },
+  conflict: { status: 409, type: 'conflict_error' },
+  image: { status: 422, type: 'sandbox_error' },
+  exec: { status: 422, type: 'sandbox_error' },
+  timeout: { status: 504, type: 'sandbox_error' },
+  parse: { status: 502, type: 'sandbox_error' },
+  unsupported: { status: 501, type: 'sandbox_error' },
+  unavailable: { status: 503, type: 'sandbox_error' },
+  unauthenticated: { status: 401, type: 'authentication_error' },
+  permission_denied: { status: 403, type: 'permission_error' },
+  internal: { status: 500, type: 'internal_error' },
+};
+
+/**
+ * Maps an SDK error to its HTTP form through {@link STATUS_OF_CODE}: the body's `code` is the
+ * `BoxError.code`; a non-`BoxError` is 500 `internal` with a generic message (never leaked).
  */
 export function httpErrorOf(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
   if (error instanceof BoxError) {
-    const message = error.message;
-    if (/already exists/.test(message))
-      return new HttpError(409, 'conflict_error', 'name_taken', message, error.field);
-    if (error.field !== undefined)
-      return new HttpError(400, 'invalid_request_error', 'invalid_option', message, error.field);
-    if (/^no (box|volume) with id or name|no longer exists/.test(message))
-      return new HttpError(404, 'not_found_error', 'not_found', message);
-    if (/stop it first|not running|is mounted by|used by box|already taken/.test(message))
-      return new HttpError(409, 'conflict_error', 'conflict', message);
-    if (/cannot pull image|not stored/.test(message))
-      return new HttpError(422, 'sandbox_error', 'image_error', message);
-    return new HttpError(500, 'sandbox_error', 'sandbox_error', message);
+    const { status, type } = STATUS_OF_CODE[error.code] ?? STATUS_OF_CODE.internal;
+    return new HttpError(status, type, error.code, error.message, error.field);
   }
-  return new HttpError(500, 'internal_error', 'internal_error', 'internal server error');
+  return new HttpError(500, 'internal_error', 'internal', 'internal server error');
 }
 
-/** Turns an error body received by the client back into a `BoxError` (with `field` when given). */
+/** The `BoxError.code` for an HTTP status when the body carries none of the stable codes. */
+export function codeOfStatus(status: number): BoxErrorCode {
+  if (status === 400) return 'invalid_option';
+  if (status === 401) return 'unauthenticated';
+  if (status === 403) return 'permission_denied';
+  if (status === 404) return 'not_found';
+  if (status === 409) return 'conflict';
+  if (status === 422) return 'exec';
+  if (status === 501) return 'unsupported';
+  if (status === 503 || status === 502) return 'unavailable';
+  if (status === 504) return 'timeout';
+  return 'internal';
+}
+
+/**
+ * Turns an error body received by the client back into a `BoxError`: its `code` is the body's code when
+ * that is a stable `BoxErrorCode`, else derived from the status; `field` when given.
+ */
 export function boxErrorOf(status: number, body: unknown, what: string): BoxError {
   const error = (body as Partial<ErrorBody> | null)?.error;
   if (error && typeof error.message === 'string') {
-    const result = new BoxError(error.message, error.field ? { field: error.field } : undefined);
-    Object.assign(result, { status, type: error.type, code: error.code });
+    const code = isBoxErrorCode(error.code) ? error.code : codeOfStatus(status);
+    const result = new BoxError(error.message, { code, ...(error.field ? { field: error.field } : {}) });
+    // The server's own code (e.g. `invalid_token`, `not_restartable`) stays readable beside the stable one.
+    Object.assign(result, { status, type: error.type, serverCode: error.code });
     return result;
   }
-  return Object.assign(new BoxError(`${what}: HTTP ${status}`), { status });
+  return Object.assign(new BoxError(`${what}: HTTP ${status}`, { code: codeOfStatus(status) }), { status });
 }

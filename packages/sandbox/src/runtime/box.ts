@@ -5,7 +5,7 @@
  */
 
 import type { EngineExecOptions } from '../engine/types.ts';
-import { BoxError } from '../errors.ts';
+import { BoxError, conflict, notFound } from '../errors.ts';
 import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle, JsNetworkInfo, JsPublishedPort } from '../types.ts';
 import type { RuntimeContext } from './context.ts';
@@ -125,7 +125,7 @@ export class JsBox {
     this.#network ??= new LocalNetworkHandle(async () => {
       const current = await this.#record();
       if (current.status !== 'running' || !current.pid) {
-        throw new BoxError(
+        throw conflict(
           `box ${this.id} is ${publicStatus(current.status)}, not running; cannot open a tunnel`,
         );
       }
@@ -136,7 +136,7 @@ export class JsBox {
 
   async #record(): Promise<BoxRecord> {
     const record = await this.#ctx.refresh(this.id);
-    if (!record) throw new BoxError(`box ${this.id} no longer exists`);
+    if (!record) throw notFound(`box ${this.id} no longer exists`);
     return record;
   }
 
@@ -167,9 +167,7 @@ export class JsBox {
     const entries = envEntries(env);
     const record = await this.#record();
     if (record.status !== 'running') {
-      throw new BoxError(
-        `box ${this.id} is ${publicStatus(record.status)}, not running; cannot exec '${cmd}'`,
-      );
+      throw conflict(`box ${this.id} is ${publicStatus(record.status)}, not running; cannot exec '${cmd}'`);
     }
     const engineOptions: EngineExecOptions = {
       cmd,
@@ -190,6 +188,7 @@ export class JsBox {
       if (error instanceof BoxError) throw error;
       throw new BoxError(`cannot exec '${cmd}' in box ${this.id}: ${(error as Error).message}`, {
         cause: error,
+        code: 'exec',
       });
     }
     return new JsExecution(process, (report) => this.#ctx.countExecEnd(this.id, report));

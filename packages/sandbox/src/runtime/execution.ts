@@ -151,10 +151,10 @@ class StdinWriter implements JsExecStdin {
 
   write(data: Buffer): Promise<void> {
     if (!((data as unknown) instanceof Uint8Array)) {
-      return Promise.reject(new BoxError('stdin.write: data must be a Buffer'));
+      return Promise.reject(new BoxError('stdin.write: data must be a Buffer', { field: 'data' }));
     }
     if (this.#closed || this.#stream.destroyed || this.#stream.writableEnded) {
-      return Promise.reject(new BoxError('stdin is closed'));
+      return Promise.reject(new BoxError('stdin is closed', { code: 'conflict' }));
     }
     return new Promise((resolve, reject) => {
       this.#stream.write(data, (error) => {
@@ -169,7 +169,7 @@ class StdinWriter implements JsExecStdin {
 
   writeString(text: string): Promise<void> {
     if (typeof text !== 'string')
-      return Promise.reject(new BoxError('stdin.writeString: text must be a string'));
+      return Promise.reject(new BoxError('stdin.writeString: text must be a string', { field: 'text' }));
     return this.write(Buffer.from(text, 'utf8'));
   }
 
@@ -244,7 +244,9 @@ export class JsExecution {
   #take<T>(which: string, value: T): Promise<T> {
     if (this.#taken.has(which)) {
       return Promise.reject(
-        new BoxError(`${which} of execution ${this.#id} was already taken (each stream once)`),
+        new BoxError(`${which} of execution ${this.#id} was already taken (each stream once)`, {
+          code: 'conflict',
+        }),
       );
     }
     this.#taken.add(which);
@@ -293,7 +295,9 @@ export class JsExecution {
    */
   async resize(cols: number, rows: number): Promise<void> {
     if (!this.#process.resize) {
-      throw new BoxError(`execution ${this.#id} has no terminal to resize (start it with tty: true)`);
+      throw new BoxError(`execution ${this.#id} has no terminal to resize (start it with tty: true)`, {
+        code: 'conflict',
+      });
     }
     await this.#process.resize(cols, rows);
   }

@@ -188,6 +188,7 @@ export class StateDb {
       if (isUniqueViolation(error)) {
         throw new BoxError(`invalid box option name: a box named '${box.name}' already exists`, {
           field: 'name',
+          code: 'conflict',
         });
       }
       throw error;

@@ -1,0 +1,66 @@
+/**
+ * The one runtime interface under `JsRuntime` (spec 002 "Runtime (`JsRuntime`)"; issue: "one runtime
+ * interface"). `LocalRuntime` (`local.ts`, boxes on this host) and `RestRuntime` (`rest/client.ts`, boxes
+ * on a `sandbox serve` server) implement it; `JsRuntime` (`runtime.ts`) is a facade that picks one and
+ * forwards every call, so no method checks "am I remote?".
+ *
+ * Boxes and executions: both backends return `JsBox` handles and `JsExecution`s (the REST ones are
+ * subclasses overriding the transport), so callers see one type per concept.
+ */
+import type { ImageStore } from '../images/index.ts';
+import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
+import type { JsBox } from './box.ts';
+import type { VolumeRecord } from './state.ts';
+
+/** Image operations of a runtime (issue 7: `images.pull`, `images.list`, `images.remove`). */
+export interface RuntimeImages {
+  /** Pulls an image (or finds it in the store) and prepares its layers. @throws BoxError code `image`. */
+  pull: ImageStore['pull'];
+  /** The stored image for a reference (no network access), or null. */
+  get: ImageStore['get'];
+  /** Images in the store. */
+  list: ImageStore['list'];
+  /**
+   * Removes an image reference from the store.
+   * @throws BoxError code `conflict` when a box uses it, `not_found` when it is not stored.
+   */
+  remove: ImageStore['remove'];
+}
+
+/** Managed volumes of a runtime (spec 002 `JsVolumeSpec.managedVolume`; data in `<homeDir>/volumes`). */
+export interface RuntimeVolumes {
+  /** Creates a volume, optionally named (names are unique; an existing name returns that volume). */
+  create(name?: string): Promise<VolumeRecord>;
+  /** The volume with this id or name, or null. */
+  get(idOrName: string): Promise<VolumeRecord | null>;
+  /** All volumes, oldest first. */
+  list(): Promise<VolumeRecord[]>;
+  /** Deletes a volume and its data. @throws BoxError code `not_found` when missing, `conflict` when mounted. */
+  remove(idOrName: string): Promise<void>;
+}
+
+/** What a runtime flavour implements; every member mirrors the `JsRuntime` member of the same name. */
+export interface RuntimeBackend {
+  /** Absolute base directory of the runtime's data; empty string for a REST runtime. */
+  readonly homeDir: string;
+  /** Base URL of the REST server; null for a local runtime. */
+  readonly url: string | null;
+  /** Creates and starts a box (spec 002 `create`). */
+  create(options: JsBoxOptions, name?: string): Promise<JsBox>;
+  /** Every box (spec 002 `listInfo`). */
+  listInfo(): Promise<JsBoxInfo[]>;
+  /** One box's metadata or null (spec 002 `getInfo`). */
+  getInfo(idOrName: string): Promise<JsBoxInfo | null>;
+  /** A handle or null (spec 002 `get`). */
+  get(idOrName: string): Promise<JsBox | null>;
+  /** Runtime metrics (spec 002 `metrics`). */
+  metrics(): Promise<JsRuntimeMetrics>;
+  /** Removes a box; a running one needs `force` (spec 002 `remove`). */
+  remove(idOrName: string, force?: boolean): Promise<void>;
+  /** Releases what the runtime holds in this process (spec 002 `close`). */
+  close(): void;
+  /** Image store operations. */
+  readonly images: RuntimeImages;
+  /** Managed volumes. */
+  readonly volumes: RuntimeVolumes;
+}

@@ -1,0 +1,503 @@
+/**
+ * The local runtime backend of `JsRuntime` (spec 002 "Runtime (`JsRuntime`)"): creates, lists, looks up and removes boxes,
+ * keeps their records in `<homeDir>/state.db` (SQLite, WAL) and reports metrics.
+ *
+ * Layout of `homeDir` (default `~/.sandbox`): `state.db` (boxes, volumes), `boxes/<id>/` (one directory
+ * per box, owned by the engine), `volumes/<id>/data` (managed volumes), `engine/` (OCI runtime state),
+ * and the image store's directories.
+ *
+ * Crash safety: a box record is written (status `creating`, owned by this process) before anything is
+ * set up and removed only after everything is torn down. When a runtime starts it removes every box whose
+ * creating process is gone, every box directory without a record, and marks boxes whose init process died
+ * as stopped (removing them when created with `autoRemove`).
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { ulid } from 'ulid';
+import { createEngine } from '../engine/index.ts';
+import type { Engine, EngineBoxSpec, EngineMount } from '../engine/types.ts';
+import { BoxError, conflict, notFound, withCode } from '../errors.ts';
+import { ImageStore, type PreparedImage } from '../images/index.ts';
+import { BoxNetworking, secretsEnv } from '../network/index.ts';
+import type { JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
+import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
+import { boxInfo, JsBox } from './box.ts';
+import type { RuntimeContext } from './context.ts';
+import { PendingCounters } from './counters.ts';
+import type { ExecutionReport } from './execution.ts';
+import {
+  DEFAULT_PIDS_LIMIT,
+  type NormalizedBoxOptions,
+  validateBoxName,
+  validateBoxOptions,
+} from './options.ts';
+import {
+  type BoxRecord,
+  type BoxTimings,
+  ownerAlive,
+  processIdentity,
+  StateDb,
+  type VolumeRecord,
+} from './state.ts';
+
+/** Default `homeDir`: the hidden directory `.sandbox` in the user's home (spec 002 `JsOptions.homeDir`). */
+export function defaultHomeDir(): string {
+  return process.env.SANDBOX_HOME || join(homedir(), '.sandbox');
+}
+
+function nowIso(): string {
+  return new Date().toISOString();
+}
+
+function ms(start: number): number {
+  return Math.round((performance.now() - start) * 1000) / 1000;
+}
+
+/** Runtime counters of one `JsRuntime` instance since it was constructed. */
+interface Counters {
+  created: number;
+  failed: number;
+  commands: number;
+  execErrors: number;
+}
+
+/**
+ * A local runtime over one `homeDir` (spec 002 `JsRuntime`, local flavour; reached through `JsRuntime`).
+ * Several runtimes, in one process or in several, may share a `homeDir`: they see the same boxes.
+ */
+export class LocalRuntime implements RuntimeBackend {
+  /** Absolute base directory of this runtime's data. */
+  readonly homeDir: string;
+  /** Always null: a local runtime has no server. */
+  readonly url: null = null;
+  readonly #db: StateDb;
+  readonly #store: ImageStore;
+  readonly #counters: Counters = { created: 0, failed: 0, commands: 0, execErrors: 0 };
+  /** Per-box exec counters not yet written to the state database (see `PendingCounters`). */
+  readonly #pending: PendingCounters;
+  #engine: Promise<Engine> | null = null;
+  #ready: Promise<void> | null = null;
+  #net: BoxNetworking | null = null;
+  readonly #ctx: RuntimeContext;
+
+  /**
+   * @param options `homeDir` (default {@link defaultHomeDir}) and `imageRegistries`, already checked by
+   *   `JsRuntime`.
+   */
+  constructor(options: JsOptions) {
+    this.homeDir = resolve(options.homeDir ?? defaultHomeDir());
+    this.#db = new StateDb(this.homeDir);
+    this.#pending = new PendingCounters(this.#db);
+    mkdirSync(join(this.homeDir, 'boxes'), { recursive: true, mode: 0o700 });
+    this.#store = new ImageStore({ homeDir: this.homeDir, registries: options.imageRegistries ?? [] });
+    this.#ctx = {
+      engine: () => this.#getEngine(),
+      refresh: (id) => this.#refresh(id),
+      countCommand: (id) => {
+        this.#counters.commands++;
+        this.#pending.add(id, { commands: 1 });
+      },
+      countExecEnd: (id, report: ExecutionReport) => {
+        const failed = report.exitCode !== 0;
+        if (failed) this.#counters.execErrors++;
+        this.#pending.add(id, {
+          errors: failed ? 1 : 0,
+          sent: report.bytesSent,
+          received: report.bytesReceived,
+        });
+      },
+      flushCounters: () => this.#pending.flush(),
+      stopBox: (id) => this.#stopBox(id),
+    };
+  }
+
+  /**
+   * The engine's state directory: `<homeDir>/engine`, shared by every process on this homeDir. The OCI
+   * runtimes refuse paths with whitespace; such a homeDir gets a directory under /run keyed by its hash.
+   */
+  #engineStateRoot(): string {
+    if (!/\s/.test(this.homeDir)) return join(this.homeDir, 'engine');
+    return join('/run/seed-sandbox', createHash('sha256').update(this.homeDir).digest('hex').slice(0, 16));
+  }
+
+  /** Networking of this runtime's boxes (issue 9); per-box network state in `<engine state root>/net`. */
+  #networking(): BoxNetworking {
+    this.#net ??= new BoxNetworking({ stateDir: join(this.#engineStateRoot(), 'net') });
+    return this.#net;
+  }
+
+  #getEngine(): Promise<Engine> {
+    this.#engine ??= createEngine({ stateRoot: this.#engineStateRoot(), ...this.#networking().hooks() });
+    this.#engine.catch(() => {
+      this.#engine = null;
+    });
+    return this.#engine;
+  }
+
+  /** Engine ready and crash leftovers cleaned (once per runtime instance). */
+  #whenReady(): Promise<void> {
+    this.#ready ??= (async () => {
+      await this.#getEngine();
+      await this.#recover();
+    })();
+    this.#ready.catch(() => {
+      this.#ready = null;
+    });
+    return this.#ready;
+  }
+
+  #boxDir(id: string): string {
+    return join(this.homeDir, 'boxes', id);
+  }
+
+  /** Removes what crashed processes left behind (see the module comment). */
+  async #recover(): Promise<void> {
+    const records = this.#db.listBoxes();
+    const known = new Set(records.map((r) => r.id));
+    await Promise.all(records.map((record) => this.#reconcile(record)));
+    let dirs: string[] = [];
+    try {
+      dirs = readdirSync(join(this.homeDir, 'boxes'));
+    } catch {}
+    const engine = await this.#getEngine();
+    for (const dir of dirs) {
+      // A record is inserted before its directory is made and deleted after it is removed, so a directory
+      // without a record is always a leftover.
+      if (known.has(dir) || this.#db.getBox(dir)) continue;
+      await engine.remove(dir, this.#boxDir(dir)).catch(() => {});
+      rmSync(this.#boxDir(dir), { recursive: true, force: true });
+    }
+    // Containers the engine knows (its state lives in this homeDir) but no record names.
+    const lister = engine as Engine & { list?: () => Promise<{ id: string; boxDir?: string }[]> };
+    for (const box of (await lister.list?.().catch(() => [])) ?? []) {
+      if (this.#db.getBox(box.id)) continue;
+      await engine.remove(box.id, box.boxDir ?? this.#boxDir(box.id)).catch(() => {});
+    }
+  }
+
+  /**
+   * Brings a record in line with reality: a `creating` box of a dead process is torn down; a `running` box
+   * whose init process is gone is marked stopped (and removed when `autoRemove`). Returns the current
+   * record, or null when the box is gone.
+   */
+  async #reconcile(record: BoxRecord): Promise<BoxRecord | null> {
+    if (record.status === 'creating') {
+      if (ownerAlive(record.owner)) return record;
+      await this.#teardown(record.id);
+      return null;
+    }
+    if (record.status === 'running' && !(record.init && ownerAlive(record.init))) {
+      const engine = await this.#getEngine();
+      const state = await engine.state(record.id).catch(() => ({ status: 'unknown' as const }));
+      if (state.status === 'running') return record;
+      await engine.stop(record.id, 0).catch(() => {});
+      // The engine skips the network hook when the container is already gone (parent-death stop).
+      await this.#networking().teardown(record.id);
+      this.#db.setStatus(record.id, 'stopped');
+      if (record.options.autoRemove) {
+        await this.#teardown(record.id);
+        return null;
+      }
+      return { ...record, status: 'stopped', pid: null };
+    }
+    if (record.status === 'stopped' && record.options.autoRemove) {
+      // Stopped but not yet removed (the stopping process died in between).
+      await this.#teardown(record.id);
+      return null;
+    }
+    return record;
+  }
+
+  async #refresh(id: string): Promise<BoxRecord | null> {
+    await this.#whenReady();
+    const record = this.#db.getBox(id);
+    return record ? this.#reconcile(record) : null;
+  }
+
+  /** Deletes everything of a box: engine state, box directory, then (last) its record. */
+  async #teardown(id: string): Promise<void> {
+    const engine = await this.#getEngine();
+    await engine.remove(id, this.#boxDir(id)); // kills the box first when it still runs
+    await this.#networking().teardown(id);
+    rmSync(this.#boxDir(id), { recursive: true, force: true });
+    this.#db.deleteBox(id);
+  }
+
+  async #stopBox(id: string): Promise<void> {
+    await this.#whenReady();
+    const record = this.#db.getBox(id);
+    if (!record) throw notFound(`box ${id} no longer exists`);
+    if (record.status === 'running' || record.status === 'creating') {
+      const engine = await this.#getEngine();
+      await engine.stop(id);
+      this.#db.setStatus(id, 'stopped');
+    }
+    if (record.options.autoRemove) await this.#teardown(id);
+  }
+
+  /** Finds or creates the managed volume `idOrName`; returns its record and data directory. */
+  #resolveVolume(idOrName: string, field: string): { volume: VolumeRecord; dataDir: string } {
+    let volume = this.#db.getVolume(idOrName);
+    if (!volume) {
+      try {
+        validateBoxName(idOrName);
+      } catch {
+        throw new BoxError(
+          `invalid box option ${field}: no volume '${idOrName}', and it is not a valid name for a new volume`,
+          { field },
+        );
+      }
+      volume = this.#db.insertVolume({ id: ulid(), name: idOrName, createdAt: nowIso() });
+    }
+    const dataDir = join(this.homeDir, 'volumes', volume.id, 'data');
+    mkdirSync(dataDir, { recursive: true, mode: 0o755 });
+    return { volume, dataDir };
+  }
+
+  async #prepareImage(options: NormalizedBoxOptions): Promise<PreparedImage> {
+    if (options.rootfsPath !== undefined) return this.#store.fromRootfsPath(options.rootfsPath);
+    const image = options.image!;
+    try {
+      return (await this.#store.get(image)) ?? (await this.#store.pull(image));
+    } catch (error) {
+      throw withCode(error, 'image', `cannot pull image '${image}'`);
+    }
+  }
+
+  /**
+   * Creates and starts a box (spec 002 `create`). Defaults per `JsBoxOptions`; `name` must be unique.
+   * Stage timings are recorded in the box's metrics.
+   * @throws BoxError naming the field for invalid options (the four rejections of spec 002 included), a
+   *   taken name, a missing host path or image, or an engine failure. Nothing of a failed box remains.
+   */
+  async create(options: JsBoxOptions, name?: string): Promise<JsBox> {
+    const t0 = performance.now();
+    const normalized = validateBoxOptions(options);
+    const boxName = validateBoxName(name) ?? null;
+    normalized.volumes.forEach((volume, i) => {
+      if (volume.hostPath === undefined) return;
+      let exists = false;
+      try {
+        const stat = statSync(volume.hostPath);
+        exists = stat.isDirectory() || stat.isFile();
+      } catch {}
+      if (!exists) {
+        throw new BoxError(
+          `invalid box option volumes[${i}].hostPath: '${volume.hostPath}' is not an existing file or directory`,
+          {
+            field: `volumes[${i}].hostPath`,
+          },
+        );
+      }
+    });
+    await this.#whenReady();
+    const id = ulid();
+    const { secrets, ...rest } = normalized;
+    this.#db.insertBox({
+      id,
+      name: boxName,
+      image: normalized.image ?? normalized.rootfsPath!,
+      options: { ...rest, secrets: secrets.map(({ value: _value, ...s }) => s) },
+      createdAt: nowIso(),
+    });
+    try {
+      const tImage = performance.now();
+      const image = await this.#prepareImage(normalized);
+      const stageImagePrepareMs = ms(tImage);
+      const mounts: EngineMount[] = [];
+      const volumeIds: string[] = [];
+      normalized.volumes.forEach((volume, i) => {
+        if (volume.managedVolume !== undefined) {
+          const { volume: record, dataDir } = this.#resolveVolume(
+            volume.managedVolume,
+            `volumes[${i}].managedVolume`,
+          );
+          volumeIds.push(record.id);
+          mounts.push({ hostPath: dataDir, guestPath: volume.guestPath, readOnly: false });
+        } else {
+          mounts.push({
+            hostPath: volume.hostPath!,
+            guestPath: volume.guestPath,
+            readOnly: volume.readOnly === true,
+          });
+        }
+      });
+      this.#db.linkVolumes(id, volumeIds);
+      const env = new Map<string, string>();
+      for (const entry of image.config.env) {
+        const eq = entry.indexOf('=');
+        if (eq > 0) env.set(entry.slice(0, eq), entry.slice(eq + 1));
+      }
+      for (const { key, value } of normalized.env) env.set(key, value);
+      // Secrets (issue 9): the box sees placeholders and the proxy/CA settings, never the values.
+      for (const [key, value] of Object.entries(secretsEnv(normalized.secrets))) {
+        if (!normalized.env.some((e) => e.key === key)) env.set(key, value);
+      }
+      const boxDir = this.#boxDir(id);
+      mkdirSync(boxDir, { recursive: true, mode: 0o700 });
+      const spec: EngineBoxSpec = {
+        id,
+        hostname: boxName ?? id.toLowerCase(),
+        layerDirs: image.layerDirs,
+        boxDir,
+        env: [...env].map(([k, v]) => `${k}=${v}`),
+        workingDir: normalized.workingDir,
+        cpus: normalized.cpus,
+        memoryMib: normalized.memoryMib,
+        pidsLimit: DEFAULT_PIDS_LIMIT,
+        mounts,
+        capabilities: normalized.capabilities,
+        network: normalized.network,
+        detach: normalized.detach,
+      };
+      if (image.config.user) spec.user = image.config.user;
+      if (normalized.diskSizeGb !== undefined) spec.diskSizeGb = normalized.diskSizeGb;
+      const engine = await this.#getEngine();
+      this.#networking().prepare(id, {
+        ports: normalized.ports,
+        secrets: normalized.secrets,
+        detach: normalized.detach,
+      });
+      const started = await engine.start(spec);
+      const timings: BoxTimings = {
+        stageImagePrepareMs,
+        ...started.timings,
+        totalCreateDurationMs: ms(t0),
+      };
+      this.#db.markRunning(id, started.pid, processIdentity(started.pid), nowIso(), timings);
+      this.#counters.created++;
+      const record = this.#db.getBox(id)!;
+      return new JsBox(this.#ctx, record, this.#networking().publishedPorts(id) ?? []);
+    } catch (error) {
+      this.#counters.failed++;
+      await this.#teardown(id).catch(() => {});
+      if (error instanceof BoxError) throw error;
+      throw new BoxError(`cannot create box ${boxName ?? id}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /** Metadata of every box in `homeDir`, oldest first (spec 002 `listInfo`). */
+  async listInfo(): Promise<JsBoxInfo[]> {
+    await this.#whenReady();
+    const records = await Promise.all(this.#db.listBoxes().map((r) => this.#reconcile(r)));
+    return records.filter((r): r is BoxRecord => r !== null).map((r) => boxInfo(r, null));
+  }
+
+  /** Metadata of the box with this id or name, or null (spec 002 `getInfo`). */
+  async getInfo(idOrName: string): Promise<JsBoxInfo | null> {
+    const record = await this.#find(idOrName);
+    return record ? boxInfo(record, null) : null;
+  }
+
+  /** A handle to the box with this id or name, or null (spec 002 `get`). Works across processes. */
+  async get(idOrName: string): Promise<JsBox | null> {
+    const record = await this.#find(idOrName);
+    return record ? new JsBox(this.#ctx, record, null) : null;
+  }
+
+  async #find(idOrName: string): Promise<BoxRecord | null> {
+    if (typeof idOrName !== 'string' || idOrName === '') {
+      throw new BoxError('idOrName must be a non-empty string', { field: 'idOrName' });
+    }
+    await this.#whenReady();
+    const record = this.#db.getBox(idOrName);
+    return record ? this.#reconcile(record) : null;
+  }
+
+  /**
+   * Runtime metrics (spec 002 `JsRuntimeMetrics`): the totals count what this runtime instance did since
+   * it was constructed; `numRunningBoxes` counts every running box of `homeDir`.
+   */
+  async metrics(): Promise<JsRuntimeMetrics> {
+    await this.#whenReady();
+    // Boxes whose init died (e.g. the parent of a non-detached box exited) no longer count as running.
+    await Promise.all(
+      this.#db
+        .listBoxes()
+        .filter((r) => r.status === 'running')
+        .map((r) => this.#reconcile(r)),
+    );
+    return {
+      boxesCreatedTotal: this.#counters.created,
+      boxesFailedTotal: this.#counters.failed,
+      numRunningBoxes: this.#db.countRunning(),
+      totalCommandsExecuted: this.#counters.commands,
+      totalExecErrors: this.#counters.execErrors,
+    };
+  }
+
+  /**
+   * Removes a box and everything it owns (spec 002 `remove`). A running box needs `force` (it is killed).
+   * @throws BoxError `not_found` when no box has this id or name, `conflict` when it runs without `force`.
+   */
+  async remove(idOrName: string, force = false): Promise<void> {
+    const record = await this.#find(idOrName);
+    if (!record) throw notFound(`no box with id or name '${idOrName}'`);
+    if ((record.status === 'running' || record.status === 'creating') && !force) {
+      throw conflict(
+        `box ${record.name ?? record.id} is ${record.status}; stop it first or remove with force`,
+      );
+    }
+    await this.#teardown(record.id);
+  }
+
+  /**
+   * Spec 002 `close`: writes pending exec counters to the state database; boxes keep running per their
+   * `detach` option and their state is on disk.
+   */
+  close(): void {
+    this.#pending.flush();
+  }
+
+  /** Image operations on this runtime's store (issue 7). */
+  get images(): RuntimeImages {
+    const store = this.#store;
+    return {
+      pull: (reference, options) =>
+        store.pull(reference, options).catch((error) => {
+          throw withCode(error, 'image', `cannot pull image '${reference}'`);
+        }),
+      get: (reference) => store.get(reference),
+      list: () => store.list(),
+      remove: async (reference) => {
+        const target = await store.get(reference);
+        if (!target) throw notFound(`image '${reference}' is not stored`);
+        for (const record of this.#db.listBoxes()) {
+          if (record.options.image === undefined) continue;
+          const used = await store.get(record.options.image).catch(() => null);
+          if (used?.digest === target.digest) {
+            throw conflict(
+              `image '${reference}' is used by box ${record.name ?? record.id}; remove the box first`,
+            );
+          }
+        }
+        await store.remove(reference);
+      },
+    };
+  }
+
+  /** Managed volumes of this runtime's `homeDir`. */
+  get volumes(): RuntimeVolumes {
+    return {
+      create: async (name) => {
+        const volumeName = validateBoxName(name) ?? null;
+        const volume = this.#db.insertVolume({ id: ulid(), name: volumeName, createdAt: nowIso() });
+        mkdirSync(join(this.homeDir, 'volumes', volume.id, 'data'), { recursive: true, mode: 0o755 });
+        return volume;
+      },
+      get: async (idOrName) => this.#db.getVolume(idOrName),
+      list: async () => this.#db.listVolumes(),
+      remove: async (idOrName) => {
+        const volume = this.#db.getVolume(idOrName);
+        if (!volume) throw notFound(`no volume with id or name '${idOrName}'`);
+        const users = this.#db.volumeUsers(volume.id);
+        if (users.length > 0) throw conflict(`volume '${idOrName}' is mounted by box ${users.join(', ')}`);
+        this.#db.deleteVolume(volume.id);
+        rmSync(join(this.homeDir, 'volumes', volume.id), { recursive: true, force: true });
+      },
+    };
+  }
+}
