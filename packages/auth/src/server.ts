@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
@@ -21,8 +21,12 @@ import { JwtTokenVerifier, type TokenVerifier, type VerifiedToken } from './toke
 
 /** Default listening port (`AUTH_PORT`). */
 export const DEFAULT_AUTH_PORT = 4100;
-/** Default database file: `packages/auth/.data/auth.sqlite` (the `.data/` folder is git-ignored). */
-export const DEFAULT_DATABASE_PATH = join(import.meta.dirname, '..', '.data', 'auth.sqlite');
+/**
+ * Default database file: `.data/auth.sqlite` under the working directory at start (for `npm run start:auth`
+ * in this repository, `packages/auth/.data/auth.sqlite`; the `.data/` folder is git-ignored). Never inside
+ * the installed package.
+ */
+export const DEFAULT_DATABASE_PATH = resolve('.data', 'auth.sqlite');
 /** Id of the bootstrap public client (authorization code + PKCE, refresh). */
 export const DEMO_SPA_CLIENT_ID = 'demo-spa';
 /** Id of the bootstrap confidential client (password, client credentials, refresh). */

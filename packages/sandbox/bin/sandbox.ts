@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
- * `sandbox`: command line of the Sandbox SDK (issue 8). Commands: `run`, `ps`, `exec`, `stop`, `rm`,
- * `pull`, `images`, and `serve` (the REST runtime, issue 10). `run` and `exec` exit with the command's own exit code; SDK errors exit with 125,
- * usage errors with 2.
+ * `sandbox`: command line of the Sandbox SDK. Commands: `run`, `ps`, `exec`, `stop`, `rm`, `pull`,
+ * `images`, and `serve` (the REST runtime); `--help` and `--version`. `run` and `exec` exit with the
+ * command's own exit code; SDK errors exit with 125, usage errors with 2.
  *
  * Global options: `--home <dir>` (or `SANDBOX_HOME`; default `~/.sandbox`) and `--registry <url>`
  * (repeatable, or comma-separated in `SANDBOX_REGISTRIES`): `http://127.0.0.1:5000` adds a search registry
@@ -10,6 +10,7 @@
  */
 import module from 'node:module';
 import { resolve } from 'node:path';
+import pkg from '@seed/sandbox/package.json' with { type: 'json' };
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type { JsExecution } from '../src/runtime/execution.ts';
 import type { JsBoxOptions, JsImageRegistry, JsVolumeSpec } from '../src/types.ts';
@@ -167,6 +168,7 @@ function humanBytes(bytes: number): string {
 export function buildProgram(): Command {
   const program = new Command('sandbox')
     .description('Run commands in isolated boxes started from OCI images (Sandbox SDK, spec 002)')
+    .version(pkg.version, '-V, --version', 'print the version')
     .option('--home <dir>', 'runtime data directory (default: $SANDBOX_HOME or ~/.sandbox)')
     .option('--registry <url>', 'search registry, e.g. http://127.0.0.1:5000 (repeatable)', collect, [])
     .enablePositionalOptions()
@@ -407,9 +409,12 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-if (import.meta.main) {
+/** Runs the command line with `process.argv` and exits with its status. */
+export async function runCli(): Promise<void> {
   const code = await main(process.argv);
   process.exitCode = code;
   // Open handles (engine helpers, stdin) must not keep a finished command alive.
   setImmediate(() => process.exit(code));
 }
+
+if (import.meta.main) await runCli();

@@ -76,6 +76,8 @@ const CLIENT_CACHE_LIMIT = 1024;
 
 const SQLITE_CONSTRAINT_UNIQUE = 2067;
 const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
+/** The checkpoint worker's module: `.ts` when running from source, `.js` from the published build. */
+const CHECKPOINTER_MODULE = import.meta.url.endsWith('.ts') ? './checkpointer.ts' : './checkpointer.js';
 const SQLITE_CONSTRAINT_FOREIGNKEY = 787;
 
 function newStamp(): string {
@@ -322,7 +324,7 @@ export class SqliteAuthStore implements AuthStore {
     if (interval !== undefined && path !== ':memory:') {
       if (!Number.isSafeInteger(interval) || interval < 1)
         throw new RangeError('backgroundCheckpointMs: positive integer (ms)');
-      this.#checkpointer = new Worker(new URL('./checkpointer.ts', import.meta.url), {
+      this.#checkpointer = new Worker(new URL(CHECKPOINTER_MODULE, import.meta.url), {
         workerData: { path, intervalMs: interval },
       });
       const exited = new Promise<void>((resolve) => this.#checkpointer?.once('exit', () => resolve()));

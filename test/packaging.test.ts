@@ -1,0 +1,249 @@
+/**
+ * The three packages as a user gets them: `npm pack` of each workspace (its `prepack` builds `dist/`),
+ * the tarballs installed into a scratch project outside the repository, then, under Node 22 and Node 24:
+ * the public API imported by package name, the README examples that need no root (a creature query, an
+ * OAuth token request), every bin's `--help` and `--version`; an older Node gets one clear line from
+ * every bin; a consumer file type-checks against the shipped `.d.ts`; `npm publish --dry-run` is clean.
+ *
+ * Node 22 comes from the registry's `node-<platform>-<arch>@22` package (the binary package behind the
+ * `node@22` npm package), installed into the scratch directory; Node 24 is the repository's own.
+ */
+import assert from 'node:assert/strict';
+import { type SpawnSyncReturns, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+const ROOT = join(import.meta.dirname, '..');
+const PACKAGES = ['sandbox', 'auth', 'creatures'] as const;
+const BINS = { sandbox: 'sandbox', auth: 'auth-server', creatures: 'creature-server' } as const;
+const VERSIONS = Object.fromEntries(
+  PACKAGES.map((p) => [
+    p,
+    JSON.parse(readFileSync(join(ROOT, 'packages', p, 'package.json'), 'utf8')).version,
+  ]),
+) as Record<(typeof PACKAGES)[number], string>;
+/** npm's own output is not under test: its warnings about this machine's npmrc are dropped. */
+const NPM_ENV = { ...process.env, npm_config_update_notifier: 'false', NODE_OPTIONS: '' };
+
+let work = '';
+let app = '';
+let node22 = '';
+
+function run(cmd: string, args: string[], cwd: string, env = NPM_ENV): SpawnSyncReturns<string> {
+  return spawnSync(cmd, args, { cwd, env, encoding: 'utf8', timeout: 300_000 });
+}
+
+function ok(r: SpawnSyncReturns<string>, what: string): string {
+  assert.equal(r.status, 0, `${what} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+before(() => {
+  work = mkdtempSync(join(tmpdir(), 'seed-packaging-'));
+  const packs = join(work, 'packs');
+  mkdirSync(packs);
+  const packOutput = ok(
+    run(
+      'npm',
+      ['pack', '--json', '--pack-destination', packs, ...PACKAGES.flatMap((p) => ['-w', `@seed/${p}`])],
+      ROOT,
+    ),
+    'npm pack',
+  );
+  // The build steps of `prepack` may print first; npm's JSON report is the array that closes the output.
+  const packed = JSON.parse(packOutput.slice(packOutput.search(/^\[\s*\{/m))) as {
+    filename: string;
+    files: { path: string }[];
+  }[];
+  for (const p of packed) {
+    const paths = p.files.map((f) => f.path);
+    assert.ok(!paths.some((f) => /(^|\/)(test|bench|src)\//.test(f) && !f.startsWith('dist/')), p.filename);
+  }
+
+  app = join(work, 'app');
+  mkdirSync(app);
+  writeFileSync(
+    join(app, 'package.json'),
+    JSON.stringify({ name: 'scratch', private: true, type: 'module' }),
+  );
+  const install = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
+  ok(
+    run(
+      'npm',
+      [
+        ...install,
+        ...packed.map((p) => join(packs, p.filename)),
+        `typescript@${JSON.parse(readFileSync(join(ROOT, 'node_modules/typescript/package.json'), 'utf8')).version}`,
+        `@types/node@${JSON.parse(readFileSync(join(ROOT, 'node_modules/@types/node/package.json'), 'utf8')).version}`,
+      ],
+      app,
+    ),
+    'npm install of the tarballs',
+  );
+  const nodeDir = join(work, 'node22');
+  mkdirSync(nodeDir);
+  writeFileSync(join(nodeDir, 'package.json'), JSON.stringify({ name: 'node22', private: true }));
+  const binaryPackage = `node-${process.platform}-${process.arch}`;
+  ok(run('npm', [...install, `${binaryPackage}@22`], nodeDir), `npm install ${binaryPackage}@22`);
+  node22 = join(nodeDir, 'node_modules', binaryPackage, 'bin', 'node');
+});
+
+after(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+const EXAMPLE_IMPORTS = `
+import * as sandbox from '@seed/sandbox';
+import * as auth from '@seed/auth';
+import * as creatures from '@seed/creatures';
+const names = {
+  sandbox: ['JsRuntime', 'SimpleBox', 'CodeBox', 'BrowserBox', 'ComputerBox', 'InteractiveBox', 'BoxError', 'ExecError', 'TimeoutError', 'ParseError'],
+  auth: ['buildAuthServer', 'SqliteAuthStore', 'AuthorizationService', 'CredentialValidator', 'authPlugin', 'createAuthMiddleware'],
+  creatures: ['createServer'],
+};
+const missing = Object.entries(names).flatMap(([pkg, list]) => list.filter((n) => typeof { sandbox, auth, creatures }[pkg][n] !== 'function').map((n) => pkg + '.' + n));
+console.log(JSON.stringify({ missing, node: process.versions.node }));
+`;
+
+const EXAMPLE_QUERIES = `
+import { createServer } from '@seed/creatures';
+import { buildAuthServer } from '@seed/auth';
+
+const creatures = createServer({ databasePath: ':memory:', logLevel: 'silent' });
+const { port } = await creatures.listen(0, '127.0.0.1');
+const q = await fetch('http://127.0.0.1:' + port + '/graphql', {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ query: '{ creature(name: "Pikachu") { weight { minimum maximum } evolutions { name } } }' }),
+});
+const creature = await q.json();
+await creatures.close();
+
+const server = await buildAuthServer({ databasePath: ':memory:', bootstrap: { adminPassword: 'change me please', demoClientSecret: 'demo-secret' } });
+const base = await server.listen(0, '127.0.0.1');
+const t = await fetch(base + '/connect/token', {
+  method: 'POST',
+  headers: { authorization: 'Basic ' + Buffer.from('demo-service:demo-secret').toString('base64'), 'content-type': 'application/x-www-form-urlencoded' },
+  body: new URLSearchParams({ grant_type: 'password', username: 'admin', password: 'change me please', scope: 'openid' }),
+});
+const token = await t.json();
+await server.app.close();
+console.log(JSON.stringify({ creature, tokenStatus: t.status, tokenType: token.token_type, hasAccessToken: typeof token.access_token === 'string' }));
+`;
+
+for (const [label, nodePath] of [
+  ['Node 22', () => node22],
+  ['Node 24', () => process.execPath],
+] as const) {
+  describe(`installed packages under ${label}`, () => {
+    test('the public API of each package imports by package name', () => {
+      writeFileSync(join(app, 'imports.mjs'), EXAMPLE_IMPORTS);
+      const out = JSON.parse(ok(run(nodePath(), ['imports.mjs'], app), 'imports.mjs'));
+      assert.deepEqual(out.missing, []);
+      assert.equal(out.node.split('.')[0], label === 'Node 22' ? '22' : '24');
+    });
+
+    test('the README examples run: a creature query and an OAuth token request', () => {
+      writeFileSync(join(app, 'examples.mjs'), EXAMPLE_QUERIES);
+      const out = JSON.parse(
+        ok(run(nodePath(), ['examples.mjs'], app), 'examples.mjs')
+          .trim()
+          .split('\n')
+          .at(-1)!,
+      );
+      assert.deepEqual(out.creature, {
+        data: {
+          creature: { weight: { minimum: '5.25kg', maximum: '6.75kg' }, evolutions: [{ name: 'Raichu' }] },
+        },
+      });
+      assert.equal(out.tokenStatus, 200);
+      assert.equal(out.tokenType, 'Bearer');
+      assert.equal(out.hasAccessToken, true);
+    });
+
+    for (const pkg of PACKAGES) {
+      const bin = BINS[pkg];
+      test(`${bin} --help and --version`, () => {
+        const binPath = join(app, 'node_modules', '.bin', bin);
+        const help = ok(run(nodePath(), [binPath, '--help'], app), `${bin} --help`);
+        assert.match(help, new RegExp(`Usage: ${bin} `));
+        const version = ok(run(nodePath(), [binPath, '--version'], app), `${bin} --version`);
+        assert.equal(version.trim(), VERSIONS[pkg]);
+      });
+    }
+  });
+}
+
+test('every bin on an older Node prints one line naming the required version', (t) => {
+  const old = spawnSync('/usr/bin/node', ['-p', 'process.versions.node'], { encoding: 'utf8' });
+  if (old.status !== 0 || Number(old.stdout.split('.')[0]) >= 22) {
+    t.skip('no Node.js older than 22 at /usr/bin/node on this machine');
+    return;
+  }
+  for (const bin of Object.values(BINS)) {
+    const r = run('/usr/bin/node', [join(app, 'node_modules', '.bin', bin), '--version'], app);
+    assert.equal(r.status, 1, bin);
+    assert.equal(r.stdout, '', bin);
+    assert.equal(
+      r.stderr,
+      `${bin}: Node.js 22 or later is required; this is Node.js ${old.stdout.trim()}.\n`,
+    );
+  }
+});
+
+test('a consumer type-checks against the shipped declarations', () => {
+  writeFileSync(
+    join(app, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        target: 'es2022',
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        strict: true,
+        noEmit: true,
+        types: ['node'],
+        skipLibCheck: false,
+      },
+      files: ['consumer.ts'],
+    }),
+  );
+  writeFileSync(
+    join(app, 'consumer.ts'),
+    `import { JsRuntime, SimpleBox, BoxError, type JsBoxOptions, type JsBoxInfo, type ExecResult } from '@seed/sandbox';
+import { buildAuthServer, AuthorizationReason } from '@seed/auth';
+import { createServer, type CreatureServer } from '@seed/creatures';
+
+const options: JsBoxOptions = { image: 'busybox:latest', memoryMib: 256, network: { mode: 'disabled' } };
+export async function use(runtime: JsRuntime): Promise<[string, ExecResult]> {
+  const box = await runtime.create(options, 'name');
+  const info: JsBoxInfo = await box.info();
+  await using simple = new SimpleBox({ runtime, image: 'busybox:latest' });
+  return [info.id, await simple.exec('echo', 'hi')];
+}
+export const isBoxError = (e: unknown): e is BoxError => e instanceof BoxError;
+// @ts-expect-error memoryMib is a number of MiB
+export const wrong: JsBoxOptions = { image: 'busybox:latest', memoryMib: '512' };
+export const server: CreatureServer = createServer({ databasePath: ':memory:' });
+export const granted: number = AuthorizationReason.Granted;
+export const auth = buildAuthServer;
+`,
+  );
+  const tsc = join(app, 'node_modules', 'typescript', 'bin', 'tsc');
+  ok(run(process.execPath, [tsc, '-p', 'tsconfig.json'], app), 'tsc of the consumer');
+});
+
+test('npm publish --dry-run is clean for every package', () => {
+  for (const pkg of PACKAGES) {
+    const r = run('npm', ['publish', '--dry-run', '--ignore-scripts', '-w', `@seed/${pkg}`], ROOT);
+    ok(r, `npm publish --dry-run -w @seed/${pkg}`);
+    const warnings = r.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('npm warn'))
+      // About this machine, not the package: its npmrc, and no registry login for a dry run.
+      .filter((l) => !/Unknown user config|requires you to be logged in/.test(l));
+    assert.deepEqual(warnings, [], `@seed/${pkg}`);
+    assert.match(r.stdout, new RegExp(`\\+ @seed/${pkg}@${VERSIONS[pkg].replaceAll('.', '\\.')}`));
+  }
+});
