@@ -126,12 +126,16 @@ describe('allowNet', () => {
     assert.match(out, /host says hi to \/wild/);
   });
 
-  test('IP and CIDR rules admit matching addresses without DNS', async () => {
-    for (const rule of ['10.0.2.2', '10.0.2.0/24']) {
+  test('an exact IP rule admits the host loopback without DNS; a wider CIDR does not', async () => {
+    for (const rule of ['10.0.2.2', '10.0.2.2/32']) {
       const id = await startBox({ allowNet: [rule] });
       const { out } = await sh(id, httpGet('10.0.2.2', hostPort, `/${rule}`));
-      assert.match(out, new RegExp(`host says hi to /${rule.replace('.', '\\.')}`));
+      assert.match(out, new RegExp(`host says hi to /${rule.replaceAll('.', '\\.')}`));
     }
+    const id = await startBox({ allowNet: ['10.0.2.0/24'] });
+    const { out } = await sh(id, httpGet('10.0.2.2', hostPort, '/wide'));
+    assert.doesNotMatch(out, /host says hi/);
+    assert.match(out, /refused/i);
   });
 
   test('full access with secrets: the host loopback stays closed by name, by IP and through the proxy', async () => {

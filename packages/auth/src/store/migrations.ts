@@ -152,4 +152,56 @@ VALUES ('${ADMINISTRATOR_ROLE_ID}', '${ADMINISTRATOR_ROLE_NAME}', '${ADMINISTRAT
   'Built-in: full administration', '["auth.admin.**"]', 1, ${NOW}, ${NOW});
 `,
   },
+  {
+    version: 2,
+    name: 'openid connect: profiles, role hierarchy, logout, consent',
+    sql: `
+ALTER TABLE users ADD COLUMN display_name TEXT;
+ALTER TABLE users ADD COLUMN given_name TEXT;
+ALTER TABLE users ADD COLUMN family_name TEXT;
+ALTER TABLE users ADD COLUMN email TEXT;
+ALTER TABLE users ADD COLUMN email_verified INTEGER NOT NULL DEFAULT 0 CHECK (email_verified IN (0, 1));
+
+CREATE TABLE role_parents (
+  role_id TEXT NOT NULL REFERENCES roles(id) ON DELETE CASCADE,
+  parent_id TEXT NOT NULL REFERENCES roles(id) ON DELETE CASCADE,
+  PRIMARY KEY (role_id, parent_id),
+  CHECK (role_id <> parent_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX role_parents_parent ON role_parents(parent_id);
+
+ALTER TABLE clients ADD COLUMN post_logout_redirect_uris TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE clients ADD COLUMN backchannel_logout_uri TEXT;
+ALTER TABLE clients ADD COLUMN require_consent INTEGER NOT NULL DEFAULT 0 CHECK (require_consent IN (0, 1));
+
+ALTER TABLE login_sessions ADD COLUMN sid TEXT;
+ALTER TABLE login_sessions ADD COLUMN amr TEXT NOT NULL DEFAULT '["pwd"]';
+CREATE UNIQUE INDEX login_sessions_sid ON login_sessions(sid) WHERE sid IS NOT NULL;
+
+ALTER TABLE authorization_codes ADD COLUMN auth_time INTEGER;
+ALTER TABLE authorization_codes ADD COLUMN session_id TEXT;
+ALTER TABLE authorization_codes ADD COLUMN amr TEXT;
+
+ALTER TABLE refresh_tokens ADD COLUMN session_id TEXT;
+ALTER TABLE refresh_tokens ADD COLUMN auth_time INTEGER;
+CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id) WHERE session_id IS NOT NULL;
+
+CREATE TABLE session_clients (
+  session_id TEXT NOT NULL,
+  client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (session_id, client_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE consents (
+  user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+  scopes TEXT NOT NULL DEFAULT '[]',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (user_id, client_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX consents_client ON consents(client_id);
+`,
+  },
 ];

@@ -41,6 +41,7 @@ import type {
   RoleRecord,
   SigningKeyRecord,
   UserPatch,
+  UserProfileInput,
   UserRecord,
   UserSubject,
 } from './types.ts';
@@ -105,6 +106,11 @@ function toUser(row: Row): UserRecord {
     roles: sortedNames(row.roles),
     directPermissions: json(row.direct_permissions),
     deniedPermissions: json(row.denied_permissions),
+    displayName: strOrNull(row.display_name),
+    givenName: strOrNull(row.given_name),
+    familyName: strOrNull(row.family_name),
+    email: strOrNull(row.email),
+    emailVerified: row.email_verified === 1,
     version: Number(row.version),
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),
@@ -118,6 +124,7 @@ function toRole(row: Row): RoleRecord {
     description: String(row.description),
     permissions: json(row.permissions),
     deniedPermissions: json(row.denied_permissions),
+    parentRoles: sortedNames(row.parent_roles),
     isSystem: row.is_system === 1,
     version: Number(row.version),
     createdAt: Number(row.created_at),
@@ -213,6 +220,24 @@ function toSession(row: Row): LoginSessionRecord {
   };
 }
 
+/** The validated profile fields of a user input (undefined: absent, null: cleared). @throws ValidationError. */
+function profileValues(input: UserProfileInput): {
+  displayName: string | null | undefined;
+  givenName: string | null | undefined;
+  familyName: string | null | undefined;
+  email: string | null | undefined;
+  emailVerified: boolean | undefined;
+} {
+  return {
+    displayName: v.profileText(input.displayName, 'displayName'),
+    givenName: v.profileText(input.givenName, 'givenName'),
+    familyName: v.profileText(input.familyName, 'familyName'),
+    email: v.email(input.email),
+    emailVerified:
+      input.emailVerified === undefined ? undefined : v.bool(input.emailVerified, 'emailVerified', false),
+  };
+}
+
 function paging(query: { offset?: number; limit?: number } | undefined): { offset: number; limit: number } {
   const offset = query?.offset ?? 0;
   const limit = query?.limit ?? 50;
@@ -249,6 +274,18 @@ function refreshTokenValues(input: NewRefreshToken): SQLInputValue[] {
 /** Marks an unused, unrevoked refresh token used; parameters: used_at, replaced_by, token_hash. */
 const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
   WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL`;
+
+/** Roles with their parent role names (`parent_roles`, a JSON array); alias `r`. */
+const ROLE_SELECT = `SELECT r.*, (SELECT json_group_array(p.name) FROM role_parents rp JOIN roles p ON p.id = rp.parent_id
+  WHERE rp.role_id = r.id) AS parent_roles FROM roles r`;
+
+/**
+ * Ids of the roles a user holds and, transitively, their parents (`UNION` stops at roles already seen, so
+ * the query ends even on a cyclic graph). One parameter: the user id.
+ */
+const USER_ROLE_CLOSURE = `WITH RECURSIVE held(id) AS (
+  SELECT role_id FROM user_roles WHERE user_id = ?
+  UNION SELECT rp.parent_id FROM role_parents rp JOIN held ON rp.role_id = held.id)`;
 
 const USER_SELECT = `SELECT u.*, (SELECT json_group_array(r.name) FROM user_roles ur JOIN roles r ON r.id = ur.role_id
   WHERE ur.user_id = u.id) AS roles FROM users u`;
@@ -485,13 +522,15 @@ export class SqliteAuthStore implements AuthStore {
     const passwordHash = input.passwordHash ?? null;
     if (passwordHash !== null && typeof passwordHash !== 'string')
       throw new ValidationError('passwordHash', 'string');
+    const profile = profileValues(input);
     const id = randomUUID();
     const now = this.#now();
     return this.#change('user', { field: 'userName', value: userName }, options, () => {
       const roleIds = this.#roleIds(roles, 'roles');
       this.#run(
         `INSERT INTO users (id, user_name, user_name_key, password_hash, is_enabled, security_stamp,
-          direct_permissions, denied_permissions, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          direct_permissions, denied_permissions, created_at, updated_at, display_name, given_name, family_name,
+          email, email_verified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         id,
         userName,
         v.nameKey(userName),
@@ -502,6 +541,11 @@ export class SqliteAuthStore implements AuthStore {
         JSON.stringify(denied),
         now,
         now,
+        profile.displayName ?? null,
+        profile.givenName ?? null,
+        profile.familyName ?? null,
+        profile.email ?? null,
+        profile.emailVerified ? 1 : 0,
       );
       this.#setUserRoles(id, roleIds);
       return this.#requireUser(id);
@@ -534,11 +578,23 @@ export class SqliteAuthStore implements AuthStore {
       patch.deniedPermissions === undefined
         ? undefined
         : v.permissionList(patch.deniedPermissions, 'deniedPermissions');
+    const profile = profileValues(patch);
     return this.#change('user', { field: 'userName', value: userName ?? '' }, options, () => {
       const current = this.#requireUser(id);
       const roleIds = roles === undefined ? undefined : this.#roleIds(roles, 'roles');
       const disabling = isEnabled === false && current.isEnabled;
       const name = userName ?? current.userName;
+      const keep = <T>(value: T | undefined, old: T) => (value === undefined ? old : value);
+      this.#run(
+        `UPDATE users SET display_name = ?, given_name = ?, family_name = ?, email = ?, email_verified = ?
+          WHERE id = ?`,
+        keep(profile.displayName, current.displayName),
+        keep(profile.givenName, current.givenName),
+        keep(profile.familyName, current.familyName),
+        keep(profile.email, current.email),
+        keep(profile.emailVerified, current.emailVerified) ? 1 : 0,
+        id,
+      );
       this.#run(
         `UPDATE users SET user_name = ?, user_name_key = ?, is_enabled = ?, direct_permissions = ?,
           denied_permissions = ?, security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?`,
@@ -617,7 +673,7 @@ export class SqliteAuthStore implements AuthStore {
     const user = this.#user(String(id));
     if (!user) return undefined;
     const roles = this.#all(
-      'SELECT r.* FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = ? ORDER BY r.name_key',
+      `${USER_ROLE_CLOSURE} ${ROLE_SELECT} WHERE r.id IN (SELECT id FROM held) ORDER BY r.name_key`,
       user.id,
     ).map(toRole);
     return { user, roles };
@@ -670,7 +726,34 @@ export class SqliteAuthStore implements AuthStore {
   // ── roles ──
 
   #role(id: string): RoleRecord | undefined {
-    return this.#getAs(toRole, 'SELECT * FROM roles WHERE id = ?', id);
+    return this.#getAs(toRole, `${ROLE_SELECT} WHERE r.id = ?`, id);
+  }
+
+  /**
+   * Replaces the parents of `roleId` with the roles named `names`.
+   * @throws ValidationError `parentRoles[i]`: `unknown_role`, or `cycle` when the parent is the role itself
+   * or already inherits from it (directly or through other roles).
+   */
+  #setRoleParents(roleId: string, names: readonly string[]): void {
+    const parentIds = this.#roleIds(names, 'parentRoles');
+    parentIds.forEach((parentId, i) => {
+      const inherits = this.#get(
+        `WITH RECURSIVE up(id) AS (SELECT ? UNION SELECT rp.parent_id FROM role_parents rp JOIN up ON rp.role_id = up.id)
+          SELECT 1 AS hit FROM up WHERE id = ?`,
+        parentId,
+        roleId,
+      );
+      if (inherits) {
+        throw new ValidationError(
+          `parentRoles[${i}]`,
+          'cycle',
+          `parentRoles[${i}]: role '${names[i]}' is this role or inherits from it (cycles are not allowed)`,
+        );
+      }
+    });
+    this.#run('DELETE FROM role_parents WHERE role_id = ?', roleId);
+    for (const parentId of parentIds)
+      this.#run('INSERT INTO role_parents (role_id, parent_id) VALUES (?, ?)', roleId, parentId);
   }
 
   async createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord> {
@@ -678,6 +761,7 @@ export class SqliteAuthStore implements AuthStore {
     const description = v.optionalText(input.description, 'description');
     const permissions = v.permissionList(input.permissions, 'permissions');
     const denied = v.permissionList(input.deniedPermissions, 'deniedPermissions');
+    const parents = v.roleNameList(input.parentRoles, 'parentRoles');
     const id = randomUUID();
     const now = this.#now();
     return this.#change('role', { field: 'name', value: name }, options, () => {
@@ -693,6 +777,7 @@ export class SqliteAuthStore implements AuthStore {
         now,
         now,
       );
+      if (parents.length > 0) this.#setRoleParents(id, parents);
       return this.#role(id)!;
     });
   }
@@ -703,11 +788,11 @@ export class SqliteAuthStore implements AuthStore {
 
   async findRoleByName(name: string): Promise<RoleRecord | undefined> {
     if (typeof name !== 'string') return undefined;
-    return this.#getAs(toRole, 'SELECT * FROM roles WHERE name_key = ?', v.nameKey(name.trim()));
+    return this.#getAs(toRole, `${ROLE_SELECT} WHERE r.name_key = ?`, v.nameKey(name.trim()));
   }
 
   async listRoles(query?: ListQuery): Promise<Page<RoleRecord>> {
-    const sql = { table: 'roles', select: 'SELECT * FROM roles', search: 'name_key', order: 'name_key' };
+    const sql = { table: 'roles r', select: ROLE_SELECT, search: 'r.name_key', order: 'r.name_key' };
     return this.#page(query, sql, toRole);
   }
 
@@ -721,16 +806,23 @@ export class SqliteAuthStore implements AuthStore {
       patch.deniedPermissions === undefined
         ? undefined
         : v.permissionList(patch.deniedPermissions, 'deniedPermissions');
+    const parents =
+      patch.parentRoles === undefined ? undefined : v.roleNameList(patch.parentRoles, 'parentRoles');
     return this.#change('role', { field: 'name', value: name ?? '' }, options, () => {
       const current = this.#role(id);
       if (!current) throw new NotFoundError('role', id);
+      const sameParents =
+        parents === undefined ||
+        JSON.stringify(parents.map(v.nameKey).sort()) ===
+          JSON.stringify(current.parentRoles.map(v.nameKey).sort());
       if (current.isSystem) {
         const same = (a: readonly string[] | undefined, b: readonly string[]) =>
           a === undefined || JSON.stringify(a) === JSON.stringify(b);
         if (
           (name !== undefined && v.nameKey(name) !== v.nameKey(current.name)) ||
           !same(permissions, current.permissions) ||
-          !same(denied, current.deniedPermissions)
+          !same(denied, current.deniedPermissions) ||
+          !sameParents
         ) {
           throw new ConstraintError(
             'system_role',
@@ -750,6 +842,7 @@ export class SqliteAuthStore implements AuthStore {
         this.#now(),
         id,
       );
+      if (!sameParents && parents !== undefined) this.#setRoleParents(id, parents);
       return this.#role(id)!;
     });
   }

@@ -31,14 +31,37 @@ export interface UserRecord {
   readonly directPermissions: readonly string[];
   /** `DeniedPermissions`: deny patterns held directly. */
   readonly deniedPermissions: readonly string[];
+  /** Full name for display (OIDC `name` claim, scope `profile`), or null. */
+  readonly displayName: string | null;
+  /** Given name (OIDC `given_name`), or null. */
+  readonly givenName: string | null;
+  /** Family name (OIDC `family_name`), or null. */
+  readonly familyName: string | null;
+  /** E-mail address (OIDC `email`, scope `email`), or null. */
+  readonly email: string | null;
+  /** Whether the e-mail address was verified (OIDC `email_verified`). */
+  readonly emailVerified: boolean;
   /** Incremented on every change of the record (part of the matcher cache key). */
   readonly version: number;
   readonly createdAt: number;
   readonly updatedAt: number;
 }
 
+/**
+ * Profile fields of a user (OpenID Connect Core 1.0 §5.1 standard claims `name`, `given_name`,
+ * `family_name`, `email`, `email_verified`). Text fields: at most 256 characters, no control characters;
+ * `email`: at most 254 characters, `local@domain`. null clears a field.
+ */
+export interface UserProfileInput {
+  displayName?: string | null;
+  givenName?: string | null;
+  familyName?: string | null;
+  email?: string | null;
+  emailVerified?: boolean;
+}
+
 /** Input of {@link AuthStore.createUser}. */
-export interface NewUser {
+export interface NewUser extends UserProfileInput {
   userName: string;
   passwordHash?: string | null;
   isEnabled?: boolean;
@@ -63,6 +86,11 @@ export interface RoleRecord {
   readonly permissions: readonly string[];
   /** `DeniedPermissions`: deny patterns. */
   readonly deniedPermissions: readonly string[];
+  /**
+   * `ParentRoles`: names of the roles this role inherits from (their grants and denies apply to its holders,
+   * transitively). The graph has no cycles (the store refuses them).
+   */
+  readonly parentRoles: readonly string[];
   readonly isSystem: boolean;
   /** Incremented on every change (part of the matcher cache key of its holders). */
   readonly version: number;
@@ -76,6 +104,8 @@ export interface NewRole {
   description?: string;
   permissions?: readonly string[];
   deniedPermissions?: readonly string[];
+  /** Names of existing roles to inherit from (see {@link RoleRecord.parentRoles}). */
+  parentRoles?: readonly string[];
 }
 
 /** Input of {@link AuthStore.updateRole}: the fields of {@link NewRole}; omitted fields stay unchanged. */
@@ -237,6 +267,10 @@ export interface ChangeOptions {
 /** Everything needed to authorize a user: the record and its roles (one consistent read). */
 export interface UserSubject {
   readonly user: UserRecord;
+  /**
+   * The roles the user holds and, transitively, their parent roles (each once, ordered by name): every
+   * role whose rules apply to the user.
+   */
   readonly roles: readonly RoleRecord[];
 }
 
@@ -423,7 +457,10 @@ export interface AuthStore {
   succeedAccessAttempt(userId: string): Promise<void>;
 
   // ── roles ──
-  /** @throws ValidationError, ConflictError (`name` taken). */
+  /**
+   * @throws ValidationError (bad field, unknown parent role: `parentRoles[i]` / `unknown_role`),
+   * ConflictError (`name` taken).
+   */
   createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord>;
   /** The role with that id, or undefined. */
   getRole(id: string): Promise<RoleRecord | undefined>;
@@ -431,7 +468,13 @@ export interface AuthStore {
   findRoleByName(name: string): Promise<RoleRecord | undefined>;
   /** Roles ordered by name. @throws ValidationError (bad offset/limit). */
   listRoles(query?: ListQuery): Promise<Page<RoleRecord>>;
-  /** @throws NotFoundError, ValidationError, ConflictError, ConstraintError (system role renamed or rules changed). */
+  /**
+   * Every change bumps the role's version; the matcher cache key of a user covers the versions of all
+   * roles in its closure ({@link UserSubject.roles}), so a change of a parent role reaches the holders of
+   * every role inheriting from it. A system role's `parentRoles` cannot change (its rules are fixed).
+   * @throws NotFoundError, ValidationError (`parentRoles` / `cycle` when the role would inherit from itself,
+   * directly or through other roles), ConflictError, ConstraintError (system role renamed or rules changed).
+   */
   updateRole(id: string, patch: RolePatch, options?: ChangeOptions): Promise<RoleRecord>;
   /** Removes the role from its holders too. @throws NotFoundError, ConstraintError (`system_role`). */
   deleteRole(id: string, options?: ChangeOptions): Promise<void>;

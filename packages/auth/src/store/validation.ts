@@ -168,3 +168,37 @@ export function redirectUris(value: unknown, field = 'redirectUris'): string[] {
   });
   return [...out];
 }
+
+/**
+ * An optional profile text (OIDC standard claim): undefined stays undefined (unchanged), null or a blank
+ * string becomes null (cleared), otherwise trimmed, at most `max` characters, no control characters.
+ * @throws ValidationError (`string`, `max_length`, `characters`).
+ */
+export function profileText(value: unknown, field: string, max = 256): string | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === null) return null;
+  if (typeof value !== 'string')
+    throw new ValidationError(field, 'string', `${field}: must be a string or null`);
+  const trimmed = value.trim();
+  if (trimmed === '') return null;
+  if (trimmed.length > max)
+    throw new ValidationError(field, 'max_length', `${field}: at most ${max} characters`);
+  if (CONTROL.test(trimmed))
+    throw new ValidationError(field, 'characters', `${field}: control characters not allowed`);
+  return trimmed;
+}
+
+const EMAIL = /^[^\s@"<>()\\,;:]+@[^\s@"<>()\\,;:]+\.[^\s@"<>()\\,;:.]+$/;
+
+/**
+ * An optional e-mail address: like {@link profileText}, and shaped `local@domain.tld` (no spaces, quotes or
+ * angle brackets), at most 254 characters (RFC 5321 §4.5.3.1.3).
+ * @throws ValidationError (`email`, `max_length`).
+ */
+export function email(value: unknown, field = 'email'): string | null | undefined {
+  const text = profileText(value, field, 254);
+  if (text === undefined || text === null) return text;
+  if (!EMAIL.test(text))
+    throw new ValidationError(field, 'email', `${field}: must be an e-mail address (local@domain)`);
+  return text;
+}

@@ -6,8 +6,8 @@
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
-import { BlockList } from 'node:net';
 import dnsPacket from 'dns-packet';
+import { hostAddresses, isHostReserved } from './destinations.ts';
 import {
   type AllowPolicy,
   allowsName,
@@ -33,19 +33,19 @@ export interface DnsServer {
 }
 
 const TTL_SECONDS = 30;
-const RESERVED = new BlockList();
-RESERVED.addSubnet('10.0.2.0', 24, 'ipv4');
-RESERVED.addSubnet('127.0.0.0', 8, 'ipv4');
-RESERVED.addSubnet('0.0.0.0', 8, 'ipv4');
 
 /** Resolves a permitted name to IPv4 addresses on the host (`host.sandbox.internal` → 10.0.2.2). */
 async function resolve4(name: string): Promise<string[]> {
   if (name === HOST_LOOPBACK_NAME) return [HOST_LOOPBACK_IP];
   try {
     const found = await lookup(name, { all: true, family: 4 });
-    // A name may not smuggle in the box network's own addresses (10.0.2.2 is the host's loopback) or
-    // loopback/unspecified ones: only `host.sandbox.internal` maps to the host.
-    return [...new Set(found.map((a) => a.address))].filter((a) => !RESERVED.check(a, 'ipv4'));
+    // A name never admits a host-reserved address (loopback, link-local, the box networks, the host's
+    // own addresses: `destinations.ts`), so DNS cannot rebind a box onto the host; only
+    // `host.sandbox.internal` maps to the host (its loopback).
+    const host = hostAddresses();
+    return [...new Set(found.map((a) => a.address))].filter(
+      (a) => !isHostReserved({ address: a, family: 'ipv4' }, host),
+    );
   } catch {
     return [];
   }

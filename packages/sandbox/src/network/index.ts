@@ -1,4 +1,15 @@
 /** Networking of local boxes (spec 002): user-mode networking, allowNet, ports, tunnels, secrets. */
+export {
+  type Address,
+  admitsAddress,
+  BOX_CIDR,
+  hostAddresses,
+  isHostReserved,
+  type Lookup,
+  normalizeAddress,
+  resolveDestination,
+  SLIRP_CIDR,
+} from './destinations.ts';
 export { type DnsServer, startDnsServer } from './dns.ts';
 export {
   BOX_CA_PATH,
@@ -15,6 +26,7 @@ export {
   allowsAddress,
   allowsHostLoopback,
   allowsName,
+  canonicalIp,
   HOST_LOOPBACK_IP,
   HOST_LOOPBACK_NAME,
   parseAllowNet,

@@ -20,9 +20,10 @@
  * that started the box; after it exits, name resolution and secret substitution of a detached box
  * fail closed (refused), they never fall back to open access.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { readFileInRoot, writeFileInRoot } from '../engine/confined.ts';
 import type { EngineNetworkContext } from '../engine/engine.ts';
 import { BoxError } from '../errors.ts';
 import type { JsPublishedPort } from '../types.ts';
@@ -142,12 +143,12 @@ function firewallRules(
     output.push(`ip daddr ${HOST_LOOPBACK_IP} tcp dport ${proxyPort} accept`);
   }
   const nets = policy.cidrs.filter((c) => !c.includes(':'));
-  if (allowsHostLoopback(policy)) nets.push(HOST_LOOPBACK_IP);
-  output.push('ip daddr @nets accept', 'ip daddr @hosts accept');
-  if (policy.open) {
+  if (!allowsHostLoopback(policy)) {
     output.push(`ip daddr ${HOST_LOOPBACK_IP} meta l4proto tcp reject with tcp reset`);
     output.push(`ip daddr ${HOST_LOOPBACK_IP} reject with icmp type port-unreachable`);
-  } else {
+  }
+  output.push('ip daddr @nets accept', 'ip daddr @hosts accept');
+  if (!policy.open) {
     output.push('meta l4proto tcp reject with tcp reset', 'reject with icmp type port-unreachable');
   }
   return [
@@ -265,26 +266,25 @@ export class BoxNetworking {
     this.#published.set(ctx.id, persisted.published);
   }
 
-  /** `/etc/resolv.conf` (and the CA in the trust store when secrets are used) in the box's root. */
+  /**
+   * `/etc/resolv.conf` (and the CA in the trust store when secrets are used) in the box's root, written
+   * confined to it (engine/confined.ts): an image whose `etc`, `etc/ssl` or bundle is a symlink to a host
+   * path gets the files inside its own root, never on the host.
+   */
   #writeEtc(boxDir: string, caPem: string | undefined): void {
     const root = join(boxDir, 'rootfs');
-    const etc = join(root, 'etc');
-    mkdirSync(etc, { recursive: true });
-    rmSync(join(etc, 'resolv.conf'), { force: true });
-    writeFileSync(join(etc, 'resolv.conf'), `nameserver ${SLIRP_DNS_IP}\noptions attempts:1 timeout:2\n`);
+    writeFileInRoot(root, '/etc/resolv.conf', `nameserver ${SLIRP_DNS_IP}\noptions attempts:1 timeout:2\n`);
     if (caPem === undefined) return;
-    mkdirSync(join(root, 'etc/ssl/certs'), { recursive: true });
-    writeFileSync(join(root, BOX_CA_PATH), caPem, { mode: 0o644 });
+    writeFileInRoot(root, BOX_CA_PATH, caPem);
     let wroteDefault = false;
     for (const bundle of BUNDLE_PATHS) {
-      const path = join(root, bundle);
-      if (!existsSync(path)) continue;
-      const existing = readFileSync(path, 'utf8');
-      rmSync(path, { force: true }); // may be a symlink into the read-only image: replace, never follow
-      writeFileSync(path, `${existing.trimEnd()}\n${caPem}`, { mode: 0o644 });
+      const existing = readFileInRoot(root, bundle);
+      if (existing === undefined) continue;
+      // A bundle that is a symlink (into the read-only image) is replaced, never followed.
+      writeFileInRoot(root, bundle, `${existing.toString('utf8').trimEnd()}\n${caPem}`);
       if (bundle === BUNDLE_PATHS[0]) wroteDefault = true;
     }
-    if (!wroteDefault) writeFileSync(join(root, BUNDLE_PATHS[0]!), caPem, { mode: 0o644 });
+    if (!wroteDefault) writeFileInRoot(root, BUNDLE_PATHS[0]!, caPem);
   }
 
   async #publish(id: string, ports: PortRequest[]): Promise<JsPublishedPort[]> {

@@ -2,7 +2,7 @@
  * `allowNet` rules (spec 002 `NetworkSpec.allowNet`): hostnames (exact, or `*.` wildcard for any
  * subdomain), IPv4/IPv6 addresses and CIDR blocks. An empty list means full outbound access.
  */
-import { BlockList, isIP } from 'node:net';
+import { BlockList, isIP, SocketAddress } from 'node:net';
 import { BoxError } from '../errors.ts';
 
 /** Name a box uses to reach the host's loopback (`127.0.0.1` on the host), when `allowNet` permits it. */
@@ -24,6 +24,11 @@ export interface AllowPolicy {
   addresses: BlockList;
   /** The textual IP and CIDR rules (`10.0.0.0/8`, `192.0.2.1`), for the firewall. */
   cidrs: string[];
+  /**
+   * Addresses named exactly (IP entries and `/32`/`/128` CIDRs), normalized (IPv4-mapped IPv6 as
+   * IPv4): the only rules that admit a host-reserved destination (`destinations.ts`).
+   */
+  exact: Set<string>;
 }
 
 /** Lower-cases a hostname and strips one trailing dot. */
@@ -48,6 +53,7 @@ export function parseAllowNet(allowNet: readonly string[]): AllowPolicy {
     suffixes: [],
     addresses: new BlockList(),
     cidrs: [],
+    exact: new Set(),
   };
   allowNet.forEach((raw, i) => {
     const field = `network.allowNet[${i}]`;
@@ -67,12 +73,14 @@ export function parseAllowNet(allowNet: readonly string[]): AllowPolicy {
       }
       policy.addresses.addSubnet(ip, Number(bits), family === 4 ? 'ipv4' : 'ipv6');
       policy.cidrs.push(`${ip}/${bits}`);
+      if (Number(bits) === max) policy.exact.add(canonicalIp(ip));
       return;
     }
     const family = isIP(entry);
     if (family !== 0) {
       policy.addresses.addAddress(entry, family === 4 ? 'ipv4' : 'ipv6');
       policy.cidrs.push(entry);
+      policy.exact.add(canonicalIp(entry));
       return;
     }
     const name = normalizeHostname(entry);
@@ -102,10 +110,18 @@ export function allowsAddress(policy: AllowPolicy, ip: string): boolean {
 }
 
 /**
- * True when the box may reach the host's loopback: only when `allowNet` lists it explicitly, by
- * `host.sandbox.internal` (exact or wildcard) or by an IP/CIDR rule covering `10.0.2.2`.
+ * True when the box may reach the host's loopback: only when `allowNet` names it, by
+ * `host.sandbox.internal` (exact, or a `*.` rule such as `*.sandbox.internal`) or by the address
+ * `10.0.2.2` itself (or `10.0.2.2/32`). A wider CIDR (`10.0.2.0/24`, `10.0.0.0/8`) does not.
  */
 export function allowsHostLoopback(policy: AllowPolicy): boolean {
   if (policy.open) return false;
-  return allowsName(policy, HOST_LOOPBACK_NAME) || allowsAddress(policy, HOST_LOOPBACK_IP);
+  return allowsName(policy, HOST_LOOPBACK_NAME) || policy.exact.has(HOST_LOOPBACK_IP);
+}
+
+/** Canonical text of an IP literal; IPv4-mapped IPv6 (`::ffff:7f00:1`) becomes IPv4 (`127.0.0.1`). */
+export function canonicalIp(ip: string): string {
+  if (isIP(ip) === 4) return new SocketAddress({ address: ip }).address;
+  const text = new SocketAddress({ address: ip, family: 'ipv6' }).address;
+  return /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(text)?.[1] ?? text;
 }

@@ -7,10 +7,10 @@
  * decrypted request has every placeholder in its URL, header values and body replaced by the real
  * value and is sent upstream over verified TLS (system roots, `tls.setDefaultCACertificates`).
  * Other allowed destinations are tunnelled unchanged. Real values are never logged or returned.
- * `allowNet` is enforced here too: unlisted destinations get `403`.
+ * `allowNet` and the host rule are enforced here too (`resolveDestination`: decided on the resolved,
+ * normalized address, which is the one dialled): refused destinations get `403`.
  */
 import { generateKeyPair, type KeyObject, randomBytes } from 'node:crypto';
-import { lookup } from 'node:dns/promises';
 import {
   request as httpRequest,
   createServer as httpServer,
@@ -24,15 +24,8 @@ import { connect, isIP, type Socket } from 'node:net';
 import { createSecureContext, type SecureContext, TLSSocket } from 'node:tls';
 import { promisify } from 'node:util';
 import forge from 'node-forge';
-import {
-  type AllowPolicy,
-  allowsAddress,
-  allowsHostLoopback,
-  allowsName,
-  HOST_LOOPBACK_IP,
-  HOST_LOOPBACK_NAME,
-  normalizeHostname,
-} from './policy.ts';
+import { type Lookup, resolveDestination } from './destinations.ts';
+import { type AllowPolicy, normalizeHostname } from './policy.ts';
 
 /** A secret rule as the proxy needs it. */
 export interface ProxySecret {
@@ -164,12 +157,6 @@ function substitute(text: string, secrets: readonly ProxySecret[]): string {
   return out;
 }
 
-function isLoopbackAddress(ip: string): boolean {
-  return (
-    ip.startsWith('127.') || ip === '::1' || ip === '0.0.0.0' || ip === '::' || ip.startsWith('::ffff:127.')
-  );
-}
-
 /**
  * Starts the proxy of one box.
  * @param options.policy the box's `allowNet`; @param options.secrets its secret rules.
@@ -178,6 +165,8 @@ export async function startSecretsProxy(options: {
   policy: AllowPolicy;
   secrets: readonly ProxySecret[];
   label?: string;
+  /** Name resolution of upstream hosts; default the host's resolver (`dns.lookup`, all addresses). */
+  lookup?: Lookup;
 }): Promise<SecretsProxy> {
   const { policy } = options;
   const secrets = options.secrets.map((s) => ({ ...s }));
@@ -187,25 +176,6 @@ export async function startSecretsProxy(options: {
   const secretsFor = (host: string) =>
     secrets.filter((s) => s.hosts.length === 0 || s.hosts.some((h) => hostMatches(h, host)));
 
-  /** The address to dial for an allowed destination, or null when `allowNet` refuses it. */
-  const upstreamAddress = async (rawHost: string): Promise<string | null> => {
-    const host = normalizeHostname(rawHost.replace(/^\[|\]$/g, ''));
-    if (host === HOST_LOOPBACK_NAME || host === HOST_LOOPBACK_IP) {
-      return (policy.open ? false : allowsHostLoopback(policy)) ? '127.0.0.1' : null;
-    }
-    if (isIP(host)) {
-      if (isLoopbackAddress(host)) return null;
-      return policy.open || allowsAddress(policy, host) ? host : null;
-    }
-    if (!allowsName(policy, host)) return null;
-    try {
-      const { address } = await lookup(host, { family: 4 });
-      return isLoopbackAddress(address) ? null : address;
-    } catch {
-      return null;
-    }
-  };
-
   const fail = (res: ServerResponse, status: number, message: string) => {
     if (res.headersSent) return void res.destroy();
     res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' });
@@ -214,7 +184,7 @@ export async function startSecretsProxy(options: {
 
   /** Forwards one (decrypted or plain) request to its target with placeholders substituted. */
   const forward = async (req: IncomingMessage, res: ServerResponse, target: Target) => {
-    const address = await upstreamAddress(target.host);
+    const address = await resolveDestination(policy, target.host, options.lookup);
     if (address === null) return fail(res, 403, `sandbox: ${target.host} is not allowed by allowNet`);
     const applicable = secretsFor(normalizeHostname(target.host));
     const chunks: Buffer[] = [];
@@ -293,7 +263,7 @@ export async function startSecretsProxy(options: {
       return;
     }
     const host = normalizeHostname(match[1]!.replace(/^\[|\]$/g, ''));
-    upstreamAddress(host).then((address) => {
+    resolveDestination(policy, host, options.lookup).then((address) => {
       if (address === null) {
         client.end('HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\nnot allowed by allowNet\n');
         return;
