@@ -38,5 +38,8 @@ const tsc = spawnSync(
   { cwd: packageDir, stdio: 'inherit' },
 );
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+// tsc copies the package.json that a bin imports (for its version) into dist/; the published package has
+// one package.json, at its root, which that import reaches through the package's own `exports`.
+rmSync(join(dist, 'package.json'), { force: true });
 const src = join(packageDir, 'src');
 for (const file of assetFiles(src)) cpSync(file, join(dist, 'src', relative(src, file)));

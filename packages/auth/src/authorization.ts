@@ -13,12 +13,24 @@ import { AuditCategory, AuditOutcome, type AuthStore } from './store/types.ts';
 import type { TokenVerifier } from './token-verifier.ts';
 
 /**
- * What an endpoint requires. No `permission` and no `policy` means the endpoint is not protected
- * (`NotProtected`).
+ * What an endpoint requires. No `permission`, no `policy` and no `authenticated` means the endpoint is not
+ * protected (`NotProtected`).
  */
 export interface EndpointRequirement {
   /** Concrete permission code required, e.g. `auth.admin.users` (wildcards are invalid here → `InvalidPermissionCode`). */
   permission?: string;
+  /**
+   * Concrete codes that also satisfy `permission` (any one of them), e.g. a resource's manage permission
+   * on its read routes. They count only when `permission` itself is not denied by a rule (deny wins): a
+   * deny rule on `permission` gives `DeniedByRule`; otherwise an allowed alternative gives `Granted`.
+   * The denial body names `permission`. An invalid alternative is `InvalidPermissionCode`.
+   */
+  alsoGrantedBy?: readonly string[];
+  /**
+   * Any authenticated, active subject passes (`Granted`) without a permission check, e.g. `GET /me`.
+   * Guests get `GuestNotAllowed` (401). Ignored when `permission` or `policy` is set.
+   */
+  authenticated?: boolean;
   /** Name of an attribute-based policy that must also hold (→ `GrantedByPolicy` / `PolicyNotSatisfied` / `PolicyNotFound`). */
   policy?: string;
   /** Unauthenticated callers are allowed (→ `GuestAllowed`); default false (→ `GuestNotAllowed`, 401). */
@@ -72,7 +84,11 @@ export interface AuthorizationServiceOptions {
    * `DeniedByRule` (401). Default: none (guests pass `allowGuest` endpoints without a permission check).
    */
   guestRole?: string;
-  /** Write an `Authorization`/`Denied` audit event for each denial of an authenticated subject (default false). */
+  /**
+   * Write an `Authorization`/`Denied` audit event for each denial (default false): of an authenticated
+   * subject (`subjectId` = the subject) and of a guest (`subjectId` null, failure code `GuestNotAllowed`,
+   * `NoMatchingGrant`, …). Invalid tokens (`InvalidCredential`) are audited as guests are.
+   */
   auditDenials?: boolean;
   /** Subjects whose compiled matchers are cached (default 10 000). */
   cacheSize?: number;
@@ -82,7 +98,7 @@ export interface AuthorizationServiceOptions {
 
 /** The request facts `authorize` needs. */
 export interface AuthorizationInput {
-  /** The `Authorization` header value, if any. */
+  /** The `Authorization` header value (or `Bearer <token>` from {@link upgradeQueryToken}), if any. */
   authorization?: string | string[] | undefined;
   /** The endpoint's requirement; undefined means not protected. */
   requirement?: EndpointRequirement;
@@ -119,6 +135,28 @@ export function denialFor(
     headers: {},
     body: { error: 'forbidden', error_description: description, permission },
   };
+}
+
+/**
+ * The `access_token` query parameter of a WebSocket upgrade request (RFC 6750 §2.3; browsers cannot set
+ * headers on a WebSocket), as an `Authorization` value `Bearer <token>`. Only for a `GET` carrying
+ * `Upgrade: websocket` and no `Authorization` header; for every other request undefined — plain HTTP
+ * requests never authenticate through the URL (tokens in URLs leak into logs and `Referer`).
+ * @param url path and query as received (`/ws?access_token=…`).
+ */
+export function upgradeQueryToken(
+  method: string | undefined,
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  url: string | undefined,
+): string | undefined {
+  if (method !== 'GET' || headers.authorization !== undefined) return undefined;
+  const upgrade = headers.upgrade;
+  if (typeof upgrade !== 'string' || upgrade.trim().toLowerCase() !== 'websocket') return undefined;
+  const q = url?.indexOf('?') ?? -1;
+  if (q === -1) return undefined;
+  const tokens = new URLSearchParams(url!.slice(q + 1)).getAll('access_token');
+  if (tokens.length !== 1 || tokens[0] === '') return tokens.length > 1 ? 'Bearer ' : undefined;
+  return `Bearer ${tokens[0]}`;
 }
 
 function bearerToken(header: string | string[] | undefined): string | undefined | null {
@@ -268,12 +306,17 @@ export class AuthorizationService {
   async authorize(input: AuthorizationInput): Promise<AuthorizationOutcome> {
     const requirement = input.requirement;
     const declared = requirement?.permission;
-    if (requirement === undefined || (declared === undefined && requirement.policy === undefined)) {
+    if (
+      requirement === undefined ||
+      (declared === undefined && requirement.policy === undefined && !requirement.authenticated)
+    ) {
       return this.#outcome(AuthorizationReason.NotProtected, false, null, null, undefined);
     }
     const auth = await this.authenticate(input.authorization);
     if (auth.state === 'invalid') {
-      return this.#outcome(AuthorizationReason.InvalidCredential, false, null, null, undefined);
+      const outcome = this.#outcome(AuthorizationReason.InvalidCredential, false, null, null, undefined);
+      await this.#auditDenial(outcome, null, input);
+      return outcome;
     }
     if (auth.state === 'disabled') {
       const outcome = this.#outcome(AuthorizationReason.SubjectDisabled, true, null, null, undefined);
@@ -292,23 +335,35 @@ export class AuthorizationService {
         : undefined;
     const done = async (reason: AuthorizationReason, reported: string | null = permission) => {
       const outcome = this.#outcome(reason, authenticated, subject, reported, matcher);
-      if (authenticated && !outcome.decision.isGranted)
-        await this.#auditDenial(outcome, auth.subject.id, input);
+      if (!outcome.decision.isGranted)
+        await this.#auditDenial(outcome, authenticated ? auth.subject.id : null, input);
       return outcome;
     };
     if (declared !== undefined && code === undefined) return done(AuthorizationReason.InvalidPermissionCode);
+    const alternatives: string[] = [];
+    for (const alternative of code === undefined ? [] : (requirement.alsoGrantedBy ?? [])) {
+      const normalized = tryNormalizePermissionCode(alternative, { allowWildcards: false });
+      if (normalized === undefined) return done(AuthorizationReason.InvalidPermissionCode);
+      alternatives.push(normalized);
+    }
+    /** The effect of the declared code, with the alternatives counted when it is not denied. */
+    const evaluate = (m: PermissionMatcher, c: string) => {
+      const effect = m.evaluate(c);
+      if (effect !== 'none') return effect;
+      return alternatives.some((a) => m.evaluate(a) === 'allow') ? 'allow' : 'none';
+    };
 
     let reason: AuthorizationReason = AuthorizationReason.Granted;
     if (!authenticated) {
       if (!requirement.allowGuest) return done(AuthorizationReason.GuestNotAllowed);
       reason = AuthorizationReason.GuestAllowed;
       if (code !== undefined && matcher) {
-        const effect = matcher.evaluate(code);
+        const effect = evaluate(matcher, code);
         if (effect === 'deny') return done(AuthorizationReason.DeniedByRule);
         if (effect === 'none') return done(AuthorizationReason.NoMatchingGrant);
       }
     } else if (code !== undefined) {
-      const effect = auth.matcher.evaluate(code);
+      const effect = evaluate(auth.matcher, code);
       if (effect === 'deny') return done(AuthorizationReason.DeniedByRule);
       if (effect === 'none') {
         if (!requirement.allowGuest) return done(AuthorizationReason.NoMatchingGrant);
@@ -361,9 +416,10 @@ export class AuthorizationService {
     };
   }
 
+  /** Writes the denial's audit event (when `auditDenials` is on); `subjectId` null for guests. */
   async #auditDenial(
     outcome: AuthorizationOutcome,
-    subjectId: string,
+    subjectId: string | null,
     input: AuthorizationInput,
   ): Promise<void> {
     if (!this.#audit) return;

@@ -36,6 +36,7 @@ export {
   type DenialBody,
   denialFor,
   type EndpointRequirement,
+  upgradeQueryToken,
 } from './authorization.ts';
 export {
   type CredentialContext,

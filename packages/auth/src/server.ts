@@ -216,7 +216,8 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
   });
   await app.register(oauthServer, { config, store, keys, credentials, hasher, now });
   const tokenVerifier = new IssuerTokenVerifier(config, keys, now);
-  const authorization = new AuthorizationService({ store, tokenVerifier, now });
+  // Denials (of guests too) are audited as `Authorization` / `Denied` events.
+  const authorization = new AuthorizationService({ store, tokenVerifier, now, auditDenials: true });
   await app.register(adminApi, {
     basePath: adminBasePath,
     store,

@@ -12,6 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError } from '../errors.ts';
 import type { PasswordHasher } from '../passwords.ts';
 import { normalizePermissionCode, normalizePermissionCodes } from '../permissions.ts';
+import { AuthorizationReason } from '../reasons.ts';
 import type {
   AuditEvent,
   AuthStore,
@@ -24,6 +25,7 @@ import type {
   RolePatch,
   RoleRecord,
   UserPatch,
+  UserProfileInput,
   UserRecord,
 } from '../store/types.ts';
 import { nameKey, roleNameList } from '../store/validation.ts';
@@ -57,6 +59,11 @@ export function userView(user: UserRecord, now: number) {
     roles: user.roles,
     directPermissions: user.directPermissions,
     deniedPermissions: user.deniedPermissions,
+    displayName: user.displayName,
+    givenName: user.givenName,
+    familyName: user.familyName,
+    email: user.email,
+    emailVerified: user.emailVerified,
     createdAt: iso(user.createdAt),
     updatedAt: iso(user.updatedAt),
   };
@@ -70,6 +77,7 @@ export function roleView(role: RoleRecord) {
     description: role.description,
     permissions: role.permissions,
     deniedPermissions: role.deniedPermissions,
+    parentRoles: role.parentRoles,
     isSystem: role.isSystem,
     createdAt: iso(role.createdAt),
     updatedAt: iso(role.updatedAt),
@@ -170,11 +178,14 @@ interface RouteDoc {
   readonly response: Record<number, unknown>;
 }
 
-/** Fastify options of one admin route: the permission it needs (`config.auth`) and its OpenAPI schema. */
-function routeOptions(tag: string, permission: string, doc: RouteDoc) {
+/**
+ * Fastify options of one admin route: the permission it needs (`config.auth`; `alsoGrantedBy` codes that
+ * satisfy it too) and its OpenAPI schema.
+ */
+function routeOptions(tag: string, permission: string, doc: RouteDoc, alsoGrantedBy?: readonly string[]) {
   const { summary, description, params, querystring, body, response } = doc;
   return {
-    config: { auth: { permission } },
+    config: { auth: alsoGrantedBy ? { permission, alsoGrantedBy } : { permission } },
     schema: {
       tags: [tag],
       summary,
@@ -187,6 +198,13 @@ function routeOptions(tag: string, permission: string, doc: RouteDoc) {
     },
   };
 }
+
+/**
+ * The read rule of a resource: `auth.admin.read`, or the resource's manage permission (the right to manage
+ * a resource includes the right to read it). A deny rule on `auth.admin.read` still wins.
+ */
+const readRule = (manage: string) =>
+  `Needs \`auth.admin.read\` or \`${manage}\` (managing includes reading); a deny rule on \`auth.admin.read\` wins.`;
 
 /**
  * A field that grants something (roles or permission codes) and so needs a second permission to set or
@@ -235,6 +253,15 @@ const setKeys = (patch: object) =>
   Object.entries(patch)
     .filter(([, value]) => value !== undefined)
     .map(([key]) => key);
+
+/** The profile fields of a user body (absent ones undefined). */
+const profileOf = (body: UserProfileInput): UserProfileInput => ({
+  displayName: body.displayName,
+  givenName: body.givenName,
+  familyName: body.familyName,
+  email: body.email,
+  emailVerified: body.emailVerified,
+});
 
 type ListQ = { offset?: number; limit?: number; search?: string };
 
@@ -393,11 +420,17 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   function listRoute<R, U>(resource: Resource<R, U>, summary: string, description: string) {
     app.get<{ Querystring: ListQ }>(
       `/${resource.tag}`,
-      routeOptions(resource.tag, P.Read, {
-        summary,
-        querystring: s.listQuery,
-        response: { 200: { description, ...s.pageOf(resource.schema) }, ...errors() },
-      }),
+      routeOptions(
+        resource.tag,
+        P.Read,
+        {
+          summary,
+          description: readRule(resource.permission),
+          querystring: s.listQuery,
+          response: { 200: { description, ...s.pageOf(resource.schema) }, ...errors() },
+        },
+        [resource.permission],
+      ),
       async (request) => {
         const { offset, limit } = paging(request.query);
         const page = await resource.list({ offset, limit, search: request.query.search });
@@ -411,11 +444,17 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   function getRoute<R, U>(resource: Resource<R, U>, summary: string, description: string) {
     app.get<{ Params: Record<string, string> }>(
       `/${resource.tag}/:${resource.param}`,
-      routeOptions(resource.tag, P.Read, {
-        summary,
-        params: resource.params,
-        response: { 200: { description, ...resource.schema }, ...errors(404) },
-      }),
+      routeOptions(
+        resource.tag,
+        P.Read,
+        {
+          summary,
+          description: readRule(resource.permission),
+          params: resource.params,
+          response: { 200: { description, ...resource.schema }, ...errors(404) },
+        },
+        [resource.permission],
+      ),
       async (request) => resource.view(await resource.find(request.params[resource.param] as string), now()),
     );
   }
@@ -543,7 +582,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   listRoute(users, 'List users (paged, by user name)', 'A page of users');
   getRoute(users, 'Get a user', 'The user');
 
-  type NewUserBody = {
+  type NewUserBody = UserProfileInput & {
     userName: string;
     password?: string;
     isEnabled?: boolean;
@@ -563,7 +602,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     }),
     async (request, reply) => {
       const body = request.body;
-      const grants = normalizeGrants(USER_GRANTS, body);
+      const grants = normalizeGrants(USER_GRANTS, { ...body });
       const roles = grants.roles ?? [];
       const target: Target = { type: 'user', name: body.userName };
       await guardCreate(request, 'user.create', target, USER_GRANTS, grants);
@@ -576,6 +615,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         roles,
         directPermissions: grants.directPermissions,
         deniedPermissions: grants.deniedPermissions,
+        ...profileOf(body),
       };
       const user = await store.createUser(
         { ...fields, passwordHash },
@@ -595,7 +635,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       response: { 200: { description: 'The user', ...s.userSchema }, ...errors(404, 409) },
     },
     USER_GRANTS,
-    (body) => ({ userName: body.userName, isEnabled: body.isEnabled }),
+    (body) => ({ userName: body.userName, isEnabled: body.isEnabled, ...profileOf(body) }),
   );
 
   deleteRoute(users, 'Delete a user');
@@ -663,6 +703,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     description?: string;
     permissions?: string[];
     deniedPermissions?: string[];
+    parentRoles?: string[];
   };
 
   app.post<{ Body: RoleBody }>(
@@ -684,6 +725,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         description: body.description,
         permissions: grants.permissions,
         deniedPermissions: grants.deniedPermissions,
+        parentRoles: body.parentRoles,
       };
       const role = await store.createRole(
         fields,
@@ -703,7 +745,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       response: { 200: { description: 'The role', ...s.roleSchema }, ...errors(404, 409) },
     },
     ROLE_GRANTS,
-    (body) => ({ name: body.name, description: body.description }),
+    (body) => ({ name: body.name, description: body.description, parentRoles: body.parentRoles }),
   );
 
   deleteRoute(roles, 'Delete a role (its holders lose it); built-in system roles cannot be deleted (400)');
@@ -869,6 +911,55 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   );
 
   deleteRoute(clients, 'Delete a client (and its refresh tokens and authorization codes)');
+
+  // ── me ──
+
+  app.get(
+    '/me',
+    {
+      config: { auth: { authenticated: true } },
+      schema: {
+        tags: ['me'],
+        summary: 'The caller and its administration abilities',
+        description:
+          'Any authenticated subject (no permission needed; guests 401). `abilities` tells, per administration permission code, whether the caller holds it; `can` applies the read rule (read or manage) per resource.',
+        security: bearer,
+        response: { 200: { description: 'The caller', ...s.meSchema }, 401: denial, 403: denial },
+      },
+    },
+    async (request) => {
+      const subject = request.auth.subject;
+      if (!subject) throw new Error('administration API: /me reached without an authenticated subject');
+      const abilities: Record<string, boolean> = {};
+      for (const code of Object.values(P)) {
+        if (!code.includes('*')) abilities[code] = access.holds(request, code);
+      }
+      const read = abilities[P.Read] === true;
+      const readDenied = request.auth.check(P.Read).reason === AuthorizationReason.DeniedByRule;
+      const readable = (manage: string) => read || (!readDenied && abilities[manage] === true);
+      return {
+        subject: {
+          kind: subject.kind,
+          id: subject.id,
+          name: subject.name,
+          roles: subject.roles,
+          clientId: subject.clientId,
+        },
+        abilities,
+        can: {
+          readUsers: readable(P.Users),
+          manageUsers: abilities[P.Users] === true,
+          readRoles: readable(P.Roles),
+          manageRoles: abilities[P.Roles] === true,
+          readPermissions: readable(P.Permissions),
+          managePermissions: abilities[P.Permissions] === true,
+          readClients: readable(P.Clients),
+          manageClients: abilities[P.Clients] === true,
+          readAudit: abilities[P.Audit] === true,
+        },
+      };
+    },
+  );
 
   // ── audit ──
 

@@ -65,6 +65,29 @@ const nullableTimestamp: Schema = {
   description: 'RFC 3339 date-time (UTC), or null.',
 };
 const stringArray: Schema = { type: 'array', items: { type: 'string' } };
+const nullableString: Schema = { type: ['string', 'null'] };
+
+/** Longest profile text (display, given and family name), in characters (store rule). */
+export const MAX_PROFILE_TEXT = 256;
+/** Longest e-mail address, in characters (RFC 5321 §4.5.3.1.3, store rule). */
+export const MAX_EMAIL = 254;
+
+/** Profile fields of a user body (OIDC Core §5.1 claims `name`, `given_name`, `family_name`, `email`). */
+const profileFields: Record<string, Schema> = {
+  displayName: {
+    type: ['string', 'null'],
+    maxLength: MAX_PROFILE_TEXT,
+    description: 'Full name (claim `name`, scope `profile`); null or blank clears it.',
+  },
+  givenName: { type: ['string', 'null'], maxLength: MAX_PROFILE_TEXT, description: 'Claim `given_name`.' },
+  familyName: { type: ['string', 'null'], maxLength: MAX_PROFILE_TEXT, description: 'Claim `family_name`.' },
+  email: {
+    type: ['string', 'null'],
+    maxLength: MAX_EMAIL,
+    description: 'E-mail address `local@domain` (claim `email`, scope `email`); null clears it.',
+  },
+  emailVerified: { type: 'boolean', description: 'Claim `email_verified`.' },
+};
 
 /**
  * The schema of a record the API returns: an object with exactly these `properties`, every one of them
@@ -109,6 +132,11 @@ export const userSchema: Schema = record({
   roles: stringArray,
   directPermissions: stringArray,
   deniedPermissions: stringArray,
+  displayName: nullableString,
+  givenName: nullableString,
+  familyName: nullableString,
+  email: nullableString,
+  emailVerified: { type: 'boolean' },
   createdAt: timestamp,
   updatedAt: timestamp,
 });
@@ -139,6 +167,7 @@ export const createUserBody: Schema = {
       ...permissionList,
       description: '`DeniedPermissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
     },
+    ...profileFields,
   },
 };
 
@@ -162,6 +191,7 @@ export const updateUserBody: Schema = {
       ...permissionList,
       description: 'Changing it needs `auth.admin.permissions` (separation of duties).',
     },
+    ...profileFields,
   },
 };
 
@@ -175,6 +205,12 @@ export const setPasswordBody: Schema = {
 
 // ── roles ──
 
+const parentRoleList: Schema = {
+  ...roleList,
+  description:
+    '`ParentRoles`: names of existing roles whose grants and denies this role inherits (transitively). A cycle (the role itself, or a role that already inherits from it) is a 400.',
+};
+
 /** A role as the API shows it. */
 export const roleSchema: Schema = record({
   id: { type: 'string' },
@@ -182,6 +218,10 @@ export const roleSchema: Schema = record({
   description: { type: 'string' },
   permissions: stringArray,
   deniedPermissions: stringArray,
+  parentRoles: {
+    ...stringArray,
+    description: '`ParentRoles`: names of the roles whose rules this role inherits (transitively).',
+  },
   isSystem: {
     type: 'boolean',
     description: 'Built-in system role: cannot be deleted, renamed or re-ruled.',
@@ -206,6 +246,7 @@ export const createRoleBody: Schema = {
       ...permissionList,
       description: '`DeniedPermissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
     },
+    parentRoles: parentRoleList,
   },
 };
 
@@ -219,6 +260,7 @@ export const updateRoleBody: Schema = {
     description: { type: 'string', maxLength: MAX_TEXT },
     permissions: { ...permissionList, description: 'Changing it needs `auth.admin.permissions`.' },
     deniedPermissions: { ...permissionList, description: 'Changing it needs `auth.admin.permissions`.' },
+    parentRoles: parentRoleList,
   },
 };
 
@@ -353,6 +395,36 @@ export const auditEventSchema: Schema = record({
     additionalProperties: true,
     description: 'Structured data; for `Admin` events `action`, `target` and the `changed` field names.',
   },
+});
+
+// ── me ──
+
+/** `GET /me`: the caller and what the admin API lets it do (for an admin UI to show or hide actions). */
+export const meSchema: Schema = record({
+  subject: record({
+    kind: { type: 'string', enum: ['user', 'client'] },
+    id: { type: 'string', description: 'User id or client id (the token `sub`).' },
+    name: { type: 'string', description: 'User name, or the client id.' },
+    roles: { ...stringArray, description: 'Roles the user holds directly (empty for clients).' },
+    clientId: { type: ['string', 'null'], description: 'Client the token was issued to.' },
+  }),
+  abilities: {
+    type: 'object',
+    description:
+      'Per administration permission code (`auth.admin.read`, `auth.admin.users`, …): whether the caller holds it (deny rules applied).',
+    additionalProperties: { type: 'boolean' },
+  },
+  can: record({
+    readUsers: { type: 'boolean' },
+    manageUsers: { type: 'boolean' },
+    readRoles: { type: 'boolean' },
+    manageRoles: { type: 'boolean' },
+    readPermissions: { type: 'boolean' },
+    managePermissions: { type: 'boolean' },
+    readClients: { type: 'boolean' },
+    manageClients: { type: 'boolean' },
+    readAudit: { type: 'boolean' },
+  }),
 });
 
 /** Query string of the routes that take none: any parameter is an unknown field (400). */

@@ -17,12 +17,17 @@ import { endSession, readSession, secureCookies, startSession } from './session.
 /** Name of the cookie holding the CSRF secret (double-submit with the form's `_csrf` field). */
 export const CSRF_COOKIE = 'seed_auth_csrf';
 
+/** Visible ASCII only: what a request target carries, and all a `Location` header may hold. */
+const HEADER_SAFE = /^[\x21-\x7e]+$/;
+
 /**
- * A `return_to` value is accepted only when it continues an authorization request on this server, so the
- * login page cannot be used as an open redirector.
+ * A `return_to` value is accepted only when it continues an authorization request on this server (so the
+ * login page cannot be used as an open redirector) and consists of visible ASCII characters only (a CR, LF,
+ * space, control or non-ASCII character could not go into the `Location` header). Anything else is
+ * undefined: the caller falls back to the login page itself.
  */
 export function safeReturnTo(value: unknown): string | undefined {
-  if (typeof value !== 'string' || value.length > 4096) return undefined;
+  if (typeof value !== 'string' || value.length > 4096 || !HEADER_SAFE.test(value)) return undefined;
   return value.startsWith(`${AUTHORIZE_PATH}?`) ? value : undefined;
 }
 

@@ -13,11 +13,12 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
-import type {
-  AuthorizationOutcome,
-  AuthorizationService,
-  Denial,
-  EndpointRequirement,
+import {
+  type AuthorizationOutcome,
+  type AuthorizationService,
+  type Denial,
+  type EndpointRequirement,
+  upgradeQueryToken,
 } from '../authorization.ts';
 import type { PolicyRequest } from '../policies.ts';
 import type { AuthorizationDecision } from '../reasons.ts';
@@ -57,6 +58,12 @@ export interface AuthPluginOptions {
   hook?: 'onRequest' | 'preHandler';
   /** The resource handed to policies (default: `request.params`). */
   resource?: (request: FastifyRequest) => unknown;
+  /**
+   * Accept the token from the `access_token` query parameter on WebSocket upgrade requests (`GET` with
+   * `Upgrade: websocket` and no `Authorization` header; see `upgradeQueryToken`). Default false. Plain HTTP
+   * requests never authenticate through the query string.
+   */
+  queryTokenOnUpgrade?: boolean;
 }
 
 function policyRequest(request: FastifyRequest): PolicyRequest {
@@ -77,7 +84,11 @@ async function plugin(app: FastifyInstance, options: AuthPluginOptions): Promise
 
   const run = async (request: FastifyRequest, reply: FastifyReply, requirement: EndpointRequirement) => {
     const outcome = await service.authorize({
-      authorization: request.headers.authorization,
+      authorization:
+        request.headers.authorization ??
+        (options.queryTokenOnUpgrade
+          ? upgradeQueryToken(request.raw.method, request.headers, request.raw.url)
+          : undefined),
       requirement,
       request: policyRequest(request),
       resource: resourceOf(request),

@@ -5,11 +5,12 @@
  * (RFC 6750 §3), or lets `onDenied` write the body.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type {
-  AuthorizationOutcome,
-  AuthorizationService,
-  Denial,
-  EndpointRequirement,
+import {
+  type AuthorizationOutcome,
+  type AuthorizationService,
+  type Denial,
+  type EndpointRequirement,
+  upgradeQueryToken,
 } from '../authorization.ts';
 import type { AuthorizationDecision } from '../reasons.ts';
 
@@ -34,6 +35,12 @@ export interface NodeAuthMiddlewareOptions {
   ) => unknown;
   /** The resource handed to policies (default: `req.params` when a router set it). */
   resource?: (req: IncomingMessage) => unknown;
+  /**
+   * Accept the token from the `access_token` query parameter on WebSocket upgrade requests (`GET` with
+   * `Upgrade: websocket` and no `Authorization` header; see `upgradeQueryToken`). Default false. Plain HTTP
+   * requests never authenticate through the query string.
+   */
+  queryTokenOnUpgrade?: boolean;
 }
 
 /** `next` of connect/Express: called with no argument to continue, or with an error (storage failure). */
@@ -55,7 +62,9 @@ export function createAuthMiddleware(
     const request = req as AuthorizedRequest;
     const handle = async () => {
       const outcome = await service.authorize({
-        authorization: req.headers.authorization,
+        authorization:
+          req.headers.authorization ??
+          (options.queryTokenOnUpgrade ? upgradeQueryToken(req.method, req.headers, req.url) : undefined),
         requirement: requirementOf(req),
         request: {
           method: req.method ?? 'GET',
