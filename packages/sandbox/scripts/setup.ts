@@ -4,11 +4,13 @@
  * 1. installs the Debian packages the whole package needs (when running as root and some are missing);
  * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth);
  * 3. builds and pushes the big chromium, firefox and desktop images of the BrowserBox/ComputerBox tests if
- *    missing, unless `--base-only` is given (as `npm start` does).
+ *    missing, and pulls them into the image store those tests share (`<cache>/test-home-desktop`), unless
+ *    `--base-only` is given (as `npm start` does).
  */
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cacheDir } from './offline-images.ts';
 
 /** Debian packages used by the sandbox package (engine, networking, images, tests). */
 export const DEBIAN_PACKAGES = [
@@ -91,4 +93,19 @@ function main(): void {
   if (big.status !== 0) process.exit(big.status ?? 1);
 }
 
+  // Pulled and unpacked into the store the BrowserBox/ComputerBox tests share, here rather than inside
+  // a test's readiness timeout.
+  const pulled = spawnSync(
+    process.execPath,
+    [
+      join(here, 'prepull.ts'),
+      '--home',
+      join(cacheDir(), 'test-home-desktop'),
+      'seed/desktop:latest',
+      'seed/chromium:latest',
+      'seed/firefox:latest',
+    ],
+    { stdio: 'inherit' },
+  );
+  if (pulled.status !== 0) process.exit(pulled.status ?? 1);
 main();

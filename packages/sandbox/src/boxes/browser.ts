@@ -134,7 +134,11 @@ export class BrowserBox extends SimpleBox {
   /**
    * Starts the box if needed and the browser in it, and resolves once its debugging endpoint answers
    * from the host (`GET /json/version`). Calling it again after success is a no-op.
-   * @param timeout seconds to wait for the browser (default 60).
+   *
+   * The budget covers the browser only: creating the box first (pulling and unpacking the browser's image
+   * when the runtime does not hold it yet) is not counted, so a slow pull never shows up as a browser
+   * that does not answer; the pull reports its own errors (`BoxError` with code `image`).
+   * @param timeout seconds to wait for the browser (default 60), counted from the moment the box runs.
    * @throws TimeoutError when the endpoint does not answer in time; BoxError when the browser exits during
    *   start (with the end of its stderr). After a failure the browser is killed and `start()` may be retried.
    */
@@ -161,8 +165,8 @@ export class BrowserBox extends SimpleBox {
   }
 
   async #start(timeout: number): Promise<void> {
-    const deadline = performance.now() + timeout * 1000;
     const box = await this.ensureStarted();
+    const deadline = performance.now() + timeout * 1000;
     const samePort = SAME_PORT_ON_HOST[this.browser] === true;
     const internal = samePort ? this.#port : this.#port + BROWSERBOX_INTERNAL_PORT_OFFSET;
     // socat serves the spec's port to the box network: on every interface, or on the box's own address

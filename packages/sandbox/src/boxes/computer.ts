@@ -171,13 +171,19 @@ export class ComputerBox extends SimpleBox {
   /**
    * Starts the box and desktop if needed and waits until the X display answers and the window manager
    * runs (spec 002 `waitUntilReady`).
-   * @param timeout seconds (default `DESKTOP_READY_TIMEOUT`, 60).
+   *
+   * The budget covers the desktop only: creating the box first (pulling and unpacking the desktop image
+   * when the runtime does not hold it yet, which can take minutes on a cold machine) is not counted, so a
+   * slow pull never shows up as an unready desktop. The pull reports its own progress and errors
+   * (`BoxError` with code `image`); pull the image ahead with `runtime.images.pull(COMPUTERBOX_IMAGE)`.
+   * @param timeout seconds (default `DESKTOP_READY_TIMEOUT`, 60), counted from the moment the box runs.
    * @throws TimeoutError when the desktop is not ready in time; BoxError when it failed to start.
    */
   async waitUntilReady(timeout: number = DESKTOP_READY_TIMEOUT): Promise<void> {
     if (typeof timeout !== 'number' || !(timeout > 0)) {
       throw new BoxError('invalid timeout: must be a positive number of seconds', { field: 'timeout' });
     }
+    await this.ensureStarted();
     const deadline = performance.now() + timeout * 1000;
     const ready = (async () => {
       await this.#ensureDesktop();
