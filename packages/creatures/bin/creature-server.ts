@@ -25,6 +25,8 @@ front end at /. Configuration comes from the environment:
   CORS_ORIGINS (comma-separated origins or *), BODY_LIMIT (bytes, default 102400),
   LOG_LEVEL (default info), RESPONSE_CACHE_SIZE (default 1000; 0 turns it off), NODE_ENV.
 `;
+const MORE_ENV =
+  'See the README of @seed/creatures for MAX_BATCH, PERSISTED_QUERIES, ALLOW_LIST_FILE and more.\n';
 
 function intFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -39,7 +41,9 @@ function intFromEnv(name: string, fallback: number): number {
 
 /** Starts the server from the environment; stops it gracefully on SIGTERM/SIGINT. */
 async function serve(): Promise<void> {
-  const { createServer, DEFAULT_BODY_LIMIT, DEFAULT_DATABASE_PATH } = await import('../src/index.ts');
+  const { createServer, DEFAULT_BODY_LIMIT, DEFAULT_DATABASE_PATH, serverOptionsFromEnv } = await import(
+    '../src/index.ts'
+  );
   const cors = process.env.CORS_ORIGINS?.trim();
   const databasePath = process.env.DATABASE_PATH || DEFAULT_DATABASE_PATH;
   let server: CreatureServer;
@@ -56,6 +60,7 @@ async function serve(): Promise<void> {
               .filter(Boolean) ?? []),
       logLevel: process.env.LOG_LEVEL || 'info',
       responseCacheSize: intFromEnv('RESPONSE_CACHE_SIZE', 1000),
+      ...serverOptionsFromEnv(process.env),
     });
   } catch (err) {
     console.error(
@@ -98,7 +103,7 @@ export async function runCli(argv: string[] = process.argv.slice(2)): Promise<vo
     process.stderr.write(`creature-server: ${(error as Error).message}\n${USAGE}`);
     process.exit(2);
   }
-  if (values.help) process.stdout.write(USAGE);
+  if (values.help) process.stdout.write(USAGE + MORE_ENV);
   else if (values.version) process.stdout.write(`${pkg.version}\n`);
   else await serve();
 }

@@ -20,6 +20,8 @@ import { getVariableValues } from 'graphql/execution/values.js';
 import { createHandler, type Handler, type Request } from 'graphql-http';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
+import { createParamsParser } from './http/params.ts';
+import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import type { ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
@@ -42,6 +44,8 @@ export interface EngineOptions {
   onUnexpectedError?: (err: unknown) => void;
   /** Most distinct documents kept parsed, validated and compiled (default 1000). */
   documentCacheSize?: number;
+  /** Automatic persisted queries and the allow-list (default: APQ on, no allow-list). */
+  persisted?: PersistedQueries;
 }
 
 interface DocumentEntry {
@@ -54,18 +58,19 @@ interface DocumentEntry {
 const GRAPHQL_RESPONSE = 'application/graphql-response+json; charset=utf-8';
 const JSON_RESPONSE = 'application/json; charset=utf-8';
 
-/**
- * The response media type graphql-http negotiates for an `Accept` header (GraphQL over HTTP
- * §"Accept"): the first of `application/graphql-response+json`, or `application/json` for
- * `application/json`, `application/(any)` or `(any)/(any)`, in the header's order (utf-8 only).
- */
+/** The `Accept` header of a graphql-http request (comma-joined when repeated), or null. */
 function acceptOf(headers: Request<unknown, RequestState>['headers']): string | null {
   if (typeof headers.get === 'function') return headers.get('accept');
   const value = (headers as Record<string, string | string[] | undefined>).accept;
   return Array.isArray(value) ? value.join(',') : (value ?? null);
 }
 
-function negotiate(accept: string | null): string {
+/**
+ * The response media type for an `Accept` header value, as graphql-http negotiates it (GraphQL over HTTP
+ * §"Accept"), with its charset: `application/graphql-response+json; charset=utf-8` or
+ * `application/json; charset=utf-8` (also the fallback).
+ */
+export function negotiate(accept: string | null): string {
   for (const part of (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',')) {
     const [mediaType, ...params] = part.split(';');
     const charset = params.find((p) => p.includes('charset=')) || 'charset=utf-8';
@@ -144,6 +149,7 @@ export function createEngine(options: EngineOptions): Engine {
 
   return createHandler<unknown, RequestState, ResolverContext>({
     schema,
+    parseRequestParams: createParamsParser(options.persisted ?? new PersistedQueries(), negotiate),
     onSubscribe(_req, params) {
       const entry = prepare(params.query);
       if (entry.errors) return entry.errors;

@@ -10,8 +10,15 @@
  * ```
  */
 export { creatureNumber, creatureSvg, IMAGE_PREFIX, imagePath, TYPE_COLOURS } from './art.ts';
+export { serverOptionsFromEnv } from './config.ts';
 export { createEngine, type Engine, type EngineOptions, type RequestState } from './engine.ts';
 export { EXPLORER_ASSET_PREFIX } from './explorer.ts';
+export {
+  loadAllowList,
+  PersistedQueries,
+  type PersistedQueryOptions,
+  sha256Hex,
+} from './http/persisted.ts';
 export { costLimit, DEFAULT_LIMITS, depthLimit, type QueryLimits } from './limits.ts';
 export {
   type CreatureOrder,

@@ -14,24 +14,20 @@ import {
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import type { GraphQLSchema } from 'graphql';
-import { LRUCache } from 'lru-cache';
 import { type Logger, pino } from 'pino';
 import sirv from 'sirv';
 import { IMAGE_PREFIX } from './art.ts';
-import { createEngine, type Engine, type RequestState } from './engine.ts';
-import {
-  EXPLORER_ASSET_PREFIX,
-  EXPLORER_CSP,
-  EXPLORER_HTML,
-  type ExplorerAsset,
-  loadExplorerAssets,
-} from './explorer.ts';
+import { createEngine, type Engine } from './engine.ts';
+import { EXPLORER_ASSET_PREFIX, type ExplorerAsset, loadExplorerAssets } from './explorer.ts';
+import { createGraphQLRoute } from './http/graphql.ts';
 import { serveCreatureImage } from './http/images.ts';
+import { PersistedQueries } from './http/persisted.ts';
+import { JSON_TYPE, sendError } from './http/respond.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { PACKAGE_ROOT } from './package-root.ts';
 import { schema as creatureSchema } from './schema.ts';
 import { Store } from './store.ts';
-import { createSubscriptionHandler, isEventStreamRequest, withSubscriptions } from './subscriptions.ts';
+import { createSubscriptionHandler, withSubscriptions } from './subscriptions.ts';
 
 /**
  * Default SQLite file: `.data/creatures.db` under the working directory at start (for
@@ -79,6 +75,21 @@ export interface CreatureServerOptions {
   subscriptions?: boolean;
   /** How long `close()` waits for in-flight requests before cutting connections, in ms (default 10000). */
   shutdownTimeoutMs?: number;
+  /**
+   * Most operations in one batched request (a JSON array body; Apollo BatchHttpLink, graphql-request
+   * `batchRequests`); default 0: batching off, an array body gets 400 `BATCHING_NOT_ENABLED`.
+   */
+  maxBatch?: number;
+  /**
+   * Automatic persisted queries (Apollo APQ): `true` (default) keeps up to 1000 verified query texts by
+   * their SHA-256; `false` answers `PERSISTED_QUERY_NOT_SUPPORTED`.
+   */
+  automaticPersistedQueries?: boolean;
+  /**
+   * Allow-list mode: only these operations run (document id or SHA-256 → query text; see
+   * `loadAllowList` for the manifest file formats). APQ registration is then off.
+   */
+  allowList?: ReadonlyMap<string, string>;
 }
 
 /** A running (or ready to run) creature server. */
@@ -100,64 +111,6 @@ export interface CreatureServer {
    * `shutdownTimeoutMs`), then closes the database (unless the store was passed in).
    */
   close(): Promise<void>;
-}
-
-interface CachedResponse {
-  /** The body as a string: node writes status line, headers and a string body in one write. */
-  body: string;
-  /** Flat name/value list for `writeHead`. */
-  headers: string[];
-}
-
-const JSON_TYPE = 'application/json; charset=utf-8';
-const PREFLIGHT_HEADERS = [
-  'graphql-require-preflight',
-  'apollo-require-preflight',
-  'x-apollo-operation-name',
-];
-const SIMPLE_CONTENT_TYPES = new Set([
-  '',
-  'text/plain',
-  'application/x-www-form-urlencoded',
-  'multipart/form-data',
-]);
-
-function sendError(
-  res: ServerResponse,
-  status: number,
-  message: string,
-  headers: Record<string, string> = {},
-): void {
-  const body = JSON.stringify({ errors: [{ message }] });
-  res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body), ...headers });
-  res.end(body);
-}
-
-/**
- * Reads a request body of at most `limit` bytes as UTF-8 and calls `done` with it, or with `undefined`
- * as soon as the body is over the limit (the rest is drained and dropped).
- */
-function readBody(req: IncomingMessage, limit: number, done: (body: string | undefined) => void): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let over = false;
-  req.on('data', (chunk: Buffer) => {
-    if (over) return;
-    size += chunk.length;
-    if (size > limit) {
-      over = true;
-      chunks.length = 0;
-      done(undefined);
-      return;
-    }
-    chunks.push(chunk);
-  });
-  req.on('end', () => {
-    if (!over)
-      done(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
-  });
-  // An aborted upload: the client is gone, nothing to answer.
-  req.on('error', () => {});
 }
 
 /**
@@ -189,12 +142,17 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     logger.error({ err }, 'unexpected error while executing an operation');
   const withStreams = options.subscriptions ?? true;
   const schema = withStreams ? withSubscriptions(creatureSchema) : creatureSchema;
+  const persisted = new PersistedQueries({
+    automatic: options.automaticPersistedQueries ?? true,
+    allowList: options.allowList,
+  });
   const engine: Engine = createEngine({
     schema,
     store,
     limits: options.limits,
     maskErrors,
     onUnexpectedError,
+    persisted,
   });
   const resolverContext = { store };
   const streams = withStreams
@@ -209,21 +167,16 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       })
     : undefined;
 
-  const cacheSize = options.responseCacheSize ?? 1000;
-  const responses =
-    cacheSize > 0
-      ? new LRUCache<string, CachedResponse>({
-          max: cacheSize,
-          maxSize: 64 * 1024 * 1024,
-          sizeCalculation: (v) => v.body.length * 2 + 1,
-        })
-      : undefined;
-  let generation = 0;
-  const onChange = () => {
-    generation++;
-    responses?.clear();
-  };
-  store.events.on('change', onChange);
+  const graphqlRoute = createGraphQLRoute({
+    engine,
+    streams,
+    bodyLimit,
+    responseCacheSize: options.responseCacheSize ?? 1000,
+    changes: store.events,
+    maxBatch: options.maxBatch ?? 0,
+    explorer: true,
+    fail: (req, res, err) => fail(req, res, err),
+  });
 
   function corsHeaders(req: IncomingMessage, res: ServerResponse): void {
     const origin = req.headers.origin;
@@ -233,127 +186,6 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       res.setHeader('access-control-allow-origin', origin);
       res.setHeader('vary', 'Origin');
     }
-  }
-
-  function handleGraphQL(req: IncomingMessage, res: ServerResponse, url: string): void {
-    if (streams && isEventStreamRequest(req)) {
-      streams(req, res).catch((err: unknown) => fail(req, res, err));
-      return;
-    }
-    const method = req.method ?? '';
-    const accept = req.headers.accept ?? '';
-    if (method === 'GET' && accept.includes('text/html')) {
-      res.writeHead(200, {
-        'content-type': 'text/html; charset=utf-8',
-        'content-length': EXPLORER_HTML.length,
-        'content-security-policy': EXPLORER_CSP,
-        'x-content-type-options': 'nosniff',
-      });
-      res.end(EXPLORER_HTML);
-      return;
-    }
-    if (method === 'OPTIONS') {
-      const headers: Record<string, string> = { allow: 'GET, POST, OPTIONS' };
-      if (res.hasHeader('access-control-allow-origin')) {
-        headers['access-control-allow-methods'] = 'GET, POST, OPTIONS';
-        headers['access-control-allow-headers'] =
-          req.headers['access-control-request-headers'] ?? 'content-type, graphql-require-preflight';
-        headers['access-control-max-age'] = '600';
-      }
-      res.writeHead(204, headers);
-      res.end();
-      return;
-    }
-    const contentType = req.headers['content-type'] ?? '';
-    if (method !== 'POST') {
-      respond(req, res, method, url, accept, contentType, '');
-      return;
-    }
-    const mediaType = (contentType.split(';')[0] ?? '').trim().toLowerCase();
-    if (SIMPLE_CONTENT_TYPES.has(mediaType) && !PREFLIGHT_HEADERS.some((h) => req.headers[h])) {
-      sendError(
-        res,
-        400,
-        `CSRF guard: a POST with content-type "${mediaType || '(none)'}" needs a non-empty GraphQL-Require-Preflight header; send content-type application/json`,
-      );
-      return;
-    }
-    const declared = Number(req.headers['content-length']);
-    if (declared > bodyLimit) {
-      sendError(res, 413, `Request body of ${declared} bytes exceeds the limit of ${bodyLimit} bytes`, {
-        connection: 'close',
-      });
-      req.resume();
-      return;
-    }
-    readBody(req, bodyLimit, (body) => {
-      if (body === undefined) {
-        sendError(res, 413, `Request body exceeds the limit of ${bodyLimit} bytes`, { connection: 'close' });
-        return;
-      }
-      respond(req, res, method, url, accept, contentType, body);
-    });
-  }
-
-  /** Answers from the response cache, or runs the request through the engine (caching a cacheable answer). */
-  function respond(
-    req: IncomingMessage,
-    res: ServerResponse,
-    method: string,
-    url: string,
-    accept: string,
-    contentType: string,
-    body: string,
-  ): void {
-    const key =
-      responses && (method === 'GET' || method === 'POST')
-        ? `${method}\n${accept}\n${contentType}\n${method === 'GET' ? url : body}`
-        : undefined;
-    if (key !== undefined) {
-      const hit = responses!.get(key);
-      if (hit) {
-        res.writeHead(200, hit.headers);
-        res.end(hit.body);
-        return;
-      }
-    }
-    execute(req, res, method, url, body, key).catch((err: unknown) => fail(req, res, err));
-  }
-
-  async function execute(
-    req: IncomingMessage,
-    res: ServerResponse,
-    method: string,
-    url: string,
-    body: string,
-    key: string | undefined,
-  ): Promise<void> {
-    const state: RequestState = { cacheable: false };
-    const startGeneration = generation;
-    const [resBody, init] = await engine({
-      method,
-      url,
-      headers: { get: (name: string) => (req.headers[name.toLowerCase()] as string | undefined) ?? null },
-      body,
-      raw: req,
-      context: state,
-    });
-    const text = resBody ?? undefined;
-    const headers: string[] = [];
-    for (const [name, value] of Object.entries(init.headers ?? {}))
-      if (value !== undefined) headers.push(name, value);
-    if (text !== undefined) headers.push('content-length', String(Buffer.byteLength(text)));
-    if (
-      key !== undefined &&
-      text !== undefined &&
-      state.cacheable &&
-      init.status === 200 &&
-      generation === startGeneration
-    ) {
-      responses!.set(key, { body: text, headers });
-    }
-    res.writeHead(init.status, init.statusText, headers);
-    res.end(text);
   }
 
   function fail(req: IncomingMessage, res: ServerResponse, err: unknown): void {
@@ -368,7 +200,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     const path = q < 0 ? url : url.slice(0, q);
     if (cors === '*' || cors.length > 0) corsHeaders(req, res);
     if (path === '/graphql') {
-      handleGraphQL(req, res, url);
+      graphqlRoute(req, res, url);
       return;
     }
     if (req.method === 'GET' || req.method === 'HEAD') {
@@ -470,7 +302,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         const finish = () => {
           clearTimeout(timer);
           clearInterval(sweeper);
-          store.events.off('change', onChange);
+          graphqlRoute.close();
           if (ownsStore) store.close();
           logger.info('shutdown complete');
           resolve();

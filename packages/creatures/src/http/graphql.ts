@@ -1,0 +1,284 @@
+/**
+ * The `/graphql` route: GraphQL over HTTP (GET and POST, by the engine's graphql-http handler) with the
+ * server's additions in front of it — event streams handed to the subscription handler, the explorer
+ * for a browser GET, CORS preflight answers, the CSRF guard, the body limit, opt-in batching (a JSON array
+ * of operations answered by a JSON array of results, in order, bounded) and the response cache of
+ * read-only queries.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { LRUCache } from 'lru-cache';
+import type { Engine, RequestState } from '../engine.ts';
+import { negotiate } from '../engine.ts';
+import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
+import type { ChangeSource, EventStreamHandler } from '../subscriptions.ts';
+import { isEventStreamRequest } from '../subscriptions.ts';
+import { mediaTypeOf } from './params.ts';
+import { readBody, sendError } from './respond.ts';
+
+/** Options of {@link createGraphQLRoute}. */
+export interface GraphQLRouteOptions {
+  engine: Engine;
+  /** The subscription handler for `Accept: text/event-stream` requests, if subscriptions are on. */
+  streams?: EventStreamHandler;
+  /** Largest request body in bytes (larger: 413). */
+  bodyLimit: number;
+  /** Most responses kept in the response cache (0: none). */
+  responseCacheSize: number;
+  /** Change events; every event empties the response cache. */
+  changes: ChangeSource;
+  /** Most operations in one batch; 0 turns batching off (a JSON array body then gets 400). */
+  maxBatch: number;
+  /** Serve the GraphiQL explorer to a browser GET. */
+  explorer: boolean;
+  /** Called when answering failed unexpectedly (answers 500 if nothing was sent yet). */
+  fail: (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
+}
+
+/** The route handler, and a way to stop listening to change events. */
+export interface GraphQLRoute {
+  (req: IncomingMessage, res: ServerResponse, url: string): void;
+  /** Detaches from the change events. */
+  close(): void;
+}
+
+interface CachedResponse {
+  /** The body as a string: node writes status line, headers and a string body in one write. */
+  body: string;
+  /** Flat name/value list for `writeHead`. */
+  headers: string[];
+}
+
+const PREFLIGHT_HEADERS = [
+  'graphql-require-preflight',
+  'apollo-require-preflight',
+  'x-apollo-operation-name',
+];
+const SIMPLE_CONTENT_TYPES = new Set([
+  '',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'multipart/form-data',
+]);
+
+/** Creates the `/graphql` route handler. */
+export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
+  const { engine, streams, bodyLimit, maxBatch, fail } = options;
+  const responses =
+    options.responseCacheSize > 0
+      ? new LRUCache<string, CachedResponse>({
+          max: options.responseCacheSize,
+          maxSize: 64 * 1024 * 1024,
+          sizeCalculation: (v) => v.body.length * 2 + 1,
+        })
+      : undefined;
+  let generation = 0;
+  const onChange = () => {
+    generation++;
+    responses?.clear();
+  };
+  options.changes.on('change', onChange);
+
+  const engineRequest = (
+    req: IncomingMessage,
+    method: string,
+    url: string,
+    body: unknown,
+    state: RequestState,
+  ) =>
+    engine({
+      method,
+      url,
+      headers: { get: (name: string) => (req.headers[name.toLowerCase()] as string | undefined) ?? null },
+      body: body as string,
+      raw: req,
+      context: state,
+    });
+
+  function handle(req: IncomingMessage, res: ServerResponse, url: string): void {
+    if (streams && isEventStreamRequest(req)) {
+      streams(req, res).catch((err: unknown) => fail(req, res, err));
+      return;
+    }
+    const method = req.method ?? '';
+    const accept = req.headers.accept ?? '';
+    if (method === 'GET' && options.explorer && accept.includes('text/html')) {
+      res.writeHead(200, {
+        'content-type': 'text/html; charset=utf-8',
+        'content-length': EXPLORER_HTML.length,
+        'content-security-policy': EXPLORER_CSP,
+        'x-content-type-options': 'nosniff',
+      });
+      res.end(EXPLORER_HTML);
+      return;
+    }
+    if (method === 'OPTIONS') {
+      const headers: Record<string, string> = { allow: 'GET, POST, OPTIONS' };
+      if (res.hasHeader('access-control-allow-origin')) {
+        headers['access-control-allow-methods'] = 'GET, POST, OPTIONS';
+        headers['access-control-allow-headers'] =
+          req.headers['access-control-request-headers'] ?? 'content-type, graphql-require-preflight';
+        headers['access-control-max-age'] = '600';
+      }
+      res.writeHead(204, headers);
+      res.end();
+      return;
+    }
+    const contentType = req.headers['content-type'] ?? '';
+    if (method !== 'POST') {
+      respond(req, res, method, url, accept, contentType, '');
+      return;
+    }
+    const [mediaType] = mediaTypeOf(contentType);
+    if (SIMPLE_CONTENT_TYPES.has(mediaType) && !PREFLIGHT_HEADERS.some((h) => req.headers[h])) {
+      sendError(
+        res,
+        400,
+        `CSRF guard: a POST with content-type "${mediaType || '(none)'}" needs a non-empty GraphQL-Require-Preflight header; send content-type application/json`,
+        {},
+        'CSRF_PREFLIGHT_REQUIRED',
+      );
+      return;
+    }
+    const declared = Number(req.headers['content-length']);
+    if (declared > bodyLimit) {
+      sendError(
+        res,
+        413,
+        `Request body of ${declared} bytes exceeds the limit of ${bodyLimit} bytes`,
+        {
+          connection: 'close',
+        },
+        'PAYLOAD_TOO_LARGE',
+      );
+      req.resume();
+      return;
+    }
+    readBody(req, bodyLimit, (body) => {
+      if (body === undefined) {
+        sendError(
+          res,
+          413,
+          `Request body exceeds the limit of ${bodyLimit} bytes`,
+          { connection: 'close' },
+          'PAYLOAD_TOO_LARGE',
+        );
+        return;
+      }
+      if (mediaType === 'application/json' && body.trimStart().startsWith('[')) {
+        batch(req, res, url, accept, body).catch((err: unknown) => fail(req, res, err));
+        return;
+      }
+      respond(req, res, method, url, accept, contentType, body);
+    });
+  }
+
+  /** Answers from the response cache, or runs the request through the engine (caching a cacheable answer). */
+  function respond(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    url: string,
+    accept: string,
+    contentType: string,
+    body: string,
+  ): void {
+    const key =
+      responses && (method === 'GET' || method === 'POST')
+        ? `${method}\n${accept}\n${contentType}\n${method === 'GET' ? url : body}`
+        : undefined;
+    if (key !== undefined) {
+      const hit = responses!.get(key);
+      if (hit) {
+        res.writeHead(200, hit.headers);
+        res.end(hit.body);
+        return;
+      }
+    }
+    execute(req, res, method, url, body, key).catch((err: unknown) => fail(req, res, err));
+  }
+
+  async function execute(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    url: string,
+    body: string,
+    key: string | undefined,
+  ): Promise<void> {
+    const state: RequestState = { cacheable: false };
+    const startGeneration = generation;
+    const [resBody, init] = await engineRequest(req, method, url, body, state);
+    const text = resBody ?? undefined;
+    const headers: string[] = [];
+    for (const [name, value] of Object.entries(init.headers ?? {}))
+      if (value !== undefined) headers.push(name, value);
+    if (text !== undefined) headers.push('content-length', String(Buffer.byteLength(text)));
+    if (
+      key !== undefined &&
+      text !== undefined &&
+      state.cacheable &&
+      init.status === 200 &&
+      generation === startGeneration
+    ) {
+      responses!.set(key, { body: text, headers });
+    }
+    res.writeHead(init.status, init.statusText, headers);
+    res.end(text);
+  }
+
+  /**
+   * A batch: a JSON array of operations, each run in order as if POSTed alone, answered `200` with the
+   * JSON array of their results (Apollo's batching protocol, as BatchHttpLink and graphql-request's
+   * `batchRequests` send it). Refused with `400` when batching is off, the array is empty or longer than
+   * `maxBatch`.
+   */
+  async function batch(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: string,
+    accept: string,
+    body: string,
+  ): Promise<void> {
+    const contentType = negotiate(accept || null);
+    const refuse = (message: string, code: string) => sendError(res, 400, message, {}, code);
+    if (maxBatch <= 0) {
+      refuse(
+        'Batched requests (a JSON array body) are not enabled on this server; send one operation per request',
+        'BATCHING_NOT_ENABLED',
+      );
+      return;
+    }
+    let items: unknown;
+    try {
+      items = JSON.parse(body);
+    } catch {
+      refuse('Unparsable JSON body', 'BAD_REQUEST');
+      return;
+    }
+    const list = items as unknown[];
+    if (list.length === 0 || list.length > maxBatch) {
+      refuse(`A batch must hold 1 to ${maxBatch} operations, got ${list.length}`, 'BATCH_TOO_LARGE');
+      return;
+    }
+    const parts: string[] = [];
+    for (const item of list) {
+      const state: RequestState = { cacheable: false };
+      const [itemBody, init] = await engineRequest(req, 'POST', url, item, state);
+      parts.push(
+        itemBody ??
+          JSON.stringify({
+            errors: [{ message: `${init.status} ${init.statusText}`, extensions: { code: 'BAD_REQUEST' } }],
+          }),
+      );
+    }
+    const text = `[${parts.join(',')}]`;
+    res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+
+  return Object.assign(handle, {
+    close() {
+      options.changes.off('change', onChange);
+    },
+  });
+}

@@ -1,0 +1,54 @@
+/**
+ * Small HTTP helpers shared by the creature server's routes: JSON error answers and bounded body reading.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** `application/json; charset=utf-8`. */
+export const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * Answers `{"errors":[{"message", "extensions": {"code"}}]}` with `status` (GraphQL-shaped, so GraphQL
+ * clients show the message). `code` is omitted when not given.
+ */
+export function sendError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+  code?: string,
+): void {
+  const body = JSON.stringify({ errors: [code ? { message, extensions: { code } } : { message }] });
+  res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+/**
+ * Reads a request body of at most `limit` bytes as UTF-8 and calls `done` with it, or with `undefined`
+ * as soon as the body is over the limit (the rest is drained and dropped).
+ */
+export function readBody(
+  req: IncomingMessage,
+  limit: number,
+  done: (body: string | undefined) => void,
+): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  req.on('data', (chunk: Buffer) => {
+    if (over) return;
+    size += chunk.length;
+    if (size > limit) {
+      over = true;
+      chunks.length = 0;
+      done(undefined);
+      return;
+    }
+    chunks.push(chunk);
+  });
+  req.on('end', () => {
+    if (!over)
+      done(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+  });
+  // An aborted upload: the client is gone, nothing to answer.
+  req.on('error', () => {});
+}
