@@ -1,17 +1,21 @@
 /**
- * Linux capability sets of a box: Docker's default list, with `advanced.capabilities.add/drop`
- * (spec 002 "AdvancedBoxOptions") applied on top.
+ * Linux capability sets of a box: Docker's default list without `NET_RAW`, with
+ * `advanced.capabilities.add/drop` (spec 002 "AdvancedBoxOptions") applied on top.
  */
 import { BoxError } from '../errors.ts';
 
-/** Docker/moby's default capability set (moby `oci/caps/defaults.go`), OCI `CAP_` names. */
+/**
+ * The default capability set of a box, OCI `CAP_` names: Docker/moby's default set (moby
+ * `oci/caps/defaults.go`) without `CAP_NET_RAW`, so a box cannot open raw IP or packet sockets
+ * (hand-made packets and frames) unless `advanced.capabilities.add` names `NET_RAW`. `ping` works
+ * without it through ICMP datagram sockets when the host's `net.ipv4.ping_group_range` admits the group.
+ */
 export const DEFAULT_CAPABILITIES: readonly string[] = [
   'CAP_CHOWN',
   'CAP_DAC_OVERRIDE',
   'CAP_FSETID',
   'CAP_FOWNER',
   'CAP_MKNOD',
-  'CAP_NET_RAW',
   'CAP_SETGID',
   'CAP_SETUID',
   'CAP_SETFCAP',
