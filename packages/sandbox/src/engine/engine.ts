@@ -14,7 +14,6 @@ import {
   chmodSync,
   closeSync,
   existsSync,
-  lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -35,6 +34,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
+import { lstatInRoot, readFileInRoot } from './confined.ts';
+import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import { buildOciConfig, etcHosts, TTY_HELPER_PATH, validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { CRUN_HYBRID_SH, SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
@@ -161,8 +162,8 @@ function resolveInBox(root: string, cmd: string, path: string): string | undefin
     if (!dir.startsWith('/')) continue;
     const inBox = join(dir, cmd);
     try {
-      const st = lstatSync(join(root, inBox));
-      if (st.isSymbolicLink() || (st.isFile() && (st.mode & 0o111) !== 0)) return inBox;
+      const st = lstatInRoot(root, inBox);
+      if (st && (st.isSymbolicLink() || (st.isFile() && (st.mode & 0o111) !== 0))) return inBox;
     } catch {}
   }
   return undefined;
@@ -223,21 +224,27 @@ export function mountsUnder(dir: string): string[] {
   return out.sort((a, b) => b.length - a.length);
 }
 
-function parseIdFile(path: string): Map<string, string[]> {
+/** Entries of the box's `/etc/passwd` or `/etc/group` by name, read confined to the box root. */
+function parseIdFile(rootfs: string, inBoxPath: string, field: string): Map<string, string[]> {
   const map = new Map<string, string[]>();
+  let text: string;
   try {
-    for (const line of readFileSync(path, 'utf8').split('\n')) {
-      const f = line.split(':');
-      if (f[0]) map.set(f[0], f);
-    }
-  } catch {}
+    text = readFileInRoot(rootfs, inBoxPath)?.toString('utf8') ?? '';
+  } catch (err) {
+    throw new BoxError(`${field}: cannot read the image's ${inBoxPath}: ${(err as Error).message}`);
+  }
+  for (const line of text.split('\n')) {
+    const f = line.split(':');
+    if (f[0]) map.set(f[0], f);
+  }
   return map;
 }
 
 /**
  * Resolves `user` (`uid[:gid]` or `name[:group]`) against the box root's `/etc/passwd` and
- * `/etc/group`, to the `uid:gid` form OCI runtimes take.
- * @throws BoxError naming `field` when a name is not in the image.
+ * `/etc/group`, to the `uid:gid` form OCI runtimes take. The files are read confined to `rootfs`
+ * (confined.ts): symlinks in the box resolve inside it, never to host files.
+ * @throws BoxError naming `field` when a name is not in the image or the files cannot be read.
  */
 export function resolveUser(rootfs: string, user: string, field: string): string {
   const [u = '', g] = user.split(':', 2);
@@ -245,10 +252,10 @@ export function resolveUser(rootfs: string, user: string, field: string): string
   let gid: string | undefined;
   if (/^\d+$/.test(u)) {
     uid = u;
-    const entry = [...parseIdFile(join(rootfs, 'etc/passwd')).values()].find((f) => f[2] === u);
+    const entry = [...parseIdFile(rootfs, '/etc/passwd', field).values()].find((f) => f[2] === u);
     gid = entry?.[3];
   } else {
-    const entry = parseIdFile(join(rootfs, 'etc/passwd')).get(u);
+    const entry = parseIdFile(rootfs, '/etc/passwd', field).get(u);
     if (!entry || entry[2] === undefined)
       throw new BoxError(`${field}: user '${u}' is not in the image's /etc/passwd`);
     uid = entry[2];
@@ -257,7 +264,7 @@ export function resolveUser(rootfs: string, user: string, field: string): string
   if (g !== undefined && g !== '') {
     if (/^\d+$/.test(g)) gid = g;
     else {
-      const entry = parseIdFile(join(rootfs, 'etc/group')).get(g);
+      const entry = parseIdFile(rootfs, '/etc/group', field).get(g);
       if (!entry || entry[2] === undefined)
         throw new BoxError(`${field}: group '${g}' is not in the image's /etc/group`);
       gid = entry[2];
@@ -359,6 +366,7 @@ export class OciEngine implements Engine {
     return {
       bundle: join(boxDir, 'bundle'),
       rootfs: join(boxDir, 'rootfs'),
+      binds: join(boxDir, 'binds'),
       upper: join(base, 'upper'),
       work: join(base, 'work'),
       diskImg: join(boxDir, 'disk.img'),
@@ -368,9 +376,26 @@ export class OciEngine implements Engine {
     };
   }
 
-  /** Starts a box; see `Engine.start`. @throws BoxError naming the field or the failed stage (with the runtime's log). */
+  /**
+   * Starts a box; see `Engine.start`. Host paths of `mounts` are opened first (hostpath.ts: a symlink
+   * anywhere on one is refused) and bound through their descriptors.
+   * @throws BoxError naming the field (`mounts[i].hostPath: … passes through the symlink …`) or the
+   *   failed stage (with the runtime's log).
+   */
   async start(spec: EngineBoxSpec): Promise<EngineStarted> {
     validateSpec(spec);
+    const opened: OpenedHostPath[] = [];
+    try {
+      for (const [i, m] of spec.mounts.entries())
+        opened.push(openHostPath(m.hostPath, `mounts[${i}].hostPath`));
+      return await this.startOpened(spec, opened);
+    } finally {
+      for (const o of opened) o.close();
+    }
+  }
+
+  /** `start` once the host paths are open; `opened[i]` is the host object of `spec.mounts[i]`. */
+  private async startOpened(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<EngineStarted> {
     const p = this.paths(spec.boxDir, spec.diskSizeGb);
     // The runtime keeps a state directory per container: only ask it when one exists (saves a spawn).
     if (existsSync(join(this.rtRoot, spec.id))) {
@@ -383,14 +408,20 @@ export class OciEngine implements Engine {
 
     // Box config (written first: a bad capability name fails before anything is created).
     const tConfig0 = performance.now();
-    const config = buildOciConfig(spec, {
-      rootfs: p.rootfs,
-      init: this.initPath,
-      initArgs: ['-P'],
-      ...(this.ttyHelper ? { ttyHelper: this.ttyHelper } : {}),
-      cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
-      etcFiles: { hosts: join(p.bundle, 'hosts'), hostname: join(p.bundle, 'hostname') },
-    });
+    // Host paths are bound by the supervisor from their descriptors onto staging points
+    // (<boxDir>/binds/<i>), which the runtime binds into the box.
+    const mounts = spec.mounts.map((m, i) => ({ ...m, hostPath: join(p.binds, String(i)) }));
+    const config = buildOciConfig(
+      { ...spec, mounts },
+      {
+        rootfs: p.rootfs,
+        init: this.initPath,
+        initArgs: ['-P'],
+        ...(this.ttyHelper ? { ttyHelper: this.ttyHelper } : {}),
+        cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
+        etcFiles: { hosts: join(p.bundle, 'hosts'), hostname: join(p.bundle, 'hostname') },
+      },
+    );
     mkdirSync(p.bundle, { recursive: true });
     writeFileSync(join(p.bundle, 'hosts'), etcHosts(spec.hostname));
     writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
@@ -424,6 +455,15 @@ export class OciEngine implements Engine {
     symlinkSync(spec.boxDir, link);
     rmSync(p.pidFile, { force: true });
     writeFileSync(p.log, '');
+    rmSync(p.binds, { recursive: true, force: true });
+    if (opened.length > 0) mkdirSync(p.binds, { mode: 0o700 });
+    const binds: string[] = [];
+    for (const [i, o] of opened.entries()) {
+      const target = join(p.binds, String(i));
+      if (o.isDirectory) mkdirSync(target);
+      else writeFileSync(target, '');
+      binds.push(`${3 + i}:${target}`);
+    }
 
     // Spawn: the supervisor mounts and runs the container.
     const lower = [...spec.layerDirs].reverse().join(':');
@@ -440,6 +480,7 @@ export class OciEngine implements Engine {
       SB_DISK_DIR: p.diskDir,
       SB_LOG: p.log,
       SB_PIDFILE: p.pidFile,
+      SB_BINDS: binds.join(' '),
       SB_WATCH: spec.detach ? '0' : '1',
     };
     const old = this.supervisors.get(spec.id);
@@ -447,7 +488,7 @@ export class OciEngine implements Engine {
     const child = spawn('/bin/sh', [this.supervisorPath], {
       env,
       detached: true,
-      stdio: ['pipe', 'pipe', 'ignore'],
+      stdio: ['pipe', 'pipe', 'ignore', ...opened.map((o) => o.fd)],
     });
     child.on('error', () => {});
     child.stdin?.on('error', () => {});
@@ -773,6 +814,7 @@ export class OciEngine implements Engine {
     for (const name of [
       'bundle',
       'rootfs',
+      'binds',
       'upper',
       'work',
       'disk',

@@ -25,6 +25,7 @@ cleanup() {
   rt kill "$SB_ID" KILL >/dev/null 2>&1
   rt delete --force "$SB_ID" >/dev/null 2>&1
   umount "$SB_ROOTFS" >/dev/null 2>&1
+  for b in $SB_BINDS; do umount -l "\${b#*:}" >/dev/null 2>&1; done
   if [ -n "$SB_DISK_IMG" ]; then umount "$SB_DISK_DIR" >/dev/null 2>&1; fi
 }
 fail() { echo "error $1"; cleanup; exit 1; }
@@ -33,6 +34,10 @@ if [ -n "$SB_DISK_IMG" ]; then
   [ -d "$SB_UPPER" ] || mkdir "$SB_UPPER" "$SB_WORK" 2>>"$SB_LOG" || fail disk
 fi
 mount -t overlay overlay -o "lowerdir=$SB_LOWER,upperdir=$SB_UPPER,workdir=$SB_WORK" "$SB_ROOTFS" 2>>"$SB_LOG" || fail overlay
+# Host paths: the engine passes each checked path as an inherited descriptor (fd:target pairs).
+for b in $SB_BINDS; do
+  mount --no-canonicalize --rbind "/proc/self/fd/\${b%%:*}" "\${b#*:}" 2>>"$SB_LOG" || fail bind
+done
 echo mounted
 rt run --detach --bundle "$SB_BUNDLE" --pid-file "$SB_PIDFILE" "$SB_ID" </dev/null >>"$SB_LOG" 2>&1 || fail run
 echo started
