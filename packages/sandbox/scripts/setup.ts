@@ -33,6 +33,8 @@ export const DEBIAN_PACKAGES = [
   'catatonit',
   'e2fsprogs',
   'tmux',
+  // gVisor (`runsc`): the `gvisor` isolation tier (src/engine/gvisor.ts).
+  'runsc',
 ];
 
 function log(m: string): void {
@@ -91,8 +93,6 @@ function main(): void {
     },
   );
   if (big.status !== 0) process.exit(big.status ?? 1);
-}
-
   // Pulled and unpacked into the store the BrowserBox/ComputerBox tests share, here rather than inside
   // a test's readiness timeout.
   const pulled = spawnSync(
@@ -108,4 +108,6 @@ function main(): void {
     { stdio: 'inherit' },
   );
   if (pulled.status !== 0) process.exit(pulled.status ?? 1);
+}
+
 main();

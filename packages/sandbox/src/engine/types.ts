@@ -43,6 +43,11 @@ export interface EngineBoxSpec {
   network: { mode: 'enabled' | 'disabled'; allowNet: string[] };
   /** When false the box is stopped when the creating process exits, even on SIGKILL. */
   detach: boolean;
+  /**
+   * Isolation tier (gvisor-tiers.ts): `container` (default; crun/runc) or `gvisor` (runsc, a
+   * user-space kernel). Only engines created by `createTieredEngine` look at it.
+   */
+  isolation?: 'container' | 'gvisor';
 }
 
 /** Stage timings of a start, ms (spec 002 `JsBoxMetrics` names). */

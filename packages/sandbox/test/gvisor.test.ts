@@ -1,0 +1,267 @@
+/**
+ * The gVisor isolation tier (src/engine/gvisor*.ts) at the engine level: platform choice (the KVM
+ * probe never hangs), the gVisor config, boxes of both tiers side by side in one `TieredEngine`,
+ * exec streams, exit codes, kill, graceful stop, limits applied to the sandbox's cgroup, stats,
+ * volumes, refusals, and nothing left behind. Skipped only when runsc is not installed (the
+ * package's `test:setup` installs it).
+ */
+import assert from 'node:assert/strict';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { findExecutable } from '../src/engine/engine.ts';
+import { gvisorOciConfig, SENTRY_TASKS } from '../src/engine/gvisor.ts';
+import { chooseGVisorPlatform, probeKvm } from '../src/engine/gvisor-platform.ts';
+import { createTieredEngine, type TieredEngine } from '../src/engine/gvisor-tiers.ts';
+import { makeBusyboxRootfs, mountsUnder } from '../src/engine/index.ts';
+import { collect, execSh, specFactory } from './helpers/engine.ts';
+
+const runsc = findExecutable('runsc');
+const skip = runsc ? false : 'runsc is not installed (npm run test:setup -w @seed/sandbox installs it)';
+
+const tmp = mkdtempSync(join(tmpdir(), 'gvisor-'));
+const stateRoot = join(tmp, 'state');
+const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
+const spec = specFactory(tmp, rootfs, 'gv', { isolation: 'gvisor' });
+let engine: TieredEngine;
+
+function sh(id: string, script: string, extra = {}) {
+  return execSh(engine as never, id, script, extra);
+}
+
+before(async () => {
+  if (skip) return;
+  // ptrace is given explicitly here (the probe has its own test), so this file never waits for KVM.
+  engine = await createTieredEngine({ stateRoot, gvisorPlatform: 'ptrace' });
+});
+
+after(async () => {
+  for (const box of (await engine?.list().catch(() => [])) ?? []) {
+    await engine.remove(box.id, box.boxDir ?? join(tmp, 'boxes', box.id)).catch(() => {});
+  }
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('gVisor platform', { skip }, () => {
+  test('the KVM probe ends within its timeout, whatever KVM does, and leaves no process', async () => {
+    const scratch = join(tmp, 'probe');
+    mkdirSync(scratch, { recursive: true });
+    const t0 = performance.now();
+    const result = await probeKvm(runsc!, scratch, 1500);
+    assert.ok(performance.now() - t0 < 5000, 'probe returned');
+    assert.ok(['booted', 'failed', 'timeout'].includes(result));
+    // Its private --root is gone and no process names it.
+    assert.deepEqual(readdirSync(scratch), []);
+    const leftovers = readdirSync('/proc').filter((pid) => {
+      try {
+        return /^\d+$/.test(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(scratch);
+      } catch {
+        return false;
+      }
+    });
+    assert.deepEqual(leftovers, []);
+  });
+
+  test('the choice is cached per boot with its reason; an explicit platform wins', async () => {
+    const dir = join(tmp, 'choice');
+    mkdirSync(dir, { recursive: true });
+    const first = await chooseGVisorPlatform(runsc!, dir);
+    assert.ok(first.platform === 'ptrace' || first.platform === 'kvm');
+    assert.match(first.reason, /kvm|\/dev\/kvm|configured/);
+    if (existsSync('/dev/kvm') && !process.env.SEED_SANDBOX_GVISOR_PLATFORM) {
+      const cached = JSON.parse(readFileSync(join(dir, 'runsc-platform.json'), 'utf8'));
+      assert.equal(cached.platform, first.platform);
+      const t0 = performance.now();
+      assert.deepEqual(await chooseGVisorPlatform(runsc!, dir), first);
+      assert.ok(performance.now() - t0 < 500, 'second choice comes from the cache, not a new probe');
+    }
+    assert.deepEqual(await chooseGVisorPlatform(runsc!, dir, 'ptrace'), {
+      platform: 'ptrace',
+      reason: 'configured',
+    });
+    await assert.rejects(
+      chooseGVisorPlatform(runsc!, dir, 'xen' as never),
+      /gvisorPlatform: 'xen' must be 'ptrace' or 'kvm'/,
+    );
+  });
+});
+
+describe('gVisor config', () => {
+  test('no seccomp section, no cgroupfs mount, host pids limit with the Sentry headroom', () => {
+    const s = spec({ pidsLimit: 50 });
+    const config = gvisorOciConfig(s, {
+      rootfs: '/r',
+      init: '/i',
+      initArgs: ['-P'],
+      cgroupsPath: '/seed-sandbox/x',
+    });
+    const linux = config.linux as Record<string, { pids?: { limit: number } } | undefined>;
+    assert.equal(linux.seccomp, undefined);
+    assert.equal(linux.resources?.pids?.limit, 100 + SENTRY_TASKS);
+    const mounts = (config.mounts as { destination: string }[]).map((m) => m.destination);
+    assert.ok(!mounts.includes('/sys/fs/cgroup'));
+    assert.ok(mounts.includes('/proc') && mounts.includes('/.sandbox/init'));
+  });
+});
+
+describe('gVisor boxes', { skip }, () => {
+  test('a gVisor box and a container box side by side: each runs under its own kernel', async () => {
+    const g = spec();
+    const c = spec({ isolation: 'container' });
+    await engine.start(g);
+    await engine.start(c);
+    const gv = await sh(g.id, 'cat /proc/version; dmesg | head -1');
+    const ct = await sh(c.id, 'cat /proc/version');
+    assert.equal(gv.code, 0, gv.stderr);
+    assert.notEqual(gv.stdout.split('\n')[0], readFileSync('/proc/version', 'utf8').trim());
+    assert.match(gv.stdout, /gVisor/i, 'the gVisor kernel log');
+    assert.equal(ct.stdout.trim(), readFileSync('/proc/version', 'utf8').trim());
+    assert.deepEqual(await engine.info(g.id), { tier: 'gvisor', runtime: 'runsc', platform: 'ptrace' });
+    assert.equal((await engine.info(c.id)).tier, 'container');
+    // A second engine on the same state root routes by the boxes' own records.
+    const other = await createTieredEngine({ stateRoot, gvisorPlatform: 'ptrace' });
+    assert.equal(other.tierOf(g.id), 'gvisor');
+    assert.equal(other.tierOf(c.id), 'container');
+    assert.equal((await execSh(other as never, g.id, 'echo routed')).stdout, 'routed\n');
+    await engine.remove(c.id, c.boxDir);
+    await engine.remove(g.id, g.boxDir);
+  });
+
+  test('exec: stdout, stderr, exit code, stdin, env, cwd, user; 255 when the command cannot start', async () => {
+    const s = spec({ env: ['PATH=/bin', 'BOX=1'] });
+    await engine.start(s);
+    const r = await sh(s.id, 'echo out; echo err >&2; echo "$BOX $EXTRA $(pwd) $(id -u)"; exit 7', {
+      env: ['EXTRA=2'],
+      cwd: '/tmp',
+      user: 'nobody',
+    });
+    assert.deepEqual(r, { code: 7, stdout: 'out\n1 2 /tmp 65534\n', stderr: 'err\n' });
+    const cat = await engine.exec(s.id, { cmd: 'cat', args: [], env: [] });
+    const big = Buffer.alloc(1024 * 1024, 'x');
+    cat.stdin.end(big);
+    const echoed = await collect(cat);
+    assert.equal(echoed.code, 0);
+    assert.equal(echoed.stdout.length, big.length);
+    const missing = await collect(await engine.exec(s.id, { cmd: 'no-such-command', args: [], env: [] }));
+    assert.equal(missing.code, 255);
+    assert.match(missing.stderr, /no-such-command/);
+    await assert.rejects(
+      engine.exec(s.id, { cmd: 'sh', args: [], env: [], user: 'nosuchuser' }),
+      /user 'nosuchuser'/,
+    );
+    await engine.remove(s.id, s.boxDir);
+  });
+
+  test('tty is refused with an error naming it', async () => {
+    const s = spec();
+    await engine.start(s);
+    await assert.rejects(
+      engine.exec(s.id, { cmd: 'sh', args: [], env: [], tty: true }),
+      /tty: not supported by the gvisor isolation tier/,
+    );
+    await engine.remove(s.id, s.boxDir);
+  });
+
+  test('kill ends the command (SIGKILL: 137; SIGTERM: 143) and the box keeps running', async () => {
+    const s = spec();
+    await engine.start(s);
+    const p = await engine.exec(s.id, { cmd: 'sleep', args: ['600'], env: [] });
+    await p.kill();
+    assert.equal(await p.exited, 137);
+    const t = await engine.exec(s.id, { cmd: 'sleep', args: ['600'], env: [] });
+    await t.kill('SIGTERM');
+    assert.equal(await t.exited, 143);
+    assert.equal((await sh(s.id, 'echo alive')).stdout, 'alive\n');
+    await engine.remove(s.id, s.boxDir);
+  });
+
+  test('stop: running commands get SIGTERM first, then the sandbox ends and its root is unmounted', async () => {
+    const s = spec();
+    const { pid } = await engine.start(s);
+    const p = await engine.exec(s.id, {
+      cmd: 'sh',
+      args: ['-c', 'trap "echo got-term; exit 0" TERM; echo ready; while :; do sleep 0.1; done'],
+      env: [],
+    });
+    let text = '';
+    const ready = new Promise<void>((resolve) =>
+      p.stdout.on('data', (chunk: Buffer) => {
+        text += chunk;
+        if (text.includes('ready')) resolve();
+      }),
+    );
+    p.stderr.resume();
+    await ready; // the trap is installed
+    await engine.stop(s.id, 5000);
+    assert.equal(await p.exited, 0);
+    assert.match(text, /got-term/);
+    assert.equal((await engine.state(s.id)).status, 'stopped');
+    assert.ok(!existsSync(`/proc/${pid}`) || /\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')));
+    assert.deepEqual(mountsUnder(s.boxDir), []);
+    // The writable layer is kept: the box starts again with its files.
+    await engine.start({ ...s });
+    await engine.remove(s.id, s.boxDir);
+    assert.equal((await engine.state(s.id)).status, 'unknown');
+    assert.ok(!existsSync(join(stateRoot, 'boxes', s.id)));
+  });
+
+  test('limits: memory, CPU quota and pids are set on the sandbox cgroup; stats read it', async () => {
+    const s = spec({ memoryMib: 96, cpus: 0.5, pidsLimit: 40 });
+    const { pid } = await engine.start(s);
+    const cgroup = readFileSync(`/proc/${pid}/cgroup`, 'utf8');
+    assert.match(cgroup, new RegExp(`seed-sandbox/${s.id}`));
+    if (existsSync('/sys/fs/cgroup/memory')) {
+      const dir = (c: string) => join('/sys/fs/cgroup', c, 'seed-sandbox', s.id);
+      assert.equal(
+        Number(readFileSync(join(dir('memory'), 'memory.limit_in_bytes'), 'utf8')),
+        96 * 1024 * 1024,
+      );
+      assert.equal(Number(readFileSync(join(dir('cpu'), 'cpu.cfs_quota_us'), 'utf8')), 50_000);
+      assert.equal(Number(readFileSync(join(dir('pids'), 'pids.max'), 'utf8')), 80 + SENTRY_TASKS);
+    }
+    const stats = await engine.stats(s.id);
+    assert.ok((stats.memoryBytes ?? 0) > 1024 * 1024, 'the sandbox uses memory');
+    assert.ok((stats.memoryBytes ?? 0) <= 96 * 1024 * 1024);
+    assert.ok(typeof stats.cpuPercent === 'number' && stats.cpuPercent >= 0 && stats.cpuPercent <= 100);
+    assert.equal(stats.networkBytesSent, 0);
+    await engine.remove(s.id, s.boxDir);
+    assert.deepEqual(await engine.stats(s.id), {});
+  });
+
+  test('volumes: read-write and read-only bind mounts', async () => {
+    const rw = join(tmp, 'vol-rw');
+    const ro = join(tmp, 'vol-ro');
+    mkdirSync(rw, { recursive: true });
+    mkdirSync(ro, { recursive: true });
+    writeFileSync(join(ro, 'in.txt'), 'from host\n');
+    const s = spec({
+      mounts: [
+        { hostPath: rw, guestPath: '/data', readOnly: false },
+        { hostPath: ro, guestPath: '/ro', readOnly: true },
+      ],
+    });
+    await engine.start(s);
+    const r = await sh(s.id, 'echo written > /data/out.txt && cat /ro/in.txt && ! echo x > /ro/new.txt');
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, 'from host\n');
+    assert.equal(readFileSync(join(rw, 'out.txt'), 'utf8'), 'written\n');
+    assert.ok(!existsSync(join(ro, 'new.txt')));
+    await engine.remove(s.id, s.boxDir);
+  });
+
+  test('a start failure names the stage and leaves nothing mounted', async () => {
+    const s = spec({ mounts: [{ hostPath: join(tmp, 'missing-dir'), guestPath: '/m', readOnly: false }] });
+    await assert.rejects(engine.start(s), /box gv\d+x\d+: start failed at run \(runsc, platform ptrace\)/);
+    assert.deepEqual(mountsUnder(s.boxDir), []);
+    await engine.remove(s.id, s.boxDir);
+  });
+});
