@@ -9,28 +9,23 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
+import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
 import { buildWeb, WEB_DIST } from '../scripts/build-web.ts';
 import { CHROMIUM_PATH } from '../scripts/setup-browser.ts';
 import { type Running, start } from './helpers.ts';
-
-/** Where the screenshot artifact goes (gitignored). */
-const ARTIFACTS = join(import.meta.dirname, '..', 'test-artifacts');
-
-const LAUNCH_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
+import {
+  ARTIFACTS,
+  DESKTOP,
+  hasFocus,
+  inPage,
+  LAUNCH_ARGS,
+  openPage as openPageIn,
+  PHONE,
+} from './web-helpers.ts';
 
 let running: Running;
 let browser: Browser;
-let contexts: BrowserContext[] = [];
+const pages: Page[] = [];
 /** Uncaught page errors and Content-Security-Policy violations seen in any page. */
 const problems: string[] = [];
 let page1: Page;
@@ -40,15 +35,9 @@ let base: string;
 let baseline: number;
 
 /** Opens a page in a fresh browser context (its own storage, like another user's browser). */
-async function openPage(): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-  contexts.push(context);
-  const page = await context.newPage();
-  page.setDefaultTimeout(15_000);
-  page.on('pageerror', (error) => problems.push(`uncaught: ${error.message}`));
-  page.on('console', (message) => {
-    if (/Content.Security.Policy/i.test(message.text())) problems.push(`CSP: ${message.text()}`);
-  });
+async function openPage(viewport: { width: number; height: number } = DESKTOP): Promise<Page> {
+  const page = await openPageIn(browser, { viewport, problems });
+  pages.push(page);
   return page;
 }
 
@@ -99,8 +88,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const context of contexts) await context.close();
-  contexts = [];
+  for (const page of pages) await page.context().close();
   await browser?.close();
   await running?.server.close();
 });
@@ -110,7 +98,8 @@ describe('creature web front end (Chromium)', () => {
     const response = await page1.goto(`${base}/`);
     assert.equal(response?.status(), 200);
     assert.match((await response?.headerValue('content-security-policy')) ?? '', /script-src 'self'/);
-    await page1.getByRole('heading', { name: 'Creatures' }).waitFor();
+    await page1.getByRole('heading', { level: 1, name: 'Creatures', exact: true }).waitFor();
+    assert.equal(await page1.title(), 'Creatures');
     await page1.locator('.live', { hasText: 'live' }).waitFor();
     await page1.getByText('151 of 151 shown').waitFor();
     assert.equal((await listedNames(page1)).length, 151);
@@ -139,10 +128,15 @@ describe('creature web front end (Chromium)', () => {
 
   test("opening a creature shows its full detail; evolutions are links to the next creature's page", async () => {
     await page1.getByLabel('Search by name').fill('pika');
-    await page1.getByRole('link', { name: /Pikachu/ }).click();
-    const heading = page1.getByRole('heading', { level: 2, name: /Pikachu/ });
+    await page1
+      .getByRole('list', { name: 'Creatures' })
+      .getByRole('link', { name: /Pikachu/ })
+      .click();
+    const heading = page1.getByRole('heading', { level: 1, name: /Pikachu/ });
     await heading.waitFor();
     assert.match(await text(heading), /Pikachu\s*#025/);
+    assert.equal(await page1.title(), 'Pikachu · Creatures');
+    assert.ok(await hasFocus(heading), 'the heading has focus');
     const facts = page1.locator('dl.facts');
     assert.match(await text(facts), /Weight\s*5\.25kg – 6\.75kg/);
     assert.match(await text(facts), /Height\s*0\.35m – 0\.45m/);
@@ -156,7 +150,7 @@ describe('creature web front end (Chromium)', () => {
     ]);
 
     await page1.getByRole('region', { name: 'Evolutions' }).getByRole('link', { name: 'Raichu' }).click();
-    await page1.getByRole('heading', { level: 2, name: /Raichu/ }).waitFor();
+    await page1.getByRole('heading', { level: 1, name: /Raichu/ }).waitFor();
     assert.match(page1.url(), /#\/creatures\/Raichu$/);
     assert.match(await text(page1.locator('dl.facts')), /Max CP\s*2182/);
     await page1.getByRole('region', { name: 'Evolutions' }).getByRole('link', { name: 'Pikachu' }).waitFor();
@@ -191,7 +185,7 @@ describe('creature web front end (Chromium)', () => {
 
   test('a creature edited, created and deleted in one browser changes live in the other', async () => {
     await page2.goto(`${base}/#/creatures/Pikachu`);
-    await page2.getByRole('heading', { level: 2, name: /Pikachu/ }).waitFor();
+    await page2.getByRole('heading', { level: 1, name: /Pikachu/ }).waitFor();
     assert.match(await text(page2.locator('dl.facts')), /Max CP\s*938/);
 
     await page1.goto(`${base}/#/creatures/Pikachu/edit`);
@@ -199,7 +193,7 @@ describe('creature web front end (Chromium)', () => {
     assert.equal(await maxCP.inputValue(), '938');
     await maxCP.fill('999');
     await page1.getByRole('button', { name: 'Save changes' }).click();
-    await page1.getByRole('heading', { level: 2, name: /Pikachu/ }).waitFor();
+    await page1.getByRole('heading', { level: 1, name: /Pikachu/ }).waitFor();
     await page1.locator('dl.facts', { hasText: '999' }).waitFor();
     await page2.locator('dl.facts', { hasText: /Max CP\s*999/ }).waitFor();
     await page2.getByText('Pikachu was updated').waitFor();
@@ -209,7 +203,7 @@ describe('creature web front end (Chromium)', () => {
     await page1.getByLabel('Types', { exact: true }).fill('Electric, Fairy');
     await page1.getByLabel('Weight (minimum)').fill('1kg');
     await page1.getByRole('button', { name: 'Create creature' }).click();
-    await page1.getByRole('heading', { level: 2, name: /Sparkmon/ }).waitFor();
+    await page1.getByRole('heading', { level: 1, name: /Sparkmon/ }).waitFor();
     await page2.getByText('152 of 152 shown').waitFor();
     assert.ok((await listedNames(page2)).includes('Sparkmon'));
 
@@ -235,11 +229,40 @@ describe('creature web front end (Chromium)', () => {
       .getByRole('alert')
       .getByText(/Int cannot represent non-integer value: 12\.5/)
       .waitFor();
-    assert.equal(await page1.getByRole('heading', { level: 2, name: 'New creature' }).count(), 1);
+    assert.equal(await page1.getByRole('heading', { level: 1, name: 'New creature' }).count(), 1);
 
     await page1.getByLabel('Message id').fill('no-such-message');
     await page1.getByRole('button', { name: 'Open' }).click();
     await page1.getByRole('alert').getByText('No message has the id “no-such-message”.').waitFor();
+  });
+
+  test('on a 390×844 phone a tap on a creature changes the route and shows its detail in view', async () => {
+    const phone = await openPage(PHONE);
+    await phone.goto(`${base}/`);
+    await phone.getByText('151 of 151 shown').waitFor();
+    const link = phone.getByRole('list', { name: 'Creatures' }).getByRole('link', { name: /Bulbasaur/ });
+    await link.tap();
+    await phone.waitForURL(/#\/creatures\/Bulbasaur$/);
+    const heading = phone.getByRole('heading', { level: 1, name: /Bulbasaur/ });
+    await heading.waitFor();
+    const box = await heading.boundingBox();
+    assert.ok(
+      box && box.y >= 0 && box.y + box.height <= PHONE.height,
+      `the heading is in view: ${JSON.stringify(box)}`,
+    );
+    assert.ok(await hasFocus(heading), 'the heading has focus');
+    assert.equal(await phone.title(), 'Bulbasaur · Creatures');
+    const edit = phone.getByRole('link', { name: 'Edit', exact: true });
+    const editBox = await edit.boundingBox();
+    assert.ok(editBox && editBox.y + editBox.height <= PHONE.height, 'the Edit link is in view');
+    assert.ok(
+      await inPage<boolean>(phone, 'document.documentElement.scrollWidth <= window.innerWidth'),
+      'nothing is wider than the phone',
+    );
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const file = join(ARTIFACTS, `creatures-web-${PHONE.width}x${PHONE.height}.png`);
+    await phone.screenshot({ path: file });
+    assert.ok(statSync(file).size > 10_000, 'the screenshot has content');
   });
 
   test('a screenshot of the page is stored as a test artifact', async () => {
@@ -247,8 +270,8 @@ describe('creature web front end (Chromium)', () => {
     await page1.getByRole('table', { name: 'Fast attacks' }).waitFor();
     await page1.getByRole('list', { name: 'Messages' }).getByText('Hello again, edited').waitFor();
     mkdirSync(ARTIFACTS, { recursive: true });
-    const file = join(ARTIFACTS, 'creatures-web.png');
-    await page1.screenshot({ path: file, fullPage: true });
+    const file = join(ARTIFACTS, `creatures-web-${DESKTOP.width}x${DESKTOP.height}.png`);
+    await page1.screenshot({ path: file });
     assert.ok(statSync(file).size > 10_000, 'the screenshot has content');
     assert.deepEqual(problems, [], 'no uncaught errors and no CSP violations in any page');
   });

@@ -19,8 +19,10 @@ import type {
   AuthorizationCodeRecord,
   AuthStore,
   ChangeOptions,
+  ClientOidcInput,
   ClientPatch,
   ClientRecord,
+  ConsentRecord,
   GrantType,
   ListQuery,
   LoginSessionRecord,
@@ -143,6 +145,10 @@ function toClient(row: Row): ClientRecord {
     allowedGrantTypes: json<GrantType[]>(row.allowed_grant_types),
     allowedScopes: json(row.allowed_scopes),
     permissions: json(row.permissions),
+    postLogoutRedirectUris: json(row.post_logout_redirect_uris ?? '[]'),
+    backchannelLogoutUri: strOrNull(row.backchannel_logout_uri),
+    requireConsent: row.require_consent === 1,
+    metadata: row.metadata === null || row.metadata === undefined ? {} : json<ClientMetadata>(row.metadata),
     version: Number(row.version),
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),
@@ -179,6 +185,8 @@ function toRefresh(row: Row): RefreshTokenRecord {
     usedAt: num(row.used_at),
     revokedAt: num(row.revoked_at),
     replacedBy: strOrNull(row.replaced_by),
+    sessionId: strOrNull(row.session_id),
+    authTime: num(row.auth_time),
   };
 }
 
@@ -192,6 +200,9 @@ function toCode(row: Row): AuthorizationCodeRecord {
     codeChallenge: strOrNull(row.code_challenge),
     codeChallengeMethod: strOrNull(row.code_challenge_method),
     nonce: strOrNull(row.nonce),
+    authTime: num(row.auth_time),
+    sessionId: strOrNull(row.session_id),
+    amr: row.amr === null || row.amr === undefined ? [] : json<string[]>(row.amr),
     createdAt: Number(row.created_at),
     expiresAt: Number(row.expires_at),
     usedAt: num(row.used_at),
@@ -217,6 +228,34 @@ function toSession(row: Row): LoginSessionRecord {
     createdAt: Number(row.created_at),
     expiresAt: Number(row.expires_at),
     revokedAt: num(row.revoked_at),
+    sid: strOrNull(row.sid),
+    amr: json<string[]>(row.amr ?? '["pwd"]'),
+  };
+}
+
+function toConsent(row: Row): ConsentRecord {
+  return {
+    userId: String(row.user_id),
+    clientId: String(row.client_id),
+    scopes: json<string[]>(row.scopes),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+/** The validated OpenID Connect settings of a client input (undefined: unchanged). @throws ValidationError. */
+function clientOidcValues(input: ClientOidcInput) {
+  return {
+    postLogoutRedirectUris:
+      input.postLogoutRedirectUris === undefined
+        ? undefined
+        : v.redirectUris(input.postLogoutRedirectUris, 'postLogoutRedirectUris'),
+    backchannelLogoutUri:
+      input.backchannelLogoutUri === undefined
+        ? undefined
+        : v.httpUri(input.backchannelLogoutUri, 'backchannelLogoutUri'),
+    requireConsent:
+      input.requireConsent === undefined ? undefined : v.bool(input.requireConsent, 'requireConsent', false),
   };
 }
 
@@ -256,7 +295,7 @@ function likePattern(search: unknown): string {
 }
 
 const INSERT_REFRESH_TOKEN = `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope,
-  created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`;
+  created_at, expires_at, session_id, auth_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /** The values of {@link INSERT_REFRESH_TOKEN}, in its column order. */
 function refreshTokenValues(input: NewRefreshToken): SQLInputValue[] {
@@ -268,6 +307,8 @@ function refreshTokenValues(input: NewRefreshToken): SQLInputValue[] {
     input.scope ?? '',
     input.createdAt,
     input.expiresAt,
+    input.sessionId ?? null,
+    input.authTime ?? null,
   ];
 }
 
@@ -959,6 +1000,7 @@ export class SqliteAuthStore implements AuthStore {
       scopes: v.scopes(input.allowedScopes),
       permissions: v.permissionList(input.permissions, 'permissions'),
     };
+    const oidc = clientOidcValues(input);
     const now = this.#now();
     this.#clientCache.clear();
     return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
@@ -977,6 +1019,7 @@ export class SqliteAuthStore implements AuthStore {
         now,
         now,
       );
+      this.#setClientOidc(clientId, oidc);
       return this.#client(clientId)!;
     });
   }
@@ -1027,6 +1070,7 @@ export class SqliteAuthStore implements AuthStore {
       permissions:
         patch.permissions === undefined ? undefined : v.permissionList(patch.permissions, 'permissions'),
     };
+    const oidc = clientOidcValues(patch);
     this.#clientCache.clear();
     return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
       const current = this.#client(clientId);
@@ -1048,6 +1092,7 @@ export class SqliteAuthStore implements AuthStore {
         this.#now(),
         clientId,
       );
+      this.#setClientOidc(clientId, oidc);
       return this.#client(clientId)!;
     });
   }
@@ -1246,7 +1291,8 @@ export class SqliteAuthStore implements AuthStore {
     return this.#change('authorization code', { field: 'codeHash', value: '…' }, undefined, () => {
       const row = this.#get(
         `INSERT INTO authorization_codes (code_hash, client_id, user_id, redirect_uri, scope, code_challenge,
-          code_challenge_method, nonce, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+          code_challenge_method, nonce, created_at, expires_at, auth_time, session_id, amr)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
         input.codeHash,
         input.clientId,
         input.userId,
@@ -1257,6 +1303,9 @@ export class SqliteAuthStore implements AuthStore {
         input.nonce ?? null,
         input.createdAt,
         input.expiresAt,
+        input.authTime ?? null,
+        input.sessionId ?? null,
+        input.amr ? JSON.stringify(input.amr) : null,
       );
       return toCode(row!);
     });
@@ -1320,11 +1369,14 @@ export class SqliteAuthStore implements AuthStore {
   async createLoginSession(input: NewLoginSession): Promise<LoginSessionRecord> {
     return this.#change('login session', { field: 'sessionHash', value: '…' }, undefined, () => {
       const row = this.#get(
-        'INSERT INTO login_sessions (session_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?) RETURNING *',
+        `INSERT INTO login_sessions (session_hash, user_id, created_at, expires_at, sid, amr)
+          VALUES (?, ?, ?, ?, ?, ?) RETURNING *`,
         input.sessionHash,
         input.userId,
         input.createdAt,
         input.expiresAt,
+        input.sid ?? null,
+        JSON.stringify(input.amr ?? ['pwd']),
       );
       return toSession(row!);
     });
@@ -1341,6 +1393,134 @@ export class SqliteAuthStore implements AuthStore {
         now,
         sessionHash,
       ) > 0
+    );
+  }
+
+  async findLoginSessionBySid(sid: string): Promise<LoginSessionRecord | undefined> {
+    if (typeof sid !== 'string') return undefined;
+    return this.#getAs(toSession, 'SELECT * FROM login_sessions WHERE sid = ?', sid);
+  }
+
+  async endLoginSession(sessionHash: string, now: number): Promise<number> {
+    return this.#tx(() => {
+      const session = this.#get(
+        'UPDATE login_sessions SET revoked_at = coalesce(revoked_at, ?) WHERE session_hash = ? RETURNING sid',
+        now,
+        String(sessionHash),
+      );
+      if (!session || session.sid === null || session.sid === undefined) return 0;
+      return this.#run(
+        'UPDATE refresh_tokens SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL',
+        now,
+        String(session.sid),
+      );
+    });
+  }
+
+  async addSessionClient(sid: string, clientId: string, now: number): Promise<void> {
+    this.#run(
+      'INSERT INTO session_clients (session_id, client_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING',
+      sid,
+      clientId,
+      now,
+    );
+  }
+
+  async listSessionClients(sid: string): Promise<ClientRecord[]> {
+    return this.#all(
+      'SELECT client_id FROM session_clients WHERE session_id = ? ORDER BY client_id',
+      String(sid),
+    ).flatMap((row) => this.#client(String(row.client_id)) ?? []);
+  }
+
+
+  // ── consent ──
+
+  async getConsent(userId: string, clientId: string): Promise<ConsentRecord | undefined> {
+    return this.#getAs(
+      toConsent,
+      'SELECT * FROM consents WHERE user_id = ? AND client_id = ?',
+      String(userId),
+      String(clientId),
+    );
+  }
+
+  async grantConsent(
+    userId: string,
+    clientId: string,
+    scopes: readonly string[],
+    options?: ChangeOptions,
+  ): Promise<ConsentRecord> {
+    const granted = v.scopes(scopes, 'scopes');
+    const now = this.#now();
+    return this.#change('consent', { field: 'clientId', value: clientId }, options, () => {
+      const current = this.#get(
+        'SELECT scopes FROM consents WHERE user_id = ? AND client_id = ?',
+        userId,
+        clientId,
+      );
+      const union = [...new Set([...(current ? json<string[]>(current.scopes) : []), ...granted])].sort();
+      const row = this.#get(
+        `INSERT INTO consents (user_id, client_id, scopes, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+          ON CONFLICT (user_id, client_id) DO UPDATE SET scopes = excluded.scopes, updated_at = excluded.updated_at
+          RETURNING *`,
+        userId,
+        clientId,
+        JSON.stringify(union),
+        now,
+        now,
+      );
+      return toConsent(row!);
+    });
+  }
+
+  async listConsents(
+    query: { userId?: string; clientId?: string; offset?: number; limit?: number } = {},
+  ): Promise<Page<ConsentRecord>> {
+    const { offset, limit } = paging(query);
+    const where = 'WHERE (? IS NULL OR user_id = ?) AND (? IS NULL OR client_id = ?)';
+    const user = query.userId ?? null;
+    const client = query.clientId ?? null;
+    const total = Number(
+      this.#get(`SELECT count(*) AS n FROM consents ${where}`, user, user, client, client)?.n,
+    );
+    const items = this.#all(
+      `SELECT * FROM consents ${where} ORDER BY updated_at DESC, client_id LIMIT ? OFFSET ?`,
+      user,
+      user,
+      client,
+      client,
+      limit,
+      offset,
+    ).map(toConsent);
+    return { items, total };
+  }
+
+  async revokeConsent(userId: string, clientId: string, options?: ChangeOptions): Promise<void> {
+    this.#change('consent', { field: 'clientId', value: clientId }, options, () => {
+      if (this.#run('DELETE FROM consents WHERE user_id = ? AND client_id = ?', userId, clientId) === 0)
+        throw new NotFoundError('consent', `${userId}/${clientId}`);
+    });
+  }
+
+  /** Writes the OpenID Connect settings of a client (inside the caller's transaction). */
+  #setClientOidc(clientId: string, values: ReturnType<typeof clientOidcValues>): void {
+    const current = this.#get(
+      'SELECT post_logout_redirect_uris, backchannel_logout_uri, require_consent FROM clients WHERE client_id = ?',
+      clientId,
+    );
+    if (!current) return;
+    this.#run(
+      `UPDATE clients SET post_logout_redirect_uris = ?, backchannel_logout_uri = ?, require_consent = ?
+        WHERE client_id = ?`,
+      values.postLogoutRedirectUris === undefined
+        ? current.post_logout_redirect_uris!
+        : JSON.stringify(values.postLogoutRedirectUris),
+      values.backchannelLogoutUri === undefined
+        ? current.backchannel_logout_uri!
+        : values.backchannelLogoutUri,
+      values.requireConsent === undefined ? current.require_consent! : values.requireConsent ? 1 : 0,
+      clientId,
     );
   }
 

@@ -125,6 +125,16 @@ export interface NewPermission {
   description?: string;
 }
 
+/**
+ * OpenID Connect settings of a client: `postLogoutRedirectUris` (absolute URIs without fragment, at most 50),
+ * `backchannelLogoutUri` (absolute `http(s)` URI without fragment, or null), `requireConsent`.
+ */
+export interface ClientOidcInput {
+  postLogoutRedirectUris?: readonly string[];
+  backchannelLogoutUri?: string | null;
+  requireConsent?: boolean;
+}
+
 /** OAuth client type (RFC 6749 §2.1). Public clients have no secret. */
 export type ClientType = 'public' | 'confidential';
 
@@ -150,13 +160,24 @@ export interface ClientRecord {
   readonly allowedScopes: readonly string[];
   /** `Permissions`: grant patterns the client holds as a subject (client_credentials tokens). */
   readonly permissions: readonly string[];
+  /**
+   * Where RP-initiated logout may send the user back (OIDC RP-Initiated Logout 1.0 §3,
+   * `post_logout_redirect_uris`), compared exactly.
+   */
+  readonly postLogoutRedirectUris: readonly string[];
+  /** OIDC Back-Channel Logout 1.0 §2.2 `backchannel_logout_uri`: receives logout tokens, or null. */
+  readonly backchannelLogoutUri: string | null;
+  /** Third-party client: the user must consent to the scopes it requests (consent page), remembered per user. */
+  readonly requireConsent: boolean;
+  /** OAuth extension settings (RFC 7591 client metadata); `{}` when none were set. */
+  readonly metadata: ClientMetadata;
   readonly version: number;
   readonly createdAt: number;
   readonly updatedAt: number;
 }
 
 /** Input of {@link AuthStore.createClient}. Confidential clients need `secretHash`; public ones must not have one. */
-export interface NewClient {
+export interface NewClient extends ClientOidcInput {
   clientId: string;
   displayName?: string;
   clientType: ClientType;
@@ -301,6 +322,10 @@ export interface RefreshTokenRecord {
   readonly revokedAt: number | null;
   /** Hash of the token that replaced it on rotation. */
   readonly replacedBy: string | null;
+  /** Login session (`sid`) the token descends from; RP-initiated logout revokes its tokens. */
+  readonly sessionId: string | null;
+  /** Time of the user authentication, seconds since epoch, or null. */
+  readonly authTime: number | null;
 }
 
 /** What the refresh grant needs of a refresh token's user (spec 001 user fields; no roles or permissions). */
@@ -329,6 +354,10 @@ export interface NewRefreshToken {
   scope?: string;
   createdAt: number;
   expiresAt: number;
+  /** Login session (`sid`) the token descends from, or null (password grant, client credentials). */
+  sessionId?: string | null;
+  /** Time of the user authentication, seconds since epoch (`auth_time` of ID tokens on refresh), or null. */
+  authTime?: number | null;
 }
 
 /** A stored authorization code (only its hash is stored), single-use (RFC 6749 §4.1.2, RFC 7636). */
@@ -342,6 +371,12 @@ export interface AuthorizationCodeRecord {
   /** `S256` or `plain` (RFC 7636 §4.3), null without PKCE. */
   readonly codeChallengeMethod: string | null;
   readonly nonce: string | null;
+  /** Time of the user authentication, seconds since epoch (`auth_time`), or null. */
+  readonly authTime: number | null;
+  /** The login session (`sid`) the code was issued in, or null. */
+  readonly sessionId: string | null;
+  /** Authentication methods (`amr`, RFC 8176), e.g. `['pwd']`. */
+  readonly amr: readonly string[];
   readonly createdAt: number;
   readonly expiresAt: number;
   readonly usedAt: number | null;
@@ -357,6 +392,10 @@ export interface NewAuthorizationCode {
   codeChallenge?: string | null;
   codeChallengeMethod?: string | null;
   nonce?: string | null;
+  /** Seconds since epoch. */
+  authTime?: number | null;
+  sessionId?: string | null;
+  amr?: readonly string[];
   createdAt: number;
   expiresAt: number;
 }
@@ -386,6 +425,16 @@ export interface NewSigningKey {
   expiresAt?: number | null;
 }
 
+/** A user's consent to a third-party client's scopes (remembered until revoked). */
+export interface ConsentRecord {
+  readonly userId: string;
+  readonly clientId: string;
+  /** Scope tokens consented to (sorted). */
+  readonly scopes: readonly string[];
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
 /** A login-page session (cookie value stored hashed). */
 export interface LoginSessionRecord {
   readonly sessionHash: string;
@@ -393,6 +442,10 @@ export interface LoginSessionRecord {
   readonly createdAt: number;
   readonly expiresAt: number;
   readonly revokedAt: number | null;
+  /** Public session id (OIDC `sid` claim, Back-Channel Logout 1.0 §2.4), or null for older sessions. */
+  readonly sid: string | null;
+  /** Authentication methods used (RFC 8176 `amr` values), e.g. `['pwd']`. */
+  readonly amr: readonly string[];
 }
 
 /** Input of {@link AuthStore.createLoginSession}. */
@@ -401,6 +454,10 @@ export interface NewLoginSession {
   userId: string;
   createdAt: number;
   expiresAt: number;
+  /** Public session id (22+ base64url characters); unique. */
+  sid?: string | null;
+  /** Default `['pwd']`. */
+  amr?: readonly string[];
 }
 
 /**
@@ -562,6 +619,40 @@ export interface AuthStore {
   getLoginSession(sessionHash: string): Promise<LoginSessionRecord | undefined>;
   /** @returns whether it was found and not yet revoked. */
   revokeLoginSession(sessionHash: string, now: number): Promise<boolean>;
+  /** The login session with that public id (`sid`), or undefined. */
+  findLoginSessionBySid(sid: string): Promise<LoginSessionRecord | undefined>;
+  /**
+   * Ends a login session (OIDC RP-Initiated Logout 1.0 §2): revokes it and every refresh token issued in it.
+   * @returns the number of refresh tokens newly revoked.
+   */
+  endLoginSession(sessionHash: string, now: number): Promise<number>;
+  /** Records that `clientId` received tokens in session `sid` (for Back-Channel Logout 1.0). Idempotent. */
+  addSessionClient(sid: string, clientId: string, now: number): Promise<void>;
+  /** The clients that received tokens in session `sid` (ordered by client id). */
+  listSessionClients(sid: string): Promise<ClientRecord[]>;
+
+  // ── consent (third-party clients) ──
+  /** The scopes `userId` consented to for `clientId`, or undefined when never asked. */
+  getConsent(userId: string, clientId: string): Promise<ConsentRecord | undefined>;
+  /**
+   * Records (or widens: the union with what was granted before) a user's consent to a client's scopes.
+   * @throws ConstraintError (`foreign_key`) when the user or client does not exist.
+   */
+  grantConsent(
+    userId: string,
+    clientId: string,
+    scopes: readonly string[],
+    options?: ChangeOptions,
+  ): Promise<ConsentRecord>;
+  /** Consents, newest first, filtered by user and/or client. @throws ValidationError (bad paging). */
+  listConsents(query?: {
+    userId?: string;
+    clientId?: string;
+    offset?: number;
+    limit?: number;
+  }): Promise<Page<ConsentRecord>>;
+  /** Withdraws a consent. @throws NotFoundError when there is none. */
+  revokeConsent(userId: string, clientId: string, options?: ChangeOptions): Promise<void>;
   /** Deletes expired refresh tokens, codes, sessions and signing keys. @returns rows deleted. */
   purgeExpired(now: number): Promise<number>;
 

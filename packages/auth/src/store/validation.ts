@@ -202,3 +202,27 @@ export function email(value: unknown, field = 'email'): string | null | undefine
     throw new ValidationError(field, 'email', `${field}: must be an e-mail address (local@domain)`);
   return text;
 }
+
+/**
+ * An optional absolute `http`/`https` URI without fragment (e.g. a back-channel logout URI), at most 2048
+ * characters; null or `''` clears it.
+ * @throws ValidationError (`absolute_uri`, `scheme`, `no_fragment`, `max_length`).
+ */
+export function httpUri(value: unknown, field: string): string | null {
+  if (value === null || value === '') return null;
+  if (typeof value !== 'string')
+    throw new ValidationError(field, 'string', `${field}: must be a string or null`);
+  if (value.length > 2048)
+    throw new ValidationError(field, 'max_length', `${field}: at most 2048 characters`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ValidationError(field, 'absolute_uri', `${field}: must be an absolute URI`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw new ValidationError(field, 'scheme', `${field}: must use http or https`);
+  if (url.hash || value.includes('#'))
+    throw new ValidationError(field, 'no_fragment', `${field}: must not contain a fragment`);
+  return value;
+}

@@ -1,9 +1,19 @@
 /**
- * The page: the creature list with search and type filter on the left, the selected creature (or a form)
- * in the middle, the message board on the right. Changes made in any browser arrive over the
- * `creatureChanged` subscription and refresh what is shown.
+ * The page: a skip link, the site header, then the main content (home, a creature, or a form), the creature
+ * list with search and type filter, and the message board. In the DOM (and so in Tab order and on a phone)
+ * the main content comes first; on a wide screen the list is shown to its left and the board to its right.
+ * Changes made in any browser arrive over the `creatureChanged` subscription and refresh what is shown.
  */
-import { useEffect, useMemo, useState, useSyncExternalStore } from 'react';
+import {
+  type MouseEvent,
+  type RefObject,
+  useCallback,
+  useEffect,
+  useMemo,
+  useRef,
+  useState,
+  useSyncExternalStore,
+} from 'react';
 import { useQuery, useSubscription } from 'urql';
 import { CreatureDetailView } from './CreatureDetail.tsx';
 import { CreateCreaturePage, EditCreaturePage } from './CreatureForm.tsx';
@@ -16,6 +26,7 @@ import {
   getLiveStatus,
   onLiveStatus,
 } from './graphql.ts';
+import { Home } from './Home.tsx';
 import { MessageBoard } from './Messages.tsx';
 import { useRoute } from './route.ts';
 
@@ -25,7 +36,12 @@ export interface CreatureChangeSignal {
   kind: ChangeKind;
   id: string;
   name: string;
+  /** When the page received it. */
+  at: Date;
 }
+
+/** Most changes kept for the home page's "recent changes". */
+const RECENT_CHANGES = 8;
 
 /** The whole page. */
 export function App() {
@@ -34,13 +50,18 @@ export function App() {
   const [search, setSearch] = useState('');
   const [list, refetchList] = useQuery({ query: CreaturesQuery, variables: { type: type || null } });
   const [changes] = useSubscription({ query: CreatureChangedSubscription });
-  const [change, setChange] = useState<CreatureChangeSignal | null>(null);
+  const [recent, setRecent] = useState<CreatureChangeSignal[]>([]);
+  const change = recent[0] ?? null;
   const live = useSyncExternalStore(onLiveStatus, getLiveStatus);
+  const mainRef = useRef<HTMLElement>(null);
+  const listRef = useRef<HTMLElement>(null);
 
   useEffect(() => {
     const event = changes.data?.creatureChanged;
     if (!event) return;
-    setChange((previous) => ({ seq: (previous?.seq ?? 0) + 1, ...event }));
+    setRecent((previous) =>
+      [{ seq: (previous[0]?.seq ?? 0) + 1, at: new Date(), ...event }, ...previous].slice(0, RECENT_CHANGES),
+    );
     refetchList({ requestPolicy: 'network-only' });
   }, [changes.data, refetchList]);
 
@@ -50,15 +71,41 @@ export function App() {
     return [...all].sort();
   }, [list.data]);
 
+  /** Filters the list by a type and moves focus to the list (from the home page's type overview). */
+  const showType = useCallback((t: string) => {
+    setType(t);
+    setSearch('');
+    listRef.current?.scrollIntoView({ block: 'start' });
+    listRef.current?.focus({ preventScroll: true });
+  }, []);
+
+  /** A skip link's click: focuses its target without touching the hash, which holds the route. */
+  const skipTo = (target: RefObject<HTMLElement | null>) => (e: MouseEvent) => {
+    e.preventDefault();
+    target.current?.scrollIntoView({ block: 'start' });
+    target.current?.focus({ preventScroll: true });
+  };
+
   const selected = route.page === 'creature' || route.page === 'edit' ? route.name : undefined;
 
   return (
-    <div className="app">
+    <div className={`app page-${route.page}`}>
+      <nav className="skip-links" aria-label="Skip links">
+        {/* biome-ignore lint/a11y/useValidAnchor: the hash holds the route, so a skip link's click focuses its target itself */}
+        <a href="#content" onClick={skipTo(mainRef)}>
+          Skip to content
+        </a>
+        {/* biome-ignore lint/a11y/useValidAnchor: as above */}
+        <a href="#creature-list" onClick={skipTo(listRef)}>
+          Skip to creature list
+        </a>
+      </nav>
       <header className="top">
-        <h1>
-          <a href="#/">Creatures</a>
-        </h1>
-        <nav>
+        <a className="brand" href="#/">
+          <span aria-hidden="true" className="brand-mark" />
+          Creatures
+        </a>
+        <nav aria-label="Site">
           <a className="button" href="#/new">
             New creature
           </a>
@@ -78,8 +125,27 @@ export function App() {
           {change.name} was {change.kind.toLowerCase()}
         </output>
       )}
-      <main className="columns">
-        <aside className="list-column">
+      <div className="columns">
+        <main id="content" className="main-column" ref={mainRef} tabIndex={-1}>
+          {route.page === 'home' && (
+            <Home creatures={list.data?.all} types={types} recent={recent} onType={showType} />
+          )}
+          {route.page === 'new' && <CreateCreaturePage />}
+          {route.page === 'creature' && (
+            <CreatureDetailView key={route.name} name={route.name} change={change} />
+          )}
+          {route.page === 'edit' && <EditCreaturePage key={route.name} name={route.name} change={change} />}
+        </main>
+        <aside
+          id="creature-list"
+          className="list-column"
+          aria-labelledby="list-title"
+          ref={listRef}
+          tabIndex={-1}
+        >
+          <h2 id="list-title" className="column-title">
+            All creatures
+          </h2>
           <CreatureList
             creatures={list.data?.creatures}
             types={types}
@@ -92,30 +158,10 @@ export function App() {
           />
           {list.error && <ErrorNotice error={list.error} />}
         </aside>
-        <section className="main-column">
-          {route.page === 'home' && <Home count={list.data?.all.length} />}
-          {route.page === 'new' && <CreateCreaturePage />}
-          {route.page === 'creature' && (
-            <CreatureDetailView key={route.name} name={route.name} change={change} />
-          )}
-          {route.page === 'edit' && <EditCreaturePage name={route.name} change={change} />}
-        </section>
-        <aside className="messages-column">
+        <aside className="messages-column" aria-labelledby="messages-title">
           <MessageBoard />
         </aside>
-      </main>
-    </div>
-  );
-}
-
-function Home({ count }: { count: number | undefined }) {
-  return (
-    <div className="home">
-      <h2>Welcome</h2>
-      <p>
-        {count === undefined ? 'Loading creatures…' : `${count} creatures`} to browse. Pick one from the list,
-        search by name or filter by type. Every change — yours or another browser's — shows up here live.
-      </p>
+      </div>
     </div>
   );
 }

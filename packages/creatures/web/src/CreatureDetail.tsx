@@ -3,8 +3,10 @@ import { useEffect, useState } from 'react';
 import { useMutation, useQuery } from 'urql';
 import type { CreatureChangeSignal } from './App.tsx';
 import { TypeBadge } from './CreatureList.tsx';
+import { CreaturePicture } from './CreaturePicture.tsx';
 import { ErrorNotice } from './ErrorNotice.tsx';
 import { type Attack, CreatureQuery, DeleteCreatureMutation, type Dimension, errorText } from './graphql.ts';
+import { PageHeading } from './PageHeading.tsx';
 import { creatureHref, navigate } from './route.ts';
 
 /** Shows the creature called `name`; refreshes when `change` concerns it. */
@@ -24,12 +26,15 @@ export function CreatureDetailView({ name, change }: { name: string; change: Cre
   }, [change, creature?.id, name, refetch]);
 
   if (result.error) return <ErrorNotice error={result.error} />;
-  if (!result.data) return <p>Loading {name}…</p>;
+  if (!result.data) return <p role="status">Loading {name}…</p>;
   if (!creature) {
     return (
       <div className="detail">
-        <h2>{name}</h2>
+        <PageHeading title="Not found">{name}</PageHeading>
         <p role="status">There is no creature called “{name}”. It may have been renamed or deleted.</p>
+        <p>
+          <a href="#/">Back to the home page</a>
+        </p>
       </div>
     );
   }
@@ -42,16 +47,21 @@ export function CreatureDetailView({ name, change }: { name: string; change: Cre
 
   return (
     <article className="detail" aria-labelledby="creature-name">
-      <header>
-        <h2 id="creature-name">
-          {creature.name} <span className="id">#{creature.id}</span>
-        </h2>
-        <p className="classification">{creature.classification ?? 'Unclassified'}</p>
-        <p className="types">
-          {creature.types.map((t) => (
-            <TypeBadge key={t} type={t} />
-          ))}
-        </p>
+      <header className="detail-header">
+        <CreaturePicture creature={creature} size={128} />
+        <div>
+          <PageHeading title={creature.name} id="creature-name">
+            {creature.name} <span className="id">#{creature.id}</span>
+          </PageHeading>
+          <p className="classification">{creature.classification ?? 'Unclassified'}</p>
+          <p className="types">
+            {creature.types.map((t) => (
+              <TypeBadge key={t} type={t} />
+            ))}
+          </p>
+        </div>
+      </header>
+      <div className="detail-actions">
         <div className="actions">
           <a className="button" href={`${creatureHref(creature.name)}/edit`}>
             Edit
@@ -72,7 +82,7 @@ export function CreatureDetailView({ name, change }: { name: string; change: Cre
           )}
         </div>
         {deleteError && <ErrorNotice error={deleteError} />}
-      </header>
+      </div>
 
       <dl className="facts">
         <Fact label="Weight" value={range(creature.weight)} />
@@ -100,7 +110,7 @@ export function CreatureDetailView({ name, change }: { name: string; change: Cre
       </section>
 
       <section aria-label="Evolutions" className="evolutions">
-        <h3>Evolutions</h3>
+        <h2>Evolutions</h2>
         {creature.previousEvolutions.length === 0 && creature.evolutions.length === 0 ? (
           <p>None.</p>
         ) : (

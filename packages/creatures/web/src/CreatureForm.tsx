@@ -11,6 +11,7 @@ import {
   errorText,
   UpdateCreatureMutation,
 } from './graphql.ts';
+import { PageHeading } from './PageHeading.tsx';
 import { creatureHref, navigate } from './route.ts';
 
 /** The form's text fields, as typed. */
@@ -124,8 +125,15 @@ export function EditCreaturePage({ name, change }: { name: string; change: Creat
   }, [change, creature]);
 
   if (result.error) return <ErrorNotice error={result.error} />;
-  if (!result.data) return <p>Loading {name}…</p>;
-  if (!creature) return <p role="status">There is no creature called “{name}”.</p>;
+  if (!result.data) return <p role="status">Loading {name}…</p>;
+  if (!creature) {
+    return (
+      <>
+        <PageHeading title="Not found">{name}</PageHeading>
+        <p role="status">There is no creature called “{name}”.</p>
+      </>
+    );
+  }
 
   const submit = async (draft: Draft) => {
     setError(null);
@@ -181,8 +189,10 @@ function CreatureForm(props: CreatureFormProps) {
     props.onSubmit(draft);
   };
   return (
-    <form className="creature-form" onSubmit={onSubmit} aria-label={props.title}>
-      <h2>{props.title}</h2>
+    <form className="creature-form" onSubmit={onSubmit} aria-labelledby="form-title">
+      <PageHeading title={props.title} id="form-title">
+        {props.title}
+      </PageHeading>
       <div className="grid">
         {field('name', 'Name', { hint: 'e.g. Pikachu' })}
         {field('classification', 'Classification', { hint: 'e.g. Mouse Pokémon' })}

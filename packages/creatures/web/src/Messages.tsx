@@ -76,8 +76,8 @@ export function MessageBoard() {
   }, [client, remembered]);
 
   return (
-    <section className="messages" aria-labelledby="messages-title">
-      <h2 id="messages-title" className="board-title">
+    <div className="messages">
+      <h2 id="messages-title" className="column-title">
         Messages
       </h2>
       <PostMessage onPosted={put} />
@@ -90,7 +90,7 @@ export function MessageBoard() {
         ))}
       </ul>
       {messages.length === 0 && <p className="empty">No messages yet. Post the first one.</p>}
-    </section>
+    </div>
   );
 }
 

@@ -196,9 +196,9 @@ const MESSAGE = gql`
   }
 `;
 
-/** The list (optionally of one type) and, aliased, every creature's types for the type filter. */
+/** The list (optionally of one type) and, aliased, every creature (the type filter and the home page). */
 export const CreaturesQuery = gql<
-  { creatures: CreatureSummary[]; all: { types: string[] }[] },
+  { creatures: CreatureSummary[]; all: CreatureSummary[] },
   { type: string | null }
 >`
   query Creatures($type: String) {
@@ -206,7 +206,7 @@ export const CreaturesQuery = gql<
       ...CreatureSummary
     }
     all: creatures {
-      types
+      ...CreatureSummary
     }
   }
   ${SUMMARY}

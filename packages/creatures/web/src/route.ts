@@ -26,11 +26,22 @@ export function creatureHref(name: string): string {
   return `#/creatures/${encodeURIComponent(name)}`;
 }
 
+/** Whether the user has moved to another route since the page loaded (then page headings take focus). */
+let navigated = false;
+
+/** True once a route change happened after the page loaded; false on the page's first route. */
+export function hasNavigated(): boolean {
+  return navigated;
+}
+
 /** The current route; re-renders on `hashchange`. */
 export function useRoute(): Route {
   const [route, setRoute] = useState(() => parseRoute(window.location.hash));
   useEffect(() => {
-    const update = () => setRoute(parseRoute(window.location.hash));
+    const update = () => {
+      navigated = true;
+      setRoute(parseRoute(window.location.hash));
+    };
     window.addEventListener('hashchange', update);
     return () => window.removeEventListener('hashchange', update);
   }, []);
