@@ -148,7 +148,6 @@ function toClient(row: Row): ClientRecord {
     postLogoutRedirectUris: json(row.post_logout_redirect_uris ?? '[]'),
     backchannelLogoutUri: strOrNull(row.backchannel_logout_uri),
     requireConsent: row.require_consent === 1,
-    metadata: row.metadata === null || row.metadata === undefined ? {} : json<ClientMetadata>(row.metadata),
     version: Number(row.version),
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),

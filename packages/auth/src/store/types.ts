@@ -169,8 +169,6 @@ export interface ClientRecord {
   readonly backchannelLogoutUri: string | null;
   /** Third-party client: the user must consent to the scopes it requests (consent page), remembered per user. */
   readonly requireConsent: boolean;
-  /** OAuth extension settings (RFC 7591 client metadata); `{}` when none were set. */
-  readonly metadata: ClientMetadata;
   readonly version: number;
   readonly createdAt: number;
   readonly updatedAt: number;
