@@ -1,15 +1,16 @@
 /**
  * The three packages as a user gets them: `npm pack` of each workspace (its `prepack` builds `dist/`),
  * the tarballs installed into a scratch project outside the repository, then, under Node 22 and Node 24:
- * the public API imported by package name, the README examples that need no root (a creature query, an
- * OAuth token request), every bin's `--help` and `--version`; an older Node gets one clear line from
+ * the public API imported by package name, each package README's first example (the sandbox's through the
+ * installed `sandbox serve`, when this process may run boxes), every bin's `--help` and `--version`; an older Node gets one clear line from
  * every bin; a consumer file type-checks against the shipped `.d.ts`; `npm publish --dry-run` is clean.
  *
  * Node 22 comes from the registry's `node-<platform>-<arch>@22` package (the binary package behind the
  * `node@22` npm package), installed into the scratch directory; Node 24 is the repository's own.
  */
 import assert from 'node:assert/strict';
-import { type SpawnSyncReturns, spawnSync } from 'node:child_process';
+import { type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,6 +34,26 @@ let node22 = '';
 
 function run(cmd: string, args: string[], cwd: string, env = NPM_ENV): SpawnSyncReturns<string> {
   return spawnSync(cmd, args, { cwd, env, encoding: 'utf8', timeout: 300_000 });
+}
+
+/** Like {@link run}, without blocking the event loop (for commands that talk to a server of this process). */
+async function runAsync(
+  cmd: string,
+  args: string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(cmd, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
+  const [status] = (await once(child, 'close')) as [number | null];
+  return { status, stdout, stderr };
 }
 
 function ok(r: SpawnSyncReturns<string>, what: string): string {
@@ -107,31 +128,25 @@ const missing = Object.entries(names).flatMap(([pkg, list]) => list.filter((n) =
 console.log(JSON.stringify({ missing, node: process.versions.node }));
 `;
 
-const EXAMPLE_QUERIES = `
-import { createServer } from '@seed/creatures';
-import { buildAuthServer } from '@seed/auth';
+/**
+ * The first example of a package's README: the ```js block after the `<!-- packaging-test: example -->`
+ * marker, run as the README tells a user to run it.
+ */
+function readmeExample(pkg: (typeof PACKAGES)[number]): string {
+  const readme = readFileSync(join(ROOT, 'packages', pkg, 'README.md'), 'utf8');
+  const found = /<!-- packaging-test: example -->\s*```js\n([\s\S]*?)```/.exec(readme);
+  assert.ok(found, `packages/${pkg}/README.md has no marked example`);
+  return found[1]!;
+}
 
-const creatures = createServer({ databasePath: ':memory:', logLevel: 'silent' });
-const { port } = await creatures.listen(0, '127.0.0.1');
-const q = await fetch('http://127.0.0.1:' + port + '/graphql', {
-  method: 'POST',
-  headers: { 'content-type': 'application/json' },
-  body: JSON.stringify({ query: '{ creature(name: "Pikachu") { weight { minimum maximum } evolutions { name } } }' }),
-});
-const creature = await q.json();
-await creatures.close();
-
-const server = await buildAuthServer({ databasePath: ':memory:', bootstrap: { adminPassword: 'change me please', demoClientSecret: 'demo-secret' } });
-const base = await server.listen(0, '127.0.0.1');
-const t = await fetch(base + '/connect/token', {
-  method: 'POST',
-  headers: { authorization: 'Basic ' + Buffer.from('demo-service:demo-secret').toString('base64'), 'content-type': 'application/x-www-form-urlencoded' },
-  body: new URLSearchParams({ grant_type: 'password', username: 'admin', password: 'change me please', scope: 'openid' }),
-});
-const token = await t.json();
-await server.app.close();
-console.log(JSON.stringify({ creature, tokenStatus: t.status, tokenType: token.token_type, hasAccessToken: typeof token.access_token === 'string' }));
-`;
+/** True when this process may run boxes (root) and the local registry of offline images answers. */
+async function canRunBoxes(): Promise<boolean> {
+  if (process.getuid?.() !== 0) return false;
+  return fetch('http://127.0.0.1:5000/v2/').then(
+    (r) => r.ok,
+    () => false,
+  );
+}
 
 for (const [label, nodePath] of [
   ['Node 22', () => node22],
@@ -145,24 +160,67 @@ for (const [label, nodePath] of [
       assert.equal(out.node.split('.')[0], label === 'Node 22' ? '22' : '24');
     });
 
-    test('the README examples run: a creature query and an OAuth token request', () => {
-      writeFileSync(join(app, 'examples.mjs'), EXAMPLE_QUERIES);
-      const out = JSON.parse(
-        ok(run(nodePath(), ['examples.mjs'], app), 'examples.mjs')
-          .trim()
-          .split('\n')
-          .at(-1)!,
-      );
-      assert.deepEqual(out.creature, {
+    test("@seed/creatures README's first example runs: a creature query", () => {
+      writeFileSync(join(app, 'creatures-example.mjs'), readmeExample('creatures'));
+      const out = ok(run(nodePath(), ['creatures-example.mjs'], app), 'creatures README example');
+      assert.deepEqual(JSON.parse(out), {
         data: {
           creature: { weight: { minimum: '5.25kg', maximum: '6.75kg' }, evolutions: [{ name: 'Raichu' }] },
         },
       });
-      assert.equal(out.tokenStatus, 200);
-      assert.equal(out.tokenType, 'Bearer');
-      assert.equal(out.hasAccessToken, true);
     });
 
+    test("@seed/auth README's first example runs: an OAuth 2.0 password grant", () => {
+      writeFileSync(join(app, 'auth-example.mjs'), readmeExample('auth'));
+      const out = ok(run(nodePath(), ['auth-example.mjs'], app), 'auth README example');
+      assert.equal(out, '200 Bearer 600\n');
+    });
+
+    test("@seed/sandbox README's first example runs through the installed REST runtime", async (t) => {
+      if (!(await canRunBoxes())) {
+        t.skip('needs root and the local registry (npm run sandbox:registry)');
+        return;
+      }
+      // The example uses the default runtime; SANDBOX_URL points it at the `sandbox serve` of the installed
+      // package, which resolves `busybox:latest` through the local registry instead of Docker Hub.
+      writeFileSync(join(app, 'sandbox-example.mjs'), readmeExample('sandbox'));
+      const home = join(work, `sandbox-home-${label.replace(' ', '')}`);
+      const port = 18_100 + (label === 'Node 22' ? 22 : 24);
+      const server = spawn(
+        nodePath(),
+        [
+          join(app, 'node_modules', '.bin', 'sandbox'),
+          '--home',
+          home,
+          '--registry',
+          'http://127.0.0.1:5000',
+          'serve',
+          '--port',
+          String(port),
+        ],
+        { cwd: app, stdio: ['ignore', 'ignore', 'pipe'], env: NPM_ENV },
+      );
+      try {
+        const url = `http://127.0.0.1:${port}`;
+        for (
+          let i = 0;
+          i < 100 &&
+          !(await fetch(`${url}/v1/openapi.json`).then(
+            (r) => r.ok,
+            () => false,
+          ));
+          i++
+        )
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        const r = await runAsync(nodePath(), ['sandbox-example.mjs'], app, { ...NPM_ENV, SANDBOX_URL: url });
+        assert.equal(r.status, 0, r.stderr);
+        assert.match(r.stdout, /exitCode: 0/);
+        assert.match(r.stdout, /stdout: 'hello from a box\\n'/);
+      } finally {
+        server.kill('SIGTERM');
+        await once(server, 'exit');
+      }
+    });
     for (const pkg of PACKAGES) {
       const bin = BINS[pkg];
       test(`${bin} --help and --version`, () => {
