@@ -6,11 +6,12 @@
  */
 import { AuditLog } from './audit.ts';
 import { InvalidTokenError } from './errors.ts';
+import { DPOP_SIGNING_ALGS, DpopProofError, dpopChallenge } from './oauth/dpop.ts';
 import { MatcherCache, type PermissionMatcher, tryNormalizePermissionCode } from './permissions.ts';
 import type { AuthSubject, PolicyRegistry, PolicyRequest } from './policies.ts';
 import { type AuthorizationDecision, AuthorizationReason, decision, reasonName } from './reasons.ts';
 import { AuditCategory, AuditOutcome, type AuthStore } from './store/types.ts';
-import type { TokenVerifier } from './token-verifier.ts';
+import type { TokenPresentation, TokenVerifier } from './token-verifier.ts';
 
 /**
  * What an endpoint requires. No `permission`, no `policy` and no `authenticated` means the endpoint is not
@@ -105,6 +106,11 @@ export interface AuthorizationInput {
   request: PolicyRequest;
   /** The resource the policy judges (e.g. a loaded record). */
   resource?: unknown;
+  /**
+   * Absolute URL of the request (`https://host/path?query`), the `htu` a DPoP proof must name (RFC 9449
+   * §7.1). Default: `http://<Host header><request.url>`.
+   */
+  htu?: string;
 }
 
 const NONE: readonly string[] = Object.freeze([]);
@@ -168,6 +174,46 @@ function bearerToken(header: string | string[] | undefined): string | undefined 
   return token && /^[A-Za-z0-9\-._~+/]+=*$/.test(token) ? token : null; // RFC 6750 §2.1 b64token
 }
 
+/** The token of an `Authorization: Bearer` or `Authorization: DPoP` header (RFC 6750 §2.1, RFC 9449 §7.1). */
+function presentedToken(
+  header: string | string[] | undefined,
+): { scheme: 'Bearer' | 'DPoP'; token: string } | undefined | null {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value !== undefined && /^DPoP(?:\s|$)/i.test(value.trim())) {
+    const token = value.trim().slice(4).trim();
+    return token && /^[A-Za-z0-9\-._~+/]+=*$/.test(token) ? { scheme: 'DPoP', token } : null;
+  }
+  const token = bearerToken(header);
+  return token === undefined || token === null ? token : { scheme: 'Bearer', token };
+}
+
+/** The request facts a DPoP proof is checked against (`htm`, `htu`, the `DPoP` header). */
+function presentationOf(input: AuthorizationInput, scheme: 'Bearer' | 'DPoP'): TokenPresentation {
+  const headers = input.request.headers;
+  const host = Array.isArray(headers.host) ? headers.host[0] : headers.host;
+  return {
+    scheme,
+    proof: headers.dpop,
+    method: input.request.method,
+    url: input.htu ?? `http://${host ?? 'localhost'}${input.request.url}`,
+  };
+}
+
+/**
+ * `WWW-Authenticate` (and `DPoP-Nonce`) of a refused DPoP request (RFC 9449 §7.1, §9): the proof's error
+ * (`invalid_dpop_proof`, `use_dpop_nonce`) or `invalid_token`.
+ */
+function dpopDenialHeaders(error: unknown): Record<string, string> {
+  if (error instanceof DpopProofError) {
+    const headers: Record<string, string> = {
+      'www-authenticate': dpopChallenge(DPOP_SIGNING_ALGS, error.dpopError, error.message),
+    };
+    if (error.nonce) headers['dpop-nonce'] = error.nonce;
+    return headers;
+  }
+  return { 'www-authenticate': dpopChallenge(DPOP_SIGNING_ALGS, 'invalid_token') };
+}
+
 interface ResolvedSubject {
   subject: AuthSubject;
   matcher: PermissionMatcher;
@@ -210,20 +256,29 @@ export class AuthorizationService {
    */
   async authenticate(
     authorization: string | string[] | undefined,
+    request?: AuthorizationInput,
   ): Promise<
     | { state: 'guest' }
-    | { state: 'invalid' }
+    | { state: 'invalid'; headers?: Record<string, string> }
     | { state: 'disabled'; subjectId: string }
     | ({ state: 'active' } & ResolvedSubject)
   > {
-    const token = bearerToken(authorization);
-    if (token === undefined) return { state: 'guest' };
-    if (token === null) return { state: 'invalid' };
+    const presented = presentedToken(authorization);
+    if (presented === undefined) return { state: 'guest' };
+    if (presented === null) return { state: 'invalid' };
+    const { scheme, token } = presented;
     let verified: Awaited<ReturnType<TokenVerifier['verify']>>;
     try {
-      verified = await this.tokenVerifier.verify(token);
+      verified = await this.tokenVerifier.verify(
+        token,
+        request ? presentationOf(request, scheme) : { scheme, method: 'GET', url: 'http://localhost/' },
+      );
     } catch (error) {
-      if (error instanceof InvalidTokenError) return { state: 'invalid' };
+      if (error instanceof InvalidTokenError) {
+        return scheme === 'DPoP' || error instanceof DpopProofError
+          ? { state: 'invalid', headers: dpopDenialHeaders(error) }
+          : { state: 'invalid' };
+      }
       throw error;
     }
     if (verified.kind === 'client') {
@@ -312,7 +367,13 @@ export class AuthorizationService {
     ) {
       return this.#outcome(AuthorizationReason.NotProtected, false, null, null, undefined);
     }
-    const auth = await this.authenticate(input.authorization);
+    const auth = await this.authenticate(input.authorization, input);
+    if (auth.state === 'invalid' && auth.headers) {
+      const outcome = this.#outcome(AuthorizationReason.InvalidCredential, false, null, null, undefined);
+      // RFC 9449 §7.1: DPoP requests are answered with the DPoP challenge instead of the Bearer one.
+      if (outcome.denial) outcome.denial.headers = auth.headers;
+      return outcome;
+    }
     if (auth.state === 'invalid') {
       const outcome = this.#outcome(AuthorizationReason.InvalidCredential, false, null, null, undefined);
       await this.#auditDenial(outcome, null, input);

@@ -11,13 +11,20 @@ import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
 import { CredentialValidator } from './credentials.ts';
 import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
+import type { DpopProofVerifier } from './oauth/dpop.ts';
+import { createDpopVerifier } from './oauth/dpop-token.ts';
 import { oauthServer } from './oauth/index.ts';
 import { KeyManager, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './oauth/keys.ts';
 import { PasswordHasher, type ScryptParams } from './passwords.ts';
 import { ADMINISTRATOR_ROLE_NAME } from './store/migrations.ts';
 import { SqliteAuthStore } from './store/sqlite.ts';
 import type { AuthStore, ClientRecord, UserRecord } from './store/types.ts';
-import { JwtTokenVerifier, type TokenVerifier, type VerifiedToken } from './token-verifier.ts';
+import {
+  JwtTokenVerifier,
+  type TokenPresentation,
+  type TokenVerifier,
+  type VerifiedToken,
+} from './token-verifier.ts';
 
 /** Default listening port (`AUTH_PORT`). */
 export const DEFAULT_AUTH_PORT = 4100;
@@ -215,7 +222,7 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     ...adminServerOptions(adminBasePath),
   });
   await app.register(oauthServer, { config, store, keys, credentials, hasher, now });
-  const tokenVerifier = new IssuerTokenVerifier(config, keys, now);
+  const tokenVerifier = new IssuerTokenVerifier(config, keys, now, createDpopVerifier(config, store, now));
   // Denials (of guests too) are audited as `Authorization` / `Denied` events.
   const authorization = new AuthorizationService({ store, tokenVerifier, now, auditDenials: true });
   await app.register(adminApi, {
@@ -276,13 +283,21 @@ class IssuerTokenVerifier implements TokenVerifier {
   #verifier: JwtTokenVerifier | undefined;
   #issuer = '';
 
-  constructor(config: ReturnType<typeof resolveOAuthConfig>, keys: KeyManager, now: () => number) {
+  readonly #dpop: DpopProofVerifier | undefined;
+
+  constructor(
+    config: ReturnType<typeof resolveOAuthConfig>,
+    keys: KeyManager,
+    now: () => number,
+    dpop: DpopProofVerifier | undefined,
+  ) {
     this.#config = config;
     this.#keys = keys;
     this.#now = now;
+    this.#dpop = dpop;
   }
 
-  verify(token: string): Promise<VerifiedToken> {
+  verify(token: string, presentation?: TokenPresentation): Promise<VerifiedToken> {
     if (!this.#verifier || this.#issuer !== this.#config.issuer) {
       this.#issuer = this.#config.issuer;
       this.#verifier = new JwtTokenVerifier({
@@ -291,9 +306,10 @@ class IssuerTokenVerifier implements TokenVerifier {
         audience: this.#config.audience,
         typ: 'at+jwt',
         now: this.#now,
+        dpop: this.#dpop,
       });
     }
-    return this.#verifier.verify(token);
+    return this.#verifier.verify(token, presentation);
   }
 }
 

@@ -14,6 +14,7 @@ import {
   type KeyObject,
 } from 'jose';
 import { InvalidTokenError } from './errors.ts';
+import type { DpopProofVerifier } from './oauth/dpop.ts';
 
 /** Claim carrying the user's security stamp in access tokens (same name as the token service uses). */
 export const SECURITY_STAMP_CLAIM = 'sst';
@@ -37,12 +38,30 @@ export interface VerifiedToken {
   /** `exp` in seconds since the epoch. */
   readonly expiresAt: number;
   readonly claims: Readonly<Record<string, unknown>>;
+  /** `cnf.jkt` of a DPoP-bound token (RFC 9449 §6.1), whose proof was verified; absent for bearer tokens. */
+  readonly jkt?: string;
 }
 
-/** Verifies a bearer token string. */
+/**
+ * How a token was presented (RFC 9449 §7): the `Authorization` scheme, the `DPoP` header(s), and the
+ * request's method and absolute URL (the proof's `htm` and `htu`).
+ */
+export interface TokenPresentation {
+  readonly scheme: 'Bearer' | 'DPoP';
+  readonly proof?: string | readonly string[];
+  readonly method: string;
+  /** Absolute URL (`https://host/path?query`); query and fragment are ignored for `htu`. */
+  readonly url: string;
+}
+
+/** Verifies an access token string. */
 export interface TokenVerifier {
-  /** @throws InvalidTokenError when the token is malformed, badly signed, expired or lacks required claims. */
-  verify(token: string): Promise<VerifiedToken>;
+  /**
+   * @param presentation how the token came (default: a `Bearer` token without proof).
+   * @throws InvalidTokenError when the token is malformed, badly signed, expired or lacks required claims;
+   * `DpopProofError` (a subclass) when the DPoP proof is refused.
+   */
+  verify(token: string, presentation?: TokenPresentation): Promise<VerifiedToken>;
 }
 
 /** The verification key(s) of {@link JwtTokenVerifier}. */
@@ -67,12 +86,21 @@ export interface JwtTokenVerifierOptions {
   clockToleranceSec?: number;
   /** Clock, ms epoch (default `Date.now`). */
   now?: () => number;
+  /**
+   * DPoP proof verification (RFC 9449 §7). Without it, DPoP-bound tokens (`cnf.jkt`) and the `DPoP`
+   * scheme are refused.
+   */
+  dpop?: DpopProofVerifier;
 }
 
 const DEFAULT_ALGORITHMS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'RS256', 'PS256'];
 const MAX_TOKEN_LENGTH = 16 * 1024;
 
-/** Verifies JWT access tokens with `jose` (RFC 7519 §7.2, RFC 9068 §4): signature, `exp` (required), `nbf`, `iss`, `aud`, `sub`. */
+/**
+ * Verifies JWT access tokens with `jose` (RFC 7519 §7.2, RFC 9068 §4): signature, `exp` (required), `nbf`,
+ * `iss`, `aud`, `sub`; for DPoP-bound tokens (`cnf.jkt`) the `DPoP` scheme and a valid proof of the bound
+ * key (RFC 9449 §7.1; a bound token sent as `Bearer` is refused, §7.2).
+ */
 export class JwtTokenVerifier implements TokenVerifier {
   readonly #key: JWTVerifyGetKey | KeyObject | Uint8Array | CryptoKey;
   readonly #options: JwtTokenVerifierOptions;
@@ -90,10 +118,13 @@ export class JwtTokenVerifier implements TokenVerifier {
   }
 
   /**
-   * Verifies signature, `exp` (required), `nbf`, `iss`, `aud`, `typ`, then classifies the subject.
-   * @throws InvalidTokenError (malformed, bad signature, expired, wrong issuer/audience, user token without `sst`).
+   * Verifies signature, `exp` (required), `nbf`, `iss`, `aud`, `typ`, the DPoP binding, then classifies the
+   * subject.
+   * @throws InvalidTokenError (malformed, bad signature, expired, wrong issuer/audience, user token without
+   * `sst`, DPoP-bound token sent as `Bearer`, `DPoP` scheme for an unbound token); `DpopProofError` for a
+   * refused proof (`invalid_dpop_proof`, `use_dpop_nonce`).
    */
-  async verify(token: string): Promise<VerifiedToken> {
+  async verify(token: string, presentation?: TokenPresentation): Promise<VerifiedToken> {
     if (typeof token !== 'string' || token.length === 0 || token.length > MAX_TOKEN_LENGTH) {
       throw new InvalidTokenError('token missing or too long');
     }
@@ -118,6 +149,7 @@ export class JwtTokenVerifier implements TokenVerifier {
             : 'token rejected';
       throw new InvalidTokenError(message, { cause: error });
     }
+    const jkt = await this.#checkBinding(token, payload, presentation);
     const sub = payload.sub;
     if (typeof sub !== 'string' || sub.length === 0) throw new InvalidTokenError('token has no subject');
     const stamp = payload[SECURITY_STAMP_CLAIM];
@@ -135,6 +167,33 @@ export class JwtTokenVerifier implements TokenVerifier {
       issuedAt: typeof payload.iat === 'number' ? payload.iat : null,
       expiresAt: payload.exp as number,
       claims: payload,
+      ...(jkt === undefined ? {} : { jkt }),
     };
+  }
+
+  /** RFC 9449 §7: the proof of a DPoP-bound token; @returns its `cnf.jkt`, undefined for bearer tokens. */
+  async #checkBinding(
+    token: string,
+    payload: Record<string, unknown>,
+    presentation: TokenPresentation | undefined,
+  ): Promise<string | undefined> {
+    const cnf = payload.cnf;
+    const jkt = typeof cnf === 'object' && cnf !== null ? (cnf as { jkt?: unknown }).jkt : undefined;
+    if (jkt !== undefined && typeof jkt !== 'string')
+      throw new InvalidTokenError('token cnf.jkt is malformed');
+    if (presentation?.scheme !== 'DPoP') {
+      if (jkt !== undefined) throw new InvalidTokenError('DPoP-bound token presented as a Bearer token');
+      return undefined;
+    }
+    if (jkt === undefined) throw new InvalidTokenError('token is not DPoP-bound (use the Bearer scheme)');
+    if (!this.#options.dpop) throw new InvalidTokenError('DPoP is not supported here');
+    await this.#options.dpop.verify({
+      proof: presentation.proof,
+      method: presentation.method,
+      url: presentation.url,
+      accessToken: token,
+      jkt,
+    });
+    return jkt;
   }
 }

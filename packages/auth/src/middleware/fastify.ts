@@ -92,6 +92,7 @@ async function plugin(app: FastifyInstance, options: AuthPluginOptions): Promise
       requirement,
       request: policyRequest(request),
       resource: resourceOf(request),
+      htu: `${request.protocol}://${request.host}${request.url}`,
     });
     request.auth = outcome;
     const denial = outcome.denial;

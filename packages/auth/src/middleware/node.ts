@@ -74,6 +74,7 @@ export function createAuthMiddleware(
           remoteAddress: req.socket.remoteAddress ?? null,
         },
         resource: options.resource ? options.resource(req) : request.params,
+        htu: `${'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http'}://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`,
       });
       request.auth = outcome;
       const denial = outcome.denial;

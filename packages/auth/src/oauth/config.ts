@@ -26,6 +26,23 @@ export interface OAuthOptions {
   grantTypes?: readonly GrantType[];
   /** Accept PKCE `plain` (RFC 7636 §4.2) for confidential clients. Default false (S256 only). */
   allowPlainPkce?: boolean;
+  /** DPoP (RFC 9449) at the token endpoint and in the permission middleware; `false` turns it off. */
+  dpop?: DpopOptions | false;
+}
+
+/** DPoP settings (RFC 9449). */
+export interface DpopOptions {
+  /** Require a server nonce (§8) in every proof. Default false. */
+  requireNonce?: boolean;
+  /**
+   * HMAC key of the stateless nonces (at least 16 bytes). Server instances behind one issuer must share it
+   * (`AUTH_DPOP_NONCE_SECRET`); default: random per process.
+   */
+  nonceSecret?: string;
+  /** Oldest accepted proof `iat`, seconds. Default 300. */
+  proofMaxAgeSeconds?: number;
+  /** Tolerated clock difference for `iat`, seconds. Default 5. */
+  clockSkewSeconds?: number;
 }
 
 /** The resolved settings (mutable `issuer` so it can be fixed once the listening port is known). */
@@ -38,6 +55,8 @@ export interface OAuthConfig {
   readonly sessionTtlSeconds: number;
   readonly grantTypes: readonly GrantType[];
   readonly allowPlainPkce: boolean;
+  /** DPoP settings, or null when DPoP is off (then it is not advertised and `DPoP` headers are ignored). */
+  readonly dpop: (Required<Omit<DpopOptions, 'nonceSecret'>> & { readonly nonceSecret?: string }) | null;
 }
 
 function positiveInt(name: string, value: number | undefined, fallback: number): number {
@@ -77,6 +96,15 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
       'client_credentials',
     ],
     allowPlainPkce: options.allowPlainPkce ?? false,
+    dpop:
+      options.dpop === false
+        ? null
+        : {
+            requireNonce: options.dpop?.requireNonce ?? false,
+            nonceSecret: options.dpop?.nonceSecret,
+            proofMaxAgeSeconds: positiveInt('dpop.proofMaxAgeSeconds', options.dpop?.proofMaxAgeSeconds, 300),
+            clockSkewSeconds: positiveInt('dpop.clockSkewSeconds', options.dpop?.clockSkewSeconds, 5),
+          },
   };
 }
 

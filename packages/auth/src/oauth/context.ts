@@ -4,6 +4,7 @@ import type { CredentialValidator } from '../credentials.ts';
 import type { AuthStore, UserRecord } from '../store/types.ts';
 import type { ClientAuthenticator } from './clients.ts';
 import type { OAuthConfig } from './config.ts';
+import type { DpopProofVerifier } from './dpop.ts';
 import type { KeyManager } from './keys.ts';
 import type { TokenIssuer } from './tokens.ts';
 
@@ -18,6 +19,8 @@ export interface OAuthContext {
   readonly credentials: CredentialValidator;
   /** Clock, ms since epoch. */
   readonly now: () => number;
+  /** DPoP proof verification (RFC 9449), undefined when DPoP is off. */
+  readonly dpop?: DpopProofVerifier;
 }
 
 /** True when the account may receive tokens now: enabled and not locked out. */

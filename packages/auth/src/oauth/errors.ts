@@ -12,7 +12,10 @@ export type OAuthErrorCode =
   | 'unauthorized_client'
   | 'unsupported_grant_type'
   | 'invalid_scope'
-  | 'unsupported_token_type';
+  | 'unsupported_token_type'
+  | 'invalid_dpop_proof'
+  | 'use_dpop_nonce'
+  | 'invalid_target';
 
 /** HTTP status per error code, exactly as spec 001's token-endpoint error table. */
 export const OAUTH_ERROR_STATUS: Readonly<Record<OAuthErrorCode, number>> = Object.freeze({
@@ -23,23 +26,29 @@ export const OAUTH_ERROR_STATUS: Readonly<Record<OAuthErrorCode, number>> = Obje
   unsupported_grant_type: 400,
   invalid_scope: 400,
   unsupported_token_type: 400,
+  invalid_dpop_proof: 400,
+  use_dpop_nonce: 400,
+  invalid_target: 400,
 });
 
 /**
  * A refusal of a token-endpoint request. `error` is the RFC 6749 §5.2 code, `description` the human
  * readable `error_description` (never contains secrets, never distinguishes account states for the
- * password grant). `status` follows {@link OAUTH_ERROR_STATUS}.
+ * password grant). `status` follows {@link OAUTH_ERROR_STATUS}. `headers` are added to the answer (e.g.
+ * `DPoP-Nonce` with `use_dpop_nonce`, RFC 9449 §8).
  */
 export class OAuthError extends Error {
   readonly error: OAuthErrorCode;
   readonly description: string;
   readonly status: number;
-  constructor(error: OAuthErrorCode, description: string) {
+  readonly headers: Readonly<Record<string, string>>;
+  constructor(error: OAuthErrorCode, description: string, headers: Record<string, string> = {}) {
     super(`${error}: ${description}`);
     this.name = 'OAuthError';
     this.error = error;
     this.description = description;
     this.status = OAUTH_ERROR_STATUS[error];
+    this.headers = headers;
   }
 }
 
@@ -59,6 +68,7 @@ export function setNoStore(reply: FastifyReply): FastifyReply {
  */
 export function sendOAuthError(reply: FastifyReply, err: OAuthError, realm = 'auth'): FastifyReply {
   setNoStore(reply);
+  for (const [name, value] of Object.entries(err.headers)) reply.header(name, value);
   if (err.error === 'invalid_client')
     reply.header('www-authenticate', `Basic realm="${realm}", charset="UTF-8"`);
   return reply

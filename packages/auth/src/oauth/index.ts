@@ -12,6 +12,7 @@ import { registerAuthorizeEndpoint } from './authorize.ts';
 import { ClientAuthenticator } from './clients.ts';
 import type { OAuthConfig } from './config.ts';
 import type { OAuthContext } from './context.ts';
+import { createDpopVerifier } from './dpop-token.ts';
 import type { KeyManager } from './keys.ts';
 import { registerMetadataEndpoints } from './metadata.ts';
 import { registerRevocationAndIntrospection } from './revocation.ts';
@@ -21,6 +22,19 @@ import { TokenIssuer } from './tokens.ts';
 export { type AuthenticatedClient, ClientAuthenticator, type ClientAuthMethod } from './clients.ts';
 export { type OAuthConfig, type OAuthOptions, resolveOAuthConfig } from './config.ts';
 export type { OAuthContext } from './context.ts';
+export {
+  accessTokenHash,
+  DPOP_SIGNING_ALGS,
+  type DpopErrorCode,
+  DpopNonces,
+  type DpopProof,
+  DpopProofError,
+  DpopProofVerifier,
+  type DpopProofVerifierOptions,
+  dpopChallenge,
+  type ReplayCache,
+} from './dpop.ts';
+export { createDpopVerifier, storeReplayCache } from './dpop-token.ts';
 export { OAuthError, type OAuthErrorCode } from './errors.ts';
 export {
   type ActiveSigningKey,
@@ -63,6 +77,7 @@ export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
     clients: new ClientAuthenticator(options.store, options.hasher),
     credentials: options.credentials,
     now,
+    dpop: createDpopVerifier(options.config, options.store, now),
   };
 }
 

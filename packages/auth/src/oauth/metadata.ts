@@ -40,6 +40,7 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: [alg],
     claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'preferred_username'],
+    ...(ctx.dpop ? { dpop_signing_alg_values_supported: [...ctx.dpop.algorithms] } : {}),
   };
 }
 

@@ -108,6 +108,7 @@ async function introspect(
       iss: ctx.config.issuer,
       iat: Math.floor(stored.createdAt / 1000),
       exp: Math.floor(stored.expiresAt / 1000),
+      cnf: stored.dpopJkt === null ? undefined : { jkt: stored.dpopJkt },
     };
   }
   const claims = await ctx.tokens.verifyAccessToken(token);
@@ -122,7 +123,9 @@ async function introspect(
   }
   return {
     active: true,
-    token_type: 'Bearer',
+    // RFC 9449 §6.2: a DPoP-bound token is introspected with its confirmation (`cnf.jkt`).
+    token_type: claims.cnf ? 'DPoP' : 'Bearer',
+    cnf: claims.cnf,
     client_id: claims.client_id,
     scope: claims.scope,
     sub: claims.sub,

@@ -15,6 +15,8 @@ import {
 } from '../store/types.ts';
 import type { AuthenticatedClient } from './clients.ts';
 import { familyIdFor, familyMatchesStamp, type OAuthContext, userActive } from './context.ts';
+import type { DpopProof } from './dpop.ts';
+import { dpopSuccessHeaders, tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { type FormParams, registerFormParser, requireForm } from './form.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
@@ -24,7 +26,8 @@ import { hashToken, newOpaqueToken, type TokenSubject } from './tokens.ts';
 /** Successful token response (RFC 6749 §5.1). */
 export interface TokenResponse {
   access_token: string;
-  token_type: 'Bearer';
+  /** `DPoP` for DPoP-bound access tokens (RFC 9449 §5), else `Bearer`. */
+  token_type: 'Bearer' | 'DPoP';
   /** Seconds. */
   expires_in: number;
   scope: string;
@@ -63,6 +66,7 @@ export function registerTokenEndpoint(app: FastifyInstance, ctx: OAuthContext): 
       async (req, reply) => {
         try {
           const response = await handleTokenRequest(req, ctx);
+          for (const [name, value] of Object.entries(dpopSuccessHeaders(ctx))) reply.header(name, value);
           return setNoStore(reply).type('application/json; charset=utf-8').send(response);
         } catch (err) {
           if (err instanceof OAuthError) {
@@ -118,15 +122,16 @@ async function handleTokenRequest(req: FastifyRequest, ctx: OAuthContext): Promi
   if (!client.allowedGrantTypes.includes(grantType as GrantType)) {
     throw new OAuthError('unauthorized_client', `client is not allowed the grant type '${grantType}'`);
   }
+  const proof = await tokenRequestProof(req, ctx, client, '/connect/token');
   switch (grantType as GrantType) {
     case 'password':
-      return passwordGrant(req, ctx, authenticated, form);
+      return passwordGrant(req, ctx, authenticated, form, proof);
     case 'refresh_token':
-      return refreshGrant(req, ctx, client, form);
+      return refreshGrant(req, ctx, client, form, proof);
     case 'authorization_code':
-      return authorizationCodeGrant(req, ctx, client, form);
+      return authorizationCodeGrant(req, ctx, client, form, proof);
     case 'client_credentials':
-      return clientCredentialsGrant(ctx, authenticated, form);
+      return clientCredentialsGrant(ctx, authenticated, form, proof);
   }
 }
 
@@ -136,6 +141,7 @@ async function passwordGrant(
   ctx: OAuthContext,
   { client }: AuthenticatedClient,
   form: FormParams,
+  proof: DpopProof | undefined,
 ): Promise<TokenResponse> {
   const userName = form.get('username');
   const password = form.get('password');
@@ -152,18 +158,22 @@ async function passwordGrant(
   });
   if (!outcome.ok) throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
   const familyId = familyIdFor(randomUUID(), outcome.user.securityStamp);
-  return issue(ctx, client, outcome.user, scope, familyId, {
+  return issue(ctx, client, outcome.user, scope, familyId, proof, {
     nonce: null,
     authTime: Math.floor(ctx.now() / 1000),
   });
 }
 
-/** RFC 6749 §6 with rotation and reuse detection (RFC 9700 §4.14.2). */
+/**
+ * RFC 6749 §6 with rotation and reuse detection (RFC 9700 §4.14.2). A DPoP-bound refresh token (RFC 9449
+ * §5) is accepted only with a proof of the same key, and its successor stays bound to that key.
+ */
 async function refreshGrant(
   req: FastifyRequest,
   ctx: OAuthContext,
   client: ClientRecord,
   form: FormParams,
+  proof: DpopProof | undefined,
 ): Promise<TokenResponse> {
   const presented = form.get('refresh_token');
   if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required');
@@ -180,6 +190,12 @@ async function refreshGrant(
     throw new OAuthError('invalid_grant', 'refresh token was already used');
   }
   if (stored.expiresAt <= now) throw new OAuthError('invalid_grant', 'refresh token expired');
+  if (stored.dpopJkt !== null) {
+    if (!proof)
+      throw new OAuthError('invalid_dpop_proof', 'the refresh token is DPoP-bound: a DPoP proof is required');
+    if (proof.jkt !== stored.dpopJkt)
+      throw new OAuthError('invalid_grant', 'the refresh token is bound to another DPoP key');
+  }
   const requested = form.get('scope');
   const scope = requested === undefined ? stored.scope : resolveScope(requested, scopeTokens(stored.scope));
   const user = found.owner;
@@ -201,6 +217,7 @@ async function refreshGrant(
       scope: stored.scope,
       createdAt: now,
       expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
+      dpopJkt: stored.dpopJkt,
     },
     now,
   );
@@ -212,10 +229,15 @@ async function refreshGrant(
   const subject: TokenSubject = user
     ? { kind: 'user', id: user.id, userName: user.userName, securityStamp: user.securityStamp }
     : { kind: 'client', id: client.clientId };
-  const accessToken = await ctx.tokens.accessToken({ subject, clientId: client.clientId, scope });
+  const accessToken = await ctx.tokens.accessToken({
+    subject,
+    clientId: client.clientId,
+    scope,
+    jkt: proof?.jkt,
+  });
   return {
     access_token: accessToken,
-    token_type: 'Bearer',
+    token_type: proof ? 'DPoP' : 'Bearer',
     expires_in: ctx.config.accessTokenTtlSeconds,
     scope,
     refresh_token: next,
@@ -248,6 +270,7 @@ async function authorizationCodeGrant(
   ctx: OAuthContext,
   client: ClientRecord,
   form: FormParams,
+  proof: DpopProof | undefined,
 ): Promise<TokenResponse> {
   const code = form.get('code');
   if (code === undefined) throw new OAuthError('invalid_request', 'code is required');
@@ -285,7 +308,7 @@ async function authorizationCodeGrant(
   const user = await ctx.store.getUser(record.userId);
   if (!user || !userActive(user, now))
     throw new OAuthError('invalid_grant', 'the user is missing or disabled');
-  return issue(ctx, client, user, record.scope, familyIdFor(codeHash, user.securityStamp), {
+  return issue(ctx, client, user, record.scope, familyIdFor(codeHash, user.securityStamp), proof, {
     nonce: record.nonce,
     authTime: undefined,
   });
@@ -296,6 +319,7 @@ async function clientCredentialsGrant(
   ctx: OAuthContext,
   { client }: AuthenticatedClient,
   form: FormParams,
+  proof: DpopProof | undefined,
 ): Promise<TokenResponse> {
   if (client.clientType !== 'confidential') {
     throw new OAuthError('unauthorized_client', 'client_credentials requires a confidential client');
@@ -305,22 +329,27 @@ async function clientCredentialsGrant(
     subject: { kind: 'client', id: client.clientId },
     clientId: client.clientId,
     scope,
+    jkt: proof?.jkt,
   });
   return {
     access_token: accessToken,
-    token_type: 'Bearer',
+    token_type: proof ? 'DPoP' : 'Bearer',
     expires_in: ctx.config.accessTokenTtlSeconds,
     scope,
   };
 }
 
-/** Issues the access token, a refresh token when the client may refresh, and an ID token for `openid`. */
+/**
+ * Issues the access token (DPoP-bound when a proof came, RFC 9449 §5), a refresh token when the client may
+ * refresh (bound to the proof's key for public clients, §5), and an ID token for `openid`.
+ */
 async function issue(
   ctx: OAuthContext,
   client: ClientRecord,
   user: UserRecord,
   scope: string,
   familyId: string,
+  proof: DpopProof | undefined,
   oidc: { nonce: string | null; authTime: number | undefined },
 ): Promise<TokenResponse> {
   const now = ctx.now();
@@ -329,10 +358,11 @@ async function issue(
     clientId: client.clientId,
     scope,
     authTime: oidc.authTime,
+    jkt: proof?.jkt,
   });
   const response: TokenResponse = {
     access_token: accessToken,
-    token_type: 'Bearer',
+    token_type: proof ? 'DPoP' : 'Bearer',
     expires_in: ctx.config.accessTokenTtlSeconds,
     scope,
   };
@@ -346,6 +376,7 @@ async function issue(
       scope,
       createdAt: now,
       expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
+      dpopJkt: client.clientType === 'public' && proof ? proof.jkt : null,
     });
     response.refresh_token = refresh;
   }

@@ -34,6 +34,8 @@ export interface AccessTokenInput {
   readonly scope: string;
   /** Time of the user authentication, seconds since epoch, when known. */
   readonly authTime?: number;
+  /** DPoP key thumbprint: the token gets `cnf: { jkt }` (RFC 9449 §6.1). */
+  readonly jkt?: string;
 }
 
 /** Signs and verifies the server's JWTs with the keys of a {@link KeyManager}. */
@@ -57,7 +59,8 @@ export class TokenIssuer {
   /**
    * A JWT access token (RFC 9068 §2): header `typ: at+jwt`, claims `iss`, `exp`, `aud`, `sub`, `client_id`,
    * `iat`, `jti`, `scope`, plus `auth_time`, `preferred_username` and the security stamp ({@link
-   * SECURITY_STAMP_CLAIM}) for user tokens. For client-credentials tokens `sub` is the client id (§2.2).
+   * SECURITY_STAMP_CLAIM}) for user tokens, and `cnf.jkt` for DPoP-bound tokens (RFC 9449 §6.1). For
+   * client-credentials tokens `sub` is the client id (§2.2).
    */
   async accessToken(input: AccessTokenInput): Promise<string> {
     const key = this.#keys.active();
@@ -77,6 +80,7 @@ export class TokenIssuer {
       claims[SECURITY_STAMP_CLAIM] = input.subject.securityStamp;
       if (input.authTime !== undefined) claims.auth_time = input.authTime;
     }
+    if (input.jkt !== undefined) claims.cnf = { jkt: input.jkt };
     return key.signJwt('at+jwt', claims);
   }
 

@@ -204,4 +204,34 @@ CREATE TABLE consents (
 CREATE INDEX consents_client ON consents(client_id);
 `,
   },
+  {
+    version: 3,
+    name: 'oauth extensions: replay cache, client metadata, DPoP-bound refresh tokens, pushed requests',
+    sql: `
+CREATE TABLE replay_cache (
+  kind TEXT NOT NULL,
+  key TEXT NOT NULL,
+  expires_at INTEGER NOT NULL,
+  PRIMARY KEY (kind, key)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX replay_cache_expires ON replay_cache(expires_at);
+
+CREATE TABLE client_metadata (
+  client_id TEXT PRIMARY KEY REFERENCES clients(client_id) ON DELETE CASCADE,
+  metadata TEXT NOT NULL DEFAULT '{}'
+) STRICT;
+
+ALTER TABLE refresh_tokens ADD COLUMN dpop_jkt TEXT;
+
+CREATE TABLE pushed_authorization_requests (
+  request_hash TEXT PRIMARY KEY,
+  client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+  params TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  used_at INTEGER
+) STRICT;
+CREATE INDEX pushed_authorization_requests_expires ON pushed_authorization_requests(expires_at);
+`,
+  },
 ];
