@@ -11,6 +11,7 @@ import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlit
 import { Worker } from 'node:worker_threads';
 import { ConflictError, ConstraintError, NotFoundError, ValidationError } from '../errors.ts';
 import { normalizePermissionCode } from '../permissions.ts';
+import { clientMetadata } from './client-metadata.ts';
 import { MIGRATIONS } from './migrations.ts';
 import type {
   AccessAttempt,
@@ -19,6 +20,7 @@ import type {
   AuthorizationCodeRecord,
   AuthStore,
   ChangeOptions,
+  ClientMetadata,
   ClientOidcInput,
   ClientPatch,
   ClientRecord,
@@ -148,6 +150,7 @@ function toClient(row: Row): ClientRecord {
     postLogoutRedirectUris: json(row.post_logout_redirect_uris ?? '[]'),
     backchannelLogoutUri: strOrNull(row.backchannel_logout_uri),
     requireConsent: row.require_consent === 1,
+    metadata: row.metadata === null || row.metadata === undefined ? {} : json<ClientMetadata>(row.metadata),
     version: Number(row.version),
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),
@@ -184,6 +187,7 @@ function toRefresh(row: Row): RefreshTokenRecord {
     usedAt: num(row.used_at),
     revokedAt: num(row.revoked_at),
     replacedBy: strOrNull(row.replaced_by),
+    dpopJkt: strOrNull(row.dpop_jkt),
     sessionId: strOrNull(row.session_id),
     authTime: num(row.auth_time),
   };
@@ -294,7 +298,7 @@ function likePattern(search: unknown): string {
 }
 
 const INSERT_REFRESH_TOKEN = `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope,
-  created_at, expires_at, session_id, auth_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  created_at, expires_at, dpop_jkt, session_id, auth_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /** The values of {@link INSERT_REFRESH_TOKEN}, in its column order. */
 function refreshTokenValues(input: NewRefreshToken): SQLInputValue[] {
@@ -306,10 +310,15 @@ function refreshTokenValues(input: NewRefreshToken): SQLInputValue[] {
     input.scope ?? '',
     input.createdAt,
     input.expiresAt,
+    input.dpopJkt ?? null,
     input.sessionId ?? null,
     input.authTime ?? null,
   ];
 }
+
+/** Clients with their OAuth extension metadata (`metadata`, JSON or null); alias `c`. */
+const CLIENT_SELECT =
+  'SELECT c.*, m.metadata FROM clients c LEFT JOIN client_metadata m ON m.client_id = c.client_id';
 
 /** Marks an unused, unrevoked refresh token used; parameters: used_at, replaced_by, token_hash. */
 const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
@@ -969,7 +978,7 @@ export class SqliteAuthStore implements AuthStore {
   // ── clients ──
 
   #client(clientId: string): ClientRecord | undefined {
-    return this.#getAs(toClient, 'SELECT * FROM clients WHERE client_id = ?', clientId);
+    return this.#getAs(toClient, `${CLIENT_SELECT} WHERE c.client_id = ?`, clientId);
   }
 
   static #checkSecret(clientType: string, secretHash: unknown): string | null {
@@ -1050,10 +1059,10 @@ export class SqliteAuthStore implements AuthStore {
 
   async listClients(query?: ListQuery): Promise<Page<ClientRecord>> {
     const sql = {
-      table: 'clients',
-      select: 'SELECT * FROM clients',
-      search: 'lower(client_id)',
-      order: 'client_id',
+      table: 'clients c',
+      select: CLIENT_SELECT,
+      search: 'lower(c.client_id)',
+      order: 'c.client_id',
     };
     return this.#page(query, sql, toClient);
   }
@@ -1529,8 +1538,50 @@ export class SqliteAuthStore implements AuthStore {
         this.#run('DELETE FROM refresh_tokens WHERE expires_at <= ?', now) +
         this.#run('DELETE FROM authorization_codes WHERE expires_at <= ?', now) +
         this.#run('DELETE FROM login_sessions WHERE expires_at <= ?', now) +
-        this.#run('DELETE FROM signing_keys WHERE expires_at IS NOT NULL AND expires_at <= ?', now),
+        this.#run('DELETE FROM signing_keys WHERE expires_at IS NOT NULL AND expires_at <= ?', now) +
+        this.#run('DELETE FROM replay_cache WHERE expires_at <= ?', now) +
+        this.#run('DELETE FROM pushed_authorization_requests WHERE expires_at <= ?', now),
     );
+  }
+
+  // ── OAuth extensions ──
+
+  async claimReplayKey(kind: string, key: string, expiresAt: number, now: number): Promise<boolean> {
+    // One statement (atomic on its own): inserts the key, or takes over an expired row of the same key.
+    return (
+      this.#run(
+        `INSERT INTO replay_cache (kind, key, expires_at) VALUES (?, ?, ?)
+          ON CONFLICT (kind, key) DO UPDATE SET expires_at = excluded.expires_at WHERE replay_cache.expires_at <= ?`,
+        String(kind),
+        String(key),
+        expiresAt,
+        now,
+      ) === 1
+    );
+  }
+
+  async setClientMetadata(
+    clientId: string,
+    metadata: ClientMetadata,
+    options?: ChangeOptions,
+  ): Promise<ClientRecord> {
+    const value = clientMetadata(metadata);
+    this.#clientCache.clear();
+    return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
+      if (!this.#client(clientId)) throw new NotFoundError('client', clientId);
+      this.#run(
+        `INSERT INTO client_metadata (client_id, metadata) VALUES (?, ?)
+          ON CONFLICT (client_id) DO UPDATE SET metadata = excluded.metadata`,
+        clientId,
+        JSON.stringify(value),
+      );
+      this.#run(
+        'UPDATE clients SET version = version + 1, updated_at = ? WHERE client_id = ?',
+        this.#now(),
+        clientId,
+      );
+      return this.#client(clientId)!;
+    });
   }
 
   async close(): Promise<void> {

@@ -169,6 +169,8 @@ export interface ClientRecord {
   readonly backchannelLogoutUri: string | null;
   /** Third-party client: the user must consent to the scopes it requests (consent page), remembered per user. */
   readonly requireConsent: boolean;
+  /** OAuth extension settings (RFC 7591 client metadata); `{}` when none were set. */
+  readonly metadata: ClientMetadata;
   readonly version: number;
   readonly createdAt: number;
   readonly updatedAt: number;
@@ -192,6 +194,45 @@ export interface NewClient extends ClientOidcInput {
  * (which never change); omitted fields stay unchanged.
  */
 export type ClientPatch = Partial<Omit<NewClient, 'clientId' | 'clientType'>>;
+
+/** `token_endpoint_auth_method` values (RFC 7591 §2, RFC 7523 §2.2, OIDC Core §9). */
+export const TOKEN_ENDPOINT_AUTH_METHODS = [
+  'client_secret_basic',
+  'client_secret_post',
+  'client_secret_jwt',
+  'private_key_jwt',
+  'none',
+] as const;
+/** One of {@link TOKEN_ENDPOINT_AUTH_METHODS}. */
+export type TokenEndpointAuthMethod = (typeof TOKEN_ENDPOINT_AUTH_METHODS)[number];
+
+/**
+ * OAuth extension settings of a client (RFC 7591 §2 client metadata, camelCase). Every field is optional;
+ * an absent field takes the server's default.
+ */
+export interface ClientMetadata {
+  /**
+   * RFC 9449 §5.2 `dpop_bound_access_tokens` ("DPoP required"): token requests without a valid DPoP proof
+   * are refused and every access token is DPoP-bound.
+   */
+  readonly dpopBoundAccessTokens?: boolean;
+  /** RFC 9126 §6 `require_pushed_authorization_requests`: authorization requests must use PAR. */
+  readonly requirePushedAuthorizationRequests?: boolean;
+  /**
+   * RFC 7591 §2 `token_endpoint_auth_method`: when set, the only method the client may use. Unset:
+   * `client_secret_basic`/`client_secret_post` (confidential) or `none` (public).
+   */
+  readonly tokenEndpointAuthMethod?: TokenEndpointAuthMethod;
+  /** RFC 7591 §2 `jwks`: the client's public keys (`private_key_jwt`), inline. */
+  readonly jwks?: { readonly keys: readonly Readonly<Record<string, unknown>>[] };
+  /** RFC 7591 §2 `jwks_uri`: where the client's public keys are published (`https`, or `http` on loopback). */
+  readonly jwksUri?: string;
+  /**
+   * RFC 8707 resource indicators the client may request (absolute URIs without fragment). Unset: only the
+   * server's default audience.
+   */
+  readonly allowedResources?: readonly string[];
+}
 
 /** Audit event categories used by the core (free text is accepted; these are the conventional ones). */
 export const AuditCategory = Object.freeze({
@@ -320,6 +361,11 @@ export interface RefreshTokenRecord {
   readonly revokedAt: number | null;
   /** Hash of the token that replaced it on rotation. */
   readonly replacedBy: string | null;
+  /**
+   * JWK SHA-256 thumbprint of the DPoP key the token is bound to (RFC 9449 §5: public clients' refresh
+   * tokens), or null when unbound.
+   */
+  readonly dpopJkt: string | null;
   /** Login session (`sid`) the token descends from; RP-initiated logout revokes its tokens. */
   readonly sessionId: string | null;
   /** Time of the user authentication, seconds since epoch, or null. */
@@ -352,6 +398,8 @@ export interface NewRefreshToken {
   scope?: string;
   createdAt: number;
   expiresAt: number;
+  /** DPoP key thumbprint the token is bound to (RFC 9449 §5), or null. */
+  dpopJkt?: string | null;
   /** Login session (`sid`) the token descends from, or null (password grant, client credentials). */
   sessionId?: string | null;
   /** Time of the user authentication, seconds since epoch (`auth_time` of ID tokens on refresh), or null. */
@@ -653,6 +701,23 @@ export interface AuthStore {
   revokeConsent(userId: string, clientId: string, options?: ChangeOptions): Promise<void>;
   /** Deletes expired refresh tokens, codes, sessions and signing keys. @returns rows deleted. */
   purgeExpired(now: number): Promise<number>;
+
+  // ── OAuth extensions ──
+  /**
+   * Records a one-time key (a DPoP proof or client assertion `jti`, RFC 9449 §11.1, RFC 7523 §3) under
+   * `kind` until `expiresAt` (ms epoch). Atomic across every connection to the store.
+   * @returns false when the key is already recorded and not expired at `now` (a replay).
+   */
+  claimReplayKey(kind: string, key: string, expiresAt: number, now: number): Promise<boolean>;
+  /**
+   * Replaces a client's {@link ClientMetadata} (validated; `{}` clears it).
+   * @throws NotFoundError (client), ValidationError (naming the field).
+   */
+  setClientMetadata(
+    clientId: string,
+    metadata: ClientMetadata,
+    options?: ChangeOptions,
+  ): Promise<ClientRecord>;
 
   /** Releases the storage (closes the database). */
   close(): Promise<void>;
