@@ -23,7 +23,8 @@ function flag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
 }
 
 /**
- * Reads `MAX_BATCH`, `PERSISTED_QUERIES` and `ALLOW_LIST_FILE` from `env`. Unset variables leave the
+ * Reads `MAX_BATCH`, `PERSISTED_QUERIES`, `ALLOW_LIST_FILE`, `INTROSPECTION`, `EXPLORER`,
+ * `SUGGESTIONS`, `METRICS` (on/off) and `GET_CACHE_MAX_AGE` (seconds) from `env`. Unset variables leave the
  * option out (the server's default applies). Throws an `Error` naming the variable for a bad value or
  * an unreadable manifest.
  */
@@ -33,6 +34,17 @@ export function serverOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Part
   if (maxBatch !== undefined) options.maxBatch = maxBatch;
   const apq = flag(env, 'PERSISTED_QUERIES');
   if (apq !== undefined) options.automaticPersistedQueries = apq;
+  for (const [name, key] of [
+    ['INTROSPECTION', 'introspection'],
+    ['EXPLORER', 'explorer'],
+    ['SUGGESTIONS', 'suggestions'],
+    ['METRICS', 'metrics'],
+  ] as const) {
+    const value = flag(env, name);
+    if (value !== undefined) options[key] = value;
+  }
+  const maxAge = whole(env, 'GET_CACHE_MAX_AGE');
+  if (maxAge !== undefined) options.getCacheMaxAge = maxAge;
   if (env.ALLOW_LIST_FILE) {
     try {
       options.allowList = loadAllowList(env.ALLOW_LIST_FILE);

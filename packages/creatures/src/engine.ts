@@ -20,9 +20,11 @@ import { getVariableValues } from 'graphql/execution/values.js';
 import { createHandler, type Handler, type Request } from 'graphql-http';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
+import { type CostEstimate, costError, estimateCost, type KnownListSizes, listSizesOf } from './cost.ts';
 import { createParamsParser } from './http/params.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
+import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
 import type { ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
 
@@ -46,6 +48,10 @@ export interface EngineOptions {
   documentCacheSize?: number;
   /** Automatic persisted queries and the allow-list (default: APQ on, no allow-list). */
   persisted?: PersistedQueries;
+  /** Answer `__schema`/`__type` (default true; false refuses them with `INTROSPECTION_DISABLED`). */
+  introspection?: boolean;
+  /** Keep graphql-js's "Did you mean …?" hints in error messages (default true). */
+  suggestions?: boolean;
 }
 
 interface DocumentEntry {
@@ -53,6 +59,25 @@ interface DocumentEntry {
   errors?: readonly GraphQLError[];
   compiled: Map<string, CompiledQuery | ExecutionResult>;
   operations: Map<string, OperationDefinitionNode | null>;
+  /** Cost per operation name, for estimates that used no variable, with the store version they hold for. */
+  costs: Map<string, { version: number; estimate: CostEstimate }>;
+}
+
+/**
+ * A copy of `error` with `extensions.code` set to `code` unless it has one, and without graphql-js's
+ * "Did you mean …?" hint when `suggestions` is false.
+ */
+export function withCode(error: GraphQLError, code: string, suggestions = true): GraphQLError {
+  const message = suggestions ? error.message : error.message.replace(/ ?Did you mean [^?]*\?/g, '');
+  if (error.extensions.code !== undefined && message === error.message) return error;
+  return new GraphQLError(message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions: { ...error.extensions, code: error.extensions.code ?? code },
+  });
 }
 
 const GRAPHQL_RESPONSE = 'application/graphql-response+json; charset=utf-8';
@@ -96,7 +121,38 @@ export type Engine = Handler<unknown, RequestState>;
 export function createEngine(options: EngineOptions): Engine {
   const { schema, store, maskErrors } = options;
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
-  const rules = validationRules(limits);
+  const rules = validationRules(limits, { cost: false, introspection: options.introspection ?? true });
+  const suggestions = options.suggestions ?? true;
+  let sizes: { version: number; known: KnownListSizes } | undefined;
+  const knownSizes = () => {
+    if (sizes?.version !== store.version) {
+      let known: KnownListSizes;
+      try {
+        known = listSizesOf(store.listCreatures());
+      } catch {
+        // A failing store shows up when the operation runs (as a masked error); estimate without it.
+        known = new Map([['Query.creatures', { max: limits.allListSize, mean: limits.allListSize }]]);
+      }
+      sizes = { version: store.version, known };
+    }
+    return sizes.known;
+  };
+  const costOf = (
+    entry: DocumentEntry,
+    operation: OperationDefinitionNode,
+    key: string,
+    variables: Record<string, unknown> | undefined,
+  ): CostEstimate => {
+    const cached = entry.costs.get(key);
+    if (cached && cached.version === store.version) return cached.estimate;
+    const estimate = estimateCost(schema, entry.document as DocumentNode, operation, variables, {
+      defaultListSize: limits.defaultListSize,
+      defaultPageSize: DEFAULT_CONNECTION_PAGE,
+      known: knownSizes(),
+    });
+    if (!estimate.usesVariables) entry.costs.set(key, { version: store.version, estimate });
+    return estimate;
+  };
   const documents = new LRUCache<string, DocumentEntry>({ max: options.documentCacheSize ?? 1000 });
   const entries = new WeakMap<DocumentNode, DocumentEntry>();
   const context: ResolverContext = { store };
@@ -104,18 +160,19 @@ export function createEngine(options: EngineOptions): Engine {
   const prepare = (query: string): DocumentEntry => {
     let entry = documents.get(query);
     if (entry) return entry;
-    entry = { compiled: new Map(), operations: new Map() };
+    entry = { compiled: new Map(), operations: new Map(), costs: new Map() };
     try {
       const document = parse(query);
       const errors = validate(schema, document, rules);
-      if (errors.length > 0) entry.errors = errors;
+      if (errors.length > 0)
+        entry.errors = errors.map((e) => withCode(e, 'GRAPHQL_VALIDATION_FAILED', suggestions));
       else {
         entry.document = document;
         entries.set(document, entry);
       }
     } catch (err) {
       if (!(err instanceof GraphQLError)) throw err;
-      entry.errors = [err];
+      entry.errors = [withCode(err, 'GRAPHQL_PARSE_FAILED', suggestions)];
     }
     documents.set(query, entry);
     return entry;
@@ -155,11 +212,17 @@ export function createEngine(options: EngineOptions): Engine {
       if (entry.errors) return entry.errors;
       const document = entry.document as DocumentNode;
       const operation = operationOf(entry, params.operationName);
+      let variables: Record<string, unknown> | undefined;
       if (operation?.variableDefinitions?.length) {
         const coerced = getVariableValues(schema, operation.variableDefinitions, params.variables ?? {}, {
           maxErrors: 50,
         });
-        if (coerced.errors) return coerced.errors;
+        if (coerced.errors) return coerced.errors.map((e) => withCode(e, 'BAD_USER_INPUT', suggestions));
+        variables = coerced.coerced;
+      }
+      if (operation) {
+        const estimate = costOf(entry, operation, params.operationName ?? '', variables);
+        if (estimate.cost > limits.maxCost) return [costError(estimate, limits.maxCost, operation)];
       }
       return {
         schema,

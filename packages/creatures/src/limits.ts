@@ -7,9 +7,6 @@ import {
   type ASTVisitor,
   type FragmentDefinitionNode,
   GraphQLError,
-  type GraphQLType,
-  isListType,
-  isNonNullType,
   Kind,
   type OperationDefinitionNode,
   type SelectionSetNode,
@@ -18,17 +15,19 @@ import {
   type ValidationRule,
   VariablesInAllowedPositionRule,
 } from 'graphql';
+import { costError, estimateCost, type KnownListSizes } from './cost.ts';
+import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
 import { VariablesFitPositionsRule } from './variable-positions.ts';
 
 /** Limits applied to every operation. */
 export interface QueryLimits {
   /** Deepest field nesting allowed outside introspection (`{ a { b } }` has depth 2). */
   maxDepth: number;
-  /** Highest estimated cost allowed: fields counted once per item of each enclosing list. */
+  /** Highest estimated cost allowed (see `cost.ts`): each value of the answer counts 1. */
   maxCost: number;
-  /** Assumed length of a list field without a `first` argument (the `creatures` list uses `allListSize`). */
+  /** Assumed length of a list field without `first:` and without a size known from the data. */
   defaultListSize: number;
-  /** Assumed length of `creatures` without `first`. */
+  /** Assumed length of `creatures` when the data's size is not at hand (validation-only use). */
   allListSize: number;
 }
 
@@ -40,16 +39,29 @@ export const DEFAULT_LIMITS: QueryLimits = {
   allListSize: 151,
 };
 
+/** Choices of {@link validationRules}. */
+export interface RuleOptions {
+  /** Include {@link costLimit} (default true; the HTTP engine checks cost per request instead). */
+  cost?: boolean;
+  /** Allow `__schema`/`__type` (default true; false adds {@link NoIntrospectionRule}). */
+  introspection?: boolean;
+  /** List sizes of the current data for {@link costLimit}. */
+  known?: () => KnownListSizes;
+}
+
 /**
  * graphql-js's specified rules (with `VariablesInAllowedPositionRule` replaced by
  * {@link VariablesFitPositionsRule}, which also lets String variables fill ID positions) plus
- * {@link depthLimit} and {@link costLimit} for `limits`.
+ * {@link depthLimit}, {@link costLimit} and {@link NoIntrospectionRule} as `options` say.
  */
-export function validationRules(limits: QueryLimits): ValidationRule[] {
+export function validationRules(limits: QueryLimits, options: RuleOptions = {}): ValidationRule[] {
   const rules = specifiedRules.map((rule) =>
     rule === VariablesInAllowedPositionRule ? VariablesFitPositionsRule : rule,
   );
-  return [...rules, depthLimit(limits.maxDepth), costLimit(limits)];
+  rules.push(depthLimit(limits.maxDepth));
+  if (options.cost ?? true) rules.push(costLimit(limits, options.known));
+  if (options.introspection === false) rules.push(NoIntrospectionRule);
+  return rules;
 }
 
 function fragmentsOf(context: ValidationContext): Map<string, FragmentDefinitionNode> {
@@ -99,69 +111,42 @@ export function depthLimit(maxDepth: number): ValidationRule {
 }
 
 /**
- * A validation rule rejecting operations whose estimated cost exceeds `limits.maxCost`. Each field costs
- * 1, times the estimated length of every enclosing list: the `first` argument when it is a literal, else
- * `allListSize` for `creatures` and `defaultListSize` for other list fields. Introspection fields cost 1.
+ * A validation rule rejecting operations whose estimated cost ({@link estimateCost}) exceeds
+ * `limits.maxCost`, for transports that validate without variables (a variable `first:` then counts as
+ * the list's known size). `known` gives the list sizes of the current data (default: only
+ * `Query.creatures` = `limits.allListSize`). The HTTP engine runs the same estimate per request with the
+ * variables' values instead.
  */
-export function costLimit(limits: QueryLimits): ValidationRule {
-  return (context: ValidationContext): ASTVisitor => {
-    const fragments = fragmentsOf(context);
-    const schema = context.getSchema();
-    const cost = (set: SelectionSetNode, typeName: string, seen: Set<string>): number => {
-      let total = 0;
-      const type = schema.getType(typeName);
-      const fields = type && 'getFields' in type ? type.getFields() : {};
-      for (const sel of set.selections) {
-        if (sel.kind === Kind.FIELD) {
-          if (sel.name.value.startsWith('__')) {
-            total += 1;
-            continue;
-          }
-          const field = fields[sel.name.value];
-          if (!field) continue;
-          let named: GraphQLType = field.type;
-          let isList = false;
-          while (isListType(named) || isNonNullType(named)) {
-            if (isListType(named)) isList = true;
-            named = named.ofType;
-          }
-          let items = 1;
-          if (isList) {
-            const first = sel.arguments?.find((a) => a.name.value === 'first')?.value;
-            items =
-              first?.kind === Kind.INT
-                ? Number(first.value)
-                : sel.name.value === 'creatures'
-                  ? limits.allListSize
-                  : limits.defaultListSize;
-          }
-          const inner = sel.selectionSet ? cost(sel.selectionSet, named.name, seen) : 0;
-          total += items * (1 + inner);
-        } else if (sel.kind === Kind.INLINE_FRAGMENT) {
-          total += cost(sel.selectionSet, sel.typeCondition?.name.value ?? typeName, seen);
-        } else {
-          const frag = fragments.get(sel.name.value);
-          if (!frag || seen.has(frag.name.value)) continue;
-          total += cost(frag.selectionSet, frag.typeCondition.name.value, new Set(seen).add(frag.name.value));
-        }
-        if (total > limits.maxCost) return total;
+export function costLimit(limits: QueryLimits, known?: () => KnownListSizes): ValidationRule {
+  return (context: ValidationContext): ASTVisitor => ({
+    OperationDefinition(node: OperationDefinitionNode) {
+      const estimate = estimateCost(context.getSchema(), context.getDocument(), node, undefined, {
+        defaultListSize: limits.defaultListSize,
+        defaultPageSize: DEFAULT_CONNECTION_PAGE,
+        known:
+          known?.() ?? new Map([['Query.creatures', { max: limits.allListSize, mean: limits.allListSize }]]),
+      });
+      if (estimate.cost > limits.maxCost) context.reportError(costError(estimate, limits.maxCost, node));
+    },
+  });
+}
+
+/**
+ * A validation rule refusing the introspection fields `__schema` and `__type` (`__typename` stays
+ * allowed) with `extensions.code` `INTROSPECTION_DISABLED`.
+ */
+export function NoIntrospectionRule(context: ValidationContext): ASTVisitor {
+  return {
+    Field(node) {
+      const name = node.name.value;
+      if (name === '__schema' || name === '__type') {
+        context.reportError(
+          new GraphQLError(`Introspection is disabled on this server: ${name} cannot be queried`, {
+            nodes: [node],
+            extensions: { code: 'INTROSPECTION_DISABLED' },
+          }),
+        );
       }
-      return total;
-    };
-    return {
-      OperationDefinition(node: OperationDefinitionNode) {
-        const root = schema.getRootType(node.operation);
-        if (!root) return;
-        const c = cost(node.selectionSet, root.name, new Set());
-        if (c > limits.maxCost) {
-          context.reportError(
-            new GraphQLError(`Query cost ${c} exceeds the maximum cost of ${limits.maxCost}`, {
-              nodes: [node],
-              extensions: { code: 'QUERY_TOO_COSTLY' },
-            }),
-          );
-        }
-      },
-    };
+    },
   };
 }

@@ -17,10 +17,12 @@ import type { GraphQLSchema } from 'graphql';
 import { type Logger, pino } from 'pino';
 import sirv from 'sirv';
 import { IMAGE_PREFIX } from './art.ts';
+import { listSizesOf } from './cost.ts';
 import { createEngine, type Engine } from './engine.ts';
 import { EXPLORER_ASSET_PREFIX, type ExplorerAsset, loadExplorerAssets } from './explorer.ts';
 import { createGraphQLRoute } from './http/graphql.ts';
 import { serveCreatureImage } from './http/images.ts';
+import { createMetrics, type RouteLabel } from './http/metrics.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { JSON_TYPE, sendError } from './http/respond.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
@@ -85,6 +87,19 @@ export interface CreatureServerOptions {
    * their SHA-256; `false` answers `PERSISTED_QUERY_NOT_SUPPORTED`.
    */
   automaticPersistedQueries?: boolean;
+  /** Answer introspection (`__schema`, `__type`); default: on unless `NODE_ENV` is "production". */
+  introspection?: boolean;
+  /** Serve the GraphiQL explorer on a browser GET of `/graphql`; default: on unless `NODE_ENV` is "production". */
+  explorer?: boolean;
+  /** Keep "Did you mean …?" hints in error messages; default: on unless `NODE_ENV` is "production". */
+  suggestions?: boolean;
+  /** Serve Prometheus metrics at `GET /metrics` (default true). */
+  metrics?: boolean;
+  /**
+   * `max-age` in seconds of the `Cache-Control` of successful GET query answers (default 0: caches
+   * revalidate every time, cheaply, through the `ETag`).
+   */
+  getCacheMaxAge?: number;
   /**
    * Allow-list mode: only these operations run (document id or SHA-256 → query text; see
    * `loadAllowList` for the manifest file formats). APQ registration is then off.
@@ -138,6 +153,9 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       })
     : undefined;
   const maskErrors = options.maskErrors ?? process.env.NODE_ENV !== 'development';
+  const production = process.env.NODE_ENV === 'production';
+  const introspection = options.introspection ?? !production;
+  const explorer = options.explorer ?? !production;
   const onUnexpectedError = (err: unknown) =>
     logger.error({ err }, 'unexpected error while executing an operation');
   const withStreams = options.subscriptions ?? true;
@@ -153,13 +171,18 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     maskErrors,
     onUnexpectedError,
     persisted,
+    introspection,
+    suggestions: options.suggestions ?? !production,
   });
   const resolverContext = { store };
   const streams = withStreams
     ? createSubscriptionHandler({
         schema,
         events: store.events,
-        validationRules: validationRules({ ...DEFAULT_LIMITS, ...options.limits }),
+        validationRules: validationRules(
+          { ...DEFAULT_LIMITS, ...options.limits },
+          { introspection, known: () => listSizesOf(store.listCreatures()) },
+        ),
         context: () => resolverContext,
         maxBodyBytes: bodyLimit,
         maskErrors,
@@ -167,6 +190,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       })
     : undefined;
 
+  const metrics = options.metrics === false ? undefined : createMetrics(persisted, streams);
   const graphqlRoute = createGraphQLRoute({
     engine,
     streams,
@@ -174,7 +198,9 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     responseCacheSize: options.responseCacheSize ?? 1000,
     changes: store.events,
     maxBatch: options.maxBatch ?? 0,
-    explorer: true,
+    explorer,
+    getCacheMaxAge: options.getCacheMaxAge ?? 0,
+    metrics,
     fail: (req, res, err) => fail(req, res, err),
   });
 
@@ -194,16 +220,30 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     else res.destroy();
   }
 
+  function routeOf(path: string): RouteLabel {
+    if (path === '/metrics') return 'metrics';
+    if (path === '/healthz') return 'health';
+    if (path.startsWith(IMAGE_PREFIX)) return 'images';
+    if (path.startsWith(EXPLORER_ASSET_PREFIX)) return 'explorer';
+    return serveWeb ? 'web' : 'other';
+  }
+
   function handle(req: IncomingMessage, res: ServerResponse): void {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
     if (cors === '*' || cors.length > 0) corsHeaders(req, res);
     if (path === '/graphql') {
+      metrics?.track(req, res, 'graphql');
       graphqlRoute(req, res, url);
       return;
     }
+    metrics?.track(req, res, routeOf(path));
     if (req.method === 'GET' || req.method === 'HEAD') {
+      if (path === '/metrics' && metrics) {
+        metrics.serve(req, res);
+        return;
+      }
       if (path === '/healthz') {
         const ok = store.healthy();
         const body = JSON.stringify({
@@ -218,7 +258,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         serveCreatureImage(req, res, path, store);
         return;
       }
-      if (path.startsWith(EXPLORER_ASSET_PREFIX)) {
+      if (path.startsWith(EXPLORER_ASSET_PREFIX) && explorer) {
         const asset = assets.get(path.slice(EXPLORER_ASSET_PREFIX.length));
         if (asset) {
           res.writeHead(200, {

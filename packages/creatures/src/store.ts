@@ -378,7 +378,14 @@ export class Store {
   }
 
   #emit(event: ChangeEvent): void {
+    this.#version++;
     this.events.emit('change', event);
+  }
+
+  #version = 0;
+  /** Count of committed writes since the store was opened (changes whenever the data changes). */
+  get version(): number {
+    return this.#version;
   }
 
   /**

@@ -12,6 +12,8 @@ import { negotiate } from '../engine.ts';
 import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
 import type { ChangeSource, EventStreamHandler } from '../subscriptions.ts';
 import { isEventStreamRequest } from '../subscriptions.ts';
+import { etagMatches, etagOf } from './images.ts';
+import type { ServerMetrics } from './metrics.ts';
 import { mediaTypeOf } from './params.ts';
 import { readBody, sendError } from './respond.ts';
 
@@ -30,6 +32,10 @@ export interface GraphQLRouteOptions {
   maxBatch: number;
   /** Serve the GraphiQL explorer to a browser GET. */
   explorer: boolean;
+  /** `max-age` (seconds) of the `Cache-Control` of successful GET query answers. */
+  getCacheMaxAge: number;
+  /** Metrics to count response-cache lookups in. */
+  metrics?: ServerMetrics;
   /** Called when answering failed unexpectedly (answers 500 if nothing was sent yet). */
   fail: (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
 }
@@ -60,9 +66,38 @@ const SIMPLE_CONTENT_TYPES = new Set([
   'multipart/form-data',
 ]);
 
+/** `vary` joined with what the response already varies on (CORS sets `Vary: Origin`). */
+function varyWith(res: ServerResponse, vary: string): string {
+  const existing = res.getHeader('vary');
+  return existing ? `${String(existing)}, ${vary}` : vary;
+}
+
+/**
+ * Answers `304 Not Modified` (RFC 9110 §15.4.5: the validator and caching headers, no body) when the
+ * request's `If-None-Match` matches the `etag` in the flat `headers` list; returns whether it did.
+ */
+function notModified(req: IncomingMessage, res: ServerResponse, headers: readonly string[]): boolean {
+  const header = req.headers['if-none-match'];
+  if (!header) return false;
+  const at = headers.indexOf('etag');
+  if (at < 0 || !etagMatches(header, headers[at + 1]!)) return false;
+  const kept: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i] === 'etag' || headers[i] === 'cache-control' || headers[i] === 'vary')
+      kept.push(headers[i]!, headers[i + 1]!);
+  }
+  res.writeHead(304, kept);
+  res.end();
+  return true;
+}
+
 /** Creates the `/graphql` route handler. */
 export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
   const { engine, streams, bodyLimit, maxBatch, fail } = options;
+  const getCacheControl =
+    options.getCacheMaxAge > 0
+      ? `public, max-age=${options.getCacheMaxAge}`
+      : 'public, max-age=0, must-revalidate';
   const responses =
     options.responseCacheSize > 0
       ? new LRUCache<string, CachedResponse>({
@@ -188,7 +223,9 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
         : undefined;
     if (key !== undefined) {
       const hit = responses!.get(key);
+      options.metrics?.cacheLookup(hit !== undefined);
       if (hit) {
+        if (method === 'GET' && notModified(req, res, hit.headers)) return;
         res.writeHead(200, hit.headers);
         res.end(hit.body);
         return;
@@ -213,15 +250,25 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     for (const [name, value] of Object.entries(init.headers ?? {}))
       if (value !== undefined) headers.push(name, value);
     if (text !== undefined) headers.push('content-length', String(Buffer.byteLength(text)));
-    if (
-      key !== undefined &&
-      text !== undefined &&
-      state.cacheable &&
-      init.status === 200 &&
-      generation === startGeneration
-    ) {
-      responses!.set(key, { body: text, headers });
+    const cacheable = state.cacheable && init.status === 200 && text !== undefined;
+    if (method === 'GET') {
+      if (cacheable) {
+        headers.push(
+          'cache-control',
+          getCacheControl,
+          'etag',
+          etagOf(text!),
+          'vary',
+          varyWith(res, 'Accept'),
+        );
+      } else if (!init.headers || !('cache-control' in init.headers)) {
+        headers.push('cache-control', 'no-store');
+      }
     }
+    if (key !== undefined && cacheable && generation === startGeneration) {
+      responses!.set(key, { body: text!, headers });
+    }
+    if (method === 'GET' && cacheable && notModified(req, res, headers)) return;
     res.writeHead(init.status, init.statusText, headers);
     res.end(text);
   }

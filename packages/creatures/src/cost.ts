@@ -1,0 +1,258 @@
+/**
+ * The cost model of an operation: an estimate of how many values its answer can hold, computed before
+ * it runs. Each selected field costs 1, times the number of items of every list it sits in. A list's
+ * item count is, in this order: its `first:` argument (a literal or a variable's value) capped by what
+ * the data can hold; the `first:` of the connection it belongs to (`CreatureConnection.edges`/`nodes`);
+ * the size of such lists in the current data (recomputed after every change) — the longest one
+ * (`Creature.evolutions`: 3) for a list inside a single object, the mean length rounded up (1) for a list
+ * repeated inside another list, since over many items the answer holds the typical length, not the
+ * longest every time; else {@link CostModel.defaultListSize}. Fragments are expanded; introspection
+ * fields cost 1.
+ */
+import {
+  type DocumentNode,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  GraphQLError,
+  type GraphQLField,
+  type GraphQLSchema,
+  type GraphQLType,
+  getNamedType,
+  isInterfaceType,
+  isListType,
+  isNonNullType,
+  isObjectType,
+  Kind,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+  type ValueNode,
+} from 'graphql';
+
+/**
+ * List sizes known from the data: `"Type.field"` → the most items that list has (or can have) and the
+ * mean number of items, rounded up.
+ */
+export type KnownListSizes = ReadonlyMap<string, { max: number; mean: number }>;
+
+/** Inputs of {@link estimateCost}. */
+export interface CostModel {
+  /** Items assumed for a list with no `first:` and no known size. */
+  defaultListSize: number;
+  /** Items assumed for a connection's `edges`/`nodes` without `first:`. */
+  defaultPageSize: number;
+  /** Known sizes of list fields (see {@link KnownListSizes}). */
+  known: KnownListSizes;
+}
+
+/** The list field that contributes most to a cost, to point the client at it. */
+export interface CostDriver {
+  /** Response path of the field, e.g. `creatures` or `creature.evolutions`. */
+  path: string;
+  /** Items the list was counted with. */
+  items: number;
+  /** Cost of one item (1 plus its selections). */
+  each: number;
+  /** Whether the field takes a `first:` argument. */
+  takesFirst: boolean;
+}
+
+/** The estimate: total cost, and the heaviest list field (if any list is selected). */
+export interface CostEstimate {
+  cost: number;
+  driver?: CostDriver;
+  /** Whether a variable's value entered the estimate (then it cannot be cached per document). */
+  usesVariables: boolean;
+}
+
+function intArgument(
+  node: FieldNode,
+  name: string,
+  variables: Record<string, unknown> | undefined,
+): { value?: number; fromVariable: boolean } {
+  const arg = node.arguments?.find((a) => a.name.value === name)?.value as ValueNode | undefined;
+  if (!arg) return { fromVariable: false };
+  if (arg.kind === Kind.INT) return { value: Number(arg.value), fromVariable: false };
+  if (arg.kind === Kind.VARIABLE) {
+    const v = variables?.[arg.name.value];
+    return { value: typeof v === 'number' ? v : undefined, fromVariable: true };
+  }
+  return { fromVariable: false };
+}
+
+function isList(type: GraphQLType): boolean {
+  return isListType(isNonNullType(type) ? type.ofType : type);
+}
+
+/**
+ * Estimates the cost of `operation` (see the module comment) with `variables` (coerced values, or
+ * undefined at validation time, when a variable `first:` counts as the known size).
+ */
+export function estimateCost(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  variables: Record<string, unknown> | undefined,
+  model: CostModel,
+): CostEstimate {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const def of document.definitions)
+    if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
+  let usesVariables = false;
+  let driver: CostDriver | undefined;
+  let driverTotal = 0;
+
+  const walk = (
+    set: SelectionSetNode,
+    typeName: string,
+    path: string,
+    pageSize: number | undefined,
+    seen: Set<string>,
+    repeated: boolean,
+  ): number => {
+    const type = schema.getType(typeName);
+    const fields = (isObjectType(type) || isInterfaceType(type) ? type.getFields() : {}) as Record<
+      string,
+      GraphQLField<unknown, unknown>
+    >;
+    let total = 0;
+    for (const sel of set.selections) {
+      if (sel.kind === Kind.INLINE_FRAGMENT) {
+        total += walk(
+          sel.selectionSet,
+          sel.typeCondition?.name.value ?? typeName,
+          path,
+          pageSize,
+          seen,
+          repeated,
+        );
+        continue;
+      }
+      if (sel.kind === Kind.FRAGMENT_SPREAD) {
+        const frag = fragments.get(sel.name.value);
+        if (!frag || seen.has(frag.name.value)) continue;
+        total += walk(
+          frag.selectionSet,
+          frag.typeCondition.name.value,
+          path,
+          pageSize,
+          new Set(seen).add(frag.name.value),
+          repeated,
+        );
+        continue;
+      }
+      const name = sel.name.value;
+      if (name.startsWith('__')) {
+        total += 1;
+        continue;
+      }
+      const field = fields[name];
+      if (!field) continue;
+      const fieldPath = path ? `${path}.${sel.alias?.value ?? name}` : (sel.alias?.value ?? name);
+      const takesFirst = field.args.some((a) => a.name === 'first');
+      const first = takesFirst ? intArgument(sel, 'first', variables) : { fromVariable: false };
+      if (first.fromVariable) usesVariables = true;
+      const known = model.known.get(`${typeName}.${name}`);
+      const knownSize = known === undefined ? undefined : repeated ? known.mean : known.max;
+      let items = 1;
+      if (isList(field.type)) {
+        const fromPage = name === 'edges' || name === 'nodes' ? pageSize : undefined;
+        items = first.value ?? fromPage ?? knownSize ?? model.defaultListSize;
+        if (known !== undefined) items = Math.min(items, known.max);
+        items = Math.max(items, 0);
+      }
+      // A connection field passes its page size down to its edges and nodes.
+      const childPage =
+        !isList(field.type) && takesFirst
+          ? Math.min(first.value ?? model.defaultPageSize, known?.max ?? Number.POSITIVE_INFINITY)
+          : undefined;
+      const inner = sel.selectionSet
+        ? walk(
+            sel.selectionSet,
+            getNamedType(field.type).name,
+            fieldPath,
+            childPage,
+            seen,
+            repeated || items > 1 || (childPage ?? 0) > 1,
+          )
+        : 0;
+      const cost = items * (1 + inner);
+      if (isList(field.type) && cost > driverTotal) {
+        driverTotal = cost;
+        driver = { path: fieldPath, items, each: 1 + inner, takesFirst };
+      }
+      total += cost;
+    }
+    return total;
+  };
+
+  const root = schema.getRootType(operation.operation);
+  const cost = root ? walk(operation.selectionSet, root.name, '', undefined, new Set(), false) : 0;
+  return { cost, driver, usesVariables };
+}
+
+/**
+ * The `QUERY_TOO_COSTLY` error for an estimate over `maxCost`: it names the heaviest list field, its
+ * item count and cost per item, and suggests `first:` where the field takes one.
+ */
+export function costError(
+  estimate: CostEstimate,
+  maxCost: number,
+  operation: OperationDefinitionNode,
+): GraphQLError {
+  const n = (x: number) => x.toLocaleString('en-US');
+  let message = `Query cost ${n(estimate.cost)} exceeds the maximum cost of ${n(maxCost)} (each value of the answer counts 1).`;
+  const d = estimate.driver;
+  if (d) {
+    message += ` The largest part is ${d.path}: ${n(d.items)} items × ${n(d.each)} per item.`;
+    const fit = Math.max(0, Math.floor((maxCost - (estimate.cost - d.items * d.each)) / d.each));
+    message += d.takesFirst
+      ? ` Ask for fewer items with ${d.path.split('.').at(-1)}(first: ${n(Math.max(1, Math.min(fit, d.items - 1)))}) or select fewer fields inside it.`
+      : ' Select fewer fields inside it or fewer nested lists.';
+  }
+  return new GraphQLError(message, {
+    nodes: [operation],
+    extensions: { code: 'QUERY_TOO_COSTLY', cost: estimate.cost, maxCost, ...(d ? { field: d.path } : {}) },
+  });
+}
+
+/** The data's creature fields, as far as their list lengths matter to {@link listSizesOf}. */
+interface CreatureLists {
+  types: readonly unknown[];
+  resistant: readonly unknown[];
+  weaknesses: readonly unknown[];
+  evolutions: readonly unknown[];
+  previousEvolutions: readonly unknown[];
+  attacks: { fast: readonly unknown[]; special: readonly unknown[] };
+}
+
+/**
+ * The {@link KnownListSizes} of the creature schema for the current data: `Query.creatures` (and the
+ * connection's pages) hold at most every creature, each `Creature` list at most its longest instance.
+ */
+export function listSizesOf(creatures: readonly CreatureLists[]): KnownListSizes {
+  const count = creatures.length;
+  const size = (pick: (c: CreatureLists) => readonly unknown[]) => {
+    let max = 0;
+    let sum = 0;
+    for (const c of creatures) {
+      const n = pick(c).length;
+      sum += n;
+      if (n > max) max = n;
+    }
+    return { max, mean: count === 0 ? 0 : Math.ceil(sum / count) };
+  };
+  const all = { max: count, mean: count };
+  return new Map([
+    ['Query.creatures', all],
+    ['Query.creaturesConnection', all],
+    ['CreatureConnection.edges', all],
+    ['CreatureConnection.nodes', all],
+    ['Creature.types', size((c) => c.types)],
+    ['Creature.resistant', size((c) => c.resistant)],
+    ['Creature.weaknesses', size((c) => c.weaknesses)],
+    ['Creature.evolutions', size((c) => c.evolutions)],
+    ['Creature.previousEvolutions', size((c) => c.previousEvolutions)],
+    ['Attacks.fast', size((c) => c.attacks.fast)],
+    ['Attacks.special', size((c) => c.attacks.special)],
+  ]);
+}
