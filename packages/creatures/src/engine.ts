@@ -25,6 +25,7 @@ import { createParamsParser } from './http/params.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
+import { compilePlan, type Plan, PlanBailout } from './plan.ts';
 import type { ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
 
@@ -59,6 +60,8 @@ interface DocumentEntry {
   errors?: readonly GraphQLError[];
   compiled: Map<string, CompiledQuery | ExecutionResult>;
   operations: Map<string, OperationDefinitionNode | null>;
+  /** Plan per operation name; null when the operation has none (see `plan.ts`). */
+  plans: Map<string, Plan | null>;
   /** Cost per operation name, for estimates that used no variable, with the store version they hold for. */
   costs: Map<string, { version: number; estimate: CostEstimate }>;
 }
@@ -90,6 +93,22 @@ function acceptOf(headers: Request<unknown, RequestState>['headers']): string | 
   return Array.isArray(value) ? value.join(',') : (value ?? null);
 }
 
+/** Whether graphql-http accepts an `Accept` header value (else it answers 406). */
+function acceptable(accept: string | null): boolean {
+  for (const part of (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',')) {
+    const [mediaType, ...params] = part.split(';');
+    const charset = params.find((p) => p.includes('charset=')) || 'charset=utf-8';
+    if (mediaType === 'application/graphql-response+json' && charset === 'charset=utf-8') return true;
+    if (
+      (mediaType === 'application/json' || mediaType === 'application/*' || mediaType === '*/*') &&
+      (charset === 'charset=utf-8' || charset === 'charset=utf8')
+    ) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /**
  * The response media type for an `Accept` header value, as graphql-http negotiates it (GraphQL over HTTP
  * §"Accept"), with its charset: `application/graphql-response+json; charset=utf-8` or
@@ -111,8 +130,33 @@ export function negotiate(accept: string | null): string {
   return JSON_RESPONSE;
 }
 
-/** The engine: a `graphql-http` handler whose request context is a {@link RequestState}. */
-export type Engine = Handler<unknown, RequestState>;
+/** A complete answer of {@link Engine.fast}: always status 200. */
+export interface FastAnswer {
+  body: string;
+  contentType: string;
+  /** A query that completed without errors (its answer may be cached). */
+  cacheable: true;
+}
+
+/**
+ * The engine: a `graphql-http` handler whose request context is a {@link RequestState}, plus `fast`, the
+ * same request handling cut short for the common case.
+ */
+export type Engine = Handler<unknown, RequestState> & {
+  /**
+   * Answers a well-formed, valid query without errors (GET, or POST `application/json`) without going
+   * through graphql-http: parameters parsed once, cached document and plan, the answer written straight
+   * to JSON text. Returns `undefined` for anything else (malformed requests, persisted-query fields,
+   * invalid or too costly documents, mutations, results with errors), which the caller then hands to the
+   * full handler; that handler gives the same answer the fast path would have given where both apply.
+   */
+  fast(
+    method: string,
+    url: string,
+    body: string,
+    accept: string | undefined,
+  ): FastAnswer | undefined | Promise<FastAnswer | undefined>;
+};
 
 /**
  * Creates the engine. Parse/validation results are cached per query text (LRU), compiled queries per
@@ -160,7 +204,7 @@ export function createEngine(options: EngineOptions): Engine {
   const prepare = (query: string): DocumentEntry => {
     let entry = documents.get(query);
     if (entry) return entry;
-    entry = { compiled: new Map(), operations: new Map(), costs: new Map() };
+    entry = { compiled: new Map(), operations: new Map(), costs: new Map(), plans: new Map() };
     try {
       const document = parse(query);
       const errors = validate(schema, document, rules);
@@ -204,7 +248,91 @@ export function createEngine(options: EngineOptions): Engine {
     return compiled.query(args.rootValue, args.contextValue, args.variableValues ?? {});
   };
 
-  return createHandler<unknown, RequestState, ResolverContext>({
+  const planOf = (entry: DocumentEntry, operation: OperationDefinitionNode, key: string): Plan | null => {
+    let plan = entry.plans.get(key);
+    if (plan === undefined) {
+      plan = compilePlan(schema, entry.document as DocumentNode, operation) ?? null;
+      entry.plans.set(key, plan);
+    }
+    return plan;
+  };
+  const accepts = new Map<string, string | null>();
+  const contentTypeFor = (accept: string | undefined): string | null => {
+    const key = accept ?? '';
+    let type = accepts.get(key);
+    if (type === undefined) {
+      type = acceptable(accept ?? null) ? negotiate(accept ?? null) : null;
+      if (accepts.size < 100) accepts.set(key, type);
+    }
+    return type;
+  };
+  const automatic = options.persisted === undefined || !options.persisted.allowListMode;
+
+  const fast: Engine['fast'] = (method, url, body, accept) => {
+    const contentType = contentTypeFor(accept);
+    if (contentType === null || !automatic) return undefined;
+    let params: Record<string, unknown>;
+    if (method === 'POST') {
+      try {
+        params = JSON.parse(body);
+      } catch {
+        return undefined;
+      }
+      if (typeof params !== 'object' || params === null || Array.isArray(params)) return undefined;
+    } else if (method === 'GET') {
+      const q = url.indexOf('?');
+      const search = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+      if (search.has('extensions') || search.has('documentId')) return undefined;
+      params = { query: search.get('query'), operationName: search.get('operationName') || undefined };
+      const raw = search.get('variables');
+      if (raw) {
+        try {
+          params.variables = JSON.parse(raw);
+        } catch {
+          return undefined;
+        }
+      }
+    } else return undefined;
+    const { query, variables, operationName, extensions } = params;
+    if (typeof query !== 'string' || extensions != null || params.documentId !== undefined) return undefined;
+    if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return undefined;
+    if (operationName != null && typeof operationName !== 'string') return undefined;
+    const entry = prepare(query);
+    if (entry.errors) return undefined;
+    const key = (operationName as string | null | undefined) ?? '';
+    const operation = operationOf(entry, operationName as string | undefined);
+    if (operation?.operation !== 'query') return undefined;
+    let coerced: Record<string, unknown> = {};
+    if (operation.variableDefinitions?.length) {
+      const result = getVariableValues(
+        schema,
+        operation.variableDefinitions,
+        (variables ?? {}) as Record<string, unknown>,
+        {
+          maxErrors: 50,
+        },
+      );
+      if (result.errors) return undefined;
+      coerced = result.coerced;
+    }
+    if (costOf(entry, operation, key, coerced).cost > limits.maxCost) return undefined;
+    const plan = planOf(entry, operation, key);
+    if (plan) {
+      try {
+        return { body: plan(undefined, context, coerced), contentType, cacheable: true };
+      } catch (err) {
+        if (!(err instanceof PlanBailout)) throw err;
+      }
+    }
+    const compiled = compiledOf(entry.document as DocumentNode, operationName as string | undefined);
+    if (!isCompiledQuery(compiled)) return undefined;
+    const finish = (result: ExecutionResult): FastAnswer | undefined =>
+      result.errors ? undefined : { body: compiled.stringify(result), contentType, cacheable: true };
+    const result = compiled.query(undefined, context, (variables ?? {}) as Record<string, unknown>);
+    return result instanceof Promise ? result.then(finish) : finish(result as ExecutionResult);
+  };
+
+  const handler = createHandler<unknown, RequestState, ResolverContext>({
     schema,
     parseRequestParams: createParamsParser(options.persisted ?? new PersistedQueries(), negotiate),
     onSubscribe(_req, params) {
@@ -261,4 +389,5 @@ export function createEngine(options: EngineOptions): Engine {
       return err;
     },
   });
+  return Object.assign(handler, { fast });
 }

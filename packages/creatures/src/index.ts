@@ -28,6 +28,7 @@ export {
   type ListFilter,
   selectCreatures,
 } from './listing.ts';
+export { compilePlan, type Plan, PlanBailout } from './plan.ts';
 export {
   buildCreatureSchema,
   MAX_PAGE_SIZE,

@@ -9,16 +9,23 @@ import { registerLoginPage } from '../login/index.ts';
 import type { PasswordHasher } from '../passwords.ts';
 import type { AuthStore } from '../store/types.ts';
 import { registerAuthorizeEndpoint } from './authorize.ts';
+import { ClientAssertionVerifier } from './client-auth-jwt.ts';
 import { ClientAuthenticator } from './clients.ts';
 import type { OAuthConfig } from './config.ts';
 import type { OAuthContext } from './context.ts';
-import { createDpopVerifier } from './dpop-token.ts';
+import { createDpopVerifier, storeReplayCache } from './dpop-token.ts';
 import type { KeyManager } from './keys.ts';
-import { registerMetadataEndpoints } from './metadata.ts';
+import { assertionAudiences, registerMetadataEndpoints } from './metadata.ts';
 import { registerRevocationAndIntrospection } from './revocation.ts';
 import { registerTokenEndpoint } from './token-endpoint.ts';
 import { TokenIssuer } from './tokens.ts';
 
+export {
+  CLIENT_ASSERTION_SIGNING_ALGS,
+  ClientAssertionVerifier,
+  type ClientAssertionVerifierOptions,
+  JWT_BEARER_ASSERTION_TYPE,
+} from './client-auth-jwt.ts';
 export { type AuthenticatedClient, ClientAuthenticator, type ClientAuthMethod } from './clients.ts';
 export { type OAuthConfig, type OAuthOptions, resolveOAuthConfig } from './config.ts';
 export type { OAuthContext } from './context.ts';
@@ -74,7 +81,15 @@ export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
     store: options.store,
     keys: options.keys,
     tokens: new TokenIssuer(options.config, options.keys, now),
-    clients: new ClientAuthenticator(options.store, options.hasher),
+    clients: new ClientAuthenticator(
+      options.store,
+      options.hasher,
+      new ClientAssertionVerifier({
+        replay: storeReplayCache(options.store, now),
+        audiences: () => assertionAudiences(options.config.issuer),
+        now,
+      }),
+    ),
     credentials: options.credentials,
     now,
     dpop: createDpopVerifier(options.config, options.store, now),

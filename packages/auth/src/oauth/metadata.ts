@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { AUTHORIZE_PATH } from './authorize.ts';
+import { CLIENT_ASSERTION_SIGNING_ALGS } from './client-auth-jwt.ts';
 import type { OAuthContext } from './context.ts';
 
 /** Endpoint paths, relative to the issuer. */
@@ -16,10 +17,24 @@ export const ENDPOINT_PATHS = Object.freeze({
   jwks: '/.well-known/jwks.json',
 });
 
+/**
+ * Audiences accepted in `private_key_jwt` assertions (RFC 7523 §3 item 3): the issuer identifier and the
+ * URLs of the endpoints that authenticate clients.
+ */
+export function assertionAudiences(issuer: string): string[] {
+  return [
+    issuer,
+    `${issuer}${ENDPOINT_PATHS.token}`,
+    `${issuer}${ENDPOINT_PATHS.revocation}`,
+    `${issuer}${ENDPOINT_PATHS.introspection}`,
+  ];
+}
+
 /** The metadata document for the current issuer (RFC 8414 §2, OIDC Discovery §3). */
 export function authorizationServerMetadata(ctx: OAuthContext): Record<string, unknown> {
   const iss = ctx.config.issuer;
-  const authMethods = ['client_secret_basic', 'client_secret_post', 'none'];
+  const authMethods = ['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'];
+  const assertionAlgs = [...CLIENT_ASSERTION_SIGNING_ALGS];
   const alg = ctx.keys.alg;
   return {
     issuer: iss,
@@ -33,7 +48,14 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
     grant_types_supported: [...ctx.config.grantTypes],
     token_endpoint_auth_methods_supported: authMethods,
     revocation_endpoint_auth_methods_supported: authMethods,
-    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    token_endpoint_auth_signing_alg_values_supported: assertionAlgs,
+    revocation_endpoint_auth_signing_alg_values_supported: assertionAlgs,
+    introspection_endpoint_auth_methods_supported: [
+      'client_secret_basic',
+      'client_secret_post',
+      'private_key_jwt',
+    ],
+    introspection_endpoint_auth_signing_alg_values_supported: assertionAlgs,
     code_challenge_methods_supported: ctx.config.allowPlainPkce ? ['S256', 'plain'] : ['S256'],
     scopes_supported: ['openid', 'profile', 'offline_access'],
     authorization_response_iss_parameter_supported: true,

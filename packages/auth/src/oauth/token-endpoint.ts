@@ -20,6 +20,7 @@ import { dpopSuccessHeaders, tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { type FormParams, registerFormParser, requireForm } from './form.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
+import { requestedAudience } from './resource.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
 import { hashToken, newOpaqueToken, type TokenSubject } from './tokens.ts';
 
@@ -122,17 +123,28 @@ async function handleTokenRequest(req: FastifyRequest, ctx: OAuthContext): Promi
   if (!client.allowedGrantTypes.includes(grantType as GrantType)) {
     throw new OAuthError('unauthorized_client', `client is not allowed the grant type '${grantType}'`);
   }
+  const audience = requestedAudience(form, client);
   const proof = await tokenRequestProof(req, ctx, client, '/connect/token');
+  const bind: TokenBinding = { proof, audience };
   switch (grantType as GrantType) {
     case 'password':
-      return passwordGrant(req, ctx, authenticated, form, proof);
+      return passwordGrant(req, ctx, authenticated, form, bind);
     case 'refresh_token':
-      return refreshGrant(req, ctx, client, form, proof);
+      return refreshGrant(req, ctx, client, form, bind);
     case 'authorization_code':
-      return authorizationCodeGrant(req, ctx, client, form, proof);
+      return authorizationCodeGrant(req, ctx, client, form, bind);
     case 'client_credentials':
-      return clientCredentialsGrant(ctx, authenticated, form, proof);
+      return clientCredentialsGrant(ctx, authenticated, form, bind);
   }
+}
+
+/**
+ * What the access token is bound or restricted to: the DPoP proof's key (RFC 9449) and the resource
+ * indicators (RFC 8707).
+ */
+interface TokenBinding {
+  readonly proof: DpopProof | undefined;
+  readonly audience: string[] | undefined;
 }
 
 /** RFC 6749 §4.3. All credential failures are `invalid_grant` alike (spec 001 rule). */
@@ -141,7 +153,7 @@ async function passwordGrant(
   ctx: OAuthContext,
   { client }: AuthenticatedClient,
   form: FormParams,
-  proof: DpopProof | undefined,
+  { proof, audience }: TokenBinding,
 ): Promise<TokenResponse> {
   const userName = form.get('username');
   const password = form.get('password');
@@ -158,10 +170,18 @@ async function passwordGrant(
   });
   if (!outcome.ok) throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
   const familyId = familyIdFor(randomUUID(), outcome.user.securityStamp);
-  return issue(ctx, client, outcome.user, scope, familyId, proof, {
-    nonce: null,
-    authTime: Math.floor(ctx.now() / 1000),
-  });
+  return issue(
+    ctx,
+    client,
+    outcome.user,
+    scope,
+    familyId,
+    { proof, audience },
+    {
+      nonce: null,
+      authTime: Math.floor(ctx.now() / 1000),
+    },
+  );
 }
 
 /**
@@ -173,7 +193,7 @@ async function refreshGrant(
   ctx: OAuthContext,
   client: ClientRecord,
   form: FormParams,
-  proof: DpopProof | undefined,
+  { proof, audience }: TokenBinding,
 ): Promise<TokenResponse> {
   const presented = form.get('refresh_token');
   if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required');
@@ -234,6 +254,7 @@ async function refreshGrant(
     clientId: client.clientId,
     scope,
     jkt: proof?.jkt,
+    audience,
   });
   return {
     access_token: accessToken,
@@ -270,7 +291,7 @@ async function authorizationCodeGrant(
   ctx: OAuthContext,
   client: ClientRecord,
   form: FormParams,
-  proof: DpopProof | undefined,
+  { proof, audience }: TokenBinding,
 ): Promise<TokenResponse> {
   const code = form.get('code');
   if (code === undefined) throw new OAuthError('invalid_request', 'code is required');
@@ -308,10 +329,18 @@ async function authorizationCodeGrant(
   const user = await ctx.store.getUser(record.userId);
   if (!user || !userActive(user, now))
     throw new OAuthError('invalid_grant', 'the user is missing or disabled');
-  return issue(ctx, client, user, record.scope, familyIdFor(codeHash, user.securityStamp), proof, {
-    nonce: record.nonce,
-    authTime: undefined,
-  });
+  return issue(
+    ctx,
+    client,
+    user,
+    record.scope,
+    familyIdFor(codeHash, user.securityStamp),
+    { proof, audience },
+    {
+      nonce: record.nonce,
+      authTime: undefined,
+    },
+  );
 }
 
 /** RFC 6749 §4.4: confidential clients only; the token's subject is the client; no refresh token (§4.4.3). */
@@ -319,7 +348,7 @@ async function clientCredentialsGrant(
   ctx: OAuthContext,
   { client }: AuthenticatedClient,
   form: FormParams,
-  proof: DpopProof | undefined,
+  { proof, audience }: TokenBinding,
 ): Promise<TokenResponse> {
   if (client.clientType !== 'confidential') {
     throw new OAuthError('unauthorized_client', 'client_credentials requires a confidential client');
@@ -330,6 +359,7 @@ async function clientCredentialsGrant(
     clientId: client.clientId,
     scope,
     jkt: proof?.jkt,
+    audience,
   });
   return {
     access_token: accessToken,
@@ -349,7 +379,7 @@ async function issue(
   user: UserRecord,
   scope: string,
   familyId: string,
-  proof: DpopProof | undefined,
+  { proof, audience }: TokenBinding,
   oidc: { nonce: string | null; authTime: number | undefined },
 ): Promise<TokenResponse> {
   const now = ctx.now();
@@ -359,6 +389,7 @@ async function issue(
     scope,
     authTime: oidc.authTime,
     jkt: proof?.jkt,
+    audience,
   });
   const response: TokenResponse = {
     access_token: accessToken,

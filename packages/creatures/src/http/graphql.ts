@@ -66,6 +66,13 @@ const SIMPLE_CONTENT_TYPES = new Set([
   'multipart/form-data',
 ]);
 
+/** Whether a `Content-Type` is JSON in UTF-8 (the only POST body the fast path takes). */
+function isJson(contentType: string): boolean {
+  if (contentType === 'application/json') return true;
+  const [mediaType, charset] = mediaTypeOf(contentType);
+  return mediaType === 'application/json' && (charset === undefined || charset === 'charset=utf-8');
+}
+
 /** `vary` joined with what the response already varies on (CORS sets `Vary: Origin`). */
 function varyWith(res: ServerResponse, vary: string): string {
   const existing = res.getHeader('vary');
@@ -231,7 +238,44 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
         return;
       }
     }
-    execute(req, res, method, url, body, key).catch((err: unknown) => fail(req, res, err));
+    const json = method === 'POST' && isJson(contentType);
+    const answer = method === 'GET' || json ? engine.fast(method, url, body, req.headers.accept) : undefined;
+    if (answer === undefined) {
+      execute(req, res, method, url, body, key).catch((err: unknown) => fail(req, res, err));
+    } else if (answer instanceof Promise) {
+      const startGeneration = generation;
+      answer
+        .then((done) => {
+          if (done)
+            send(
+              req,
+              res,
+              method,
+              key,
+              startGeneration,
+              200,
+              'OK',
+              { 'content-type': done.contentType },
+              done.body,
+              true,
+            );
+          else return execute(req, res, method, url, body, key);
+        })
+        .catch((err: unknown) => fail(req, res, err));
+    } else {
+      send(
+        req,
+        res,
+        method,
+        key,
+        generation,
+        200,
+        'OK',
+        { 'content-type': answer.contentType },
+        answer.body,
+        true,
+      );
+    }
   }
 
   async function execute(
@@ -245,12 +289,44 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     const state: RequestState = { cacheable: false };
     const startGeneration = generation;
     const [resBody, init] = await engineRequest(req, method, url, body, state);
-    const text = resBody ?? undefined;
+    send(
+      req,
+      res,
+      method,
+      key,
+      startGeneration,
+      init.status,
+      init.statusText,
+      init.headers,
+      resBody ?? undefined,
+      state.cacheable,
+    );
+  }
+
+  /**
+   * Writes an answer: `content-length`, for GET the caching headers (`Cache-Control`, `ETag`, `Vary` when
+   * cacheable, else `no-store`) or `304` for a matching `If-None-Match`; keeps a cacheable answer in the
+   * response cache unless the data changed since `startGeneration`.
+   */
+  function send(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    key: string | undefined,
+    startGeneration: number,
+    status: number,
+    statusText: string | undefined,
+    initHeaders: Record<string, string | undefined> | undefined,
+    text: string | undefined,
+    queryCacheable: boolean,
+  ): void {
     const headers: string[] = [];
-    for (const [name, value] of Object.entries(init.headers ?? {}))
+    for (const name in initHeaders) {
+      const value = initHeaders[name];
       if (value !== undefined) headers.push(name, value);
+    }
     if (text !== undefined) headers.push('content-length', String(Buffer.byteLength(text)));
-    const cacheable = state.cacheable && init.status === 200 && text !== undefined;
+    const cacheable = queryCacheable && status === 200 && text !== undefined;
     if (method === 'GET') {
       if (cacheable) {
         headers.push(
@@ -261,7 +337,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
           'vary',
           varyWith(res, 'Accept'),
         );
-      } else if (!init.headers || !('cache-control' in init.headers)) {
+      } else if (!initHeaders || !('cache-control' in initHeaders)) {
         headers.push('cache-control', 'no-store');
       }
     }
@@ -269,7 +345,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       responses!.set(key, { body: text!, headers });
     }
     if (method === 'GET' && cacheable && notModified(req, res, headers)) return;
-    res.writeHead(init.status, init.statusText, headers);
+    res.writeHead(status, statusText, headers);
     res.end(text);
   }
 

@@ -1,0 +1,75 @@
+/**
+ * Query plans (`src/plan.ts`) write the same JSON text graphql-js does, and bail out (for the full
+ * executor to report) exactly when the answer would carry an error.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { buildSchema, execute, getOperationAST, parse } from 'graphql';
+import { compilePlan, PlanBailout, Store, schema } from '../src/index.ts';
+
+const store = new Store({ path: ':memory:' });
+const context = { store };
+
+function both(query: string, variables: Record<string, unknown> = {}) {
+  const document = parse(query);
+  const plan = compilePlan(schema, document, getOperationAST(document)!);
+  assert.ok(plan, `a plan for ${query}`);
+  const expected = JSON.stringify(
+    execute({ schema, document, contextValue: context, variableValues: variables }),
+  );
+  return { text: plan(undefined, context, variables), expected };
+}
+
+test('plans write what graphql-js answers: fields, aliases, fragments, __typename, nulls, lists, arguments', () => {
+  for (const [query, variables] of [
+    [
+      '{ creature(name: "Pikachu") { id number name image classification types weight { minimum maximum } fleeRate maxCP attacks { fast { name damage } special { name type damage } } evolutions { id name } evolutionRequirements { amount name } previousEvolutions { name } } }',
+      {},
+    ],
+    [
+      '{ a: creature(name: "Mew") { n: name ...F } b: creature(name: "Agumon") { id } __typename } fragment F on Creature { __typename id evolutionRequirements { name } }',
+      {},
+    ],
+    [
+      'query ($n: String, $f: Int) { creature(name: $n) { name } creatures(first: $f, type: "fire") { name } }',
+      { n: 'Eevee', f: 3 },
+    ],
+    [
+      '{ creature(name: "Bulbasaur") { ... on Creature { name } name @include(if: true) types @skip(if: true) } }',
+      {},
+    ],
+    [
+      '{ creaturesConnection(first: 2, search: "char") { totalCount edges { cursor node { name } } pageInfo { hasNextPage endCursor } } }',
+      {},
+    ],
+    ['{ creatures { id name weight { maximum } attacks { fast { name } } } }', {}],
+  ] as const) {
+    const { text, expected } = both(query, variables);
+    assert.equal(text, expected, query);
+  }
+});
+
+test('a plan bails out where the answer would hold an error; mutations and variable directives get no plan', () => {
+  const document = parse('{ creatures(first: -1) { id } }');
+  const plan = compilePlan(schema, document, getOperationAST(document)!)!;
+  assert.throws(() => plan(undefined, context, {}), PlanBailout);
+  const odd = buildSchema('type Query { n: Int! s: String }');
+  const nullInNonNull = parse('{ n }');
+  assert.throws(
+    () => compilePlan(odd, nullInNonNull, getOperationAST(nullInNonNull)!)!({ n: null }, {}, {}),
+    PlanBailout,
+  );
+  assert.throws(
+    () => compilePlan(odd, nullInNonNull, getOperationAST(nullInNonNull)!)!({ n: 2 ** 40 }, {}, {}),
+    PlanBailout,
+  );
+  const lazy = parse('{ s }');
+  assert.throws(
+    () => compilePlan(odd, lazy, getOperationAST(lazy)!)!({ s: Promise.resolve('x') }, {}, {}),
+    PlanBailout,
+  );
+  const mutation = parse('mutation { createMessage(input: {}) { id } }');
+  assert.equal(compilePlan(schema, mutation, getOperationAST(mutation)!), undefined);
+  const directive = parse('query ($x: Boolean!) { creature(name: "Mew") { name @include(if: $x) } }');
+  assert.equal(compilePlan(schema, directive, getOperationAST(directive)!), undefined);
+});
