@@ -1,16 +1,22 @@
 /**
  * Client authentication at the token, revocation and introspection endpoints (RFC 6749 §2.3.1,
- * spec 001: "A client must exist, be enabled, and present a matching secret; otherwise invalid_client").
+ * spec 001: "A client must exist, be enabled, and present a matching secret; otherwise invalid_client"),
+ * and by JWT assertion (`private_key_jwt`, RFC 7523 §2.2, see `client-auth-jwt.ts`).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { PasswordHasher } from '../passwords.ts';
 import type { AuthStore, ClientRecord } from '../store/types.ts';
+import {
+  assertionClientId,
+  type ClientAssertionVerifier,
+  JWT_BEARER_ASSERTION_TYPE,
+} from './client-auth-jwt.ts';
 import { OAuthError } from './errors.ts';
 import { type FormParams, parseBasicAuth } from './form.ts';
 
 /** How a client authenticated (RFC 8414 `token_endpoint_auth_methods_supported` values). */
-export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'none';
+export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';
 
 /** An authenticated client. */
 export interface AuthenticatedClient {
@@ -39,23 +45,39 @@ export class ClientAuthenticator {
   readonly #store: AuthStore;
   readonly #hasher: PasswordHasher;
   readonly #verified = new Map<string, VerifiedSecret>();
+  readonly #assertions: ClientAssertionVerifier | undefined;
 
-  constructor(store: AuthStore, hasher: PasswordHasher) {
+  /** @param assertions verifier of `private_key_jwt` assertions; without it they are refused. */
+  constructor(store: AuthStore, hasher: PasswordHasher, assertions?: ClientAssertionVerifier) {
     this.#store = store;
     this.#hasher = hasher;
+    this.#assertions = assertions;
   }
 
   /**
    * Identifies and authenticates the client of a request: HTTP Basic or form `client_id` +
-   * `client_secret`; a public client sends only `client_id`.
-   * @throws OAuthError `invalid_request` for a malformed Basic header or two authentication methods at
-   * once (RFC 6749 §2.3); `invalid_client` when no client is identified, it is missing or disabled, or the
-   * secret is missing or wrong (confidential) or present (public).
+   * `client_secret`; `client_assertion_type` + `client_assertion` (`private_key_jwt`); a public client sends
+   * only `client_id`. A client whose metadata names a `tokenEndpointAuthMethod` must use that method.
+   * @throws OAuthError `invalid_request` for a malformed Basic header, two authentication methods at once
+   * (RFC 6749 §2.3) or an assertion without its type; `invalid_client` when no client is identified, it is
+   * missing or disabled, the secret is missing or wrong (confidential) or present (public), the method is
+   * not the registered one, or the assertion is refused (RFC 7523 §3).
    */
   async authenticate(req: FastifyRequest, form: FormParams): Promise<AuthenticatedClient> {
     const basic = parseBasicAuth(req.headers.authorization);
     const formId = form.get('client_id');
     const formSecret = form.get('client_secret');
+    const assertionType = form.get('client_assertion_type');
+    const assertion = form.get('client_assertion');
+    if (assertionType !== undefined || assertion !== undefined) {
+      if (basic || formSecret !== undefined) {
+        throw new OAuthError(
+          'invalid_request',
+          'use one client authentication method, not a secret and an assertion',
+        );
+      }
+      return this.#authenticateAssertion(formId, assertionType, assertion);
+    }
     let clientId: string | undefined;
     let secret: string | undefined;
     let method: ClientAuthMethod;
@@ -84,6 +106,10 @@ export class ClientAuthenticator {
       if (method !== 'none') throw new OAuthError('invalid_client', 'client authentication failed');
       return { client, method };
     }
+    const registered = client.metadata.tokenEndpointAuthMethod;
+    if (registered !== undefined && registered !== method) {
+      throw new OAuthError('invalid_client', `client must authenticate with ${registered}`);
+    }
     if (method === 'none' || secret === undefined || client.secretHash === null) {
       throw new OAuthError('invalid_client', 'client authentication failed');
     }
@@ -91,6 +117,34 @@ export class ClientAuthenticator {
       throw new OAuthError('invalid_client', 'client authentication failed');
     }
     return { client, method };
+  }
+
+  /** RFC 7523 §2.2: `client_assertion_type` must be the JWT bearer type; the assertion names the client. */
+  async #authenticateAssertion(
+    formId: string | undefined,
+    assertionType: string | undefined,
+    assertion: string | undefined,
+  ): Promise<AuthenticatedClient> {
+    if (assertionType === undefined)
+      throw new OAuthError('invalid_request', 'client_assertion_type is required');
+    if (assertion === undefined) throw new OAuthError('invalid_request', 'client_assertion is required');
+    if (assertionType !== JWT_BEARER_ASSERTION_TYPE) {
+      throw new OAuthError(
+        'invalid_client',
+        `client_assertion_type '${assertionType.slice(0, 80)}' is not supported`,
+      );
+    }
+    if (!this.#assertions) throw new OAuthError('invalid_client', 'JWT client authentication is not enabled');
+    const clientId = formId ?? assertionClientId(assertion);
+    if (clientId === undefined) throw new OAuthError('invalid_client', 'client_assertion names no client');
+    const client = await this.#store.getClient(clientId);
+    if (!client?.isEnabled || client.clientType !== 'confidential')
+      throw new OAuthError('invalid_client', 'client authentication failed');
+    if (client.metadata.tokenEndpointAuthMethod !== 'private_key_jwt') {
+      throw new OAuthError('invalid_client', 'client is not registered for private_key_jwt');
+    }
+    await this.#assertions.verify(client, assertion);
+    return { client, method: 'private_key_jwt' };
   }
 
   async #verifySecret(clientId: string, secretHash: string, secret: string): Promise<boolean> {

@@ -31,11 +31,16 @@ export function registerFormParser(app: FastifyInstance): void {
   });
 }
 
-/** Read access to the single-valued parameters of one form body. */
+/** Read access to the parameters of one form body. */
 export interface FormParams {
   /** The parameter's value, `undefined` when absent or empty (RFC 6749 §3.1: empty = omitted). */
   get(name: string): string | undefined;
+  /** Every value of a parameter that may repeat ({@link REPEATABLE_PARAMS}), empty values included. */
+  getAll(name: string): string[];
 }
+
+/** Parameters that may appear more than once: `resource` (RFC 8707 §2). */
+export const REPEATABLE_PARAMS: ReadonlySet<string> = new Set(['resource']);
 
 /**
  * Validates a parsed body: it must be a form body, and no parameter may appear twice
@@ -48,13 +53,17 @@ export function requireForm(body: unknown): FormParams {
   }
   const seen = new Set<string>();
   for (const key of body.keys()) {
-    if (seen.has(key)) throw new OAuthError('invalid_request', `parameter '${key}' must not be repeated`);
+    if (seen.has(key) && !REPEATABLE_PARAMS.has(key))
+      throw new OAuthError('invalid_request', `parameter '${key}' must not be repeated`);
     seen.add(key);
   }
   return {
     get(name) {
       const value = body.get(name);
       return value === null || value === '' ? undefined : value;
+    },
+    getAll(name) {
+      return body.getAll(name);
     },
   };
 }

@@ -36,6 +36,8 @@ export interface AccessTokenInput {
   readonly authTime?: number;
   /** DPoP key thumbprint: the token gets `cnf: { jkt }` (RFC 9449 §6.1). */
   readonly jkt?: string;
+  /** `aud` from resource indicators (RFC 8707 §2.2); default the configured audience. */
+  readonly audience?: readonly string[];
 }
 
 /** Signs and verifies the server's JWTs with the keys of a {@link KeyManager}. */
@@ -68,7 +70,12 @@ export class TokenIssuer {
     const claims: JWTPayload = {
       iss: this.#config.issuer,
       sub: input.subject.id,
-      aud: this.#config.audience,
+      aud:
+        input.audience === undefined
+          ? this.#config.audience
+          : input.audience.length === 1
+            ? input.audience[0]
+            : [...input.audience],
       exp,
       iat,
       jti: randomUUID(),
