@@ -10,6 +10,7 @@ import { readSession } from '../login/session.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { OAuthError } from './errors.ts';
+import { authorizationParams } from './par.ts';
 import { isValidPkceString, type PkceMethod } from './pkce.ts';
 import { resolveScope } from './scope.ts';
 import { hashToken, newOpaqueToken } from './tokens.ts';
@@ -75,7 +76,10 @@ function plainError(reply: FastifyReply, message: string): FastifyReply {
 /** Registers `GET /connect/authorize`. */
 export function registerAuthorizeEndpoint(app: FastifyInstance, ctx: OAuthContext): void {
   app.get(AUTHORIZE_PATH, async (req, reply) => {
-    const q = queryParams(req);
+    // RFC 9126 §4: with request_uri, the pushed parameters replace the query.
+    const resolved = await authorizationParams(req, ctx, queryParams(req));
+    if ('error' in resolved) return plainError(reply, resolved.error);
+    const q = resolved.params;
     // 1. client_id and redirect_uri: failures never redirect (RFC 6749 §4.1.2.1).
     const clientId = q.get('client_id');
     if (clientId === undefined) return plainError(reply, 'invalid_request: client_id is required');

@@ -28,6 +28,16 @@ export interface OAuthOptions {
   allowPlainPkce?: boolean;
   /** DPoP (RFC 9449) at the token endpoint and in the permission middleware; `false` turns it off. */
   dpop?: DpopOptions | false;
+  /** Pushed authorization requests (RFC 9126); `false` turns the endpoint off. */
+  par?: ParOptions | false;
+}
+
+/** Pushed authorization request settings (RFC 9126). */
+export interface ParOptions {
+  /** Every client must push its authorization requests (`require_pushed_authorization_requests`, §5). Default false. */
+  requirePushedAuthorizationRequests?: boolean;
+  /** Lifetime of a `request_uri`, seconds (§2.2 `expires_in`). Default 60. */
+  requestUriTtlSeconds?: number;
 }
 
 /** DPoP settings (RFC 9449). */
@@ -57,6 +67,8 @@ export interface OAuthConfig {
   readonly allowPlainPkce: boolean;
   /** DPoP settings, or null when DPoP is off (then it is not advertised and `DPoP` headers are ignored). */
   readonly dpop: (Required<Omit<DpopOptions, 'nonceSecret'>> & { readonly nonceSecret?: string }) | null;
+  /** PAR settings, or null when the PAR endpoint is off (then it is not advertised). */
+  readonly par: Readonly<Required<ParOptions>> | null;
 }
 
 function positiveInt(name: string, value: number | undefined, fallback: number): number {
@@ -104,6 +116,17 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
             nonceSecret: options.dpop?.nonceSecret,
             proofMaxAgeSeconds: positiveInt('dpop.proofMaxAgeSeconds', options.dpop?.proofMaxAgeSeconds, 300),
             clockSkewSeconds: positiveInt('dpop.clockSkewSeconds', options.dpop?.clockSkewSeconds, 5),
+          },
+    par:
+      options.par === false
+        ? null
+        : {
+            requirePushedAuthorizationRequests: options.par?.requirePushedAuthorizationRequests ?? false,
+            requestUriTtlSeconds: positiveInt(
+              'par.requestUriTtlSeconds',
+              options.par?.requestUriTtlSeconds,
+              60,
+            ),
           },
   };
 }

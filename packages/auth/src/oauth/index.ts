@@ -16,6 +16,7 @@ import type { OAuthContext } from './context.ts';
 import { createDpopVerifier, storeReplayCache } from './dpop-token.ts';
 import type { KeyManager } from './keys.ts';
 import { assertionAudiences, registerMetadataEndpoints } from './metadata.ts';
+import { registerParEndpoint } from './par.ts';
 import { registerRevocationAndIntrospection } from './revocation.ts';
 import { registerTokenEndpoint } from './token-endpoint.ts';
 import { TokenIssuer } from './tokens.ts';
@@ -108,6 +109,7 @@ export async function oauthServer(app: FastifyInstance, options: OAuthServerOpti
   registerMetadataEndpoints(app, ctx);
   registerAuthorizeEndpoint(app, ctx);
   registerTokenEndpoint(app, ctx);
+  if (ctx.config.par) registerParEndpoint(app, ctx);
   registerRevocationAndIntrospection(app, ctx);
   registerLoginPage(app, ctx);
 }

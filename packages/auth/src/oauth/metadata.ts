@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { AUTHORIZE_PATH } from './authorize.ts';
 import { CLIENT_ASSERTION_SIGNING_ALGS } from './client-auth-jwt.ts';
 import type { OAuthContext } from './context.ts';
+import { PAR_PATH } from './par.ts';
 
 /** Endpoint paths, relative to the issuer. */
 export const ENDPOINT_PATHS = Object.freeze({
@@ -14,6 +15,7 @@ export const ENDPOINT_PATHS = Object.freeze({
   token: '/connect/token',
   revocation: '/connect/revocation',
   introspection: '/connect/introspect',
+  pushedAuthorizationRequest: PAR_PATH,
   jwks: '/.well-known/jwks.json',
 });
 
@@ -63,6 +65,12 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
     id_token_signing_alg_values_supported: [alg],
     claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'preferred_username'],
     ...(ctx.dpop ? { dpop_signing_alg_values_supported: [...ctx.dpop.algorithms] } : {}),
+    ...(ctx.config.par
+      ? {
+          pushed_authorization_request_endpoint: `${iss}${ENDPOINT_PATHS.pushedAuthorizationRequest}`,
+          require_pushed_authorization_requests: ctx.config.par.requirePushedAuthorizationRequests,
+        }
+      : {}),
   };
 }
 

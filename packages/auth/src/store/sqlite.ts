@@ -39,6 +39,7 @@ import type {
   NewUser,
   Page,
   PermissionRecord,
+  PushedRequestRecord,
   RefreshTokenRecord,
   RefreshTokenWithOwner,
   RolePatch,
@@ -172,6 +173,17 @@ function toAudit(row: Row): AuditEvent {
     failureCode: strOrNull(row.failure_code),
     remoteAddress: strOrNull(row.remote_address),
     details: row.details === null ? null : json(row.details),
+  };
+}
+
+function toPushedRequest(row: Row): PushedRequestRecord {
+  return {
+    requestHash: String(row.request_hash),
+    clientId: String(row.client_id),
+    params: json<Record<string, string>>(row.params),
+    createdAt: Number(row.created_at),
+    expiresAt: Number(row.expires_at),
+    usedAt: num(row.used_at),
   };
 }
 
@@ -1545,6 +1557,41 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   // ── OAuth extensions ──
+
+  async insertPushedRequest(input: Omit<PushedRequestRecord, 'usedAt'>): Promise<PushedRequestRecord> {
+    return this.#change('pushed request', { field: 'requestHash', value: '…' }, undefined, () => {
+      const row = this.#get(
+        `INSERT INTO pushed_authorization_requests (request_hash, client_id, params, created_at, expires_at)
+          VALUES (?, ?, ?, ?, ?) RETURNING *`,
+        input.requestHash,
+        input.clientId,
+        JSON.stringify(input.params),
+        input.createdAt,
+        input.expiresAt,
+      );
+      return toPushedRequest(row!);
+    });
+  }
+
+  async findPushedRequest(requestHash: string): Promise<PushedRequestRecord | undefined> {
+    return this.#getAs(
+      toPushedRequest,
+      'SELECT * FROM pushed_authorization_requests WHERE request_hash = ?',
+      String(requestHash),
+    );
+  }
+
+  async consumePushedRequest(requestHash: string, now: number): Promise<boolean> {
+    return (
+      this.#run(
+        `UPDATE pushed_authorization_requests SET used_at = ?
+          WHERE request_hash = ? AND used_at IS NULL AND expires_at > ?`,
+        now,
+        String(requestHash),
+        now,
+      ) === 1
+    );
+  }
 
   async claimReplayKey(kind: string, key: string, expiresAt: number, now: number): Promise<boolean> {
     // One statement (atomic on its own): inserts the key, or takes over an expired row of the same key.

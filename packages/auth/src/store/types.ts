@@ -481,6 +481,19 @@ export interface ConsentRecord {
   readonly updatedAt: number;
 }
 
+/** A pushed authorization request (RFC 9126): the parameters behind one `request_uri`, stored by hash. */
+export interface PushedRequestRecord {
+  /** SHA-256 of the random part of the `request_uri` (primary key). */
+  readonly requestHash: string;
+  readonly clientId: string;
+  /** The authorization request parameters as pushed (client authentication parameters removed). */
+  readonly params: Readonly<Record<string, string>>;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+  /** When an authorization code was issued from it (one-time use), or null. */
+  readonly usedAt: number | null;
+}
+
 /** A login-page session (cookie value stored hashed). */
 export interface LoginSessionRecord {
   readonly sessionHash: string;
@@ -703,6 +716,15 @@ export interface AuthStore {
   purgeExpired(now: number): Promise<number>;
 
   // ── OAuth extensions ──
+  /** Stores a pushed authorization request (RFC 9126 §2.2). @throws ConflictError when the hash exists. */
+  insertPushedRequest(input: Omit<PushedRequestRecord, 'usedAt'>): Promise<PushedRequestRecord>;
+  /** The pushed request with that hash (used or not, expired or not), or undefined. */
+  findPushedRequest(requestHash: string): Promise<PushedRequestRecord | undefined>;
+  /**
+   * Marks a pushed request used (RFC 9126 §4: one-time use).
+   * @returns false when it is missing, expired at `now` or already used.
+   */
+  consumePushedRequest(requestHash: string, now: number): Promise<boolean>;
   /**
    * Records a one-time key (a DPoP proof or client assertion `jti`, RFC 9449 §11.1, RFC 7523 §3) under
    * `kind` until `expiresAt` (ms epoch). Atomic across every connection to the store.
