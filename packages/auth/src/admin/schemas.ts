@@ -43,7 +43,16 @@ const roleList: Schema = {
 const grantTypes: Schema = {
   type: 'array',
   maxItems: 10,
-  items: { type: 'string', enum: ['authorization_code', 'refresh_token', 'password', 'client_credentials'] },
+  items: {
+    type: 'string',
+    enum: [
+      'authorization_code',
+      'refresh_token',
+      'password',
+      'client_credentials',
+      'urn:ietf:params:oauth:grant-type:token-exchange',
+    ],
+  },
   description: '`AllowedGrantTypes`.',
 };
 const scopes: Schema = {

@@ -22,7 +22,7 @@ export interface OAuthOptions {
   authorizationCodeTtlSeconds?: number;
   /** Login-session lifetime, seconds. Default 8 hours. */
   sessionTtlSeconds?: number;
-  /** Grant types enabled on the server; others answer `unsupported_grant_type`. Default: all four. */
+  /** Grant types enabled on the server; others answer `unsupported_grant_type`. Default: all of them (the four of RFC 6749 and token exchange, RFC 8693). */
   grantTypes?: readonly GrantType[];
   /** Accept PKCE `plain` (RFC 7636 §4.2) for confidential clients. Default false (S256 only). */
   allowPlainPkce?: boolean;
@@ -106,6 +106,7 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
       'refresh_token',
       'password',
       'client_credentials',
+      'urn:ietf:params:oauth:grant-type:token-exchange',
     ],
     allowPlainPkce: options.allowPlainPkce ?? false,
     dpop:

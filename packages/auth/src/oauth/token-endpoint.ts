@@ -22,6 +22,7 @@ import { type FormParams, registerFormParser, requireForm } from './form.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
 import { requestedAudience } from './resource.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
+import { tokenExchangeGrant } from './token-exchange.ts';
 import { hashToken, newOpaqueToken, type TokenSubject } from './tokens.ts';
 
 /** Successful token response (RFC 6749 §5.1). */
@@ -34,6 +35,8 @@ export interface TokenResponse {
   scope: string;
   refresh_token?: string;
   id_token?: string;
+  /** Token exchange (RFC 8693 §2.2.1): the type of the issued token. */
+  issued_token_type?: string;
 }
 
 const INVALID_USER_CREDENTIALS = 'invalid username or password';
@@ -52,6 +55,7 @@ const TOKEN_RESPONSE_SCHEMA = {
     scope: { type: 'string' },
     refresh_token: { type: 'string' },
     id_token: { type: 'string' },
+    issued_token_type: { type: 'string' },
   },
   additionalProperties: false,
 } as const;
@@ -135,6 +139,8 @@ async function handleTokenRequest(req: FastifyRequest, ctx: OAuthContext): Promi
       return authorizationCodeGrant(req, ctx, client, form, bind);
     case 'client_credentials':
       return clientCredentialsGrant(ctx, authenticated, form, bind);
+    case 'urn:ietf:params:oauth:grant-type:token-exchange':
+      return tokenExchangeGrant(req, ctx, client, form, bind);
   }
 }
 

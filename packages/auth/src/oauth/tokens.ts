@@ -38,6 +38,8 @@ export interface AccessTokenInput {
   readonly jkt?: string;
   /** `aud` from resource indicators (RFC 8707 §2.2); default the configured audience. */
   readonly audience?: readonly string[];
+  /** The actor of a delegated token (RFC 8693 §4.1 `act` claim). */
+  readonly act?: Readonly<Record<string, unknown>>;
 }
 
 /** Signs and verifies the server's JWTs with the keys of a {@link KeyManager}. */
@@ -88,6 +90,7 @@ export class TokenIssuer {
       if (input.authTime !== undefined) claims.auth_time = input.authTime;
     }
     if (input.jkt !== undefined) claims.cnf = { jkt: input.jkt };
+    if (input.act !== undefined) claims.act = input.act;
     return key.signJwt('at+jwt', claims);
   }
 

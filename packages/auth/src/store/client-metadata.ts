@@ -20,6 +20,7 @@ const FIELDS = new Set([
   'jwks',
   'jwksUri',
   'allowedResources',
+  'tokenExchange',
 ]);
 
 function bool(value: unknown, field: string): boolean | undefined {
@@ -69,6 +70,40 @@ export function resourceIndicator(value: unknown, field: string): string {
   if (url.hash || value.includes('#'))
     throw new ValidationError(field, 'resource', `${field}: must not have a fragment (RFC 8707 §2)`);
   return value;
+}
+
+/** The token exchange policy: `subjectClients` (1–64 client ids or `*`), `impersonation`, `delegation`. */
+function tokenExchange(value: unknown, field: string): NonNullable<ClientMetadata['tokenExchange']> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new ValidationError(field, 'object', `${field}: must be an object`);
+  const input = value as Record<string, unknown>;
+  for (const key of Object.keys(input)) {
+    if (!['subjectClients', 'impersonation', 'delegation'].includes(key))
+      throw new ValidationError(`${field}.${key}`, 'unknown', `${field}: unknown field '${key}'`);
+  }
+  const clients = input.subjectClients;
+  if (!Array.isArray(clients) || clients.length === 0 || clients.length > 64)
+    throw new ValidationError(
+      `${field}.subjectClients`,
+      'array',
+      `${field}.subjectClients: 1-64 client ids or '*'`,
+    );
+  clients.forEach((id, i) => {
+    if (typeof id !== 'string' || !/^(\*|[A-Za-z0-9._~-]{1,128})$/.test(id))
+      throw new ValidationError(
+        `${field}.subjectClients[${i}]`,
+        'client_id',
+        `${field}.subjectClients[${i}]: a client id or '*'`,
+      );
+  });
+  const out: { subjectClients: string[]; impersonation?: boolean; delegation?: boolean } = {
+    subjectClients: [...new Set(clients as string[])],
+  };
+  const impersonation = bool(input.impersonation, `${field}.impersonation`);
+  const delegation = bool(input.delegation, `${field}.delegation`);
+  if (impersonation !== undefined) out.impersonation = impersonation;
+  if (delegation !== undefined) out.delegation = delegation;
+  return out;
 }
 
 function jwks(value: unknown, field: string): ClientMetadata['jwks'] {
@@ -148,5 +183,7 @@ export function clientMetadata(value: unknown, field = 'metadata'): ClientMetada
   if (keys) out.jwks = keys;
   if (jwksUri) out.jwksUri = jwksUri;
   if (resources) out.allowedResources = [...new Set(resources)];
+  if (input.tokenExchange !== undefined)
+    out.tokenExchange = tokenExchange(input.tokenExchange, `${field}.tokenExchange`);
   return out;
 }

@@ -138,8 +138,17 @@ export interface ClientOidcInput {
 /** OAuth client type (RFC 6749 §2.1). Public clients have no secret. */
 export type ClientType = 'public' | 'confidential';
 
-/** Grant types a client may be allowed (RFC 6749 §4, `AllowedGrantTypes`). */
-export const GRANT_TYPES = ['authorization_code', 'refresh_token', 'password', 'client_credentials'] as const;
+/**
+ * Grant types a client may be allowed (RFC 6749 §4, `AllowedGrantTypes`), and token exchange
+ * (RFC 8693 §2.1).
+ */
+export const GRANT_TYPES = [
+  'authorization_code',
+  'refresh_token',
+  'password',
+  'client_credentials',
+  'urn:ietf:params:oauth:grant-type:token-exchange',
+] as const;
 /** One of {@link GRANT_TYPES}. */
 export type GrantType = (typeof GRANT_TYPES)[number];
 
@@ -232,6 +241,16 @@ export interface ClientMetadata {
    * server's default audience.
    */
   readonly allowedResources?: readonly string[];
+  /**
+   * Token exchange policy (RFC 8693): `subjectClients` are the client ids whose users' access tokens this
+   * client may exchange (`*`: any); `impersonation` allows requests without `actor_token`, `delegation`
+   * requests with one (the new token gets an `act` claim). Unset: the client may not exchange tokens.
+   */
+  readonly tokenExchange?: {
+    readonly subjectClients: readonly string[];
+    readonly impersonation?: boolean;
+    readonly delegation?: boolean;
+  };
 }
 
 /** Audit event categories used by the core (free text is accepted; these are the conventional ones). */
