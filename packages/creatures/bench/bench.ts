@@ -1,17 +1,29 @@
 /**
- * Benchmark (`npm run bench -w @seed/creatures`): autocannon against the creature server and, in the
- * same run, against Mercurius + graphql-jit serving the same schema and data, for the two queries of
- * issue 2. Each server runs in its own process; one target is loaded at a time, in interleaved rounds of
- * about 2 s, and req/s is the total of requests over the total time per target.
+ * Benchmark (`npm run bench -w @seed/creatures`): autocannon against four servers, in the same run, for
+ * the two queries of the issue (Pikachu's full shape; every creature with a few fields):
  *
- * Environment: `BENCH_DURATION` seconds per target per query (default 10), `BENCH_CONNECTIONS`
- * (default 100), `BENCH_PIPELINING` (requests in flight per connection, default 10: the settings of
- * Fastify's own benchmarks), `BENCH_RESPONSE_CACHE` (our server's response cache size, default 1000;
- * 0 measures the engine without it), `BENCH_WARMUP` seconds of warm-up per target per query (default 2).
- * Prints requests/s (mean) per target and query, and the ratio creature server / Mercurius.
+ * - `ours, caches off`: the creature server with `RESPONSE_CACHE_SIZE=0` — the engine itself (fast path,
+ *   query plans, graphql-jit) answers every request;
+ * - `ours, caches on`: the creature server with its response cache (default settings);
+ * - `mercurius`: Fastify + Mercurius with graphql-jit (`jit: 1`) and its query cache, same schema and data
+ *   (Mercurius has no response cache unless a plugin adds one);
+ * - `precomputed`: a bare `node:http` server writing a precomputed answer (the upper bound of any server
+ *   on this HTTP stack).
+ *
+ * Each server runs in its own process; one target is loaded at a time, in interleaved rounds (the order
+ * rotates every round), and req/s is the total of requests over the total time per target. All four must
+ * give the same answer first. Prints req/s per target and query, four ratios per query (caches off and on
+ * vs Mercurius, caches on and off vs the precomputed bound) and the load average before and after.
+ *
+ * Environment: `BENCH_DURATION` seconds per target per query (default 10), `BENCH_CONNECTIONS` (default
+ * 100), `BENCH_PIPELINING` (requests in flight per connection, default 10: Fastify's benchmark settings),
+ * `BENCH_WARMUP` seconds of warm-up per target per query (default 2), `BENCH_ROUND` seconds per round
+ * (default 2).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 
@@ -19,7 +31,7 @@ const duration = Number(process.env.BENCH_DURATION ?? 10);
 const warmup = Number(process.env.BENCH_WARMUP ?? 2);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 100);
 const pipelining = Number(process.env.BENCH_PIPELINING ?? 10);
-const responseCache = process.env.BENCH_RESPONSE_CACHE ?? '1000';
+const roundSeconds = Number(process.env.BENCH_ROUND ?? 2);
 
 const QUERIES = {
   'creature(name:"Pikachu") full shape': `{ creature(name: "Pikachu") { id name classification types resistant weaknesses
@@ -29,6 +41,9 @@ const QUERIES = {
   'creatures { id name weight { maximum } attacks { fast { name } } }':
     '{ creatures { id name weight { maximum } attacks { fast { name } } } }',
 };
+
+const TARGETS = ['ours, caches off', 'ours, caches on', 'mercurius', 'precomputed'] as const;
+type Target = (typeof TARGETS)[number];
 
 async function startChild(
   script: string,
@@ -54,16 +69,12 @@ async function startChild(
   return { child, url: `http://127.0.0.1:${port}/graphql` };
 }
 
-async function load(
-  url: string,
-  query: string,
-  seconds: number,
-): Promise<{ requests: number; seconds: number; errors: number }> {
+async function load(url: string, body: string, seconds: number) {
   const result = await autocannon({
     url,
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ query }),
+    body,
     connections,
     pipelining,
     duration: seconds,
@@ -77,76 +88,99 @@ async function stop(child: ChildProcess) {
 }
 
 const here = import.meta.dirname;
-const ours = await startChild(
-  join(here, '..', 'bin', 'creature-server.ts'),
-  {
-    PORT: '0',
-    HOST: '127.0.0.1',
-    DATABASE_PATH: ':memory:',
-    LOG_LEVEL: 'info',
-    RESPONSE_CACHE_SIZE: responseCache,
-  },
-  (line) => (line.includes('"listening"') ? (JSON.parse(line) as { port: number }).port : undefined),
-);
-const peer = await startChild(join(here, 'mercurius-server.ts'), {}, (line) =>
-  line.startsWith('{"port"') ? (JSON.parse(line) as { port: number }).port : undefined,
-);
+const ourServer = join(here, '..', 'bin', 'creature-server.ts');
+const ourEnv = { PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: ':memory:', LOG_LEVEL: 'info' };
+const ourPort = (line: string) =>
+  line.includes('"listening"') ? (JSON.parse(line) as { port: number }).port : undefined;
+const childPort = (line: string) =>
+  line.startsWith('{"port"') ? (JSON.parse(line) as { port: number }).port : undefined;
 
-const rows: { query: string; ours: number; mercurius: number; ratio: number }[] = [];
+const loadBefore = loadavg();
+const off = await startChild(ourServer, { ...ourEnv, RESPONSE_CACHE_SIZE: '0' }, ourPort);
+const on = await startChild(ourServer, { ...ourEnv, RESPONSE_CACHE_SIZE: '1000' }, ourPort);
+const peer = await startChild(join(here, 'mercurius-server.ts'), {}, childPort);
+
+// The precomputed answers are the creature server's own answers.
+const answers: Record<string, string> = {};
+for (const query of Object.values(QUERIES)) {
+  const body = JSON.stringify({ query });
+  const res = await fetch(off.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  answers[body] = await res.text();
+}
+const answersFile = join(tmpdir(), `creatures-bench-answers-${process.pid}.json`);
+writeFileSync(answersFile, JSON.stringify(answers));
+const bound = await startChild(
+  join(here, 'precomputed-server.ts'),
+  { BENCH_ANSWERS: answersFile },
+  childPort,
+);
+const urls: Record<Target, string> = {
+  'ours, caches off': off.url,
+  'ours, caches on': on.url,
+  mercurius: peer.url,
+  precomputed: bound.url,
+};
+
+const rows: { query: string; rate: Record<Target, number> }[] = [];
 try {
   for (const [name, query] of Object.entries(QUERIES)) {
-    // Same answer from both, or the comparison means nothing.
-    const answers = await Promise.all(
-      [ours.url, peer.url].map(async (url) => {
-        const res = await fetch(url, {
+    const body = JSON.stringify({ query });
+    const texts = await Promise.all(
+      TARGETS.map(async (t) => {
+        const res = await fetch(urls[t], {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ query }),
+          body,
         });
         return res.text();
       }),
     );
-    if (answers[0] !== answers[1]) throw new Error(`the two servers answer ${name} differently`);
-    // Interleaved rounds (ours, peer, peer, ours, ...) so load from elsewhere on the machine hits both alike.
-    const targets = { ours: ours.url, mercurius: peer.url };
-    const totals = { ours: { requests: 0, seconds: 0 }, mercurius: { requests: 0, seconds: 0 } };
-    if (warmup > 0) for (const url of Object.values(targets)) await load(url, query, warmup);
-    const rounds = Math.max(1, Math.round(duration / 2));
+    for (let i = 1; i < texts.length; i++) {
+      if (texts[i] !== texts[0])
+        throw new Error(`${TARGETS[i]} answers ${name} differently from ${TARGETS[0]}`);
+    }
+    const totals = Object.fromEntries(TARGETS.map((t) => [t, { requests: 0, seconds: 0 }])) as Record<
+      Target,
+      { requests: number; seconds: number }
+    >;
+    if (warmup > 0) for (const t of TARGETS) await load(urls[t], body, warmup);
+    const rounds = Math.max(1, Math.round(duration / roundSeconds));
     for (let round = 0; round < rounds; round++) {
-      const order = round % 2 === 0 ? (['ours', 'mercurius'] as const) : (['mercurius', 'ours'] as const);
-      for (const target of order) {
-        const r = await load(targets[target], query, duration / rounds);
-        if (r.errors > 0) throw new Error(`${target} had ${r.errors} errors/non-2xx on ${name}`);
-        totals[target].requests += r.requests;
-        totals[target].seconds += r.seconds;
+      // Rotate the order so that load from elsewhere on the machine hits every target alike.
+      const order = TARGETS.map((_, i) => TARGETS[(i + round) % TARGETS.length]!);
+      for (const t of order) {
+        const r = await load(urls[t], body, duration / rounds);
+        if (r.errors > 0) throw new Error(`${t} had ${r.errors} errors/non-2xx on ${name}`);
+        totals[t].requests += r.requests;
+        totals[t].seconds += r.seconds;
       }
     }
-    const measured = {
-      ours: totals.ours.requests / totals.ours.seconds,
-      mercurius: totals.mercurius.requests / totals.mercurius.seconds,
-    };
-    console.log(
-      `${name}: ours ${measured.ours.toFixed(0)} req/s, mercurius ${measured.mercurius.toFixed(0)} req/s`,
-    );
-    rows.push({
-      query: name,
-      ours: measured.ours,
-      mercurius: measured.mercurius,
-      ratio: measured.ours / measured.mercurius,
-    });
+    const rate = Object.fromEntries(
+      TARGETS.map((t) => [t, totals[t].requests / totals[t].seconds]),
+    ) as Record<Target, number>;
+    console.log(`${name}: ${TARGETS.map((t) => `${t} ${rate[t].toFixed(0)} req/s`).join(', ')}`);
+    rows.push({ query: name, rate });
   }
 } finally {
-  await stop(ours.child);
-  await stop(peer.child);
+  await Promise.all([off, on, peer, bound].map((s) => stop(s.child)));
 }
+const loadAfter = loadavg();
 
+const f = (n: number) => n.toFixed(0);
+const x = (n: number) => `${n.toFixed(2)}×`;
 console.log(
-  `\n${duration} s per target per query, ${connections} connections × ${pipelining} pipelined, response cache ${responseCache}, Node ${process.version}\n`,
+  `\n${duration} s per target per query, ${connections} connections × ${pipelining} pipelined, Node ${process.version}, ` +
+    `load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')} before, ${loadAfter.map((l) => l.toFixed(2)).join(' ')} after\n`,
 );
-console.log('| query | creature server req/s | Mercurius+jit req/s | ratio |');
-console.log('|---|---:|---:|---:|');
-for (const r of rows) {
+console.log(
+  '| query | ours, caches off | ours, caches on | Mercurius+jit | precomputed | off / Mercurius | on / Mercurius | on / precomputed | off / precomputed |',
+);
+console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+for (const { query, rate: r } of rows) {
   console.log(
-    `| \`${r.query}\` | ${r.ours.toFixed(0)} | ${r.mercurius.toFixed(0)} | ${r.ratio.toFixed(2)}× |`,
+    `| \`${query}\` | ${f(r['ours, caches off'])} | ${f(r['ours, caches on'])} | ${f(r.mercurius)} | ${f(r.precomputed)} | ` +
+      `${x(r['ours, caches off'] / r.mercurius)} | ${x(r['ours, caches on'] / r.mercurius)} | ` +
+      `${x(r['ours, caches on'] / r.precomputed)} | ${x(r['ours, caches off'] / r.precomputed)} |`,
   );
 }
+console.log('\nGoals: off / Mercurius ≥ 1.50×, on / precomputed ≥ 0.80×.');

@@ -23,11 +23,13 @@ import { EXPLORER_ASSET_PREFIX, type ExplorerAsset, loadExplorerAssets } from '.
 import { createGraphQLRoute } from './http/graphql.ts';
 import { serveCreatureImage } from './http/images.ts';
 import { createMetrics, type RouteLabel } from './http/metrics.ts';
+import { createMultipartSubscriptions } from './http/multipart.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { JSON_TYPE, sendError } from './http/respond.ts';
+import { createIncrementalExecutor } from './incremental.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { PACKAGE_ROOT } from './package-root.ts';
-import { schema as creatureSchema } from './schema.ts';
+import { schema as creatureSchema, resolvers, typeDefs } from './schema.ts';
 import { Store } from './store.ts';
 import { createSubscriptionHandler, withSubscriptions } from './subscriptions.ts';
 
@@ -191,6 +193,25 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     : undefined;
 
   const metrics = options.metrics === false ? undefined : createMetrics(persisted, streams);
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const incremental = createIncrementalExecutor({
+    typeDefs,
+    resolvers,
+    schema16: creatureSchema,
+    store,
+    limits,
+    maskErrors,
+    onUnexpectedError,
+  });
+  const multipartSubscriptions = withStreams
+    ? createMultipartSubscriptions({
+        schema,
+        events: store.events,
+        rules: validationRules(limits, { introspection, known: () => listSizesOf(store.listCreatures()) }),
+        context: resolverContext,
+        maskErrors,
+      })
+    : undefined;
   const graphqlRoute = createGraphQLRoute({
     engine,
     streams,
@@ -201,6 +222,8 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     explorer,
     getCacheMaxAge: options.getCacheMaxAge ?? 0,
     metrics,
+    incremental,
+    multipartSubscriptions,
     fail: (req, res, err) => fail(req, res, err),
   });
 
@@ -348,6 +371,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
           resolve();
         };
         streams?.close();
+        multipartSubscriptions?.close();
         if (!httpServer.listening) return finish();
         httpServer.close(() => finish());
         httpServer.closeIdleConnections();

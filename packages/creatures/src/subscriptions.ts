@@ -200,8 +200,11 @@ export interface SubscriptionHandlerOptions {
 
 /** The request handler of {@link createSubscriptionHandler}, plus shutdown. */
 export interface EventStreamHandler {
-  /** Handles one request; resolves when its response (or event stream) has ended. */
-  (req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /**
+   * Handles one request; resolves when its response (or event stream) has ended. `body` is the request
+   * body when the caller has already read it (within the body limit).
+   */
+  (req: IncomingMessage, res: ServerResponse, body?: string): Promise<void>;
   /** Event streams open now. */
   readonly open: number;
   /**
@@ -254,7 +257,11 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
     },
   });
 
-  async function handleEventStream(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function handleEventStream(
+    req: IncomingMessage,
+    res: ServerResponse,
+    preread?: string,
+  ): Promise<void> {
     if (closing) {
       return sendJson(res, 503, { errors: [{ message: 'The server is shutting down' }] });
     }
@@ -265,7 +272,7 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
     }
     let body: string | Record<string, unknown> | null = null;
     if (req.method === 'POST') {
-      const read = await readBody(req, maxBodyBytes);
+      const read = preread ?? (await readBody(req, maxBodyBytes));
       if (read === null) {
         return sendJson(res, 413, {
           errors: [{ message: `Request body is larger than the limit of ${maxBodyBytes} bytes` }],

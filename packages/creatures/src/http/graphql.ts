@@ -6,15 +6,23 @@
  * read-only queries.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { getOperationAST, parse } from 'graphql';
 import { LRUCache } from 'lru-cache';
 import type { Engine, RequestState } from '../engine.ts';
 import { negotiate } from '../engine.ts';
 import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
+import { type IncrementalExecutor, usesIncrementalDelivery } from '../incremental.ts';
 import type { ChangeSource, EventStreamHandler } from '../subscriptions.ts';
 import { isEventStreamRequest } from '../subscriptions.ts';
 import { etagMatches, etagOf } from './images.ts';
 import type { ServerMetrics } from './metrics.ts';
-import { mediaTypeOf } from './params.ts';
+import {
+  type MultipartSubscriptions,
+  wantsMultipartSubscription,
+  writeIncrementalMultipart,
+  writeIncrementalSse,
+} from './multipart.ts';
+import { checkParams, fromSearch, mediaTypeOf } from './params.ts';
 import { readBody, sendError } from './respond.ts';
 
 /** Options of {@link createGraphQLRoute}. */
@@ -36,6 +44,10 @@ export interface GraphQLRouteOptions {
   getCacheMaxAge: number;
   /** Metrics to count response-cache lookups in. */
   metrics?: ServerMetrics;
+  /** Runs `@defer`/`@stream` operations (graphql-js 17); without it they fail validation as unknown directives. */
+  incremental?: IncrementalExecutor;
+  /** Apollo multipart HTTP subscriptions, if subscriptions are on. */
+  multipartSubscriptions?: MultipartSubscriptions;
   /** Called when answering failed unexpectedly (answers 500 if nothing was sent yet). */
   fail: (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
 }
@@ -65,6 +77,31 @@ const SIMPLE_CONTENT_TYPES = new Set([
   'application/x-www-form-urlencoded',
   'multipart/form-data',
 ]);
+
+function decodeURIComponentSafe(url: string): string {
+  try {
+    return decodeURIComponent(url);
+  } catch {
+    return url;
+  }
+}
+
+/** Whether a query text's operation is a subscription (false when it does not parse). */
+function isSubscription(query: string, operationName: string | undefined): boolean {
+  try {
+    return getOperationAST(parse(query), operationName)?.operation === 'subscription';
+  } catch {
+    return false;
+  }
+}
+
+function checkParamsOrUndefined(params: Record<string, unknown>) {
+  try {
+    return checkParams(params);
+  } catch {
+    return undefined;
+  }
+}
 
 /** Whether a `Content-Type` is JSON in UTF-8 (the only POST body the fast path takes). */
 function isJson(contentType: string): boolean {
@@ -136,13 +173,120 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       context: state,
     });
 
-  function handle(req: IncomingMessage, res: ServerResponse, url: string): void {
-    if (streams && isEventStreamRequest(req)) {
-      streams(req, res).catch((err: unknown) => fail(req, res, err));
+  /**
+   * Answers an operation that uses `@defer`/`@stream`: as `multipart/mixed` or Server-Sent Events as the
+   * client accepts, `406` when it accepts neither (the answer comes in several parts).
+   */
+  async function incremental(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    raw: Record<string, unknown>,
+    sse: boolean,
+  ) {
+    let params: ReturnType<typeof checkParams>;
+    try {
+      params = checkParams(raw);
+    } catch (err) {
+      sendError(res, 400, (err as Error).message, {}, 'BAD_REQUEST');
       return;
     }
-    const method = req.method ?? '';
     const accept = req.headers.accept ?? '';
+    if (!sse && !accept.includes('multipart/mixed')) {
+      sendError(
+        res,
+        406,
+        'This operation uses @defer or @stream: accept multipart/mixed or text/event-stream to receive its parts',
+        {},
+        'INCREMENTAL_DELIVERY_NOT_ACCEPTED',
+      );
+      return;
+    }
+    const outcome = await options.incremental!(
+      params.query,
+      params.variables ?? undefined,
+      params.operationName ?? undefined,
+      method,
+    );
+    if (outcome.kind !== 'stream') {
+      const body = JSON.stringify(outcome.body);
+      res.writeHead(outcome.kind === 'error' ? outcome.status : 200, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+      });
+      res.end(body);
+      return;
+    }
+    await (sse
+      ? writeIncrementalSse(res, outcome.payloads)
+      : writeIncrementalMultipart(res, outcome.payloads));
+  }
+
+  /** Reads the body of a POST within the limit (answering 413 itself) and passes it on. */
+  function withBody(req: IncomingMessage, res: ServerResponse, next: (body: string) => void): void {
+    const declared = Number(req.headers['content-length']);
+    if (declared > bodyLimit) {
+      sendError(
+        res,
+        413,
+        `Request body of ${declared} bytes exceeds the limit of ${bodyLimit} bytes`,
+        { connection: 'close' },
+        'PAYLOAD_TOO_LARGE',
+      );
+      req.resume();
+      return;
+    }
+    readBody(req, bodyLimit, (body) => {
+      if (body === undefined) {
+        sendError(
+          res,
+          413,
+          `Request body exceeds the limit of ${bodyLimit} bytes`,
+          { connection: 'close' },
+          'PAYLOAD_TOO_LARGE',
+        );
+        return;
+      }
+      next(body);
+    });
+  }
+
+  /** The parameters of a GET's URL or a JSON POST body; undefined when they do not parse (the full handler then reports it). */
+  function paramsOf(method: string, url: string, body: string): Record<string, unknown> | undefined {
+    try {
+      const parsed: unknown = method === 'GET' ? fromSearch(url) : JSON.parse(body);
+      return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+        ? (parsed as Record<string, unknown>)
+        : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  const isIncremental = (text: string) => options.incremental !== undefined && usesIncrementalDelivery(text);
+
+  function handle(req: IncomingMessage, res: ServerResponse, url: string): void {
+    const method = req.method ?? '';
+    if (streams && isEventStreamRequest(req)) {
+      const run = (body: string | undefined) => {
+        const params = isIncremental(body ?? decodeURIComponent(url))
+          ? paramsOf(method, url, body ?? '')
+          : undefined;
+        const done = params ? incremental(req, res, method, params, true) : streams(req, res, body);
+        done.catch((err: unknown) => fail(req, res, err));
+      };
+      if (method === 'POST') withBody(req, res, run);
+      else run(undefined);
+      return;
+    }
+    const accept = req.headers.accept ?? '';
+    if (method === 'GET' && isIncremental(decodeURIComponentSafe(url))) {
+      const params = paramsOf(method, url, '');
+      if (params) {
+        incremental(req, res, method, params, false).catch((err: unknown) => fail(req, res, err));
+        return;
+      }
+    }
     if (method === 'GET' && options.explorer && accept.includes('text/html')) {
       res.writeHead(200, {
         'content-type': 'text/html; charset=utf-8',
@@ -181,34 +325,33 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       );
       return;
     }
-    const declared = Number(req.headers['content-length']);
-    if (declared > bodyLimit) {
-      sendError(
-        res,
-        413,
-        `Request body of ${declared} bytes exceeds the limit of ${bodyLimit} bytes`,
-        {
-          connection: 'close',
-        },
-        'PAYLOAD_TOO_LARGE',
-      );
-      req.resume();
-      return;
-    }
-    readBody(req, bodyLimit, (body) => {
-      if (body === undefined) {
-        sendError(
-          res,
-          413,
-          `Request body exceeds the limit of ${bodyLimit} bytes`,
-          { connection: 'close' },
-          'PAYLOAD_TOO_LARGE',
-        );
-        return;
-      }
+    withBody(req, res, (body) => {
       if (mediaType === 'application/json' && body.trimStart().startsWith('[')) {
         batch(req, res, url, accept, body).catch((err: unknown) => fail(req, res, err));
         return;
+      }
+      if (
+        mediaType === 'application/json' &&
+        (isIncremental(body) || (options.multipartSubscriptions && wantsMultipartSubscription(accept)))
+      ) {
+        const params = paramsOf(method, url, body);
+        if (params && isIncremental(String(params.query ?? ''))) {
+          incremental(req, res, method, params, false).catch((err: unknown) => fail(req, res, err));
+          return;
+        }
+        if (params && options.multipartSubscriptions && wantsMultipartSubscription(accept)) {
+          const { query, variables, operationName } = checkParamsOrUndefined(params) ?? {};
+          if (query !== undefined && isSubscription(query, operationName ?? undefined)) {
+            options
+              .multipartSubscriptions(req, res, {
+                query,
+                variables: variables ?? undefined,
+                operationName: operationName ?? undefined,
+              })
+              .catch((err: unknown) => fail(req, res, err));
+            return;
+          }
+        }
       }
       respond(req, res, method, url, accept, contentType, body);
     });

@@ -74,13 +74,29 @@ export function createMetrics(
     },
   });
 
+  // Label sets resolved once: prom-client hashes a label object on every call otherwise.
+  const counters = new Map<string, { inc(): void }>();
+  const timers = new Map<string, { observe(value: number): void }>();
+  const finished = (route: RouteLabel, method: string, status: number, started: bigint) => {
+    const key = `${route} ${method} ${status}`;
+    let counter = counters.get(key);
+    if (!counter) {
+      counter = requests.labels(route, method, String(status));
+      if (counters.size < 1000) counters.set(key, counter);
+    }
+    counter.inc();
+    let timer = timers.get(route);
+    if (!timer) {
+      timer = duration.labels(route);
+      timers.set(route, timer);
+    }
+    timer.observe(Number(process.hrtime.bigint() - started) / 1e9);
+  };
+
   return {
     track(req, res, route) {
       const started = process.hrtime.bigint();
-      res.once('finish', () => {
-        requests.inc({ route, method: req.method ?? '', status: res.statusCode });
-        duration.observe({ route }, Number(process.hrtime.bigint() - started) / 1e9);
-      });
+      res.once('finish', () => finished(route, req.method ?? '', res.statusCode, started));
     },
     cacheLookup(hit) {
       cache.inc({ result: hit ? 'hit' : 'miss' });

@@ -31,7 +31,8 @@ function jsonParam(search: URLSearchParams, name: string): unknown {
   }
 }
 
-function fromSearch(url: string): RequestParams {
+/** The GraphQL parameters of a URL's query string (`query`, `operationName`, `documentId`, JSON `variables` and `extensions`); throws for JSON that does not parse. */
+export function fromSearch(url: string): RequestParams {
   const q = url.indexOf('?');
   const search = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
   const params: RequestParams = {};

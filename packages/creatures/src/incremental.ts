@@ -1,0 +1,196 @@
+/**
+ * Incremental delivery (`@defer` and `@stream`, GraphQL incremental delivery RFC as implemented by
+ * graphql-js 17: an initial result `{ data, pending: [{ id, path }], hasNext }`, then results
+ * `{ incremental: [{ id, data | items, subPath? }], completed: [{ id }], pending?, hasNext }`; Apollo's
+ * "incremental v0.2" spec).
+ *
+ * The server's engine stays on graphql-js 16 (graphql-http, graphql-jit and Mercurius need it); only
+ * operations that use `@defer`/`@stream` are parsed, validated and run here by graphql-js 17
+ * (`graphql17`, an npm alias of graphql@17), over a second build of the same SDL and resolvers with the
+ * two directives added. Depth and cost limits are the engine's (the cost model counts deferred fields
+ * like any others).
+ */
+import type { GraphQLSchema as Schema16 } from 'graphql';
+import { parse as parse16 } from 'graphql';
+import {
+  buildSchema,
+  type ExecutionResult,
+  experimentalExecuteIncrementally,
+  type FormattedExecutionResult,
+  GraphQLDeferDirective,
+  GraphQLError,
+  type GraphQLFieldResolver,
+  GraphQLSchema,
+  GraphQLStreamDirective,
+  getOperationAST,
+  parse,
+  specifiedDirectives,
+  specifiedRules,
+  validate,
+} from 'graphql17';
+import { costError, estimateCost, listSizesOf } from './cost.ts';
+import type { QueryLimits } from './limits.ts';
+import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
+import type { ResolverContext } from './schema.ts';
+import type { Store } from './store.ts';
+
+/** Whether a query text uses `@defer` or `@stream` (and so belongs to {@link createIncrementalExecutor}). */
+export function usesIncrementalDelivery(query: string): boolean {
+  return query.includes('@defer') || query.includes('@stream');
+}
+
+/** One JSON payload of an incremental response, in order; the last one has `hasNext: false`. */
+export type IncrementalPayload = Record<string, unknown> & { hasNext?: boolean };
+
+/** What {@link IncrementalExecutor} answers. */
+export type IncrementalOutcome =
+  /** A request error (unparsable, invalid, too costly, bad variables): answer it as a whole with this status. */
+  | { kind: 'error'; status: number; body: FormattedExecutionResult }
+  /** A single result (nothing was deferred after all): answer it as plain JSON. */
+  | { kind: 'single'; body: FormattedExecutionResult }
+  /** A stream of payloads: write each as it comes; `return()` stops the execution. */
+  | { kind: 'stream'; payloads: AsyncGenerator<IncrementalPayload, void, void> };
+
+/** Options of {@link createIncrementalExecutor}. */
+export interface IncrementalOptions {
+  /** The SDL of the schema (without the subscription part). */
+  typeDefs: string;
+  /** The resolvers, keyed by type then field (`schema.ts`). */
+  resolvers: Record<string, Record<string, unknown>>;
+  /** The engine's schema (graphql-js 16), for the cost model. */
+  schema16: Schema16;
+  store: Store;
+  limits: QueryLimits;
+  /** Replace messages of unexpected errors by "Internal server error". */
+  maskErrors: boolean;
+  /** Called with each unexpected error. */
+  onUnexpectedError?: (err: unknown) => void;
+}
+
+/** Runs `@defer`/`@stream` operations: `(query, variables, operationName) => outcome`. */
+export type IncrementalExecutor = (
+  query: string,
+  variables: Record<string, unknown> | undefined,
+  operationName: string | undefined,
+  method: string,
+) => Promise<IncrementalOutcome>;
+
+/**
+ * Builds the graphql-js 17 schema (SDL, resolvers, `@defer`, `@stream`) and returns the executor.
+ * Throws if a resolver names a type or field the SDL lacks.
+ */
+export function createIncrementalExecutor(options: IncrementalOptions): IncrementalExecutor {
+  const built = buildSchema(options.typeDefs);
+  for (const [typeName, fields] of Object.entries(options.resolvers)) {
+    const type = built.getType(typeName);
+    if (!type || !('getFields' in type)) throw new Error(`resolvers name an unknown type ${typeName}`);
+    const defined = type.getFields();
+    for (const [fieldName, resolve] of Object.entries(fields)) {
+      const field = defined[fieldName];
+      if (!field || !('resolve' in field))
+        throw new Error(`resolvers name an unknown field ${typeName}.${fieldName}`);
+      field.resolve = resolve as GraphQLFieldResolver<unknown, unknown>;
+    }
+  }
+  const schema = new GraphQLSchema({
+    ...built.toConfig(),
+    directives: [...specifiedDirectives, GraphQLDeferDirective, GraphQLStreamDirective],
+  });
+  const context: ResolverContext = { store: options.store };
+  const { limits } = options;
+
+  const format = (error: GraphQLError) => {
+    const unexpected = error.originalError != null && !('extensions' in error.originalError);
+    if (unexpected) {
+      options.onUnexpectedError?.(error.originalError);
+      if (options.maskErrors) {
+        return {
+          message: 'Internal server error',
+          path: error.path,
+          extensions: { code: 'INTERNAL_SERVER_ERROR' },
+        };
+      }
+    }
+    return error.toJSON();
+  };
+  const formatResult = <T extends { errors?: readonly GraphQLError[] }>(result: T) =>
+    result.errors ? { ...result, errors: result.errors.map(format) } : result;
+  const requestError = (
+    status: number,
+    errors: readonly GraphQLError[],
+    code: string,
+  ): IncrementalOutcome => ({
+    kind: 'error',
+    status,
+    body: {
+      errors: errors.map((e) => {
+        const json = e.toJSON();
+        return { ...json, extensions: { ...json.extensions, code: json.extensions?.code ?? code } };
+      }),
+    },
+  });
+
+  return async (query, variables, operationName, method) => {
+    let document: ReturnType<typeof parse>;
+    try {
+      document = parse(query);
+    } catch (err) {
+      return requestError(400, [err as GraphQLError], 'GRAPHQL_PARSE_FAILED');
+    }
+    const errors = validate(schema, document, specifiedRules);
+    if (errors.length > 0) return requestError(400, errors, 'GRAPHQL_VALIDATION_FAILED');
+    const operation = getOperationAST(document, operationName);
+    if (!operation) {
+      return requestError(400, [new GraphQLError('Unable to detect the operation to run')], 'BAD_REQUEST');
+    }
+    if (operation.operation !== 'query' && method === 'GET') {
+      return requestError(
+        405,
+        [new GraphQLError(`Cannot run a ${operation.operation} over GET`)],
+        'BAD_REQUEST',
+      );
+    }
+    // The cost model works on graphql-js 16 documents: the same text parses to the same tree.
+    const document16 = parse16(query);
+    const operation16 = document16.definitions.find((d) => d.loc?.start === operation.loc?.start);
+    if (operation16 && operation16.kind === 'OperationDefinition') {
+      const estimate = estimateCost(options.schema16, document16, operation16, variables, {
+        defaultListSize: limits.defaultListSize,
+        defaultPageSize: DEFAULT_CONNECTION_PAGE,
+        known: listSizesOf(options.store.listCreatures()),
+      });
+      if (estimate.cost > limits.maxCost) {
+        const error = costError(estimate, limits.maxCost, operation16);
+        return { kind: 'error', status: 400, body: { errors: [error.toJSON()] } };
+      }
+    }
+    const result = await experimentalExecuteIncrementally({
+      schema,
+      document,
+      variableValues: variables,
+      operationName,
+      contextValue: context,
+    });
+    if (!('initialResult' in result)) {
+      const single = result as ExecutionResult;
+      if (!('data' in single) && single.errors) return requestError(400, single.errors, 'BAD_USER_INPUT');
+      return { kind: 'single', body: formatResult(single) as FormattedExecutionResult };
+    }
+    const { initialResult, subsequentResults } = result;
+    async function* payloads(): AsyncGenerator<IncrementalPayload, void, void> {
+      try {
+        yield formatResult(initialResult) as unknown as IncrementalPayload;
+        for await (const next of subsequentResults) {
+          yield {
+            ...next,
+            ...(next.incremental ? { incremental: next.incremental.map((r) => formatResult(r)) } : {}),
+            ...(next.completed ? { completed: next.completed.map((r) => formatResult(r)) } : {}),
+          } as IncrementalPayload;
+        }
+      } finally {
+        await subsequentResults.return?.();
+      }
+    }
+    return { kind: 'stream', payloads: payloads() };
+  };
+}

@@ -1,0 +1,218 @@
+/**
+ * `@defer`/`@stream` over multipart/mixed and Server-Sent Events (graphql-js 17 incremental delivery),
+ * and Apollo Client's multipart HTTP subscriptions — with Apollo Client itself and on the wire.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
+import { GraphQL17Alpha9Handler } from '@apollo/client/incremental';
+import { type Running, start } from './helpers.ts';
+
+// biome-ignore lint/suspicious/noExplicitAny: payloads are inspected field by field
+type Json = any;
+
+/** The JSON parts of a `multipart/mixed` body with the given boundary. */
+function parts(body: string, boundary: string): Json[] {
+  return body
+    .split(`\r\n--${boundary}`)
+    .map((part) => part.slice(part.indexOf('\r\n\r\n') + 4))
+    .filter((part) => part.startsWith('{'))
+    .map((part) => JSON.parse(part));
+}
+
+describe('@defer and @stream', () => {
+  let s: Running;
+  before(async () => {
+    s = await start();
+  });
+  after(() => s.server.close());
+
+  const post = (query: string, accept: string) =>
+    fetch(s.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept },
+      body: JSON.stringify({ query }),
+    });
+
+  test('Apollo Client (GraphQL17Alpha9Handler) receives a deferred fragment over multipart/mixed', async () => {
+    const seen: { contentType: string | null }[] = [];
+    const client = new ApolloClient({
+      cache: new InMemoryCache(),
+      incrementalHandler: new GraphQL17Alpha9Handler(),
+      link: new HttpLink({
+        uri: s.endpoint,
+        fetch: async (input, init) => {
+          const res = await fetch(input, init);
+          seen.push({ contentType: res.headers.get('content-type') });
+          return res;
+        },
+      }),
+    });
+    const { data } = await client.query<Json>({
+      query: gql`
+        query {
+          creature(name: "Pikachu") {
+            id
+            name
+            ... @defer {
+              attacks {
+                fast {
+                  name
+                }
+              }
+            }
+          }
+        }
+      `,
+      fetchPolicy: 'network-only',
+    });
+    assert.equal(seen.length, 1);
+    assert.match(seen[0]!.contentType!, /^multipart\/mixed; boundary="-"; incrementalSpec=v0.2/);
+    assert.equal(data.creature.name, 'Pikachu');
+    assert.deepEqual(
+      data.creature.attacks.fast.map((a: { name: string }) => a.name),
+      ['Thunder Shock', 'Quick Attack'],
+    );
+  });
+
+  test('on the wire: the initial part, then the deferred data and the streamed items, then hasNext false', async () => {
+    const res = await post(
+      '{ creature(name: "Mew") { name ... @defer(label: "more") { maxCP } } creatures(first: 4) @stream(initialCount: 1) { name } }',
+      'multipart/mixed;incrementalSpec=v0.2, application/json',
+    );
+    assert.equal(res.status, 200);
+    const payloads = parts(await res.text(), '-');
+    assert.ok(payloads.length >= 2, JSON.stringify(payloads));
+    const [initial] = payloads;
+    assert.deepEqual(initial.data, { creature: { name: 'Mew' }, creatures: [{ name: 'Bulbasaur' }] });
+    assert.equal(initial.hasNext, true);
+    assert.ok(initial.pending.some((p: Json) => p.label === 'more'));
+    const incremental = payloads.slice(1).flatMap((p) => p.incremental ?? []);
+    assert.ok(incremental.some((r: Json) => r.data?.maxCP > 0));
+    assert.deepEqual(
+      incremental.flatMap((r: Json) => r.items ?? []).map((c: Json) => c.name),
+      ['Ivysaur', 'Venusaur', 'Charmander'],
+    );
+    assert.equal(payloads.at(-1).hasNext, false);
+  });
+
+  test('over Server-Sent Events: next events, then complete', async () => {
+    const res = await post(
+      '{ creature(name: "Eevee") { name ... @defer { evolutions { name } } } }',
+      'text/event-stream',
+    );
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type')!, /^text\/event-stream/);
+    const text = await res.text();
+    const events = [...text.matchAll(/event: (\w+)\ndata: ?(.*)\n\n/g)].map((m) => [m[1], m[2]]);
+    assert.equal(events.at(-1)![0], 'complete');
+    const next = events.filter(([e]) => e === 'next').map(([, d]) => JSON.parse(d!));
+    assert.deepEqual(next[0].data, { creature: { name: 'Eevee' } });
+    assert.equal(next.at(-1).hasNext, false);
+    assert.equal(next.flatMap((p) => p.incremental ?? [])[0].data.evolutions.length, 3);
+  });
+
+  test('a client that accepts only JSON gets 406; invalid and costly operations are request errors', async () => {
+    const json = await post('{ creature(name: "Mew") { ... @defer { name } } }', 'application/json');
+    assert.equal(json.status, 406);
+    assert.equal(
+      ((await json.json()) as Json).errors[0].extensions.code,
+      'INCREMENTAL_DELIVERY_NOT_ACCEPTED',
+    );
+    const invalid = await post('{ creature(name: "Mew") { ... @defer { nope } } }', 'multipart/mixed');
+    assert.equal(invalid.status, 400);
+    assert.equal(((await invalid.json()) as Json).errors[0].extensions.code, 'GRAPHQL_VALIDATION_FAILED');
+    const small = await start({ limits: { maxCost: 100 } });
+    try {
+      const costly = await fetch(small.endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'multipart/mixed' },
+        body: JSON.stringify({ query: '{ creatures @stream { name ... @defer { types } } }' }),
+      });
+      assert.equal(costly.status, 400);
+      assert.equal(((await costly.json()) as Json).errors[0].extensions.code, 'QUERY_TOO_COSTLY');
+    } finally {
+      await small.server.close();
+    }
+  });
+});
+
+describe('Apollo multipart HTTP subscriptions', () => {
+  let s: Running;
+  before(async () => {
+    s = await start();
+  });
+  after(() => s.server.close());
+
+  test('Apollo Client subscribes over multipart/mixed and receives a change event', async () => {
+    const client = new ApolloClient({ cache: new InMemoryCache(), link: new HttpLink({ uri: s.endpoint }) });
+    const received = new Promise<Json>((resolve, reject) => {
+      const subscription = client
+        .subscribe<Json>({ query: gql`subscription { creatureChanged(id: "133") { kind name } }` })
+        .subscribe({
+          next: (result) => {
+            subscription.unsubscribe();
+            resolve(result.data);
+          },
+          error: reject,
+        });
+    });
+    // Change Eevee until the subscription (set up asynchronously) has seen it.
+    let n = 0;
+    const timer = setInterval(() => {
+      void s.gql(`mutation { updateCreature(id: "133", input: { maxCP: ${1000 + n++} }) { id } }`);
+    }, 50);
+    try {
+      assert.deepEqual(await received, {
+        creatureChanged: { __typename: 'CreatureChange', kind: 'UPDATED', name: 'Eevee' },
+      });
+    } finally {
+      clearInterval(timer);
+    }
+  });
+
+  test('on the wire: a heartbeat, then {"payload": result} parts; a query with that Accept is answered as JSON', async () => {
+    const controller = new AbortController();
+    const res = await fetch(s.endpoint, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/json',
+      },
+      body: JSON.stringify({ query: 'subscription { messageChanged { kind message { content } } }' }),
+      signal: controller.signal,
+    });
+    assert.match(
+      res.headers.get('content-type')!,
+      /^multipart\/mixed; boundary="graphql"; subscriptionSpec="1.0"/,
+    );
+    const reader = res.body!.getReader();
+    let text = '';
+    const timer = setInterval(
+      () => void s.gql('mutation { createMessage(input: { content: "hi" }) { id } }'),
+      50,
+    );
+    try {
+      while (!text.includes('"payload"')) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += new TextDecoder().decode(value);
+      }
+    } finally {
+      clearInterval(timer);
+      controller.abort();
+    }
+    const [heartbeat, event] = parts(text, 'graphql');
+    assert.deepEqual(heartbeat, {});
+    assert.deepEqual(event.payload.data.messageChanged, { kind: 'CREATED', message: { content: 'hi' } });
+    const query = await fetch(s.endpoint, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/json',
+      },
+      body: JSON.stringify({ query: '{ creature(name: "Mew") { name } }' }),
+    });
+    assert.deepEqual(await query.json(), { data: { creature: { name: 'Mew' } } });
+  });
+});
