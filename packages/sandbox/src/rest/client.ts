@@ -19,6 +19,7 @@ import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from '../runtime/b
 import { type ExecEnv, type ExecOptions, envEntries, JsBox, validateExecRequest } from '../runtime/box.ts';
 import type { RuntimeContext } from '../runtime/context.ts';
 import { JsExecution } from '../runtime/execution.ts';
+import { BoxFiles } from '../runtime/files/files.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { BoxRecord } from '../runtime/state.ts';
 import type {
@@ -32,6 +33,7 @@ import type {
   TunnelForwarder,
   TunnelListen,
 } from '../types.ts';
+import { RestFiles } from './files-client.ts';
 import { ExecMux } from './mux.ts';
 import { RemoteProcess } from './process.ts';
 import { boxErrorOf, codeOfStatus, toCamel, toSnake } from './wire.ts';
@@ -86,7 +88,7 @@ export function restOptionsFrom(
 }
 
 /** HTTP plumbing shared by the runtime, its boxes and executions. */
-class Connection {
+export class Connection {
   readonly url: string;
   readonly headers: Record<string, string>;
   /** The multiplexed exec stream every execution of this runtime starts on (opened on first use). */
@@ -115,6 +117,41 @@ class Connection {
         code: 'unavailable',
       });
     }
+    return this.parse<T>(response, method, path, nullOn404);
+  }
+
+  /**
+   * A request with a raw body or a raw response (file contents): resolves with the `Response` once its
+   * status is 2xx. `body` may be a web byte stream (sent chunked, as it is read).
+   * @throws BoxError mapped from the error body (`boxErrorOf`), or `unavailable` when unreachable.
+   */
+  async raw(
+    method: string,
+    path: string,
+    body?: ReadableStream<Uint8Array>,
+    signal?: AbortSignal,
+  ): Promise<Response> {
+    let response: Response;
+    try {
+      response = await fetch(this.url + path, {
+        method,
+        headers: body ? { ...this.headers, 'content-type': 'application/octet-stream' } : this.headers,
+        ...(body ? { body, duplex: 'half' } : {}),
+        ...(signal ? { signal } : {}),
+      } as RequestInit);
+    } catch (error) {
+      const cause = (error as Error & { cause?: Error }).cause?.message ?? (error as Error).message;
+      throw new BoxError(`cannot reach the REST runtime at ${this.url}: ${cause}`, {
+        cause: error,
+        code: 'unavailable',
+      });
+    }
+    if (!response.ok) await this.parse(response, method, path, false);
+    return response;
+  }
+
+  /** Body of a finished response: camelCase JSON, undefined for 204, null for 404 with `nullOn404`. */
+  async parse<T>(response: Response, method: string, path: string, nullOn404: boolean): Promise<T> {
     if (response.status === 204) return undefined as T;
     const text = await response.text();
     let parsed: unknown = null;
@@ -170,6 +207,7 @@ export class RestExecution extends JsExecution {
 /** A box of a REST runtime (spec 002 `JsBox`): every call goes to the server. */
 export class RestBox extends JsBox {
   readonly #conn: Connection;
+  #files: BoxFiles | null = null;
 
   /** @internal Use `JsRuntime.create` or `get` of a REST runtime. */
   constructor(conn: Connection, info: JsBoxInfo) {
@@ -237,6 +275,12 @@ export class RestBox extends JsBox {
   /** Box metrics from the server (spec 002 `JsBoxMetrics`). */
   override metrics(): Promise<JsBoxMetrics> {
     return this.#conn.call<JsBoxMetrics>('GET', `${boxPath(this.id)}/metrics`);
+  }
+
+  /** A box's files on the server (`files-routes.ts`; streamed both ways). */
+  override get files(): BoxFiles {
+    this.#files ??= new BoxFiles(new RestFiles(this.#conn, boxPath(this.id)));
+    return this.#files;
   }
 }
 

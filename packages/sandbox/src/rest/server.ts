@@ -20,6 +20,7 @@ import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { JsRuntime } from '../runtime/runtime.ts';
 import type { JsBoxInfo, JsBoxOptions, JsNetworkHandle } from '../types.ts';
 import { Authenticator, type AuthOptions, isLoopback, type Principal } from './auth.ts';
+import { fileRoutes } from './files-routes.ts';
 import { openApiDocument } from './openapi.ts';
 import { DEFAULT_BACKLOG_BYTES, ExecSession, type ExecSink, normalizeSignal } from './sessions.ts';
 import {
@@ -289,6 +290,7 @@ export class RestServer {
     });
 
     app.get('/v1/openapi.json', async () => openApiDocument());
+    app.register(fileRoutes, { box: (idOrName: string) => this.#box(idOrName), config: exec });
 
     app.get('/v1/config', { config: read }, async () => ({
       api_version: 'v1',

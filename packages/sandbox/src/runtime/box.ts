@@ -10,6 +10,10 @@ import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle, JsNetworkInfo, JsPublishedPort } from '../types.ts';
 import type { RuntimeContext } from './context.ts';
 import { JsExecution } from './execution.ts';
+import { copyIn, copyOut } from './files/copy.ts';
+import { BoxFiles } from './files/files.ts';
+import { LocalFiles } from './files/local.ts';
+import type { CopyOptions } from './files/types.ts';
 import type { BoxRecord } from './state.ts';
 
 /** Environment of one command: `{ KEY: value }`, `[key, value]` pairs or `{ key, value }` entries. */
@@ -98,6 +102,11 @@ export function boxInfo(record: BoxRecord, publishedPorts: JsPublishedPort[] | n
     cpus: record.options.cpus,
     memoryMib: record.options.memoryMib,
     network,
+    // Records written before the isolation option existed are container boxes.
+    isolation: {
+      tier: record.options.isolation ?? 'container',
+      ...(record.options.gvisorPlatform ? { platform: record.options.gvisorPlatform } : {}),
+    },
   };
 }
 
@@ -109,6 +118,7 @@ export class JsBox {
   readonly name: string | null;
   readonly #ctx: RuntimeContext;
   #network: JsNetworkHandle | null = null;
+  #files: BoxFiles | null = null;
   /** Port publications this handle made; null when it only loaded the box from the state database. */
   readonly #publishedPorts: JsPublishedPort[] | null;
 
@@ -138,6 +148,42 @@ export class JsBox {
     const record = await this.#ctx.refresh(this.id);
     if (!record) throw notFound(`box ${this.id} no longer exists`);
     return record;
+  }
+
+  /**
+   * The box's files (read, write, list, stat, exists, makeDir, remove, rename, watchDir; `files/files.ts`).
+   * Locally every path is resolved inside the box root by this process without following box-controlled
+   * symlinks out of it; new files belong to the box's user.
+   */
+  get files(): BoxFiles {
+    this.#files ??= new BoxFiles(
+      new LocalFiles({
+        initPid: async () => {
+          const record = await this.#record();
+          if (record.status !== 'running' || !record.pid) {
+            throw conflict(
+              `box ${this.id} is ${publicStatus(record.status)}, not running; its files are not reachable`,
+            );
+          }
+          return record.pid;
+        },
+      }),
+    );
+    return this.#files;
+  }
+
+  /**
+   * Copies a host file or directory into the box (BoxLite `copyIn`; options `recursive`, `overwrite`,
+   * `includeParent` default true, `followSymlinks` false; `docker cp` placement). Streamed file by file.
+   * @throws BoxError `not_found`, `conflict`, `invalid_option` naming the argument.
+   */
+  copyIn(hostPath: string, guestPath: string, options?: CopyOptions): Promise<void> {
+    return copyIn(this.files, hostPath, guestPath, options);
+  }
+
+  /** Copies a file or directory of the box to the host (BoxLite `copyOut`; same options as `copyIn`). */
+  copyOut(guestPath: string, hostPath: string, options?: CopyOptions): Promise<void> {
+    return copyOut(this.files, guestPath, hostPath, options);
   }
 
   /** Metadata of the box (spec 002 `JsBoxInfo`), read fresh. @throws BoxError when the box was removed. */

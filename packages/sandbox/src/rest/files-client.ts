@@ -1,0 +1,124 @@
+/**
+ * The REST files backend: `box.files` of a REST box over the routes of `files-routes.ts`. File contents
+ * are streamed both ways (request body sent chunked as it is read; response body read as it arrives).
+ */
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import type {
+  FilesBackend,
+  FilesystemEvent,
+  JsEntryInfo,
+  JsWriteInfo,
+  WatchHandle,
+} from '../runtime/files/types.ts';
+import type { Connection } from './client.ts';
+
+type WireEntry = Omit<JsEntryInfo, 'modifiedTime'> & { modifiedTime: string };
+
+function entry(wire: WireEntry): JsEntryInfo {
+  return { ...wire, modifiedTime: new Date(wire.modifiedTime) };
+}
+
+function q(params: Record<string, string | number | boolean | undefined>): string {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) if (value !== undefined) search.set(key, String(value));
+  return `?${search}`;
+}
+
+/** Files of one REST box. */
+export class RestFiles implements FilesBackend {
+  readonly #conn: Connection;
+  readonly #base: string;
+
+  /** @param base the box's path on the server, `/v1/boxes/<id>`. */
+  constructor(conn: Connection, base: string) {
+    this.#conn = conn;
+    this.#base = `${base}/files`;
+  }
+
+  async readStream(path: string): Promise<Readable> {
+    const response = await this.#conn.raw('GET', `${this.#base}/content${q({ path })}`);
+    if (!response.body) return Readable.from([]);
+    return Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
+  }
+
+  async writeStream(path: string, source: Readable, mode?: number): Promise<JsWriteInfo> {
+    const body = Readable.toWeb(source) as unknown as ReadableStream<Uint8Array>;
+    const response = await this.#conn.raw('PUT', `${this.#base}/content${q({ path, mode })}`, body);
+    return this.#conn.parse<JsWriteInfo>(response, 'PUT', this.#base, false);
+  }
+
+  async list(path: string, depth: number): Promise<JsEntryInfo[]> {
+    return (await this.#conn.call<WireEntry[]>('GET', `${this.#base}${q({ path, depth })}`)).map(entry);
+  }
+
+  async stat(path: string): Promise<JsEntryInfo> {
+    return entry(await this.#conn.call<WireEntry>('GET', `${this.#base}/stat${q({ path })}`));
+  }
+
+  async makeDir(path: string): Promise<boolean> {
+    return (await this.#conn.call<{ created: boolean }>('POST', `${this.#base}/mkdir`, { path })).created;
+  }
+
+  async remove(path: string): Promise<void> {
+    await this.#conn.call('DELETE', `${this.#base}${q({ path })}`);
+  }
+
+  async rename(from: string, to: string): Promise<JsEntryInfo> {
+    return entry(await this.#conn.call<WireEntry>('POST', `${this.#base}/rename`, { from, to }));
+  }
+
+  async symlink(path: string, target: string): Promise<void> {
+    await this.#conn.call('POST', `${this.#base}/symlink`, { path, target });
+  }
+
+  async watch(
+    path: string,
+    recursive: boolean,
+    onEvent: (e: FilesystemEvent) => void,
+    onExit: (error?: Error) => void,
+  ): Promise<WatchHandle> {
+    const abort = new AbortController();
+    const response = await this.#conn.raw(
+      'GET',
+      `${this.#base}/watch${q({ path, recursive })}`,
+      undefined,
+      abort.signal,
+    );
+    const lines = Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
+    let stopped = false;
+    let ready!: () => void;
+    const isReady = new Promise<void>((resolve) => {
+      ready = resolve;
+    });
+    (async () => {
+      let buffered = '';
+      try {
+        for await (const chunk of lines) {
+          buffered += chunk.toString('utf8');
+          let nl = buffered.indexOf('\n');
+          while (nl >= 0) {
+            const line = buffered.slice(0, nl);
+            buffered = buffered.slice(nl + 1);
+            nl = buffered.indexOf('\n');
+            const message = JSON.parse(line) as FilesystemEvent | { type: 'ready' };
+            if (message.type === 'ready') ready();
+            else onEvent(message as FilesystemEvent);
+          }
+        }
+        ready();
+        if (!stopped) onExit();
+      } catch (error) {
+        ready();
+        if (!stopped) onExit(error as Error);
+      }
+    })();
+    await isReady;
+    return {
+      stop: async () => {
+        stopped = true;
+        abort.abort();
+      },
+    };
+  }
+}

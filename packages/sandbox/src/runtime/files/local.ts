@@ -1,0 +1,350 @@
+/**
+ * The local files backend: file operations on a running box done by this (host root) process through the
+ * box's `/proc/<init>/root`, every path resolved with `BoxRoot` (root.ts: one component at a time, no
+ * symlink or `..` handed to the kernel). New files and directories are owned by the box's user (the
+ * uid/gid of its init process); reads and writes are checked against that user's mode bits.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  constants,
+  createReadStream,
+  createWriteStream,
+  fchmodSync,
+  fchownSync,
+  fstatSync,
+  lchownSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmdirSync,
+  type Stats,
+  symlinkSync,
+  unlinkSync,
+} from 'node:fs';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { BoxError, conflict, notFound } from '../../errors.ts';
+import { at, BoxRoot, checkAccess, errno, type FileUser, joinPath } from './root.ts';
+import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
+import { watchLocal } from './watch.ts';
+
+const R = 4;
+const W = 2;
+const X = 1;
+const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+/** Entries `list` returns at most (a box must not make the host build an unbounded array). */
+export const MAX_LIST_ENTRIES = 100_000;
+
+/** `rwxr-xr-x` for mode bits. */
+export function permissionString(mode: number): string {
+  const chars = 'rwxrwxrwx';
+  let out = '';
+  for (let i = 0; i < 9; i++) out += mode & (0o400 >> i) ? chars[i] : '-';
+  return out;
+}
+
+/** Builds a `JsEntryInfo` from `lstat` results. */
+export function entryOf(st: Stats, path: string, name: string, target?: string): JsEntryInfo {
+  const type = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : 'other';
+  return {
+    name,
+    path,
+    type,
+    size: st.size,
+    mode: st.mode & 0o7777,
+    permissions: permissionString(st.mode),
+    uid: st.uid,
+    gid: st.gid,
+    modifiedTime: st.mtime,
+    ...(target !== undefined ? { symlinkTarget: target } : {}),
+  };
+}
+
+/** Which process's root the files are in; resolved per operation (the box may restart). */
+export interface LocalFilesTarget {
+  /** Pid of the box's init (its `/proc/<pid>/root` is the box root). @throws BoxError `conflict` when not running. */
+  initPid(): Promise<number>;
+}
+
+/** The uid and gid of a process (its `/proc/<pid>/status` real ids). */
+export function processUser(pid: number): FileUser {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const uid = /^Uid:\s+(\d+)/m.exec(status)?.[1];
+  const gid = /^Gid:\s+(\d+)/m.exec(status)?.[1];
+  return { uid: Number(uid ?? 0), gid: Number(gid ?? 0) };
+}
+
+function fail(path: string, error: unknown): BoxError {
+  if (error instanceof BoxError) return error;
+  const code = errno(error);
+  if (code === 'ENOENT') return notFound(`no such file or directory in the box: '${path}'`);
+  if (code === 'EEXIST' || code === 'ENOTEMPTY') return conflict(`'${path}' already exists in the box`);
+  if (code === 'EISDIR') return conflict(`'${path}' is a directory`);
+  if (code === 'ENOTDIR' || code === 'ELOOP')
+    return new BoxError(`invalid files option path: '${path}' is not a directory`, { field: 'path' });
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
+    return new BoxError(`permission denied in the box: '${path}' (${code})`, { code: 'permission_denied' });
+  if (code === 'ENOSPC' || code === 'EDQUOT')
+    return new BoxError(`no space left in the box writing '${path}'`, { code: 'conflict' });
+  return new BoxError(`file operation on '${path}' failed: ${(error as Error).message}`, { cause: error });
+}
+
+/** Files of one local box (see the module comment). */
+export class LocalFiles implements FilesBackend {
+  readonly #target: LocalFilesTarget;
+
+  /** @param target resolves the box root per operation. */
+  constructor(target: LocalFilesTarget) {
+    this.#target = target;
+  }
+
+  /** Runs `fn` with a fresh walk over the box root and the box user; closes the walk after. */
+  async #with<T>(path: string, fn: (root: BoxRoot, user: FileUser) => T | Promise<T>): Promise<T> {
+    const pid = await this.#target.initPid();
+    const root = new BoxRoot(`/proc/${pid}/root`);
+    try {
+      const user = processUser(pid);
+      return await fn(root, user);
+    } catch (error) {
+      throw fail(path, error);
+    } finally {
+      root.close();
+    }
+  }
+
+  async readStream(path: string): Promise<Readable> {
+    return this.#with(path, (root, user) => {
+      const { dirFd, name } = root.locate(path, { followLast: true });
+      const fd = openSync(at(dirFd, name), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      try {
+        const st = fstatSync(fd);
+        if (st.isDirectory()) throw conflict(`'${path}' is a directory, not a file`);
+        if (!st.isFile()) throw conflict(`'${path}' is not a regular file`);
+        checkAccess(st, user, R, path);
+      } catch (error) {
+        closeSync(fd);
+        throw error;
+      }
+      return createReadStream('', { fd, highWaterMark: 256 * 1024 });
+    });
+  }
+
+  async writeStream(path: string, source: Readable, mode?: number): Promise<JsWriteInfo> {
+    const pid = await this.#target.initPid();
+    const root = new BoxRoot(`/proc/${pid}/root`);
+    let tmp: { dirFd: number; name: string } | null = null;
+    try {
+      const user = processUser(pid);
+      const located = root.locate(path, { followLast: true, create: user });
+      const { dirFd, name } = located;
+      checkAccess(fstatSync(dirFd), user, W | X, path);
+      let existing: Stats | null = null;
+      try {
+        existing = lstatSync(at(dirFd, name));
+      } catch (error) {
+        if (errno(error) !== 'ENOENT') throw error;
+      }
+      if (existing?.isDirectory()) throw conflict(`'${path}' is a directory, not a file`);
+      if (existing && !existing.isFile()) throw conflict(`'${path}' exists and is not a regular file`);
+      if (existing) checkAccess(existing, user, W, path);
+      const tmpName = `.${name.slice(0, 200)}.seed-${randomBytes(6).toString('hex')}`;
+      const fd = openSync(
+        at(dirFd, tmpName),
+        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        0o600,
+      );
+      tmp = { dirFd, name: tmpName };
+      try {
+        fchownSync(fd, existing?.uid ?? user.uid, existing?.gid ?? user.gid);
+        fchmodSync(fd, existing ? existing.mode & 0o7777 : (mode ?? 0o644));
+      } catch (error) {
+        closeSync(fd);
+        throw error;
+      }
+      await pipeline(source, createWriteStream('', { fd, highWaterMark: 256 * 1024 }));
+      renameSync(at(dirFd, tmpName), at(dirFd, name));
+      tmp = null;
+      return { name, path: located.path, type: 'file' };
+    } catch (error) {
+      // `source` is left to its owner (the REST server drains a refused upload; pipeline destroyed it on
+      // a stream error already).
+      throw fail(path, error);
+    } finally {
+      if (tmp) {
+        try {
+          unlinkSync(at(tmp.dirFd, tmp.name));
+        } catch {}
+      }
+      root.close();
+    }
+  }
+
+  async list(path: string, depth: number): Promise<JsEntryInfo[]> {
+    return this.#with(path, (root, user) => {
+      const { dirFd, name, path: resolved } = root.locate(path, { followLast: true });
+      const fd = root.openDir(dirFd, name);
+      const out: JsEntryInfo[] = [];
+      const walk = (dir: number, dirPath: string, level: number) => {
+        checkAccess(fstatSync(dir), user, R | X, dirPath);
+        for (const child of readdirSync(at(dir, '.')).sort()) {
+          let st: Stats;
+          try {
+            st = lstatSync(at(dir, child));
+          } catch {
+            continue; // removed meanwhile
+          }
+          if (out.length >= MAX_LIST_ENTRIES) {
+            throw new BoxError(
+              `'${path}' holds more than ${MAX_LIST_ENTRIES} entries; list with a smaller depth`,
+              {
+                field: 'depth',
+              },
+            );
+          }
+          const childPath = joinPath(dirPath, child);
+          out.push(
+            entryOf(st, childPath, child, st.isSymbolicLink() ? readlinkSync(at(dir, child)) : undefined),
+          );
+          if (st.isDirectory() && level < depth) {
+            let sub: number;
+            try {
+              sub = openSync(at(dir, child), DIR_FLAGS);
+            } catch {
+              continue; // replaced by a non-directory meanwhile
+            }
+            try {
+              walk(sub, childPath, level + 1);
+            } finally {
+              closeSync(sub);
+            }
+          }
+        }
+      };
+      walk(fd, resolved, 1);
+      return out;
+    });
+  }
+
+  async stat(path: string): Promise<JsEntryInfo> {
+    return this.#with(path, (root) => {
+      const { dirFd, name, path: resolved } = root.locate(path);
+      const st = lstatSync(at(dirFd, name));
+      return entryOf(st, resolved, name, st.isSymbolicLink() ? readlinkSync(at(dirFd, name)) : undefined);
+    });
+  }
+
+  async makeDir(path: string): Promise<boolean> {
+    return this.#with(path, (root, user) => {
+      const { dirFd, name } = root.locate(path, { followLast: true, create: user });
+      checkAccess(fstatSync(dirFd), user, W | X, path);
+      try {
+        mkdirSync(at(dirFd, name), 0o755);
+      } catch (error) {
+        if (errno(error) !== 'EEXIST') throw error;
+        if (!lstatSync(at(dirFd, name)).isDirectory())
+          throw conflict(`'${path}' exists and is not a directory`);
+        return false;
+      }
+      const fd = root.openDir(dirFd, name);
+      fchownSync(fd, user.uid, user.gid);
+      return true;
+    });
+  }
+
+  async remove(path: string): Promise<void> {
+    return this.#with(path, (root, user) => {
+      const { dirFd, name } = root.locate(path);
+      checkAccess(fstatSync(dirFd), user, W | X, path);
+      const st = lstatSync(at(dirFd, name));
+      if (st.isDirectory()) removeTree(dirFd, name);
+      else unlinkSync(at(dirFd, name));
+    });
+  }
+
+  async rename(from: string, to: string): Promise<JsEntryInfo> {
+    return this.#with(from, (root, user) => {
+      const a = root.locate(from);
+      const b = root.locate(to);
+      checkAccess(fstatSync(a.dirFd), user, W | X, from);
+      checkAccess(fstatSync(b.dirFd), user, W | X, to);
+      lstatSync(at(a.dirFd, a.name)); // ENOENT → not_found naming the source
+      try {
+        renameSync(at(a.dirFd, a.name), at(b.dirFd, b.name));
+      } catch (error) {
+        throw fail(to, error);
+      }
+      const st = lstatSync(at(b.dirFd, b.name));
+      return entryOf(st, b.path, b.name, st.isSymbolicLink() ? readlinkSync(at(b.dirFd, b.name)) : undefined);
+    });
+  }
+
+  async symlink(path: string, target: string): Promise<void> {
+    return this.#with(path, (root, user) => {
+      const { dirFd, name } = root.locate(path, { create: user });
+      checkAccess(fstatSync(dirFd), user, W | X, path);
+      try {
+        unlinkSync(at(dirFd, name));
+      } catch (error) {
+        if (errno(error) !== 'ENOENT') throw error;
+      }
+      symlinkSync(target, at(dirFd, name));
+      lchownSync(at(dirFd, name), user.uid, user.gid);
+    });
+  }
+
+  async watch(
+    path: string,
+    recursive: boolean,
+    onEvent: (e: FilesystemEvent) => void,
+    onExit: (error?: Error) => void,
+  ): Promise<WatchHandle> {
+    return this.#with(path, (root, user) => {
+      const { dirFd, name } = root.locate(path, { followLast: true });
+      const fd = openSync(at(dirFd, name), DIR_FLAGS);
+      try {
+        checkAccess(fstatSync(fd), user, R | X, path);
+      } catch (error) {
+        closeSync(fd);
+        throw error;
+      }
+      return watchLocal(fd, recursive, onEvent, onExit);
+    });
+  }
+}
+
+/**
+ * Removes directory `name` of `parentFd` and everything under it, one component at a time: children are
+ * looked up in their directory's descriptor and never followed (a symlink is unlinked, not entered).
+ */
+function removeTree(parentFd: number, name: string): void {
+  let fd: number;
+  try {
+    fd = openSync(at(parentFd, name), DIR_FLAGS);
+  } catch (error) {
+    if (errno(error) === 'ELOOP' || errno(error) === 'ENOTDIR') {
+      unlinkSync(at(parentFd, name)); // replaced by a link or file meanwhile
+      return;
+    }
+    throw error;
+  }
+  try {
+    for (const child of readdirSync(at(fd, '.'))) {
+      let st: Stats;
+      try {
+        st = lstatSync(at(fd, child));
+      } catch {
+        continue;
+      }
+      if (st.isDirectory()) removeTree(fd, child);
+      else unlinkSync(at(fd, child));
+    }
+  } finally {
+    closeSync(fd);
+  }
+  rmdirSync(at(parentFd, name));
+}
