@@ -65,6 +65,12 @@ for (const cidr of RESERVED_IPV4) {
 }
 for (const [ip, bits] of RESERVED_IPV6) RESERVED.addSubnet(ip, bits, 'ipv6');
 
+/** True for a loopback or unspecified IP (the box's own when named in `allowNet`, never the host's). */
+export function isLocalOnly(ip: string): boolean {
+  const a = normalizeAddress(ip);
+  return a !== null && LOCAL_ONLY.check(a.address, a.family);
+}
+
 /** A normalized address: canonical text, IPv4-mapped IPv6 turned into IPv4. */
 export interface Address {
   address: string;

@@ -3,22 +3,25 @@
  * engine's `networkSetup`/`networkTeardown` hooks. Every box has its own network namespace:
  *
  * - `disabled`: nothing is added; the box has only `lo`.
- * - `enabled`: slirp4netns gives it `eth0` (10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3) and
- *   user-mode outbound TCP/UDP through the host. An nftables ruleset in the box's namespace (the box
- *   lacks `CAP_NET_ADMIN` unless it is added) rejects the host loopback (10.0.2.2 → host 127.0.0.1)
- *   unless `allowNet` lists it, and with a non-empty `allowNet` every destination not listed. Rejects
- *   are immediate (TCP reset, ICMP port unreachable): nothing hangs.
+ * - `enabled`: the box gets `eth0` (10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3), a veth link to a
+ *   gateway namespace of its own (`gateway.ts`) where slirp4netns provides user-mode outbound TCP/UDP
+ *   through the host and an nftables ruleset enforces the policy: the host (its loopback through
+ *   10.0.2.2, its other addresses, link-local) is not a destination unless `allowNet` names it, and
+ *   with a non-empty `allowNet` nothing unlisted is. The box cannot go around it: it has no handle on
+ *   the gateway namespace, and even hand-made frames only leave through it. Refusals are immediate
+ *   (TCP reset, ICMP port unreachable): nothing hangs.
  * - `allowNet` with hostnames, or `secrets`: a per-box DNS resolver on the host (`dns.ts`) answers
- *   only listed names and admits their resolved IPs in the firewall before answering.
- * - `ports`: slirp4netns host forwards (`hostIp:hostPort` → box port), persistent listeners owned by
- *   slirp4netns, so they live exactly as long as the box's network.
+ *   only listed names and admits their resolved IPs in the gateway before answering.
+ * - `ports`: slirp4netns host forwards (`hostIp:hostPort` → the gateway → box port), persistent
+ *   listeners owned by slirp4netns, so they live exactly as long as the box's network.
  * - `secrets`: a per-box HTTP(S) proxy with its own CA (`secrets.ts`) substitutes placeholders.
  *
  * slirp4netns runs in its own session: for a detached box it outlives this process (published ports
- * stay), for other boxes it exits with this process. Its pid is kept in `<stateDir>/<id>.json` so
- * any process can tear the network down. The DNS resolver and the secrets proxy live in the process
- * that started the box; after it exits, name resolution and secret substitution of a detached box
- * fail closed (refused), they never fall back to open access.
+ * stay), for other boxes it exits with this process. Its pid is kept in `<stateDir>/<id>.json` and the
+ * gateway namespace is the bind-mounted file `<stateDir>/<id>.netns`, so any process can tear the
+ * network down. The DNS resolver and the secrets proxy live in the process that started the box;
+ * after it exits, name resolution and secret substitution of a detached box fail closed (refused),
+ * they never fall back to open access.
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -27,9 +30,18 @@ import { readFileInRoot, writeFileInRoot } from '../engine/confined.ts';
 import type { EngineNetworkContext } from '../engine/engine.ts';
 import { BoxError } from '../errors.ts';
 import type { JsPublishedPort } from '../types.ts';
+import { SLIRP_CIDR } from './destinations.ts';
 import { type DnsServer, startDnsServer } from './dns.ts';
-import { addHostForward, inNetns, loadNftables, SLIRP_DNS_IP, startSlirp } from './netns.ts';
-import { type AllowPolicy, allowsHostLoopback, HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
+import {
+  admitHosts,
+  createGatewayNamespace,
+  gatewayRules,
+  linkBox,
+  removeGatewayNamespace,
+  SLIRP_GUEST_IP,
+} from './gateway.ts';
+import { addHostForward, SLIRP_DNS_IP, startSlirp } from './netns.ts';
+import { allowsHostLoopback, HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
 import { type SecretsProxy, startSecretsProxy } from './secrets.ts';
 
 /** Port the box uses for the secrets proxy (`http://10.0.2.2:3128`); redirected to the real one. */
@@ -119,56 +131,6 @@ function alive(pid: number, name: string): boolean {
 }
 
 /**
- * The box's nftables ruleset (table `ip sandbox`, loaded into its namespace): loopback and established
- * traffic pass; the DNS and proxy redirects; then the allow sets (`nets`: IP/CIDR rules, `hosts`:
- * addresses admitted by the DNS resolver); everything else is rejected at once.
- */
-function firewallRules(
-  policy: AllowPolicy,
-  dnsPort: number | undefined,
-  proxyPort: number | undefined,
-): string {
-  const output = ['oifname "lo" accept', 'ct state established,related accept'];
-  const nat: string[] = [];
-  if (dnsPort !== undefined) {
-    nat.push(`ip daddr ${SLIRP_DNS_IP} udp dport 53 dnat to ${HOST_LOOPBACK_IP}:${dnsPort}`);
-    output.push(`ip daddr ${HOST_LOOPBACK_IP} udp dport ${dnsPort} accept`);
-  } else {
-    output.push(`ip daddr ${SLIRP_DNS_IP} meta l4proto { tcp, udp } th dport 53 accept`);
-  }
-  if (proxyPort !== undefined) {
-    nat.push(
-      `ip daddr ${HOST_LOOPBACK_IP} tcp dport ${PROXY_GUEST_PORT} dnat to ${HOST_LOOPBACK_IP}:${proxyPort}`,
-    );
-    output.push(`ip daddr ${HOST_LOOPBACK_IP} tcp dport ${proxyPort} accept`);
-  }
-  const nets = policy.cidrs.filter((c) => !c.includes(':'));
-  if (!allowsHostLoopback(policy)) {
-    output.push(`ip daddr ${HOST_LOOPBACK_IP} meta l4proto tcp reject with tcp reset`);
-    output.push(`ip daddr ${HOST_LOOPBACK_IP} reject with icmp type port-unreachable`);
-  }
-  output.push('ip daddr @nets accept', 'ip daddr @hosts accept');
-  if (!policy.open) {
-    output.push('meta l4proto tcp reject with tcp reset', 'reject with icmp type port-unreachable');
-  }
-  return [
-    'table ip sandbox {',
-    `  set nets { type ipv4_addr; flags interval; auto-merge;${nets.length ? ` elements = { ${nets.join(', ')} };` : ''} }`,
-    '  set hosts { type ipv4_addr; }',
-    '  chain output {',
-    '    type filter hook output priority 0; policy accept;',
-    ...output.map((r) => `    ${r}`),
-    '  }',
-    '  chain nat_output {',
-    '    type nat hook output priority -100; policy accept;',
-    ...nat.map((r) => `    ${r}`),
-    '  }',
-    '}',
-    '',
-  ].join('\n');
-}
-
-/**
  * The network side of a local runtime. Hand `hooks()` to `createEngine`, call `prepare(id, config)`
  * before `engine.start`, and read `publishedPorts(id)` after it.
  */
@@ -221,6 +183,7 @@ export class BoxNetworking {
     const policy = parseAllowNet(ctx.network.allowNet);
     const live: Live = { bound: new Set() };
     this.#live.set(ctx.id, live);
+    const nsPath = this.#file(ctx.id, 'netns');
     const bind = async (addresses: string[]) => {
       // An open policy needs no per-address rule (and must not open the host loopback by name).
       if (policy.open) return;
@@ -228,38 +191,37 @@ export class BoxNetworking {
       for (const address of fresh) {
         live.bound.add(address);
       }
-      if (fresh.length > 0) {
-        await inNetns(ctx.pid, 'nft', [
-          'add',
-          'element',
-          'ip',
-          'sandbox',
-          'hosts',
-          `{ ${fresh.join(', ')} }`,
-        ]);
-      }
+      if (fresh.length > 0) await admitHosts(nsPath, fresh);
     };
     const ownDns = !policy.open || config.secrets.length > 0;
     if (ownDns) live.dns = await startDnsServer({ policy, bind });
     if (config.secrets.length > 0) {
       live.proxy = await startSecretsProxy({ policy, secrets: config.secrets });
     }
-    // slirp4netns and the firewall are independent: set both up at once (the box sends nothing before
-    // start() resolves), then record slirp4netns before reporting any failure, so teardown finds it.
-    const [slirp, firewall] = await Promise.allSettled([
+    // The gateway namespace first; then slirp4netns and the box's link with the ruleset, at once (the
+    // box sends nothing before start() resolves). slirp4netns is recorded before any failure is
+    // reported, so teardown finds it.
+    const persisted: Persisted = { slirpPid: 0, published: [] };
+    writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
+    await createGatewayNamespace(nsPath);
+    const rules = gatewayRules({ policy, dnsPort: live.dns?.port, proxyPort: live.proxy?.port });
+    const [slirp, link] = await Promise.allSettled([
       startSlirp({
-        pid: ctx.pid,
+        netns: nsPath,
+        cidr: SLIRP_CIDR,
         apiSocket: this.#file(ctx.id, 'sock'),
         logFile: this.#file(ctx.id, 'log'),
+        // The host loopback is needed for the resolver and the proxy (the gateway admits only them).
         disableHostLoopback: !ownDns && !allowsHostLoopback(policy),
+        disableDns: ownDns,
         exitWithParent: !config.detach,
       }),
-      loadNftables(ctx.pid, firewallRules(policy, live.dns?.port, live.proxy?.port)),
+      linkBox(nsPath, ctx.pid, rules),
     ]);
-    const persisted: Persisted = { slirpPid: slirp.status === 'fulfilled' ? slirp.value : 0, published: [] };
+    persisted.slirpPid = slirp.status === 'fulfilled' ? slirp.value : 0;
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
     if (slirp.status === 'rejected') throw slirp.reason;
-    if (firewall.status === 'rejected') throw firewall.reason;
+    if (link.status === 'rejected') throw link.reason;
     this.#writeEtc(ctx.boxDir, live.proxy?.caPem);
     persisted.published = await this.#publish(ctx.id, config.ports);
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
@@ -294,7 +256,7 @@ export class BoxNetworking {
       let hostPort = port.hostPort;
       if (hostPort !== undefined) {
         try {
-          await addHostForward(api, port.hostIp, hostPort, port.guestPort);
+          await addHostForward(api, port.hostIp, hostPort, SLIRP_GUEST_IP, port.guestPort);
         } catch (error) {
           throw new BoxError(
             `invalid box option ports[${i}].hostPort: cannot listen on ${port.hostIp}:${hostPort} (${(error as Error).message})`,
@@ -305,7 +267,7 @@ export class BoxNetworking {
         for (let attempt = 0; ; attempt++) {
           hostPort = await freePort(port.hostIp);
           try {
-            await addHostForward(api, port.hostIp, hostPort, port.guestPort);
+            await addHostForward(api, port.hostIp, hostPort, SLIRP_GUEST_IP, port.guestPort);
             break;
           } catch (error) {
             if (attempt >= 8) throw error; // another process took the port in between: retry
@@ -317,7 +279,7 @@ export class BoxNetworking {
     return published;
   }
 
-  /** Tears the box's network down (slirp4netns, resolver, proxy, state files). Idempotent. */
+  /** Tears the box's network down (slirp4netns, gateway namespace, resolver, proxy, state files). Idempotent. */
   async teardown(id: string): Promise<void> {
     const live = this.#live.get(id);
     this.#live.delete(id);
@@ -330,6 +292,7 @@ export class BoxNetworking {
       if (persisted.slirpPid > 0 && alive(persisted.slirpPid, 'slirp4netns'))
         process.kill(persisted.slirpPid, 'SIGKILL');
     } catch {}
+    await removeGatewayNamespace(this.#file(id, 'netns'));
     for (const ext of ['json', 'sock', 'log']) rmSync(this.#file(id, ext), { force: true });
   }
 }

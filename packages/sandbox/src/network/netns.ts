@@ -1,22 +1,31 @@
 /**
- * Host-side helpers acting in a box's network namespace (`/proc/<pid>/ns/net`): running a program
- * inside it with `nsenter`, loading nftables rules, and slirp4netns (user-mode networking) with its
- * API socket for host port forwards. Root only (the engine runs as root).
+ * Host-side helpers acting in network namespaces (a box's `/proc/<pid>/ns/net`, or its gateway's
+ * namespace file): running a program inside one with `nsenter`, and slirp4netns (user-mode
+ * networking) with its API socket for host port forwards. Root only (the engine runs as root).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { connect } from 'node:net';
 import { BoxError } from '../errors.ts';
 
-/** Guest address of a box's `eth0` (slirp4netns default network 10.0.2.0/24). */
+/** Address of a box's `eth0` (on 10.0.2.0/24, the link to its gateway namespace). */
 export const GUEST_IP = '10.0.2.100';
-/** The slirp4netns built-in DNS forwarder address, the box's `nameserver`. */
+/** The box's `nameserver`: an address of its gateway, which passes DNS on (see `gateway.ts`). */
 export const SLIRP_DNS_IP = '10.0.2.3';
 
-/** Runs `cmd args` inside the network namespace of `pid`; resolves stdout, rejects with its stderr. */
-export function inNetns(pid: number, cmd: string, args: string[], input?: string): Promise<string> {
+/**
+ * Runs `cmd args` inside a network namespace: that of process `target` (a pid), or the namespace
+ * file `target` (a path). Resolves stdout, rejects with its stderr.
+ */
+export function inNetns(
+  target: number | string,
+  cmd: string,
+  args: string[],
+  input?: string,
+): Promise<string> {
+  const ns = typeof target === 'number' ? `/proc/${target}/ns/net` : target;
   return new Promise((resolve, reject) => {
-    const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', cmd, ...args], {
+    const child = spawn('nsenter', [`--net=${ns}`, '--', cmd, ...args], {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const out: Buffer[] = [];
@@ -36,38 +45,45 @@ export function inNetns(pid: number, cmd: string, args: string[], input?: string
   });
 }
 
-/** Loads an nftables ruleset (`nft -f -` syntax) into the namespace of `pid`. */
-export async function loadNftables(pid: number, rules: string): Promise<void> {
-  await inNetns(pid, 'nft', ['-f', '-'], rules);
-}
-
 /** Options of `startSlirp`. */
 export interface SlirpOptions {
-  /** Host pid whose network namespace gets `eth0`. */
-  pid: number;
+  /** Network namespace file (the box's gateway namespace) that gets `tap0`. */
+  netns: string;
+  /** slirp4netns's network (`--cidr`): its host is `.2`, its DNS `.3`, the namespace `.100`. */
+  cidr: string;
   /** Path of the API socket (at most 107 bytes). */
   apiSocket: string;
   /** File receiving slirp4netns's own log. */
   logFile: string;
-  /** Refuse connections to the host's 127.0.0.1 through the gateway 10.0.2.2. */
+  /** Refuse connections to the host's 127.0.0.1 through slirp4netns's host address. */
   disableHostLoopback: boolean;
+  /** Turn slirp4netns's DNS forwarder off (the box's DNS goes to a resolver of its own). */
+  disableDns: boolean;
   /** Exit when the calling process exits (for boxes stopped with their parent); else outlive it. */
   exitWithParent: boolean;
 }
 
 /**
- * Starts slirp4netns for a namespace (`--configure`: `eth0` 10.0.2.100/24, gateway 10.0.2.2, DNS
- * 10.0.2.3, MTU 65520) in its own session, so it outlives the calling process (detached boxes keep
+ * Starts slirp4netns for a namespace file (`--configure`: `tap0` at `.100` of `cidr`, default route
+ * via `.2`, MTU 65520) in its own session, so it outlives the calling process (detached boxes keep
  * their published ports). Resolves with its pid once the interface is configured.
  * @throws Error when slirp4netns exits or does not report readiness.
  */
 export function startSlirp(options: SlirpOptions): Promise<number> {
   const log = openSync(options.logFile, 'a');
-  const args = ['--configure', '--mtu=65520', '--ready-fd=3', `--api-socket=${options.apiSocket}`];
+  const args = [
+    '--configure',
+    '--mtu=65520',
+    '--ready-fd=3',
+    `--api-socket=${options.apiSocket}`,
+    `--cidr=${options.cidr}`,
+    '--netns-type=path',
+  ];
   if (options.disableHostLoopback) args.push('--disable-host-loopback');
+  if (options.disableDns) args.push('--disable-dns');
   // fd 4: a socket whose other end only this process holds; its EOF makes slirp4netns exit.
   if (options.exitWithParent) args.push('--exit-fd=4');
-  args.push(String(options.pid), 'eth0');
+  args.push(options.netns, 'tap0');
   let child: ChildProcess;
   try {
     child = spawn('slirp4netns', args, {
@@ -125,11 +141,15 @@ export function slirpApi(apiSocket: string, request: object): Promise<Record<str
   });
 }
 
-/** Adds a host TCP forward `hostIp:hostPort` → box `guestPort`; returns slirp4netns's forward id. */
+/**
+ * Adds a host TCP forward `hostIp:hostPort` → `guestAddr:guestPort` (the gateway's slirp address; the
+ * gateway passes it on to the box); returns slirp4netns's forward id.
+ */
 export async function addHostForward(
   apiSocket: string,
   hostIp: string,
   hostPort: number,
+  guestAddr: string,
   guestPort: number,
 ): Promise<number> {
   const reply = await slirpApi(apiSocket, {
@@ -138,7 +158,7 @@ export async function addHostForward(
       proto: 'tcp',
       host_addr: hostIp,
       host_port: hostPort,
-      guest_addr: GUEST_IP,
+      guest_addr: guestAddr,
       guest_port: guestPort,
     },
   });

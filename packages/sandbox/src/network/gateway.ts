@@ -1,0 +1,198 @@
+/**
+ * The box's gateway: a network namespace of its own between the box and slirp4netns, where the
+ * network policy is enforced. The box cannot reach it: it is not the box's namespace, the box holds no
+ * handle on it, and nothing in it listens. Whatever the box sends (ordinary sockets, raw IP packets,
+ * hand-made Ethernet frames, with any capability inside its own namespace) reaches the outside only
+ * by being routed through this namespace's `forward` chain.
+ *
+ * ```
+ * box netns                 gateway netns (<stateDir>/<id>.netns)              host netns
+ * eth0 10.0.2.100/24 ──veth── veth0 10.0.2.2/24 + 10.0.2.3/32
+ *   default via 10.0.2.2     tap0 198.18.0.100/24 ── slirp4netns ── host sockets (198.18.0.2 = host 127.0.0.1)
+ * ```
+ *
+ * The box keeps seeing the classic slirp addresses (10.0.2.100, gateway 10.0.2.2, DNS 10.0.2.3); the
+ * slirp4netns side uses `198.18.0.0/24` (RFC 2544 benchmarking range, never routed), so box addresses
+ * and slirp addresses never meet. The ruleset (table `inet sandbox`):
+ *
+ * - `prerouting` (nat): DNS `10.0.2.3:53` → the per-box resolver on the host (`198.18.0.2:<port>`) or
+ *   slirp4netns's forwarder (`198.18.0.3:53`); `10.0.2.2:3128` → the secrets proxy; `10.0.2.2:*` →
+ *   the host loopback only when `allowNet` names it; inbound publications from slirp4netns → the box.
+ * - `postrouting` (nat): everything leaving through `tap0` is masqueraded to `198.18.0.100`.
+ * - `forward` (filter, policy drop): replies; only IPv4 from `10.0.2.100` in through `veth0` and out
+ *   through `tap0`; the DNATs above; then host-reserved destinations (`destinations.ts`: loopback,
+ *   link-local, the box and slirp networks, the host's own addresses at setup time) unless named
+ *   exactly in `allowNet`; then the allow sets (`nets`: IP/CIDR rules, `hosts`: addresses admitted by
+ *   the DNS resolver) or, for an empty `allowNet`, everything else. Refusals are immediate (TCP reset,
+ *   ICMP port unreachable).
+ * - `input` (filter): the gateway itself answers nothing from the box (reset/unreachable).
+ */
+import { spawn } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
+import { hostIpv4Addresses, isLocalOnly, RESERVED_IPV4 } from './destinations.ts';
+import { GUEST_IP, inNetns, SLIRP_DNS_IP } from './netns.ts';
+import { type AllowPolicy, allowsHostLoopback, HOST_LOOPBACK_IP } from './policy.ts';
+
+/** Host loopback as slirp4netns serves it on the gateway side (its `--cidr` host address). */
+export const SLIRP_HOST_IP = '198.18.0.2';
+/** slirp4netns's DNS forwarder on the gateway side. */
+export const SLIRP_RESOLVER_IP = '198.18.0.3';
+/** The gateway namespace's own address on slirp4netns's network (`tap0`), target of host forwards. */
+export const SLIRP_GUEST_IP = '198.18.0.100';
+/** MTU of every link (slirp4netns's maximum). */
+export const MTU = 65520;
+
+/** What the ruleset needs to know about the box. */
+export interface GatewayRulesOptions {
+  policy: AllowPolicy;
+  /** UDP port of the per-box resolver on the host's 127.0.0.1 (absent: slirp4netns resolves). */
+  dnsPort?: number;
+  /** TCP port of the secrets proxy on the host's 127.0.0.1 (absent: no proxy). */
+  proxyPort?: number;
+  /** The host's own IPv4 addresses; default: those configured now. */
+  hostAddresses?: string[];
+}
+
+/** The gateway's nftables ruleset (`nft -f` syntax); see the module comment. */
+export function gatewayRules(options: GatewayRulesOptions): string {
+  const { policy, dnsPort, proxyPort } = options;
+  const nat: string[] = [];
+  if (dnsPort !== undefined) {
+    nat.push(`iifname "veth0" ip daddr ${SLIRP_DNS_IP} udp dport 53 dnat ip to ${SLIRP_HOST_IP}:${dnsPort}`);
+  } else {
+    nat.push(
+      `iifname "veth0" ip daddr ${SLIRP_DNS_IP} meta l4proto { tcp, udp } th dport 53 dnat ip to ${SLIRP_RESOLVER_IP}:53`,
+    );
+  }
+  if (proxyPort !== undefined) {
+    nat.push(
+      `iifname "veth0" ip daddr ${HOST_LOOPBACK_IP} tcp dport 3128 dnat ip to ${SLIRP_HOST_IP}:${proxyPort}`,
+    );
+  }
+  if (allowsHostLoopback(policy))
+    nat.push(`iifname "veth0" ip daddr ${HOST_LOOPBACK_IP} dnat ip to ${SLIRP_HOST_IP}`);
+  nat.push(`iifname "tap0" ip daddr ${SLIRP_GUEST_IP} dnat ip to ${GUEST_IP}`);
+
+  const ipv4 = (list: Iterable<string>) => [...list].filter((a) => !a.includes(':'));
+  const named = ipv4(policy.exact).filter((a) => !isLocalOnly(a));
+  const reserved = [...RESERVED_IPV4, ...(options.hostAddresses ?? hostIpv4Addresses())];
+  const nets = ipv4(policy.cidrs);
+  const set = (name: string, elements: string[]) =>
+    `  set ${name} { type ipv4_addr; flags interval; auto-merge;${elements.length ? ` elements = { ${elements.join(', ')} };` : ''} }`;
+  return [
+    'table inet sandbox {',
+    set('named', named),
+    set('reserved', reserved),
+    set('nets', nets),
+    '  set hosts { type ipv4_addr; }',
+    '  chain prerouting {',
+    '    type nat hook prerouting priority dstnat; policy accept;',
+    ...nat.map((r) => `    ${r}`),
+    '  }',
+    '  chain postrouting {',
+    '    type nat hook postrouting priority srcnat; policy accept;',
+    '    oifname "tap0" masquerade',
+    '  }',
+    '  chain refuse {',
+    '    meta l4proto tcp reject with tcp reset',
+    '    reject with icmpx type port-unreachable',
+    '  }',
+    '  chain forward {',
+    '    type filter hook forward priority filter; policy drop;',
+    '    ct state established,related accept',
+    '    ct state invalid drop',
+    '    iifname "tap0" oifname "veth0" ct status dnat accept',
+    '    iifname != "veth0" drop',
+    '    oifname != "tap0" goto refuse',
+    '    meta nfproto != ipv4 drop',
+    `    ip saddr != ${GUEST_IP} drop`,
+    '    ct status dnat accept',
+    '    ip daddr @named accept',
+    '    ip daddr @reserved goto refuse',
+    '    ip daddr @nets accept',
+    '    ip daddr @hosts accept',
+    policy.open ? '    accept' : '    goto refuse',
+    '  }',
+    '  chain input {',
+    '    type filter hook input priority filter; policy drop;',
+    '    iifname "lo" accept',
+    '    ct state established,related accept',
+    '    iifname "veth0" goto refuse',
+    '  }',
+    '}',
+    '',
+  ].join('\n');
+}
+
+function exec(cmd: string, args: string[], input?: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['pipe', 'ignore', 'pipe'] });
+    const err: Buffer[] = [];
+    child.stderr.on('data', (c: Buffer) => err.push(c));
+    child.on('error', reject);
+    child.stdin.on('error', () => {});
+    child.on('close', (code) =>
+      code === 0
+        ? resolve()
+        : reject(
+            new Error(`${cmd} ${args.join(' ')} failed (${code}): ${Buffer.concat(err).toString().trim()}`),
+          ),
+    );
+    child.stdin.end(input ?? '');
+  });
+}
+
+/**
+ * Creates the gateway namespace, persistent as a bind mount of its nsfs file at `nsPath` (as
+ * `ip netns add` does), with only `lo` up. slirp4netns can be started on it as soon as this resolves.
+ * @throws Error when `unshare` fails (the file is removed again).
+ */
+export async function createGatewayNamespace(nsPath: string): Promise<void> {
+  writeFileSync(nsPath, '', { mode: 0o600 });
+  try {
+    await exec('unshare', [`--net=${nsPath}`, '--', 'ip', 'link', 'set', 'lo', 'up']);
+  } catch (error) {
+    rmSync(nsPath, { force: true });
+    throw error;
+  }
+}
+
+/**
+ * Links the box to its gateway and loads the ruleset, in one shell run inside the gateway namespace:
+ * a veth pair (`veth0` here, `eth0` moved into the namespace of `boxPid`), the addresses and routes on
+ * both sides, IPv4 forwarding on and IPv6 off in the gateway, ICMP datagram sockets (`ping` without
+ * `NET_RAW`) for every group in the box, then `nft -f` with `rules`.
+ * @throws Error with the failing command's stderr.
+ */
+export async function linkBox(nsPath: string, boxPid: number, rules: string): Promise<void> {
+  const box = `nsenter --net=/proc/${boxPid}/ns/net --`;
+  const script = [
+    'set -e',
+    `ip link add veth0 mtu ${MTU} type veth peer name eth0 mtu ${MTU} netns ${boxPid}`,
+    `ip addr add ${HOST_LOOPBACK_IP}/24 dev veth0`,
+    `ip addr add ${SLIRP_DNS_IP}/32 dev veth0`,
+    'ip link set veth0 up',
+    'echo 1 > /proc/sys/net/ipv4/ip_forward',
+    'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6',
+    `${box} ip addr add ${GUEST_IP}/24 dev eth0`,
+    `${box} ip link set eth0 up`,
+    `${box} ip route add default via ${HOST_LOOPBACK_IP}`,
+    `${box} sh -c 'echo "0 2147483647" > /proc/sys/net/ipv4/ping_group_range'`,
+    'nft -f -',
+  ].join('\n');
+  await inNetns(nsPath, 'sh', ['-c', script], rules);
+}
+
+/** Adds addresses to the gateway's `hosts` set (what the DNS resolver admitted for a listed name). */
+export async function admitHosts(nsPath: string, addresses: string[]): Promise<void> {
+  await inNetns(nsPath, 'nft', ['add', 'element', 'inet', 'sandbox', 'hosts', `{ ${addresses.join(', ')} }`]);
+}
+
+/**
+ * Removes the gateway namespace (unmounts and deletes `nsPath`); the veth pair goes with it. Idempotent:
+ * a missing or unmounted file is fine.
+ */
+export async function removeGatewayNamespace(nsPath: string): Promise<void> {
+  await exec('umount', [nsPath]).catch(() => {});
+  rmSync(nsPath, { force: true });
+}
