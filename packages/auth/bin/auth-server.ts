@@ -17,7 +17,8 @@ administration API under /auth-admin). Configuration comes from the environment:
   AUTH_PORT (default 4100), AUTH_HOST (default 0.0.0.0), AUTH_ISSUER,
   AUTH_DATABASE_PATH (default ./.data/auth.sqlite), AUTH_ADMIN_USERNAME,
   AUTH_ADMIN_PASSWORD, AUTH_DEMO_CLIENT_SECRET, AUTH_SIGNING_ALG,
-  AUTH_ACCESS_TOKEN_TTL, AUTH_REFRESH_TOKEN_TTL (seconds), AUTH_LOG=1 (request log).
+  AUTH_ACCESS_TOKEN_TTL, AUTH_REFRESH_TOKEN_TTL (seconds), AUTH_LOG=1 (request log),
+  AUTH_METRICS=0 (no Prometheus metrics at /metrics).
 See the package README for every variable.
 `;
 
@@ -25,7 +26,11 @@ See the package README for every variable.
 async function serve(): Promise<void> {
   const { buildAuthServer, configFromEnv } = await import('../src/server.ts');
   const { port, host, options } = configFromEnv();
-  const server = await buildAuthServer({ ...options, logger: process.env.AUTH_LOG === '1' });
+  const server = await buildAuthServer({
+    ...options,
+    logger: process.env.AUTH_LOG === '1',
+    metrics: process.env.AUTH_METRICS !== '0',
+  });
   const base = await server.listen(port, host);
   const { admin, clients, generatedDemoClientSecret } = server.bootstrap;
   if (admin) {

@@ -28,6 +28,14 @@ export type CredentialValidationResult =
   | { readonly ok: true; readonly user: UserRecord }
   | { readonly ok: false; readonly error: CredentialValidationError };
 
+/** What {@link CredentialValidatorOptions.onValidated} hears of one validation (no user name, no secret). */
+export interface CredentialValidationEvent {
+  /** `success`, or the failure code. */
+  readonly result: 'success' | CredentialValidationError;
+  /** True when this failure locked the account (the `MaxAccessFailedCount`-th consecutive failure). */
+  readonly lockedOut: boolean;
+}
+
 /** Who asks, for the audit event. */
 export interface CredentialContext {
   /** Audit category (default `Login`: the login page and the password grant both record credential checks as `Login`). */
@@ -53,6 +61,8 @@ export interface CredentialValidatorOptions {
   now?: () => number;
   /** Rehash a password made with outdated parameters on successful login (default true). */
   rehash?: boolean;
+  /** Called once per validation, after its audit event is written (metrics). Must not throw. */
+  onValidated?: (event: CredentialValidationEvent) => void;
 }
 
 /** Validates user name + password against the store (spec 001 "Credential validation"). */
@@ -64,6 +74,7 @@ export class CredentialValidator {
   readonly #now: () => number;
   readonly #audit: AuditLog;
   readonly #rehash: boolean;
+  readonly #onValidated: ((event: CredentialValidationEvent) => void) | undefined;
   #dummy: Promise<string> | undefined;
 
   /** @throws RangeError when `maxAccessFailedCount` < 1 or `lockoutDurationMs` < 0. */
@@ -73,6 +84,7 @@ export class CredentialValidator {
     this.#now = options.now ?? Date.now;
     this.#audit = new AuditLog(options.store, this.#now);
     this.#rehash = options.rehash ?? true;
+    this.#onValidated = options.onValidated;
     this.maxAccessFailedCount = options.maxAccessFailedCount ?? DEFAULT_MAX_ACCESS_FAILED_COUNT;
     this.lockoutDurationMs = options.lockoutDurationMs ?? DEFAULT_LOCKOUT_DURATION_MS;
     if (!Number.isInteger(this.maxAccessFailedCount) || this.maxAccessFailedCount < 1) {
@@ -121,6 +133,7 @@ export class CredentialValidator {
         failureCode: error,
         details,
       });
+      this.#onValidated?.({ result: error, lockedOut: details?.lockedOut === true });
       return { ok: false, error } as const;
     };
 
@@ -159,6 +172,7 @@ export class CredentialValidator {
     }
     const current = (await this.#store.getUser(user.id)) ?? user;
     await this.#audit.write({ ...base, outcome: AuditOutcome.Success, subjectId: user.id });
+    this.#onValidated?.({ result: 'success', lockedOut: false });
     return { ok: true, user: current };
   }
 }

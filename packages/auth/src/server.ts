@@ -10,6 +10,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
 import { CredentialValidator } from './credentials.ts';
+import { AuthMetrics, metricsPlugin } from './metrics.ts';
 import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
 import type { DpopProofVerifier } from './oauth/dpop.ts';
 import { createDpopVerifier } from './oauth/dpop-token.ts';
@@ -61,6 +62,8 @@ export interface AuthServerOptions {
   adminBasePath?: string;
   /** Fastify request logging (default false). */
   logger?: boolean;
+  /** Serve Prometheus metrics at `GET /metrics` (default true; `AUTH_METRICS=0` turns it off). */
+  metrics?: boolean;
   /** Clock, ms since epoch. */
   now?: () => number;
 }
@@ -98,6 +101,8 @@ export interface AuthServer {
   /** Mutable OAuth settings (set `issuer` after listening on an ephemeral port). */
   readonly config: ReturnType<typeof resolveOAuthConfig>;
   readonly bootstrap: BootstrapResult;
+  /** The server's metrics (served at `GET /metrics`); undefined with `metrics: false`. */
+  readonly metrics: AuthMetrics | undefined;
   /** Listens and, when no issuer was configured, sets it to `http://<host>:<port>`. @returns the base URL. */
   listen(port?: number, host?: string): Promise<string>;
 }
@@ -201,12 +206,14 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     });
   }
   const hasher = new PasswordHasher(options.hashParams ? { params: options.hashParams } : {});
+  const metrics = options.metrics === false ? undefined : new AuthMetrics();
   const credentials = new CredentialValidator({
     store,
     hasher,
     now,
     maxAccessFailedCount: options.maxAccessFailedCount,
     lockoutDurationMs: options.lockoutDurationMs,
+    onValidated: metrics?.credentialValidated,
   });
   const keys = new KeyManager(store, {
     alg: options.signingAlg,
@@ -221,6 +228,7 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     trustProxy: false,
     ...adminServerOptions(adminBasePath),
   });
+  if (metrics) await app.register(metricsPlugin, { metrics });
   await app.register(oauthServer, { config, store, keys, credentials, hasher, now });
   const tokenVerifier = new IssuerTokenVerifier(config, keys, now, createDpopVerifier(config, store, now));
   // Denials (of guests too) are audited as `Authorization` / `Denied` events.
@@ -254,6 +262,7 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     authorization,
     tokenVerifier,
     config,
+    metrics,
     get bootstrap() {
       return bootstrap;
     },
