@@ -11,13 +11,13 @@ import { buildAuthServer, configFromEnv, DEFAULT_AUTH_PORT, DEFAULT_DATABASE_PAT
 import { basic, postForm } from './oauth-fixtures.ts';
 
 describe('configFromEnv', () => {
-  test('defaults: port 4100, database under packages/auth/.data, issuer on localhost', () => {
+  test('defaults: port 4100, database under .data of the working directory, issuer on localhost', () => {
     const { port, host, options } = configFromEnv({});
     assert.equal(port, DEFAULT_AUTH_PORT);
     assert.equal(port, 4100);
     assert.equal(host, 'localhost');
     assert.equal(options.databasePath, DEFAULT_DATABASE_PATH);
-    assert.match(DEFAULT_DATABASE_PATH, /packages\/auth\/\.data\/auth\.sqlite$/);
+    assert.equal(DEFAULT_DATABASE_PATH, join(process.cwd(), '.data', 'auth.sqlite'));
     assert.equal(options.oauth?.issuer, 'http://localhost:4100');
     assert.equal(options.signingAlg, 'RS256');
     assert.equal(options.bootstrap?.adminPassword, undefined);
