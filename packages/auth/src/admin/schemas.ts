@@ -51,6 +51,7 @@ const grantTypes: Schema = {
       'password',
       'client_credentials',
       'urn:ietf:params:oauth:grant-type:token-exchange',
+      'urn:ietf:params:oauth:grant-type:device_code',
     ],
   },
   description: '`AllowedGrantTypes`.',

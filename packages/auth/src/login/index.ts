@@ -9,6 +9,7 @@ import csrf from '@fastify/csrf-protection';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AUTHORIZE_PATH, LOGIN_PATH } from '../oauth/authorize.ts';
 import type { OAuthContext } from '../oauth/context.ts';
+import { DEVICE_VERIFICATION_PATH } from '../oauth/device.ts';
 import { NOT_FORM, registerFormParser } from '../oauth/form.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import { loginForm, signedIn } from './page.ts';
@@ -28,6 +29,8 @@ const HEADER_SAFE = /^[\x21-\x7e]+$/;
  */
 export function safeReturnTo(value: unknown): string | undefined {
   if (typeof value !== 'string' || value.length > 4096 || !HEADER_SAFE.test(value)) return undefined;
+  // The device verification page (RFC 8628 §3.3) also sends users here and back.
+  if (value === DEVICE_VERIFICATION_PATH || value.startsWith(`${DEVICE_VERIFICATION_PATH}?`)) return value;
   return value.startsWith(`${AUTHORIZE_PATH}?`) ? value : undefined;
 }
 

@@ -15,7 +15,8 @@ button{margin-top:1.2rem;width:100%;padding:.6rem;border:0;border-radius:4px;bac
 p.error{color:#a40000;background:#fdecec;padding:.5rem;border-radius:4px;font-size:.9rem}
 `;
 
-function layout(title: string, body: string): string {
+/** The page frame of the login page (inline style, no scripts), shared by the device verification page. */
+export function layout(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en">
 <head>

@@ -28,8 +28,18 @@ export interface OAuthOptions {
   allowPlainPkce?: boolean;
   /** DPoP (RFC 9449) at the token endpoint and in the permission middleware; `false` turns it off. */
   dpop?: DpopOptions | false;
+  /** Device authorization grant (RFC 8628) settings. */
+  device?: DeviceOptions;
   /** Pushed authorization requests (RFC 9126); `false` turns the endpoint off. */
   par?: ParOptions | false;
+}
+
+/** Device authorization grant settings (RFC 8628). */
+export interface DeviceOptions {
+  /** Lifetime of device and user codes, seconds (§3.2 `expires_in`). Default 600. */
+  codeTtlSeconds?: number;
+  /** Minimum polling interval, seconds (§3.2 `interval`). Default 5. */
+  intervalSeconds?: number;
 }
 
 /** Pushed authorization request settings (RFC 9126). */
@@ -67,6 +77,8 @@ export interface OAuthConfig {
   readonly allowPlainPkce: boolean;
   /** DPoP settings, or null when DPoP is off (then it is not advertised and `DPoP` headers are ignored). */
   readonly dpop: (Required<Omit<DpopOptions, 'nonceSecret'>> & { readonly nonceSecret?: string }) | null;
+  /** Device grant settings (the grant itself is on when its grant type is in `grantTypes`). */
+  readonly device: Readonly<Required<DeviceOptions>>;
   /** PAR settings, or null when the PAR endpoint is off (then it is not advertised). */
   readonly par: Readonly<Required<ParOptions>> | null;
 }
@@ -107,6 +119,7 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
       'password',
       'client_credentials',
       'urn:ietf:params:oauth:grant-type:token-exchange',
+      'urn:ietf:params:oauth:grant-type:device_code',
     ],
     allowPlainPkce: options.allowPlainPkce ?? false,
     dpop:
@@ -118,6 +131,10 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
             proofMaxAgeSeconds: positiveInt('dpop.proofMaxAgeSeconds', options.dpop?.proofMaxAgeSeconds, 300),
             clockSkewSeconds: positiveInt('dpop.clockSkewSeconds', options.dpop?.clockSkewSeconds, 5),
           },
+    device: {
+      codeTtlSeconds: positiveInt('device.codeTtlSeconds', options.device?.codeTtlSeconds, 600),
+      intervalSeconds: positiveInt('device.intervalSeconds', options.device?.intervalSeconds, 5),
+    },
     par:
       options.par === false
         ? null

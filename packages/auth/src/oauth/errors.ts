@@ -15,7 +15,11 @@ export type OAuthErrorCode =
   | 'unsupported_token_type'
   | 'invalid_dpop_proof'
   | 'use_dpop_nonce'
-  | 'invalid_target';
+  | 'invalid_target'
+  | 'authorization_pending'
+  | 'slow_down'
+  | 'access_denied'
+  | 'expired_token';
 
 /** HTTP status per error code, exactly as spec 001's token-endpoint error table. */
 export const OAUTH_ERROR_STATUS: Readonly<Record<OAuthErrorCode, number>> = Object.freeze({
@@ -29,6 +33,10 @@ export const OAUTH_ERROR_STATUS: Readonly<Record<OAuthErrorCode, number>> = Obje
   invalid_dpop_proof: 400,
   use_dpop_nonce: 400,
   invalid_target: 400,
+  authorization_pending: 400,
+  slow_down: 400,
+  access_denied: 400,
+  expired_token: 400,
 });
 
 /**

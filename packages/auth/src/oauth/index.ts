@@ -13,6 +13,8 @@ import { ClientAssertionVerifier } from './client-auth-jwt.ts';
 import { ClientAuthenticator } from './clients.ts';
 import type { OAuthConfig } from './config.ts';
 import type { OAuthContext } from './context.ts';
+import { DEVICE_CODE_GRANT, registerDeviceAuthorizationEndpoint } from './device.ts';
+import { registerDeviceVerificationPage } from './device-page.ts';
 import { createDpopVerifier, storeReplayCache } from './dpop-token.ts';
 import type { KeyManager } from './keys.ts';
 import { assertionAudiences, registerMetadataEndpoints } from './metadata.ts';
@@ -110,6 +112,10 @@ export async function oauthServer(app: FastifyInstance, options: OAuthServerOpti
   registerAuthorizeEndpoint(app, ctx);
   registerTokenEndpoint(app, ctx);
   if (ctx.config.par) registerParEndpoint(app, ctx);
+  if (ctx.config.grantTypes.includes(DEVICE_CODE_GRANT)) {
+    registerDeviceAuthorizationEndpoint(app, ctx);
+    registerDeviceVerificationPage(app, ctx);
+  }
   registerRevocationAndIntrospection(app, ctx);
   registerLoginPage(app, ctx);
 }

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { AUTHORIZE_PATH } from './authorize.ts';
 import { CLIENT_ASSERTION_SIGNING_ALGS } from './client-auth-jwt.ts';
 import type { OAuthContext } from './context.ts';
+import { DEVICE_AUTHORIZATION_PATH, DEVICE_CODE_GRANT } from './device.ts';
 import { PAR_PATH } from './par.ts';
 
 /** Endpoint paths, relative to the issuer. */
@@ -65,6 +66,9 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
     id_token_signing_alg_values_supported: [alg],
     claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'preferred_username'],
     ...(ctx.dpop ? { dpop_signing_alg_values_supported: [...ctx.dpop.algorithms] } : {}),
+    ...(ctx.config.grantTypes.includes(DEVICE_CODE_GRANT)
+      ? { device_authorization_endpoint: `${iss}${DEVICE_AUTHORIZATION_PATH}` }
+      : {}),
     ...(ctx.config.par
       ? {
           pushed_authorization_request_endpoint: `${iss}${ENDPOINT_PATHS.pushedAuthorizationRequest}`,

@@ -15,6 +15,7 @@ import {
 } from '../store/types.ts';
 import type { AuthenticatedClient } from './clients.ts';
 import { familyIdFor, familyMatchesStamp, type OAuthContext, userActive } from './context.ts';
+import { deviceCodeGrant } from './device.ts';
 import type { DpopProof } from './dpop.ts';
 import { dpopSuccessHeaders, tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
@@ -141,6 +142,14 @@ async function handleTokenRequest(req: FastifyRequest, ctx: OAuthContext): Promi
       return clientCredentialsGrant(ctx, authenticated, form, bind);
     case 'urn:ietf:params:oauth:grant-type:token-exchange':
       return tokenExchangeGrant(req, ctx, client, form, bind);
+    case 'urn:ietf:params:oauth:grant-type:device_code': {
+      // RFC 8628 §3.5: the tokens of an approved device request, like those of an authorization code.
+      const { user, scope, deviceCodeHash } = await deviceCodeGrant(ctx, client, form);
+      return issue(ctx, client, user, scope, familyIdFor(deviceCodeHash, user.securityStamp), bind, {
+        nonce: null,
+        authTime: undefined,
+      });
+    }
   }
 }
 

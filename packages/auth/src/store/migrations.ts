@@ -234,4 +234,23 @@ CREATE TABLE pushed_authorization_requests (
 CREATE INDEX pushed_authorization_requests_expires ON pushed_authorization_requests(expires_at);
 `,
   },
+  {
+    version: 4,
+    name: 'device authorization grant',
+    sql: `
+CREATE TABLE device_codes (
+  device_code_hash TEXT PRIMARY KEY,
+  user_code TEXT NOT NULL UNIQUE,
+  client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+  scope TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'approved', 'denied', 'used')),
+  user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+  interval_s INTEGER NOT NULL,
+  last_polled_at INTEGER,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX device_codes_expires ON device_codes(expires_at);
+`,
+  },
 ];

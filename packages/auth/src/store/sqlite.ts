@@ -37,6 +37,8 @@ import type {
   NewRole,
   NewSigningKey,
   NewUser,
+  DeviceCodeRecord,
+  DeviceCodeStatus,
   Page,
   PermissionRecord,
   PushedRequestRecord,
@@ -173,6 +175,21 @@ function toAudit(row: Row): AuditEvent {
     failureCode: strOrNull(row.failure_code),
     remoteAddress: strOrNull(row.remote_address),
     details: row.details === null ? null : json(row.details),
+  };
+}
+
+function toDeviceCode(row: Row): DeviceCodeRecord {
+  return {
+    deviceCodeHash: String(row.device_code_hash),
+    userCode: String(row.user_code),
+    clientId: String(row.client_id),
+    scope: String(row.scope),
+    status: String(row.status) as DeviceCodeStatus,
+    userId: strOrNull(row.user_id),
+    intervalSeconds: Number(row.interval_s),
+    lastPolledAt: num(row.last_polled_at),
+    createdAt: Number(row.created_at),
+    expiresAt: Number(row.expires_at),
   };
 }
 
@@ -1552,11 +1569,82 @@ export class SqliteAuthStore implements AuthStore {
         this.#run('DELETE FROM login_sessions WHERE expires_at <= ?', now) +
         this.#run('DELETE FROM signing_keys WHERE expires_at IS NOT NULL AND expires_at <= ?', now) +
         this.#run('DELETE FROM replay_cache WHERE expires_at <= ?', now) +
-        this.#run('DELETE FROM pushed_authorization_requests WHERE expires_at <= ?', now),
+        this.#run('DELETE FROM pushed_authorization_requests WHERE expires_at <= ?', now) +
+        this.#run('DELETE FROM device_codes WHERE expires_at <= ?', now),
     );
   }
 
   // ── OAuth extensions ──
+
+  async insertDeviceCode(
+    input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
+  ): Promise<DeviceCodeRecord> {
+    return this.#change('device code', { field: 'userCode', value: input.userCode }, undefined, () => {
+      const row = this.#get(
+        `INSERT INTO device_codes (device_code_hash, user_code, client_id, scope, interval_s, created_at, expires_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+        input.deviceCodeHash,
+        input.userCode,
+        input.clientId,
+        input.scope,
+        input.intervalSeconds,
+        input.createdAt,
+        input.expiresAt,
+      );
+      return toDeviceCode(row!);
+    });
+  }
+
+  async findDeviceCodeByUserCode(userCode: string): Promise<DeviceCodeRecord | undefined> {
+    return this.#getAs(toDeviceCode, 'SELECT * FROM device_codes WHERE user_code = ?', String(userCode));
+  }
+
+  async pollDeviceCode(
+    deviceCodeHash: string,
+    now: number,
+  ): Promise<{ record: DeviceCodeRecord; slowDown: boolean } | undefined> {
+    return this.#tx(() => {
+      const record = this.#getAs(
+        toDeviceCode,
+        'SELECT * FROM device_codes WHERE device_code_hash = ?',
+        String(deviceCodeHash),
+      );
+      if (!record) return undefined;
+      const slowDown =
+        record.status === 'pending' &&
+        record.lastPolledAt !== null &&
+        now - record.lastPolledAt < record.intervalSeconds * 1000;
+      this.#run(
+        'UPDATE device_codes SET last_polled_at = ?, interval_s = interval_s + ? WHERE device_code_hash = ?',
+        now,
+        slowDown ? 5 : 0,
+        record.deviceCodeHash,
+      );
+      return { record, slowDown };
+    });
+  }
+
+  async decideDeviceCode(userCode: string, approved: boolean, userId: string, now: number): Promise<boolean> {
+    return (
+      this.#run(
+        `UPDATE device_codes SET status = ?, user_id = ?
+          WHERE user_code = ? AND status = 'pending' AND expires_at > ?`,
+        approved ? 'approved' : 'denied',
+        userId,
+        String(userCode),
+        now,
+      ) === 1
+    );
+  }
+
+  async consumeDeviceCode(deviceCodeHash: string): Promise<boolean> {
+    return (
+      this.#run(
+        `UPDATE device_codes SET status = 'used' WHERE device_code_hash = ? AND status = 'approved'`,
+        String(deviceCodeHash),
+      ) === 1
+    );
+  }
 
   async insertPushedRequest(input: Omit<PushedRequestRecord, 'usedAt'>): Promise<PushedRequestRecord> {
     return this.#change('pushed request', { field: 'requestHash', value: '…' }, undefined, () => {

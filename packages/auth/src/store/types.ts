@@ -148,6 +148,7 @@ export const GRANT_TYPES = [
   'password',
   'client_credentials',
   'urn:ietf:params:oauth:grant-type:token-exchange',
+  'urn:ietf:params:oauth:grant-type:device_code',
 ] as const;
 /** One of {@link GRANT_TYPES}. */
 export type GrantType = (typeof GRANT_TYPES)[number];
@@ -513,6 +514,26 @@ export interface PushedRequestRecord {
   readonly usedAt: number | null;
 }
 
+/** State of a device authorization (RFC 8628 §3.3–3.5). */
+export type DeviceCodeStatus = 'pending' | 'approved' | 'denied' | 'used';
+
+/** A device authorization request (RFC 8628 §3.1–3.2): the device code is stored only as its hash. */
+export interface DeviceCodeRecord {
+  readonly deviceCodeHash: string;
+  /** The user code as stored: upper case, without separators (e.g. `BDWPHQKN`). */
+  readonly userCode: string;
+  readonly clientId: string;
+  readonly scope: string;
+  readonly status: DeviceCodeStatus;
+  /** The user who approved or denied, or null while pending. */
+  readonly userId: string | null;
+  /** Minimum polling interval, seconds (raised by 5 on each `slow_down`, §3.5). */
+  readonly intervalSeconds: number;
+  readonly lastPolledAt: number | null;
+  readonly createdAt: number;
+  readonly expiresAt: number;
+}
+
 /** A login-page session (cookie value stored hashed). */
 export interface LoginSessionRecord {
   readonly sessionHash: string;
@@ -735,6 +756,28 @@ export interface AuthStore {
   purgeExpired(now: number): Promise<number>;
 
   // ── OAuth extensions ──
+  /** Stores a device authorization request. @throws ConflictError when the hash or user code exists. */
+  insertDeviceCode(
+    input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
+  ): Promise<DeviceCodeRecord>;
+  /** The device authorization with that (normalized) user code, or undefined. */
+  findDeviceCodeByUserCode(userCode: string): Promise<DeviceCodeRecord | undefined>;
+  /**
+   * One poll of the token endpoint (RFC 8628 §3.4–3.5), atomically: records the poll time and, when the
+   * previous poll of a pending request is less than its interval ago, raises the interval by 5 s.
+   * @returns the record as it was before this poll and whether the client polled too fast, or undefined.
+   */
+  pollDeviceCode(
+    deviceCodeHash: string,
+    now: number,
+  ): Promise<{ record: DeviceCodeRecord; slowDown: boolean } | undefined>;
+  /**
+   * The user's decision on a pending, unexpired request (RFC 8628 §3.3).
+   * @returns false when the request is not pending any more or expired.
+   */
+  decideDeviceCode(userCode: string, approved: boolean, userId: string, now: number): Promise<boolean>;
+  /** Marks an approved request used (its tokens are issued once). @returns false when not approved (or used). */
+  consumeDeviceCode(deviceCodeHash: string): Promise<boolean>;
   /** Stores a pushed authorization request (RFC 9126 §2.2). @throws ConflictError when the hash exists. */
   insertPushedRequest(input: Omit<PushedRequestRecord, 'usedAt'>): Promise<PushedRequestRecord>;
   /** The pushed request with that hash (used or not, expired or not), or undefined. */
