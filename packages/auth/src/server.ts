@@ -163,7 +163,7 @@ export async function bootstrapStore(
         clientType: 'public',
         redirectUris: options.demoSpaRedirectUris ?? demoSpaRedirectUris(issuer, adminBasePath),
         allowedGrantTypes: ['authorization_code', 'refresh_token'],
-        allowedScopes: ['openid', 'profile', 'offline_access'],
+        allowedScopes: ['openid', 'profile', 'email', 'roles', 'offline_access'],
       }),
     );
     const secret = options.demoClientSecret ?? generated();
@@ -175,7 +175,7 @@ export async function bootstrapStore(
         clientType: 'confidential',
         secretHash: await hasher.hash(secret),
         allowedGrantTypes: ['password', 'client_credentials', 'refresh_token'],
-        allowedScopes: ['openid', 'profile', 'offline_access', 'api'],
+        allowedScopes: ['openid', 'profile', 'email', 'roles', 'offline_access', 'api'],
       }),
     );
   }

@@ -8,6 +8,7 @@
 import csrf from '@fastify/csrf-protection';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AUTHORIZE_PATH, LOGIN_PATH } from '../oauth/authorize.ts';
+import { registerConsentPage } from '../oauth/consent.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { DEVICE_VERIFICATION_PATH } from '../oauth/device.ts';
 import { NOT_FORM, registerFormParser } from '../oauth/form.ts';
@@ -51,6 +52,13 @@ function loginUrl(params: { err?: boolean; returnTo?: string }): string {
   return s ? `${LOGIN_PATH}?${s}` : LOGIN_PATH;
 }
 
+/** The `login_hint` (OIDC Core §3.1.2.1) of a pending authorization request, to pre-fill the user name. */
+function loginHint(returnTo: string | undefined): string | undefined {
+  if (returnTo === undefined) return undefined;
+  const hint = new URLSearchParams(returnTo.slice(returnTo.indexOf('?') + 1)).get('login_hint');
+  return hint && hint.length <= 256 ? hint : undefined;
+}
+
 function formField(body: unknown, name: string): string | undefined {
   if (!(body instanceof URLSearchParams)) return undefined;
   const values = body.getAll(name);
@@ -77,7 +85,10 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
       const csrfToken = reply.generateCsrf();
       if (active && returnTo === undefined)
         return page(reply, signedIn({ userName: active.user.userName, csrfToken }));
-      return page(reply, loginForm({ csrfToken, returnTo, failed: query.err === '1' }));
+      return page(
+        reply,
+        loginForm({ csrfToken, returnTo, failed: query.err === '1', userName: loginHint(returnTo) }),
+      );
     });
 
     scope.post(LOGIN_PATH, { preHandler: scope.csrfProtection }, async (req, reply) => {
@@ -107,6 +118,8 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
       await startSession(req, reply, ctx, outcome.user.id);
       return reply.header('cache-control', 'no-store').redirect(returnTo ?? LOGIN_PATH, 302);
     });
+
+    registerConsentPage(scope, ctx, safeReturnTo, formField, page);
 
     scope.post('/logout', { preHandler: scope.csrfProtection }, async (req, reply) => {
       await endSession(req, reply, ctx);

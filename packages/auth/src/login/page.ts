@@ -13,9 +13,11 @@ label{display:block;margin:.8rem 0 .3rem;font-size:.9rem}
 input[type=text],input[type=password]{width:100%;box-sizing:border-box;padding:.5rem;border:1px solid #bbb;border-radius:4px;font-size:1rem}
 button{margin-top:1.2rem;width:100%;padding:.6rem;border:0;border-radius:4px;background:#2456c9;color:#fff;font-size:1rem;cursor:pointer}
 p.error{color:#a40000;background:#fdecec;padding:.5rem;border-radius:4px;font-size:.9rem}
+button.secondary{background:#e4e6eb;color:#222}
+ul.scopes{padding-left:1.2rem}ul.scopes li{margin:.3rem 0}ul.scopes code{color:#666;font-size:.8rem}
 `;
 
-/** The page frame of the login page (inline style, no scripts), shared by the device verification page. */
+/** A whole page: `title` (escaped) and `body` (HTML, already escaped by the caller) in the shared frame. */
 export function layout(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en">
@@ -40,6 +42,8 @@ export function loginForm(options: {
   csrfToken: string;
   returnTo: string | undefined;
   failed: boolean;
+  /** Pre-filled user name (OIDC `login_hint`). */
+  userName?: string;
 }): string {
   const error = options.failed ? '<p class="error" role="alert">Invalid user name or password.</p>\n' : '';
   const returnTo =
@@ -52,9 +56,9 @@ export function loginForm(options: {
 ${error}<form method="post" action="/login" autocomplete="on">
 <input type="hidden" name="_csrf" value="${escapeHtml(options.csrfToken)}">
 ${returnTo}<label for="username">User name</label>
-<input type="text" id="username" name="username" autocomplete="username" required maxlength="256" autofocus>
+<input type="text" id="username" name="username" autocomplete="username" required maxlength="256"${options.userName ? ` value="${escapeHtml(options.userName)}"` : ' autofocus'}>
 <label for="password">Password</label>
-<input type="password" id="password" name="password" autocomplete="current-password" required maxlength="1024">
+<input type="password" id="password" name="password" autocomplete="current-password" required maxlength="1024"${options.userName ? ' autofocus' : ''}>
 <button type="submit">Sign in</button>
 </form>`,
   );

@@ -3,10 +3,11 @@
  * its SHA-256. The cookie is `HttpOnly`, `SameSite=Lax` (so the top-level redirect from a client back to
  * `/connect/authorize` still carries it), `Path=/`, and `Secure` when the issuer is `https`.
  */
+import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type OAuthContext, userActive } from '../oauth/context.ts';
 import { hashToken, newOpaqueToken } from '../oauth/tokens.ts';
-import type { LoginSessionRecord, UserRecord } from '../store/types.ts';
+import type { AuthStore, LoginSessionRecord, UserRecord } from '../store/types.ts';
 
 /** Name of the session cookie. */
 export const SESSION_COOKIE = 'seed_auth_session';
@@ -40,9 +41,15 @@ export async function readSession(
   return { session, user };
 }
 
+/** A fresh public session id (OIDC `sid`): 128 random bits, base64url (22 characters). */
+export function newSessionId(): string {
+  return randomBytes(16).toString('base64url');
+}
+
 /**
- * Creates a session for `userId` and sets the cookie on `reply`. A session the request already carried is
- * revoked first, so a cookie planted before sign-in never becomes an authenticated session (fixation).
+ * Creates a session for `userId` (with a public id `sid` and `amr` `['pwd']`, RFC 8176 §2) and sets the
+ * cookie on `reply`. A session the request already carried is revoked first, so a cookie planted before
+ * sign-in never becomes an authenticated session (fixation).
  */
 export async function startSession(
   req: FastifyRequest,
@@ -60,6 +67,8 @@ export async function startSession(
     userId,
     createdAt: now,
     expiresAt: now + ttl * 1000,
+    sid: newSessionId(),
+    amr: ['pwd'],
   });
   reply.setCookie(SESSION_COOKIE, value, {
     httpOnly: true,
@@ -70,10 +79,29 @@ export async function startSession(
   });
 }
 
-/** Revokes the request's session (if any) and clears the cookie. */
-export async function endSession(req: FastifyRequest, reply: FastifyReply, ctx: OAuthContext): Promise<void> {
+/**
+ * Ends the request's session (if any): revokes it and the refresh tokens issued in it
+ * ({@link AuthStore.endLoginSession}), and clears the cookie.
+ * @returns the session record as it was before (undefined when the request carried none).
+ */
+export async function endSession(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: OAuthContext,
+): Promise<LoginSessionRecord | undefined> {
   const value = req.cookies[SESSION_COOKIE];
-  if (value && value.length <= 128) await ctx.store.revokeLoginSession(hashToken(value), ctx.now());
+  let session: LoginSessionRecord | undefined;
+  if (value && value.length <= 128) {
+    const hash = hashToken(value);
+    session = await ctx.store.getLoginSession(hash);
+    await ctx.store.endLoginSession(hash, ctx.now());
+  }
+  clearSessionCookie(reply, ctx);
+  return session;
+}
+
+/** Clears the session cookie on `reply`. */
+export function clearSessionCookie(reply: FastifyReply, ctx: OAuthContext): void {
   reply.clearCookie(SESSION_COOKIE, {
     path: '/',
     httpOnly: true,

@@ -8,6 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { readSession } from '../login/session.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord } from '../store/types.ts';
+import { CONSENT_PATH, consentStep, withoutConsentPrompt } from './consent.ts';
 import type { OAuthContext } from './context.ts';
 import { OAuthError } from './errors.ts';
 import { authorizationParams } from './par.ts';
@@ -20,13 +21,36 @@ export const LOGIN_PATH = '/login';
 /** Path of the authorization endpoint. */
 export const AUTHORIZE_PATH = '/connect/authorize';
 
-/** Error values the authorization endpoint redirects with (spec 001 plus OIDC `login_required`). */
+/**
+ * Error values the authorization endpoint redirects with (spec 001, plus OIDC Core §3.1.2.6
+ * `login_required` and `consent_required` for `prompt=none`).
+ */
 export type AuthorizeErrorCode =
   | 'invalid_request'
   | 'unauthorized_client'
   | 'unsupported_response_type'
   | 'invalid_scope'
-  | 'login_required';
+  | 'login_required'
+  | 'consent_required';
+
+/** `prompt` values understood (OIDC Core §3.1.2.1); `select_account` has nothing to select here (one session). */
+const PROMPT_VALUES = new Set(['none', 'login', 'consent', 'select_account']);
+
+/**
+ * The URL the login page returns to: the same authorization request without what the sign-in satisfies —
+ * `login` removed from `prompt` and `max_age` dropped (the new session's `auth_time` is returned in the ID
+ * token for the client to check, OIDC Core §3.1.2.1) — so the request does not send the user back to the
+ * login page again.
+ */
+export function afterLoginUrl(requestUrl: string): string {
+  const q = requestUrl.indexOf('?');
+  const params = new URLSearchParams(q === -1 ? '' : requestUrl.slice(q + 1));
+  const prompt = (params.get('prompt') ?? '').split(' ').filter((p) => p !== '' && p !== 'login');
+  if (prompt.length > 0) params.set('prompt', prompt.join(' '));
+  else params.delete('prompt');
+  params.delete('max_age');
+  return `${AUTHORIZE_PATH}?${params}`;
+}
 
 class AuthorizeRedirectError extends Error {
   readonly error: AuthorizeErrorCode;
@@ -113,15 +137,35 @@ export function registerAuthorizeEndpoint(app: FastifyInstance, ctx: OAuthContex
     try {
       const request = validate(q, client, ctx);
       const active = await readSession(req, ctx);
-      if (!active) {
-        if (request.prompt.includes('none'))
-          throw new AuthorizeRedirectError('login_required', 'the user is not signed in');
+      const now = ctx.now();
+      const tooOld =
+        active !== undefined &&
+        request.maxAge !== undefined &&
+        now - active.session.createdAt > request.maxAge * 1000;
+      if (!active || tooOld || request.prompt.includes('login')) {
+        if (request.prompt.includes('none')) {
+          throw new AuthorizeRedirectError(
+            'login_required',
+            active ? 'the authentication is older than max_age' : 'the user is not signed in',
+          );
+        }
         return reply
           .header('cache-control', 'no-store')
-          .redirect(`${LOGIN_PATH}?${new URLSearchParams({ return_to: req.url })}`, 302);
+          .redirect(`${LOGIN_PATH}?${new URLSearchParams({ return_to: afterLoginUrl(req.url) })}`, 302);
+      }
+      const consent = await consentStep(ctx, client, active.user, request.scope, request.prompt);
+      if (consent === 'required') {
+        if (request.prompt.includes('none'))
+          throw new AuthorizeRedirectError('consent_required', 'the user has not consented to this client');
+        return reply
+          .header('cache-control', 'no-store')
+          .redirect(
+            `${CONSENT_PATH}?${new URLSearchParams({ return_to: withoutConsentPrompt(req.url) })}`,
+            302,
+          );
       }
       const code = newOpaqueToken();
-      const now = ctx.now();
+      const sid = active.session.sid;
       await ctx.store.insertAuthorizationCode({
         codeHash: hashToken(code),
         clientId: client.clientId,
@@ -131,9 +175,13 @@ export function registerAuthorizeEndpoint(app: FastifyInstance, ctx: OAuthContex
         codeChallenge: request.codeChallenge,
         codeChallengeMethod: request.codeChallengeMethod,
         nonce: request.nonce ?? null,
+        authTime: Math.floor(active.session.createdAt / 1000),
+        sessionId: sid,
+        amr: active.session.amr,
         createdAt: now,
         expiresAt: now + ctx.config.authorizationCodeTtlSeconds * 1000,
       });
+      if (sid !== null) await ctx.store.addSessionClient(sid, client.clientId, now);
       await ctx.store.appendAudit({
         category: AuditCategory.Authorization,
         outcome: AuditOutcome.Success,
@@ -158,6 +206,8 @@ interface ValidAuthorizationRequest {
   readonly codeChallengeMethod: PkceMethod;
   readonly nonce: string | undefined;
   readonly prompt: readonly string[];
+  /** `max_age` in seconds (OIDC Core §3.1.2.1), or undefined. */
+  readonly maxAge: number | undefined;
 }
 
 /** Checks everything after client and redirect URI. @throws AuthorizeRedirectError. */
@@ -213,6 +263,25 @@ function validate(
   const nonce = q.get('nonce');
   if (nonce !== undefined && nonce.length > 512)
     throw new AuthorizeRedirectError('invalid_request', 'nonce is too long');
-  const prompt = (q.get('prompt') ?? '').split(' ').filter(Boolean);
-  return { scope, codeChallenge, codeChallengeMethod: method, nonce, prompt };
+  const prompt = [...new Set((q.get('prompt') ?? '').split(' ').filter(Boolean))];
+  for (const value of prompt) {
+    if (!PROMPT_VALUES.has(value))
+      throw new AuthorizeRedirectError(
+        'invalid_request',
+        `prompt value '${value.slice(0, 32)}' is not supported`,
+      );
+  }
+  if (prompt.includes('none') && prompt.length > 1)
+    throw new AuthorizeRedirectError(
+      'invalid_request',
+      "prompt 'none' must not be combined with other values",
+    );
+  const rawMaxAge = q.get('max_age');
+  if (rawMaxAge !== undefined && !/^\d{1,10}$/.test(rawMaxAge))
+    throw new AuthorizeRedirectError('invalid_request', 'max_age must be a non-negative integer (seconds)');
+  const loginHint = q.get('login_hint');
+  if (loginHint !== undefined && loginHint.length > 256)
+    throw new AuthorizeRedirectError('invalid_request', 'login_hint is too long (at most 256 characters)');
+  const maxAge = rawMaxAge === undefined ? undefined : Number(rawMaxAge);
+  return { scope, codeChallenge, codeChallengeMethod: method, nonce, prompt, maxAge };
 }

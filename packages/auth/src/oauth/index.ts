@@ -21,6 +21,7 @@ import { assertionAudiences, registerMetadataEndpoints } from './metadata.ts';
 import { registerParEndpoint } from './par.ts';
 import { registerRevocationAndIntrospection } from './revocation.ts';
 import { registerTokenEndpoint } from './token-endpoint.ts';
+import { registerUserInfoEndpoint } from './userinfo.ts';
 import { TokenIssuer } from './tokens.ts';
 
 export {
@@ -117,5 +118,6 @@ export async function oauthServer(app: FastifyInstance, options: OAuthServerOpti
     registerDeviceVerificationPage(app, ctx);
   }
   registerRevocationAndIntrospection(app, ctx);
+  registerUserInfoEndpoint(app, ctx);
   registerLoginPage(app, ctx);
 }

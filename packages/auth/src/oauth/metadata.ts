@@ -9,6 +9,8 @@ import { CLIENT_ASSERTION_SIGNING_ALGS } from './client-auth-jwt.ts';
 import type { OAuthContext } from './context.ts';
 import { DEVICE_AUTHORIZATION_PATH, DEVICE_CODE_GRANT } from './device.ts';
 import { PAR_PATH } from './par.ts';
+import { OIDC_SCOPES, SCOPE_CLAIMS } from './id-token.ts';
+import { USERINFO_PATH } from './userinfo.ts';
 
 /** Endpoint paths, relative to the issuer. */
 export const ENDPOINT_PATHS = Object.freeze({
@@ -18,6 +20,7 @@ export const ENDPOINT_PATHS = Object.freeze({
   introspection: '/connect/introspect',
   pushedAuthorizationRequest: PAR_PATH,
   jwks: '/.well-known/jwks.json',
+  userinfo: USERINFO_PATH,
 });
 
 /**
@@ -60,11 +63,29 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
     ],
     introspection_endpoint_auth_signing_alg_values_supported: assertionAlgs,
     code_challenge_methods_supported: ctx.config.allowPlainPkce ? ['S256', 'plain'] : ['S256'],
-    scopes_supported: ['openid', 'profile', 'offline_access'],
+    scopes_supported: [...OIDC_SCOPES, 'offline_access'],
     authorization_response_iss_parameter_supported: true,
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: [alg],
-    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'preferred_username'],
+    // OIDC Discovery §3: the ID token's claims and those the scopes release at the UserInfo endpoint.
+    claims_supported: [
+      ...new Set([
+        'iss',
+        'aud',
+        'exp',
+        'iat',
+        'auth_time',
+        'nonce',
+        'amr',
+        'sid',
+        'at_hash',
+        ...Object.values(SCOPE_CLAIMS).flat(),
+      ]),
+    ],
+    userinfo_endpoint: `${iss}${ENDPOINT_PATHS.userinfo}`,
+    prompt_values_supported: ['none', 'login', 'consent', 'select_account'],
+    claims_parameter_supported: false,
+    request_parameter_supported: false,
     ...(ctx.dpop ? { dpop_signing_alg_values_supported: [...ctx.dpop.algorithms] } : {}),
     ...(ctx.config.grantTypes.includes(DEVICE_CODE_GRANT)
       ? { device_authorization_endpoint: `${iss}${DEVICE_AUTHORIZATION_PATH}` }

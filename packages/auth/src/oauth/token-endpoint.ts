@@ -23,6 +23,7 @@ import { type FormParams, registerFormParser, requireForm } from './form.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
 import { requestedAudience } from './resource.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
+import { issueIdToken } from './id-token.ts';
 import { tokenExchangeGrant } from './token-exchange.ts';
 import { hashToken, newOpaqueToken, type TokenSubject } from './tokens.ts';
 
@@ -195,6 +196,7 @@ async function passwordGrant(
     {
       nonce: null,
       authTime: Math.floor(ctx.now() / 1000),
+      amr: ['pwd'],
     },
   );
 }
@@ -253,6 +255,8 @@ async function refreshGrant(
       createdAt: now,
       expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
       dpopJkt: stored.dpopJkt,
+      sessionId: stored.sessionId,
+      authTime: stored.authTime,
     },
     now,
   );
@@ -271,13 +275,24 @@ async function refreshGrant(
     jkt: proof?.jkt,
     audience,
   });
-  return {
+  const response: TokenResponse = {
     access_token: accessToken,
     token_type: proof ? 'DPoP' : 'Bearer',
     expires_in: ctx.config.accessTokenTtlSeconds,
     scope,
     refresh_token: next,
   };
+  // OIDC Core §12.2: a refresh of an `openid` grant returns a new ID token (same `auth_time` and `sid`).
+  if (user && scopeTokens(scope).includes('openid')) {
+    response.id_token = await issueIdToken(ctx, {
+      user,
+      clientId: client.clientId,
+      authTime: stored.authTime,
+      sid: stored.sessionId,
+      accessToken,
+    });
+  }
+  return response;
 }
 
 async function reuseDetected(
@@ -353,7 +368,9 @@ async function authorizationCodeGrant(
     { proof, audience },
     {
       nonce: record.nonce,
-      authTime: undefined,
+      authTime: record.authTime ?? undefined,
+      amr: record.amr,
+      sessionId: record.sessionId,
     },
   );
 }
@@ -395,7 +412,12 @@ async function issue(
   scope: string,
   familyId: string,
   { proof, audience }: TokenBinding,
-  oidc: { nonce: string | null; authTime: number | undefined },
+  oidc: {
+    nonce: string | null;
+    authTime: number | undefined;
+    amr?: readonly string[];
+    sessionId?: string | null;
+  },
 ): Promise<TokenResponse> {
   const now = ctx.now();
   const accessToken = await ctx.tokens.accessToken({
@@ -423,16 +445,20 @@ async function issue(
       createdAt: now,
       expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
       dpopJkt: client.clientType === 'public' && proof ? proof.jkt : null,
+      sessionId: oidc.sessionId ?? null,
+      authTime: oidc.authTime ?? null,
     });
     response.refresh_token = refresh;
   }
   if (scopeTokens(scope).includes('openid')) {
-    response.id_token = await ctx.tokens.idToken({
-      userId: user.id,
-      userName: user.userName,
+    response.id_token = await issueIdToken(ctx, {
+      user,
       clientId: client.clientId,
       nonce: oidc.nonce,
       authTime: oidc.authTime,
+      amr: oidc.amr,
+      sid: oidc.sessionId,
+      accessToken,
     });
   }
   return response;
