@@ -402,7 +402,7 @@ describe('unauthorized_client (400)', () => {
 describe('unsupported_grant_type (400)', () => {
   test('grant type unknown to the server', async () => {
     await expectError(
-      await token({ grant_type: 'urn:ietf:params:oauth:grant-type:device_code' }),
+      await token({ grant_type: 'urn:ietf:params:oauth:grant-type:saml2-bearer' }),
       400,
       'unsupported_grant_type',
     );
