@@ -63,7 +63,7 @@ async function assertAccessible(page: Page, where: string): Promise<void> {
 
 /** Waits until the page shows its data: the list is loaded and the live connection is up. */
 async function settled(page: Page): Promise<void> {
-  await page.getByText('151 of 151 shown').waitFor();
+  await page.getByText('151 creatures', { exact: true }).waitFor();
   await page.locator('.live', { hasText: 'live' }).waitFor();
 }
 

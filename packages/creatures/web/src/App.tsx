@@ -20,9 +20,9 @@ import { CreateCreaturePage, EditCreaturePage } from './CreatureForm.tsx';
 import { CreatureList } from './CreatureList.tsx';
 import { ErrorNotice } from './ErrorNotice.tsx';
 import {
+  AllCreaturesQuery,
   type ChangeKind,
   CreatureChangedSubscription,
-  CreaturesQuery,
   getLiveStatus,
   onLiveStatus,
 } from './graphql.ts';
@@ -48,7 +48,7 @@ export function App() {
   const route = useRoute();
   const [type, setType] = useState('');
   const [search, setSearch] = useState('');
-  const [list, refetchList] = useQuery({ query: CreaturesQuery, variables: { type: type || null } });
+  const [all, refetchAll] = useQuery({ query: AllCreaturesQuery });
   const [changes] = useSubscription({ query: CreatureChangedSubscription });
   const [recent, setRecent] = useState<CreatureChangeSignal[]>([]);
   const change = recent[0] ?? null;
@@ -62,14 +62,14 @@ export function App() {
     setRecent((previous) =>
       [{ seq: (previous[0]?.seq ?? 0) + 1, at: new Date(), ...event }, ...previous].slice(0, RECENT_CHANGES),
     );
-    refetchList({ requestPolicy: 'network-only' });
-  }, [changes.data, refetchList]);
+    refetchAll({ requestPolicy: 'network-only' });
+  }, [changes.data, refetchAll]);
 
   const types = useMemo(() => {
-    const all = new Set<string>();
-    for (const creature of list.data?.all ?? []) for (const t of creature.types) all.add(t);
-    return [...all].sort();
-  }, [list.data]);
+    const found = new Set<string>();
+    for (const creature of all.data?.creatures ?? []) for (const t of creature.types) found.add(t);
+    return [...found].sort();
+  }, [all.data]);
 
   /** Filters the list by a type and moves focus to the list (from the home page's type overview). */
   const showType = useCallback((t: string) => {
@@ -128,7 +128,7 @@ export function App() {
       <div className="columns">
         <main id="content" className="main-column" ref={mainRef} tabIndex={-1}>
           {route.page === 'home' && (
-            <Home creatures={list.data?.all} types={types} recent={recent} onType={showType} />
+            <Home creatures={all.data?.creatures} types={types} recent={recent} onType={showType} />
           )}
           {route.page === 'new' && <CreateCreaturePage />}
           {route.page === 'creature' && (
@@ -147,16 +147,16 @@ export function App() {
             All creatures
           </h2>
           <CreatureList
-            creatures={list.data?.creatures}
+            total={all.data?.creatures.length}
             types={types}
             type={type}
             onType={setType}
             search={search}
             onSearch={setSearch}
-            fetching={list.fetching}
+            refresh={change?.seq ?? 0}
             selected={selected}
           />
-          {list.error && <ErrorNotice error={list.error} />}
+          {all.error && <ErrorNotice error={all.error} />}
         </aside>
         <aside className="messages-column" aria-labelledby="messages-title">
           <MessageBoard />

@@ -40,6 +40,14 @@ export function Home({ creatures, types, recent, onType }: HomeProps) {
         Browse and search them, edit their details, and talk about them — every change, yours or another
         browser's, shows up here live.
       </p>
+      <p className="home-actions">
+        <button type="button" onClick={() => onType('')}>
+          Browse all creatures
+        </button>
+        <a className="button secondary" href="#/new">
+          Add a creature
+        </a>
+      </p>
 
       <RandomCreature creatures={creatures} />
 

@@ -94,7 +94,11 @@ export interface CreatureLink {
 /** A row of the creature list. */
 export interface CreatureSummary {
   id: string;
+  /** The id as a number ("025" is 25). */
+  number: number;
   name: string;
+  /** Path of the picture the server draws from the creature's data (`/images/creatures/25.svg`). */
+  image: string | null;
   classification: string | null;
   types: string[];
   maxCP: number | null;
@@ -138,7 +142,9 @@ export interface CreatureFields {
 const SUMMARY = gql`
   fragment CreatureSummary on Creature {
     id
+    number
     name
+    image
     classification
     types
     maxCP
@@ -196,17 +202,52 @@ const MESSAGE = gql`
   }
 `;
 
-/** The list (optionally of one type) and, aliased, every creature (the type filter and the home page). */
-export const CreaturesQuery = gql<
-  { creatures: CreatureSummary[]; all: CreatureSummary[] },
-  { type: string | null }
->`
-  query Creatures($type: String) {
-    creatures(type: $type) {
+/** Every creature (the total, the type overview and filter, the home page's random creature). */
+export const AllCreaturesQuery = gql<{ creatures: CreatureSummary[] }>`
+  query AllCreatures {
+    creatures {
       ...CreatureSummary
     }
-    all: creatures {
-      ...CreatureSummary
+  }
+  ${SUMMARY}
+`;
+
+/** Fields the creature list can be sorted by (`CreatureOrderField`). */
+export type CreatureOrderField = 'NUMBER' | 'NAME' | 'MAX_CP' | 'MAX_HP';
+
+/** Variables of {@link CreaturePageQuery}. */
+export interface CreaturePageVariables {
+  first: number;
+  after: string | null;
+  search: string | null;
+  type: string | null;
+  orderBy: { field: CreatureOrderField; direction: 'ASC' | 'DESC' };
+}
+
+/** One page of the list: creatures matching a name search and a type, in an order, after a cursor. */
+export const CreaturePageQuery = gql<
+  {
+    creaturesConnection: {
+      totalCount: number;
+      edges: { cursor: string; node: CreatureSummary }[];
+      pageInfo: { hasNextPage: boolean; endCursor: string | null };
+    };
+  },
+  CreaturePageVariables
+>`
+  query CreaturePage($first: Int, $after: String, $search: String, $type: String, $orderBy: CreatureOrder) {
+    creaturesConnection(first: $first, after: $after, search: $search, type: $type, orderBy: $orderBy) {
+      totalCount
+      edges {
+        cursor
+        node {
+          ...CreatureSummary
+        }
+      }
+      pageInfo {
+        hasNextPage
+        endCursor
+      }
     }
   }
   ${SUMMARY}
