@@ -10,6 +10,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
 import { CredentialValidator } from './credentials.ts';
+import { registerHealthRoutes } from './health.ts';
 import { AuthMetrics, metricsPlugin } from './metrics.ts';
 import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
 import type { DpopProofVerifier } from './oauth/dpop.ts';
@@ -230,6 +231,7 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
   });
   if (metrics) await app.register(metricsPlugin, { metrics });
   await app.register(oauthServer, { config, store, keys, credentials, hasher, now });
+  registerHealthRoutes(app, store);
   const tokenVerifier = new IssuerTokenVerifier(config, keys, now, createDpopVerifier(config, store, now));
   // Denials (of guests too) are audited as `Authorization` / `Denied` events.
   const authorization = new AuthorizationService({ store, tokenVerifier, now, auditDenials: true });

@@ -1,4 +1,5 @@
 /**
+ * Operability endpoints. `GET /healthz` and `GET /readyz` (liveness, and readiness that follows the store);
  * `GET /metrics` (Prometheus text format): request counts by route template and status, token requests by
  * grant type and outcome, credential validations and lockouts — counted from real requests to a real
  * server, and parsed with prom-client's own exposition rules (one sample per line).
@@ -118,6 +119,29 @@ describe('auth /metrics', () => {
       assert.equal(quiet.server.metrics, undefined);
     } finally {
       await quiet.close();
+    }
+  });
+});
+
+describe('auth health endpoints', () => {
+  it('/healthz answers while the process serves; /readyz follows the store', async () => {
+    const t = await startTestServer();
+    try {
+      const live = await fetch(`${t.base}/healthz`);
+      assert.equal(live.status, 200);
+      assert.deepEqual(await live.json(), { status: 'ok' });
+      assert.equal(live.headers.get('cache-control'), 'no-store');
+      const ready = await fetch(`${t.base}/readyz`);
+      assert.equal(ready.status, 200);
+      assert.deepEqual(await ready.json(), { status: 'ready' });
+      // A store that no longer answers (its database closed) makes the instance unready, not dead.
+      await t.server.store.close();
+      const gone = await fetch(`${t.base}/readyz`);
+      assert.equal(gone.status, 503);
+      assert.deepEqual(await gone.json(), { status: 'unavailable' });
+      assert.equal((await fetch(`${t.base}/healthz`)).status, 200);
+    } finally {
+      await t.server.app.close();
     }
   });
 });
