@@ -163,6 +163,7 @@ export async function bootstrapStore(
         displayName: 'Demo single-page app',
         clientType: 'public',
         redirectUris: options.demoSpaRedirectUris ?? demoSpaRedirectUris(issuer, adminBasePath),
+        postLogoutRedirectUris: [`${issuer}${adminBasePath}/`],
         allowedGrantTypes: ['authorization_code', 'refresh_token'],
         allowedScopes: ['openid', 'profile', 'email', 'roles', 'offline_access'],
       }),

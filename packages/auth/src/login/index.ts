@@ -12,9 +12,10 @@ import { registerConsentPage } from '../oauth/consent.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { DEVICE_VERIFICATION_PATH } from '../oauth/device.ts';
 import { NOT_FORM, registerFormParser } from '../oauth/form.ts';
+import { logout, registerEndSessionEndpoint } from '../oauth/logout.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import { loginForm, signedIn } from './page.ts';
-import { endSession, readSession, secureCookies, startSession } from './session.ts';
+import { readSession, secureCookies, startSession } from './session.ts';
 
 /** Name of the cookie holding the CSRF secret (double-submit with the form's `_csrf` field). */
 export const CSRF_COOKIE = 'seed_auth_csrf';
@@ -121,8 +122,10 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
 
     registerConsentPage(scope, ctx, safeReturnTo, formField, page);
 
+    registerEndSessionEndpoint(scope, ctx, page, formField);
+
     scope.post('/logout', { preHandler: scope.csrfProtection }, async (req, reply) => {
-      await endSession(req, reply, ctx);
+      await logout(req, reply, ctx);
       return reply.header('cache-control', 'no-store').redirect(LOGIN_PATH, 302);
     });
   });

@@ -8,8 +8,9 @@ import { AUTHORIZE_PATH } from './authorize.ts';
 import { CLIENT_ASSERTION_SIGNING_ALGS } from './client-auth-jwt.ts';
 import type { OAuthContext } from './context.ts';
 import { DEVICE_AUTHORIZATION_PATH, DEVICE_CODE_GRANT } from './device.ts';
-import { PAR_PATH } from './par.ts';
 import { OIDC_SCOPES, SCOPE_CLAIMS } from './id-token.ts';
+import { END_SESSION_PATH } from './logout.ts';
+import { PAR_PATH } from './par.ts';
 import { USERINFO_PATH } from './userinfo.ts';
 
 /** Endpoint paths, relative to the issuer. */
@@ -21,6 +22,7 @@ export const ENDPOINT_PATHS = Object.freeze({
   pushedAuthorizationRequest: PAR_PATH,
   jwks: '/.well-known/jwks.json',
   userinfo: USERINFO_PATH,
+  endSession: END_SESSION_PATH,
 });
 
 /**
@@ -83,6 +85,9 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
       ]),
     ],
     userinfo_endpoint: `${iss}${ENDPOINT_PATHS.userinfo}`,
+    end_session_endpoint: `${iss}${ENDPOINT_PATHS.endSession}`,
+    backchannel_logout_supported: true,
+    backchannel_logout_session_supported: true,
     prompt_values_supported: ['none', 'login', 'consent', 'select_account'],
     claims_parameter_supported: false,
     request_parameter_supported: false,

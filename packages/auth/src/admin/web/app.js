@@ -82,9 +82,10 @@ async function discover() {
     authorize: '/connect/authorize',
     token: '/connect/token',
     revoke: '/connect/revocation',
+    endSession: '/connect/endsession',
   };
   try {
-    const res = await fetch('/.well-known/oauth-authorization-server');
+    const res = await fetch('/.well-known/openid-configuration');
     if (res.ok) {
       const meta = await res.json();
       // Same origin as this page (the redirect URI is registered for it).
@@ -94,6 +95,7 @@ async function discover() {
         authorize: path(meta.authorization_endpoint, endpoints.authorize),
         token: path(meta.token_endpoint, endpoints.token),
         revoke: path(meta.revocation_endpoint, endpoints.revoke),
+        endSession: path(meta.end_session_endpoint, endpoints.endSession),
       };
     }
   } catch {
@@ -120,13 +122,15 @@ async function signIn() {
 }
 
 function saveTokens(body) {
-  const tokens = {
+  const previous = tokens();
+  const saved = {
     accessToken: body.access_token,
     refreshToken: body.refresh_token ?? null,
+    idToken: body.id_token ?? previous?.idToken ?? null,
     expiresAt: Date.now() + (Number(body.expires_in) || 300) * 1000,
   };
-  sessionStorage.setItem(TOKENS_KEY, JSON.stringify(tokens));
-  return tokens;
+  sessionStorage.setItem(TOKENS_KEY, JSON.stringify(saved));
+  return saved;
 }
 
 function tokens() {
@@ -198,7 +202,12 @@ async function signOut() {
       }),
     }).catch(() => undefined);
   }
-  render();
+  // RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0): ends the login page's session too, then
+  // the server sends the browser back here.
+  const { endSession } = await discover();
+  const params = new URLSearchParams({ client_id: CLIENT_ID, post_logout_redirect_uri: REDIRECT_URI });
+  if (current?.idToken) params.set('id_token_hint', current.idToken);
+  location.assign(`${endSession}?${params}`);
 }
 
 // ── API calls ──
