@@ -32,6 +32,25 @@ export interface JsOptions {
   apiKey?: string;
   /** Access token (JWT) of the auth service for the REST runtime; env fallback `SANDBOX_ACCESS_TOKEN`. */
   accessToken?: string;
+  /**
+   * Default isolation tier of this runtime's boxes (see `JsBoxOptions.isolation`); default
+   * `container`. Named as Kubernetes' RuntimeClass and E2B/Modal speak of it: how a box is isolated.
+   */
+  isolation?: IsolationTier;
+}
+
+/**
+ * How a box is isolated from the host. `container`: an OCI container (crun/runc) — namespaces,
+ * cgroups, capabilities, seccomp; box processes call the host kernel. `gvisor`: the same container
+ * run by gVisor's runsc — a user-space kernel (the Sentry) answers the box's system calls.
+ */
+export type IsolationTier = 'container' | 'gvisor';
+
+/** The isolation of a box as `JsBoxInfo.isolation` reports it. */
+export interface JsIsolationInfo {
+  tier: IsolationTier;
+  /** gVisor platform (`ptrace` or `kvm`, chosen per host: see ENGINE.md); only for `gvisor`. */
+  platform?: 'ptrace' | 'kvm';
 }
 
 /** An environment variable of a box (spec 002 `JsEnvVar`). */
@@ -109,6 +128,11 @@ export interface JsBoxOptions {
   autoRemove?: boolean;
   /** The box survives the exit of the parent process; default false. */
   detach?: boolean;
+  /**
+   * Isolation tier of this box: `container` or `gvisor` (needs runsc on the host); default the
+   * runtime's `JsOptions.isolation`, else `container`. A `gvisor` box refuses `tty` commands.
+   */
+  isolation?: IsolationTier;
 }
 
 /** State of a box (spec 002 `JsBoxStateInfo`). */
@@ -162,6 +186,8 @@ export interface JsBoxInfo {
   memoryMib: number;
   /** null: network information unavailable. */
   network: JsNetworkInfo | null;
+  /** Isolation tier (and gVisor platform) the box runs under; absent when the server does not say. */
+  isolation?: JsIsolationInfo;
 }
 
 /** Result of `JsExecution.wait` (spec 002 `JsExecResult`). */

@@ -383,6 +383,23 @@ export class GVisorEngine implements Engine {
     }
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     this.cpuSamples.delete(spec.id);
+    // runsc leaves `lo` of the namespace it creates down; the box's 127.0.0.1 sockets (host sockets of
+    // that namespace under --network=host) and the engine's tunnels need it up.
+    const lo = await run(findExecutable('nsenter') ?? '/usr/bin/nsenter', [
+      `--net=/proc/${pid}/ns/net`,
+      '--',
+      findExecutable('ip') ?? '/sbin/ip',
+      'link',
+      'set',
+      'lo',
+      'up',
+    ]);
+    if (lo.code !== 0) {
+      await this.stop(spec.id, 0).catch(() => {});
+      throw new BoxError(
+        `box ${spec.id}: bringing up lo in the box's network namespace failed: ${lo.stderr.trim()}`,
+      );
+    }
     if (this.opts.networkSetup) {
       try {
         await this.opts.networkSetup({ id: spec.id, pid, boxDir: spec.boxDir, network: spec.network });

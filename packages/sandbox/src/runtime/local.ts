@@ -17,7 +17,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ulid } from 'ulid';
-import { createEngine } from '../engine/index.ts';
+import { createTieredEngine, type TieredEngine } from '../engine/gvisor-tiers.ts';
 import type { Engine, EngineBoxSpec, EngineMount } from '../engine/types.ts';
 import { BoxError, conflict, notFound, withCode } from '../errors.ts';
 import { ImageStore, type PreparedImage } from '../images/index.ts';
@@ -78,7 +78,7 @@ export class LocalRuntime implements RuntimeBackend {
   readonly #counters: Counters = { created: 0, failed: 0, commands: 0, execErrors: 0 };
   /** Per-box exec counters not yet written to the state database (see `PendingCounters`). */
   readonly #pending: PendingCounters;
-  #engine: Promise<Engine> | null = null;
+  #engine: Promise<TieredEngine> | null = null;
   #ready: Promise<void> | null = null;
   #net: BoxNetworking | null = null;
   readonly #ctx: RuntimeContext;
@@ -129,8 +129,12 @@ export class LocalRuntime implements RuntimeBackend {
     return this.#net;
   }
 
-  #getEngine(): Promise<Engine> {
-    this.#engine ??= createEngine({ stateRoot: this.#engineStateRoot(), ...this.#networking().hooks() });
+  /** The engine of both isolation tiers (the gVisor one is created on the first gVisor box). */
+  #getEngine(): Promise<TieredEngine> {
+    this.#engine ??= createTieredEngine({
+      stateRoot: this.#engineStateRoot(),
+      ...this.#networking().hooks(),
+    });
     this.#engine.catch(() => {
       this.#engine = null;
     });
@@ -294,6 +298,12 @@ export class LocalRuntime implements RuntimeBackend {
       }
     });
     await this.#whenReady();
+    if (normalized.isolation === 'gvisor') {
+      // The platform is chosen once per boot (a KVM probe of at most 3 s the first time); runsc missing
+      // fails here, before anything is created.
+      const engine = await this.#getEngine();
+      normalized.gvisorPlatform = (await engine.gvisorPlatform()).platform;
+    }
     const id = ulid();
     const { secrets, ...rest } = normalized;
     this.#db.insertBox({
@@ -352,6 +362,7 @@ export class LocalRuntime implements RuntimeBackend {
         capabilities: normalized.capabilities,
         network: normalized.network,
         detach: normalized.detach,
+        isolation: normalized.isolation,
       };
       if (image.config.user) spec.user = image.config.user;
       if (normalized.diskSizeGb !== undefined) spec.diskSizeGb = normalized.diskSizeGb;

@@ -7,7 +7,15 @@ import { isAbsolute } from 'node:path';
 import { DEFAULT_CPUS, DEFAULT_MEMORY_MIB } from '../constants.ts';
 import { BoxError } from '../errors.ts';
 import { parseAllowNet } from '../network/policy.ts';
-import type { JsBoxOptions, JsEnvVar, JsPortSpec, JsVolumeSpec, NetworkSpec, Secret } from '../types.ts';
+import type {
+  IsolationTier,
+  JsBoxOptions,
+  JsEnvVar,
+  JsPortSpec,
+  JsVolumeSpec,
+  NetworkSpec,
+  Secret,
+} from '../types.ts';
 
 /** Default working directory of a box (spec 002 `JsBoxOptions.workingDir`). */
 export const DEFAULT_WORKING_DIR = '/root';
@@ -46,12 +54,26 @@ export interface NormalizedBoxOptions {
   capabilities: { add: string[]; drop: string[] };
   autoRemove: boolean;
   detach: boolean;
+  /** Isolation tier (`JsBoxOptions.isolation`, default `container`; `JsRuntime` fills in its own default). */
+  isolation: IsolationTier;
+  /** gVisor platform the box was started on; set by the local runtime, not by validation. */
+  gvisorPlatform?: 'ptrace' | 'kvm';
 }
 
 /** What a runtime accepts beyond the options themselves. */
 export interface ValidateContext {
   /** false for a REST runtime: host bind mounts are refused (spec 002 rejection 4). Default true. */
   allowHostBinds?: boolean;
+}
+
+/**
+ * Checks an isolation tier (`JsOptions.isolation`, `JsBoxOptions.isolation`).
+ * @throws BoxError naming `field` unless it is `container` or `gvisor`.
+ */
+export function validateIsolation(value: unknown, field: string): IsolationTier | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (value !== 'container' && value !== 'gvisor') reject(field, "must be 'container' or 'gvisor'");
+  return value;
 }
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -291,6 +313,7 @@ export function validateBoxOptions(options: unknown, context: ValidateContext = 
     capabilities: validateCapabilities(o.advanced),
     autoRemove: optionalBoolean(o.autoRemove, 'autoRemove', false),
     detach: optionalBoolean(o.detach, 'detach', false),
+    isolation: validateIsolation(o.isolation, 'isolation') ?? 'container',
   };
   const diskSizeGb = positiveNumber(o.diskSizeGb, 'diskSizeGb', undefined);
   if (diskSizeGb !== undefined) normalized.diskSizeGb = diskSizeGb;

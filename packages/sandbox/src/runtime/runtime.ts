@@ -6,7 +6,7 @@
  */
 import { BoxError } from '../errors.ts';
 import { RestRuntime, restOptionsFrom } from '../rest/client.ts';
-import type { JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
+import type { IsolationTier, JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
 import type { JsBox } from './box.ts';
 import { LocalRuntime } from './local.ts';
@@ -24,6 +24,8 @@ export class JsRuntime {
 
   /** The flavour every call is forwarded to. */
   readonly #backend: RuntimeBackend;
+  /** Default isolation tier of boxes created without `isolation` (`JsOptions.isolation`). */
+  readonly #isolation: IsolationTier | undefined;
 
   /**
    * A runtime with custom options (spec 002 `new JsRuntime(options)`). With `url` (or `SANDBOX_URL` and
@@ -43,6 +45,16 @@ export class JsRuntime {
         field: 'imageRegistries',
       });
     }
+    if (
+      options.isolation !== undefined &&
+      options.isolation !== 'container' &&
+      options.isolation !== 'gvisor'
+    ) {
+      throw new BoxError("invalid runtime option isolation: must be 'container' or 'gvisor'", {
+        field: 'isolation',
+      });
+    }
+    this.#isolation = options.isolation;
     const rest = restOptionsFrom(options);
     this.#backend = rest ? new RestRuntime(rest) : new LocalRuntime(options);
   }
@@ -85,6 +97,14 @@ export class JsRuntime {
    *   failure. Nothing of a failed box remains.
    */
   create(options: JsBoxOptions, name?: string): Promise<JsBox> {
+    if (
+      this.#isolation &&
+      typeof options === 'object' &&
+      options !== null &&
+      options.isolation === undefined
+    ) {
+      return this.#backend.create({ ...options, isolation: this.#isolation }, name);
+    }
     return this.#backend.create(options, name);
   }
 

@@ -1,0 +1,149 @@
+/**
+ * The gVisor isolation tier through `JsRuntime`: the `isolation` option (runtime default and per
+ * box), `JsBoxInfo.isolation` (tier and platform), exec streams, the `tty` refusal, network modes
+ * (`disabled`, `enabled`, `allowNet`), published ports, tunnels, metrics and managed volumes.
+ * Skipped only when runsc is not installed (`npm run test:setup -w @seed/sandbox` installs it).
+ */
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { findExecutable } from '../src/engine/engine.ts';
+import { BoxError } from '../src/errors.ts';
+import { JsRuntime } from '../src/runtime/runtime.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, run, tempHome } from './runtime-helpers.ts';
+
+const skip = findExecutable('runsc') ? false : 'runsc is not installed (npm run test:setup installs it)';
+
+let runtime: JsRuntime;
+let server: Server;
+let hostPort = 0;
+
+before(async () => {
+  if (skip) return;
+  // ptrace explicitly: the KVM probe is covered by gvisor.test.ts.
+  process.env.SEED_SANDBOX_GVISOR_PLATFORM = 'ptrace';
+  ensureRegistry();
+  runtime = new JsRuntime({
+    homeDir: tempHome('sandbox-gv-'),
+    imageRegistries: REGISTRIES,
+    isolation: 'gvisor',
+  });
+  server = createServer((_req, res) => res.end('from host\n'));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  hostPort = (server.address() as { port: number }).port;
+});
+
+after(async () => {
+  server?.close();
+  await cleanupAll();
+});
+
+describe('isolation option', { skip }, () => {
+  test('the runtime default applies, a box may override it, and info() reports tier and platform', async () => {
+    const gv = await runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } });
+    const ct = await runtime.create({
+      image: BUSYBOX,
+      network: { mode: 'disabled' },
+      isolation: 'container',
+    });
+    assert.deepEqual((await gv.info()).isolation, { tier: 'gvisor', platform: 'ptrace' });
+    assert.deepEqual((await ct.info()).isolation, { tier: 'container' });
+    assert.deepEqual((await runtime.getInfo(gv.id))!.isolation, { tier: 'gvisor', platform: 'ptrace' });
+    const kernel = await run(gv, 'dmesg');
+    assert.match(kernel.stdout, /gVisor/);
+    assert.doesNotMatch((await run(ct, 'cat', ['/proc/version'])).stdout, /4\.4\.0 #1 SMP Sun Jan 10/);
+    await runtime.remove(gv.id, true);
+    await runtime.remove(ct.id, true);
+  });
+
+  test('invalid isolation values are rejected naming the field', async () => {
+    await assert.rejects(
+      runtime.create({ image: BUSYBOX, isolation: 'vm' as never }),
+      (e: BoxError) => e instanceof BoxError && e.field === 'isolation',
+    );
+    assert.throws(
+      () => new JsRuntime({ homeDir: tempHome(), isolation: 'firecracker' as never }),
+      /invalid runtime option isolation/,
+    );
+  });
+});
+
+describe('gVisor boxes through the runtime', { skip }, () => {
+  test('exec streams and exit codes; tty is refused naming it; metrics', async () => {
+    const box = await runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } });
+    const r = await run(box, 'sh', ['-c', 'echo out; echo err >&2; exit 4']);
+    assert.deepEqual(r, { exitCode: 4, stdout: 'out', stderr: 'err' });
+    await assert.rejects(
+      box.exec('sh', [], undefined, true),
+      /tty: not supported by the gvisor isolation tier/,
+    );
+    const metrics = await box.metrics();
+    assert.ok((metrics.memoryBytes ?? 0) > 0);
+    assert.ok(metrics.commandsExecutedTotal >= 1);
+    await runtime.remove(box.id, true);
+  });
+
+  test('network disabled: only lo; enabled with allowNet: the listed host is reached, others refused', async () => {
+    const off = await runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } });
+    const offTry = await run(off, 'sh', ['-c', `nc -w 2 10.0.2.2 ${hostPort} </dev/null; echo rc=$?`]);
+    assert.match(offTry.stdout, /rc=1/);
+    await runtime.remove(off.id, true);
+
+    const allowed = await runtime.create({
+      image: BUSYBOX,
+      network: { mode: 'enabled', allowNet: ['10.0.2.2'] },
+    });
+    const get = `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 10.0.2.2 ${hostPort}`;
+    const ok = await run(allowed, 'sh', ['-c', get]);
+    assert.match(ok.stdout, /from host/, ok.stderr);
+    const denied = await run(allowed, 'sh', ['-c', `nc -w 2 192.0.2.1 80 </dev/null; echo rc=$?`]);
+    assert.match(denied.stdout + denied.stderr, /rc=1/);
+    await runtime.remove(allowed.id, true);
+
+    const open = await runtime.create({ image: BUSYBOX });
+    const loop = await run(open, 'sh', ['-c', `${get}; echo rc=$?`]);
+    assert.doesNotMatch(loop.stdout, /from host/, 'the host loopback stays closed without allowNet');
+    await runtime.remove(open.id, true);
+  });
+
+  test('published ports, tunnels and the box itself reach a server in the box', async () => {
+    const box = await runtime.create({ image: BUSYBOX, ports: [{ guestPort: 8080, hostIp: '127.0.0.1' }] });
+    const port = (await box.info()).network!.publishedPorts![0]!.hostPort;
+    // httpd forks into the background before it listens: the sleep lets it bind.
+    await run(box, 'sh', [
+      '-c',
+      'mkdir /w && echo in-gvisor > /w/index.html && httpd -p 8080 -h /w; sleep 0.3',
+    ]);
+    const request = 'GET / HTTP/1.0\r\n\r\n';
+    for (let round = 0; round < 2; round++) {
+      assert.equal(await (await fetch(`http://127.0.0.1:${port}/`)).text(), 'in-gvisor\n');
+      const conn = await (await box.network.tunnel(8080)).connect();
+      await conn.write(request);
+      let reply = '';
+      for (let chunk = await conn.read(); chunk.length > 0; chunk = await conn.read()) reply += chunk;
+      await conn.close();
+      assert.match(reply, /^HTTP\/1\.[01] 200[\s\S]*\r\n\r\nin-gvisor\n$/);
+      const local = await run(box, 'sh', ['-c', `printf '${request}' | nc 127.0.0.1 8080 | tail -1`]);
+      assert.equal(local.stdout, 'in-gvisor', 'the box reaches itself on 127.0.0.1');
+    }
+    await runtime.remove(box.id, true);
+  });
+
+  test('a managed volume outlives its gVisor box and is seen by a container box', async () => {
+    const a = await runtime.create({
+      image: BUSYBOX,
+      network: { mode: 'disabled' },
+      volumes: [{ managedVolume: 'gv-data', guestPath: '/data' }],
+    });
+    assert.equal((await run(a, 'sh', ['-c', 'echo kept > /data/f'])).exitCode, 0);
+    await runtime.remove(a.id, true);
+    const b = await runtime.create({
+      image: BUSYBOX,
+      isolation: 'container',
+      network: { mode: 'disabled' },
+      volumes: [{ managedVolume: 'gv-data', guestPath: '/data' }],
+    });
+    assert.equal((await run(b, 'cat', ['/data/f'])).stdout, 'kept');
+    await runtime.remove(b.id, true);
+  });
+});
