@@ -13,6 +13,7 @@ import { rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createServer, type Server, type Socket } from 'node:net';
+import type { Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { checkReadSize, listenAddress, listenOn, validateListen, writeTunnel } from '../network/tunnel.ts';
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from '../runtime/backend.ts';
@@ -121,24 +122,18 @@ export class Connection {
   }
 
   /**
-   * A request with a raw body or a raw response (file contents): resolves with the `Response` once its
-   * status is 2xx. `body` may be a web byte stream (sent chunked, as it is read).
+   * A request whose response is raw (file contents, event streams): resolves with the `Response` once
+   * its status is 2xx; the body is read as it arrives.
    * @throws BoxError mapped from the error body (`boxErrorOf`), or `unavailable` when unreachable.
    */
-  async raw(
-    method: string,
-    path: string,
-    body?: ReadableStream<Uint8Array>,
-    signal?: AbortSignal,
-  ): Promise<Response> {
+  async raw(method: string, path: string, signal?: AbortSignal): Promise<Response> {
     let response: Response;
     try {
       response = await fetch(this.url + path, {
         method,
-        headers: body ? { ...this.headers, 'content-type': 'application/octet-stream' } : this.headers,
-        ...(body ? { body, duplex: 'half' } : {}),
+        headers: this.headers,
         ...(signal ? { signal } : {}),
-      } as RequestInit);
+      });
     } catch (error) {
       const cause = (error as Error & { cause?: Error }).cause?.message ?? (error as Error).message;
       throw new BoxError(`cannot reach the REST runtime at ${this.url}: ${cause}`, {
@@ -148,6 +143,67 @@ export class Connection {
     }
     if (!response.ok) await this.parse(response, method, path, false);
     return response;
+  }
+
+  /**
+   * Sends `source` as a raw request body (`application/octet-stream`, chunked) with `node:http`, whose
+   * pipe waits for the socket to drain (bounded memory, unlike a fetch body); resolves with the
+   * camelCase JSON answer. An early error answer (the server refused the path) ends the upload.
+   * @throws BoxError mapped from the error body, `unavailable` when unreachable.
+   */
+  upload<T>(method: string, path: string, source: Readable): Promise<T> {
+    const target = new URL(this.url + path);
+    const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
+      method,
+      headers: { ...this.headers, 'content-type': 'application/octet-stream' },
+    });
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      const settle = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        fn();
+      };
+      request.on('response', async (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        try {
+          for await (const chunk of response) text += chunk;
+        } catch {}
+        let parsed: unknown = null;
+        try {
+          parsed = text ? JSON.parse(text) : null;
+        } catch {}
+        const status = response.statusCode ?? 500;
+        if (status >= 200 && status < 300) settle(() => resolve(toCamel<T>(parsed)));
+        else {
+          source.unpipe(request);
+          request.destroy();
+          settle(() => reject(boxErrorOf(status, parsed, `${method} ${path}`)));
+        }
+      });
+      request.on('error', (error) =>
+        settle(() =>
+          reject(
+            new BoxError(`cannot reach the REST runtime at ${this.url}: ${error.message}`, {
+              cause: error,
+              code: 'unavailable',
+            }),
+          ),
+        ),
+      );
+      source.on('error', (error) => {
+        request.destroy(error);
+        settle(() =>
+          reject(
+            error instanceof BoxError
+              ? error
+              : new BoxError(`reading the upload failed: ${error.message}`, { cause: error }),
+          ),
+        );
+      });
+      source.pipe(request);
+    });
   }
 
   /** Body of a finished response: camelCase JSON, undefined for 204, null for 404 with `nullOn404`. */

@@ -43,9 +43,7 @@ export class RestFiles implements FilesBackend {
   }
 
   async writeStream(path: string, source: Readable, mode?: number): Promise<JsWriteInfo> {
-    const body = Readable.toWeb(source) as unknown as ReadableStream<Uint8Array>;
-    const response = await this.#conn.raw('PUT', `${this.#base}/content${q({ path, mode })}`, body);
-    return this.#conn.parse<JsWriteInfo>(response, 'PUT', this.#base, false);
+    return this.#conn.upload<JsWriteInfo>('PUT', `${this.#base}/content${q({ path, mode })}`, source);
   }
 
   async list(path: string, depth: number): Promise<JsEntryInfo[]> {
@@ -82,7 +80,6 @@ export class RestFiles implements FilesBackend {
     const response = await this.#conn.raw(
       'GET',
       `${this.#base}/watch${q({ path, recursive })}`,
-      undefined,
       abort.signal,
     );
     const lines = Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);

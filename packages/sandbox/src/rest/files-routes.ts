@@ -16,7 +16,7 @@
  * | `POST …/files/symlink` `{ path, target }` | → 204 |
  * | `GET …/files/watch?path=[&recursive=true]` | NDJSON: `{"type":"ready"}`, then `{ name, type }` per event |
  */
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { BoxError } from '../errors.ts';
 import type { JsBox } from '../runtime/box.ts';
@@ -65,10 +65,8 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
     '/v1/boxes/:box/files/content',
     { config },
     async (request, reply) => {
-      const stream = await (await files(request.params)).read(request.query.path as string, {
-        format: 'stream',
-      });
-      return reply.type('application/octet-stream').send(Readable.fromWeb(stream as never));
+      const stream = await (await files(request.params)).readNode(request.query.path as string);
+      return reply.type('application/octet-stream').send(stream);
     },
   );
 

@@ -18,7 +18,6 @@ import {
   symlinkSync,
 } from 'node:fs';
 import { basename, join } from 'node:path';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoxError, conflict, notFound } from '../../errors.ts';
 import type { BoxFiles } from './files.ts';
@@ -192,9 +191,8 @@ async function copyOutEntry(
     symlinkSync(entry.symlinkTarget!, hostPath);
     return;
   }
-  const stream = await files.read(entry.path, { format: 'stream' });
   await pipeline(
-    Readable.fromWeb(stream as never),
+    await files.readNode(entry.path),
     createWriteStream(hostPath, { flags: 'wx', mode: entry.mode & 0o777 }),
   );
 }

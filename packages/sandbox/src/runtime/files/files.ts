@@ -89,6 +89,12 @@ export class BoxFiles {
       : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length);
   }
 
+  /** @internal The file's bytes as a Node stream (REST server, `copyOut`): no web-stream conversion. */
+  readNode(path: string): Promise<Readable> {
+    checkBoxPath(path);
+    return this.#backend.readStream(path);
+  }
+
   /**
    * Writes a file, replacing it atomically if it exists (readers never see a partial file; owner and mode
    * of an existing file are kept) or creating it and missing parents as the box's user (`mode`, default

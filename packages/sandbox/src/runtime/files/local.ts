@@ -130,7 +130,7 @@ export class LocalFiles implements FilesBackend {
         closeSync(fd);
         throw error;
       }
-      return createReadStream('', { fd, highWaterMark: 256 * 1024 });
+      return createReadStream('', { fd, highWaterMark: 64 * 1024 });
     });
   }
 
@@ -166,7 +166,7 @@ export class LocalFiles implements FilesBackend {
         closeSync(fd);
         throw error;
       }
-      await pipeline(source, createWriteStream('', { fd, highWaterMark: 256 * 1024 }));
+      await pipeline(source, createWriteStream('', { fd, highWaterMark: 64 * 1024 }));
       renameSync(at(dirFd, tmpName), at(dirFd, name));
       tmp = null;
       return { name, path: located.path, type: 'file' };
