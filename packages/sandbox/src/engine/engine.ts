@@ -34,9 +34,10 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
+import { resolveCapabilities } from './capabilities.ts';
 import { lstatInRoot, readFileInRoot } from './confined.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
-import { buildOciConfig, etcHosts, TTY_HELPER_PATH, validateSpec } from './oci.ts';
+import { BOX_RLIMITS, buildOciConfig, etcHosts, TTY_HELPER_PATH, validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { CRUN_HYBRID_SH, SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
 import type {
@@ -92,6 +93,8 @@ interface BoxMeta {
   workingDir: string;
   cpus: number;
   diskSizeGb?: number;
+  /** Capability names of the box (bounding set); commands as uid 0 get them effective, others none. */
+  capabilities?: string[];
 }
 
 interface RunResult {
@@ -434,6 +437,7 @@ export class OciEngine implements Engine {
       workingDir: spec.workingDir,
       cpus: spec.cpus,
       diskSizeGb: spec.diskSizeGb,
+      capabilities: resolveCapabilities(spec.capabilities),
     };
     writeFileSync(join(p.bundle, 'engine.json'), JSON.stringify(meta));
     const stageBoxConfigMs = performance.now() - tConfig0;
@@ -485,6 +489,7 @@ export class OciEngine implements Engine {
     };
     const old = this.supervisors.get(spec.id);
     if (old) this.release(spec.id, old);
+    else endForeignSupervisor(spec.id, spec.boxDir, this.supervisorPath);
     const child = spawn('/bin/sh', [this.supervisorPath], {
       env,
       detached: true,
@@ -614,24 +619,45 @@ export class OciEngine implements Engine {
     if (!meta || initPid === undefined) throw new BoxError(`box ${id}: not running`);
     if (typeof options.cmd !== 'string' || options.cmd.length === 0)
       throw new BoxError('cmd: must be a non-empty string');
-    const pidFile = join(this.execDir, `${id}.${process.pid}.${++this.execSeq}.pid`);
-    const args = ['exec', '--pid-file', pidFile];
+    const seq = ++this.execSeq;
+    const pidFile = join(this.execDir, `${id}.${process.pid}.${seq}.pid`);
     const user = options.user ?? meta.user;
-    if (user !== undefined && user !== '') args.push('--user', resolveUser(meta.rootfs, user, 'user'));
+    const [uid, gid] = (user !== undefined && user !== '' ? resolveUser(meta.rootfs, user, 'user') : '0:0')
+      .split(':')
+      .map(Number);
     const cwd = options.cwd ?? meta.workingDir;
     if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
-    args.push('--cwd', cwd);
-    // The full environment (crun replaces the config's env with --env; runc appends): box env
-    // overlaid with the command's, one entry per key.
+    // The full environment: box env overlaid with the command's, one entry per key.
     const env = new Map<string, string>();
     for (const e of meta.env) env.set(e.slice(0, e.indexOf('=')), e);
     for (const e of options.env) {
       if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
       env.set(e.slice(0, e.indexOf('=')), e);
     }
-    for (const e of env.values()) args.push('--env', e);
+    // The command is given as an OCI process (`exec --process`): the runtime's command-line form
+    // would leave out the box's rlimits and `noNewPrivileges`, and give the command the caller's limits.
+    const processFile = join(this.execDir, `${id}.${process.pid}.${seq}.json`);
+    const ociProcess = {
+      terminal: false,
+      user: { uid, gid },
+      args: [options.cmd, ...options.args],
+      env: [...env.values()],
+      cwd,
+      noNewPrivileges: true,
+      rlimits: BOX_RLIMITS,
+      // As Docker does: a command of another user than root keeps the bounding set only.
+      ...(meta.capabilities
+        ? {
+            capabilities: {
+              bounding: meta.capabilities,
+              effective: uid === 0 ? meta.capabilities : [],
+              permitted: uid === 0 ? meta.capabilities : [],
+            },
+          }
+        : {}),
+    };
     let file = this.rtFast[0] as string;
-    let argv = [...this.rtFast.slice(1), ...args];
+    let argv = [...this.rtFast.slice(1), 'exec', '--pid-file', pidFile, '--process', processFile, id];
     let resizeAfterStart: { cols: number; rows: number } | undefined;
     if (options.tty) {
       const size = options.ttySize ?? { cols: 80, rows: 24 };
@@ -648,8 +674,7 @@ export class OciEngine implements Engine {
         // The command is resolved on the box's PATH here: busybox would run its own applet of that
         // name instead. One not found is left to the runtime, which reports it.
         const inBox = resolveInBox(boxRoot, options.cmd, env.get('PATH')?.slice(5) ?? DEFAULT_PATH);
-        if (inBox) argv.push(id, TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args);
-        else argv.push(id, options.cmd, ...options.args);
+        if (inBox) ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];
         argv = [
           this.ttyRelayPath,
           join(boxRoot, 'dev/pts'),
@@ -665,8 +690,8 @@ export class OciEngine implements Engine {
         // its stdin. The box terminal gets its size from script's only after the command started.
         const script = findExecutable('script');
         if (!script) throw new BoxError('tty: needs script(1) from util-linux on the host');
-        argv.splice(argv.indexOf('exec') + 1, 0, '--tty');
-        const line = [file, ...argv, id, options.cmd, ...options.args].map(shellQuote).join(' ');
+        ociProcess.terminal = true;
+        const line = [file, ...argv].map(shellQuote).join(' ');
         file = script;
         argv = [
           '-q',
@@ -678,9 +703,8 @@ export class OciEngine implements Engine {
         ];
         resizeAfterStart = size;
       }
-    } else {
-      argv.push(id, options.cmd, ...options.args);
     }
+    writeFileSync(processFile, JSON.stringify(ociProcess));
     const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
     const exited = new Promise<number>((resolve, reject) => {
       child.on('error', (err) =>
@@ -688,6 +712,7 @@ export class OciEngine implements Engine {
       );
       child.on('exit', (code, signal) => {
         rm(pidFile, { force: true }).catch(() => {});
+        rm(processFile, { force: true }).catch(() => {});
         resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0));
       });
     });
@@ -783,6 +808,7 @@ export class OciEngine implements Engine {
     }
     const sup = this.supervisors.get(id);
     if (sup) this.release(id, sup);
+    else if (meta) endForeignSupervisor(id, meta.boxDir, this.supervisorPath);
     this.cpuSamples.delete(id);
   }
 
@@ -947,6 +973,30 @@ export class OciEngine implements Engine {
     }
     return out;
   }
+}
+
+/**
+ * Ends the parent-death watch of box `id` that another process's engine started (its
+ * `supervisor.sh`, pid in `<boxDir>/bundle/supervisor.pid`), with SIGTERM: the box was stopped or
+ * removed by this process, so the watch has nothing left to guard. The pid is only signalled when
+ * it still runs that script for that box (command line and `SB_ID` in its environment).
+ */
+function endForeignSupervisor(id: string, boxDir: string, script: string): void {
+  const file = join(boxDir, 'bundle', 'supervisor.pid');
+  let pid: number;
+  try {
+    pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
+  } catch {
+    return;
+  }
+  rmSync(file, { force: true });
+  if (!(pid > 0) || pid === process.pid) return;
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    if (cmdline[1] !== script || !environ.includes(`SB_ID=${id}`)) return;
+    process.kill(pid, 'SIGTERM');
+  } catch {}
 }
 
 /** Bytes an unread output stream may buffer before the command is throttled by back-pressure. */

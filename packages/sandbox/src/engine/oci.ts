@@ -45,6 +45,24 @@ export const READONLY_PATHS: readonly string[] = [
   '/proc/sysrq-trigger',
 ];
 
+/**
+ * Resource limits (setrlimit(2)) of every process of a box, soft and hard, set explicitly so that a box
+ * never inherits those of the process that created it:
+ * - `RLIMIT_NOFILE` 1024 / 4096 open files per process (1024 is glibc `select`'s ceiling and the usual
+ *   soft limit; programs may raise theirs to 4096). With `pidsLimit` 1024 a box holds at most ~4 M
+ *   descriptors, and each one is charged to its memory cgroup.
+ * - `RLIMIT_CORE` 0: no core dumps (a box's crash never writes the host disk or runs a host
+ *   `core_pattern` helper).
+ * - `RLIMIT_MEMLOCK` 8 MiB: the kernel's default locked-memory allowance.
+ * Limits counted per user (`RLIMIT_NPROC`, `RLIMIT_SIGPENDING`, `RLIMIT_MSGQUEUE`) are left to the host
+ * defaults: boxes of one host uid would share them; the pids cgroup bounds processes per box.
+ */
+export const BOX_RLIMITS: readonly { type: string; soft: number; hard: number }[] = [
+  { type: 'RLIMIT_NOFILE', soft: 1024, hard: 4096 },
+  { type: 'RLIMIT_CORE', soft: 0, hard: 0 },
+  { type: 'RLIMIT_MEMLOCK', soft: 8 * 1024 * 1024, hard: 8 * 1024 * 1024 },
+];
+
 /** Host files the engine needs to build the config. */
 export interface OciHostPaths {
   /** Merged overlay root of the box (absolute host path). */
@@ -193,6 +211,7 @@ export function buildOciConfig(spec: EngineBoxSpec, paths: OciHostPaths): Record
       cwd: '/',
       capabilities: { bounding: caps, effective: caps, permitted: caps },
       noNewPrivileges: true,
+      rlimits: BOX_RLIMITS,
     },
     root: { path: paths.rootfs, readonly: false },
     hostname: spec.hostname,

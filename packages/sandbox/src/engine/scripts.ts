@@ -8,7 +8,8 @@
  * exits for any reason (SIGKILL included) the read sees end-of-file and the script kills and
  * deletes the container and unmounts its root — unless the box was meanwhile restarted with another
  * init (another process drove it), which the pid file tells. The engine writes `release` to the pipe when it
- * stops or removes the box itself, which makes the script exit without touching anything.
+ * stops or removes the box itself, which makes the script exit without touching anything; an engine of
+ * another process sends SIGTERM instead (the script's pid is in `<bundle>/supervisor.pid`).
  * No Node process sits on the critical path and nothing polls.
  *
  * `crun-hybrid.sh` runs crun in a private mount namespace with `/sys/fs/cgroup/unified` unmounted:
@@ -43,6 +44,9 @@ rt run --detach --bundle "$SB_BUNDLE" --pid-file "$SB_PIDFILE" "$SB_ID" </dev/nu
 echo started
 [ "$SB_WATCH" = 1 ] || exit 0
 exec >/dev/null 2>&1
+# Another process that stops or removes the box ends this watch with SIGTERM (pid file below).
+trap 'exit 0' TERM
+echo $$ >"$SB_BUNDLE/supervisor.pid"
 read -r mine <"$SB_PIDFILE"
 read -r cmd || cmd=eof
 [ "$cmd" = release ] && exit 0

@@ -124,12 +124,16 @@ function toRecord(row: BoxRow): BoxRecord {
   };
 }
 
-/** `pid:starttime` of a process, from `/proc/<pid>/stat`; null when the process does not exist. */
+/**
+ * `pid:starttime` of a process, from `/proc/<pid>/stat`; null when the process does not exist or has
+ * exited and is not yet reaped (a zombie: a box whose init is one is not running).
+ */
 export function processIdentity(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Field 22 (starttime) counted after the parenthesised command name, which may contain spaces.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (fields[0] === 'Z' || fields[0] === 'X') return null;
     return `${pid}:${fields[19]}`;
   } catch {
     return null;

@@ -227,6 +227,7 @@ export function assertHostUntouched(before: HostSnapshot, options: UntouchedOpti
   for (const pid of pids()) {
     const ns = pidNamespace(pid);
     if (!ns || before.pidNamespaces.has(ns) || keep.has(ns) || ns === hostNs || !inBoxCgroup(pid)) continue;
+    if (/\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))) continue; // exited, awaiting its reaper
     left.push(`${pid} ${comm(pid)} (${ns})`);
   }
   assert.deepEqual(left, [], 'box processes left on the host');
