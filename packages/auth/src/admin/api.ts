@@ -101,6 +101,9 @@ export function clientView(client: ClientRecord) {
     allowedGrantTypes: client.allowedGrantTypes,
     allowedScopes: client.allowedScopes,
     permissions: client.permissions,
+    postLogoutRedirectUris: client.postLogoutRedirectUris,
+    backchannelLogoutUri: client.backchannelLogoutUri,
+    requireConsent: client.requireConsent,
     createdAt: iso(client.createdAt),
     updatedAt: iso(client.updatedAt),
   };
@@ -810,6 +813,9 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     allowedGrantTypes?: string[];
     allowedScopes?: string[];
     permissions?: string[];
+    postLogoutRedirectUris?: string[];
+    backchannelLogoutUri?: string | null;
+    requireConsent?: boolean;
   };
 
   app.post<{ Body: ClientBody }>(
@@ -911,6 +917,59 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   );
 
   deleteRoute(clients, 'Delete a client (and its refresh tokens and authorization codes)');
+
+  // ── consents ──
+
+  app.get<{ Params: { id: string } }>(
+    '/users/:id/consents',
+    routeOptions(
+      'users',
+      P.Read,
+      {
+        summary: "A user's remembered consents to third-party clients",
+        description: readRule(P.Users),
+        params: s.idParams,
+        response: {
+          200: { description: 'The consents, newest first', ...s.pageOf(s.consentSchema) },
+          ...errors(404),
+        },
+      },
+      [P.Users],
+    ),
+    async (request) => {
+      const user = await users.find(request.params.id);
+      const page = await store.listConsents({ userId: user.id, limit: 1000 });
+      const items = page.items.map((c) => ({
+        clientId: c.clientId,
+        scopes: c.scopes,
+        createdAt: iso(c.createdAt),
+        updatedAt: iso(c.updatedAt),
+      }));
+      return { items, total: page.total, offset: 0, limit: 1000 };
+    },
+  );
+
+  app.delete<{ Params: { id: string; clientId: string } }>(
+    '/users/:id/consents/:clientId',
+    routeOptions('users', P.Users, {
+      summary: "Revoke a user's consent to a client (the consent page asks again next time)",
+      params: s.userClientParams,
+      body: s.emptyBody,
+      response: { ...noContent, ...errors(404) },
+    }),
+    async (request, reply) => {
+      const user = await users.find(request.params.id);
+      const clientId = request.params.clientId;
+      if (!(await store.getConsent(user.id, clientId)))
+        throw new AdminHttpError(404, `consent of user '${user.id}' to client '${clientId}' not found`);
+      await store.revokeConsent(
+        user.id,
+        clientId,
+        auditFor(request, 'consent.revoke', { ...users.target(user) }, ['consents'], { clientId }),
+      );
+      return reply.code(204).send();
+    },
+  );
 
   // ── me ──
 

@@ -315,6 +315,9 @@ export const clientSchema: Schema = record({
   allowedGrantTypes: stringArray,
   allowedScopes: stringArray,
   permissions: stringArray,
+  postLogoutRedirectUris: stringArray,
+  backchannelLogoutUri: nullableString,
+  requireConsent: { type: 'boolean' },
   createdAt: timestamp,
   updatedAt: timestamp,
 });
@@ -328,6 +331,24 @@ export const clientWithSecretSchema: Schema = {
       type: 'string',
       description: 'The new secret in plain text. Shown only in this response; store it now.',
     },
+  },
+};
+
+/** OpenID Connect settings of a client body (logout and consent). */
+const clientOidcFields: Record<string, Schema> = {
+  postLogoutRedirectUris: {
+    ...redirectUris,
+    description:
+      'Where RP-initiated logout may send the user back (`post_logout_redirect_uris`), compared exactly.',
+  },
+  backchannelLogoutUri: {
+    type: ['string', 'null'],
+    maxLength: 2048,
+    description: 'Absolute http(s) URI receiving logout tokens (Back-Channel Logout 1.0), or null.',
+  },
+  requireConsent: {
+    type: 'boolean',
+    description: 'Third-party client: users must consent to its scopes on the consent page.',
   },
 };
 
@@ -354,6 +375,7 @@ export const createClientBody: Schema = {
       ...permissionList,
       description: '`Permissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
     },
+    ...clientOidcFields,
   },
 };
 
@@ -369,6 +391,7 @@ export const updateClientBody: Schema = {
     allowedGrantTypes: grantTypes,
     allowedScopes: scopes,
     permissions: { ...permissionList, description: 'Changing it needs `auth.admin.permissions`.' },
+    ...clientOidcFields,
   },
 };
 
@@ -406,6 +429,26 @@ export const auditEventSchema: Schema = record({
     description: 'Structured data; for `Admin` events `action`, `target` and the `changed` field names.',
   },
 });
+
+// ── consents ──
+
+/** A user's remembered consent to a client's scopes. */
+export const consentSchema: Schema = record({
+  clientId: { type: 'string' },
+  scopes: stringArray,
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
+/** Path parameters `{id}` and `{clientId}`. */
+export const userClientParams: Schema = {
+  type: 'object',
+  required: ['id', 'clientId'],
+  properties: {
+    id: { type: 'string', minLength: 1, maxLength: 128 },
+    clientId: { type: 'string', minLength: 1, maxLength: MAX_CLIENT_ID },
+  },
+};
 
 // ── me ──
 
