@@ -25,7 +25,7 @@ import { createParamsParser } from './http/params.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
-import { compilePlan, type Plan, PlanBailout } from './plan.ts';
+import { compilePlan, type Plan } from './plan.ts';
 import type { ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
 
@@ -320,8 +320,8 @@ export function createEngine(options: EngineOptions): Engine {
     if (plan) {
       try {
         return { body: plan(undefined, context, coerced), contentType, cacheable: true };
-      } catch (err) {
-        if (!(err instanceof PlanBailout)) throw err;
+      } catch {
+        // PlanBailout: the answer holds an error; graphql-jit below reports it the standard way.
       }
     }
     const compiled = compiledOf(entry.document as DocumentNode, operationName as string | undefined);

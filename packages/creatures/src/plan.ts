@@ -46,13 +46,36 @@ export type Plan = (root: unknown, context: unknown, variables: Record<string, u
 
 type Writer = (value: unknown, context: unknown, variables: Record<string, unknown>) => string;
 
+/**
+ * Pre-serialized leaf data: the JSON text of string values, kept by value. The store hands out the same
+ * string objects on every request, so after the first answer a name or a type costs one map lookup
+ * instead of a `JSON.stringify`. Bounded: strings longer than {@link MAX_ENCODED_LENGTH} are not kept, and
+ * the map is emptied when it holds {@link MAX_ENCODED} entries.
+ */
+const encoded = new Map<string, string>();
+const MAX_ENCODED = 50_000;
+const MAX_ENCODED_LENGTH = 200;
+
+/** The JSON text of a string, exactly as `JSON.stringify` writes it. */
+export function jsonString(value: string): string {
+  let text = encoded.get(value);
+  if (text === undefined) {
+    text = JSON.stringify(value);
+    if (value.length <= MAX_ENCODED_LENGTH) {
+      if (encoded.size >= MAX_ENCODED) encoded.clear();
+      encoded.set(value, text);
+    }
+  }
+  return text;
+}
+
 const INT_MIN = -2147483648;
 const INT_MAX = 2147483647;
 
 function scalarWriter(type: GraphQLOutputType): Writer | undefined {
   if (type === GraphQLString || type === GraphQLID) {
     return (v) => {
-      if (typeof v === 'string') return JSON.stringify(v);
+      if (typeof v === 'string') return jsonString(v);
       if (type === GraphQLID && Number.isInteger(v)) return JSON.stringify(String(v));
       throw BAIL;
     };
@@ -120,7 +143,9 @@ function usesVariables(node: FieldNode): boolean {
 
 /**
  * Compiles the query `operation` of `document` into a {@link Plan}, or `undefined` when the operation is
- * not a query or uses what plans do not cover. The document must be valid for `schema`.
+ * not a query or uses what plans do not cover. The document must be valid for `schema`. The plan is
+ * generated JavaScript (one function per selection set, straight-line field by field); the only values
+ * spliced into its source are JSON string literals of names, everything else is passed by reference.
  */
 export function compilePlan(
   schema: GraphQLSchema,
@@ -134,19 +159,56 @@ export function compilePlan(
   const root = schema.getQueryType();
   if (!root) return undefined;
   let covered = true;
+  const helpers: unknown[] = [];
+  const ref = (value: unknown) => `h[${helpers.push(value) - 1}]`;
+  const lit = (text: string) => JSON.stringify(text);
+  const functions: string[] = [];
+  let names = 0;
 
-  const objectWriter = (type: GraphQLObjectType, fields: Map<string, readonly FieldNode[]>): Writer => {
+  const inner = (type: GraphQLOutputType, x: string, nodes: readonly FieldNode[]): string => {
+    if (isListType(type)) {
+      const i = `i${names++}`;
+      const y = `y${names++}`;
+      return (
+        `if (!Array.isArray(${x})) B(); s += '['; for (let ${i} = 0; ${i} < ${x}.length; ${i}++) { ` +
+        `if (${i} > 0) s += ','; const ${y} = ${x}[${i}]; ${value(type.ofType, y, nodes)} } s += ']';`
+      );
+    }
+    if (isObjectType(type))
+      return `s += ${objectFunction(type, collectSubfields(schema, fragments, {}, type, nodes))}(${x}, c, v);`;
+    if (type === GraphQLString || type === GraphQLID) {
+      return `s += typeof ${x} === 'string' ? J(${x}) : ${ref(scalarWriter(type))}(${x});`;
+    }
+    if (type === GraphQLInt) {
+      return `if (typeof ${x} !== 'number' || !Number.isInteger(${x}) || ${x} > ${INT_MAX} || ${x} < ${INT_MIN}) B(); s += '' + ${x};`;
+    }
+    if (type === GraphQLFloat)
+      return `if (typeof ${x} !== 'number' || !Number.isFinite(${x})) B(); s += '' + ${x};`;
+    if (type === GraphQLBoolean) return `if (typeof ${x} !== 'boolean') B(); s += ${x} ? 'true' : 'false';`;
+    const scalar = scalarWriter(type);
+    if (!scalar) {
+      covered = false;
+      return 'B();';
+    }
+    return `s += ${ref(scalar)}(${x});`;
+  };
+  const value = (type: GraphQLOutputType, x: string, nodes: readonly FieldNode[]): string =>
+    isNonNullType(type)
+      ? `if (${x} == null) B(); ${inner(type.ofType, x, nodes)}`
+      : `if (${x} == null) s += 'null'; else { ${inner(type, x, nodes)} }`;
+
+  function objectFunction(type: GraphQLObjectType, fields: Map<string, readonly FieldNode[]>): string {
+    const name = `o${names++}`;
     const defs = type.getFields();
-    const parts: { prefix: string; write: Writer }[] = [];
+    const lines: string[] = [];
     let first = true;
     for (const [responseKey, nodes] of fields) {
       const node = nodes[0]!;
-      const prefix = `${first ? '{' : ','}${JSON.stringify(responseKey)}:`;
+      lines.push(`s += ${lit(`${first ? '{' : ','}${JSON.stringify(responseKey)}:`)};`);
       first = false;
       const fieldName = node.name.value;
       if (fieldName === '__typename') {
-        const name = JSON.stringify(type.name);
-        parts.push({ prefix, write: () => name });
+        lines.push(`s += ${lit(JSON.stringify(type.name))};`);
         continue;
       }
       const def = defs[fieldName];
@@ -154,87 +216,35 @@ export function compilePlan(
         covered = false;
         break;
       }
-      const value = valueWriter(def.type, nodes);
-      const resolve = def.resolve;
-      if (!resolve) {
-        parts.push({
-          prefix,
-          write: (parent, context, variables) => {
-            const v = (parent as Record<string, unknown>)[fieldName];
-            return value(typeof v === 'function' ? bail() : v, context, variables);
-          },
-        });
-        continue;
+      if (!def.resolve) {
+        lines.push(`x = p[${lit(fieldName)}]; if (typeof x === 'function') B();`);
+      } else {
+        const args = usesVariables(node)
+          ? `${ref(getArgumentValues)}(${ref(def)}, ${ref(node)}, v)`
+          : ref(getArgumentValues(def, node, {}));
+        lines.push(
+          `x = ${ref(def.resolve)}(p, ${args}, c, undefined); ` +
+            `if (x !== null && typeof x === 'object' && typeof x.then === 'function') B();`,
+        );
       }
-      const dynamicArgs = usesVariables(node);
-      const fixedArgs = dynamicArgs ? undefined : getArgumentValues(def, node, {});
-      parts.push({
-        prefix,
-        write: (parent, context, variables) => {
-          const args = fixedArgs ?? getArgumentValues(def, node, variables);
-          let v: unknown;
-          try {
-            v = resolve(parent, args, context, undefined as never);
-          } catch {
-            throw BAIL;
-          }
-          if (
-            v instanceof Promise ||
-            (v !== null && typeof v === 'object' && typeof (v as { then?: unknown }).then === 'function')
-          ) {
-            throw BAIL;
-          }
-          return value(v, context, variables);
-        },
-      });
+      lines.push(value(def.type, 'x', nodes));
     }
-    if (parts.length === 0) return () => '{}';
-    return (parent, context, variables) => {
-      let out = '';
-      for (let i = 0; i < parts.length; i++) {
-        const part = parts[i]!;
-        out += part.prefix + part.write(parent, context, variables);
-      }
-      return `${out}}`;
-    };
-  };
+    functions.push(
+      `function ${name}(p, c, v) { let s = ''; let x; ${lines.join(' ')} return ${first ? "'{}'" : "s + '}'"}; }`,
+    );
+    return name;
+  }
 
-  const valueWriter = (type: GraphQLOutputType, nodes: readonly FieldNode[]): Writer => {
-    if (isNonNullType(type)) {
-      const inner = valueWriter(type.ofType, nodes);
-      return (v, c, vars) => (v == null ? bail() : inner(v, c, vars));
-    }
-    let write: Writer;
-    if (isListType(type)) {
-      const item = valueWriter(type.ofType, nodes);
-      write = (v, c, vars) => {
-        if (!Array.isArray(v)) throw BAIL;
-        if (v.length === 0) return '[]';
-        let out = `[${item(v[0], c, vars)}`;
-        for (let i = 1; i < v.length; i++) out += `,${item(v[i], c, vars)}`;
-        return `${out}]`;
-      };
-    } else if (isObjectType(type)) {
-      write = objectWriter(type, collectSubfields(schema, fragments, {}, type, nodes));
-    } else {
-      const scalar = scalarWriter(type);
-      if (!scalar) {
-        covered = false;
-        return bail;
-      }
-      write = scalar;
-    }
-    return (v, c, vars) => (v == null ? 'null' : write(v, c, vars));
-  };
-
-  const data = objectWriter(
+  const data = objectFunction(
     root,
     collectFields(schema, fragments, {}, root, operation.selectionSet as SelectionSetNode),
   );
   if (!covered) return undefined;
-  return (rootValue, context, variables) => `{"data":${data(rootValue ?? {}, context, variables)}}`;
+  const source = `${functions.join('\n')}\nreturn function plan(p, c, v) { try { return '{"data":' + ${data}(p ?? {}, c, v) + '}'; } catch { throw B.bailout; } };`;
+  return new Function('h', 'J', 'B', source)(helpers, jsonString, bail) as Plan;
 }
 
 function bail(): never {
   throw BAIL;
 }
+bail.bailout = BAIL;

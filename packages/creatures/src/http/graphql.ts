@@ -382,7 +382,13 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       }
     }
     const json = method === 'POST' && isJson(contentType);
-    const answer = method === 'GET' || json ? engine.fast(method, url, body, req.headers.accept) : undefined;
+    let answer: ReturnType<Engine['fast']>;
+    try {
+      answer = method === 'GET' || json ? engine.fast(method, url, body, req.headers.accept) : undefined;
+    } catch (err) {
+      fail(req, res, err);
+      return;
+    }
     if (answer === undefined) {
       execute(req, res, method, url, body, key).catch((err: unknown) => fail(req, res, err));
     } else if (answer instanceof Promise) {
