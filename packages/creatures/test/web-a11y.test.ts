@@ -112,7 +112,7 @@ for (const viewport of [DESKTOP, PHONE]) {
       await settled(page);
       await page.getByLabel('Name', { exact: true }).fill('pikachu');
       await page.getByRole('button', { name: 'Create creature' }).click();
-      await page.getByRole('alert').first().waitFor();
+      await page.locator('[aria-invalid="true"]').first().waitFor();
       await assertAccessible(page, '#/new with errors');
     });
 

@@ -16,6 +16,7 @@ import { type Running, start } from './helpers.ts';
 import {
   ARTIFACTS,
   DESKTOP,
+  describedBy,
   hasFocus,
   inPage,
   LAUNCH_ARGS,
@@ -219,10 +220,28 @@ describe('creature web front end (Chromium)', () => {
 
     await page1.getByRole('link', { name: 'New creature' }).click();
     await page1.getByLabel('Name', { exact: true }).fill('Sparkmon');
-    await page1.getByLabel('Types', { exact: true }).fill('Electric, Fairy');
-    await page1.getByLabel('Weight (minimum)').fill('1kg');
+    const types = page1.getByRole('group', { name: 'Types' });
+    await types.getByRole('checkbox', { name: 'Electric' }).check();
+    await types.getByRole('checkbox', { name: 'Fairy' }).check();
+    await page1.getByRole('spinbutton', { name: 'Weight, minimum (kg)' }).fill('1.5');
+    await page1.getByRole('spinbutton', { name: 'Flee rate (%)' }).fill('12');
+    await page1.getByRole('button', { name: 'Add fast attack' }).click();
+    await page1.getByLabel('Name of fast attack 1').fill('Zap');
+    await page1.getByLabel('Type of fast attack 1').selectOption('Electric');
+    await page1.getByLabel('Damage of fast attack 1').fill('7');
+    await page1.getByLabel('Add to previous evolutions').fill('Pikachu');
+    await page1.getByRole('button', { name: 'Add to previous evolutions' }).click();
+    await page1.getByRole('group', { name: 'Previous evolutions' }).getByText('Pikachu').waitFor();
     await page1.getByRole('button', { name: 'Create creature' }).click();
     await page1.getByRole('heading', { level: 1, name: /Sparkmon/ }).waitFor();
+    assert.match(await text(page1.locator('dl.facts')), /Weight\s*1\.5kg – —?/);
+    assert.match(await text(page1.locator('dl.facts')), /Flee rate\s*12%/);
+    assert.deepEqual(await cells(page1.getByRole('table', { name: 'Fast attacks' }), 'Zap'), [
+      'Zap',
+      'Electric',
+      '7',
+    ]);
+    await page1.getByRole('region', { name: 'Evolutions' }).getByRole('link', { name: 'Pikachu' }).waitFor();
     await page2.getByLabel('Search by name').fill('spark');
     await page2.getByText('1 of 152 match').waitFor();
     assert.deepEqual(await listedNames(page2), ['Sparkmon']);
@@ -234,22 +253,35 @@ describe('creature web front end (Chromium)', () => {
     assert.deepEqual(await listedNames(page2), []);
   });
 
-  test("the server's errors are shown to the user", async () => {
+  test("the server's errors are shown next to the field they concern, which gets focus", async () => {
     await page1.goto(`${base}/#/new`);
-    await page1.getByLabel('Name', { exact: true }).fill('pikachu');
+    const name = page1.getByLabel('Name', { exact: true });
+    await name.fill('pikachu');
     await page1.getByRole('button', { name: 'Create creature' }).click();
-    const alert = page1.getByRole('alert');
-    await alert.waitFor();
-    assert.match(await text(alert), /name must be unique: "pikachu" is taken by creature 025/);
+    await page1.locator('#name[aria-invalid="true"]').waitFor();
+    assert.match(await describedBy(name), /^Must be unique: "pikachu" is taken by creature 025$/);
+    assert.ok(await hasFocus(name), 'the field in error has focus');
+    assert.equal(await page1.getByRole('alert').count(), 0, 'no form-level error');
 
-    await page1.getByLabel('Name', { exact: true }).fill('Decimon');
-    await page1.getByLabel('Max CP').fill('12.5');
+    await name.fill('Decimon');
+    const maxCP = page1.getByRole('spinbutton', { name: 'Max CP' });
+    await maxCP.fill('12.5');
     await page1.getByRole('button', { name: 'Create creature' }).click();
-    await page1
-      .getByRole('alert')
-      .getByText(/Int cannot represent non-integer value: 12\.5/)
-      .waitFor();
+    await page1.locator('#maxCP[aria-invalid="true"]').waitFor();
+    assert.match(await describedBy(maxCP), /^Int cannot represent non-integer value: 12\.5$/);
+    assert.equal(await name.getAttribute('aria-invalid'), null, 'the name is no longer in error');
     assert.equal(await page1.getByRole('heading', { level: 1, name: 'New creature' }).count(), 1);
+
+    // An attack's damage the server refuses: the error is under that attack's damage field.
+    await maxCP.fill('');
+    await page1.getByRole('button', { name: 'Add special attack' }).click();
+    await page1.getByLabel('Name of special attack 1').fill('Mega Punch');
+    const damage = page1.getByLabel('Damage of special attack 1');
+    await damage.fill('-5');
+    await page1.getByRole('button', { name: 'Create creature' }).click();
+    await page1.locator('[id="special.0.damage"][aria-invalid="true"]').waitFor();
+    assert.match(await describedBy(damage), /^Must be a whole number ≥ 0, got -5$/);
+    assert.ok(await hasFocus(damage), 'the damage field has focus');
 
     await page1.getByLabel('Message id').fill('no-such-message');
     await page1.getByRole('button', { name: 'Open' }).click();

@@ -97,3 +97,10 @@ export function hasFocus(locator: Locator): Promise<boolean> {
 export function inPage<T>(page: Page, expression: string): Promise<T> {
   return page.evaluate(expression) as Promise<T>;
 }
+
+/** The text of the elements a control's `aria-describedby` names (its hint and error), space-separated. */
+export async function describedBy(locator: Locator): Promise<string> {
+  const ids = ((await locator.getAttribute('aria-describedby')) ?? '').split(/\s+/).filter(Boolean);
+  const texts = await Promise.all(ids.map((id) => locator.page().locator(`[id="${id}"]`).textContent()));
+  return texts.join(' ');
+}

@@ -1,41 +1,65 @@
-/** Create and edit forms of a creature (`createCreature`, `updateCreature`). */
-import { type FormEvent, useEffect, useState } from 'react';
+/**
+ * Create and edit forms of a creature (`createCreature`, `updateCreature`): types as a multi-select,
+ * measures as number fields with their unit, flee rate in percent, attack and evolution editors. The
+ * server validates; each of its errors is shown next to the field it names (see `formErrors.ts`) and focus
+ * moves to the first field in error.
+ */
+import { type FormEvent, useEffect, useMemo, useRef, useState } from 'react';
 import { useMutation, useQuery } from 'urql';
 import type { CreatureChangeSignal } from './App.tsx';
 import { ErrorNotice } from './ErrorNotice.tsx';
+import { typeChoices } from './elementTypes.ts';
 import {
+  type AttackDraft,
+  AttackEditor,
+  attackDraft,
+  EvolutionEditor,
+  Field,
+  TypeChooser,
+} from './FormControls.tsx';
+import { type FormErrors, formErrors, NO_ERRORS } from './formErrors.ts';
+import {
+  AllCreaturesQuery,
+  type Attack,
   CreateCreatureMutation,
   type CreatureDetail,
   type CreatureFields,
+  type CreatureLink,
   CreatureQuery,
-  errorText,
   UpdateCreatureMutation,
 } from './graphql.ts';
 import { PageHeading } from './PageHeading.tsx';
 import { creatureHref, navigate } from './route.ts';
 
-/** The form's text fields, as typed. */
+/** The form's state: text as typed (numbers without their unit), lists as chosen. */
 interface Draft {
   name: string;
   classification: string;
-  types: string;
-  resistant: string;
-  weaknesses: string;
+  types: string[];
+  resistant: string[];
+  weaknesses: string[];
   weightMin: string;
   weightMax: string;
   heightMin: string;
   heightMax: string;
   maxCP: string;
   maxHP: string;
+  /** Percent, 0–100. */
   fleeRate: string;
+  fast: AttackDraft[];
+  special: AttackDraft[];
+  previous: CreatureLink[];
+  evolutions: CreatureLink[];
+  reqAmount: string;
+  reqName: string;
 }
 
 const EMPTY: Draft = {
   name: '',
   classification: '',
-  types: '',
-  resistant: '',
-  weaknesses: '',
+  types: [],
+  resistant: [],
+  weaknesses: [],
   weightMin: '',
   weightMax: '',
   heightMin: '',
@@ -43,68 +67,159 @@ const EMPTY: Draft = {
   maxCP: '',
   maxHP: '',
   fleeRate: '',
+  fast: [],
+  special: [],
+  previous: [],
+  evolutions: [],
+  reqAmount: '',
+  reqName: '',
 };
+
+/** The number of a measure such as "6.75kg" ("6.75"), or "" when there is none. */
+const amount = (measure: string | null | undefined) => {
+  const n = Number.parseFloat(measure ?? '');
+  return Number.isFinite(n) ? String(n) : '';
+};
+const attacksOf = (list: Attack[]) => list.map((a) => attackDraft(a.name, a.type, String(a.damage)));
 
 function fromCreature(c: CreatureDetail): Draft {
   return {
     name: c.name,
     classification: c.classification ?? '',
-    types: c.types.join(', '),
-    resistant: c.resistant.join(', '),
-    weaknesses: c.weaknesses.join(', '),
-    weightMin: c.weight?.minimum ?? '',
-    weightMax: c.weight?.maximum ?? '',
-    heightMin: c.height?.minimum ?? '',
-    heightMax: c.height?.maximum ?? '',
+    types: c.types,
+    resistant: c.resistant,
+    weaknesses: c.weaknesses,
+    weightMin: amount(c.weight?.minimum),
+    weightMax: amount(c.weight?.maximum),
+    heightMin: amount(c.height?.minimum),
+    heightMax: amount(c.height?.maximum),
     maxCP: c.maxCP?.toString() ?? '',
     maxHP: c.maxHP?.toString() ?? '',
-    fleeRate: c.fleeRate?.toString() ?? '',
+    fleeRate: c.fleeRate === null ? '' : String(Math.round(c.fleeRate * 10_000) / 100),
+    fast: attacksOf(c.attacks.fast),
+    special: attacksOf(c.attacks.special),
+    previous: c.previousEvolutions.map(({ id, name }) => ({ id, name })),
+    evolutions: c.evolutions.map(({ id, name }) => ({ id, name })),
+    reqAmount: c.evolutionRequirements?.amount.toString() ?? '',
+    reqName: c.evolutionRequirements?.name ?? '',
   };
 }
 
-const list = (s: string) =>
-  s
-    .split(',')
-    .map((x) => x.trim())
-    .filter(Boolean);
 const text = (s: string) => (s.trim() === '' ? null : s.trim());
 /** Numbers go to the server as typed; it rejects what is not a number of the right kind, and we show why. */
 const number = (s: string) => (s.trim() === '' ? null : Number(s));
-const dimension = (min: string, max: string) =>
-  text(min) === null && text(max) === null ? null : { minimum: text(min), maximum: text(max) };
+const measure = (s: string, unit: string) => (s.trim() === '' ? null : `${s.trim()}${unit}`);
+const dimension = (min: string, max: string, unit: string) =>
+  text(min) === null && text(max) === null
+    ? null
+    : { minimum: measure(min, unit), maximum: measure(max, unit) };
+const attacks = (list: AttackDraft[]): Attack[] =>
+  list.map((a) => ({
+    name: a.name.trim(),
+    type: a.type,
+    damage: a.damage.trim() === '' ? Number.NaN : Number(a.damage),
+  }));
 
 function toInput(d: Draft): CreatureFields {
+  const fleeRate = number(d.fleeRate);
+  const reqAmount = number(d.reqAmount);
   return {
     name: d.name.trim(),
     classification: text(d.classification),
-    types: list(d.types),
-    resistant: list(d.resistant),
-    weaknesses: list(d.weaknesses),
-    weight: dimension(d.weightMin, d.weightMax),
-    height: dimension(d.heightMin, d.heightMax),
+    types: d.types,
+    resistant: d.resistant,
+    weaknesses: d.weaknesses,
+    weight: dimension(d.weightMin, d.weightMax, 'kg'),
+    height: dimension(d.heightMin, d.heightMax, 'm'),
     maxCP: number(d.maxCP),
     maxHP: number(d.maxHP),
-    fleeRate: number(d.fleeRate),
+    fleeRate: fleeRate === null ? null : fleeRate / 100,
+    attacks: { fast: attacks(d.fast), special: attacks(d.special) },
+    evolutionIds: d.evolutions.map((c) => c.id),
+    previousEvolutionIds: d.previous.map((c) => c.id),
+    evolutionRequirements:
+      reqAmount === null && text(d.reqName) === null
+        ? null
+        : { amount: reqAmount ?? Number.NaN, name: d.reqName.trim() },
   };
+}
+
+/** Checks what the browser can check before sending: numbers that are no numbers, percent out of range. */
+function localErrors(d: Draft): FormErrors {
+  const fields: Record<string, string> = {};
+  const notNumber = (key: string, value: string, label: string) => {
+    if (value.trim() !== '' && !Number.isFinite(Number(value))) fields[key] = `${label} must be a number`;
+  };
+  const f = Number(d.fleeRate);
+  if (d.fleeRate.trim() !== '' && (!Number.isFinite(f) || f < 0 || f > 100))
+    fields.fleeRate = 'Flee rate must be between 0 and 100 %';
+  for (const [key, label] of [
+    ['weightMin', 'Weight'],
+    ['weightMax', 'Weight'],
+    ['heightMin', 'Height'],
+    ['heightMax', 'Height'],
+  ] as const)
+    notNumber(key, d[key], label);
+  for (const kind of ['fast', 'special'] as const) {
+    d[kind].forEach((a, i) => {
+      if (a.damage.trim() === '') fields[`${kind}.${i}.damage`] = 'Damage is required';
+      if (a.name.trim() === '') fields[`${kind}.${i}.name`] = 'Name is required';
+    });
+  }
+  if ((d.reqAmount.trim() === '') !== (d.reqName.trim() === ''))
+    fields[d.reqAmount.trim() === '' ? 'reqAmount' : 'reqName'] =
+      'Give both the amount and what it is, or neither';
+  return { fields, general: [] };
+}
+
+/** The form field key that shows an error about the server's input path `segments`. */
+function fieldKey(segments: string[]): string | null {
+  const [head, second, third, fourth] = segments;
+  switch (head) {
+    case 'name':
+    case 'classification':
+    case 'types':
+    case 'resistant':
+    case 'weaknesses':
+    case 'maxCP':
+    case 'maxHP':
+    case 'fleeRate':
+      return head;
+    case 'weight':
+    case 'height':
+      return `${head}${second === 'maximum' ? 'Max' : 'Min'}`;
+    case 'attacks':
+      if (second !== 'fast' && second !== 'special') return null;
+      if (third === undefined) return second;
+      return `${second}.${third}.${fourth === 'type' || fourth === 'damage' ? fourth : 'name'}`;
+    case 'evolutionIds':
+      return 'evolutions';
+    case 'previousEvolutionIds':
+      return 'previous';
+    case 'evolutionRequirements':
+      return second === 'name' ? 'reqName' : 'reqAmount';
+    default:
+      return null;
+  }
 }
 
 /** The form for `#/new`: creates a creature and opens it. */
 export function CreateCreaturePage() {
   const [state, create] = useMutation(CreateCreatureMutation);
-  const [error, setError] = useState<string | null>(null);
-  const submit = async (draft: Draft) => {
-    setError(null);
+  const submit = async (draft: Draft): Promise<FormErrors> => {
     const result = await create({ input: toInput(draft) });
-    if (result.error) setError(errorText(result.error));
-    else if (result.data) navigate(creatureHref(result.data.createCreature.name));
+    if (result.error) return formErrors(result.error, fieldKey);
+    if (result.data) navigate(creatureHref(result.data.createCreature.name));
+    return NO_ERRORS;
   };
   return (
     <CreatureForm
       title="New creature"
       initial={EMPTY}
+      self={undefined}
       submitLabel="Create creature"
       busy={state.fetching}
-      error={error}
+      notice={null}
       onSubmit={submit}
       onCancel={() => navigate('#/')}
     />
@@ -115,12 +230,12 @@ export function CreateCreaturePage() {
 export function EditCreaturePage({ name, change }: { name: string; change: CreatureChangeSignal | null }) {
   const [result] = useQuery({ query: CreatureQuery, variables: { name } });
   const [state, update] = useMutation(UpdateCreatureMutation);
-  const [error, setError] = useState<string | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
   const creature = result.data?.creature;
 
   useEffect(() => {
     if (change && creature && change.id === creature.id && change.kind === 'DELETED') {
-      setError(`${creature.name} was deleted in another browser; saving is no longer possible.`);
+      setNotice(`${creature.name} was deleted in another browser; saving is no longer possible.`);
     }
   }, [change, creature]);
 
@@ -135,20 +250,21 @@ export function EditCreaturePage({ name, change }: { name: string; change: Creat
     );
   }
 
-  const submit = async (draft: Draft) => {
-    setError(null);
+  const submit = async (draft: Draft): Promise<FormErrors> => {
     const done = await update({ id: creature.id, input: toInput(draft) });
-    if (done.error) setError(errorText(done.error));
-    else if (done.data) navigate(creatureHref(done.data.updateCreature.name));
+    if (done.error) return formErrors(done.error, fieldKey);
+    if (done.data) navigate(creatureHref(done.data.updateCreature.name));
+    return NO_ERRORS;
   };
   return (
     <CreatureForm
       key={creature.id}
       title={`Edit ${creature.name}`}
       initial={fromCreature(creature)}
+      self={creature.id}
       submitLabel="Save changes"
       busy={state.fetching}
-      error={error}
+      notice={notice}
       onSubmit={submit}
       onCancel={() => navigate(creatureHref(creature.name))}
     />
@@ -158,56 +274,233 @@ export function EditCreaturePage({ name, change }: { name: string; change: Creat
 interface CreatureFormProps {
   title: string;
   initial: Draft;
+  /** Id of the creature being edited; undefined when creating. */
+  self: string | undefined;
   submitLabel: string;
   busy: boolean;
-  error: string | null;
-  onSubmit: (draft: Draft) => void;
+  /** A message about the whole form from outside (the creature was deleted elsewhere). */
+  notice: string | null;
+  /** Sends the draft; resolves with the server's errors (none after success). */
+  onSubmit: (draft: Draft) => Promise<FormErrors>;
   onCancel: () => void;
 }
 
 function CreatureForm(props: CreatureFormProps) {
   const [draft, setDraft] = useState(props.initial);
-  const field = (
-    key: keyof Draft,
-    label: string,
-    extra: { hint?: string; type?: string; step?: string } = {},
-  ) => (
-    <label>
-      <span>{label}</span>
-      <input
-        name={key}
-        type={extra.type ?? 'text'}
-        step={extra.step}
-        value={draft[key]}
-        placeholder={extra.hint}
-        onChange={(e) => setDraft({ ...draft, [key]: e.target.value })}
-      />
-    </label>
-  );
-  const onSubmit = (e: FormEvent) => {
-    e.preventDefault();
-    props.onSubmit(draft);
+  const [errors, setErrors] = useState<FormErrors>(NO_ERRORS);
+  const [all] = useQuery({ query: AllCreaturesQuery });
+  const formRef = useRef<HTMLFormElement>(null);
+  const creatures = all.data?.creatures ?? [];
+  const types = useMemo(() => typeChoices((all.data?.creatures ?? []).flatMap((c) => c.types)), [all.data]);
+  const set =
+    <K extends keyof Draft>(key: K) =>
+    (value: Draft[K]) =>
+      setDraft((d) => ({ ...d, [key]: value }));
+  const e = errors.fields;
+
+  /** Focuses the first control in error (in document order), or the form-level errors. */
+  const focusFirstError = () => {
+    requestAnimationFrame(() => {
+      const form = formRef.current;
+      const target = form?.querySelector<HTMLElement>(
+        '[aria-invalid="true"], fieldset.invalid, .form-errors',
+      );
+      target?.focus();
+    });
   };
+
+  const onSubmit = async (event: FormEvent) => {
+    event.preventDefault();
+    const local = localErrors(draft);
+    const found = Object.keys(local.fields).length > 0 ? local : await props.onSubmit(draft);
+    setErrors(found);
+    if (Object.keys(found.fields).length > 0 || found.general.length > 0) focusFirstError();
+  };
+
   return (
-    <form className="creature-form" onSubmit={onSubmit} aria-labelledby="form-title">
+    <form className="creature-form" onSubmit={onSubmit} aria-labelledby="form-title" noValidate ref={formRef}>
       <PageHeading title={props.title} id="form-title">
         {props.title}
       </PageHeading>
+      {(errors.general.length > 0 || props.notice) && (
+        <div className="form-errors" tabIndex={-1}>
+          <ErrorNotice error={[props.notice, ...errors.general].filter(Boolean).join('\n')} />
+        </div>
+      )}
       <div className="grid">
-        {field('name', 'Name', { hint: 'e.g. Pikachu' })}
-        {field('classification', 'Classification', { hint: 'e.g. Mouse Pokémon' })}
-        {field('types', 'Types', { hint: 'comma-separated, e.g. Electric' })}
-        {field('resistant', 'Resistant to', { hint: 'comma-separated' })}
-        {field('weaknesses', 'Weak against', { hint: 'comma-separated' })}
-        {field('weightMin', 'Weight (minimum)', { hint: 'e.g. 5.25kg' })}
-        {field('weightMax', 'Weight (maximum)', { hint: 'e.g. 6.75kg' })}
-        {field('heightMin', 'Height (minimum)', { hint: 'e.g. 0.35m' })}
-        {field('heightMax', 'Height (maximum)', { hint: 'e.g. 0.45m' })}
-        {field('maxCP', 'Max CP', { type: 'number', step: 'any' })}
-        {field('maxHP', 'Max HP', { type: 'number', step: 'any' })}
-        {field('fleeRate', 'Flee rate (0–1)', { type: 'number', step: 'any' })}
+        <Field id="name" label="Name" value={draft.name} onChange={set('name')} error={e.name} />
+        <Field
+          id="classification"
+          label="Classification"
+          hint="e.g. Mouse Pokémon"
+          value={draft.classification}
+          onChange={set('classification')}
+          error={e.classification}
+        />
       </div>
-      {props.error && <ErrorNotice error={props.error} />}
+      <TypeChooser
+        id="types"
+        legend="Types"
+        choices={types}
+        value={draft.types}
+        onChange={set('types')}
+        error={e.types}
+      />
+      <div className="grid measures">
+        <Field
+          id="weightMin"
+          label="Weight, minimum"
+          type="number"
+          step="any"
+          min={0}
+          unit="kg"
+          value={draft.weightMin}
+          onChange={set('weightMin')}
+          error={e.weightMin}
+        />
+        <Field
+          id="weightMax"
+          label="Weight, maximum"
+          type="number"
+          step="any"
+          min={0}
+          unit="kg"
+          value={draft.weightMax}
+          onChange={set('weightMax')}
+          error={e.weightMax}
+        />
+        <Field
+          id="heightMin"
+          label="Height, minimum"
+          type="number"
+          step="any"
+          min={0}
+          unit="m"
+          value={draft.heightMin}
+          onChange={set('heightMin')}
+          error={e.heightMin}
+        />
+        <Field
+          id="heightMax"
+          label="Height, maximum"
+          type="number"
+          step="any"
+          min={0}
+          unit="m"
+          value={draft.heightMax}
+          onChange={set('heightMax')}
+          error={e.heightMax}
+        />
+        <Field
+          id="maxCP"
+          label="Max CP"
+          type="number"
+          step="1"
+          min={0}
+          value={draft.maxCP}
+          onChange={set('maxCP')}
+          error={e.maxCP}
+        />
+        <Field
+          id="maxHP"
+          label="Max HP"
+          type="number"
+          step="1"
+          min={0}
+          value={draft.maxHP}
+          onChange={set('maxHP')}
+          error={e.maxHP}
+        />
+        <Field
+          id="fleeRate"
+          label="Flee rate"
+          type="number"
+          step="any"
+          min={0}
+          max={100}
+          unit="%"
+          value={draft.fleeRate}
+          onChange={set('fleeRate')}
+          error={e.fleeRate}
+        />
+      </div>
+      <TypeChooser
+        id="resistant"
+        legend="Resistant to"
+        choices={types}
+        value={draft.resistant}
+        onChange={set('resistant')}
+        error={e.resistant}
+      />
+      <TypeChooser
+        id="weaknesses"
+        legend="Weak against"
+        choices={types}
+        value={draft.weaknesses}
+        onChange={set('weaknesses')}
+        error={e.weaknesses}
+      />
+      <AttackEditor
+        id="fast"
+        legend="Fast attacks"
+        noun="fast attack"
+        attacks={draft.fast}
+        onChange={set('fast')}
+        types={types}
+        errors={e}
+      />
+      <AttackEditor
+        id="special"
+        legend="Special attacks"
+        noun="special attack"
+        attacks={draft.special}
+        onChange={set('special')}
+        types={types}
+        errors={e}
+      />
+      <EvolutionEditor
+        id="previous"
+        legend="Previous evolutions"
+        hint="Earlier stages, earliest first."
+        value={draft.previous}
+        onChange={set('previous')}
+        creatures={creatures}
+        self={props.self}
+        error={e.previous}
+      />
+      <EvolutionEditor
+        id="evolutions"
+        legend="Evolutions"
+        hint="Later stages, nearest first."
+        value={draft.evolutions}
+        onChange={set('evolutions')}
+        creatures={creatures}
+        self={props.self}
+        error={e.evolutions}
+      />
+      <fieldset className="requirement">
+        <legend>Evolves with</legend>
+        <div className="grid">
+          <Field
+            id="reqAmount"
+            label="Amount"
+            type="number"
+            step="1"
+            min={0}
+            value={draft.reqAmount}
+            onChange={set('reqAmount')}
+            error={e.reqAmount}
+          />
+          <Field
+            id="reqName"
+            label="Of what"
+            hint="e.g. Pikachu candies"
+            value={draft.reqName}
+            onChange={set('reqName')}
+            error={e.reqName}
+          />
+        </div>
+      </fieldset>
       <div className="actions">
         <button type="submit" disabled={props.busy}>
           {props.submitLabel}

@@ -137,6 +137,12 @@ export interface CreatureFields {
   fleeRate: number | null;
   maxCP: number | null;
   maxHP: number | null;
+  attacks: { fast: Attack[]; special: Attack[] };
+  /** Ids of every later evolution stage, nearest first. */
+  evolutionIds: string[];
+  /** Ids of every earlier evolution stage, earliest first. */
+  previousEvolutionIds: string[];
+  evolutionRequirements: { amount: number; name: string } | null;
 }
 
 const SUMMARY = gql`
