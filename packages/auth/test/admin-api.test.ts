@@ -452,7 +452,7 @@ describe('OpenAPI document', () => {
   test('is a valid OpenAPI 3.1 document for an independent validator (@apidevtools/swagger-parser)', async () => {
     const doc = JSON.parse((await f.call(undefined, 'GET', 'openapi.json')).body);
     const api = await SwaggerParser.validate(doc);
-    assert.equal(Object.keys(api.paths ?? {}).length, 17);
+    assert.equal(Object.keys(api.paths ?? {}).length, 18);
   });
 });
 

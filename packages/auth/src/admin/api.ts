@@ -17,6 +17,7 @@ import type {
   AuditEvent,
   AuthStore,
   ChangeOptions,
+  ClientMetadata,
   ClientPatch,
   ClientRecord,
   NewAuditEvent,
@@ -104,6 +105,7 @@ export function clientView(client: ClientRecord) {
     postLogoutRedirectUris: client.postLogoutRedirectUris,
     backchannelLogoutUri: client.backchannelLogoutUri,
     requireConsent: client.requireConsent,
+    metadata: client.metadata,
     createdAt: iso(client.createdAt),
     updatedAt: iso(client.updatedAt),
   };
@@ -913,6 +915,33 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       );
       const view = clientView(client);
       return given === undefined ? { ...view, clientSecret: secret } : view;
+    },
+  );
+
+  app.put<{ Params: { clientId: string }; Body: ClientMetadata }>(
+    '/clients/:clientId/metadata',
+    routeOptions('clients', P.Clients, {
+      summary: "Replace a client's OAuth extension settings",
+      description:
+        'DPoP required, PAR required, token endpoint authentication method and keys (`private_key_jwt`), resource indicators, token exchange policy. `{}` clears them.',
+      params: s.clientIdParams,
+      body: s.clientMetadataSchema,
+      response: { 200: { description: 'The client', ...s.clientSchema }, ...errors(404) },
+    }),
+    async (request) => {
+      const current = await clients.find(request.params.clientId);
+      const client = await store.setClientMetadata(
+        current.clientId,
+        request.body,
+        auditFor(
+          request,
+          'client.metadata',
+          clients.target(current),
+          Object.keys(request.body),
+          request.body,
+        ),
+      );
+      return clientView(client);
     },
   );
 

@@ -304,6 +304,72 @@ export const updatePermissionBody: Schema = {
 
 // ── clients ──
 
+/**
+ * OAuth extension settings of a client (RFC 7591 §2 client metadata in camelCase; `PUT
+ * /clients/{clientId}/metadata`). The store checks the rules the schema cannot (URLs, public keys only,
+ * `jwks` xor `jwksUri`, `private_key_jwt` needs keys) and answers 400 naming the field.
+ */
+export const clientMetadataSchema: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    dpopBoundAccessTokens: {
+      type: 'boolean',
+      description:
+        'RFC 9449 §5.2 `dpop_bound_access_tokens` ("DPoP required"): token requests need a DPoP proof.',
+    },
+    requirePushedAuthorizationRequests: {
+      type: 'boolean',
+      description: 'RFC 9126 §6: authorization requests must be pushed (`/connect/par`).',
+    },
+    tokenEndpointAuthMethod: {
+      type: 'string',
+      enum: ['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'],
+      description: 'RFC 7591 §2 `token_endpoint_auth_method`: the only method the client may use.',
+    },
+    jwks: {
+      type: 'object',
+      required: ['keys'],
+      properties: {
+        keys: {
+          type: 'array',
+          minItems: 1,
+          maxItems: 10,
+          items: { type: 'object', additionalProperties: true },
+        },
+      },
+      description: 'RFC 7591 §2 `jwks`: public keys for `private_key_jwt`.',
+    },
+    jwksUri: {
+      type: 'string',
+      maxLength: 2048,
+      description: 'RFC 7591 §2 `jwks_uri` (https, or http on loopback).',
+    },
+    allowedResources: {
+      type: 'array',
+      maxItems: 32,
+      items: { type: 'string', maxLength: 2048 },
+      description: 'RFC 8707 resource indicators the client may request (the access token `aud`).',
+    },
+    tokenExchange: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['subjectClients'],
+      properties: {
+        subjectClients: {
+          type: 'array',
+          minItems: 1,
+          maxItems: 64,
+          items: { type: 'string', maxLength: 128 },
+        },
+        impersonation: { type: 'boolean' },
+        delegation: { type: 'boolean' },
+      },
+      description: "RFC 8693 policy: whose users' tokens the client may exchange ('*': any), and how.",
+    },
+  },
+};
+
 /** A client as the API shows it (no secret hash). */
 export const clientSchema: Schema = record({
   clientId: { type: 'string' },
@@ -318,6 +384,7 @@ export const clientSchema: Schema = record({
   postLogoutRedirectUris: stringArray,
   backchannelLogoutUri: nullableString,
   requireConsent: { type: 'boolean' },
+  metadata: clientMetadataSchema,
   createdAt: timestamp,
   updatedAt: timestamp,
 });

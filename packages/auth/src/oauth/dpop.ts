@@ -8,10 +8,11 @@
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import {
+  type CryptoKey,
   calculateJwkThumbprint,
   decodeProtectedHeader,
-  EmbeddedJWK,
   errors,
+  importJWK,
   type JWK,
   type JWTPayload,
   jwtVerify,
@@ -65,6 +66,16 @@ export const DPOP_SIGNING_ALGS = Object.freeze([
 const MAX_PROOF_LENGTH = 8 * 1024;
 /** Longest `jti` accepted, in characters. */
 const MAX_JTI_LENGTH = 256;
+/** Imported proof keys kept (clients reuse one key for many proofs). */
+const KEY_CACHE_LIMIT = 1024;
+/** Private-key members of a JWK: a `jwk` header holding one is refused (RFC 9449 §4.3 check 7). */
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k', 'priv'];
+
+/** A proof key imported once: the public key and its RFC 7638 thumbprint. */
+interface ProofKey {
+  readonly key: CryptoKey;
+  readonly jkt: string;
+}
 
 /**
  * Server-provided DPoP nonces (RFC 9449 §8): stateless, `<step>.<HMAC-SHA256(secret, step)>` where `step`
@@ -197,6 +208,8 @@ export class DpopProofVerifier {
   readonly #maxAge: number;
   readonly #skew: number;
   readonly #now: () => number;
+  /** Imported `jwk` headers by `alg` and JSON text (import and thumbprint cost more than the check itself). */
+  readonly #keys = new Map<string, ProofKey>();
 
   /** @throws RangeError when `requireNonce` is set without `nonces`, or a window is not a non-negative integer. */
   constructor(options: DpopProofVerifierOptions) {
@@ -228,6 +241,36 @@ export class DpopProofVerifier {
   }
 
   /**
+   * The public key of a proof's `jwk` header for `alg`, imported once (RFC 9449 §4.3 checks 5–7): a JSON
+   * object, `use` absent or `sig`, `alg` absent or equal to the header's, no private members.
+   * @throws DpopProofError `invalid_dpop_proof`.
+   */
+  async #proofKey(alg: string, jwk: unknown): Promise<ProofKey> {
+    if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk))
+      throw invalid("DPoP proof 'jwk' header must be a JSON object");
+    const cacheKey = `${alg}\n${JSON.stringify(jwk)}`;
+    const cached = this.#keys.get(cacheKey);
+    if (cached) return cached;
+    const members = jwk as Record<string, unknown>;
+    if (PRIVATE_MEMBERS.some((m) => m in members)) throw invalid("DPoP proof 'jwk' must be a public key");
+    if (members.use !== undefined && members.use !== 'sig')
+      throw invalid("DPoP proof 'jwk' use must be 'sig'");
+    if (members.alg !== undefined && members.alg !== alg)
+      throw invalid("DPoP proof 'jwk' alg differs from 'alg'");
+    let key: CryptoKey;
+    try {
+      key = (await importJWK(members as JWK, alg)) as CryptoKey;
+    } catch (error) {
+      throw invalid("DPoP proof 'jwk' is not a usable key for its 'alg'", error);
+    }
+    if (key.type !== 'public') throw invalid("DPoP proof 'jwk' must be a public key");
+    const entry = { key, jkt: await calculateJwkThumbprint(members as JWK, 'sha256') };
+    if (this.#keys.size >= KEY_CACHE_LIMIT) this.#keys.delete(this.#keys.keys().next().value as string);
+    this.#keys.set(cacheKey, entry);
+    return entry;
+  }
+
+  /**
    * Verifies one request's proof.
    * @throws DpopProofError `invalid_dpop_proof` naming the failed check, or `use_dpop_nonce` (with the
    * nonce to use) when a required nonce is missing or stale.
@@ -236,10 +279,14 @@ export class DpopProofVerifier {
     const proof = single(expected.proof);
     let payload: JWTPayload;
     let jwk: JWK;
+    let proofKey: ProofKey;
     try {
       const header = decodeProtectedHeader(proof);
       if (header.typ !== 'dpop+jwt') throw invalid("DPoP proof 'typ' must be 'dpop+jwt'");
-      const result = await jwtVerify(proof, EmbeddedJWK, {
+      if (typeof header.alg !== 'string' || !this.#algorithms.includes(header.alg))
+        throw invalid('DPoP proof rejected: signing algorithm not allowed');
+      proofKey = await this.#proofKey(header.alg, header.jwk);
+      const result = await jwtVerify(proof, proofKey.key, {
         typ: 'dpop+jwt',
         algorithms: this.#algorithms,
         currentDate: new Date(this.#now()),
@@ -278,7 +325,7 @@ export class DpopProofVerifier {
       if (!safeEqual(payload.ath, accessTokenHash(expected.accessToken)))
         throw invalid("DPoP proof 'ath' does not match the access token");
     }
-    const jkt = await calculateJwkThumbprint(jwk, 'sha256');
+    const jkt = proofKey.jkt;
     if (expected.jkt !== undefined && !safeEqual(jkt, expected.jkt))
       throw invalid('DPoP proof key does not match the key the token is bound to');
     if (this.#nonces && (this.#requireNonce || payload.nonce !== undefined)) {
