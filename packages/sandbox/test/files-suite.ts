@@ -20,6 +20,7 @@ import {
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
+import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError } from '../src/errors.ts';
 import type { JsBox } from '../src/runtime/box.ts';
 import type { FilesystemEvent } from '../src/runtime/files/types.ts';
@@ -251,6 +252,20 @@ export function filesSuite(title: string, prefix: string, setup: () => Promise<F
       assert.ok(lstatSync(join(hostDir, 'hn-link')).isSymbolicLink());
       await box.copyOut('/app/hn', join(hostDir, 'hn-file'), { followSymlinks: true });
       assert.equal(readFileSync(join(hostDir, 'hn-file'), 'utf8').trim(), `${prefix}-files`);
+    });
+
+    it('SimpleBox has the same files API and copyIn/copyOut, starting its box on first use', async () => {
+      await using simple = new SimpleBox({ runtime, image: BUSYBOX, name: `${prefix}-files-simple` });
+      await simple.files.write('/work/in.txt', 'via SimpleBox');
+      assert.equal((await simple.exec('cat', '/work/in.txt')).stdout, 'via SimpleBox');
+      assert.deepEqual(
+        (await simple.files.list('/work')).map((e) => e.name),
+        ['in.txt'],
+      );
+      await simple.copyOut('/work/in.txt', join(hostDir, 'simple-out.txt'));
+      assert.equal(readFileSync(join(hostDir, 'simple-out.txt'), 'utf8'), 'via SimpleBox');
+      await simple.copyIn(join(hostDir, 'simple-out.txt'), '/work/again.txt');
+      assert.equal(await simple.files.read('/work/again.txt'), 'via SimpleBox');
     });
 
     it('a stopped box refuses file operations with conflict', async () => {

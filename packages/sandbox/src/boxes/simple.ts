@@ -6,6 +6,9 @@
  */
 import { BoxError, TimeoutError } from '../errors.ts';
 import type { JsBox } from '../runtime/box.ts';
+import { DeferredFiles } from '../runtime/files/deferred.ts';
+import { BoxFiles } from '../runtime/files/files.ts';
+import type { CopyOptions } from '../runtime/files/types.ts';
 import { JsRuntime } from '../runtime/runtime.ts';
 import type {
   AdvancedBoxOptions,
@@ -81,6 +84,7 @@ export class SimpleBox {
   protected readonly options: SimpleBoxOptions;
   /** Defaults of this box type. */
   protected readonly defaults: BoxDefaults;
+  #files: BoxFiles | null = null;
   #box: JsBox | null = null;
   #starting: Promise<JsBox> | null = null;
 
@@ -109,6 +113,25 @@ export class SimpleBox {
   /** Tunnels to box ports (spec 002 `box.network`); the box is started on the first `tunnel` call. */
   get network(): JsNetworkHandle {
     return { tunnel: async (port) => (await this.ensureStarted()).network.tunnel(port) };
+  }
+
+  /**
+   * The box's files (`box.files`: read, write, list, stat, exists, makeDir, remove, rename, watchDir); the
+   * box is started on the first call.
+   */
+  get files(): BoxFiles {
+    this.#files ??= new BoxFiles(new DeferredFiles(async () => (await this.ensureStarted()).files));
+    return this.#files;
+  }
+
+  /** BoxLite `copyIn`: a host file or directory into the box (see `JsBox.copyIn`); starts the box. */
+  async copyIn(hostPath: string, guestPath: string, options?: CopyOptions): Promise<void> {
+    return (await this.ensureStarted()).copyIn(hostPath, guestPath, options);
+  }
+
+  /** BoxLite `copyOut`: a file or directory of the box to the host (see `JsBox.copyOut`); starts the box. */
+  async copyOut(guestPath: string, hostPath: string, options?: CopyOptions): Promise<void> {
+    return (await this.ensureStarted()).copyOut(guestPath, hostPath, options);
   }
 
   /** Box name given in the options. */
