@@ -6,7 +6,7 @@
  * by being routed through this namespace's `forward` chain.
  *
  * ```
- * box netns                 gateway netns (<stateDir>/<id>.netns)              host netns
+ * box netns                 gateway netns (/run/netns/sbx-<id>)                host netns
  * eth0 10.0.2.100/24 ──veth── veth0 10.0.2.2/24 + 10.0.2.3/32
  *   default via 10.0.2.2     tap0 198.18.0.100/24 ── slirp4netns ── host sockets (198.18.0.2 = host 127.0.0.1)
  * ```
@@ -28,7 +28,8 @@
  * - `input` (filter): the gateway itself answers nothing from the box (reset/unreachable).
  */
 import { spawn } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { hostIpv4Addresses, isLocalOnly, RESERVED_IPV4 } from './destinations.ts';
 import { GUEST_IP, inNetns, SLIRP_DNS_IP } from './netns.ts';
 import { type AllowPolicy, allowsHostLoopback, HOST_LOOPBACK_IP } from './policy.ts';
@@ -142,57 +143,94 @@ function exec(cmd: string, args: string[], input?: string): Promise<void> {
   });
 }
 
+/** Where gateway namespaces are bind-mounted: iproute2's directory, so `ip -n`/`netns NAME` find them. */
+export const NETNS_DIR = '/run/netns';
+
+/** The name of box `id`'s gateway namespace (a file in `/run/netns`). */
+export function gatewayName(id: string): string {
+  return `sbx-${id}`;
+}
+
 /**
- * Creates the gateway namespace, persistent as a bind mount of its nsfs file at `nsPath` (as
- * `ip netns add` does), with only `lo` up. slirp4netns can be started on it as soon as this resolves.
+ * Creates the gateway namespace `name`, persistent as a bind mount of its nsfs file at
+ * `/run/netns/<name>` (as `ip netns add` does; a stale one of the same name is removed first).
+ * slirp4netns, `linkBox` and `loadGatewayRules` can run on it as soon as this resolves.
  * @throws Error when `unshare` fails (the file is removed again).
  */
-export async function createGatewayNamespace(nsPath: string): Promise<void> {
+export async function createGatewayNamespace(name: string): Promise<string> {
+  const nsPath = join(NETNS_DIR, name);
+  mkdirSync(NETNS_DIR, { recursive: true });
+  if (existsSync(nsPath)) await removeGatewayNamespace(name);
   writeFileSync(nsPath, '', { mode: 0o600 });
   try {
-    await exec('unshare', [`--net=${nsPath}`, '--', 'ip', 'link', 'set', 'lo', 'up']);
+    await exec('unshare', [`--net=${nsPath}`, '--', 'true']);
   } catch (error) {
     rmSync(nsPath, { force: true });
     throw error;
   }
+  return nsPath;
 }
 
 /**
- * Links the box to its gateway and loads the ruleset, in one shell run inside the gateway namespace:
- * a veth pair (`veth0` here, `eth0` moved into the namespace of `boxPid`), the addresses and routes on
- * both sides, IPv4 forwarding on and IPv6 off in the gateway, ICMP datagram sockets (`ping` without
- * `NET_RAW`) for every group in the box, then `nft -f` with `rules`.
+ * Turns IPv4 forwarding on and IPv6 off in the gateway namespace and loads `rules` (`nft -f`), in one
+ * shell run inside it.
  * @throws Error with the failing command's stderr.
  */
-export async function linkBox(nsPath: string, boxPid: number, rules: string): Promise<void> {
-  const box = `nsenter --net=/proc/${boxPid}/ns/net --`;
+export async function loadGatewayRules(name: string, rules: string): Promise<void> {
   const script = [
     'set -e',
-    `ip link add veth0 mtu ${MTU} type veth peer name eth0 mtu ${MTU} netns ${boxPid}`,
-    `ip addr add ${HOST_LOOPBACK_IP}/24 dev veth0`,
-    `ip addr add ${SLIRP_DNS_IP}/32 dev veth0`,
-    'ip link set veth0 up',
     'echo 1 > /proc/sys/net/ipv4/ip_forward',
     'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6',
-    `${box} ip addr add ${GUEST_IP}/24 dev eth0`,
-    `${box} ip link set eth0 up`,
-    `${box} ip route add default via ${HOST_LOOPBACK_IP}`,
-    `${box} sh -c 'echo "0 2147483647" > /proc/sys/net/ipv4/ping_group_range'`,
-    'nft -f -',
+    'exec nft -f -',
   ].join('\n');
-  await inNetns(nsPath, 'sh', ['-c', script], rules);
+  await inNetns(join(NETNS_DIR, name), 'sh', ['-c', script], rules);
+}
+
+/**
+ * Links the box to its gateway, in one shell run inside the box's namespace (three `ip -batch` runs):
+ * a veth pair (`eth0` here, `veth0` moved into the gateway namespace `name`), the addresses on both
+ * sides, the box's default route via the gateway, and ICMP datagram sockets (`ping` without
+ * `NET_RAW`) for every group in the box.
+ * @throws Error with the failing command's stderr.
+ */
+export async function linkBox(name: string, boxPid: number): Promise<void> {
+  const script = [
+    'set -e',
+    'echo "0 2147483647" > /proc/sys/net/ipv4/ping_group_range',
+    'ip -batch - <<EOF',
+    `link add eth0 mtu ${MTU} type veth peer name veth0 mtu ${MTU} netns ${name}`,
+    `addr add ${GUEST_IP}/24 dev eth0`,
+    'link set eth0 up',
+    'EOF',
+    `ip -n ${name} -batch - <<EOF`,
+    `addr add ${HOST_LOOPBACK_IP}/24 dev veth0`,
+    `addr add ${SLIRP_DNS_IP}/32 dev veth0`,
+    'link set veth0 up',
+    'EOF',
+    `ip route add default via ${HOST_LOOPBACK_IP}`,
+  ].join('\n');
+  await inNetns(boxPid, 'sh', ['-c', script]);
 }
 
 /** Adds addresses to the gateway's `hosts` set (what the DNS resolver admitted for a listed name). */
-export async function admitHosts(nsPath: string, addresses: string[]): Promise<void> {
-  await inNetns(nsPath, 'nft', ['add', 'element', 'inet', 'sandbox', 'hosts', `{ ${addresses.join(', ')} }`]);
+export async function admitHosts(name: string, addresses: string[]): Promise<void> {
+  await inNetns(join(NETNS_DIR, name), 'nft', [
+    'add',
+    'element',
+    'inet',
+    'sandbox',
+    'hosts',
+    `{ ${addresses.join(', ')} }`,
+  ]);
 }
 
 /**
- * Removes the gateway namespace (unmounts and deletes `nsPath`); the veth pair goes with it. Idempotent:
- * a missing or unmounted file is fine.
+ * Removes the gateway namespace `name` (unmounts and deletes its file); the veth pair goes with it.
+ * Idempotent: a missing file is fine.
  */
-export async function removeGatewayNamespace(nsPath: string): Promise<void> {
+export async function removeGatewayNamespace(name: string): Promise<void> {
+  const nsPath = join(NETNS_DIR, name);
+  if (!existsSync(nsPath)) return;
   await exec('umount', [nsPath]).catch(() => {});
   rmSync(nsPath, { force: true });
 }

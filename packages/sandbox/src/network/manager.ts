@@ -18,7 +18,7 @@
  *
  * slirp4netns runs in its own session: for a detached box it outlives this process (published ports
  * stay), for other boxes it exits with this process. Its pid is kept in `<stateDir>/<id>.json` and the
- * gateway namespace is the bind-mounted file `<stateDir>/<id>.netns`, so any process can tear the
+ * gateway namespace is the bind-mounted file `/run/netns/sbx-<id>`, so any process can tear the
  * network down. The DNS resolver and the secrets proxy live in the process that started the box;
  * after it exits, name resolution and secret substitution of a detached box fail closed (refused),
  * they never fall back to open access.
@@ -35,8 +35,10 @@ import { type DnsServer, startDnsServer } from './dns.ts';
 import {
   admitHosts,
   createGatewayNamespace,
+  gatewayName,
   gatewayRules,
   linkBox,
+  loadGatewayRules,
   removeGatewayNamespace,
   SLIRP_GUEST_IP,
 } from './gateway.ts';
@@ -183,7 +185,7 @@ export class BoxNetworking {
     const policy = parseAllowNet(ctx.network.allowNet);
     const live: Live = { bound: new Set() };
     this.#live.set(ctx.id, live);
-    const nsPath = this.#file(ctx.id, 'netns');
+    const gateway = gatewayName(ctx.id);
     const bind = async (addresses: string[]) => {
       // An open policy needs no per-address rule (and must not open the host loopback by name).
       if (policy.open) return;
@@ -191,21 +193,21 @@ export class BoxNetworking {
       for (const address of fresh) {
         live.bound.add(address);
       }
-      if (fresh.length > 0) await admitHosts(nsPath, fresh);
+      if (fresh.length > 0) await admitHosts(gateway, fresh);
     };
     const ownDns = !policy.open || config.secrets.length > 0;
     if (ownDns) live.dns = await startDnsServer({ policy, bind });
     if (config.secrets.length > 0) {
       live.proxy = await startSecretsProxy({ policy, secrets: config.secrets });
     }
-    // The gateway namespace first; then slirp4netns and the box's link with the ruleset, at once (the
-    // box sends nothing before start() resolves). slirp4netns is recorded before any failure is
-    // reported, so teardown finds it.
+    // The gateway namespace first; then slirp4netns, the box's link and the ruleset, at once (the box
+    // sends nothing before start() resolves). slirp4netns is recorded before any failure is reported,
+    // so teardown finds it.
     const persisted: Persisted = { slirpPid: 0, published: [] };
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
-    await createGatewayNamespace(nsPath);
+    const nsPath = await createGatewayNamespace(gateway);
     const rules = gatewayRules({ policy, dnsPort: live.dns?.port, proxyPort: live.proxy?.port });
-    const [slirp, link] = await Promise.allSettled([
+    const [slirp, link, firewall] = await Promise.allSettled([
       startSlirp({
         netns: nsPath,
         cidr: SLIRP_CIDR,
@@ -216,12 +218,14 @@ export class BoxNetworking {
         disableDns: ownDns,
         exitWithParent: !config.detach,
       }),
-      linkBox(nsPath, ctx.pid, rules),
+      linkBox(gateway, ctx.pid),
+      loadGatewayRules(gateway, rules),
     ]);
     persisted.slirpPid = slirp.status === 'fulfilled' ? slirp.value : 0;
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
     if (slirp.status === 'rejected') throw slirp.reason;
     if (link.status === 'rejected') throw link.reason;
+    if (firewall.status === 'rejected') throw firewall.reason;
     this.#writeEtc(ctx.boxDir, live.proxy?.caPem);
     persisted.published = await this.#publish(ctx.id, config.ports);
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
@@ -292,7 +296,7 @@ export class BoxNetworking {
       if (persisted.slirpPid > 0 && alive(persisted.slirpPid, 'slirp4netns'))
         process.kill(persisted.slirpPid, 'SIGKILL');
     } catch {}
-    await removeGatewayNamespace(this.#file(id, 'netns'));
+    await removeGatewayNamespace(gatewayName(id));
     for (const ext of ['json', 'sock', 'log']) rmSync(this.#file(id, ext), { force: true });
   }
 }
