@@ -247,6 +247,7 @@ describe('creature web front end (Chromium)', () => {
     assert.deepEqual(await listedNames(page2), ['Sparkmon']);
 
     await page1.getByRole('button', { name: 'Delete' }).click();
+    assert.ok(await hasFocus(page1.getByRole('button', { name: 'Cancel' })), 'focus moves to Cancel');
     await page1.getByRole('button', { name: 'Yes, delete Sparkmon' }).click();
     await page1.waitForURL(/#\/$/);
     await page2.getByText('0 of 151 match').waitFor();

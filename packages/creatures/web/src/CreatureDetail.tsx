@@ -1,5 +1,5 @@
 /** One creature's full detail: measures, attacks, evolutions as links; edit and delete. */
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useMutation, useQuery } from 'urql';
 import type { CreatureChangeSignal } from './App.tsx';
 import { TypeBadge } from './CreatureList.tsx';
@@ -14,6 +14,9 @@ export function CreatureDetailView({ name, change }: { name: string; change: Cre
   const [result, refetch] = useQuery({ query: CreatureQuery, variables: { name } });
   const [deleting, deleteCreature] = useMutation(DeleteCreatureMutation);
   const [confirming, setConfirming] = useState(false);
+  const cancelRef = useRef<HTMLButtonElement>(null);
+  const deleteRef = useRef<HTMLButtonElement>(null);
+  const asked = useRef(false);
   const [deleteError, setDeleteError] = useState<string | null>(null);
   const creature = result.data?.creature;
 
@@ -24,6 +27,13 @@ export function CreatureDetailView({ name, change }: { name: string; change: Cre
       refetch({ requestPolicy: 'network-only' });
     }
   }, [change, creature?.id, name, refetch]);
+
+  // Keyboard focus follows the swap of Delete for "Yes, delete"/"Cancel" and back.
+  useEffect(() => {
+    if (confirming) cancelRef.current?.focus();
+    else if (asked.current) deleteRef.current?.focus();
+    asked.current = confirming;
+  }, [confirming]);
 
   if (result.error) return <ErrorNotice error={result.error} />;
   if (!result.data) return <p role="status">Loading {name}…</p>;
@@ -71,12 +81,12 @@ export function CreatureDetailView({ name, change }: { name: string; change: Cre
               <button type="button" className="danger" onClick={remove} disabled={deleting.fetching}>
                 Yes, delete {creature.name}
               </button>
-              <button type="button" onClick={() => setConfirming(false)}>
+              <button type="button" ref={cancelRef} onClick={() => setConfirming(false)}>
                 Cancel
               </button>
             </>
           ) : (
-            <button type="button" className="danger" onClick={() => setConfirming(true)}>
+            <button type="button" className="danger" ref={deleteRef} onClick={() => setConfirming(true)}>
               Delete
             </button>
           )}
