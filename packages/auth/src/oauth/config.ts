@@ -32,6 +32,23 @@ export interface OAuthOptions {
   device?: DeviceOptions;
   /** Pushed authorization requests (RFC 9126); `false` turns the endpoint off. */
   par?: ParOptions | false;
+  /** Dynamic client registration (RFC 7591/7592); off unless given. */
+  registration?: RegistrationOptions;
+}
+
+/**
+ * Dynamic client registration policy (RFC 7591 §3, RFC 7592). Registration needs one of the initial access
+ * tokens, unless `open` is true; registered clients get at most `grantTypes` and `scopes`.
+ */
+export interface RegistrationOptions {
+  /** Initial access tokens (RFC 7591 §1.2, `Authorization: Bearer`), each at least 16 characters. */
+  initialAccessTokens?: readonly string[];
+  /** Anyone may register (no initial access token). Default false. */
+  open?: boolean;
+  /** Grant types a registered client may ask for. Default `authorization_code`, `refresh_token`, `client_credentials`. */
+  grantTypes?: readonly GrantType[];
+  /** Scopes a registered client may ask for. Default `openid`, `profile`, `offline_access`. */
+  scopes?: readonly string[];
 }
 
 /** Device authorization grant settings (RFC 8628). */
@@ -79,6 +96,8 @@ export interface OAuthConfig {
   readonly dpop: (Required<Omit<DpopOptions, 'nonceSecret'>> & { readonly nonceSecret?: string }) | null;
   /** Device grant settings (the grant itself is on when its grant type is in `grantTypes`). */
   readonly device: Readonly<Required<DeviceOptions>>;
+  /** Registration policy, or null when dynamic registration is off (then it is not advertised). */
+  readonly registration: Readonly<Required<RegistrationOptions>> | null;
   /** PAR settings, or null when the PAR endpoint is off (then it is not advertised). */
   readonly par: Readonly<Required<ParOptions>> | null;
 }
@@ -135,6 +154,7 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
       codeTtlSeconds: positiveInt('device.codeTtlSeconds', options.device?.codeTtlSeconds, 600),
       intervalSeconds: positiveInt('device.intervalSeconds', options.device?.intervalSeconds, 5),
     },
+    registration: resolveRegistration(options.registration),
     par:
       options.par === false
         ? null
@@ -146,6 +166,21 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
               60,
             ),
           },
+  };
+}
+
+function resolveRegistration(options: RegistrationOptions | undefined): Required<RegistrationOptions> | null {
+  if (!options) return null;
+  const tokens = options.initialAccessTokens ?? [];
+  if (tokens.some((t) => typeof t !== 'string' || t.length < 16))
+    throw new RangeError('registration.initialAccessTokens: strings of at least 16 characters');
+  if (!options.open && tokens.length === 0)
+    throw new RangeError('registration: give initialAccessTokens, or open: true');
+  return {
+    initialAccessTokens: [...tokens],
+    open: options.open ?? false,
+    grantTypes: [...(options.grantTypes ?? ['authorization_code', 'refresh_token', 'client_credentials'])],
+    scopes: [...(options.scopes ?? ['openid', 'profile', 'offline_access'])],
   };
 }
 

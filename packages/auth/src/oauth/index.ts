@@ -19,10 +19,11 @@ import { createDpopVerifier, storeReplayCache } from './dpop-token.ts';
 import type { KeyManager } from './keys.ts';
 import { assertionAudiences, registerMetadataEndpoints } from './metadata.ts';
 import { registerParEndpoint } from './par.ts';
+import { registerRegistrationEndpoints } from './registration.ts';
 import { registerRevocationAndIntrospection } from './revocation.ts';
 import { registerTokenEndpoint } from './token-endpoint.ts';
-import { registerUserInfoEndpoint } from './userinfo.ts';
 import { TokenIssuer } from './tokens.ts';
+import { registerUserInfoEndpoint } from './userinfo.ts';
 
 export {
   CLIENT_ASSERTION_SIGNING_ALGS,
@@ -113,6 +114,7 @@ export async function oauthServer(app: FastifyInstance, options: OAuthServerOpti
   registerAuthorizeEndpoint(app, ctx);
   registerTokenEndpoint(app, ctx);
   if (ctx.config.par) registerParEndpoint(app, ctx);
+  if (ctx.config.registration) registerRegistrationEndpoints(app, ctx, options.hasher);
   if (ctx.config.grantTypes.includes(DEVICE_CODE_GRANT)) {
     registerDeviceAuthorizationEndpoint(app, ctx);
     registerDeviceVerificationPage(app, ctx);

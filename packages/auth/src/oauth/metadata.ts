@@ -11,6 +11,7 @@ import { DEVICE_AUTHORIZATION_PATH, DEVICE_CODE_GRANT } from './device.ts';
 import { OIDC_SCOPES, SCOPE_CLAIMS } from './id-token.ts';
 import { END_SESSION_PATH } from './logout.ts';
 import { PAR_PATH } from './par.ts';
+import { REGISTRATION_PATH } from './registration.ts';
 import { USERINFO_PATH } from './userinfo.ts';
 
 /** Endpoint paths, relative to the issuer. */
@@ -92,6 +93,7 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
     claims_parameter_supported: false,
     request_parameter_supported: false,
     ...(ctx.dpop ? { dpop_signing_alg_values_supported: [...ctx.dpop.algorithms] } : {}),
+    ...(ctx.config.registration ? { registration_endpoint: `${iss}${REGISTRATION_PATH}` } : {}),
     ...(ctx.config.grantTypes.includes(DEVICE_CODE_GRANT)
       ? { device_authorization_endpoint: `${iss}${DEVICE_AUTHORIZATION_PATH}` }
       : {}),

@@ -253,4 +253,15 @@ CREATE TABLE device_codes (
 CREATE INDEX device_codes_expires ON device_codes(expires_at);
 `,
   },
+  {
+    version: 5,
+    name: 'dynamic client registration',
+    sql: `
+CREATE TABLE client_registrations (
+  client_id TEXT PRIMARY KEY REFERENCES clients(client_id) ON DELETE CASCADE,
+  access_token_hash TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+`,
+  },
 ];

@@ -25,6 +25,8 @@ import type {
   ClientPatch,
   ClientRecord,
   ConsentRecord,
+  DeviceCodeRecord,
+  DeviceCodeStatus,
   GrantType,
   ListQuery,
   LoginSessionRecord,
@@ -37,8 +39,6 @@ import type {
   NewRole,
   NewSigningKey,
   NewUser,
-  DeviceCodeRecord,
-  DeviceCodeStatus,
   Page,
   PermissionRecord,
   PushedRequestRecord,
@@ -1470,7 +1470,6 @@ export class SqliteAuthStore implements AuthStore {
     ).flatMap((row) => this.#client(String(row.client_id)) ?? []);
   }
 
-
   // ── consent ──
 
   async getConsent(userId: string, clientId: string): Promise<ConsentRecord | undefined> {
@@ -1575,6 +1574,27 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   // ── OAuth extensions ──
+
+  async setRegistrationAccessToken(clientId: string, tokenHash: string, now: number): Promise<void> {
+    this.#change('client', { field: 'clientId', value: clientId }, undefined, () => {
+      if (!this.#client(clientId)) throw new NotFoundError('client', clientId);
+      this.#run(
+        `INSERT INTO client_registrations (client_id, access_token_hash, created_at) VALUES (?, ?, ?)
+          ON CONFLICT (client_id) DO UPDATE SET access_token_hash = excluded.access_token_hash`,
+        clientId,
+        tokenHash,
+        now,
+      );
+    });
+  }
+
+  async findRegistrationAccessToken(clientId: string): Promise<string | undefined> {
+    const row = this.#get(
+      'SELECT access_token_hash FROM client_registrations WHERE client_id = ?',
+      String(clientId),
+    );
+    return row ? String(row.access_token_hash) : undefined;
+  }
 
   async insertDeviceCode(
     input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,

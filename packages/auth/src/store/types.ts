@@ -756,6 +756,13 @@ export interface AuthStore {
   purgeExpired(now: number): Promise<number>;
 
   // ── OAuth extensions ──
+  /**
+   * Records (or replaces) the hash of a dynamically registered client's registration access token
+   * (RFC 7592 §3). @throws NotFoundError when the client does not exist.
+   */
+  setRegistrationAccessToken(clientId: string, tokenHash: string, now: number): Promise<void>;
+  /** The registration access token hash of a dynamically registered client, or undefined. */
+  findRegistrationAccessToken(clientId: string): Promise<string | undefined>;
   /** Stores a device authorization request. @throws ConflictError when the hash or user code exists. */
   insertDeviceCode(
     input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
