@@ -2,8 +2,10 @@
  * The GraphQL execution engine behind `/graphql`: GraphQL-over-HTTP request handling by `graphql-http`
  * (spec-compliant status codes and media types), with an LRU cache of parsed and validated documents,
  * queries compiled by `graphql-jit`, early variable coercion (so a coercion failure is a request error,
- * GraphQL-over-HTTP §"Variable coercion failure" → 400 with `application/graphql-response+json`), and
- * masking of unexpected resolver errors.
+ * GraphQL-over-HTTP §"Variable coercion failure" → 400 with `application/graphql-response+json`), the
+ * per-request cost check (`cost.ts`), error codes on every request error, and masking of unexpected
+ * resolver errors. `Engine.fast` answers valid, error-free queries without graphql-http, through query
+ * plans (`plan.ts`) or graphql-jit; everything else goes through the full handler.
  */
 import {
   type DocumentNode,

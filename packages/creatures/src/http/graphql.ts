@@ -474,7 +474,10 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       const value = initHeaders[name];
       if (value !== undefined) headers.push(name, value);
     }
-    if (text !== undefined) headers.push('content-length', String(Buffer.byteLength(text)));
+    // A large answer is encoded once (its length and the bytes written come from the same buffer).
+    const bytes = text !== undefined && text.length > 2048 ? Buffer.from(text) : undefined;
+    if (text !== undefined)
+      headers.push('content-length', String(bytes ? bytes.length : Buffer.byteLength(text)));
     const cacheable = queryCacheable && status === 200 && text !== undefined;
     if (method === 'GET') {
       if (cacheable) {
@@ -495,7 +498,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     }
     if (method === 'GET' && cacheable && notModified(req, res, headers)) return;
     res.writeHead(status, statusText, headers);
-    res.end(text);
+    res.end(bytes ?? text);
   }
 
   /**
