@@ -475,6 +475,11 @@ function userEditor(user) {
         'Denied permissions',
         el('input', { name: 'deniedPermissions', value: joined(user.deniedPermissions) }),
       ),
+      field('Display name', el('input', { name: 'displayName', value: user.displayName ?? '' })),
+      field('Given name', el('input', { name: 'givenName', value: user.givenName ?? '' })),
+      field('Family name', el('input', { name: 'familyName', value: user.familyName ?? '' })),
+      field('E-mail', el('input', { name: 'email', type: 'email', value: user.email ?? '' })),
+      checkbox('emailVerified', 'E-mail verified', user.emailVerified),
     ],
     'Save user',
     (data) =>
@@ -484,6 +489,12 @@ function userEditor(user) {
           roles: listField(data, 'roles'),
           directPermissions: listField(data, 'directPermissions'),
           deniedPermissions: listField(data, 'deniedPermissions'),
+          // blank clears a profile field
+          displayName: String(data.get('displayName')).trim() || null,
+          givenName: String(data.get('givenName')).trim() || null,
+          familyName: String(data.get('familyName')).trim() || null,
+          email: String(data.get('email')).trim() || null,
+          emailVerified: data.get('emailVerified') === 'on',
         }),
       ),
   );
@@ -502,19 +513,61 @@ function userEditor(user) {
         api('PUT', `users/${user.id}/password`, { password: data.get('password') }),
       ),
   );
-  return el('div', {}, form, password);
+  return el('div', {}, form, password, consentsOf(user));
+}
+
+/** The clients `user` consented to (third-party clients), each with a Revoke button; filled when loaded. */
+function consentsOf(user) {
+  const box = el(
+    'section',
+    { class: 'card', 'aria-label': `Consents of ${user.userName}` },
+    el('h2', { text: `Consents of ${user.userName}` }),
+  );
+  api('GET', `users/${user.id}/consents`)
+    .then((page) => {
+      if (page.items.length === 0) {
+        box.append(el('p', { text: 'No consents.' }));
+        return;
+      }
+      const rows = page.items.map((c) =>
+        el(
+          'tr',
+          { 'data-consent': c.clientId },
+          el('td', { text: c.clientId }),
+          el('td', { text: joined(c.scopes) }),
+          el('td', { text: when(c.updatedAt) }),
+          el(
+            'td',
+            { class: 'actions' },
+            button(
+              'Revoke',
+              confirmThen(`Revoke the consent of ${user.userName} to ${c.clientId}?`, () =>
+                act(`Revoked the consent to ${c.clientId}.`, () =>
+                  api('DELETE', `users/${user.id}/consents/${encodeURIComponent(c.clientId)}`),
+                ),
+              ),
+              'danger',
+            ),
+          ),
+        ),
+      );
+      box.append(table(['Client', 'Scopes', 'Given', 'Actions'], rows));
+    })
+    .catch((error) => box.append(el('p', { class: 'error', text: error.message })));
+  return box;
 }
 
 const rolesView = resourceView('roles', {
   noun: 'role(s)',
   attribute: 'role',
   key: (role) => role.name,
-  headers: ['Name', 'Description', 'Permissions', 'Denied', 'Kind', 'Actions'],
+  headers: ['Name', 'Description', 'Permissions', 'Denied', 'Parents', 'Kind', 'Actions'],
   cells: (role) => [
     role.name,
     role.description,
     joined(role.permissions),
     joined(role.deniedPermissions),
+    joined(role.parentRoles),
     role.isSystem ? 'built-in' : '',
   ],
   actions: (role) =>
@@ -566,6 +619,10 @@ function roleEditor(role) {
           disabled: role.isSystem,
         }),
       ),
+      field(
+        'Parent roles',
+        el('input', { name: 'parentRoles', value: joined(role.parentRoles), disabled: role.isSystem }),
+      ),
     ],
     'Save role',
     (data) => {
@@ -574,6 +631,7 @@ function roleEditor(role) {
         body.name = data.get('name');
         body.permissions = listField(data, 'permissions');
         body.deniedPermissions = listField(data, 'deniedPermissions');
+        body.parentRoles = listField(data, 'parentRoles');
       }
       act(`Saved role ${body.name ?? role.name}.`, () => api('PATCH', `roles/${role.id}`, body));
     },
@@ -593,7 +651,25 @@ function clientFields(client) {
       {},
       GRANTS.map((g) => checkbox(g, g, client ? client.allowedGrantTypes.includes(g) : false)),
     ),
+    field(
+      'Post-logout redirect URIs',
+      el('textarea', { name: 'postLogoutRedirectUris', value: client?.postLogoutRedirectUris.join('\n') }),
+    ),
+    field(
+      'Back-channel logout URI',
+      el('input', { name: 'backchannelLogoutUri', value: client?.backchannelLogoutUri ?? '' }),
+    ),
+    checkbox('requireConsent', 'Third-party (users must consent)', client?.requireConsent ?? false),
   ];
+}
+
+/** The OpenID Connect settings entered in a client form. */
+function clientOidcBody(data) {
+  return {
+    postLogoutRedirectUris: listField(data, 'postLogoutRedirectUris'),
+    backchannelLogoutUri: String(data.get('backchannelLogoutUri')).trim() || null,
+    requireConsent: data.get('requireConsent') === 'on',
+  };
 }
 
 const clientsView = resourceView('clients', {
@@ -657,6 +733,7 @@ const clientsView = resourceView('clients', {
           redirectUris: listField(data, 'redirectUris'),
           allowedScopes: listField(data, 'allowedScopes'),
           allowedGrantTypes: GRANTS.filter((g) => data.get(g) === 'on'),
+          ...clientOidcBody(data),
         };
         const permissions = listField(data, 'permissions');
         if (permissions.length) body.permissions = permissions;
@@ -688,6 +765,7 @@ function clientEditor(client) {
           allowedScopes: listField(data, 'allowedScopes'),
           permissions: listField(data, 'permissions'),
           allowedGrantTypes: GRANTS.filter((g) => data.get(g) === 'on'),
+          ...clientOidcBody(data),
         }),
       ),
   );
