@@ -16,6 +16,7 @@
  *
  * Run: `npm run bench:oauth -w @seed/auth` (or `node packages/auth/bench/oauth-bench.ts`).
  * Env: BENCH_GRANTS (comma-separated, default `client_credentials,refresh_token`),
+ * BENCH_OPENID (default on; `0`: refresh tokens without `openid`, so no ID token on refresh),
  * BENCH_SECONDS (per case and round, default 3), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS
  * (default 16), BENCH_ALG (default ES256; RS256, PS256, EdDSA also work), BENCH_SEED_DB (`file`, the
  * default: a SQLite file in WAL mode as in production; or `memory`, like oidc-provider's memory adapter),
@@ -37,6 +38,8 @@ const SEED_DB = process.env.BENCH_SEED_DB === 'memory' ? 'memory' : 'file';
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const ALG = process.env.BENCH_ALG ?? 'ES256';
 const PROFILE_DIR = process.env.BENCH_CPU_PROF;
+/** The refresh case's tokens carry `openid`: each refresh also issues an ID token (default on; `0` off). */
+const OPENID = process.env.BENCH_OPENID !== '0';
 // autocannon builds each connection's first request at start-up and builds it again before sending, so
 // every case strands CONNECTIONS tokens: provision enough for all rounds.
 const POOL = CONNECTIONS * (ROUNDS + 2);
@@ -159,7 +162,12 @@ function refresh(s: Started, name: string): Promise<CaseResult> {
             return { ...req, body: `grant_type=refresh_token&refresh_token=${encodeURIComponent(token)}` };
           },
           onResponse: (status, body) => {
-            if (status === 200) pool.push((JSON.parse(body) as { refresh_token: string }).refresh_token);
+            if (status !== 200) return;
+            const answer = JSON.parse(body) as { refresh_token: string; id_token?: string };
+            // BENCH_OPENID (default on): both servers must sign an ID token on every refresh.
+            if (OPENID && answer.id_token === undefined)
+              throw new Error(`${name}: refresh answer without id_token`);
+            pool.push(answer.refresh_token);
           },
         },
       ],
@@ -196,7 +204,8 @@ try {
 
 console.log(
   `\nToken endpoint, ${ALG} JWT access tokens, ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per case, ` +
-    `loopback HTTP/1.1; seed store: SQLite ${SEED_DB === 'file' ? 'file (WAL)' : 'in memory'}, oidc-provider: memory adapter`,
+    `loopback HTTP/1.1; seed store: SQLite ${SEED_DB === 'file' ? 'file (WAL)' : 'in memory'}, oidc-provider: memory adapter; ` +
+    `refresh_token scope: ${OPENID ? 'openid (an ID token on every refresh)' : 'no openid'}`,
 );
 console.log(
   'grant               server         median req/s  best req/s  p99 ms  CPU µs/req  load gen µs/req  rounds (req/s)',

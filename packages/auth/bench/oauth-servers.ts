@@ -25,6 +25,13 @@ const CLIENT_ID = 'bench-service';
 const CLIENT_SECRET = 'bench-service-secret-0123456789';
 const USER = 'bench-user';
 const PASSWORD = 'bench-user-password-1';
+/**
+ * `BENCH_OPENID` (default on; `0` turns it off): the confidential client's refresh tokens carry the `openid`
+ * scope on both servers, so every refresh also signs a new ID token (OpenID Connect Core §12.2).
+ */
+const OPENID = process.env.BENCH_OPENID !== '0';
+/** Scope of the confidential client's refresh tokens. */
+const REFRESH_SCOPE = OPENID ? 'openid api offline_access' : 'api offline_access';
 
 async function startSeed(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'auth-bench-'));
@@ -42,7 +49,7 @@ async function startSeed(): Promise<void> {
     clientType: 'confidential',
     secretHash: await hasher.hash(CLIENT_SECRET),
     allowedGrantTypes: ['client_credentials', 'password', 'refresh_token'],
-    allowedScopes: ['api', 'offline_access'],
+    allowedScopes: ['openid', 'api', 'offline_access'],
   });
   await store.createUser({ userName: USER, passwordHash: await hasher.hash(PASSWORD) });
   const url = await server.listen(0, '127.0.0.1');
@@ -56,7 +63,7 @@ async function startSeed(): Promise<void> {
         grant_type: 'password',
         username: USER,
         password: PASSWORD,
-        scope: 'api offline_access',
+        scope: REFRESH_SCOPE,
       }),
     });
     const body = (await res.json()) as { refresh_token?: string };
@@ -133,7 +140,7 @@ async function startOidcProvider(): Promise<void> {
   const refreshTokens: string[] = [];
   for (let i = 0; i < count; i++) {
     const grant = new provider.Grant({ accountId: USER, clientId: CLIENT_ID });
-    grant.addOIDCScope('offline_access');
+    grant.addOIDCScope(OPENID ? 'openid offline_access' : 'offline_access');
     grant.addResourceScope('urn:seed', 'api');
     const grantId = await grant.save();
     const rt = new provider.RefreshToken({
@@ -141,7 +148,7 @@ async function startOidcProvider(): Promise<void> {
       accountId: USER,
       grantId,
       gty: 'authorization_code',
-      scope: 'offline_access api',
+      scope: OPENID ? 'openid offline_access api' : 'offline_access api',
       resource: 'urn:seed',
       authTime: Math.floor(Date.now() / 1000),
     });
