@@ -69,13 +69,19 @@ describe('isolation option', { skip }, () => {
 });
 
 describe('gVisor boxes through the runtime', { skip }, () => {
-  test('exec streams and exit codes; tty is refused naming it; metrics', async () => {
+  test('exec streams and exit codes; tty and host-side files are refused naming them; metrics', async () => {
     const box = await runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } });
     const r = await run(box, 'sh', ['-c', 'echo out; echo err >&2; exit 4']);
     assert.deepEqual(r, { exitCode: 4, stdout: 'out', stderr: 'err' });
     await assert.rejects(
       box.exec('sh', [], undefined, true),
-      /tty: not supported by the gvisor isolation tier/,
+      (e: BoxError) =>
+        e.code === 'unsupported' && /tty: not supported by the gvisor isolation tier/.test(e.message),
+    );
+    await assert.rejects(
+      box.files.read('/etc/passwd'),
+      (e: BoxError) =>
+        e.code === 'unsupported' && /files: not supported by the gvisor isolation tier/.test(e.message),
     );
     const metrics = await box.metrics();
     assert.ok((metrics.memoryBytes ?? 0) > 0);

@@ -488,6 +488,7 @@ export class GVisorEngine implements Engine {
     if (options.tty) {
       throw new BoxError(
         "tty: not supported by the gvisor isolation tier (runsc 20221219 has no exec --tty); use isolation 'container'",
+        { code: 'unsupported' },
       );
     }
     const meta = this.meta(id);

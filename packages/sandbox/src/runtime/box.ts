@@ -165,6 +165,13 @@ export class JsBox {
               `box ${this.id} is ${publicStatus(record.status)}, not running; its files are not reachable`,
             );
           }
+          // The host pid of a gVisor box is its Sentry, whose /proc/<pid>/root is not the box root.
+          if (record.options.isolation === 'gvisor') {
+            throw new BoxError(
+              `files: not supported by the gvisor isolation tier (box ${this.id}); read and write files with exec`,
+              { code: 'unsupported' },
+            );
+          }
           return record.pid;
         },
       }),
@@ -238,6 +245,16 @@ export class JsBox {
       });
     }
     return new JsExecution(process, (report) => this.#ctx.countExecEnd(this.id, report));
+  }
+
+  /**
+   * Starts a stopped box again (BoxLite `box.start()`): its writable layer, volumes and options are kept;
+   * `startedAt` is the new start. A running box is left as it is.
+   * @throws BoxError `not_found` (removed, e.g. `autoRemove` on stop), `conflict` (failed, or secrets
+   *   whose values only the creating runtime held).
+   */
+  async start(): Promise<void> {
+    await this.#ctx.startBox(this.id);
   }
 
   /** Stops the box; with `autoRemove` the box is then removed. Stopping a stopped box is a no-op. */
