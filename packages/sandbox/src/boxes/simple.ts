@@ -14,6 +14,7 @@ import type {
   AdvancedBoxOptions,
   ExecResult,
   JsBoxInfo,
+  JsBoxMetrics,
   JsBoxOptions,
   JsNetworkHandle,
   JsPortSpec,
@@ -24,8 +25,17 @@ import type {
 
 /** Options of `SimpleBox` and the boxes derived from it (spec 002 "SimpleBox" constructor options). */
 export interface SimpleBoxOptions {
-  /** OCI image; default `python:slim`. */
+  /** OCI image; default `python:slim` (unless `rootfsPath` is given). */
   image?: string;
+  /** Prepared rootfs directory instead of an image (spec 002 `JsBoxOptions.rootfsPath`). */
+  rootfsPath?: string;
+  /** Size-limited writable layer in GB (spec 002 `JsBoxOptions.diskSizeGb`). */
+  diskSizeGb?: number;
+  /**
+   * With `name`: use the existing box of that name instead of failing on the taken name (BoxLite
+   * `reuseExisting`; `created` then tells which happened). Default false.
+   */
+  reuseExisting?: boolean;
   /** Memory in MiB; default 512. */
   memoryMib?: number;
   /** CPU cores; default 1. */
@@ -85,6 +95,7 @@ export class SimpleBox {
   /** Defaults of this box type. */
   protected readonly defaults: BoxDefaults;
   #files: BoxFiles | null = null;
+  #created: boolean | undefined = undefined;
   #box: JsBox | null = null;
   #starting: Promise<JsBox> | null = null;
 
@@ -98,6 +109,14 @@ export class SimpleBox {
     }
     if (options.runtime !== undefined && !(options.runtime instanceof JsRuntime)) {
       throw new BoxError('invalid box option runtime: must be a JsRuntime', { field: 'runtime' });
+    }
+    if (options.reuseExisting !== undefined && typeof options.reuseExisting !== 'boolean') {
+      throw new BoxError('invalid box option reuseExisting: must be a boolean', { field: 'reuseExisting' });
+    }
+    if (options.reuseExisting === true && options.name === undefined) {
+      throw new BoxError('invalid box option reuseExisting: needs a name (the box to reuse)', {
+        field: 'reuseExisting',
+      });
     }
     this.options = options;
     this.defaults = defaults;
@@ -134,6 +153,24 @@ export class SimpleBox {
     return (await this.ensureStarted()).copyOut(guestPath, hostPath, options);
   }
 
+  /**
+   * Whether starting this wrapper created its box (true) or reused an existing one (`reuseExisting`;
+   * false); undefined before the box is started.
+   */
+  get created(): boolean | undefined {
+    return this.#created;
+  }
+
+  /** Metadata of the box (BoxLite `SimpleBox.info()`; same as `getInfo()`); starts the box. */
+  info(): Promise<JsBoxInfo> {
+    return this.getInfo();
+  }
+
+  /** Box metrics (spec 002 `JsBoxMetrics`); starts the box. */
+  async metrics(): Promise<JsBoxMetrics> {
+    return (await this.ensureStarted()).metrics();
+  }
+
   /** Box name given in the options. */
   get name(): string | undefined {
     return this.options.name;
@@ -148,10 +185,12 @@ export class SimpleBox {
   protected boxOptions(): JsBoxOptions {
     const o = this.options;
     const result: JsBoxOptions = {
-      image: o.image ?? this.defaults.image,
       autoRemove: o.autoRemove ?? true,
       detach: o.detach ?? false,
     };
+    if (o.rootfsPath !== undefined) result.rootfsPath = o.rootfsPath;
+    if (o.image !== undefined || o.rootfsPath === undefined) result.image = o.image ?? this.defaults.image;
+    if (o.diskSizeGb !== undefined) result.diskSizeGb = o.diskSizeGb;
     const cpus = o.cpus ?? this.defaults.cpus;
     const memoryMib = o.memoryMib ?? this.defaults.memoryMib;
     if (cpus !== undefined) result.cpus = cpus;
@@ -176,7 +215,15 @@ export class SimpleBox {
     if (this.#box) return Promise.resolve(this.#box);
     this.#starting ??= (async () => {
       try {
-        this.#box = await this.runtime.create(this.boxOptions(), this.options.name);
+        if (this.options.reuseExisting === true) {
+          const { box, created } = await this.runtime.getOrCreate(this.boxOptions(), this.options.name);
+          if (!created) await box.start(); // a stopped box of that name is started again
+          this.#box = box;
+          this.#created = created;
+        } else {
+          this.#box = await this.runtime.create(this.boxOptions(), this.options.name);
+          this.#created = true;
+        }
         return this.#box;
       } finally {
         this.#starting = null;

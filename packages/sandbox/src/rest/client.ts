@@ -226,6 +226,7 @@ const NO_CONTEXT: RuntimeContext = {
   countCommand: () => {},
   countExecEnd: () => {},
   stopBox: () => Promise.reject(new BoxError('a REST box has no local state', { code: 'unsupported' })),
+  startBox: () => Promise.reject(new BoxError('a REST box has no local state', { code: 'unsupported' })),
 };
 
 function boxPath(id: string): string {
@@ -323,6 +324,11 @@ export class RestBox extends JsBox {
     return new RestExecution(process, await process.ready);
   }
 
+  /** Starts a stopped box again on the server (see `JsBox.start`). */
+  override async start(): Promise<void> {
+    await this.#conn.call('POST', `${boxPath(this.id)}/start`);
+  }
+
   /** Stops the box on the server (removed there when created with `autoRemove`). */
   override async stop(): Promise<void> {
     await this.#conn.call('POST', `${boxPath(this.id)}/stop`);
@@ -349,6 +355,8 @@ export type RestVolumes = RuntimeVolumes;
  */
 export class RestRuntime implements RuntimeBackend {
   readonly #conn: Connection;
+  /** Ids of the non-detached boxes this client created (what `shutdown` stops). */
+  readonly #attached = new Set<string>();
   /** Always empty: a REST runtime has no local data directory. */
   readonly homeDir = '';
 
@@ -380,7 +388,25 @@ export class RestRuntime implements RuntimeBackend {
       ...options,
       ...(boxName !== undefined ? { name: boxName } : {}),
     });
+    if (options.detach !== true) this.#attached.add(info.id);
     return new RestBox(this.#conn, info);
+  }
+
+  /**
+   * Stops the non-detached boxes this client created (BoxLite `shutdown`), in parallel; boxes already
+   * gone are skipped. The server stops each with its own grace period (`timeoutSecs` is checked, not
+   * forwarded: the stop route has no timeout parameter).
+   * @throws BoxError `invalid_option` (field `timeout`) for a negative or non-finite timeout.
+   */
+  async shutdown(timeoutSecs = 10): Promise<void> {
+    if (typeof timeoutSecs !== 'number' || !Number.isFinite(timeoutSecs) || timeoutSecs < 0) {
+      throw new BoxError('invalid shutdown option timeout: must be a number of seconds ≥ 0', {
+        field: 'timeout',
+      });
+    }
+    const ids = [...this.#attached];
+    this.#attached.clear();
+    await Promise.all(ids.map((id) => this.#conn.call('POST', `${boxPath(id)}/stop`).catch(() => {})));
   }
 
   /** Every box on the server (spec 002 `listInfo`). */

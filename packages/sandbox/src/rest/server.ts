@@ -369,16 +369,8 @@ export class RestServer {
 
     app.post<{ Params: { box: string } }>('/v1/boxes/:box/start', { config: write }, async (request) => {
       const box = await this.#box(request.params.box);
-      const info = await box.info();
-      if (!info.state.running) {
-        throw new HttpError(
-          409,
-          'conflict_error',
-          'not_restartable',
-          `box ${box.name ?? box.id} is ${info.state.status}; this runtime does not restart stopped boxes (create a new one)`,
-        );
-      }
-      return this.#info(info);
+      await box.start();
+      return this.#info(await box.info());
     });
 
     app.post<{ Params: { box: string } }>(

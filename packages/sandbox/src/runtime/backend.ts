@@ -59,6 +59,8 @@ export interface RuntimeBackend {
   remove(idOrName: string, force?: boolean): Promise<void>;
   /** Releases what the runtime holds in this process (spec 002 `close`). */
   close(): void;
+  /** Stops the non-detached boxes this runtime created (BoxLite `shutdown(timeout)`; seconds). */
+  shutdown(timeoutSecs?: number): Promise<void>;
   /** Image store operations. */
   readonly images: RuntimeImages;
   /** Managed volumes. */

@@ -247,6 +247,16 @@ export class JsBox {
     return new JsExecution(process, (report) => this.#ctx.countExecEnd(this.id, report));
   }
 
+  /**
+   * Starts a stopped box again (BoxLite `box.start()`): its writable layer, volumes and options are kept;
+   * `startedAt` is the new start. A running box is left as it is.
+   * @throws BoxError `not_found` (removed, e.g. `autoRemove` on stop), `conflict` (failed, or secrets
+   *   whose values only the creating runtime held).
+   */
+  async start(): Promise<void> {
+    await this.#ctx.startBox(this.id);
+  }
+
   /** Stops the box; with `autoRemove` the box is then removed. Stopping a stopped box is a no-op. */
   async stop(): Promise<void> {
     await this.#ctx.stopBox(this.id);

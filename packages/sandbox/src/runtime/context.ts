@@ -17,4 +17,6 @@ export interface RuntimeContext {
   flushCounters?(): void;
   /** Stops a box, then removes it when it was created with `autoRemove`. */
   stopBox(id: string): Promise<void>;
+  /** Starts a stopped box again with its writable layer and volumes (no-op when running). */
+  startBox(id: string): Promise<void>;
 }

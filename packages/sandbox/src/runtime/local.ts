@@ -82,6 +82,8 @@ export class LocalRuntime implements RuntimeBackend {
   #ready: Promise<void> | null = null;
   #net: BoxNetworking | null = null;
   readonly #ctx: RuntimeContext;
+  /** Secret values of boxes this instance created (never stored), for `start` after `stop`. */
+  readonly #secretValues = new Map<string, NormalizedBoxOptions['secrets']>();
 
   /**
    * @param options `homeDir` (default {@link defaultHomeDir}) and `imageRegistries`, already checked by
@@ -111,6 +113,7 @@ export class LocalRuntime implements RuntimeBackend {
       },
       flushCounters: () => this.#pending.flush(),
       stopBox: (id) => this.#stopBox(id),
+      startBox: (id) => this.#startBox(id),
     };
   }
 
@@ -230,16 +233,77 @@ export class LocalRuntime implements RuntimeBackend {
     this.#db.deleteBox(id);
   }
 
-  async #stopBox(id: string): Promise<void> {
+  /** Stops a box (`graceMs` for its commands to exit after SIGTERM), then removes it when `autoRemove`. */
+  async #stopBox(id: string, graceMs?: number): Promise<void> {
     await this.#whenReady();
     const record = this.#db.getBox(id);
     if (!record) throw notFound(`box ${id} no longer exists`);
     if (record.status === 'running' || record.status === 'creating') {
       const engine = await this.#getEngine();
-      await engine.stop(id);
+      await engine.stop(id, graceMs);
       this.#db.setStatus(id, 'stopped');
     }
-    if (record.options.autoRemove) await this.#teardown(id);
+    if (record.options.autoRemove) {
+      await this.#teardown(id);
+      this.#secretValues.delete(id);
+    }
+  }
+
+  /**
+   * Starts a stopped box again (BoxLite `box.start()`): same writable layer, volumes and options; a
+   * running box is left as it is.
+   * @throws BoxError `not_found` when it was removed, `conflict` when it is being created or failed, or
+   *   when it has secrets whose values this runtime instance does not hold (they are never stored).
+   */
+  async #startBox(id: string): Promise<void> {
+    await this.#whenReady();
+    const record = await this.#refresh(id);
+    if (!record) throw notFound(`box ${id} no longer exists`);
+    if (record.status === 'running') return;
+    if (record.status !== 'stopped') {
+      throw conflict(`box ${record.name ?? id} is ${record.status}; only a stopped box can be started`);
+    }
+    const secrets = record.options.secrets.length > 0 ? this.#secretValues.get(id) : [];
+    if (!secrets) {
+      throw conflict(
+        `box ${record.name ?? id} has secrets whose values are only held by the runtime that created it; create a new box`,
+      );
+    }
+    const options = { ...record.options, secrets } as NormalizedBoxOptions;
+    try {
+      await this.#launch(id, record.name, options, performance.now());
+    } catch (error) {
+      await (await this.#getEngine()).stop(id, 0).catch(() => {});
+      await this.#networking().teardown(id);
+      this.#db.setStatus(id, 'stopped');
+      if (error instanceof BoxError) throw error;
+      throw new BoxError(`cannot start box ${record.name ?? id}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+
+  /**
+   * Stops every running, non-detached box this process created (BoxLite `runtime.shutdown(timeout)`):
+   * SIGTERM to their commands, SIGKILL after `timeoutSecs` (default 10). Detached boxes and boxes of
+   * other processes are left running. Boxes with `autoRemove` are removed.
+   * @throws BoxError `invalid_option` (field `timeout`) for a negative or non-finite timeout.
+   */
+  async shutdown(timeoutSecs = 10): Promise<void> {
+    if (typeof timeoutSecs !== 'number' || !Number.isFinite(timeoutSecs) || timeoutSecs < 0) {
+      throw new BoxError('invalid shutdown option timeout: must be a number of seconds ≥ 0', {
+        field: 'timeout',
+      });
+    }
+    await this.#whenReady();
+    const me = processIdentity(process.pid);
+    const mine = this.#db
+      .listBoxes()
+      .filter(
+        (r) => r.owner === me && !r.options.detach && (r.status === 'running' || r.status === 'creating'),
+      );
+    await Promise.all(mine.map((r) => this.#stopBox(r.id, Math.round(timeoutSecs * 1000)).catch(() => {})));
+    this.#pending.flush();
   }
 
   /** Finds or creates the managed volume `idOrName`; returns its record and data directory. */
@@ -269,6 +333,84 @@ export class LocalRuntime implements RuntimeBackend {
     } catch (error) {
       throw withCode(error, 'image', `cannot pull image '${image}'`);
     }
+  }
+
+  /**
+   * Prepares the image, volumes, environment and network of a box and starts it in the engine, then
+   * records it as running with its stage timings. Used by `create` and by `start` (a stopped box resumes
+   * its writable layer: same box directory, same spec).
+   */
+  async #launch(
+    id: string,
+    boxName: string | null,
+    normalized: NormalizedBoxOptions,
+    t0: number,
+  ): Promise<void> {
+    const tImage = performance.now();
+    const image = await this.#prepareImage(normalized);
+    const stageImagePrepareMs = ms(tImage);
+    const mounts: EngineMount[] = [];
+    const volumeIds: string[] = [];
+    normalized.volumes.forEach((volume, i) => {
+      if (volume.managedVolume !== undefined) {
+        const { volume: record, dataDir } = this.#resolveVolume(
+          volume.managedVolume,
+          `volumes[${i}].managedVolume`,
+        );
+        volumeIds.push(record.id);
+        mounts.push({ hostPath: dataDir, guestPath: volume.guestPath, readOnly: false });
+      } else {
+        mounts.push({
+          hostPath: volume.hostPath!,
+          guestPath: volume.guestPath,
+          readOnly: volume.readOnly === true,
+        });
+      }
+    });
+    this.#db.linkVolumes(id, volumeIds);
+    const env = new Map<string, string>();
+    for (const entry of image.config.env) {
+      const eq = entry.indexOf('=');
+      if (eq > 0) env.set(entry.slice(0, eq), entry.slice(eq + 1));
+    }
+    for (const { key, value } of normalized.env) env.set(key, value);
+    // Secrets (issue 9): the box sees placeholders and the proxy/CA settings, never the values.
+    for (const [key, value] of Object.entries(secretsEnv(normalized.secrets))) {
+      if (!normalized.env.some((e) => e.key === key)) env.set(key, value);
+    }
+    const boxDir = this.#boxDir(id);
+    mkdirSync(boxDir, { recursive: true, mode: 0o700 });
+    const spec: EngineBoxSpec = {
+      id,
+      hostname: boxName ?? id.toLowerCase(),
+      layerDirs: image.layerDirs,
+      boxDir,
+      env: [...env].map(([k, v]) => `${k}=${v}`),
+      workingDir: normalized.workingDir,
+      cpus: normalized.cpus,
+      memoryMib: normalized.memoryMib,
+      pidsLimit: DEFAULT_PIDS_LIMIT,
+      mounts,
+      capabilities: normalized.capabilities,
+      network: normalized.network,
+      detach: normalized.detach,
+      isolation: normalized.isolation,
+    };
+    if (image.config.user) spec.user = image.config.user;
+    if (normalized.diskSizeGb !== undefined) spec.diskSizeGb = normalized.diskSizeGb;
+    const engine = await this.#getEngine();
+    this.#networking().prepare(id, {
+      ports: normalized.ports,
+      secrets: normalized.secrets,
+      detach: normalized.detach,
+    });
+    const started = await engine.start(spec);
+    const timings: BoxTimings = {
+      stageImagePrepareMs,
+      ...started.timings,
+      totalCreateDurationMs: ms(t0),
+    };
+    this.#db.markRunning(id, started.pid, processIdentity(started.pid), nowIso(), timings);
   }
 
   /**
@@ -314,71 +456,8 @@ export class LocalRuntime implements RuntimeBackend {
       createdAt: nowIso(),
     });
     try {
-      const tImage = performance.now();
-      const image = await this.#prepareImage(normalized);
-      const stageImagePrepareMs = ms(tImage);
-      const mounts: EngineMount[] = [];
-      const volumeIds: string[] = [];
-      normalized.volumes.forEach((volume, i) => {
-        if (volume.managedVolume !== undefined) {
-          const { volume: record, dataDir } = this.#resolveVolume(
-            volume.managedVolume,
-            `volumes[${i}].managedVolume`,
-          );
-          volumeIds.push(record.id);
-          mounts.push({ hostPath: dataDir, guestPath: volume.guestPath, readOnly: false });
-        } else {
-          mounts.push({
-            hostPath: volume.hostPath!,
-            guestPath: volume.guestPath,
-            readOnly: volume.readOnly === true,
-          });
-        }
-      });
-      this.#db.linkVolumes(id, volumeIds);
-      const env = new Map<string, string>();
-      for (const entry of image.config.env) {
-        const eq = entry.indexOf('=');
-        if (eq > 0) env.set(entry.slice(0, eq), entry.slice(eq + 1));
-      }
-      for (const { key, value } of normalized.env) env.set(key, value);
-      // Secrets (issue 9): the box sees placeholders and the proxy/CA settings, never the values.
-      for (const [key, value] of Object.entries(secretsEnv(normalized.secrets))) {
-        if (!normalized.env.some((e) => e.key === key)) env.set(key, value);
-      }
-      const boxDir = this.#boxDir(id);
-      mkdirSync(boxDir, { recursive: true, mode: 0o700 });
-      const spec: EngineBoxSpec = {
-        id,
-        hostname: boxName ?? id.toLowerCase(),
-        layerDirs: image.layerDirs,
-        boxDir,
-        env: [...env].map(([k, v]) => `${k}=${v}`),
-        workingDir: normalized.workingDir,
-        cpus: normalized.cpus,
-        memoryMib: normalized.memoryMib,
-        pidsLimit: DEFAULT_PIDS_LIMIT,
-        mounts,
-        capabilities: normalized.capabilities,
-        network: normalized.network,
-        detach: normalized.detach,
-        isolation: normalized.isolation,
-      };
-      if (image.config.user) spec.user = image.config.user;
-      if (normalized.diskSizeGb !== undefined) spec.diskSizeGb = normalized.diskSizeGb;
-      const engine = await this.#getEngine();
-      this.#networking().prepare(id, {
-        ports: normalized.ports,
-        secrets: normalized.secrets,
-        detach: normalized.detach,
-      });
-      const started = await engine.start(spec);
-      const timings: BoxTimings = {
-        stageImagePrepareMs,
-        ...started.timings,
-        totalCreateDurationMs: ms(t0),
-      };
-      this.#db.markRunning(id, started.pid, processIdentity(started.pid), nowIso(), timings);
+      await this.#launch(id, boxName, normalized, t0);
+      if (normalized.secrets.length > 0) this.#secretValues.set(id, normalized.secrets);
       this.#counters.created++;
       const record = this.#db.getBox(id)!;
       return new JsBox(this.#ctx, record, this.#networking().publishedPorts(id) ?? []);

@@ -147,6 +147,43 @@ export class JsRuntime {
     this.#backend.close();
   }
 
+  /**
+   * The box named `name` when it exists, else a new one created with `options` under that name (BoxLite
+   * `getOrCreate`). `created` tells which. Two callers racing on one name get the same box.
+   * Without a name it always creates.
+   * @throws BoxError as `create`.
+   */
+  async getOrCreate(options: JsBoxOptions, name?: string): Promise<{ box: JsBox; created: boolean }> {
+    if (name !== undefined) {
+      const existing = await this.#backend.get(name);
+      if (existing) return { box: existing, created: false };
+    }
+    try {
+      return { box: await this.#backend.create(options, name), created: true };
+    } catch (error) {
+      if (
+        name !== undefined &&
+        error instanceof BoxError &&
+        error.code === 'conflict' &&
+        error.field === 'name'
+      ) {
+        const existing = await this.#backend.get(name);
+        if (existing) return { box: existing, created: false };
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Stops every non-detached box this runtime created (BoxLite `runtime.shutdown(timeout?)`): their
+   * commands get SIGTERM, then SIGKILL after `timeout` seconds (default 10); `autoRemove` boxes are
+   * removed. Detached boxes keep running. The runtime stays usable.
+   * @throws BoxError `invalid_option` (field `timeout`).
+   */
+  shutdown(timeout?: number): Promise<void> {
+    return this.#backend.shutdown(timeout);
+  }
+
   /** Image operations (issue 7); a REST runtime rejects them with code `unsupported`. */
   get images(): RuntimeImages {
     return this.#backend.images;
