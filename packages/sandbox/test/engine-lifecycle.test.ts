@@ -163,7 +163,7 @@ test('a detached box survives its creator, is usable from another engine, and li
     boxDir: s.boxDir,
     status: 'running',
     pid,
-    mounts: [join(s.boxDir, 'rootfs')],
+    mounts: [join(s.boxDir, 'rootfs'), join(s.boxDir, 'disk')],
   });
   assert.equal(await output(s.id, 'echo still here'), 'still here\n');
   await other.remove(s.id, s.boxDir);

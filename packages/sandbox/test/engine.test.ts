@@ -199,12 +199,12 @@ describe('engine lifecycle', () => {
     assert.equal(st.networkBytesSent, 0);
   });
 
-  test('list shows the box with its mounted root', async () => {
+  test('list shows the box with its mounted root and disk', async () => {
     const rec = (await engine.list()).find((b) => b.id === s.id);
     assert.ok(rec);
     assert.equal(rec.status, 'running');
     assert.equal(rec.boxDir, s.boxDir);
-    assert.deepEqual(rec.mounts, [join(s.boxDir, 'rootfs')]);
+    assert.deepEqual(rec.mounts, [join(s.boxDir, 'rootfs'), join(s.boxDir, 'disk')]);
   });
 
   test('stop unmounts; a restart keeps the writable layer; remove is idempotent', async () => {

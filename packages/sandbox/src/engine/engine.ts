@@ -24,7 +24,6 @@ import {
   rmSync,
   statSync,
   symlinkSync,
-  truncateSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -36,6 +35,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import { lstatInRoot, readFileInRoot } from './confined.ts';
+import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import { BOX_RLIMITS, buildOciConfig, etcHosts, TTY_HELPER_PATH, validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
@@ -399,7 +399,16 @@ export class OciEngine implements Engine {
 
   /** `start` once the host paths are open; `opened[i]` is the host object of `spec.mounts[i]`. */
   private async startOpened(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<EngineStarted> {
-    const p = this.paths(spec.boxDir, spec.diskSizeGb);
+    // Every box gets a size-limited disk (disk.ts); a box whose writable layer predates that default
+    // (an upper dir in boxDir, no disk image) keeps its layer.
+    const legacy =
+      spec.diskSizeGb === undefined &&
+      existsSync(join(spec.boxDir, 'upper')) &&
+      !existsSync(join(spec.boxDir, 'disk.img'));
+    const diskSizeGb = spec.diskSizeGb ?? (legacy ? undefined : DEFAULT_DISK_SIZE_GB);
+    const p = this.paths(spec.boxDir, diskSizeGb);
+    // /etc/hosts and /etc/hostname live on the box disk, inside its limit.
+    const etcDir = diskSizeGb !== undefined ? p.diskDir : p.bundle;
     // The runtime keeps a state directory per container: only ask it when one exists (saves a spawn).
     if (existsSync(join(this.rtRoot, spec.id))) {
       const st = await this.state(spec.id);
@@ -422,12 +431,14 @@ export class OciEngine implements Engine {
         initArgs: ['-P'],
         ...(this.ttyHelper ? { ttyHelper: this.ttyHelper } : {}),
         cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
-        etcFiles: { hosts: join(p.bundle, 'hosts'), hostname: join(p.bundle, 'hostname') },
+        etcFiles: { hosts: join(etcDir, 'hosts'), hostname: join(etcDir, 'hostname') },
       },
     );
     mkdirSync(p.bundle, { recursive: true });
-    writeFileSync(join(p.bundle, 'hosts'), etcHosts(spec.hostname));
-    writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
+    if (diskSizeGb === undefined) {
+      writeFileSync(join(p.bundle, 'hosts'), etcHosts(spec.hostname));
+      writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
+    }
     (config.process as { cwd: string }).cwd = spec.workingDir;
     writeFileSync(join(p.bundle, 'config.json'), JSON.stringify(config));
     const meta: BoxMeta = {
@@ -436,7 +447,7 @@ export class OciEngine implements Engine {
       user: spec.user,
       workingDir: spec.workingDir,
       cpus: spec.cpus,
-      diskSizeGb: spec.diskSizeGb,
+      diskSizeGb,
       capabilities: resolveCapabilities(spec.capabilities),
     };
     writeFileSync(join(p.bundle, 'engine.json'), JSON.stringify(meta));
@@ -445,9 +456,9 @@ export class OciEngine implements Engine {
     // Filesystem: directories, the disk image, the index link (mounts happen in the supervisor).
     const tFs0 = performance.now();
     mkdirSync(p.rootfs, { recursive: true });
-    if (spec.diskSizeGb !== undefined) {
+    if (diskSizeGb !== undefined) {
       mkdirSync(p.diskDir, { recursive: true });
-      await this.ensureDiskImage(spec.id, p.diskImg, spec.diskSizeGb);
+      await ensureDiskImage(this.stateRoot, spec.id, p.diskImg, diskSizeGb);
     } else {
       mkdirSync(p.upper, { recursive: true });
       mkdirSync(p.work, { recursive: true });
@@ -480,7 +491,10 @@ export class OciEngine implements Engine {
       SB_LOWER: lower,
       SB_UPPER: p.upper,
       SB_WORK: p.work,
-      SB_DISK_IMG: spec.diskSizeGb !== undefined ? p.diskImg : '',
+      SB_DISK_IMG: diskSizeGb !== undefined ? p.diskImg : '',
+      SB_DISK_OPTS: DISK_MOUNT_OPTIONS,
+      SB_HOSTS: etcHosts(spec.hostname),
+      SB_HOSTNAME: `${spec.hostname}\n`,
       SB_DISK_DIR: p.diskDir,
       SB_LOG: p.log,
       SB_PIDFILE: p.pidFile,
@@ -555,35 +569,6 @@ export class OciEngine implements Engine {
         stageContainerInitMs: round(tEnd - tStarted),
       },
     };
-  }
-
-  private async ensureDiskImage(id: string, img: string, sizeGb: number): Promise<void> {
-    const bytes = Math.ceil(sizeGb * 1e9);
-    if (existsSync(img)) {
-      if (statSync(img).size >= bytes) return;
-      throw new BoxError(
-        `diskSizeGb: box ${id} already has a ${statSync(img).size}-byte disk; it cannot shrink or grow`,
-      );
-    }
-    const tmp = `${img}.tmp`;
-    writeFileSync(tmp, '');
-    truncateSync(tmp, bytes);
-    const mkfs = await run(findExecutable('mkfs.ext4') ?? '/sbin/mkfs.ext4', [
-      '-q',
-      '-F',
-      '-m',
-      '0',
-      '-E',
-      'lazy_itable_init=1,lazy_journal_init=1,nodiscard',
-      tmp,
-    ]);
-    if (mkfs.code !== 0) {
-      rmSync(tmp, { force: true });
-      throw new BoxError(
-        `diskSizeGb: creating the ${sizeGb} GB disk of box ${id} failed: ${mkfs.stderr.trim()}`,
-      );
-    }
-    renameSync(tmp, img);
   }
 
   private meta(id: string): (BoxMeta & { boxDir: string; rootfs: string }) | undefined {

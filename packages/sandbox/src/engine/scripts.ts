@@ -31,8 +31,11 @@ cleanup() {
 }
 fail() { echo "error $1"; cleanup; exit 1; }
 if [ -n "$SB_DISK_IMG" ]; then
-  mount -o loop,noatime "$SB_DISK_IMG" "$SB_DISK_DIR" 2>>"$SB_LOG" || fail disk
+  mount -o "$SB_DISK_OPTS" "$SB_DISK_IMG" "$SB_DISK_DIR" 2>>"$SB_LOG" || fail disk
   [ -d "$SB_UPPER" ] || mkdir "$SB_UPPER" "$SB_WORK" 2>>"$SB_LOG" || fail disk
+  # The box's /etc/hosts and /etc/hostname, on its disk (kept across restarts; printf is a builtin).
+  [ -e "$SB_DISK_DIR/hosts" ] || printf '%s' "$SB_HOSTS" >"$SB_DISK_DIR/hosts" || fail disk
+  [ -e "$SB_DISK_DIR/hostname" ] || printf '%s' "$SB_HOSTNAME" >"$SB_DISK_DIR/hostname" || fail disk
 fi
 mount -t overlay overlay -o "lowerdir=$SB_LOWER,upperdir=$SB_UPPER,workdir=$SB_WORK" "$SB_ROOTFS" 2>>"$SB_LOG" || fail overlay
 # Host paths: the engine passes each checked path as an inherited descriptor (fd:target pairs).

@@ -1,0 +1,103 @@
+/**
+ * Escape suite, disk: every writable path of a box is inside its disk limit (a default one when
+ * `diskSizeGb` is not given): the root's writable layer, `/etc/hosts` and `/etc/hostname`. Filling the
+ * disk or its inodes stops with `ENOSPC` in the box, and the host filesystem holding the box
+ * directories loses no more than the box's limit.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, statfsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { DEFAULT_DISK_SIZE_GB } from '../../src/engine/disk.ts';
+import { createEngine, makeBusyboxRootfs, type OciEngine } from '../../src/engine/index.ts';
+import { execSh, specFactory } from '../helpers/engine.ts';
+import { assertHostUntouched, snapshotHost } from './helpers.ts';
+
+const tmp = mkdtempSync(join(tmpdir(), 'escape-disk-'));
+const rootfs = makeBusyboxRootfs(join(tmp, 'layer'));
+const spec = specFactory(tmp, rootfs, 'escd');
+let engine: OciEngine;
+
+before(async () => {
+  engine = await createEngine({ stateRoot: join(tmp, 'state') });
+});
+after(async () => {
+  for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id));
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+/** Free bytes and free inodes of the host filesystem holding `dir`. */
+function hostFree(dir: string): { bytes: number; inodes: number } {
+  const s = statfsSync(dir);
+  return { bytes: s.bavail * s.bsize, inodes: s.ffree };
+}
+
+describe('disk limits', () => {
+  test('a box without diskSizeGb has a disk of the default size, holding its root, /etc/hosts and /etc/hostname', async () => {
+    const s = spec();
+    await engine.start(s);
+    try {
+      const r = await execSh(engine, s.id, 'df -k / /etc/hosts /etc/hostname | tail -n 3');
+      assert.equal(r.code, 0, r.stderr);
+      const rows = r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => l.trim().split(/\s+/));
+      assert.equal(rows.length, 3);
+      for (const row of rows) {
+        const kib = Number(row[1]);
+        assert.ok(kib > DEFAULT_DISK_SIZE_GB * 0.9e6 && kib <= DEFAULT_DISK_SIZE_GB * 1e6, `size ${kib} KiB`);
+      }
+      // The same filesystem: /etc/hosts counts against the box's disk, not the host's.
+      assert.equal(new Set(rows.map((row) => row[0])).size <= 2, true);
+      const hosts = await execSh(engine, s.id, 'echo "10.1.2.3 extra" >> /etc/hosts && grep -c . /etc/hosts');
+      assert.equal(hosts.code, 0, hosts.stderr);
+    } finally {
+      await engine.remove(s.id, s.boxDir);
+    }
+  });
+
+  test('filling the disk through the root and through /etc/hosts stops at the limit; the host loses at most that', async () => {
+    const snap = snapshotHost();
+    const free = hostFree(tmp);
+    const s = spec({ diskSizeGb: 0.06 });
+    await engine.start(s);
+    try {
+      const root = await execSh(engine, s.id, 'dd if=/dev/zero of=/fill bs=1M count=200 2>&1; echo rc=$?');
+      assert.match(root.stdout, /No space left on device/);
+      const hosts = await execSh(
+        engine,
+        s.id,
+        'rm /fill; dd if=/dev/zero of=/etc/hosts bs=1M count=200 2>&1; echo rc=$?',
+      );
+      assert.match(hosts.stdout, /No space left on device/);
+      const size = await execSh(engine, s.id, 'wc -c < /etc/hosts');
+      assert.ok(Number(size.stdout) <= 60e6, `/etc/hosts grew to ${size.stdout.trim()} bytes`);
+      const used = free.bytes - hostFree(tmp).bytes;
+      assert.ok(used < 60e6 + 32 * 1024 * 1024, `the host lost ${used} bytes`);
+    } finally {
+      await engine.remove(s.id, s.boxDir);
+    }
+    assertHostUntouched(snap, { allowMountsUnder: [tmp] });
+  });
+
+  test('inode exhaustion stops in the box; host inodes are not consumed', async () => {
+    const free = hostFree(tmp);
+    const s = spec({ diskSizeGb: 0.02 });
+    await engine.start(s);
+    try {
+      const r = await execSh(
+        engine,
+        s.id,
+        'mkdir /m && cd /m && i=0; while touch f$i 2>/dev/null; do i=$((i+1)); done; echo $i',
+      );
+      const made = Number(r.stdout.trim());
+      assert.ok(made > 100 && made < 20_000, `${made} files before the box ran out of inodes`);
+      const used = free.inodes - hostFree(tmp).inodes;
+      assert.ok(used < 200, `the host lost ${used} inodes`);
+    } finally {
+      await engine.remove(s.id, s.boxDir);
+    }
+  });
+});
