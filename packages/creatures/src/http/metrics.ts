@@ -74,6 +74,8 @@ export function createMetrics(
     },
   });
 
+  const cacheHits = cache.labels('hit');
+  const cacheMisses = cache.labels('miss');
   // Label sets resolved once: prom-client hashes a label object on every call otherwise.
   const counters = new Map<string, { inc(): void }>();
   const timers = new Map<string, { observe(value: number): void }>();
@@ -99,7 +101,7 @@ export function createMetrics(
       res.once('finish', () => finished(route, req.method ?? '', res.statusCode, started));
     },
     cacheLookup(hit) {
-      cache.inc({ result: hit ? 'hit' : 'miss' });
+      (hit ? cacheHits : cacheMisses).inc();
     },
     serve(req, res) {
       register.metrics().then(
