@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { findExecutable } from '../src/engine/engine.ts';
 import { BoxError } from '../src/errors.ts';
+import { startRestServer } from '../src/rest/server.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, run, tempHome } from './runtime-helpers.ts';
 
@@ -54,6 +55,19 @@ describe('isolation option', { skip }, () => {
     assert.doesNotMatch((await run(ct, 'cat', ['/proc/version'])).stdout, /4\.4\.0 #1 SMP Sun Jan 10/);
     await runtime.remove(gv.id, true);
     await runtime.remove(ct.id, true);
+  });
+
+  test('a REST runtime passes isolation through: the server creates a gVisor box and reports it', async () => {
+    const server = await startRestServer({ runtime, port: 0 });
+    try {
+      const rest = new JsRuntime({ url: server.url });
+      const box = await rest.create({ image: BUSYBOX, network: { mode: 'disabled' }, isolation: 'gvisor' });
+      assert.deepEqual((await box.info()).isolation, { tier: 'gvisor', platform: 'ptrace' });
+      assert.match((await run(box, 'dmesg')).stdout, /gVisor/);
+      await rest.remove(box.id, true);
+    } finally {
+      await server.close();
+    }
   });
 
   test('invalid isolation values are rejected naming the field', async () => {

@@ -126,6 +126,7 @@ export function openApiDocument(): Record<string, unknown> {
             }),
             auto_remove: bool,
             detach: bool,
+            isolation: { enum: ['container', 'gvisor'], description: 'isolation tier; default container' },
           },
           ['image'],
         ),
@@ -162,6 +163,10 @@ export function openApiDocument(): Record<string, unknown> {
                 }),
               ],
             },
+            isolation: obj(
+              { tier: { enum: ['container', 'gvisor'] }, platform: { enum: ['ptrace', 'kvm'] } },
+              ['tier'],
+            ),
           },
           ['id', 'state', 'created_at', 'image', 'cpus', 'memory_mib', 'network'],
         ),

@@ -77,6 +77,7 @@ const BOX_OPTION_FIELDS = new Set([
   'advanced',
   'autoRemove',
   'detach',
+  'isolation',
 ]);
 const EXEC_FIELDS = new Set(['cmd', 'args', 'env', 'tty', 'cwd', 'user']);
 
