@@ -20,10 +20,10 @@ import type { DpopProof } from './dpop.ts';
 import { dpopSuccessHeaders, tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { type FormParams, registerFormParser, requireForm } from './form.ts';
+import { issueIdToken } from './id-token.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
 import { requestedAudience } from './resource.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
-import { issueIdToken } from './id-token.ts';
 import { tokenExchangeGrant } from './token-exchange.ts';
 import { hashToken, newOpaqueToken, type TokenSubject } from './tokens.ts';
 
@@ -244,37 +244,51 @@ async function refreshGrant(
   }
   const next = newOpaqueToken();
   const nextHash = hashToken(next);
-  const rotated = await ctx.store.rotateRefreshToken(
-    tokenHash,
-    {
-      tokenHash: nextHash,
-      familyId: stored.familyId,
+  const subject: TokenSubject = user
+    ? { kind: 'user', id: user.id, userName: user.userName, securityStamp: user.securityStamp }
+    : { kind: 'client', id: client.clientId };
+  // The rotation's group commit and the signatures (libuv's thread pool) run at the same time; the tokens
+  // leave the server only once the rotation is committed, and are dropped when it loses to a replay.
+  const [rotated, accessToken, idToken] = await Promise.all([
+    ctx.store.rotateRefreshToken(
+      tokenHash,
+      {
+        tokenHash: nextHash,
+        familyId: stored.familyId,
+        clientId: client.clientId,
+        userId: stored.userId,
+        scope: stored.scope,
+        createdAt: now,
+        expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
+        dpopJkt: stored.dpopJkt,
+        sessionId: stored.sessionId,
+        authTime: stored.authTime,
+      },
+      now,
+    ),
+    ctx.tokens.accessToken({
+      subject,
       clientId: client.clientId,
-      userId: stored.userId,
-      scope: stored.scope,
-      createdAt: now,
-      expiresAt: now + ctx.config.refreshTokenTtlSeconds * 1000,
-      dpopJkt: stored.dpopJkt,
-      sessionId: stored.sessionId,
-      authTime: stored.authTime,
-    },
-    now,
-  );
+      scope,
+      jkt: proof?.jkt,
+      audience,
+    }),
+    // OIDC Core §12.2: a refresh of an `openid` grant returns a new ID token (same `auth_time` and `sid`;
+    // no `at_hash`, optional at the token endpoint, so that both tokens are signed in parallel).
+    user && scopeTokens(scope).includes('openid')
+      ? issueIdToken(ctx, {
+          user,
+          clientId: client.clientId,
+          authTime: stored.authTime,
+          sid: stored.sessionId,
+        })
+      : undefined,
+  ]);
   if (!rotated) {
     // A concurrent request rotated it first: this is a replay.
     await reuseDetected(req, ctx, stored.familyId, client.clientId, stored.userId);
     throw new OAuthError('invalid_grant', 'refresh token was already used');
   }
-  const subject: TokenSubject = user
-    ? { kind: 'user', id: user.id, userName: user.userName, securityStamp: user.securityStamp }
-    : { kind: 'client', id: client.clientId };
-  const accessToken = await ctx.tokens.accessToken({
-    subject,
-    clientId: client.clientId,
-    scope,
-    jkt: proof?.jkt,
-    audience,
-  });
   const response: TokenResponse = {
     access_token: accessToken,
     token_type: proof ? 'DPoP' : 'Bearer',
@@ -282,16 +296,7 @@ async function refreshGrant(
     scope,
     refresh_token: next,
   };
-  // OIDC Core §12.2: a refresh of an `openid` grant returns a new ID token (same `auth_time` and `sid`).
-  if (user && scopeTokens(scope).includes('openid')) {
-    response.id_token = await issueIdToken(ctx, {
-      user,
-      clientId: client.clientId,
-      authTime: stored.authTime,
-      sid: stored.sessionId,
-      accessToken,
-    });
-  }
+  if (idToken !== undefined) response.id_token = idToken;
   return response;
 }
 
