@@ -7,8 +7,9 @@ import { BoxError } from '../errors.ts';
 /**
  * The default capability set of a box, OCI `CAP_` names: Docker/moby's default set (moby
  * `oci/caps/defaults.go`) without `CAP_NET_RAW`, so a box cannot open raw IP or packet sockets
- * (hand-made packets and frames) unless `advanced.capabilities.add` names `NET_RAW`. `ping` works
- * without it through ICMP datagram sockets when the host's `net.ipv4.ping_group_range` admits the group.
+ * (hand-made packets and frames) unless `advanced.capabilities.add` names `NET_RAW`. A `ping` that
+ * uses ICMP datagram sockets (iputils) works without it: the network setup sets the box namespace's
+ * `net.ipv4.ping_group_range` to every group. busybox `ping` opens a raw socket and needs `NET_RAW`.
  */
 export const DEFAULT_CAPABILITIES: readonly string[] = [
   'CAP_CHOWN',

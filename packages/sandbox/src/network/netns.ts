@@ -65,7 +65,7 @@ export interface SlirpOptions {
 
 /**
  * Starts slirp4netns for a namespace file (`--configure`: `tap0` at `.100` of `cidr`, default route
- * via `.2`, MTU 65520) in its own session, so it outlives the calling process (detached boxes keep
+ * via `.2`, MTU 65520; `--enable-sandbox --enable-seccomp`) in its own session, so it outlives the calling process (detached boxes keep
  * their published ports). Resolves with its pid once the interface is configured.
  * @throws Error when slirp4netns exits or does not report readiness.
  */
@@ -78,6 +78,10 @@ export function startSlirp(options: SlirpOptions): Promise<number> {
     `--api-socket=${options.apiSocket}`,
     `--cidr=${options.cidr}`,
     '--netns-type=path',
+    // slirp4netns parses everything the box sends: once set up it runs in an empty mount namespace,
+    // with every capability but NET_BIND_SERVICE dropped and a seccomp filter of its own.
+    '--enable-sandbox',
+    '--enable-seccomp',
   ];
   if (options.disableHostLoopback) args.push('--disable-host-loopback');
   if (options.disableDns) args.push('--disable-dns');
