@@ -112,6 +112,14 @@ describe('@defer and @stream', () => {
     assert.equal(next.flatMap((p) => p.incremental ?? [])[0].data.evolutions.length, 3);
   });
 
+  test('a malformed URL escape on an event-stream or plain GET is a client error, not a 500', async () => {
+    for (const accept of ['text/event-stream', 'application/graphql-response+json']) {
+      const res = await fetch(`${s.endpoint}?query=%E0%A4%A`, { headers: { accept } });
+      assert.ok(res.status >= 400 && res.status < 500, `${accept}: ${res.status}`);
+      await res.arrayBuffer();
+    }
+  });
+
   test('a client that accepts only JSON gets 406; invalid and costly operations are request errors', async () => {
     const json = await post('{ creature(name: "Mew") { ... @defer { name } } }', 'application/json');
     assert.equal(json.status, 406);

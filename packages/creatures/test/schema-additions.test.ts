@@ -56,7 +56,10 @@ describe('schema additions of the original tutorial: number, image, aliases, str
     assert.match(await after.text(), /#ee8130/);
     const missing = await fetch(`${s.server.url}/images/creatures/999.svg`);
     assert.equal(missing.status, 404);
-    assert.match((await missing.json()).errors[0].message, /No creature picture/);
+    assert.match(
+      ((await missing.json()) as { errors: { message: string }[] }).errors[0]!.message,
+      /No creature picture/,
+    );
     assert.equal((await fetch(`${s.server.url}/images/creatures/abc.svg`)).status, 404);
   });
 

@@ -78,6 +78,7 @@ const SIMPLE_CONTENT_TYPES = new Set([
   'multipart/form-data',
 ]);
 
+/** The URL with percent-escapes decoded, or as it is when an escape is malformed. */
 function decodeURIComponentSafe(url: string): string {
   try {
     return decodeURIComponent(url);
@@ -95,6 +96,7 @@ function isSubscription(query: string, operationName: string | undefined): boole
   }
 }
 
+/** {@link checkParams}, or undefined where it would throw. */
 function checkParamsOrUndefined(params: Record<string, unknown>) {
   try {
     return checkParams(params);
@@ -269,7 +271,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     const method = req.method ?? '';
     if (streams && isEventStreamRequest(req)) {
       const run = (body: string | undefined) => {
-        const params = isIncremental(body ?? decodeURIComponent(url))
+        const params = isIncremental(body ?? decodeURIComponentSafe(url))
           ? paramsOf(method, url, body ?? '')
           : undefined;
         const done = params ? incremental(req, res, method, params, true) : streams(req, res, body);
