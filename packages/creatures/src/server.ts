@@ -189,6 +189,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         maxBodyBytes: bodyLimit,
         maskErrors,
         onUnexpectedError,
+        suggestions: options.suggestions ?? !production,
       })
     : undefined;
 

@@ -27,6 +27,7 @@ import {
   validate,
 } from 'graphql';
 import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
+import { withCode } from './engine.ts';
 import type { ChangeEvent, Creature, Message } from './store.ts';
 
 /**
@@ -196,6 +197,8 @@ export interface SubscriptionHandlerOptions {
   maskErrors?: boolean;
   /** Called with each unexpected error (for logging). */
   onUnexpectedError?: (err: unknown) => void;
+  /** Keep graphql-js's "Did you mean …?" hints in validation errors (default true). */
+  suggestions?: boolean;
 }
 
 /** The request handler of {@link createSubscriptionHandler}, plus shutdown. */
@@ -233,7 +236,10 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
   const handler = createHandler<IncomingMessage, undefined, Record<string, unknown>>({
     schema: options.schema,
     context: (req) => (options.context ? options.context(req.raw) : {}) as Record<string, unknown>,
-    validate: (schema, document) => validate(schema, document, options.validationRules ?? specifiedRules),
+    validate: (schema, document) =>
+      validate(schema, document, options.validationRules ?? specifiedRules).map((error) =>
+        withCode(error, 'GRAPHQL_VALIDATION_FAILED', options.suggestions ?? true),
+      ),
     execute: (args) => execute({ ...args, rootValue: options.rootValue }),
     subscribe: (args) => graphqlSubscribe({ ...args, rootValue: subscribeRoot }),
     // Distinct connections mode only: without a stream token, `PUT` reservations are never created.

@@ -96,6 +96,17 @@ describe('error codes, GET caching and metrics', () => {
     assert.equal(variable.body.errors![0]!.extensions?.code, 'BAD_USER_INPUT');
   });
 
+  test('validation errors of a subscription over SSE carry extensions.code too', async () => {
+    const res = await fetch(s.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: 'subscription { creatureChanged { nope } }' }),
+    });
+    const text = await res.text();
+    assert.match(text, /Cannot query field \\"nope\\"|Cannot query field "nope"/);
+    assert.match(text, /GRAPHQL_VALIDATION_FAILED/);
+  });
+
   test('a GET query has Cache-Control, an ETag and Vary; If-None-Match gives 304; errors are no-store', async () => {
     const url = `${s.endpoint}?query=${encodeURIComponent('{ creature(name: "Pikachu") { name } }')}`;
     const first = await fetch(url);
