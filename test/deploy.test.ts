@@ -19,11 +19,16 @@ const ROOT = join(import.meta.dirname, '..');
 const DEPLOY = join(ROOT, 'deploy');
 const DCLINT = join(ROOT, 'node_modules', 'dclint', 'bin', 'dclint.cjs');
 
-/** Runs dclint on a file; `--max-warnings 0` makes a warning fail too. */
+/**
+ * Runs dclint on a file with the repository's settings (`deploy/dclint.json`: double-quoted ports, as the
+ * formatter writes them); `--max-warnings 0` makes a warning fail too.
+ */
 function dclint(file: string) {
-  return spawnSync(process.execPath, [DCLINT, '--max-warnings', '0', '--color', 'false', file], {
-    encoding: 'utf8',
-  });
+  return spawnSync(
+    process.execPath,
+    [DCLINT, '-c', join(DEPLOY, 'dclint.json'), '--max-warnings', '0', '--color', 'false', file],
+    { encoding: 'utf8' },
+  );
 }
 
 const MODELS: Record<string, new (data: never) => { validate(): void }> = {
