@@ -102,6 +102,22 @@ export function withCode(error: unknown, code: BoxErrorCode, prefix?: string): B
 }
 
 /**
+ * A legacy or mistyped option shape (BoxLite's own SDK throws `TypeError` for these): e.g. `network:
+ * 'enabled'` (a string instead of `{ mode }`) or a top-level `allowNet`. A `TypeError`, with the stable
+ * `code` `invalid_option` and the `field`, so that REST maps it to 400 like any `invalid_option`.
+ */
+export class OptionTypeError extends TypeError {
+  readonly code = 'invalid_option' as const;
+  readonly field: string;
+  /** @param field the offending option; `message` names it and the expected shape. */
+  constructor(field: string, message: string) {
+    super(message);
+    this.name = 'TypeError';
+    this.field = field;
+  }
+}
+
+/**
  * A command failed with a non-zero exit code (spec 002 "Errors"); code `exec`.
  * `command` is the command line as run, `exitCode` its exit status, `stderr` what it wrote to stderr.
  */

@@ -44,6 +44,7 @@ export {
   type BoxErrorOptions,
   ExecError,
   isBoxErrorCode,
+  OptionTypeError,
   ParseError,
   TimeoutError,
 } from './errors.ts';
@@ -56,6 +57,12 @@ export {
   renderPullProgress,
 } from './images/index.ts';
 export {
+  type AccessToken,
+  ApiKeyCredential,
+  type Credential,
+  RuntimeRestOptions,
+} from './rest/credential.ts';
+export {
   openApiDocument,
   RestBox,
   RestExecution,
@@ -67,6 +74,18 @@ export {
 } from './rest/index.ts';
 export { type ExecEnv, type ExecOptions, JsBox } from './runtime/box.ts';
 export { type JsExecStderr, type JsExecStdin, type JsExecStdout, JsExecution } from './runtime/execution.ts';
+export { BoxFiles, type ReadFormat } from './runtime/files/files.ts';
+export type {
+  CopyOptions,
+  FilesystemEvent,
+  FilesystemEventType,
+  FileType,
+  JsEntryInfo,
+  JsWriteInfo,
+  WatchHandle,
+  WatchOptions,
+  WriteData,
+} from './runtime/files/types.ts';
 export { LocalRuntime } from './runtime/local.ts';
 export { type NormalizedBoxOptions, type ValidateContext, validateBoxOptions } from './runtime/options.ts';
 export {

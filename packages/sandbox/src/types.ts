@@ -192,8 +192,10 @@ export interface JsBoxInfo {
 
 /** Result of `JsExecution.wait` (spec 002 `JsExecResult`). */
 export interface JsExecResult {
-  /** 0 is success. */
+  /** 0 is success; 128 + signal number when the command was killed by a signal (spec 002). */
   exitCode: number;
+  /** Why the command did not finish normally (BoxLite `errorMessage`): e.g. its `timeoutSecs` passed. */
+  errorMessage?: string;
 }
 
 /** Result of the wrapper boxes' `exec` (spec 002 `ExecResult`). */

@@ -244,11 +244,13 @@ export class SimpleBox {
 
   /**
    * Runs a command to completion and returns its exit code and whole output (spec 002 `SimpleBox.exec`).
-   * Variadic form `exec('ls', '-l', '/')`; array form `exec('ls', ['-l'], { K: 'v' }, { cwd, user, timeoutSecs })`.
-   * A non-zero exit code is returned, not thrown.
+   * Variadic form `exec('ls', '-l', '/')`, where a trailing object is the environment as in BoxLite
+   * (`exec('sh', '-c', 'echo $X', { X: '1' })`); array form `exec('ls', ['-l'], { K: 'v' }, { cwd, user,
+   * timeoutSecs })`. A non-zero exit code is returned, not thrown.
    * @throws TimeoutError when `timeoutSecs` passes (the command is killed); BoxError when it cannot start.
    */
   exec(cmd: string, ...args: string[]): Promise<ExecResult>;
+  exec(cmd: string, ...argsThenEnv: [...string[], Record<string, string>]): Promise<ExecResult>;
   exec(
     cmd: string,
     args: string[],
@@ -263,6 +265,10 @@ export class SimpleBox {
         rest[1] as Record<string, string> | undefined,
         (rest[2] as ExecCommandOptions | undefined) ?? {},
       );
+    }
+    const last = rest.at(-1);
+    if (last !== null && typeof last === 'object' && !Array.isArray(last)) {
+      return this.runCommand(cmd, rest.slice(0, -1) as string[], last as Record<string, string>, {});
     }
     return this.runCommand(cmd, rest as string[], undefined, {});
   }

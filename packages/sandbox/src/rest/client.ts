@@ -19,7 +19,7 @@ import { checkReadSize, listenAddress, listenOn, validateListen, writeTunnel } f
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from '../runtime/backend.ts';
 import { type ExecEnv, type ExecOptions, envEntries, JsBox, validateExecRequest } from '../runtime/box.ts';
 import type { RuntimeContext } from '../runtime/context.ts';
-import { JsExecution } from '../runtime/execution.ts';
+import { JsExecution, signalName } from '../runtime/execution.ts';
 import { BoxFiles } from '../runtime/files/files.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { BoxRecord } from '../runtime/state.ts';
@@ -250,9 +250,9 @@ export class RestExecution extends JsExecution {
     return Promise.resolve(this.#serverId);
   }
 
-  /** Sends a signal (`SIGTERM`, `SIGINT`, …) to the command. @throws BoxError for an unknown signal. */
-  override signal(signal: NodeJS.Signals): Promise<void> {
-    return this.#process.kill(signal);
+  /** Sends a signal (`SIGTERM`, or a number such as 15) to the command. @throws BoxError for an unknown signal. */
+  override async signal(signal: NodeJS.Signals | number): Promise<void> {
+    return this.#process.kill(signalName(signal));
   }
 
   /** @internal The transport (tests drop its WebSocket to exercise reconnection). */

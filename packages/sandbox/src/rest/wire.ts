@@ -28,7 +28,7 @@
  * - an execution attached through the stream counts as attached (a second client gets 409); when the
  *   connection drops, its executions may be reattached one by one with `…/{execution}/attach?offset=N`.
  */
-import { BoxError, type BoxErrorCode, isBoxErrorCode } from '../errors.ts';
+import { BoxError, type BoxErrorCode, isBoxErrorCode, OptionTypeError } from '../errors.ts';
 
 /** Channel byte of a binary exec frame. */
 export const Channel = { stdin: 0, stdout: 1, stderr: 2 } as const;
@@ -158,7 +158,7 @@ export const STATUS_OF_CODE: Record<BoxErrorCode, { status: number; type: string
  */
 export function httpErrorOf(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
-  if (error instanceof BoxError) {
+  if (error instanceof BoxError || error instanceof OptionTypeError) {
     const { status, type } = STATUS_OF_CODE[error.code] ?? STATUS_OF_CODE.internal;
     return new HttpError(status, type, error.code, error.message, error.field);
   }

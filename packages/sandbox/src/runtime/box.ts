@@ -202,11 +202,51 @@ export class JsBox {
 
   /**
    * Starts `cmd` with `args` in the box (spec 002 `JsBox.exec`). `env` adds variables on top of the box's;
-   * `tty` allocates a pseudo-terminal (stderr is then merged into stdout).
-   * @throws BoxError when the box is not running or the command cannot be started.
+   * `tty` allocates a pseudo-terminal (stderr is then merged into stdout). BoxLite's positional extras:
+   * `user` (`uid[:gid]` or a name of the image), `timeoutSecs` (the command is killed when it passes:
+   * `wait()` then gives exit code 137 and `errorMessage`), `workingDir` (absolute).
+   * @throws BoxError `invalid_option` naming the argument.
+   *   `conflict` when the box is not running, `exec` when the command cannot be started.
    */
-  exec(cmd: string, args?: string[], env?: ExecEnv, tty?: boolean): Promise<JsExecution> {
-    return this.execWith(cmd, args, env, { tty: tty ?? false });
+  async exec(
+    cmd: string,
+    args?: string[],
+    env?: ExecEnv,
+    tty?: boolean,
+    user?: string,
+    timeoutSecs?: number,
+    workingDir?: string,
+  ): Promise<JsExecution> {
+    if (tty !== undefined && tty !== null && typeof tty !== 'boolean') {
+      throw new BoxError('invalid exec option tty: must be a boolean', { field: 'tty' });
+    }
+    if (user !== undefined && user !== null && (typeof user !== 'string' || user === '')) {
+      throw new BoxError('invalid exec option user: must be a non-empty string', { field: 'user' });
+    }
+    if (
+      timeoutSecs !== undefined &&
+      timeoutSecs !== null &&
+      (typeof timeoutSecs !== 'number' || !Number.isFinite(timeoutSecs) || timeoutSecs <= 0)
+    ) {
+      throw new BoxError('invalid exec option timeoutSecs: must be a positive number of seconds', {
+        field: 'timeoutSecs',
+      });
+    }
+    const options: ExecOptions = { tty: tty ?? false };
+    if (user !== undefined && user !== null) options.user = user;
+    if (workingDir !== undefined && workingDir !== null) options.cwd = workingDir;
+    const execution = await this.execWith(cmd, args ?? [], env, options);
+    if (timeoutSecs !== undefined && timeoutSecs !== null) {
+      const timer = setTimeout(() => {
+        execution.abort(`command timed out after ${timeoutSecs} s`).catch(() => {});
+      }, timeoutSecs * 1000);
+      timer.unref();
+      execution.wait().then(
+        () => clearTimeout(timer),
+        () => clearTimeout(timer),
+      );
+    }
+    return execution;
   }
 
   /** @internal `exec` with per-command `cwd` and `user` (used by the wrapper boxes and the CLI). */

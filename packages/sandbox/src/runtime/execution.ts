@@ -6,6 +6,7 @@
  * caller reads them, so a command that writes megabytes to stderr while the caller reads only stdout never
  * blocks on a full pipe (no deadlock, whatever order the caller reads in).
  */
+import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { ulid } from 'ulid';
@@ -180,6 +181,22 @@ class StdinWriter implements JsExecStdin {
   }
 }
 
+/**
+ * The signal name for a name or number (`15` → `SIGTERM`).
+ * @throws BoxError `invalid_option` (field `signal`) when it names no signal of this platform.
+ */
+export function signalName(signal: NodeJS.Signals | number): NodeJS.Signals {
+  if (typeof signal === 'number') {
+    const name = Object.entries(osConstants.signals).find(([, n]) => n === signal)?.[0];
+    if (name) return name as NodeJS.Signals;
+  } else if (typeof signal === 'string' && signal in osConstants.signals) {
+    return signal;
+  }
+  throw new BoxError(`invalid exec option signal: '${String(signal)}' is not a signal name or number`, {
+    field: 'signal',
+  });
+}
+
 /** How long `wait()` waits for the output pipes to close after the command exited, ms. */
 export const STREAM_GRACE_MS = 2000;
 
@@ -204,6 +221,7 @@ export class JsExecution {
   readonly #result: Promise<JsExecResult>;
   #bytesSent = 0;
   #bytesReceived = 0;
+  #errorMessage: string | undefined;
 
   /** @internal Created by `JsBox.exec`; `onEnd` receives the execution's counters once it has exited. */
   constructor(process: EngineProcess, onEnd: (report: ExecutionReport) => void) {
@@ -235,7 +253,7 @@ export class JsExecution {
         await Promise.all([stdout.done, stderr.done]);
       }
       onEnd({ bytesSent: this.#bytesSent, bytesReceived: this.#bytesReceived, exitCode });
-      return { exitCode };
+      return this.#errorMessage === undefined ? { exitCode } : { exitCode, errorMessage: this.#errorMessage };
     })();
     // Never an unhandled rejection; callers see the failure through wait().
     this.#result.catch(() => {});
@@ -283,9 +301,29 @@ export class JsExecution {
     await this.#process.kill('SIGKILL');
   }
 
-  /** Sends `signal` (e.g. `SIGTERM`, `SIGINT`) to the command; used by the REST runtime's `signal`. */
-  async signal(signal: NodeJS.Signals): Promise<void> {
-    await this.#process.kill(signal);
+  /**
+   * Sends a signal to the command: a name (`SIGTERM`) or, as BoxLite's `signal(15)`, a number.
+   * @throws BoxError `invalid_option` (field `signal`) for an unknown signal.
+   */
+  async signal(signal: NodeJS.Signals | number): Promise<void> {
+    await this.#process.kill(signalName(signal));
+  }
+
+  /**
+   * BoxLite's `resizeTty(rows, cols)`: the terminal size, rows first (see {@link resize}).
+   * @throws BoxError `conflict` without a terminal, `invalid_option` for a bad size.
+   */
+  resizeTty(rows: number, cols: number): Promise<void> {
+    return this.resize(cols, rows);
+  }
+
+  /**
+   * @internal Ends the command because of `reason` (a per-command timeout): SIGKILL, and `wait()` reports
+   * `reason` as `errorMessage`.
+   */
+  async abort(reason: string): Promise<void> {
+    this.#errorMessage ??= reason;
+    await this.kill();
   }
 
   /**

@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 import { isAbsolute } from 'node:path';
 import { DEFAULT_CPUS, DEFAULT_MEMORY_MIB } from '../constants.ts';
-import { BoxError } from '../errors.ts';
+import { BoxError, OptionTypeError } from '../errors.ts';
 import { parseAllowNet } from '../network/policy.ts';
 import type {
   IsolationTier,
@@ -273,6 +273,25 @@ function optionalBoolean(value: unknown, field: string, fallback: boolean): bool
 }
 
 /**
+ * Refuses the legacy option shapes older SDKs accepted, with a `TypeError` naming the field:
+ * `network` as a string, and `allowNet` at the top level (both belong in `network: { mode, allowNet }`).
+ */
+function rejectLegacyShapes(o: Record<string, unknown>): void {
+  if (typeof o.network === 'string') {
+    throw new OptionTypeError(
+      'network',
+      `invalid box option network: a string ('${o.network}') is not accepted; use network: { mode: '${o.network}' }`,
+    );
+  }
+  if ('allowNet' in o) {
+    throw new OptionTypeError(
+      'allowNet',
+      "invalid box option allowNet: not a top-level option; use network: { mode: 'enabled', allowNet: [...] }",
+    );
+  }
+}
+
+/**
  * Validates `JsBoxOptions` and applies the spec's defaults (`cpus` 1, `memoryMib` 512, `workingDir`
  * `/root`, `network` `{ mode: 'enabled' }`, `protocol` `tcp`, `hostIp` `0.0.0.0`, placeholder
  * `<SECRET:${name}>`, `autoRemove` and `detach` false).
@@ -282,6 +301,7 @@ function optionalBoolean(value: unknown, field: string, fallback: boolean): bool
 export function validateBoxOptions(options: unknown, context: ValidateContext = {}): NormalizedBoxOptions {
   if (!isObject(options)) throw new BoxError('box options must be an object', { field: 'options' });
   const o = options as JsBoxOptions;
+  rejectLegacyShapes(options);
   const image = optionalString(o.image, 'image');
   const rootfsPath = o.rootfsPath === undefined || o.rootfsPath === null ? undefined : o.rootfsPath;
   if (image === undefined && rootfsPath === undefined)

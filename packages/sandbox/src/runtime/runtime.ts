@@ -6,6 +6,7 @@
  */
 import { BoxError } from '../errors.ts';
 import { RestRuntime, restOptionsFrom } from '../rest/client.ts';
+import { type Credential, RuntimeRestOptions } from '../rest/credential.ts';
 import type { IsolationTier, JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
 import type { JsBox } from './box.ts';
@@ -57,6 +58,20 @@ export class JsRuntime {
     this.#isolation = options.isolation;
     const rest = restOptionsFrom(options);
     this.#backend = rest ? new RestRuntime(rest) : new LocalRuntime(options);
+  }
+
+  /**
+   * A REST runtime (BoxLite `JsBoxlite.rest(new BoxliteRestOptions({ url, credential }))`, renamed by
+   * spec 002's rule): the same as `new JsRuntime({ url, apiKey })`, with the credential's token as key.
+   * The token is read once (API keys do not expire).
+   * @throws BoxError `invalid_option` for options that are not `RuntimeRestOptions`-shaped.
+   */
+  static rest(
+    options: RuntimeRestOptions | { url: string; credential?: Credential; prefix?: string },
+  ): JsRuntime {
+    const checked = options instanceof RuntimeRestOptions ? options : new RuntimeRestOptions(options);
+    const token = checked.credential?.getToken().token;
+    return new JsRuntime({ url: checked.url, ...(token ? { apiKey: token } : {}) });
   }
 
   /** The default runtime (`~/.sandbox`, or the options given to `initDefault`), created on first call. */
