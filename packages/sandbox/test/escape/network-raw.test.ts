@@ -29,6 +29,7 @@ probe('inet_raw', socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
 probe('inet_raw_flags', socket.AF_INET, socket.SOCK_RAW | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, socket.IPPROTO_TCP)
 probe('inet6_raw', socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
 probe('sock_packet', socket.AF_INET, 10, socket.htons(3))
+probe('icmp_dgram', socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
 probe('tcp', socket.AF_INET, socket.SOCK_STREAM)
 probe('udp', socket.AF_INET, socket.SOCK_DGRAM)
 print(json.dumps(out))
@@ -91,6 +92,7 @@ describe('raw sockets in the box', () => {
     }
     assert.equal(got.tcp, 'ok');
     assert.equal(got.udp, 'ok');
+    assert.equal(got.icmp_dgram, 'ok', 'ICMP datagram sockets (ping without NET_RAW) are open to the box');
     listeners.assertUntouched();
   });
 
