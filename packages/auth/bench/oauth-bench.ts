@@ -7,6 +7,11 @@
  * - `client_credentials`: the same request repeated (HTTP Basic client authentication, `scope=api`);
  * - `refresh_token`: rotation chains — each request spends one refresh token and the response's new one
  *   goes back into the pool (every request is a real rotation with reuse detection armed).
+ * - `dpop_refresh_token`: the same with DPoP (RFC 9449) on both servers: a public client's refresh tokens
+ *   bound to one ES256 key, each request with a fresh proof (`htm`, `htu`, `iat`, unique `jti`), so each
+ *   server verifies the proof, records its `jti`, checks the binding and issues a DPoP-bound access token.
+ *   The proofs are signed with `jose` before each case (not timed), a pool of `BENCH_DPOP_PROOFS`
+ *   (default 20 000) per case.
  * Every case must finish with zero non-2xx answers, else the run fails. Both servers stay up for the whole
  * run and the cases are interleaved over BENCH_ROUNDS rounds (seed and oidc-provider alternate who goes
  * first); the median and the best of the rounds are reported (on a shared machine the best round is
@@ -15,7 +20,7 @@
  * per request, which shows when autocannon rather than the server sets the pace.
  *
  * Run: `npm run bench:oauth -w @seed/auth` (or `node packages/auth/bench/oauth-bench.ts`).
- * Env: BENCH_GRANTS (comma-separated, default `client_credentials,refresh_token`),
+ * Env: BENCH_GRANTS (comma-separated, default `client_credentials,refresh_token,dpop_refresh_token`),
  * BENCH_OPENID (default on; `0`: refresh tokens without `openid`, so no ID token on refresh),
  * BENCH_SECONDS (per case and round, default 3), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS
  * (default 16), BENCH_ALG (default ES256; RS256, PS256, EdDSA also work), BENCH_SEED_DB (`file`, the
@@ -31,6 +36,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
+import { importJWK, type JWK, SignJWT } from 'jose';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -40,9 +46,10 @@ const ALG = process.env.BENCH_ALG ?? 'ES256';
 const PROFILE_DIR = process.env.BENCH_CPU_PROF;
 /** The refresh case's tokens carry `openid`: each refresh also issues an ID token (default on; `0` off). */
 const OPENID = process.env.BENCH_OPENID !== '0';
-// autocannon builds each connection's first request at start-up and builds it again before sending, so
-// every case strands CONNECTIONS tokens: provision enough for all rounds.
-const POOL = CONNECTIONS * (ROUNDS + 2);
+// autocannon builds each connection's first request at start-up and builds it again before sending, the
+// answers still in flight when a case ends are not read, and a chain whose token is presented twice is
+// revoked by both servers (reuse detection): chains are lost every case. Provision generously.
+const POOL = CONNECTIONS * (4 * ROUNDS + 4);
 
 interface Started {
   readonly child: ChildProcess;
@@ -52,6 +59,8 @@ interface Started {
   readonly clientSecret: string;
   /** Unspent refresh tokens (each request takes one, the response puts its successor back). */
   readonly refreshTokens: string[];
+  /** The public client with DPoP-bound refresh tokens (all bound to `privateJwk`'s key). */
+  readonly dpop: { clientId: string; privateJwk: JWK; refreshTokens: string[] };
 }
 
 async function start(kind: 'seed' | 'oidc-provider'): Promise<Started> {
@@ -175,24 +184,96 @@ function refresh(s: Started, name: string): Promise<CaseResult> {
   );
 }
 
+const PROOFS = Number(process.env.BENCH_DPOP_PROOFS ?? 20_000);
+
+/** `count` DPoP proofs for POSTs to `htu`, signed with the client's key (jose), fresh `jti` and `iat`. */
+async function proofs(s: Started, htu: string, count: number): Promise<string[]> {
+  const { d: _d, ...publicJwk } = s.dpop.privateJwk;
+  const key = await importJWK(s.dpop.privateJwk, 'ES256');
+  const out: string[] = [];
+  for (let i = 0; i < count; i += 500) {
+    const batch = Array.from({ length: Math.min(500, count - i) }, () =>
+      new SignJWT({ htm: 'POST', htu, jti: crypto.randomUUID(), iat: Math.floor(Date.now() / 1000) })
+        .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: publicJwk })
+        .sign(key),
+    );
+    out.push(...(await Promise.all(batch)));
+  }
+  return out;
+}
+
+async function dpopRefresh(s: Started, name: string): Promise<CaseResult> {
+  const pool = s.dpop.refreshTokens;
+  const htu = `${s.url}${s.tokenPath}`;
+  const proofPool = await proofs(s, htu, PROOFS);
+  const clientId = encodeURIComponent(s.dpop.clientId);
+  /** The first refused request's answer, named in the error when the pools run dry. */
+  let refusal = '';
+  return measure(s, name, () =>
+    autocannon({
+      url: htu,
+      connections: CONNECTIONS,
+      duration: SECONDS,
+      requests: [
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          setupRequest: (req) => {
+            const token = pool.shift();
+            const proof = proofPool.pop();
+            if (token === undefined) throw new Error(`${name}: refresh-token pool exhausted ${refusal}`);
+            if (proof === undefined) throw new Error('DPoP proof pool exhausted: raise BENCH_DPOP_PROOFS');
+            return {
+              ...req,
+              headers: { ...req.headers, dpop: proof },
+              body: `grant_type=refresh_token&client_id=${clientId}&refresh_token=${encodeURIComponent(token)}`,
+            };
+          },
+          onResponse: (status, body) => {
+            if (status !== 200 && refusal === '')
+              refusal = `(first refusal: ${status} ${body.slice(0, 300)})`;
+            if (status === 200) {
+              const answer = JSON.parse(body) as { refresh_token: string; token_type: string };
+              if (answer.token_type !== 'DPoP') throw new Error(`${name}: token_type ${answer.token_type}`);
+              pool.push(answer.refresh_token);
+            }
+          },
+        },
+      ],
+    }),
+  );
+}
+
 const fmt = (n: number) => n.toFixed(0).padStart(7);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const KINDS = ['seed', 'oidc-provider'] as const;
 /** Goal of issue 5: seed's median req/s at least this many times oidc-provider's, per grant. */
 const GOAL = 2;
-const GRANTS = (process.env.BENCH_GRANTS ?? 'client_credentials,refresh_token').split(',') as (
-  | 'client_credentials'
-  | 'refresh_token'
-)[];
+const GRANTS = (process.env.BENCH_GRANTS ?? 'client_credentials,refresh_token,dpop_refresh_token').split(
+  ',',
+) as ('client_credentials' | 'refresh_token' | 'dpop_refresh_token')[];
+const RUNNERS = {
+  client_credentials: clientCredentials,
+  refresh_token: refresh,
+  dpop_refresh_token: dpopRefresh,
+};
 const runs: Record<string, CaseResult[]> = {};
 const servers = { seed: await start('seed'), 'oidc-provider': await start('oidc-provider') };
+// An error thrown inside autocannon's callbacks (an exhausted pool) escapes the try below: stop the server
+// processes anyway, so that none is left behind.
+process.once('uncaughtException', (error) => {
+  for (const s of Object.values(servers)) s.child.kill('SIGTERM');
+  console.error(error);
+  process.exit(1);
+});
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const grant of GRANTS) {
       const order = round % 2 === 0 ? KINDS : ([...KINDS].reverse() as unknown as typeof KINDS);
       for (const kind of order) {
         const name = `${kind} ${grant}`;
-        const run = grant === 'client_credentials' ? clientCredentials : refresh;
+        const run = RUNNERS[grant];
+        if (!run) throw new Error(`BENCH_GRANTS: unknown grant '${grant}'`);
         const result = await run(servers[kind], name);
         runs[name] = [...(runs[name] ?? []), result];
       }

@@ -1,7 +1,11 @@
 /**
  * Child process of `oauth-bench.ts`: starts ONE token server on a loopback ephemeral port and prints one
- * JSON line `{ url, tokenPath, clientId, clientSecret, refreshTokens }` on stdout, then serves until
+ * JSON line `{ url, tokenPath, clientId, clientSecret, refreshTokens, dpop }` on stdout, then serves until
  * killed. `node oauth-servers.ts seed|oidc-provider <alg> <refreshTokenCount> [file|memory]`.
+ *
+ * Both servers also get the public client `bench-spa` with DPoP (RFC 9449) on, and `refreshTokenCount`
+ * refresh tokens of that client bound to one DPoP key (`dpop.privateJwk`, ES256, generated here and handed
+ * to the load generator, which signs a fresh proof for each request).
  *
  * - `seed`: this package's server (`buildAuthServer`) over a SQLite file in a temporary directory (WAL),
  *   the confidential client `bench-service` (client_credentials + password + refresh_token). The refresh
@@ -14,7 +18,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exportJWK, generateKeyPair } from 'jose';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import Provider from 'oidc-provider';
 import type { SigningAlg } from '../src/oauth/keys.ts';
 import { buildAuthServer } from '../src/server.ts';
@@ -25,6 +29,7 @@ const CLIENT_ID = 'bench-service';
 const CLIENT_SECRET = 'bench-service-secret-0123456789';
 const USER = 'bench-user';
 const PASSWORD = 'bench-user-password-1';
+const PUBLIC_CLIENT_ID = 'bench-spa';
 /**
  * `BENCH_OPENID` (default on; `0` turns it off): the confidential client's refresh tokens carry the `openid`
  * scope on both servers, so every refresh also signs a new ID token (OpenID Connect Core §12.2).
@@ -32,6 +37,23 @@ const PASSWORD = 'bench-user-password-1';
 const OPENID = process.env.BENCH_OPENID !== '0';
 /** Scope of the confidential client's refresh tokens. */
 const REFRESH_SCOPE = OPENID ? 'openid api offline_access' : 'api offline_access';
+
+/** The DPoP key of the public client's refresh tokens (private JWK for the load generator) and its thumbprint. */
+const dpopKeys = await generateKeyPair('ES256', { extractable: true });
+const dpopPublicJwk = await exportJWK(dpopKeys.publicKey);
+const dpop = {
+  clientId: PUBLIC_CLIENT_ID,
+  privateJwk: await exportJWK(dpopKeys.privateKey),
+  jkt: await calculateJwkThumbprint(dpopPublicJwk),
+  refreshTokens: [] as string[],
+};
+
+/** A DPoP proof (RFC 9449 §4.2) for a POST to `htu`. */
+function proof(htu: string): Promise<string> {
+  return new SignJWT({ htm: 'POST', htu, jti: crypto.randomUUID(), iat: Math.floor(Date.now() / 1000) })
+    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: dpopPublicJwk as JWK })
+    .sign(dpopKeys.privateKey);
+}
 
 async function startSeed(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'auth-bench-'));
@@ -50,6 +72,12 @@ async function startSeed(): Promise<void> {
     secretHash: await hasher.hash(CLIENT_SECRET),
     allowedGrantTypes: ['client_credentials', 'password', 'refresh_token'],
     allowedScopes: ['openid', 'api', 'offline_access'],
+  });
+  await store.createClient({
+    clientId: PUBLIC_CLIENT_ID,
+    clientType: 'public',
+    allowedGrantTypes: ['password', 'refresh_token'],
+    allowedScopes: ['api', 'offline_access'],
   });
   await store.createUser({ userName: USER, passwordHash: await hasher.hash(PASSWORD) });
   const url = await server.listen(0, '127.0.0.1');
@@ -70,6 +98,27 @@ async function startSeed(): Promise<void> {
     if (!body.refresh_token) throw new Error(`seed: password grant failed (${res.status})`);
     refreshTokens.push(body.refresh_token);
   }
+  // DPoP-bound refresh tokens of the public client (RFC 9449 §5), through real password grants with proofs.
+  for (let i = 0; i < count; i++) {
+    const res = await fetch(`${url}/connect/token`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        dpop: await proof(`${url}/connect/token`),
+      },
+      body: new URLSearchParams({
+        grant_type: 'password',
+        client_id: PUBLIC_CLIENT_ID,
+        username: USER,
+        password: PASSWORD,
+        scope: 'api offline_access',
+      }),
+    });
+    const body = (await res.json()) as { refresh_token?: string; token_type?: string };
+    if (!body.refresh_token || body.token_type !== 'DPoP')
+      throw new Error(`seed: DPoP password grant failed (${res.status})`);
+    dpop.refreshTokens.push(body.refresh_token);
+  }
   const stop = async () => {
     await server.app.close();
     rmSync(dir, { recursive: true, force: true });
@@ -84,6 +133,7 @@ async function startSeed(): Promise<void> {
       clientId: CLIENT_ID,
       clientSecret: CLIENT_SECRET,
       refreshTokens,
+      dpop,
     }),
   );
 }
@@ -108,6 +158,15 @@ async function startOidcProvider(): Promise<void> {
         token_endpoint_auth_method: 'client_secret_basic',
         id_token_signed_response_alg: alg as 'ES256',
       },
+      {
+        client_id: PUBLIC_CLIENT_ID,
+        grant_types: ['refresh_token', 'authorization_code'],
+        redirect_uris: ['http://127.0.0.1/cb'],
+        response_types: ['code'],
+        scope: 'openid offline_access api',
+        token_endpoint_auth_method: 'none',
+        id_token_signed_response_alg: alg as 'ES256',
+      },
     ],
     jwks: { keys: [jwk as never] },
     scopes: ['openid', 'offline_access', 'api'],
@@ -116,6 +175,7 @@ async function startOidcProvider(): Promise<void> {
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      dPoP: { enabled: true },
       resourceIndicators: {
         enabled: true,
         defaultResource: async () => 'urn:seed',
@@ -154,6 +214,25 @@ async function startOidcProvider(): Promise<void> {
     });
     refreshTokens.push(await rt.save());
   }
+  const publicClient = await provider.Client.find(PUBLIC_CLIENT_ID);
+  if (!publicClient) throw new Error('oidc-provider: public client missing');
+  for (let i = 0; i < count; i++) {
+    const grant = new provider.Grant({ accountId: USER, clientId: PUBLIC_CLIENT_ID });
+    grant.addOIDCScope('offline_access');
+    grant.addResourceScope('urn:seed', 'api');
+    const grantId = await grant.save();
+    const rt = new provider.RefreshToken({
+      client: publicClient,
+      accountId: USER,
+      grantId,
+      gty: 'authorization_code',
+      scope: 'offline_access api',
+      resource: 'urn:seed',
+      authTime: Math.floor(Date.now() / 1000),
+      jkt: dpop.jkt,
+    });
+    dpop.refreshTokens.push(await rt.save());
+  }
   const stop = () => httpServer.close(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
@@ -164,6 +243,7 @@ async function startOidcProvider(): Promise<void> {
       clientId: CLIENT_ID,
       clientSecret: CLIENT_SECRET,
       refreshTokens,
+      dpop,
     }),
   );
 }

@@ -387,11 +387,14 @@ function constraintError(entity: string, field: string, value: string, error: un
   return error;
 }
 
-/** A rotation waiting for its group commit. */
-interface PendingRotation {
-  readonly tokenHash: string;
-  readonly next: NewRefreshToken;
-  readonly now: number;
+/**
+ * A write waiting for its group commit: a refresh-token rotation or a replay-cache claim. `apply` runs
+ * inside the batch's transaction (in its own savepoint) and answers the method's boolean result; `entity`
+ * names what a constraint failure concerns.
+ */
+interface PendingWrite {
+  readonly apply: () => boolean;
+  readonly entity: string;
   resolve(value: boolean): void;
   reject(error: unknown): void;
 }
@@ -409,8 +412,11 @@ export class SqliteAuthStore implements AuthStore {
   readonly #clientCache = new Map<string, ClientRecord | undefined>();
   #clientCacheVersion: number | undefined;
   #checkpointer: Worker | undefined;
-  /** Rotations waiting for the next group commit ({@link SqliteAuthStore.rotateRefreshToken}). */
-  #pendingRotations: PendingRotation[] = [];
+  /**
+   * Writes waiting for the next group commit ({@link SqliteAuthStore.rotateRefreshToken},
+   * {@link SqliteAuthStore.claimReplayKey}).
+   */
+  #pendingRotations: PendingWrite[] = [];
   #checkpointerExited: Promise<void> = Promise.resolve();
 
   /**
@@ -1255,8 +1261,14 @@ export class SqliteAuthStore implements AuthStore {
    * append (and its write syscalls) among the rotations of a turn; durability per answer is unchanged.
    */
   async rotateRefreshToken(tokenHash: string, next: NewRefreshToken, now: number): Promise<boolean> {
+    const hash = String(tokenHash);
+    return this.#enqueue('refresh token', () => this.#rotate(hash, next, now));
+  }
+
+  /** Queues a write for the group commit of this event-loop turn; resolves once it is committed. */
+  #enqueue(entity: string, apply: () => boolean): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
-      this.#pendingRotations.push({ tokenHash: String(tokenHash), next, now, resolve, reject });
+      this.#pendingRotations.push({ apply, entity, resolve, reject });
       if (this.#pendingRotations.length === 1) setImmediate(() => this.#commitRotations());
     });
   }
@@ -1271,12 +1283,13 @@ export class SqliteAuthStore implements AuthStore {
         for (const item of batch) {
           this.#stmt('SAVEPOINT rotation').run();
           try {
-            outcomes.push({ ok: true, value: this.#rotate(item) });
+            outcomes.push({ ok: true, value: item.apply() });
             this.#stmt('RELEASE rotation').run();
           } catch (error) {
             this.#stmt('ROLLBACK TO rotation').run();
             this.#stmt('RELEASE rotation').run();
-            outcomes.push({ ok: false, error: constraintError('refresh token', 'tokenHash', '…', error) });
+            const field = item.entity === 'refresh token' ? 'tokenHash' : 'key';
+            outcomes.push({ ok: false, error: constraintError(item.entity, field, '…', error) });
           }
         }
       });
@@ -1292,7 +1305,7 @@ export class SqliteAuthStore implements AuthStore {
     });
   }
 
-  #rotate({ tokenHash, next, now }: PendingRotation): boolean {
+  #rotate(tokenHash: string, next: NewRefreshToken, now: number): boolean {
     if (this.#run(MARK_REFRESH_TOKEN_USED, now, next.tokenHash, tokenHash) === 0) return false;
     this.#run(INSERT_REFRESH_TOKEN, ...refreshTokenValues(next));
     return true;
@@ -1702,16 +1715,22 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async claimReplayKey(kind: string, key: string, expiresAt: number, now: number): Promise<boolean> {
-    // One statement (atomic on its own): inserts the key, or takes over an expired row of the same key.
-    return (
-      this.#run(
-        `INSERT INTO replay_cache (kind, key, expires_at) VALUES (?, ?, ?)
-          ON CONFLICT (kind, key) DO UPDATE SET expires_at = excluded.expires_at WHERE replay_cache.expires_at <= ?`,
-        String(kind),
-        String(key),
-        expiresAt,
-        now,
-      ) === 1
+    // Committed with the rotations of the same event-loop turn (one commit for many DPoP refreshes). One
+    // statement: inserts the key, or takes over an expired row of the same key; `BEGIN IMMEDIATE` makes
+    // the check and the write atomic against every other connection.
+    const kindText = String(kind);
+    const keyText = String(key);
+    return this.#enqueue(
+      'replay key',
+      () =>
+        this.#run(
+          `INSERT INTO replay_cache (kind, key, expires_at) VALUES (?, ?, ?)
+            ON CONFLICT (kind, key) DO UPDATE SET expires_at = excluded.expires_at WHERE replay_cache.expires_at <= ?`,
+          kindText,
+          keyText,
+          expiresAt,
+          now,
+        ) === 1,
     );
   }
 
