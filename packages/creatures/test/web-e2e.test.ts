@@ -17,11 +17,11 @@ import {
   ARTIFACTS,
   DESKTOP,
   describedBy,
-  hasFocus,
   inPage,
   LAUNCH_ARGS,
   openPage as openPageIn,
   PHONE,
+  waitForFocus,
 } from './web-helpers.ts';
 
 let running: Running;
@@ -110,10 +110,7 @@ describe('creature web front end (Chromium)', () => {
     await page1.getByRole('button', { name: 'Show more creatures' }).click();
     await page1.getByRole('link', { name: /Dugtrio/ }).waitFor();
     assert.equal((await listedNames(page1)).length, 100);
-    assert.ok(
-      await hasFocus(page1.getByRole('link', { name: /#051/ })),
-      'focus is on the first new creature',
-    );
+    await waitForFocus(page1.getByRole('link', { name: /#051/ }));
 
     await page1.getByLabel('Sort by').selectOption({ label: 'Max CP, highest first' });
     await page1
@@ -156,7 +153,7 @@ describe('creature web front end (Chromium)', () => {
     await heading.waitFor();
     assert.match(await text(heading), /Pikachu\s*#025/);
     assert.equal(await page1.title(), 'Pikachu · Creatures');
-    assert.ok(await hasFocus(heading), 'the heading has focus');
+    await waitForFocus(heading);
     const facts = page1.locator('dl.facts');
     assert.match(await text(facts), /Weight\s*5\.25kg – 6\.75kg/);
     assert.match(await text(facts), /Height\s*0\.35m – 0\.45m/);
@@ -247,7 +244,7 @@ describe('creature web front end (Chromium)', () => {
     assert.deepEqual(await listedNames(page2), ['Sparkmon']);
 
     await page1.getByRole('button', { name: 'Delete' }).click();
-    assert.ok(await hasFocus(page1.getByRole('button', { name: 'Cancel' })), 'focus moves to Cancel');
+    await waitForFocus(page1.getByRole('button', { name: 'Cancel' }));
     await page1.getByRole('button', { name: 'Yes, delete Sparkmon' }).click();
     await page1.waitForURL(/#\/$/);
     await page2.getByText('0 of 151 match').waitFor();
@@ -261,7 +258,7 @@ describe('creature web front end (Chromium)', () => {
     await page1.getByRole('button', { name: 'Create creature' }).click();
     await page1.locator('#name[aria-invalid="true"]').waitFor();
     assert.match(await describedBy(name), /^Must be unique: "pikachu" is taken by creature 025$/);
-    assert.ok(await hasFocus(name), 'the field in error has focus');
+    await waitForFocus(name);
     assert.equal(await page1.getByRole('alert').count(), 0, 'no form-level error');
 
     await name.fill('Decimon');
@@ -282,7 +279,7 @@ describe('creature web front end (Chromium)', () => {
     await page1.getByRole('button', { name: 'Create creature' }).click();
     await page1.locator('[id="special.0.damage"][aria-invalid="true"]').waitFor();
     assert.match(await describedBy(damage), /^Must be a whole number ≥ 0, got -5$/);
-    assert.ok(await hasFocus(damage), 'the damage field has focus');
+    await waitForFocus(damage);
 
     await page1.getByLabel('Message id').fill('no-such-message');
     await page1.getByRole('button', { name: 'Open' }).click();
@@ -303,7 +300,7 @@ describe('creature web front end (Chromium)', () => {
       box && box.y >= 0 && box.y + box.height <= PHONE.height,
       `the heading is in view: ${JSON.stringify(box)}`,
     );
-    assert.ok(await hasFocus(heading), 'the heading has focus');
+    await waitForFocus(heading);
     assert.equal(await phone.title(), 'Bulbasaur · Creatures');
     const edit = phone.getByRole('link', { name: 'Edit', exact: true });
     const editBox = await edit.boundingBox();

@@ -91,6 +91,15 @@ export function hasFocus(locator: Locator): Promise<boolean> {
 }
 
 /**
+ * Waits until the element of `locator` has keyboard focus (the page moves focus in an effect, after it
+ * renders, so a check right after the element appears could run first). Rejects after the page's timeout.
+ */
+export async function waitForFocus(locator: Locator): Promise<void> {
+  const handle = await locator.elementHandle();
+  await locator.page().waitForFunction((el) => el !== null && el === el.ownerDocument.activeElement, handle);
+}
+
+/**
  * Evaluates a JavaScript expression in the page and resolves with its value. A string, because the tests'
  * TypeScript program has no DOM types (`document`, `window`).
  */

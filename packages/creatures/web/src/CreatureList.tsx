@@ -185,13 +185,16 @@ function Page({ variables, refresh, selected, last, focusFirst, onTotal, onMore 
             ref={i === 0 ? firstLink : undefined}
             aria-current={c.name.toLowerCase() === selected ? 'page' : undefined}
           >
-            <CreaturePicture creature={c} size={32} />
-            <span className="id">#{c.id}</span> <span className="name">{c.name}</span>
-            <span className="types">
-              {c.types.map((t) => (
-                <TypeBadge key={t} type={t} />
-              ))}
-            </span>
+            <CreaturePicture creature={c} size={36} />
+            <span className="row-main">
+              <span className="name">{c.name}</span>{' '}
+              <span className="types">
+                {c.types.map((t) => (
+                  <TypeBadge key={t} type={t} />
+                ))}
+              </span>
+            </span>{' '}
+            <span className="id">#{c.id}</span>
           </a>
         </li>
       ))}
