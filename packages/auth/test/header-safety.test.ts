@@ -179,3 +179,84 @@ describe('administration API Location', () => {
     assertHeaderSafe(String(created.headers.location));
   });
 });
+
+describe('logout and consent redirects', () => {
+  const state = 'a\r\nSet-Cookie: x=1 é';
+
+  test('the end-session redirect carries a CR/LF state percent-encoded', async () => {
+    await t.server.store.updateClient('demo-spa', { postLogoutRedirectUris: ['http://127.0.0.1:8089/bye'] });
+    const res = await fetch(
+      `${t.base}/connect/endsession?${new URLSearchParams({
+        client_id: 'demo-spa',
+        post_logout_redirect_uri: 'http://127.0.0.1:8089/bye',
+        state,
+      })}`,
+      { redirect: 'manual' },
+    );
+    assert.equal(res.status, 302);
+    assertHeaderSafe(res.headers.get('location'));
+    assert.equal(new URL(res.headers.get('location')!).searchParams.get('state'), state);
+    const bad = await fetch(
+      `${t.base}/connect/endsession?${new URLSearchParams({
+        client_id: 'demo-spa',
+        post_logout_redirect_uri: 'http://127.0.0.1:8089/bye\r\nX: 1',
+      })}`,
+      { redirect: 'manual' },
+    );
+    assert.equal(bad.status, 400, 'an unregistered (CR/LF) redirect URI is refused, not a 500');
+  });
+
+  test('consent: "Deny" redirects with the state percent-encoded; a CR/LF return_to is a 400', async () => {
+    await t.createClient({
+      clientId: 'third-party',
+      clientType: 'public',
+      redirectUris: [SPA_REDIRECT],
+      allowedGrantTypes: ['authorization_code'],
+      allowedScopes: ['openid'],
+      requireConsent: true,
+    });
+    const jar = new CookieJar();
+    const csrf = await loginForm(jar);
+    jar.take(
+      await postForm(
+        t.base,
+        '/login',
+        { _csrf: csrf, username: 'alice', password: 'alice-password-1' },
+        { cookie: jar.header() },
+      ),
+    );
+    const toConsent = await authorize(
+      t.base,
+      jar,
+      Object.fromEntries(authorizeQuery({ client_id: 'third-party', scope: 'openid', state })),
+    );
+    assert.equal(toConsent.status, 302);
+    const location = toConsent.headers.get('location');
+    assertHeaderSafe(location);
+    const consentUrl = new URL(location!, t.base);
+    assert.equal(consentUrl.pathname, '/consent');
+    const page = await fetch(consentUrl, { headers: { cookie: jar.header() } });
+    jar.take(page);
+    const html = await page.text();
+    const token = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
+    const returnTo = consentUrl.searchParams.get('return_to')!;
+    const deny = await postForm(
+      t.base,
+      '/consent',
+      { _csrf: token, return_to: returnTo, decision: 'deny' },
+      { cookie: jar.header() },
+    );
+    assert.equal(deny.status, 302);
+    assertHeaderSafe(deny.headers.get('location'));
+    const answer = new URL(deny.headers.get('location')!);
+    assert.equal(answer.searchParams.get('error'), 'access_denied');
+    assert.equal(answer.searchParams.get('state'), state);
+    const crlf = await postForm(
+      t.base,
+      '/consent',
+      { _csrf: token, return_to: `${returnTo}\r\nX: 1`, decision: 'allow' },
+      { cookie: jar.header() },
+    );
+    assert.equal(crlf.status, 400);
+  });
+});
