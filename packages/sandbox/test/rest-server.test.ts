@@ -261,8 +261,22 @@ describe('wire format', () => {
       '/v1/executions/stream',
       '/v1/volumes/{volume}',
       '/v1/boxes/{box}/tunnels',
+      '/v1/boxes/{box}/files/content',
+      '/v1/boxes/{box}/files/watch',
     ]) {
       assert.ok(doc.body.paths[path], path);
+    }
+    // Every documented HTTP operation is a route of the server (WebSocket and CONNECT ones included).
+    for (const [path, item] of Object.entries(doc.body.paths as Record<string, Record<string, unknown>>)) {
+      for (const method of ['get', 'put', 'post', 'delete']) {
+        if (!item[method]) continue;
+        const url = path.replace(/\{(\w+)\}/g, ':$1');
+        assert.ok(
+          server.app.hasRoute({ method: method.toUpperCase() as 'GET', url }) ||
+            /attach|stream|tunnels\//.test(path),
+          `${method} ${path}`,
+        );
+      }
     }
   });
 });

@@ -14,9 +14,17 @@ const errors = {
   },
   '404': { description: 'no such box, volume, execution or tunnel', ...json(ref('Error')) },
   '409': {
-    description: 'state conflict (box running, not running, name taken, client already attached)',
+    description:
+      'state conflict (box running, not running, name taken, client already attached, a directory in the way)',
     ...json(ref('Error')),
   },
+};
+const pathQuery = {
+  name: 'path',
+  in: 'query',
+  required: true,
+  description: 'absolute path inside the box (resolved inside the box root; symlinks never leave it)',
+  schema: { type: 'string' },
 };
 const boxParam = {
   name: 'box',
@@ -89,6 +97,26 @@ export function openApiDocument(): Record<string, unknown> {
         },
       },
       schemas: {
+        EntryInfo: obj(
+          {
+            name: str,
+            path: str,
+            type: { type: 'string', enum: ['file', 'dir', 'symlink', 'other'] },
+            size: int,
+            mode: int,
+            permissions: str,
+            uid: int,
+            gid: int,
+            modified_time: { type: 'string', format: 'date-time' },
+            symlink_target: str,
+          },
+          ['name', 'path', 'type', 'size', 'mode', 'permissions', 'uid', 'gid', 'modified_time'],
+        ),
+        WriteInfo: obj({ name: str, path: str, type: { type: 'string', enum: ['file'] } }, [
+          'name',
+          'path',
+          'type',
+        ]),
         Error: obj(
           { error: obj({ message: str, type: str, code: str, field: str }, ['message', 'type', 'code']) },
           ['error'],
@@ -270,9 +298,13 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/v1/boxes/{box}/start': {
         parameters: [boxParam],
-        post: op('ensure the box runs (409 for a stopped box: not restartable)', 'sandbox.boxes.write', {
-          '200': { description: 'box', ...json(ref('BoxInfo')) },
-        }),
+        post: op(
+          'start a stopped box again (writable layer and volumes kept); a running box is left as is',
+          'sandbox.boxes.write',
+          {
+            '200': { description: 'box', ...json(ref('BoxInfo')) },
+          },
+        ),
       },
       '/v1/boxes/{box}/stop': {
         parameters: [boxParam],
@@ -280,6 +312,101 @@ export function openApiDocument(): Record<string, unknown> {
           '200': { description: 'box', ...json(ref('BoxInfo')) },
           '204': { description: 'stopped and removed' },
         }),
+      },
+      '/v1/boxes/{box}/files/content': {
+        parameters: [boxParam, pathQuery],
+        get: op('read a regular file (bytes, streamed; symlinks followed inside the box)', 'sandbox.exec', {
+          '200': {
+            description: 'file bytes',
+            content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+          },
+        }),
+        put: op(
+          'write a file atomically (parents created; owner and mode of an existing file kept)',
+          'sandbox.exec',
+          { '201': { description: 'written', ...json(ref('WriteInfo')) } },
+          {
+            parameters: [
+              {
+                name: 'mode',
+                in: 'query',
+                description: 'mode of a new file, decimal (default 420 = 0o644)',
+                schema: int,
+              },
+            ],
+            requestBody: {
+              required: true,
+              content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+            },
+          },
+        ),
+      },
+      '/v1/boxes/{box}/files': {
+        parameters: [boxParam, pathQuery],
+        get: op(
+          'list a directory',
+          'sandbox.exec',
+          { '200': { description: 'entries', ...json({ type: 'array', items: ref('EntryInfo') }) } },
+          {
+            parameters: [
+              { name: 'depth', in: 'query', description: 'levels, 1-64 (default 1)', schema: int },
+            ],
+          },
+        ),
+        delete: op('remove a file, symlink or directory tree', 'sandbox.exec', {
+          '204': { description: 'removed' },
+        }),
+      },
+      '/v1/boxes/{box}/files/stat': {
+        parameters: [boxParam, pathQuery],
+        get: op('the entry (a final symlink is not followed)', 'sandbox.exec', {
+          '200': { description: 'entry', ...json(ref('EntryInfo')) },
+        }),
+      },
+      '/v1/boxes/{box}/files/mkdir': {
+        parameters: [boxParam],
+        post: op(
+          'make a directory and its parents',
+          'sandbox.exec',
+          {
+            '200': {
+              description: 'created is false when it existed',
+              ...json(obj({ created: bool }, ['created'])),
+            },
+          },
+          { requestBody: { required: true, ...json(obj({ path: str }, ['path'])) } },
+        ),
+      },
+      '/v1/boxes/{box}/files/rename': {
+        parameters: [boxParam],
+        post: op(
+          'rename (move) an entry',
+          'sandbox.exec',
+          { '200': { description: 'the entry at its new path', ...json(ref('EntryInfo')) } },
+          { requestBody: { required: true, ...json(obj({ from: str, to: str }, ['from', 'to'])) } },
+        ),
+      },
+      '/v1/boxes/{box}/files/symlink': {
+        parameters: [boxParam],
+        post: op(
+          'make a symbolic link (used by copyIn)',
+          'sandbox.exec',
+          { '204': { description: 'made' } },
+          { requestBody: { required: true, ...json(obj({ path: str, target: str }, ['path', 'target'])) } },
+        ),
+      },
+      '/v1/boxes/{box}/files/watch': {
+        parameters: [boxParam, pathQuery],
+        get: op(
+          'watch a directory (inotify): newline-delimited JSON, first {"type":"ready"}, then {"name","type"} per event (create, write, remove); ends when the client disconnects',
+          'sandbox.exec',
+          { '200': { description: 'event stream', content: { 'application/x-ndjson': { schema: str } } } },
+          {
+            parameters: [
+              { name: 'recursive', in: 'query', schema: { type: 'string', enum: ['true', 'false'] } },
+            ],
+          },
+        ),
       },
       '/v1/boxes/{box}/metrics': {
         parameters: [boxParam],
