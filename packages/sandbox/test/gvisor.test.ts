@@ -6,6 +6,7 @@
  * package's `test:setup` installs it).
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -18,6 +19,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { findExecutable } from '../src/engine/engine.ts';
 import { gvisorOciConfig, SENTRY_TASKS } from '../src/engine/gvisor.ts';
 import { chooseGVisorPlatform, probeKvm } from '../src/engine/gvisor-platform.ts';
@@ -256,6 +258,47 @@ describe('gVisor boxes', { skip }, () => {
     assert.equal(readFileSync(join(rw, 'out.txt'), 'utf8'), 'written\n');
     assert.ok(!existsSync(join(ro, 'new.txt')));
     await engine.remove(s.id, s.boxDir);
+  });
+
+  test('a non-detached gVisor box ends with its creating process, even on SIGKILL; a detached one stays', async () => {
+    const tiers = join(import.meta.dirname, '../src/engine/gvisor-tiers.ts');
+    const startInChild = async (s: ReturnType<typeof spec>) => {
+      const script = join(tmp, `child-${s.id}.ts`);
+      writeFileSync(
+        script,
+        `import { createTieredEngine } from ${JSON.stringify(tiers)};
+const engine = await createTieredEngine({ stateRoot: ${JSON.stringify(stateRoot)}, gvisorPlatform: 'ptrace' });
+console.log((await engine.start(${JSON.stringify(s)})).pid);
+setInterval(() => {}, 1000);
+`,
+      );
+      const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const pid = await new Promise<number>((resolve, reject) => {
+        child.stdout.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
+        child.once('exit', (code) => reject(new Error(`child exited with ${code}`)));
+      });
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+      return pid;
+    };
+    const gone = (pid: number) =>
+      !existsSync(`/proc/${pid}`) || /\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    const attached = spec({ detach: false });
+    const pid = await startInChild(attached);
+    // The supervisor's cleanup runs when the pipe from the dead process ends (polled here up to 20 s).
+    for (let i = 0; i < 400 && !(gone(pid) && mountsUnder(attached.boxDir).length === 0); i++)
+      await sleep(50);
+    assert.ok(gone(pid), 'the sandbox of the non-detached box ended');
+    assert.deepEqual(mountsUnder(attached.boxDir), []);
+    assert.equal((await engine.state(attached.id)).status, 'stopped');
+    await engine.remove(attached.id, attached.boxDir);
+
+    const detached = spec({ detach: true });
+    const dpid = await startInChild(detached);
+    assert.ok(!gone(dpid), 'the detached box survives its creator');
+    assert.equal((await sh(detached.id, 'echo still here')).stdout, 'still here\n');
+    await engine.remove(detached.id, detached.boxDir);
+    assert.ok(gone(dpid));
   });
 
   test('a start failure names the stage and leaves nothing mounted', async () => {
