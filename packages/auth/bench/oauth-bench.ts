@@ -285,7 +285,7 @@ try {
 
 console.log(
   `\nToken endpoint, ${ALG} JWT access tokens, ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per case, ` +
-    `loopback HTTP/1.1; seed store: SQLite ${SEED_DB === 'file' ? 'file (WAL)' : 'in memory'}, oidc-provider: memory adapter; ` +
+    `loopback HTTP/1.1; seed store: SQLite ${SEED_DB === 'file' ? 'file (WAL)' : 'in memory'}, oidc-provider: unbounded in-memory adapter; ` +
     `refresh_token scope: ${OPENID ? 'openid (an ID token on every refresh)' : 'no openid'}`,
 );
 console.log(

@@ -10,7 +10,7 @@
  * - `seed`: this package's server (`buildAuthServer`) over a SQLite file in a temporary directory (WAL),
  *   the confidential client `bench-service` (client_credentials + password + refresh_token). The refresh
  *   tokens are obtained through real password grants.
- * - `oidc-provider`: node-oidc-provider with its default (in-memory) adapter, the same client and grants,
+ * - `oidc-provider`: node-oidc-provider with an unbounded in-memory adapter (`MapAdapter`), the same client and grants,
  *   refresh-token rotation on every use (`rotateRefreshToken: true`), and JWT access tokens (resource
  *   indicators with `accessTokenFormat: 'jwt'`) signed with the same algorithm. Its refresh tokens are made
  *   through its model API (it has no password grant), each with its own grant.
@@ -138,6 +138,55 @@ async function startSeed(): Promise<void> {
   );
 }
 
+/**
+ * An unbounded in-memory adapter for oidc-provider: its built-in development adapter is an LRU of 1 000
+ * entries, which drops grants and refresh tokens in the middle of a benchmark (the refresh grant then
+ * answers `invalid_grant`). Entries never expire here (a run lasts minutes).
+ */
+class MapAdapter {
+  static readonly stores = new Map<string, Map<string, Record<string, unknown>>>();
+  static readonly grants = new Map<string, { model: string; id: string }[]>();
+  readonly #model: string;
+  readonly #store: Map<string, Record<string, unknown>>;
+
+  constructor(model: string) {
+    this.#model = model;
+    const store = MapAdapter.stores.get(model) ?? new Map<string, Record<string, unknown>>();
+    MapAdapter.stores.set(model, store);
+    this.#store = store;
+  }
+  async upsert(id: string, payload: Record<string, unknown>): Promise<void> {
+    this.#store.set(id, payload);
+    const grantId = payload.grantId;
+    if (typeof grantId === 'string') {
+      const members = MapAdapter.grants.get(grantId) ?? [];
+      members.push({ model: this.#model, id });
+      MapAdapter.grants.set(grantId, members);
+    }
+  }
+  async find(id: string): Promise<Record<string, unknown> | undefined> {
+    return this.#store.get(id);
+  }
+  async findByUserCode(): Promise<undefined> {
+    return undefined;
+  }
+  async findByUid(): Promise<undefined> {
+    return undefined;
+  }
+  async consume(id: string): Promise<void> {
+    const payload = this.#store.get(id);
+    if (payload) payload.consumed = Math.floor(Date.now() / 1000);
+  }
+  async destroy(id: string): Promise<void> {
+    this.#store.delete(id);
+  }
+  async revokeByGrantId(grantId: string): Promise<void> {
+    for (const { model, id } of MapAdapter.grants.get(grantId) ?? [])
+      MapAdapter.stores.get(model)?.delete(id);
+    MapAdapter.grants.delete(grantId);
+  }
+}
+
 async function startOidcProvider(): Promise<void> {
   const { privateKey } = await generateKeyPair(alg, { extractable: true });
   const jwk = { ...(await exportJWK(privateKey)), alg, use: 'sig', kid: 'bench' };
@@ -169,6 +218,7 @@ async function startOidcProvider(): Promise<void> {
       },
     ],
     jwks: { keys: [jwk as never] },
+    adapter: MapAdapter as never,
     scopes: ['openid', 'offline_access', 'api'],
     rotateRefreshToken: true,
     findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
