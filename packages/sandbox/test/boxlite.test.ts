@@ -65,6 +65,20 @@ boxliteSuite('BoxLite-style use, REST runtime via JsRuntime.rest + ApiKeyCredent
   };
 });
 
+describe('images.list() with BoxLite fields (local runtime)', () => {
+  it('repository, tag, id and cachedAt beside the store fields', async () => {
+    const runtime = testRuntime(sharedHome());
+    await runtime.images.pull('busybox:latest');
+    const busybox = (await runtime.images.list()).find((i) => i.reference.endsWith('/busybox:latest'));
+    assert.ok(busybox, 'busybox is listed');
+    assert.match(busybox.repository, /\/library\/busybox$|\/busybox$/);
+    assert.equal(busybox.tag, 'latest');
+    assert.equal(busybox.id, busybox.digest);
+    assert.match(busybox.id, /^sha256:[0-9a-f]{64}$/);
+    assert.equal(busybox.cachedAt, busybox.pulledAt);
+  });
+});
+
 after(async () => {
   await server?.close();
   await cleanupAll();

@@ -7,10 +7,32 @@
  * Boxes and executions: both backends return `JsBox` handles and `JsExecution`s (the REST ones are
  * subclasses overriding the transport), so callers see one type per concept.
  */
-import type { ImageStore } from '../images/index.ts';
+import type { ImageInfo, ImageStore } from '../images/index.ts';
 import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
 import type { JsBox } from './box.ts';
 import type { VolumeRecord } from './state.ts';
+
+/**
+ * A stored image as `images.list()` reports it: the store's `ImageInfo` plus BoxLite's fields —
+ * `repository` (reference without tag or digest), `tag` (null for a digest reference), `id` (the manifest
+ * digest) and `cachedAt` (RFC 3339, when it was pulled).
+ */
+export type ListedImage = ImageInfo & {
+  repository: string;
+  tag: string | null;
+  id: string;
+  cachedAt: string;
+};
+
+/** Splits a normalized reference into BoxLite's `repository` and `tag` (null for `name@sha256:…`). */
+export function splitReference(reference: string): { repository: string; tag: string | null } {
+  const at = reference.indexOf('@');
+  if (at >= 0) return { repository: reference.slice(0, at), tag: null };
+  const slash = reference.lastIndexOf('/');
+  const colon = reference.lastIndexOf(':');
+  if (colon > slash) return { repository: reference.slice(0, colon), tag: reference.slice(colon + 1) };
+  return { repository: reference, tag: null };
+}
 
 /** Image operations of a runtime (issue 7: `images.pull`, `images.list`, `images.remove`). */
 export interface RuntimeImages {
@@ -18,8 +40,8 @@ export interface RuntimeImages {
   pull: ImageStore['pull'];
   /** The stored image for a reference (no network access), or null. */
   get: ImageStore['get'];
-  /** Images in the store. */
-  list: ImageStore['list'];
+  /** Images in the store, with BoxLite's `repository`, `tag`, `id` and `cachedAt` beside the store's fields. */
+  list(): Promise<ListedImage[]>;
   /**
    * Removes an image reference from the store.
    * @throws BoxError code `conflict` when a box uses it, `not_found` when it is not stored.

@@ -23,7 +23,7 @@ import { BoxError, conflict, notFound, withCode } from '../errors.ts';
 import { ImageStore, type PreparedImage } from '../images/index.ts';
 import { BoxNetworking, secretsEnv } from '../network/index.ts';
 import type { JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
-import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
+import { type RuntimeBackend, type RuntimeImages, type RuntimeVolumes, splitReference } from './backend.ts';
 import { boxInfo, JsBox } from './box.ts';
 import type { RuntimeContext } from './context.ts';
 import { PendingCounters } from './counters.ts';
@@ -551,7 +551,13 @@ export class LocalRuntime implements RuntimeBackend {
           throw withCode(error, 'image', `cannot pull image '${reference}'`);
         }),
       get: (reference) => store.get(reference),
-      list: () => store.list(),
+      list: async () =>
+        (await store.list()).map((image) => ({
+          ...image,
+          ...splitReference(image.reference),
+          id: image.digest,
+          cachedAt: image.pulledAt,
+        })),
       remove: async (reference) => {
         const target = await store.get(reference);
         if (!target) throw notFound(`image '${reference}' is not stored`);
