@@ -239,6 +239,18 @@ describe('gVisor boxes', { skip }, () => {
     assert.deepEqual(await engine.stats(s.id), {});
   });
 
+  test('diskSizeGb: writes to the box root stop at the disk size with ENOSPC', async () => {
+    const s = spec({ diskSizeGb: 0.05 });
+    await engine.start(s);
+    const r = await sh(
+      s.id,
+      'dd if=/dev/zero of=/root/fill bs=1M count=80 2>&1; sync; echo rc=$?; du -m /root/fill',
+    );
+    assert.match(r.stdout, /No space left on device/);
+    assert.ok(Number(r.stdout.trim().split(/\s+/).at(-2)) < 50, r.stdout);
+    await engine.remove(s.id, s.boxDir);
+  });
+
   test('volumes: read-write and read-only bind mounts', async () => {
     const rw = join(tmp, 'vol-rw');
     const ro = join(tmp, 'vol-ro');
