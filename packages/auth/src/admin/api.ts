@@ -12,7 +12,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError } from '../errors.ts';
 import type { PasswordHasher } from '../passwords.ts';
 import { normalizePermissionCode, normalizePermissionCodes } from '../permissions.ts';
-import { AuthorizationReason } from '../reasons.ts';
 import type {
   AuditEvent,
   AuthStore,
@@ -32,6 +31,8 @@ import type {
 import { nameKey, roleNameList } from '../store/validation.ts';
 import { type AdminCaller, AdminPermission } from './access.ts';
 import { AdminHttpError, SeparationOfDutiesError } from './http.ts';
+import { registerOidcAdminRoutes } from './oidc-routes.ts';
+import { errors, iso, noContent, type RouteDoc, readRule, routeOptions, type Schema } from './route-docs.ts';
 import * as s from './schemas.ts';
 
 /** Options of {@link registerAdminRoutes}. */
@@ -44,8 +45,6 @@ export interface AdminRoutesOptions {
   /** Clock, ms since epoch (lockout state). */
   readonly now: () => number;
 }
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The API view of a user (no password hash, no security stamp). */
 export function userView(user: UserRecord, now: number) {
@@ -142,7 +141,8 @@ function auditValues(values: object): Record<string, unknown> {
     : { truncated: true, fields: Object.keys(out) };
 }
 
-interface Target {
+/** What an administration change is about (recorded in its audit event's `details.target`). */
+export interface AdminTarget {
   readonly type: 'user' | 'role' | 'permission' | 'client';
   readonly id?: string;
   readonly name?: string;
@@ -153,63 +153,6 @@ const sameSet = (a: readonly string[], b: readonly string[], key: (x: string) =>
   const right = new Set(b.map(key));
   return left.size === right.size && [...left].every((x) => right.has(x));
 };
-
-const denial = { description: 'Permission middleware refusal (spec 001 denial body)', ...s.denialSchema };
-const errors = (...codes: number[]) => {
-  const out: Record<number, unknown> = {
-    400: { description: 'Validation failure', ...s.errorSchema },
-    401: denial,
-    403: { description: 'Missing permission or separation-of-duties rule', ...s.denialSchema },
-  };
-  for (const code of codes) {
-    out[code] = {
-      description: code === 404 ? 'Not found' : code === 409 ? 'Uniqueness conflict' : 'Error',
-      ...s.errorSchema,
-    };
-  }
-  return out;
-};
-type Schema = Record<string, unknown>;
-const noContent = { 204: { description: 'Done', type: 'null' } };
-const bearer = [{ bearerAuth: [] }];
-
-/** The OpenAPI part of one route (`schema` of its Fastify options), in the document's field order. */
-interface RouteDoc {
-  readonly summary: string;
-  readonly description?: string;
-  readonly params?: Schema;
-  readonly querystring?: Schema;
-  readonly body?: Schema;
-  readonly response: Record<number, unknown>;
-}
-
-/**
- * Fastify options of one admin route: the permission it needs (`config.auth`; `alsoGrantedBy` codes that
- * satisfy it too) and its OpenAPI schema.
- */
-function routeOptions(tag: string, permission: string, doc: RouteDoc, alsoGrantedBy?: readonly string[]) {
-  const { summary, description, params, querystring, body, response } = doc;
-  return {
-    config: { auth: alsoGrantedBy ? { permission, alsoGrantedBy } : { permission } },
-    schema: {
-      tags: [tag],
-      summary,
-      ...(description === undefined ? {} : { description }),
-      security: bearer,
-      ...(params === undefined ? {} : { params }),
-      ...(querystring === undefined ? {} : { querystring }),
-      ...(body === undefined ? {} : { body }),
-      response,
-    },
-  };
-}
-
-/**
- * The read rule of a resource: `auth.admin.read`, or the resource's manage permission (the right to manage
- * a resource includes the right to read it). A deny rule on `auth.admin.read` still wins.
- */
-const readRule = (manage: string) =>
-  `Needs \`auth.admin.read\` or \`${manage}\` (managing includes reading); a deny rule on \`auth.admin.read\` wins.`;
 
 /**
  * A field that grants something (roles or permission codes) and so needs a second permission to set or
@@ -289,7 +232,7 @@ interface Resource<R, U> {
   /** The store key of an item (for store calls and `Location`). */
   key(record: R): string;
   /** The audit target of an item. */
-  target(record: R): Target;
+  target(record: R): AdminTarget;
   /** The API view of an item at time `at` (ms since epoch). */
   view(record: R, at: number): unknown;
   list(query: ListQ & { offset: number; limit: number }): Promise<Page<R>>;
@@ -326,7 +269,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   function auditFor(
     request: FastifyRequest,
     action: string,
-    target: Target,
+    target: AdminTarget,
     changed: string[],
     values?: object,
   ): ChangeOptions {
@@ -346,7 +289,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   async function refuse(
     request: FastifyRequest,
     action: string,
-    target: Target,
+    target: AdminTarget,
     field: string,
     permission: string,
   ) {
@@ -371,7 +314,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   async function guardCreate(
     request: FastifyRequest,
     action: string,
-    target: Target,
+    target: AdminTarget,
     rules: readonly GrantRule[],
     grants: Grants,
   ) {
@@ -393,7 +336,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   async function guardUpdate(
     request: FastifyRequest,
     action: string,
-    target: Target,
+    target: AdminTarget,
     rules: readonly GrantRule[],
     grants: Grants,
     current: object,
@@ -513,7 +456,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
   /** A lookup that answers 404 `{type} '{key}' not found` when the store has no such item. */
   const finder =
     <R>(
-      type: Target['type'],
+      type: AdminTarget['type'],
       get: (key: string) => Promise<R | undefined | null>,
       normalize = (raw: string) => raw,
     ) =>
@@ -609,7 +552,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       const body = request.body;
       const grants = normalizeGrants(USER_GRANTS, { ...body });
       const roles = grants.roles ?? [];
-      const target: Target = { type: 'user', name: body.userName };
+      const target: AdminTarget = { type: 'user', name: body.userName };
       await guardCreate(request, 'user.create', target, USER_GRANTS, grants);
       const passwordHash = body.password === undefined ? null : await passwordHasher.hash(body.password);
       const changed = Object.keys(body).filter((k) => k !== 'password');
@@ -723,7 +666,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     async (request, reply) => {
       const body = request.body;
       const grants = normalizeGrants(ROLE_GRANTS, body);
-      const target: Target = { type: 'role', name: body.name };
+      const target: AdminTarget = { type: 'role', name: body.name };
       await guardCreate(request, 'role.create', target, ROLE_GRANTS, grants);
       const fields = {
         name: body.name,
@@ -845,7 +788,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         );
       }
       const { permissions: granted } = normalizeGrants(CLIENT_GRANTS, body);
-      const target: Target = { type: 'client', id: body.clientId };
+      const target: AdminTarget = { type: 'client', id: body.clientId };
       await guardCreate(request, 'client.create', target, CLIENT_GRANTS, { permissions: granted });
       const secret = body.clientType === 'confidential' ? (clientSecret ?? newSecret()) : undefined;
       const changed = Object.keys(body);
@@ -947,107 +890,14 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
 
   deleteRoute(clients, 'Delete a client (and its refresh tokens and authorization codes)');
 
-  // ── consents ──
-
-  app.get<{ Params: { id: string } }>(
-    '/users/:id/consents',
-    routeOptions(
-      'users',
-      P.Read,
-      {
-        summary: "A user's remembered consents to third-party clients",
-        description: readRule(P.Users),
-        params: s.idParams,
-        response: {
-          200: { description: 'The consents, newest first', ...s.pageOf(s.consentSchema) },
-          ...errors(404),
-        },
-      },
-      [P.Users],
-    ),
-    async (request) => {
-      const user = await users.find(request.params.id);
-      const page = await store.listConsents({ userId: user.id, limit: 1000 });
-      const items = page.items.map((c) => ({
-        clientId: c.clientId,
-        scopes: c.scopes,
-        createdAt: iso(c.createdAt),
-        updatedAt: iso(c.updatedAt),
-      }));
-      return { items, total: page.total, offset: 0, limit: 1000 };
-    },
-  );
-
-  app.delete<{ Params: { id: string; clientId: string } }>(
-    '/users/:id/consents/:clientId',
-    routeOptions('users', P.Users, {
-      summary: "Revoke a user's consent to a client (the consent page asks again next time)",
-      params: s.userClientParams,
-      body: s.emptyBody,
-      response: { ...noContent, ...errors(404) },
-    }),
-    async (request, reply) => {
-      const user = await users.find(request.params.id);
-      const clientId = request.params.clientId;
-      if (!(await store.getConsent(user.id, clientId)))
-        throw new AdminHttpError(404, `consent of user '${user.id}' to client '${clientId}' not found`);
-      await store.revokeConsent(
-        user.id,
-        clientId,
-        auditFor(request, 'consent.revoke', { ...users.target(user) }, ['consents'], { clientId }),
-      );
-      return reply.code(204).send();
-    },
-  );
-
-  // ── me ──
-
-  app.get(
-    '/me',
-    {
-      config: { auth: { authenticated: true } },
-      schema: {
-        tags: ['me'],
-        summary: 'The caller and its administration abilities',
-        description:
-          'Any authenticated subject (no permission needed; guests 401). `abilities` tells, per administration permission code, whether the caller holds it; `can` applies the read rule (read or manage) per resource.',
-        security: bearer,
-        response: { 200: { description: 'The caller', ...s.meSchema }, 401: denial, 403: denial },
-      },
-    },
-    async (request) => {
-      const subject = request.auth.subject;
-      if (!subject) throw new Error('administration API: /me reached without an authenticated subject');
-      const abilities: Record<string, boolean> = {};
-      for (const code of Object.values(P)) {
-        if (!code.includes('*')) abilities[code] = access.holds(request, code);
-      }
-      const read = abilities[P.Read] === true;
-      const readDenied = request.auth.check(P.Read).reason === AuthorizationReason.DeniedByRule;
-      const readable = (manage: string) => read || (!readDenied && abilities[manage] === true);
-      return {
-        subject: {
-          kind: subject.kind,
-          id: subject.id,
-          name: subject.name,
-          roles: subject.roles,
-          clientId: subject.clientId,
-        },
-        abilities,
-        can: {
-          readUsers: readable(P.Users),
-          manageUsers: abilities[P.Users] === true,
-          readRoles: readable(P.Roles),
-          manageRoles: abilities[P.Roles] === true,
-          readPermissions: readable(P.Permissions),
-          managePermissions: abilities[P.Permissions] === true,
-          readClients: readable(P.Clients),
-          manageClients: abilities[P.Clients] === true,
-          readAudit: abilities[P.Audit] === true,
-        },
-      };
-    },
-  );
+  registerOidcAdminRoutes(app, {
+    store,
+    now,
+    findUser: (id) => users.find(id),
+    target: (user) => users.target(user),
+    auditFor,
+    holds: access.holds,
+  });
 
   // ── audit ──
 
