@@ -19,6 +19,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { JsBox } from '../../src/runtime/box.ts';
 import type { JsRuntime } from '../../src/runtime/runtime.ts';
 import { cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
+import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
 import { type HostListeners, hostListeners } from './network-listeners.ts';
 
 const PYTHON = 'python:slim';
@@ -91,6 +92,8 @@ print(json.dumps(out))
 
 let runtime: JsRuntime;
 let listeners: HostListeners;
+let home = '';
+let hostBefore: HostSnapshot;
 
 function ip(args: string[]): void {
   const r = spawnSync('ip', args, { encoding: 'utf8' });
@@ -146,8 +149,10 @@ before(async () => {
   ip(['addr', 'add', `${HOST_A}/32`, 'dev', DUMMY]);
   ip(['addr', 'add', `${HOST_B}/32`, 'dev', DUMMY]);
   ip(['link', 'set', DUMMY, 'up']);
-  runtime = testRuntime(tempHome('sandbox-escape-gw-'));
+  home = tempHome('sandbox-escape-gw-');
+  runtime = testRuntime(home);
   listeners = await hostListeners();
+  hostBefore = snapshotHost();
 });
 after(async () => {
   spawnSync('ip', ['link', 'del', DUMMY]);
@@ -194,5 +199,9 @@ describe('the gateway cannot be gone around', () => {
     // Naming the host loopback names neither slirp4netns's side of it nor the host's other addresses.
     await sendFrames(box, ['198.18.0.2', HOST_A, HOST_B]);
     listeners.assertUntouched();
+  });
+
+  test('the host is untouched after every case (files, mounts, listeners, processes)', () => {
+    assertHostUntouched(hostBefore, { allowMountsUnder: [home] });
   });
 });

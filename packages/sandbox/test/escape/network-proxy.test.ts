@@ -9,6 +9,7 @@ import { createServer, type Server, connect as tcpConnect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { hostIpv4Addresses } from '../../src/network/destinations.ts';
 import { parseAllowNet, type SecretsProxy, startSecretsProxy } from '../../src/network/index.ts';
+import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
 
 /** A listener on every host address (IPv4 and IPv6) that counts the connections it accepts. */
 interface CountingListener {
@@ -76,6 +77,7 @@ const LOOPBACK_SPELLINGS = [
 ];
 
 let listener: CountingListener;
+let hostBefore: HostSnapshot;
 const proxies: SecretsProxy[] = [];
 
 async function proxy(allowNet: string[], lookup?: Parameters<typeof startSecretsProxy>[0]['lookup']) {
@@ -92,6 +94,7 @@ async function proxy(allowNet: string[], lookup?: Parameters<typeof startSecrets
 
 before(async () => {
   listener = await countingListener();
+  hostBefore = snapshotHost();
 });
 after(async () => {
   for (const p of proxies) await p.close();
@@ -156,5 +159,9 @@ describe('secrets proxy: the host is not a destination', () => {
     const other = await ask(p.port, `CONNECT [::ffff:7f00:1]:${listener.port} HTTP/1.1\r\n\r\n`);
     assert.match(other, /^HTTP\/1\.1 403/);
     assert.equal(listener.accepted(), 1);
+  });
+
+  test('the host is untouched after every case (files, mounts, listeners, processes)', () => {
+    assertHostUntouched(hostBefore);
   });
 });

@@ -10,6 +10,7 @@ import { defaultSeccompProfile } from '../../src/engine/seccomp.ts';
 import type { JsBox } from '../../src/runtime/box.ts';
 import type { JsRuntime } from '../../src/runtime/runtime.ts';
 import { cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
+import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
 import { type HostListeners, hostListeners } from './network-listeners.ts';
 
 const PYTHON = 'python:slim';
@@ -38,6 +39,8 @@ print(json.dumps(out))
 const EPERM = 1;
 let runtime: JsRuntime;
 let listeners: HostListeners;
+let home = '';
+let hostBefore: HostSnapshot;
 const boxes: JsBox[] = [];
 
 async function pythonBox(options: Parameters<JsRuntime['create']>[0] = {}): Promise<JsBox> {
@@ -54,8 +57,10 @@ async function probeSockets(box: JsBox): Promise<Record<string, number | 'ok'>> 
 
 before(async () => {
   ensureRegistry();
-  runtime = testRuntime(tempHome('sandbox-escape-raw-'));
+  home = tempHome('sandbox-escape-raw-');
+  runtime = testRuntime(home);
   listeners = await hostListeners();
+  hostBefore = snapshotHost();
 });
 after(async () => {
   await listeners?.close();
@@ -106,5 +111,9 @@ describe('raw sockets in the box', () => {
     assert.equal(got.packet_dgram, EPERM);
     assert.equal(got.sock_packet, EPERM);
     listeners.assertUntouched();
+  });
+
+  test('the host is untouched after every case (files, mounts, listeners, processes)', () => {
+    assertHostUntouched(hostBefore, { allowMountsUnder: [home] });
   });
 });
