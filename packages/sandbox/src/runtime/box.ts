@@ -172,7 +172,7 @@ export class JsBox {
               { code: 'unsupported' },
             );
           }
-          return record.pid;
+          return { pid: record.pid, identity: record.init };
         },
       }),
     );

@@ -29,6 +29,7 @@ import {
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoxError, conflict, notFound } from '../../errors.ts';
+import { processIdentity } from '../state.ts';
 import { at, BoxRoot, checkAccess, errno, type FileUser, joinPath } from './root.ts';
 import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 import { watchLocal } from './watch.ts';
@@ -67,8 +68,31 @@ export function entryOf(st: Stats, path: string, name: string, target?: string):
 
 /** Which process's root the files are in; resolved per operation (the box may restart). */
 export interface LocalFilesTarget {
-  /** Pid of the box's init (its `/proc/<pid>/root` is the box root). @throws BoxError `conflict` when not running. */
-  initPid(): Promise<number>;
+  /**
+   * Pid of the box's init (its `/proc/<pid>/root` is the box root) and its recorded identity
+   * (`pid:starttime`, see `processIdentity`). @throws BoxError `conflict` when not running.
+   */
+  initPid(): Promise<{ pid: number; identity: string | null }>;
+}
+
+/**
+ * Opens the root of the box's init. The identity is checked after the open: the same `pid:starttime`
+ * then means the init existed before and after, so the descriptor is its root and not that of a host
+ * process that reused the pid after the box died.
+ * @throws BoxError `conflict` when the init is gone.
+ */
+async function openBoxRoot(target: LocalFilesTarget): Promise<{ root: BoxRoot; user: FileUser }> {
+  const { pid, identity } = await target.initPid();
+  const root = new BoxRoot(`/proc/${pid}/root`);
+  let user: FileUser | null = null;
+  try {
+    user = processUser(pid);
+  } catch {}
+  if (user === null || identity === null || processIdentity(pid) !== identity) {
+    root.close();
+    throw conflict('the box stopped while its files were being opened');
+  }
+  return { root, user };
 }
 
 /** The uid and gid of a process (its `/proc/<pid>/status` real ids). */
@@ -105,10 +129,8 @@ export class LocalFiles implements FilesBackend {
 
   /** Runs `fn` with a fresh walk over the box root and the box user; closes the walk after. */
   async #with<T>(path: string, fn: (root: BoxRoot, user: FileUser) => T | Promise<T>): Promise<T> {
-    const pid = await this.#target.initPid();
-    const root = new BoxRoot(`/proc/${pid}/root`);
+    const { root, user } = await openBoxRoot(this.#target);
     try {
-      const user = processUser(pid);
       return await fn(root, user);
     } catch (error) {
       throw fail(path, error);
@@ -135,11 +157,9 @@ export class LocalFiles implements FilesBackend {
   }
 
   async writeStream(path: string, source: Readable, mode?: number): Promise<JsWriteInfo> {
-    const pid = await this.#target.initPid();
-    const root = new BoxRoot(`/proc/${pid}/root`);
+    const { root, user } = await openBoxRoot(this.#target);
     let tmp: { dirFd: number; name: string } | null = null;
     try {
-      const user = processUser(pid);
       const located = root.locate(path, { followLast: true, create: user });
       const { dirFd, name } = located;
       checkAccess(fstatSync(dirFd), user, W | X, path);
