@@ -368,14 +368,10 @@ export class AuthorizationService {
       return this.#outcome(AuthorizationReason.NotProtected, false, null, null, undefined);
     }
     const auth = await this.authenticate(input.authorization, input);
-    if (auth.state === 'invalid' && auth.headers) {
-      const outcome = this.#outcome(AuthorizationReason.InvalidCredential, false, null, null, undefined);
-      // RFC 9449 §7.1: DPoP requests are answered with the DPoP challenge instead of the Bearer one.
-      if (outcome.denial) outcome.denial.headers = auth.headers;
-      return outcome;
-    }
     if (auth.state === 'invalid') {
       const outcome = this.#outcome(AuthorizationReason.InvalidCredential, false, null, null, undefined);
+      // RFC 9449 §7.1: DPoP requests are answered with the DPoP challenge instead of the Bearer one.
+      if (auth.headers && outcome.denial) outcome.denial.headers = auth.headers;
       await this.#auditDenial(outcome, null, input);
       return outcome;
     }
