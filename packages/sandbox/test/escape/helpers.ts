@@ -106,14 +106,15 @@ function walk(path: string, out: Map<string, FileFacts>): void {
 
 /**
  * True for a mount the engine makes for a box of any runtime (other test files run boxes at the same
- * time, and a box being created may not have its bundle yet): a box's root or disk directly in an engine
- * box directory (`<home>/boxes/<id>/rootfs`, `…/disk`), or a box's network namespace
+ * time, and a box being created may not have its bundle yet): a box's root, disk or checked host binds
+ * directly in an engine box directory (`<home>/boxes/<id>/rootfs`, `…/disk`, `…/binds/<i>`), or a box's
+ * network namespace
  * (`/run/netns/sbx-<id>`). A box that escaped would mount where it chose, not at these names.
  */
 function isEngineMount(mountPoint: string): boolean {
   return (
     /^\/run\/netns\/sbx-[0-9A-Za-z]+$/.test(mountPoint) ||
-    /\/boxes\/[0-9A-Za-z_-]+\/(rootfs|disk)$/.test(mountPoint)
+    /\/boxes\/[0-9A-Za-z_-]+\/(rootfs|disk|binds\/\d+)$/.test(mountPoint)
   );
 }
 
@@ -161,6 +162,24 @@ function pidNamespace(pid: number): string | undefined {
   }
 }
 
+/** Pid namespaces whose init (the process that is pid 1 in it) is alive, not a zombie. */
+function namespacesWithLiveInit(): Set<string> {
+  const out = new Set<string>();
+  for (const pid of pids()) {
+    let status: string;
+    try {
+      status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    } catch {
+      continue;
+    }
+    const nspid = /^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/);
+    if (nspid?.at(-1) !== '1' || /^State:\s+[ZX]/m.test(status)) continue;
+    const ns = pidNamespace(pid);
+    if (ns) out.add(ns);
+  }
+  return out;
+}
+
 function pidNamespaces(): Set<string> {
   const out = new Set<string>();
   for (const pid of pids()) {
@@ -198,9 +217,10 @@ export interface UntouchedOptions {
 /**
  * Asserts that the host did not change since `before`: same files (content, mode, owner, symlink
  * targets, nothing added or removed under the watched paths), no new mount outside
- * `allowMountsUnder`, no new listener of the host network namespace owned by a process of another
- * pid namespace (a box), and no box process (one in an engine cgroup `/seed-sandbox/…`) left in a pid namespace created
- * since the snapshot except those of `runningInits`.
+ * `allowMountsUnder` (mounts the engine makes for boxes are expected), no new listener of the host network
+ * namespace owned by a process of another pid namespace (a box), and no box process (one in an engine cgroup
+ * `/seed-sandbox/…`) left in a pid namespace created since the snapshot whose init is gone, except those of
+ * `runningInits`.
  * @throws AssertionError naming what changed.
  */
 export function assertHostUntouched(before: HostSnapshot, options: UntouchedOptions = {}): void {
@@ -237,6 +257,9 @@ export function assertHostUntouched(before: HostSnapshot, options: UntouchedOpti
   }
 
   const keep = new Set((options.runningInits ?? []).map(pidNamespace).filter((n) => n !== undefined));
+  // A pid namespace whose init still runs is a running box (of this test, or of another test file that
+  // runs at the same time); what must not exist is a box process that outlived its box's init.
+  for (const ns of namespacesWithLiveInit()) keep.add(ns);
   const left: string[] = [];
   for (const pid of pids()) {
     const ns = pidNamespace(pid);
