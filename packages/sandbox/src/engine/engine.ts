@@ -14,6 +14,7 @@ import {
   chmodSync,
   closeSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -21,6 +22,7 @@ import {
   readlinkSync,
   readSync,
   renameSync,
+  rmdirSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -416,7 +418,8 @@ export class OciEngine implements Engine {
         throw new BoxError(`box ${spec.id}: already running`);
       await this.rt(['delete', '--force', spec.id], true);
     }
-    if (mountsUnder(p.rootfs).length > 0) await this.unmountAll(spec.boxDir);
+    // Whatever a previous run left mounted (root, disk, host binds) goes before anything is rewritten.
+    if (mountsUnder(spec.boxDir).length > 0) await this.unmountAll(spec.boxDir);
 
     // Box config (written first: a bad capability name fails before anything is created).
     const tConfig0 = performance.now();
@@ -470,7 +473,16 @@ export class OciEngine implements Engine {
     symlinkSync(spec.boxDir, link);
     rmSync(p.pidFile, { force: true });
     writeFileSync(p.log, '');
-    rmSync(p.binds, { recursive: true, force: true });
+    // Staging points only, never recursively: a bind still mounted there would be host files.
+    for (const name of existsSync(p.binds) ? readdirSync(p.binds) : []) {
+      const target = join(p.binds, name);
+      if (mountsUnder(target).length > 0) throw new BoxError(`box ${spec.id}: ${target} is still mounted`);
+      if (lstatSync(target).isDirectory()) rmdirSync(target);
+      else unlinkSync(target);
+    }
+    try {
+      rmdirSync(p.binds);
+    } catch {}
     if (opened.length > 0) mkdirSync(p.binds, { mode: 0o700 });
     const binds: string[] = [];
     for (const [i, o] of opened.entries()) {

@@ -204,7 +204,12 @@ describe('engine boxes with hostile roots', () => {
       await engine.start(ok);
       await execSh(engine, ok.id, 'echo hi > /data/f');
       assert.equal(readFileSync(join(shared, 'plain/f'), 'utf8'), 'hi\n');
+      // A restart re-binds the directory; the staging point is replaced, the host files stay.
+      await engine.stop(ok.id);
+      await engine.start(ok);
+      assert.equal((await execSh(engine, ok.id, 'cat /data/f')).stdout, 'hi\n');
       await engine.remove(ok.id, ok.boxDir);
+      assert.equal(readFileSync(join(shared, 'plain/f'), 'utf8'), 'hi\n', 'remove leaves the host files');
     } finally {
       await engine.remove(writer.id, writer.boxDir);
     }
