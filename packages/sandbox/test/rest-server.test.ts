@@ -233,6 +233,7 @@ describe('wire format', () => {
       ['POST', '/v1/boxes/rest-main/executions', { cmd: '' }, 400, 'cmd'],
       ['POST', '/v1/boxes/rest-main/executions', { cmd: 'true', tty: 'yes' }, 400, 'tty'],
       ['DELETE', '/v1/boxes/rest-main?force=maybe', undefined, 400, 'force'],
+      ['POST', '/v1/boxes/rest-main/stop?timeout=soon', undefined, 400, 'timeout'],
       ['DELETE', '/v1/boxes/rest-main', undefined, 409],
       ['POST', '/v1/boxes/rest-main/tunnels', { port: 70000 }, 400, 'port'],
       ['GET', '/v1/boxes/rest-main/executions/01ARZ3NDEKTSV4RRFFQ69G5FAV', undefined, 404],

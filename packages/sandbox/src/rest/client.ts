@@ -329,6 +329,11 @@ export class RestBox extends JsBox {
     await this.#conn.call('POST', `${boxPath(this.id)}/start`);
   }
 
+  /** @internal `stop()` with `graceMs` for the commands after SIGTERM (the stop route's `timeout`). */
+  override async stopWithin(graceMs: number): Promise<void> {
+    await this.#conn.call('POST', `${boxPath(this.id)}/stop?timeout=${graceMs / 1000}`);
+  }
+
   /** Stops the box on the server (removed there when created with `autoRemove`). */
   override async stop(): Promise<void> {
     await this.#conn.call('POST', `${boxPath(this.id)}/stop`);
@@ -394,8 +399,7 @@ export class RestRuntime implements RuntimeBackend {
 
   /**
    * Stops the non-detached boxes this client created (BoxLite `shutdown`), in parallel; boxes already
-   * gone are skipped. The server stops each with its own grace period (`timeoutSecs` is checked, not
-   * forwarded: the stop route has no timeout parameter).
+   * gone are skipped; the server gives their commands `timeoutSecs` after SIGTERM (`…/stop?timeout=`).
    * @throws BoxError `invalid_option` (field `timeout`) for a negative or non-finite timeout.
    */
   async shutdown(timeoutSecs = 10): Promise<void> {
@@ -406,7 +410,9 @@ export class RestRuntime implements RuntimeBackend {
     }
     const ids = [...this.#attached];
     this.#attached.clear();
-    await Promise.all(ids.map((id) => this.#conn.call('POST', `${boxPath(id)}/stop`).catch(() => {})));
+    await Promise.all(
+      ids.map((id) => this.#conn.call('POST', `${boxPath(id)}/stop?timeout=${timeoutSecs}`).catch(() => {})),
+    );
   }
 
   /** Every box on the server (spec 002 `listInfo`). */

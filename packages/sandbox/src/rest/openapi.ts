@@ -308,10 +308,25 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/v1/boxes/{box}/stop': {
         parameters: [boxParam],
-        post: op('stop the box (auto_remove boxes are removed: 204)', 'sandbox.boxes.write', {
-          '200': { description: 'box', ...json(ref('BoxInfo')) },
-          '204': { description: 'stopped and removed' },
-        }),
+        post: op(
+          'stop the box (auto_remove boxes are removed: 204)',
+          'sandbox.boxes.write',
+          {
+            '200': { description: 'box', ...json(ref('BoxInfo')) },
+            '204': { description: 'stopped and removed' },
+          },
+          {
+            parameters: [
+              {
+                name: 'timeout',
+                in: 'query',
+                description:
+                  'seconds the commands get after SIGTERM before SIGKILL (default: the engine grace, 2 s)',
+                schema: num,
+              },
+            ],
+          },
+        ),
       },
       '/v1/boxes/{box}/files/content': {
         parameters: [boxParam, pathQuery],

@@ -378,8 +378,15 @@ export class RestServer {
       '/v1/boxes/:box/stop',
       { config: write },
       async (request, reply) => {
+        const timeout = (request.query as { timeout?: string }).timeout;
+        if (timeout !== undefined && !/^\d+(\.\d+)?$/.test(timeout)) {
+          throw new BoxError('invalid query parameter timeout: must be a number of seconds ≥ 0', {
+            field: 'timeout',
+          });
+        }
         const box = await this.#box(request.params.box);
-        await box.stop();
+        if (timeout === undefined) await box.stop();
+        else await box.stopWithin(Math.round(Number(timeout) * 1000));
         const info = await this.#runtime.getInfo(box.id);
         if (!info) {
           this.#forget(box.id);

@@ -303,6 +303,14 @@ export class JsBox {
   }
 
   /**
+   * @internal `stop()` giving the box's commands `graceMs` after SIGTERM before SIGKILL (used by
+   * `shutdown(timeout)` and the REST stop route's `timeout`).
+   */
+  async stopWithin(graceMs: number): Promise<void> {
+    await this.#ctx.stopBox(this.id, graceMs);
+  }
+
+  /**
    * Counters, resource usage and creation stage timings of the box (spec 002 `JsBoxMetrics`).
    * `cpuPercent` is the usage since the previous sample (first sample: since the box started).
    */

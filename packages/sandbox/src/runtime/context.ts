@@ -16,7 +16,7 @@ export interface RuntimeContext {
   /** Writes counters not yet in the state database (before reading them back); optional. */
   flushCounters?(): void;
   /** Stops a box, then removes it when it was created with `autoRemove`. */
-  stopBox(id: string): Promise<void>;
+  stopBox(id: string, graceMs?: number): Promise<void>;
   /** Starts a stopped box again with its writable layer and volumes (no-op when running). */
   startBox(id: string): Promise<void>;
 }

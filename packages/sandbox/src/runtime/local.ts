@@ -112,7 +112,7 @@ export class LocalRuntime implements RuntimeBackend {
         });
       },
       flushCounters: () => this.#pending.flush(),
-      stopBox: (id) => this.#stopBox(id),
+      stopBox: (id, graceMs) => this.#stopBox(id, graceMs),
       startBox: (id) => this.#startBox(id),
     };
   }
