@@ -71,6 +71,7 @@ describe('admitsAddress', () => {
     assert.equal(allowsHostLoopback(parseAllowNet(['*.sandbox.internal'])), true);
     assert.equal(allowsHostLoopback(parseAllowNet(['10.0.2.2'])), true);
     assert.equal(allowsHostLoopback(parseAllowNet(['10.0.2.2/32'])), true);
+    assert.equal(allowsHostLoopback(parseAllowNet(['*.internal', '*.sandbox.internal.example'])), false);
     assert.equal(allowsHostLoopback(parseAllowNet(['10.0.2.0/24'])), false);
     assert.equal(allowsHostLoopback(parseAllowNet(['10.0.0.0/8', '127.0.0.1'])), false);
     assert.equal(allowsHostLoopback(parseAllowNet([])), false);

@@ -145,7 +145,10 @@ describe('allowNet', () => {
     const id = await startBox({ secrets });
     const byName = await sh(id, httpGet('host.sandbox.internal', hostPort));
     assert.doesNotMatch(byName.out, /host says hi/);
-    assert.match(byName.out, /refused/i);
+    assert.match(byName.out, /bad address/i, 'the name does not resolve unless allowNet names it');
+    const byIp = await sh(id, httpGet('10.0.2.2', hostPort));
+    assert.doesNotMatch(byIp.out, /host says hi/);
+    assert.match(byIp.out, /refused/i);
     const viaProxy = await sh(
       id,
       `printf 'CONNECT host.sandbox.internal:${hostPort} HTTP/1.1\\r\\n\\r\\n' | nc -w 5 10.0.2.2 3128`,

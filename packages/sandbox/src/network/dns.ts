@@ -10,6 +10,7 @@ import dnsPacket from 'dns-packet';
 import { hostAddresses, isHostReserved } from './destinations.ts';
 import {
   type AllowPolicy,
+  allowsHostLoopback,
   allowsName,
   HOST_LOOPBACK_IP,
   HOST_LOOPBACK_NAME,
@@ -34,9 +35,12 @@ export interface DnsServer {
 
 const TTL_SECONDS = 30;
 
-/** Resolves a permitted name to IPv4 addresses on the host (`host.sandbox.internal` → 10.0.2.2). */
-async function resolve4(name: string): Promise<string[]> {
-  if (name === HOST_LOOPBACK_NAME) return [HOST_LOOPBACK_IP];
+/**
+ * Resolves a permitted name to IPv4 addresses on the host (`host.sandbox.internal` → 10.0.2.2, only
+ * when `allowNet` names the host's loopback).
+ */
+async function resolve4(name: string, policy: AllowPolicy): Promise<string[]> {
+  if (name === HOST_LOOPBACK_NAME) return allowsHostLoopback(policy) ? [HOST_LOOPBACK_IP] : [];
   try {
     const found = await lookup(name, { all: true, family: 4 });
     // A name never admits a host-reserved address (loopback, link-local, the box networks, the host's
@@ -68,7 +72,7 @@ async function answer(query: dnsPacket.Packet, options: DnsServerOptions): Promi
   const name = normalizeHostname(question.name);
   if (!allowsName(options.policy, name)) return fail(3);
   if (question.type === 'A') {
-    const addresses = await resolve4(name);
+    const addresses = await resolve4(name, options.policy);
     if (addresses.length === 0) return fail(3);
     await options.bind(addresses);
     reply.answers = addresses.map((data) => ({

@@ -111,12 +111,16 @@ export function allowsAddress(policy: AllowPolicy, ip: string): boolean {
 
 /**
  * True when the box may reach the host's loopback: only when `allowNet` names it, by
- * `host.sandbox.internal` (exact, or a `*.` rule such as `*.sandbox.internal`) or by the address
- * `10.0.2.2` itself (or `10.0.2.2/32`). A wider CIDR (`10.0.2.0/24`, `10.0.0.0/8`) does not.
+ * `host.sandbox.internal` itself or `*.sandbox.internal`, or by the address `10.0.2.2` itself (or
+ * `10.0.2.2/32`). Wider rules (`*.internal`, `10.0.2.0/24`, `10.0.0.0/8`) do not.
  */
 export function allowsHostLoopback(policy: AllowPolicy): boolean {
   if (policy.open) return false;
-  return allowsName(policy, HOST_LOOPBACK_NAME) || policy.exact.has(HOST_LOOPBACK_IP);
+  return (
+    policy.names.has(HOST_LOOPBACK_NAME) ||
+    policy.suffixes.includes(HOST_LOOPBACK_NAME.slice(HOST_LOOPBACK_NAME.indexOf('.'))) ||
+    policy.exact.has(HOST_LOOPBACK_IP)
+  );
 }
 
 /** Canonical text of an IP literal; IPv4-mapped IPv6 (`::ffff:7f00:1`) becomes IPv4 (`127.0.0.1`). */
