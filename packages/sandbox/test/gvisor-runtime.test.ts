@@ -5,7 +5,7 @@
  * Skipped only when runsc is not installed (`npm run test:setup -w @seed/sandbox` installs it).
  */
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
+import { createServer, get, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { findExecutable } from '../src/engine/engine.ts';
 import { BoxError } from '../src/errors.ts';
@@ -38,6 +38,21 @@ after(async () => {
   server?.close();
   await cleanupAll();
 });
+
+/** GET http://127.0.0.1:<port>/ on a fresh connection (no keep-alive reuse); the body, or null on a socket error. */
+function httpGet(port: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    const req = get({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => {
+        body += c;
+      });
+      res.on('end', () => resolve(body));
+      res.on('error', () => resolve(null));
+    });
+    req.on('error', () => resolve(null));
+  });
+}
 
 describe('isolation option', { skip }, () => {
   test('the runtime default applies, a box may override it, and info() reports tier and platform', async () => {
@@ -129,21 +144,36 @@ describe('gVisor boxes through the runtime', { skip }, () => {
   test('published ports, tunnels and the box itself reach a server in the box', async () => {
     const box = await runtime.create({ image: BUSYBOX, ports: [{ guestPort: 8080, hostIp: '127.0.0.1' }] });
     const port = (await box.info()).network!.publishedPorts![0]!.hostPort;
-    // httpd forks into the background before it listens: the sleep lets it bind.
-    await run(box, 'sh', [
-      '-c',
-      'mkdir /w && echo in-gvisor > /w/index.html && httpd -p 8080 -h /w; sleep 0.3',
-    ]);
+    // httpd forks into the background before it listens: wait until the port is bound (up to 10 s).
+    const serve = 'mkdir /w && echo in-gvisor > /w/index.html && httpd -p 8080 -h /w';
+    const bound =
+      'for i in $(seq 100); do netstat -tln | grep -q ":8080 " && exit 0; sleep 0.1; done; exit 1';
+    assert.equal((await run(box, 'sh', ['-c', `${serve} && ${bound}`])).exitCode, 0, 'httpd listens');
+    // Seen on this VM: the first connection through the published port right after the box starts is
+    // sometimes closed without an answer (slirp4netns → gateway → the Sentry's host socket); wait up to
+    // 5 s for one answer, then every round below must succeed.
+    let ready = false;
+    for (let i = 0; i < 50 && !ready; i++) {
+      ready = (await httpGet(port)) !== null;
+      if (!ready) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(ready, 'the published port answers');
     const request = 'GET / HTTP/1.0\r\n\r\n';
     for (let round = 0; round < 2; round++) {
-      assert.equal(await (await fetch(`http://127.0.0.1:${port}/`)).text(), 'in-gvisor\n');
+      assert.equal(await httpGet(port), 'in-gvisor\n');
       const conn = await (await box.network.tunnel(8080)).connect();
       await conn.write(request);
       let reply = '';
       for (let chunk = await conn.read(); chunk.length > 0; chunk = await conn.read()) reply += chunk;
       await conn.close();
       assert.match(reply, /^HTTP\/1\.[01] 200[\s\S]*\r\n\r\nin-gvisor\n$/);
-      const local = await run(box, 'sh', ['-c', `printf '${request}' | nc 127.0.0.1 8080 | tail -1`]);
+      // busybox nc in a gVisor box sometimes ends without the reply (seen about 1 run in 3 here, the
+      // server unaffected): up to 3 tries, stdin kept open until the reply is in.
+      const client = `(printf '${request}'; sleep 1) | nc 127.0.0.1 8080 | tail -1`;
+      const local = await run(box, 'sh', [
+        '-c',
+        `for i in 1 2 3; do o=$( ${client} ); [ -n "$o" ] && break; done; echo "$o"`,
+      ]);
       assert.equal(local.stdout, 'in-gvisor', 'the box reaches itself on 127.0.0.1');
     }
     await runtime.remove(box.id, true);
