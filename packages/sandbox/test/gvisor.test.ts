@@ -14,6 +14,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -313,10 +314,18 @@ setInterval(() => {}, 1000);
     assert.ok(gone(dpid));
   });
 
-  test('a start failure names the stage and leaves nothing mounted', async () => {
-    const s = spec({ mounts: [{ hostPath: join(tmp, 'missing-dir'), guestPath: '/m', readOnly: false }] });
+  test('a start failure names the stage and leaves nothing mounted; symlinked host paths are refused', async () => {
+    const dir = join(tmp, 'vol-dir');
+    mkdirSync(dir, { recursive: true });
+    // A directory over the image's busybox binary: runsc refuses it when it builds the mounts.
+    const s = spec({ mounts: [{ hostPath: dir, guestPath: '/bin/busybox', readOnly: false }] });
     await assert.rejects(engine.start(s), /box gv\d+x\d+: start failed at run \(runsc, platform ptrace\)/);
     assert.deepEqual(mountsUnder(s.boxDir), []);
     await engine.remove(s.id, s.boxDir);
+    const link = join(tmp, 'vol-link');
+    symlinkSync(dir, link);
+    const l = spec({ mounts: [{ hostPath: link, guestPath: '/data', readOnly: false }] });
+    await assert.rejects(engine.start(l), /mounts\[0\]\.hostPath: .* passes through the symlink/);
+    assert.deepEqual(mountsUnder(l.boxDir), []);
   });
 });

@@ -29,9 +29,7 @@ import {
   readlinkSync,
   renameSync,
   rmSync,
-  statSync,
   symlinkSync,
-  truncateSync,
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -41,8 +39,10 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
+import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
 import { type EngineNetworkContext, findExecutable, mountsUnder, resolveUser } from './engine.ts';
 import { chooseGVisorPlatform, type GVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
+import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { SUPERVISOR_SH } from './scripts.ts';
@@ -260,13 +260,36 @@ export class GVisorEngine implements Engine {
       diskDir,
       log: join(boxDir, 'runtime.log'),
       pidFile: join(boxDir, 'bundle', 'init.pid'),
+      binds: join(boxDir, 'binds'),
     };
   }
 
   /** Starts a box under gVisor; see `Engine.start`. @throws BoxError naming the field or the failed stage (with runsc's log). */
   async start(spec: EngineBoxSpec): Promise<EngineStarted> {
     validateSpec(spec);
-    const p = this.paths(spec.boxDir, spec.diskSizeGb);
+    // Host paths are opened first (hostpath.ts: a symlink anywhere on one is refused) and bound from
+    // their descriptors, as in the container tier.
+    const opened: OpenedHostPath[] = [];
+    try {
+      for (const [i, m] of spec.mounts.entries())
+        opened.push(openHostPath(m.hostPath, `mounts[${i}].hostPath`));
+      return await this.startOpened(spec, opened);
+    } finally {
+      for (const o of opened) o.close();
+    }
+  }
+
+  /** `start` once the host paths are open; `opened[i]` is the host object of `spec.mounts[i]`. */
+  private async startOpened(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<EngineStarted> {
+    // Every box gets a size-limited disk (disk.ts) holding its writable layer and /etc files; a box
+    // whose layer predates that default (an upper dir in boxDir, no disk image) keeps its layer.
+    const legacy =
+      spec.diskSizeGb === undefined &&
+      existsSync(join(spec.boxDir, 'upper')) &&
+      !existsSync(join(spec.boxDir, 'disk.img'));
+    const diskSizeGb = spec.diskSizeGb ?? (legacy ? undefined : DEFAULT_DISK_SIZE_GB);
+    const p = this.paths(spec.boxDir, diskSizeGb);
+    const etcDir = diskSizeGb !== undefined ? p.diskDir : p.bundle;
     if (this.known(spec.id)) {
       const st = await this.state(spec.id);
       if (st.status === 'running' || st.status === 'created')
@@ -276,17 +299,24 @@ export class GVisorEngine implements Engine {
     if (mountsUnder(p.rootfs).length > 0) await this.unmountAll(spec.boxDir);
 
     const tConfig0 = performance.now();
-    const config = gvisorOciConfig(spec, {
-      rootfs: p.rootfs,
-      init: this.initPath,
-      initArgs: ['-P'],
-      ...(this.busybox ? { ttyHelper: this.busybox } : {}),
-      cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
-      etcFiles: { hosts: join(p.bundle, 'hosts'), hostname: join(p.bundle, 'hostname') },
-    });
+    // The supervisor binds each host path from its descriptor onto <boxDir>/binds/<i>.
+    const mounts = spec.mounts.map((m, i) => ({ ...m, hostPath: join(p.binds, String(i)) }));
+    const config = gvisorOciConfig(
+      { ...spec, mounts },
+      {
+        rootfs: p.rootfs,
+        init: this.initPath,
+        initArgs: ['-P'],
+        ...(this.busybox ? { ttyHelper: this.busybox } : {}),
+        cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
+        etcFiles: { hosts: join(etcDir, 'hosts'), hostname: join(etcDir, 'hostname') },
+      },
+    );
     mkdirSync(p.bundle, { recursive: true });
-    writeFileSync(join(p.bundle, 'hosts'), etcHosts(spec.hostname));
-    writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
+    if (diskSizeGb === undefined) {
+      writeFileSync(join(p.bundle, 'hosts'), etcHosts(spec.hostname));
+      writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
+    }
     (config.process as { cwd: string }).cwd = spec.workingDir;
     writeFileSync(join(p.bundle, 'config.json'), JSON.stringify(config));
     const meta: GVisorMeta = {
@@ -297,16 +327,16 @@ export class GVisorEngine implements Engine {
       user: spec.user,
       workingDir: spec.workingDir,
       cpus: spec.cpus,
-      diskSizeGb: spec.diskSizeGb,
+      diskSizeGb,
     };
     writeFileSync(join(p.bundle, 'engine.json'), JSON.stringify(meta));
     const stageBoxConfigMs = performance.now() - tConfig0;
 
     const tFs0 = performance.now();
     mkdirSync(p.rootfs, { recursive: true });
-    if (spec.diskSizeGb !== undefined) {
+    if (diskSizeGb !== undefined) {
       mkdirSync(p.diskDir, { recursive: true });
-      await this.ensureDiskImage(spec.id, p.diskImg, spec.diskSizeGb);
+      await ensureDiskImage(this.stateRoot, spec.id, p.diskImg, diskSizeGb);
     } else {
       mkdirSync(p.upper, { recursive: true });
       mkdirSync(p.work, { recursive: true });
@@ -316,6 +346,15 @@ export class GVisorEngine implements Engine {
     symlinkSync(spec.boxDir, link);
     rmSync(p.pidFile, { force: true });
     writeFileSync(p.log, '');
+    rmSync(p.binds, { recursive: true, force: true });
+    if (opened.length > 0) mkdirSync(p.binds, { mode: 0o700 });
+    const binds: string[] = [];
+    for (const [i, o] of opened.entries()) {
+      const target = join(p.binds, String(i));
+      if (o.isDirectory) mkdirSync(target);
+      else writeFileSync(target, '');
+      binds.push(`${3 + i}:${target}`);
+    }
 
     const env = {
       PATH: process.env.PATH ?? DEFAULT_PATH,
@@ -326,10 +365,14 @@ export class GVisorEngine implements Engine {
       SB_LOWER: [...spec.layerDirs].reverse().join(':'),
       SB_UPPER: p.upper,
       SB_WORK: p.work,
-      SB_DISK_IMG: spec.diskSizeGb !== undefined ? p.diskImg : '',
+      SB_DISK_IMG: diskSizeGb !== undefined ? p.diskImg : '',
+      SB_DISK_OPTS: DISK_MOUNT_OPTIONS,
+      SB_HOSTS: etcHosts(spec.hostname),
+      SB_HOSTNAME: `${spec.hostname}\n`,
       SB_DISK_DIR: p.diskDir,
       SB_LOG: p.log,
       SB_PIDFILE: p.pidFile,
+      SB_BINDS: binds.join(' '),
       SB_WATCH: spec.detach ? '0' : '1',
     };
     const old = this.supervisors.get(spec.id);
@@ -337,7 +380,7 @@ export class GVisorEngine implements Engine {
     const child = spawn('/bin/sh', [this.supervisorPath], {
       env,
       detached: true,
-      stdio: ['pipe', 'pipe', 'ignore'],
+      stdio: ['pipe', 'pipe', 'ignore', ...opened.map((o) => o.fd)],
     });
     child.on('error', () => {});
     child.stdin?.on('error', () => {});
@@ -419,35 +462,6 @@ export class GVisorEngine implements Engine {
         stageContainerInitMs: round(tEnd - tStarted),
       },
     };
-  }
-
-  private async ensureDiskImage(id: string, img: string, sizeGb: number): Promise<void> {
-    const bytes = Math.ceil(sizeGb * 1e9);
-    if (existsSync(img)) {
-      if (statSync(img).size >= bytes) return;
-      throw new BoxError(
-        `diskSizeGb: box ${id} already has a ${statSync(img).size}-byte disk; it cannot grow`,
-      );
-    }
-    const tmp = `${img}.tmp`;
-    writeFileSync(tmp, '');
-    truncateSync(tmp, bytes);
-    const mkfs = await run(findExecutable('mkfs.ext4') ?? '/sbin/mkfs.ext4', [
-      '-q',
-      '-F',
-      '-m',
-      '0',
-      '-E',
-      'lazy_itable_init=1,lazy_journal_init=1,nodiscard',
-      tmp,
-    ]);
-    if (mkfs.code !== 0) {
-      rmSync(tmp, { force: true });
-      throw new BoxError(
-        `diskSizeGb: creating the ${sizeGb} GB disk of box ${id} failed: ${mkfs.stderr.trim()}`,
-      );
-    }
-    renameSync(tmp, img);
   }
 
   private meta(id: string): (GVisorMeta & { boxDir: string; rootfs: string }) | undefined {
@@ -644,6 +658,7 @@ export class GVisorEngine implements Engine {
       'disk',
       'disk.img',
       'disk.img.tmp',
+      'binds',
       'runtime.log',
     ]) {
       await rm(join(boxDir, name), { recursive: true, force: true });
