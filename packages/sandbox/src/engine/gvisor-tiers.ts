@@ -8,9 +8,10 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { type CreateEngineOptions, OciEngine } from './engine.ts';
+import type { CreateEngineOptions, OciEngine } from './engine.ts';
 import { createGVisorEngine, type GVisorEngine } from './gvisor.ts';
 import type { GVisorPlatform, GVisorPlatformChoice } from './gvisor-platform.ts';
+import { createEngine } from './index.ts';
 import type {
   Engine,
   EngineBoxRecord,
@@ -196,5 +197,5 @@ export class TieredEngine implements Engine {
  * @throws BoxError as `createEngine` (missing runtime, init or unshare; invalid option).
  */
 export async function createTieredEngine(options: CreateTieredEngineOptions = {}): Promise<TieredEngine> {
-  return new TieredEngine(new OciEngine(options), options);
+  return new TieredEngine(await createEngine(options), options);
 }
