@@ -25,8 +25,17 @@ const VERSIONS = Object.fromEntries(
     JSON.parse(readFileSync(join(ROOT, 'packages', p, 'package.json'), 'utf8')).version,
   ]),
 ) as Record<(typeof PACKAGES)[number], string>;
-/** npm's own output is not under test: its warnings about this machine's npmrc are dropped. */
-const NPM_ENV = { ...process.env, npm_config_update_notifier: 'false', NODE_OPTIONS: '' };
+/**
+ * The environment of the npm and node commands run here: no update check, no inherited NODE_OPTIONS, and
+ * npm's default log level (under `npm run --silent`, as `npm test` runs, `npm_config_loglevel=silent` is
+ * inherited and npm would print none of the report lines read here).
+ */
+const NPM_ENV = {
+  ...process.env,
+  npm_config_update_notifier: 'false',
+  npm_config_loglevel: 'notice',
+  NODE_OPTIONS: '',
+};
 
 let work = '';
 let app = '';
