@@ -309,7 +309,9 @@ test('npm publish --dry-run is clean for every package', () => {
       .split('\n')
       .filter((l) => l.startsWith('npm warn'))
       // About this machine, not the package: its npmrc, and no registry login for a dry run.
-      .filter((l) => !/Unknown user config|requires you to be logged in/.test(l));
+      .filter(
+        (l) => !/Unknown (user|env|global|project) config "nodedir"|requires you to be logged in/.test(l),
+      );
     assert.deepEqual(warnings, [], `@seed/${pkg}`);
     assert.match(r.stdout, new RegExp(`\\+ @seed/${pkg}@${VERSIONS[pkg].replaceAll('.', '\\.')}`));
   }
