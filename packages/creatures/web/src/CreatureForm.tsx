@@ -298,16 +298,19 @@ function CreatureForm(props: CreatureFormProps) {
       setDraft((d) => ({ ...d, [key]: value }));
   const e = errors.fields;
 
-  /** Focuses the first control in error (in document order), or the form-level errors. */
-  const focusFirstError = () => {
-    requestAnimationFrame(() => {
-      const form = formRef.current;
-      const target = form?.querySelector<HTMLElement>(
-        '[aria-invalid="true"], fieldset.invalid, .form-errors',
-      );
-      target?.focus();
-    });
-  };
+  // Counts requests to focus the first error; the effect runs after React has committed the render that
+  // shows the errors (with the same update), so the controls in error are marked by then.
+  const [focusRequests, setFocusRequests] = useState(0);
+  useEffect(() => {
+    if (focusRequests === 0) return;
+    const target = formRef.current?.querySelector<HTMLElement>(
+      '[aria-invalid="true"], fieldset.invalid, .form-errors',
+    );
+    target?.focus();
+  }, [focusRequests]);
+
+  /** Focuses the first control in error (in document order), or the form-level errors, once they render. */
+  const focusFirstError = () => setFocusRequests((n) => n + 1);
 
   const onSubmit = async (event: FormEvent) => {
     event.preventDefault();
