@@ -18,24 +18,13 @@ import {
 import type { ClientRecord } from '../store/types.ts';
 import type { ReplayCache } from './dpop.ts';
 import { OAuthError } from './errors.ts';
+import { ASYMMETRIC_JWS_ALGS } from './jws-algs.ts';
 
 /** `client_assertion_type` of JWT client authentication (RFC 7523 §2.2). */
 export const JWT_BEARER_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 
 /** Signing algorithms accepted for `private_key_jwt` assertions (asymmetric only). */
-export const CLIENT_ASSERTION_SIGNING_ALGS = Object.freeze([
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-  'Ed25519',
-  'PS256',
-  'PS384',
-  'PS512',
-  'RS256',
-  'RS384',
-  'RS512',
-]);
+export const CLIENT_ASSERTION_SIGNING_ALGS = ASYMMETRIC_JWS_ALGS;
 
 /** Longest accepted assertion, characters. */
 const MAX_ASSERTION_LENGTH = 16 * 1024;

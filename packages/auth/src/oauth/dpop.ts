@@ -18,6 +18,7 @@ import {
   jwtVerify,
 } from 'jose';
 import { InvalidTokenError } from '../errors.ts';
+import { ASYMMETRIC_JWS_ALGS } from './jws-algs.ts';
 
 /** The RFC 9449 error codes (§5, §7.1, §8, §12.2). */
 export type DpopErrorCode = 'invalid_dpop_proof' | 'use_dpop_nonce';
@@ -48,19 +49,7 @@ export interface ReplayCache {
 }
 
 /** JWS algorithms accepted for DPoP proofs (asymmetric only, RFC 9449 §4.2; `dpop_signing_alg_values_supported`). */
-export const DPOP_SIGNING_ALGS = Object.freeze([
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-  'Ed25519',
-  'PS256',
-  'PS384',
-  'PS512',
-  'RS256',
-  'RS384',
-  'RS512',
-]);
+export const DPOP_SIGNING_ALGS = ASYMMETRIC_JWS_ALGS;
 
 /** Longest `DPoP` header accepted, in characters (a proof with an RSA-4096 JWK is about 1.5 KiB). */
 const MAX_PROOF_LENGTH = 8 * 1024;
