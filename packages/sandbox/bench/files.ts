@@ -8,53 +8,17 @@
  *
  * Usage (root): `node bench/files.ts [runs]` (default 200). Needs the local registry (started here).
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { JsBox } from '../src/runtime/box.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
 import { percentile } from './raw.ts';
+import { ensureRegistry, serve } from './rest-server.ts';
 
 const runs = Number(process.argv[2] ?? 200);
-const packageDir = join(import.meta.dirname, '..');
 const PAYLOAD = randomBytes(512).toString('hex'); // 1 KiB of text
-
-function ensureRegistry(): void {
-  const script = join(packageDir, 'scripts', 'registry.ts');
-  const result = spawnSync(process.execPath, [script, '--quiet', '--images', 'busybox'], {
-    stdio: 'inherit',
-  });
-  if (result.status !== 0) throw new Error('the local registry could not be started (npm run registry)');
-}
-
-function serve(home: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(
-    process.execPath,
-    [
-      join(packageDir, 'bin', 'sandbox.ts'),
-      '--home',
-      home,
-      '--registry',
-      'http://127.0.0.1:5000',
-      'serve',
-      '--port',
-      '0',
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  return new Promise((resolve, reject) => {
-    let log = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
-      log += chunk.toString();
-      const match = /REST runtime on (http:\/\/[^\s]+)\/v1/.exec(log);
-      if (match) resolve({ url: match[1]!, child });
-    });
-    child.on('exit', (code) => reject(new Error(`sandbox serve exited with ${code}: ${log}`)));
-  });
-}
 
 async function execCat(box: JsBox): Promise<void> {
   const execution = await box.exec('cat', ['/bench/file']);

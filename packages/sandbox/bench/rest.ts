@@ -11,52 +11,15 @@
  * Usage (root): `npm run bench:rest -w @seed/sandbox` or `node bench/rest.ts [runs]` (default 100).
  * Needs the local registry (`npm run registry -w @seed/sandbox`; started here when missing).
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { WebSocket } from 'ws';
 import type { JsBox } from '../src/runtime/box.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
 import { percentile } from './raw.ts';
+import { ensureRegistry, serve } from './rest-server.ts';
 
 const runs = Number(process.argv[2] ?? 100);
 const IMAGE = 'busybox:latest';
-const packageDir = join(import.meta.dirname, '..');
-
-function ensureRegistry(): void {
-  const script = join(packageDir, 'scripts', 'registry.ts');
-  const result = spawnSync(process.execPath, [script, '--quiet', '--images', 'busybox'], {
-    stdio: 'inherit',
-  });
-  if (result.status !== 0) throw new Error('the local registry could not be started (npm run registry)');
-}
-
-/** Starts `sandbox serve` on an ephemeral loopback port; resolves with its URL once it listens. */
-function serve(home: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(
-    process.execPath,
-    [
-      join(packageDir, 'bin', 'sandbox.ts'),
-      '--home',
-      home,
-      '--registry',
-      'http://127.0.0.1:5000',
-      'serve',
-      '--port',
-      '0',
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  return new Promise((resolve, reject) => {
-    let log = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
-      log += chunk.toString();
-      const match = /REST runtime on (http:\/\/[^\s]+)\/v1/.exec(log);
-      if (match) resolve({ url: match[1]!, child });
-    });
-    child.on('exit', (code) => reject(new Error(`sandbox serve exited with ${code}: ${log}`)));
-  });
-}
 
 async function execTrue(box: JsBox): Promise<number> {
   const t0 = performance.now();
