@@ -252,6 +252,14 @@ export function filesSuite(title: string, prefix: string, setup: () => Promise<F
       assert.ok(lstatSync(join(hostDir, 'hn-link')).isSymbolicLink());
       await box.copyOut('/app/hn', join(hostDir, 'hn-file'), { followSymlinks: true });
       assert.equal(readFileSync(join(hostDir, 'hn-file'), 'utf8').trim(), `${prefix}-files`);
+      // An empty file both ways; a missing box file leaves no host file behind.
+      writeFileSync(join(hostDir, 'empty'), '');
+      await box.copyIn(join(hostDir, 'empty'), '/app/empty');
+      assert.equal((await box.files.stat('/app/empty')).size, 0);
+      await box.copyOut('/app/empty', join(hostDir, 'empty-back'));
+      assert.equal(readFileSync(join(hostDir, 'empty-back')).length, 0);
+      await rejectsCode(box.copyOut('/app/missing', join(hostDir, 'missing-back')), 'not_found');
+      assert.equal(existsSync(join(hostDir, 'missing-back')), false);
     });
 
     it('SimpleBox has the same files API and copyIn/copyOut, starting its box on first use', async () => {

@@ -21,6 +21,7 @@ import { type ExecEnv, type ExecOptions, envEntries, JsBox, validateExecRequest 
 import type { RuntimeContext } from '../runtime/context.ts';
 import { JsExecution, signalName } from '../runtime/execution.ts';
 import { BoxFiles } from '../runtime/files/files.ts';
+import { type ChunkSink, streamSink } from '../runtime/files/pump.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { BoxRecord } from '../runtime/state.ts';
 import type {
@@ -146,16 +147,76 @@ export class Connection {
   }
 
   /**
+   * GETs a raw body with `node:http` and hands it to `sink` chunk by chunk as it arrives, waiting for each
+   * (fewer intermediate objects per chunk than a fetch body's web stream).
+   * @throws BoxError mapped from the error body, `unavailable` when unreachable, or what `sink` throws.
+   */
+  download(path: string, sink: ChunkSink): Promise<void> {
+    const target = new URL(this.url + path);
+    return new Promise<void>((resolve, reject) => {
+      const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
+        method: 'GET',
+        headers: this.headers,
+      });
+      request.on('error', (error) =>
+        reject(
+          new BoxError(`cannot reach the REST runtime at ${this.url}: ${error.message}`, {
+            cause: error,
+            code: 'unavailable',
+          }),
+        ),
+      );
+      request.on('response', async (response) => {
+        const status = response.statusCode ?? 500;
+        try {
+          if (status < 200 || status >= 300) {
+            let text = '';
+            response.setEncoding('utf8');
+            for await (const chunk of response) text += chunk;
+            let parsed: unknown = null;
+            try {
+              parsed = text ? JSON.parse(text) : null;
+            } catch {}
+            throw boxErrorOf(status, parsed, `GET ${path}`);
+          }
+          for await (const chunk of response) await sink(chunk as Buffer);
+          if (!response.complete) {
+            throw new BoxError(`the REST runtime ended the body of GET ${path} early`, {
+              code: 'unavailable',
+            });
+          }
+          resolve();
+        } catch (error) {
+          response.destroy();
+          reject(error);
+        }
+      });
+      request.end();
+    });
+  }
+
+  /**
    * Sends `source` as a raw request body (`application/octet-stream`, chunked) with `node:http`, whose
-   * pipe waits for the socket to drain (bounded memory, unlike a fetch body); resolves with the
+   * pipe waits for the socket to drain (bounded memory, unlike a fetch body), or lets the producer
+   * `source(sink)` write it chunk by chunk (each write resolves once sent; with a known `length` in
+   * bytes the body is sent with a `content-length`, not chunked, so no chunk is copied); resolves with the
    * camelCase JSON answer. An early error answer (the server refused the path) ends the upload.
    * @throws BoxError mapped from the error body, `unavailable` when unreachable.
    */
-  upload<T>(method: string, path: string, source: Readable): Promise<T> {
+  upload<T>(
+    method: string,
+    path: string,
+    source: Readable | ((sink: ChunkSink) => Promise<unknown>),
+    length?: number,
+  ): Promise<T> {
     const target = new URL(this.url + path);
     const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
       method,
-      headers: { ...this.headers, 'content-type': 'application/octet-stream' },
+      headers: {
+        ...this.headers,
+        'content-type': 'application/octet-stream',
+        ...(length !== undefined ? { 'content-length': String(length) } : {}),
+      },
     });
     return new Promise<T>((resolve, reject) => {
       let settled = false;
@@ -177,7 +238,7 @@ export class Connection {
         const status = response.statusCode ?? 500;
         if (status >= 200 && status < 300) settle(() => resolve(toCamel<T>(parsed)));
         else {
-          source.unpipe(request);
+          if (typeof source !== 'function') source.unpipe(request);
           request.destroy();
           settle(() => reject(boxErrorOf(status, parsed, `${method} ${path}`)));
         }
@@ -192,7 +253,7 @@ export class Connection {
           ),
         ),
       );
-      source.on('error', (error) => {
+      const failed = (error: Error) => {
         request.destroy(error);
         settle(() =>
           reject(
@@ -201,8 +262,14 @@ export class Connection {
               : new BoxError(`reading the upload failed: ${error.message}`, { cause: error }),
           ),
         );
-      });
-      source.pipe(request);
+      };
+      if (typeof source === 'function') {
+        // A refused upload destroys the request, which fails the pending write; the answer has settled.
+        source(streamSink(request)).then(() => request.end(), failed);
+      } else {
+        source.on('error', failed);
+        source.pipe(request);
+      }
     });
   }
 

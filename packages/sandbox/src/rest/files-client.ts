@@ -2,8 +2,10 @@
  * The REST files backend: `box.files` of a REST box over the routes of `files-routes.ts`. File contents
  * are streamed both ways (request body sent chunked as it is read; response body read as it arrives).
  */
+import { fstatSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import { type ChunkSink, type HostFileSource, isHostFile, pumpFd } from '../runtime/files/pump.ts';
 import type {
   FilesBackend,
   FilesystemEvent,
@@ -42,8 +44,18 @@ export class RestFiles implements FilesBackend {
     return Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
   }
 
-  async writeStream(path: string, source: Readable, mode?: number): Promise<JsWriteInfo> {
-    return this.#conn.upload<JsWriteInfo>('PUT', `${this.#base}/content${q({ path, mode })}`, source);
+  readInto(path: string, sink: ChunkSink): Promise<void> {
+    return this.#conn.download(`${this.#base}/content${q({ path })}`, sink);
+  }
+
+  async writeStream(path: string, source: Readable | HostFileSource, mode?: number): Promise<JsWriteInfo> {
+    const url = `${this.#base}/content${q({ path, mode })}`;
+    if (isHostFile(source)) {
+      const { hostFd } = source;
+      const length = fstatSync(hostFd).size;
+      return this.#conn.upload<JsWriteInfo>('PUT', url, (sink) => pumpFd(hostFd, sink, length), length);
+    }
+    return this.#conn.upload<JsWriteInfo>('PUT', url, source);
   }
 
   async list(path: string, depth: number): Promise<JsEntryInfo[]> {

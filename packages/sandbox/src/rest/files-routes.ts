@@ -20,6 +20,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { BoxError } from '../errors.ts';
 import type { JsBox } from '../runtime/box.ts';
+import { streamSink } from '../runtime/files/pump.ts';
 import type { JsEntryInfo } from '../runtime/files/types.ts';
 import { type Permission, toSnake } from './wire.ts';
 
@@ -65,8 +66,28 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
     '/v1/boxes/:box/files/content',
     { config },
     async (request, reply) => {
-      const stream = await (await files(request.params)).readNode(request.query.path as string);
-      return reply.type('application/octet-stream').send(stream);
+      // The file is pumped through one reused buffer straight to the response; the status line is
+      // written with the first chunk, so an error before it (no such file, a directory) is a JSON answer.
+      const raw = reply.raw;
+      const send = streamSink(raw);
+      let started = false;
+      try {
+        await (await files(request.params)).readInto(request.query.path as string, (chunk) => {
+          if (!started) {
+            started = true;
+            reply.hijack();
+            raw.writeHead(200, { 'content-type': 'application/octet-stream' });
+          }
+          return send(chunk);
+        });
+      } catch (error) {
+        if (!started) throw error;
+        raw.destroy(error as Error); // the client sees a truncated body, never a partial file as whole
+        return reply;
+      }
+      if (!started) return reply.type('application/octet-stream').send(Buffer.alloc(0));
+      raw.end();
+      return reply;
     },
   );
 

@@ -6,10 +6,10 @@
  * with `includeParent`), otherwise it becomes `<dest>`. Files are streamed one at a time.
  */
 import {
-  createReadStream,
-  createWriteStream,
+  closeSync,
   lstatSync,
   mkdirSync,
+  openSync,
   readdirSync,
   readlinkSync,
   rmSync,
@@ -18,9 +18,9 @@ import {
   symlinkSync,
 } from 'node:fs';
 import { basename, join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { BoxError, conflict, notFound } from '../../errors.ts';
 import type { BoxFiles } from './files.ts';
+import { fdSink } from './pump.ts';
 import { checkBoxPath, joinPath } from './root.ts';
 import type { CopyOptions, JsEntryInfo } from './types.ts';
 
@@ -119,7 +119,12 @@ async function copyInEntry(
     return;
   }
   if (!st.isFile()) return; // fifos, sockets, devices are not copied
-  await files.write(guestPath, createReadStream(hostPath), { mode: st.mode & 0o7777 });
+  const fd = openSync(hostPath, 'r');
+  try {
+    await files.writeFromFd(guestPath, fd, st.mode & 0o7777);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**
@@ -191,8 +196,13 @@ async function copyOutEntry(
     symlinkSync(entry.symlinkTarget!, hostPath);
     return;
   }
-  await pipeline(
-    await files.readNode(entry.path),
-    createWriteStream(hostPath, { flags: 'wx', mode: entry.mode & 0o777 }),
-  );
+  const fd = openSync(hostPath, 'wx', entry.mode & 0o777);
+  try {
+    await files.readInto(entry.path, fdSink(fd));
+  } catch (error) {
+    rmSync(hostPath, { force: true }); // no half-written host file is left behind
+    throw error;
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -4,6 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { BoxFiles } from './files.ts';
+import { type ChunkSink, type HostFileSource, isHostFile } from './pump.ts';
 import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 
 /** Forwards to `files()` of a box started on demand. */
@@ -19,8 +20,14 @@ export class DeferredFiles implements FilesBackend {
     return (await this.#files()).readNode(path);
   }
 
-  async writeStream(path: string, source: Readable, mode?: number): Promise<JsWriteInfo> {
-    return (await this.#files()).write(path, source, mode !== undefined ? { mode } : {});
+  async readInto(path: string, sink: ChunkSink): Promise<void> {
+    return (await this.#files()).readInto(path, sink);
+  }
+
+  async writeStream(path: string, source: Readable | HostFileSource, mode?: number): Promise<JsWriteInfo> {
+    const files = await this.#files();
+    if (isHostFile(source)) return files.writeFromFd(path, source.hostFd, mode);
+    return files.write(path, source, mode !== undefined ? { mode } : {});
   }
 
   async list(path: string, depth: number): Promise<JsEntryInfo[]> {

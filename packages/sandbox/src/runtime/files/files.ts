@@ -6,6 +6,7 @@
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { BoxError } from '../../errors.ts';
+import type { ChunkSink } from './pump.ts';
 import { checkBoxPath } from './root.ts';
 import type {
   FilesBackend,
@@ -93,6 +94,24 @@ export class BoxFiles {
   readNode(path: string): Promise<Readable> {
     checkBoxPath(path);
     return this.#backend.readStream(path);
+  }
+
+  /**
+   * @internal Hands the bytes of a regular file of the box to `sink` chunk by chunk (`copyOut`, the REST
+   * download route); locally through one reused buffer. @throws as `read`.
+   */
+  readInto(path: string, sink: ChunkSink): Promise<void> {
+    checkBoxPath(path);
+    return this.#backend.readInto(path, sink);
+  }
+
+  /**
+   * @internal Writes the open host file `hostFd` (from its offset to its end) to `path` through one reused
+   * buffer (`copyIn`), with the semantics of `write`. @throws as `write`.
+   */
+  writeFromFd(path: string, hostFd: number, mode?: number): Promise<JsWriteInfo> {
+    checkBoxPath(path);
+    return this.#backend.writeStream(path, { hostFd }, mode);
   }
 
   /**

@@ -30,6 +30,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { BoxError, conflict, notFound } from '../../errors.ts';
 import { processIdentity } from '../state.ts';
+import { type ChunkSink, fdSink, type HostFileSource, isHostFile, pumpFd } from './pump.ts';
 import { at, BoxRoot, checkAccess, errno, type FileUser, joinPath } from './root.ts';
 import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 import { watchLocal } from './watch.ts';
@@ -139,24 +140,40 @@ export class LocalFiles implements FilesBackend {
     }
   }
 
+  /** Opens a regular file of the box for reading as the box user; the caller owns the returned fd. */
+  #openRead(root: BoxRoot, user: FileUser, path: string): number {
+    const { dirFd, name } = root.locate(path, { followLast: true });
+    const fd = openSync(at(dirFd, name), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      const st = fstatSync(fd);
+      if (st.isDirectory()) throw conflict(`'${path}' is a directory, not a file`);
+      if (!st.isFile()) throw conflict(`'${path}' is not a regular file`);
+      checkAccess(st, user, R, path);
+    } catch (error) {
+      closeSync(fd);
+      throw error;
+    }
+    return fd;
+  }
+
   async readStream(path: string): Promise<Readable> {
-    return this.#with(path, (root, user) => {
-      const { dirFd, name } = root.locate(path, { followLast: true });
-      const fd = openSync(at(dirFd, name), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    return this.#with(path, (root, user) =>
+      createReadStream('', { fd: this.#openRead(root, user, path), highWaterMark: 64 * 1024 }),
+    );
+  }
+
+  async readInto(path: string, sink: ChunkSink): Promise<void> {
+    await this.#with(path, async (root, user) => {
+      const fd = this.#openRead(root, user, path);
       try {
-        const st = fstatSync(fd);
-        if (st.isDirectory()) throw conflict(`'${path}' is a directory, not a file`);
-        if (!st.isFile()) throw conflict(`'${path}' is not a regular file`);
-        checkAccess(st, user, R, path);
-      } catch (error) {
+        await pumpFd(fd, sink);
+      } finally {
         closeSync(fd);
-        throw error;
       }
-      return createReadStream('', { fd, highWaterMark: 64 * 1024 });
     });
   }
 
-  async writeStream(path: string, source: Readable, mode?: number): Promise<JsWriteInfo> {
+  async writeStream(path: string, source: Readable | HostFileSource, mode?: number): Promise<JsWriteInfo> {
     const { root, user } = await openBoxRoot(this.#target);
     let tmp: { dirFd: number; name: string } | null = null;
     try {
@@ -186,7 +203,13 @@ export class LocalFiles implements FilesBackend {
         closeSync(fd);
         throw error;
       }
-      await pipeline(source, createWriteStream('', { fd, highWaterMark: 64 * 1024 }));
+      if (isHostFile(source)) {
+        try {
+          await pumpFd(source.hostFd, fdSink(fd));
+        } finally {
+          closeSync(fd);
+        }
+      } else await pipeline(source, createWriteStream('', { fd, highWaterMark: 64 * 1024 }));
       renameSync(at(dirFd, tmpName), at(dirFd, name));
       tmp = null;
       return { name, path: located.path, type: 'file' };

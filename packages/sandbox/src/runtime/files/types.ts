@@ -3,6 +3,7 @@
  * `copyIn`/`copyOut` options). Same API on local and REST boxes and on `SimpleBox`.
  */
 import type { Readable } from 'node:stream';
+import type { ChunkSink, HostFileSource } from './pump.ts';
 
 /** Kind of a filesystem entry: regular file, directory, symbolic link, or anything else (fifo, socket, device). */
 export type FileType = 'file' | 'dir' | 'symlink' | 'other';
@@ -95,8 +96,16 @@ export interface CopyOptions {
 export interface FilesBackend {
   /** Byte stream of a regular file (symlinks followed inside the box). */
   readStream(path: string): Promise<Readable>;
-  /** Replaces (atomically) or creates a regular file with the bytes of `source`; parents are created. */
-  writeStream(path: string, source: Readable, mode?: number): Promise<JsWriteInfo>;
+  /**
+   * Hands a regular file's bytes to `sink` chunk by chunk, waiting for each (locally one buffer is reused,
+   * so a chunk must be consumed before the sink's promise resolves).
+   */
+  readInto(path: string, sink: ChunkSink): Promise<void>;
+  /**
+   * Replaces (atomically) or creates a regular file with the bytes of `source` (a stream, or an open host
+   * file pumped with one reused buffer); parents are created.
+   */
+  writeStream(path: string, source: Readable | HostFileSource, mode?: number): Promise<JsWriteInfo>;
   /** Entries of a directory down to `depth` levels (1: its children). */
   list(path: string, depth: number): Promise<JsEntryInfo[]>;
   /** The entry itself (a final symlink is not followed). */
