@@ -6,13 +6,45 @@
  * constraint error is translated to `ConflictError` — never read-then-write. Each mutating method runs in
  * one `BEGIN IMMEDIATE` transaction.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
 import { ConflictError, ConstraintError, NotFoundError, ValidationError } from '../errors.ts';
 import { normalizePermissionCode } from '../permissions.ts';
 import { clientMetadata } from './client-metadata.ts';
+import {
+  auditFilter,
+  auditValues,
+  type ClientOidcValues,
+  checkRoleUpdate,
+  clientPatchValues,
+  clientSecret,
+  likePattern,
+  newClientValues,
+  newRoleValues,
+  newStamp,
+  newUserValues,
+  paging,
+  rolePatchValues,
+  userPatchValues,
+} from './inputs.ts';
 import { MIGRATIONS } from './migrations.ts';
+import {
+  json,
+  num,
+  toAudit,
+  toClient,
+  toCode,
+  toConsent,
+  toDeviceCode,
+  toKey,
+  toPushedRequest,
+  toRefresh,
+  toRefreshWithOwner,
+  toRole,
+  toSession,
+  toUser,
+} from './rows.ts';
 import type {
   AccessAttempt,
   AuditEvent,
@@ -21,13 +53,10 @@ import type {
   AuthStore,
   ChangeOptions,
   ClientMetadata,
-  ClientOidcInput,
   ClientPatch,
   ClientRecord,
   ConsentRecord,
   DeviceCodeRecord,
-  DeviceCodeStatus,
-  GrantType,
   ListQuery,
   LoginSessionRecord,
   NewAuditEvent,
@@ -48,7 +77,6 @@ import type {
   RoleRecord,
   SigningKeyRecord,
   UserPatch,
-  UserProfileInput,
   UserRecord,
   UserSubject,
 } from './types.ts';
@@ -87,244 +115,6 @@ const SQLITE_CONSTRAINT_PRIMARYKEY = 1555;
 /** The checkpoint worker's module: `.ts` when running from source, `.js` from the published build. */
 const CHECKPOINTER_MODULE = import.meta.url.endsWith('.ts') ? './checkpointer.ts' : './checkpointer.js';
 const SQLITE_CONSTRAINT_FOREIGNKEY = 787;
-
-function newStamp(): string {
-  return randomBytes(16).toString('base64url');
-}
-
-function json<T>(text: unknown): T {
-  return JSON.parse(String(text)) as T;
-}
-
-function sortedNames(text: unknown): string[] {
-  const names = text === null || text === undefined ? [] : json<(string | null)[]>(text);
-  return names.filter((n): n is string => typeof n === 'string').sort();
-}
-
-function toUser(row: Row): UserRecord {
-  return {
-    id: String(row.id),
-    userName: String(row.user_name),
-    passwordHash: row.password_hash === null ? null : String(row.password_hash),
-    isEnabled: row.is_enabled === 1,
-    lockoutEnd: row.lockout_end === null ? null : Number(row.lockout_end),
-    accessFailedCount: Number(row.access_failed_count),
-    securityStamp: String(row.security_stamp),
-    roles: sortedNames(row.roles),
-    directPermissions: json(row.direct_permissions),
-    deniedPermissions: json(row.denied_permissions),
-    displayName: strOrNull(row.display_name),
-    givenName: strOrNull(row.given_name),
-    familyName: strOrNull(row.family_name),
-    email: strOrNull(row.email),
-    emailVerified: row.email_verified === 1,
-    version: Number(row.version),
-    createdAt: Number(row.created_at),
-    updatedAt: Number(row.updated_at),
-  };
-}
-
-function toRole(row: Row): RoleRecord {
-  return {
-    id: String(row.id),
-    name: String(row.name),
-    description: String(row.description),
-    permissions: json(row.permissions),
-    deniedPermissions: json(row.denied_permissions),
-    parentRoles: sortedNames(row.parent_roles),
-    isSystem: row.is_system === 1,
-    version: Number(row.version),
-    createdAt: Number(row.created_at),
-    updatedAt: Number(row.updated_at),
-  };
-}
-
-function toClient(row: Row): ClientRecord {
-  return {
-    clientId: String(row.client_id),
-    displayName: String(row.display_name),
-    clientType: row.client_type === 'public' ? 'public' : 'confidential',
-    secretHash: row.secret_hash === null ? null : String(row.secret_hash),
-    isEnabled: row.is_enabled === 1,
-    redirectUris: json(row.redirect_uris),
-    allowedGrantTypes: json<GrantType[]>(row.allowed_grant_types),
-    allowedScopes: json(row.allowed_scopes),
-    permissions: json(row.permissions),
-    postLogoutRedirectUris: json(row.post_logout_redirect_uris ?? '[]'),
-    backchannelLogoutUri: strOrNull(row.backchannel_logout_uri),
-    requireConsent: row.require_consent === 1,
-    metadata: row.metadata === null || row.metadata === undefined ? {} : json<ClientMetadata>(row.metadata),
-    version: Number(row.version),
-    createdAt: Number(row.created_at),
-    updatedAt: Number(row.updated_at),
-  };
-}
-
-const num = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : Number(x));
-const strOrNull = (x: SQLInputValue | undefined) => (x === null || x === undefined ? null : String(x));
-
-function toAudit(row: Row): AuditEvent {
-  return {
-    id: Number(row.id),
-    time: Number(row.time),
-    category: String(row.category),
-    outcome: String(row.outcome),
-    subjectId: strOrNull(row.subject_id),
-    subjectName: strOrNull(row.subject_name),
-    clientId: strOrNull(row.client_id),
-    failureCode: strOrNull(row.failure_code),
-    remoteAddress: strOrNull(row.remote_address),
-    details: row.details === null ? null : json(row.details),
-  };
-}
-
-function toDeviceCode(row: Row): DeviceCodeRecord {
-  return {
-    deviceCodeHash: String(row.device_code_hash),
-    userCode: String(row.user_code),
-    clientId: String(row.client_id),
-    scope: String(row.scope),
-    status: String(row.status) as DeviceCodeStatus,
-    userId: strOrNull(row.user_id),
-    intervalSeconds: Number(row.interval_s),
-    lastPolledAt: num(row.last_polled_at),
-    createdAt: Number(row.created_at),
-    expiresAt: Number(row.expires_at),
-  };
-}
-
-function toPushedRequest(row: Row): PushedRequestRecord {
-  return {
-    requestHash: String(row.request_hash),
-    clientId: String(row.client_id),
-    params: json<Record<string, string>>(row.params),
-    createdAt: Number(row.created_at),
-    expiresAt: Number(row.expires_at),
-    usedAt: num(row.used_at),
-  };
-}
-
-function toRefresh(row: Row): RefreshTokenRecord {
-  return {
-    tokenHash: String(row.token_hash),
-    familyId: String(row.family_id),
-    clientId: String(row.client_id),
-    userId: strOrNull(row.user_id),
-    scope: String(row.scope),
-    createdAt: Number(row.created_at),
-    expiresAt: Number(row.expires_at),
-    usedAt: num(row.used_at),
-    revokedAt: num(row.revoked_at),
-    replacedBy: strOrNull(row.replaced_by),
-    dpopJkt: strOrNull(row.dpop_jkt),
-    sessionId: strOrNull(row.session_id),
-    authTime: num(row.auth_time),
-  };
-}
-
-function toCode(row: Row): AuthorizationCodeRecord {
-  return {
-    codeHash: String(row.code_hash),
-    clientId: String(row.client_id),
-    userId: String(row.user_id),
-    redirectUri: String(row.redirect_uri),
-    scope: String(row.scope),
-    codeChallenge: strOrNull(row.code_challenge),
-    codeChallengeMethod: strOrNull(row.code_challenge_method),
-    nonce: strOrNull(row.nonce),
-    authTime: num(row.auth_time),
-    sessionId: strOrNull(row.session_id),
-    amr: row.amr === null || row.amr === undefined ? [] : json<string[]>(row.amr),
-    createdAt: Number(row.created_at),
-    expiresAt: Number(row.expires_at),
-    usedAt: num(row.used_at),
-  };
-}
-
-function toKey(row: Row): SigningKeyRecord {
-  return {
-    kid: String(row.kid),
-    alg: String(row.alg),
-    privateJwk: json(row.private_jwk),
-    publicJwk: json(row.public_jwk),
-    createdAt: Number(row.created_at),
-    retiredAt: num(row.retired_at),
-    expiresAt: num(row.expires_at),
-  };
-}
-
-function toSession(row: Row): LoginSessionRecord {
-  return {
-    sessionHash: String(row.session_hash),
-    userId: String(row.user_id),
-    createdAt: Number(row.created_at),
-    expiresAt: Number(row.expires_at),
-    revokedAt: num(row.revoked_at),
-    sid: strOrNull(row.sid),
-    amr: json<string[]>(row.amr ?? '["pwd"]'),
-  };
-}
-
-function toConsent(row: Row): ConsentRecord {
-  return {
-    userId: String(row.user_id),
-    clientId: String(row.client_id),
-    scopes: json<string[]>(row.scopes),
-    createdAt: Number(row.created_at),
-    updatedAt: Number(row.updated_at),
-  };
-}
-
-/** The validated OpenID Connect settings of a client input (undefined: unchanged). @throws ValidationError. */
-function clientOidcValues(input: ClientOidcInput) {
-  return {
-    postLogoutRedirectUris:
-      input.postLogoutRedirectUris === undefined
-        ? undefined
-        : v.redirectUris(input.postLogoutRedirectUris, 'postLogoutRedirectUris'),
-    backchannelLogoutUri:
-      input.backchannelLogoutUri === undefined
-        ? undefined
-        : v.httpUri(input.backchannelLogoutUri, 'backchannelLogoutUri'),
-    requireConsent:
-      input.requireConsent === undefined ? undefined : v.bool(input.requireConsent, 'requireConsent', false),
-  };
-}
-
-/** The validated profile fields of a user input (undefined: absent, null: cleared). @throws ValidationError. */
-function profileValues(input: UserProfileInput): {
-  displayName: string | null | undefined;
-  givenName: string | null | undefined;
-  familyName: string | null | undefined;
-  email: string | null | undefined;
-  emailVerified: boolean | undefined;
-} {
-  return {
-    displayName: v.profileText(input.displayName, 'displayName'),
-    givenName: v.profileText(input.givenName, 'givenName'),
-    familyName: v.profileText(input.familyName, 'familyName'),
-    email: v.email(input.email),
-    emailVerified:
-      input.emailVerified === undefined ? undefined : v.bool(input.emailVerified, 'emailVerified', false),
-  };
-}
-
-function paging(query: { offset?: number; limit?: number } | undefined): { offset: number; limit: number } {
-  const offset = query?.offset ?? 0;
-  const limit = query?.limit ?? 50;
-  if (!Number.isInteger(offset) || offset < 0) throw new ValidationError('offset', 'non_negative_integer');
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-    throw new ValidationError('limit', 'range', 'limit: integer from 1 to 1000');
-  }
-  return { offset, limit };
-}
-
-function likePattern(search: unknown): string {
-  if (search !== undefined && (typeof search !== 'string' || search.length > 256)) {
-    throw new ValidationError('search', 'string', 'search: a string of at most 256 characters');
-  }
-  return `%${((search as string | undefined) ?? '').toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
 
 const INSERT_REFRESH_TOKEN = `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope,
   created_at, expires_at, dpop_jkt, session_id, auth_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -598,15 +388,7 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async createUser(input: NewUser, options?: ChangeOptions): Promise<UserRecord> {
-    const userName = v.userName(input?.userName);
-    const isEnabled = v.bool(input.isEnabled, 'isEnabled', true);
-    const roles = v.roleNameList(input.roles);
-    const direct = v.permissionList(input.directPermissions, 'directPermissions');
-    const denied = v.permissionList(input.deniedPermissions, 'deniedPermissions');
-    const passwordHash = input.passwordHash ?? null;
-    if (passwordHash !== null && typeof passwordHash !== 'string')
-      throw new ValidationError('passwordHash', 'string');
-    const profile = profileValues(input);
+    const { userName, isEnabled, roles, direct, denied, passwordHash, profile } = newUserValues(input);
     const id = randomUUID();
     const now = this.#now();
     return this.#change('user', { field: 'userName', value: userName }, options, () => {
@@ -651,18 +433,7 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async updateUser(id: string, patch: UserPatch, options?: ChangeOptions): Promise<UserRecord> {
-    const userName = patch.userName === undefined ? undefined : v.userName(patch.userName);
-    const isEnabled = patch.isEnabled === undefined ? undefined : v.bool(patch.isEnabled, 'isEnabled', true);
-    const roles = patch.roles === undefined ? undefined : v.roleNameList(patch.roles);
-    const direct =
-      patch.directPermissions === undefined
-        ? undefined
-        : v.permissionList(patch.directPermissions, 'directPermissions');
-    const denied =
-      patch.deniedPermissions === undefined
-        ? undefined
-        : v.permissionList(patch.deniedPermissions, 'deniedPermissions');
-    const profile = profileValues(patch);
+    const { userName, isEnabled, roles, direct, denied, profile } = userPatchValues(patch);
     return this.#change('user', { field: 'userName', value: userName ?? '' }, options, () => {
       const current = this.#requireUser(id);
       const roleIds = roles === undefined ? undefined : this.#roleIds(roles, 'roles');
@@ -841,11 +612,7 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord> {
-    const name = v.roleName(input?.name);
-    const description = v.optionalText(input.description, 'description');
-    const permissions = v.permissionList(input.permissions, 'permissions');
-    const denied = v.permissionList(input.deniedPermissions, 'deniedPermissions');
-    const parents = v.roleNameList(input.parentRoles, 'parentRoles');
+    const { name, description, permissions, denied, parents } = newRoleValues(input);
     const id = randomUUID();
     const now = this.#now();
     return this.#change('role', { field: 'name', value: name }, options, () => {
@@ -881,39 +648,12 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async updateRole(id: string, patch: RolePatch, options?: ChangeOptions): Promise<RoleRecord> {
-    const name = patch.name === undefined ? undefined : v.roleName(patch.name);
-    const description =
-      patch.description === undefined ? undefined : v.optionalText(patch.description, 'description');
-    const permissions =
-      patch.permissions === undefined ? undefined : v.permissionList(patch.permissions, 'permissions');
-    const denied =
-      patch.deniedPermissions === undefined
-        ? undefined
-        : v.permissionList(patch.deniedPermissions, 'deniedPermissions');
-    const parents =
-      patch.parentRoles === undefined ? undefined : v.roleNameList(patch.parentRoles, 'parentRoles');
+    const values = rolePatchValues(patch);
+    const { name, description, permissions, denied, parents } = values;
     return this.#change('role', { field: 'name', value: name ?? '' }, options, () => {
       const current = this.#role(id);
       if (!current) throw new NotFoundError('role', id);
-      const sameParents =
-        parents === undefined ||
-        JSON.stringify(parents.map(v.nameKey).sort()) ===
-          JSON.stringify(current.parentRoles.map(v.nameKey).sort());
-      if (current.isSystem) {
-        const same = (a: readonly string[] | undefined, b: readonly string[]) =>
-          a === undefined || JSON.stringify(a) === JSON.stringify(b);
-        if (
-          (name !== undefined && v.nameKey(name) !== v.nameKey(current.name)) ||
-          !same(permissions, current.permissions) ||
-          !same(denied, current.deniedPermissions) ||
-          !sameParents
-        ) {
-          throw new ConstraintError(
-            'system_role',
-            `role '${current.name}' is a built-in system role: only its description can change`,
-          );
-        }
-      }
+      const sameParents = checkRoleUpdate(current, values);
       const newName = name ?? current.name;
       this.#run(
         `UPDATE roles SET name = ?, name_key = ?, description = ?, permissions = ?, denied_permissions = ?,
@@ -1016,34 +756,9 @@ export class SqliteAuthStore implements AuthStore {
     return this.#getAs(toClient, `${CLIENT_SELECT} WHERE c.client_id = ?`, clientId);
   }
 
-  static #checkSecret(clientType: string, secretHash: unknown): string | null {
-    if (clientType === 'public') {
-      if (secretHash !== undefined && secretHash !== null) {
-        throw new ValidationError('secretHash', 'public_client', 'secretHash: a public client has no secret');
-      }
-      return null;
-    }
-    if (typeof secretHash !== 'string' || secretHash.length === 0) {
-      throw new ValidationError('secretHash', 'required', 'secretHash: required for a confidential client');
-    }
-    return secretHash;
-  }
-
   async createClient(input: NewClient, options?: ChangeOptions): Promise<ClientRecord> {
-    const clientId = v.clientId(input?.clientId);
-    if (input.clientType !== 'public' && input.clientType !== 'confidential') {
-      throw new ValidationError('clientType', 'enum', "clientType: 'public' or 'confidential'");
-    }
-    const secretHash = SqliteAuthStore.#checkSecret(input.clientType, input.secretHash);
-    const values = {
-      displayName: v.optionalText(input.displayName, 'displayName', 256),
-      isEnabled: v.bool(input.isEnabled, 'isEnabled', true),
-      redirectUris: v.redirectUris(input.redirectUris),
-      grantTypes: v.grantTypes(input.allowedGrantTypes),
-      scopes: v.scopes(input.allowedScopes),
-      permissions: v.permissionList(input.permissions, 'permissions'),
-    };
-    const oidc = clientOidcValues(input);
+    const values = newClientValues(input);
+    const { clientId, secretHash, oidc } = values;
     const now = this.#now();
     this.#clientCache.clear();
     return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
@@ -1052,7 +767,7 @@ export class SqliteAuthStore implements AuthStore {
           allowed_grant_types, allowed_scopes, permissions, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         clientId,
         values.displayName,
-        input.clientType,
+        values.clientType,
         secretHash,
         values.isEnabled ? 1 : 0,
         JSON.stringify(values.redirectUris),
@@ -1103,17 +818,8 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   async updateClient(clientId: string, patch: ClientPatch, options?: ChangeOptions): Promise<ClientRecord> {
-    const values = {
-      displayName:
-        patch.displayName === undefined ? undefined : v.optionalText(patch.displayName, 'displayName', 256),
-      isEnabled: patch.isEnabled === undefined ? undefined : v.bool(patch.isEnabled, 'isEnabled', true),
-      redirectUris: patch.redirectUris === undefined ? undefined : v.redirectUris(patch.redirectUris),
-      grantTypes: patch.allowedGrantTypes === undefined ? undefined : v.grantTypes(patch.allowedGrantTypes),
-      scopes: patch.allowedScopes === undefined ? undefined : v.scopes(patch.allowedScopes),
-      permissions:
-        patch.permissions === undefined ? undefined : v.permissionList(patch.permissions, 'permissions'),
-    };
-    const oidc = clientOidcValues(patch);
+    const values = clientPatchValues(patch);
+    const oidc = values.oidc;
     this.#clientCache.clear();
     return this.#change('client', { field: 'clientId', value: clientId }, options, () => {
       const current = this.#client(clientId);
@@ -1121,7 +827,7 @@ export class SqliteAuthStore implements AuthStore {
       const secretHash =
         patch.secretHash === undefined
           ? current.secretHash
-          : SqliteAuthStore.#checkSecret(current.clientType, patch.secretHash);
+          : clientSecret(current.clientType, patch.secretHash);
       this.#run(
         `UPDATE clients SET display_name = ?, secret_hash = ?, is_enabled = ?, redirect_uris = ?, allowed_grant_types = ?,
           allowed_scopes = ?, permissions = ?, version = version + 1, updated_at = ? WHERE client_id = ?`,
@@ -1151,25 +857,10 @@ export class SqliteAuthStore implements AuthStore {
   // ── audit ──
 
   #insertAudit(event: NewAuditEvent): AuditEvent {
-    const category = v.requiredName(event?.category, 'category', 64);
-    const outcome = v.requiredName(event.outcome, 'outcome', 64);
-    const opt = (x: unknown, field: string) => {
-      if (x === undefined || x === null) return null;
-      if (typeof x !== 'string') throw new ValidationError(field, 'string');
-      return x.slice(0, 512);
-    };
     const row = this.#get(
       `INSERT INTO audit_events (time, category, outcome, subject_id, subject_name, client_id, failure_code,
         remote_address, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-      event.time ?? this.#now(),
-      category,
-      outcome,
-      opt(event.subjectId, 'subjectId'),
-      opt(event.subjectName, 'subjectName'),
-      opt(event.clientId, 'clientId'),
-      opt(event.failureCode, 'failureCode'),
-      opt(event.remoteAddress, 'remoteAddress'),
-      event.details ? JSON.stringify(event.details) : null,
+      ...auditValues(event, this.#now()),
     );
     return toAudit(row!);
   }
@@ -1182,25 +873,18 @@ export class SqliteAuthStore implements AuthStore {
     const { offset, limit } = paging(query);
     const where: string[] = [];
     const params: SQLInputValue[] = [];
-    const eq = (column: string, value: unknown, field: string) => {
-      if (value === undefined) return;
-      if (typeof value !== 'string') throw new ValidationError(field, 'string');
+    const filter = auditFilter(query ?? {});
+    for (const [column, value] of filter.equal) {
       where.push(`${column} = ?`);
       params.push(value);
-    };
-    eq('category', query?.category, 'category');
-    eq('outcome', query?.outcome, 'outcome');
-    eq('subject_id', query?.subjectId, 'subjectId');
-    eq('client_id', query?.clientId, 'clientId');
-    for (const [field, op] of [
-      ['from', '>='],
-      ['to', '<'],
-    ] as const) {
-      const value = query?.[field];
-      if (value === undefined) continue;
-      if (!Number.isFinite(value)) throw new ValidationError(field, 'timestamp', `${field}: ms epoch number`);
-      where.push(`time ${op} ?`);
-      params.push(value);
+    }
+    if (filter.from !== undefined) {
+      where.push('time >= ?');
+      params.push(filter.from);
+    }
+    if (filter.to !== undefined) {
+      where.push('time < ?');
+      params.push(filter.to);
     }
     const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
     const total = Number(
@@ -1234,20 +918,7 @@ export class SqliteAuthStore implements AuthStore {
         FROM refresh_tokens t LEFT JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
       String(tokenHash),
     );
-    if (!row) return undefined;
-    return {
-      token: toRefresh(row),
-      owner:
-        row.owner_id === null
-          ? undefined
-          : {
-              id: String(row.owner_id),
-              userName: String(row.owner_user_name),
-              isEnabled: row.owner_is_enabled === 1,
-              lockoutEnd: num(row.owner_lockout_end),
-              securityStamp: String(row.owner_security_stamp),
-            },
-    };
+    return row ? toRefreshWithOwner(row) : undefined;
   }
 
   async markRefreshTokenUsed(tokenHash: string, now: number, replacedBy: string | null): Promise<boolean> {
@@ -1553,7 +1224,7 @@ export class SqliteAuthStore implements AuthStore {
   }
 
   /** Writes the OpenID Connect settings of a client (inside the caller's transaction). */
-  #setClientOidc(clientId: string, values: ReturnType<typeof clientOidcValues>): void {
+  #setClientOidc(clientId: string, values: ClientOidcValues): void {
     const current = this.#get(
       'SELECT post_logout_redirect_uris, backchannel_logout_uri, require_consent FROM clients WHERE client_id = ?',
       clientId,
