@@ -5,9 +5,9 @@
  */
 import Fastify from 'fastify';
 import mercurius from 'mercurius';
-import { Store, schema } from '../src/index.ts';
+import { SqliteStore, schema } from '../src/index.ts';
 
-const store = new Store({ path: ':memory:' });
+const store = new SqliteStore({ path: ':memory:' });
 const app = Fastify({ logger: false });
 await app.register(mercurius, { schema, context: () => ({ store }), jit: 1, graphiql: false });
 await app.listen({ port: Number(process.env.PORT ?? 0), host: '127.0.0.1' });

@@ -44,10 +44,12 @@ export {
   DEFAULT_BODY_LIMIT,
   DEFAULT_DATABASE_PATH,
   DEFAULT_WEB_ROOT,
+  openStore,
   WEB_CSP,
 } from './server.ts';
 export {
   type Attack,
+  type Awaitable,
   type ChangeEvent,
   type Creature,
   type CreatureDraft,
@@ -60,9 +62,10 @@ export {
   type MessageDraft,
   nameKey,
   normalizeCreatureId,
-  Store,
-  type StoreOptions,
+  type Store,
 } from './store.ts';
+export { MirroredStore } from './store-mirror.ts';
+export { SqliteStore, type SqliteStoreOptions } from './store-sqlite.ts';
 export {
   ChangeKind,
   type ChangeSource,

@@ -30,7 +30,8 @@ import { createIncrementalExecutor } from './incremental.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { PACKAGE_ROOT } from './package-root.ts';
 import { schema as creatureSchema, resolvers, typeDefs } from './schema.ts';
-import { Store } from './store.ts';
+import type { Store } from './store.ts';
+import { SqliteStore } from './store-sqlite.ts';
 import { createSubscriptionHandler, withSubscriptions } from './subscriptions.ts';
 
 /**
@@ -54,7 +55,7 @@ export const DEFAULT_BODY_LIMIT = 100 * 1024;
 export interface CreatureServerOptions {
   /** SQLite path or `':memory:'` (default {@link DEFAULT_DATABASE_PATH}); ignored when `store` is given. */
   databasePath?: string;
-  /** A store to use instead of opening `databasePath`; the server then does not close it. */
+  /** A store to use instead of opening a database; the server then does not close it. */
   store?: Store;
   /** Largest accepted request body in bytes; larger bodies get 413 (default {@link DEFAULT_BODY_LIMIT}). */
   bodyLimit?: number;
@@ -115,11 +116,14 @@ export interface CreatureServer {
   readonly httpServer: Server;
   /** The executable schema (with the `Subscription` type unless `subscriptions: false`). */
   readonly schema: GraphQLSchema;
-  /** The store; its `events` emit a `'change'` event for every committed write. */
+  /** The store; its `events` emit a `'change'` event for every committed write (of every instance). */
   readonly store: Store;
   /** The logger. */
   readonly logger: Logger;
-  /** Starts listening (port 0 picks a free port); resolves with the bound address. */
+  /**
+   * Waits for the store to be ready (for PostgreSQL: connected, migrated, loaded), then starts listening
+   * (port 0 picks a free port); resolves with the bound address. Rejects with the store's error.
+   */
   listen(port?: number, host?: string): Promise<AddressInfo>;
   /** Base URL once listening, e.g. `http://127.0.0.1:4000`. */
   readonly url: string;
@@ -131,14 +135,25 @@ export interface CreatureServer {
 }
 
 /**
- * Creates the creature server (not yet listening). Opens the store (seeding a new database from
- * `data/creatures.json`) and loads the explorer's assets; throws if the database cannot be opened.
+ * The store the options select: `store` itself, a {@link PostgresStore} for `databaseUrl`, else a
+ * {@link SqliteStore} at `databasePath` (default {@link DEFAULT_DATABASE_PATH}). Throws `TypeError` for a
+ * `databaseUrl` that is not a `postgres://` URL, or the SQLite error when the file cannot be opened.
+ */
+export function openStore(options: Pick<CreatureServerOptions, 'store' | 'databasePath'>): Store {
+  if (options.store) return options.store;
+  return new SqliteStore({ path: options.databasePath ?? DEFAULT_DATABASE_PATH });
+}
+
+/**
+ * Creates the creature server (not yet listening). Opens the store ({@link openStore}: a SQLite file is
+ * opened and seeded at once; PostgreSQL connects when `listen` is called) and loads the explorer's
+ * assets; throws if the SQLite database cannot be opened.
  */
 export function createServer(options: CreatureServerOptions = {}): CreatureServer {
   const logger =
     options.logger ?? pino({ level: options.logLevel ?? 'info', base: { service: 'creatures' } });
   const ownsStore = !options.store;
-  const store = options.store ?? new Store({ path: options.databasePath ?? DEFAULT_DATABASE_PATH });
+  const store = openStore(options);
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const cors = options.corsOrigins ?? [];
   const assets: Map<string, ExplorerAsset> = loadExplorerAssets();
@@ -269,13 +284,14 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         return;
       }
       if (path === '/healthz') {
-        const ok = store.healthy();
-        const body = JSON.stringify({
-          status: ok ? 'ok' : 'unavailable',
-          creatures: store.listCreatures().length,
+        void Promise.resolve(store.healthy()).then((ok) => {
+          const body = JSON.stringify({
+            status: ok ? 'ok' : 'unavailable',
+            creatures: store.listCreatures().length,
+          });
+          res.writeHead(ok ? 200 : 503, { 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
+          res.end(req.method === 'HEAD' ? undefined : body);
         });
-        res.writeHead(ok ? 200 : 503, { 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
-        res.end(req.method === 'HEAD' ? undefined : body);
         return;
       }
       if (path.startsWith(IMAGE_PREFIX)) {
@@ -342,7 +358,8 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     get url() {
       return url;
     },
-    listen(port = 4000, host?: string) {
+    async listen(port = 4000, host?: string) {
+      await store.ready();
       return new Promise<AddressInfo>((resolve, reject) => {
         httpServer.once('error', reject);
         httpServer.listen(port, host, () => {
@@ -363,18 +380,24 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         // Keep-alive connections become idle once their in-flight response is sent: close them then.
         const sweeper = setInterval(() => httpServer.closeIdleConnections(), 50);
         sweeper.unref();
-        const finish = () => {
+        const finish = async () => {
           clearTimeout(timer);
           clearInterval(sweeper);
           graphqlRoute.close();
-          if (ownsStore) store.close();
+          if (ownsStore) {
+            try {
+              await store.close();
+            } catch (err) {
+              logger.warn({ err }, 'closing the store failed');
+            }
+          }
           logger.info('shutdown complete');
           resolve();
         };
         streams?.close();
         multipartSubscriptions?.close();
-        if (!httpServer.listening) return finish();
-        httpServer.close(() => finish());
+        if (!httpServer.listening) return void finish();
+        httpServer.close(() => void finish());
         httpServer.closeIdleConnections();
       });
       return closing;

@@ -6,7 +6,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Store } from '../src/index.ts';
+import { SqliteStore } from '../src/index.ts';
 import { type Running, start } from './helpers.ts';
 
 /** Sends a raw HTTP request and resolves with status, headers and body text. */
@@ -269,7 +269,7 @@ describe('web front end build', () => {
 });
 
 describe('errors and CORS', () => {
-  class BrokenStore extends Store {
+  class BrokenStore extends SqliteStore {
     override listCreatures(): never {
       throw new Error('disk /var/secret/db is corrupt');
     }

@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { buildSchema, execute, getOperationAST, parse } from 'graphql';
-import { compilePlan, PlanBailout, Store, schema } from '../src/index.ts';
+import { compilePlan, PlanBailout, SqliteStore, schema } from '../src/index.ts';
 
-const store = new Store({ path: ':memory:' });
+const store = new SqliteStore({ path: ':memory:' });
 const context = { store };
 
 function both(query: string, variables: Record<string, unknown> = {}) {

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { createClient } from 'graphql-sse';
 import { schema as creatureSchema } from '../src/schema.ts';
-import { Store } from '../src/store.ts';
+import { SqliteStore } from '../src/store-sqlite.ts';
 import {
   createSubscriptionHandler,
   type EventStreamHandler,
@@ -19,13 +19,13 @@ import {
 
 const schema = withSubscriptions(creatureSchema);
 let server: Server;
-let store: Store;
+let store: SqliteStore;
 let url: string;
 let handle: EventStreamHandler;
 const unexpected: unknown[] = [];
 
 before(async () => {
-  store = new Store({ path: ':memory:' });
+  store = new SqliteStore({ path: ':memory:' });
   handle = createSubscriptionHandler({
     schema,
     events: store.events,
