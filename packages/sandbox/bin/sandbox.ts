@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `sandbox`: command line of the Sandbox SDK. Commands: `run`, `ps`, `exec`, `stop`, `rm`, `pull`,
- * `images`, and `serve` (the REST runtime); `--help` and `--version`. `run` and `exec` exit with the
+ * `images`, `serve` (the REST runtime), `doctor` and `setup` (rootless host preparation, src/cli); `--help` and `--version`. `run` and `exec` exit with the
  * command's own exit code; SDK errors exit with 125, usage errors with 2.
  *
  * Global options: `--home <dir>` (or `SANDBOX_HOME`; default `~/.sandbox`) and `--registry <url>`
@@ -20,6 +20,7 @@ module.enableCompileCache?.();
 const { BoxError } = await import('../src/errors.ts');
 const { renderPullProgress } = await import('../src/images/index.ts');
 const { JsRuntime, defaultHomeDir } = await import('../src/runtime/runtime.ts');
+const { addHostCommands } = await import('../src/cli/host-commands.ts');
 type JsRuntime = InstanceType<typeof JsRuntime>;
 
 /** Exit status of an SDK failure (the command itself could not run), as `docker run` uses it. */
@@ -384,6 +385,7 @@ export function buildProgram(): Command {
       await server.close();
     });
 
+  addHostCommands(program);
   return program;
 }
 

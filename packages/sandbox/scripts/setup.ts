@@ -2,7 +2,8 @@
  * `npm run test:setup -w @seed/sandbox`: prepares a fresh machine for the sandbox package's tests and
  * demos. Idempotent and fast when everything is present:
  * 1. installs the Debian packages the whole package needs (when running as root and some are missing);
- * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth);
+ * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth),
+ *    and prepares the rootless test account `sbxuser` (scripts/rootless-user.ts);
  * 3. builds and pushes the big chromium, firefox and desktop images of the BrowserBox/ComputerBox tests if
  *    missing, and pulls them into the image store those tests share (`<cache>/test-home-desktop`), unless
  *    `--base-only` is given (as `npm start` does).
@@ -82,6 +83,9 @@ function main(): void {
   const here = dirname(fileURLToPath(import.meta.url));
   const r = spawnSync(process.execPath, [join(here, 'registry.ts'), '--auth'], { stdio: 'inherit' });
   if (r.status !== 0) process.exit(r.status ?? 1);
+  // The account the rootless tests run as (`sandbox setup sbxuser`).
+  const rootless = spawnSync(process.execPath, [join(here, 'rootless-user.ts')], { stdio: 'inherit' });
+  if (rootless.status !== 0) process.exit(rootless.status ?? 1);
   // `--base-only` (used by `npm start`): busybox and python:slim only, not the big images below.
   if (process.argv.includes('--base-only')) return;
   // The BrowserBox/ComputerBox test images (big: built once, minutes, then cached).
