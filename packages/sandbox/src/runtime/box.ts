@@ -8,12 +8,13 @@ import type { EngineExecOptions } from '../engine/types.ts';
 import { BoxError, conflict, notFound } from '../errors.ts';
 import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle, JsNetworkInfo, JsPublishedPort } from '../types.ts';
-import type { RuntimeContext } from './context.ts';
+import type { BoxLifecycle, RuntimeContext } from './context.ts';
 import { JsExecution } from './execution.ts';
 import { copyIn, copyOut } from './files/copy.ts';
 import { BoxFiles } from './files/files.ts';
 import { LocalFiles } from './files/local.ts';
 import type { CopyOptions } from './files/types.ts';
+import { checkTimeoutAction, checkTimeoutMs, type TimeoutAction } from './lifetimes.ts';
 import type { BoxRecord } from './state.ts';
 
 /** Environment of one command: `{ KEY: value }`, `[key, value]` pairs or `{ key, value }` entries. */
@@ -72,7 +73,10 @@ export function envEntries(env: ExecEnv | undefined | null): string[] {
   });
 }
 
-/** Maps a record's status to spec 002 `JsBoxStateInfo.status`: `configured`, `running`, `stopped`, `failed`. */
+/**
+ * Maps a record's status to spec 002 `JsBoxStateInfo.status`: `configured`, `running`, `stopped`, `failed`,
+ * and `paused` (a frozen box, issue 18).
+ */
 function publicStatus(status: BoxRecord['status']): string {
   return status === 'creating' ? 'configured' : status;
 }
@@ -94,7 +98,7 @@ export function boxInfo(record: BoxRecord, publishedPorts: JsPublishedPort[] | n
     state: {
       status: publicStatus(record.status),
       running,
-      ...(running && record.pid ? { pid: record.pid } : {}),
+      ...((running || record.status === 'paused') && record.pid ? { pid: record.pid } : {}),
     },
     createdAt: record.createdAt,
     ...(record.startedAt ? { startedAt: record.startedAt } : {}),
@@ -160,7 +164,8 @@ export class JsBox {
       new LocalFiles({
         initPid: async () => {
           const record = await this.#record();
-          if (record.status !== 'running' || !record.pid) {
+          // A paused box's files are reachable: the host reads them, no box process runs for it.
+          if ((record.status !== 'running' && record.status !== 'paused') || !record.pid) {
             throw conflict(
               `box ${this.id} is ${publicStatus(record.status)}, not running; its files are not reachable`,
             );
@@ -197,7 +202,8 @@ export class JsBox {
   async info(): Promise<JsBoxInfo> {
     const record = await this.#record();
     // Publications end with the box: a stopped box has none active ([]), unknown stays null.
-    return boxInfo(record, record.status === 'running' ? this.#publishedPorts : this.#publishedPorts && []);
+    const up = record.status === 'running' || record.status === 'paused';
+    return boxInfo(record, up ? this.#publishedPorts : this.#publishedPorts && []);
   }
 
   /**
@@ -258,7 +264,15 @@ export class JsBox {
   ): Promise<JsExecution> {
     validateExecRequest(cmd, args, options);
     const entries = envEntries(env);
-    const record = await this.#record();
+    let record = await this.#record();
+    if (record.status === 'paused') {
+      if (!(await this.#ctx.lifecycle?.autoResume(this.id))) {
+        throw conflict(
+          `box ${this.id} is paused; resume() it first (or create it with autoResume) to exec '${cmd}'`,
+        );
+      }
+      record = await this.#record();
+    }
     if (record.status !== 'running') {
       throw conflict(`box ${this.id} is ${publicStatus(record.status)}, not running; cannot exec '${cmd}'`);
     }
@@ -273,6 +287,7 @@ export class JsBox {
     if (options.tty && options.ttySize) engineOptions.ttySize = options.ttySize;
     const engine = await this.#ctx.engine();
     this.#ctx.countCommand(this.id);
+    this.#ctx.lifecycle?.touch(this.id);
     let process: Awaited<ReturnType<typeof engine.exec>>;
     try {
       process = await engine.exec(this.id, engineOptions);
@@ -295,6 +310,46 @@ export class JsBox {
    */
   async start(): Promise<void> {
     await this.#ctx.startBox(this.id);
+  }
+
+  /**
+   * Pauses the box (issue 18): every process of it is frozen with the cgroup freezer and uses no CPU;
+   * memory stays resident (no checkpoint: see ENGINE.md "Pause and resume"). `info()` then reports status
+   * `paused` in every process; `exec` is refused with `conflict` unless the box has `autoResume`; files stay
+   * readable and writable. Pausing a paused box is a no-op.
+   * @throws BoxError `conflict` when the box is not running, `not_found` when it was removed,
+   *   `unsupported` when its processes are not in a freezable cgroup of their own.
+   */
+  async pause(): Promise<void> {
+    await this.#lifecycle().pause(this.id);
+  }
+
+  /**
+   * Resumes a paused box: its processes continue where they were frozen; the `autoPause` idle clock
+   * restarts. Resuming a running box is a no-op.
+   * @throws BoxError `conflict` when the box is stopped, `not_found` when it was removed.
+   */
+  async resume(): Promise<void> {
+    await this.#lifecycle().resume(this.id);
+  }
+
+  /**
+   * Sets the box's timeout (E2B `setTimeout`): `onTimeout` happens `timeoutMs` from now, replacing any
+   * earlier timeout (longer or shorter). `onTimeout` (`stop`, `pause`, `remove`) defaults to the box's
+   * own (`JsBoxOptions.onTimeout`, else `stop`). Enforced by the reaper process of the `homeDir`, with no
+   * SDK process needed.
+   * @throws BoxError `invalid_option` naming `timeoutMs` or `onTimeout`, `not_found` when removed.
+   */
+  async setTimeout(timeoutMs: number, onTimeout?: TimeoutAction): Promise<void> {
+    const ms = checkTimeoutMs(timeoutMs, 'timeoutMs');
+    const action = onTimeout === undefined ? undefined : checkTimeoutAction(onTimeout, 'onTimeout');
+    await this.#lifecycle().setTimeout(this.id, ms, action);
+  }
+
+  #lifecycle(): BoxLifecycle {
+    const lifecycle = this.#ctx.lifecycle;
+    if (!lifecycle) throw new BoxError('this runtime cannot pause boxes', { code: 'unsupported' });
+    return lifecycle;
   }
 
   /** Stops the box; with `autoRemove` the box is then removed. Stopping a stopped box is a no-op. */
@@ -324,7 +379,7 @@ export class JsBox {
       bytesReceivedTotal: record.bytesReceived,
       ...record.timings,
     };
-    if (record.status === 'running') {
+    if (record.status === 'running' || record.status === 'paused') {
       const engine = await this.#ctx.engine();
       const stats = await engine.stats(this.id).catch(() => null);
       if (stats) {

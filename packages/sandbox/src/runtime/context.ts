@@ -1,6 +1,7 @@
 /** What a box handle needs from its runtime (internal; keeps `JsBox` free of the runtime class). */
 import type { Engine } from '../engine/types.ts';
 import type { ExecutionReport } from './execution.ts';
+import type { TimeoutAction } from './lifetimes.ts';
 import type { BoxRecord } from './state.ts';
 
 /** Runtime services shared by the box handles of one `JsRuntime`. */
@@ -19,4 +20,20 @@ export interface RuntimeContext {
   stopBox(id: string, graceMs?: number): Promise<void>;
   /** Starts a stopped box again with its writable layer and volumes (no-op when running). */
   startBox(id: string): Promise<void>;
+  /** Pause, resume and lifetimes of boxes (issue 18; `lifetimes.ts`); absent: `unsupported`. */
+  lifecycle?: BoxLifecycle;
+}
+
+/** Pause, resume and lifetime services of a runtime for its box handles. */
+export interface BoxLifecycle {
+  /** Freezes a running box (cgroup freezer); no-op when paused. @throws BoxError `conflict` when not running. */
+  pause(id: string): Promise<void>;
+  /** Thaws a paused box; no-op when running. @throws BoxError `conflict` when stopped. */
+  resume(id: string): Promise<void>;
+  /** Resumes the box when it is paused and was created with `autoResume`; true when it did. */
+  autoResume(id: string): Promise<boolean>;
+  /** Sets the box's timeout to `ms` from now, with `action` at expiry (default: the box's `onTimeout`). */
+  setTimeout(id: string, ms: number, action?: TimeoutAction): Promise<void>;
+  /** Restarts the box's idle clock (`autoPause`): a command started or ended. */
+  touch(id: string): void;
 }

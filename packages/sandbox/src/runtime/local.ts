@@ -17,6 +17,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ulid } from 'ulid';
+import { freezeBox, freezerState, thawBox } from '../engine/freezer.ts';
 import { createTieredEngine, type TieredEngine } from '../engine/gvisor-tiers.ts';
 import type { Engine, EngineBoxSpec, EngineMount } from '../engine/types.ts';
 import { BoxError, conflict, notFound, withCode } from '../errors.ts';
@@ -28,12 +29,14 @@ import { boxInfo, JsBox } from './box.ts';
 import type { RuntimeContext } from './context.ts';
 import { PendingCounters } from './counters.ts';
 import type { ExecutionReport } from './execution.ts';
+import { LifetimeStore, validateLifetimes } from './lifetimes.ts';
 import {
   DEFAULT_PIDS_LIMIT,
   type NormalizedBoxOptions,
   validateBoxName,
   validateBoxOptions,
 } from './options.ts';
+import { ensureReaper, execsRunningIn, type ReaperHost } from './reaper.ts';
 import {
   type BoxRecord,
   type BoxTimings,
@@ -84,6 +87,8 @@ export class LocalRuntime implements RuntimeBackend {
   readonly #ctx: RuntimeContext;
   /** Secret values of boxes this instance created (never stored), for `start` after `stop`. */
   readonly #secretValues = new Map<string, NormalizedBoxOptions['secrets']>();
+  /** Stored box lifetimes (`lifetimes.ts`), enforced by the reaper process (`reaper.ts`). */
+  readonly #lifetimes: LifetimeStore;
 
   /**
    * @param options `homeDir` (default {@link defaultHomeDir}) and `imageRegistries`, already checked by
@@ -93,6 +98,7 @@ export class LocalRuntime implements RuntimeBackend {
     this.homeDir = resolve(options.homeDir ?? defaultHomeDir());
     this.#db = new StateDb(this.homeDir);
     this.#pending = new PendingCounters(this.#db);
+    this.#lifetimes = new LifetimeStore(this.#db);
     mkdirSync(join(this.homeDir, 'boxes'), { recursive: true, mode: 0o700 });
     this.#store = new ImageStore({ homeDir: this.homeDir, registries: options.imageRegistries ?? [] });
     this.#ctx = {
@@ -103,6 +109,7 @@ export class LocalRuntime implements RuntimeBackend {
         this.#pending.add(id, { commands: 1 });
       },
       countExecEnd: (id, report: ExecutionReport) => {
+        this.#lifetimes.touch(id);
         const failed = report.exitCode !== 0;
         if (failed) this.#counters.execErrors++;
         this.#pending.add(id, {
@@ -114,6 +121,21 @@ export class LocalRuntime implements RuntimeBackend {
       flushCounters: () => this.#pending.flush(),
       stopBox: (id, graceMs) => this.#stopBox(id, graceMs),
       startBox: (id) => this.#startBox(id),
+      lifecycle: {
+        pause: (id) => this.#pause(id),
+        resume: (id) => this.#resume(id),
+        autoResume: async (id) => {
+          if (!this.#lifetimes.get(id)?.autoResume) return false;
+          await this.#resume(id);
+          return true;
+        },
+        setTimeout: async (id, ms, action) => {
+          if (!(await this.#refresh(id))) throw notFound(`box ${id} no longer exists`);
+          this.#lifetimes.setTimeout(id, ms, action);
+          ensureReaper(this.homeDir);
+        },
+        touch: (id) => this.#lifetimes.touch(id),
+      },
     };
   }
 
@@ -149,6 +171,8 @@ export class LocalRuntime implements RuntimeBackend {
     this.#ready ??= (async () => {
       await this.#getEngine();
       await this.#recover();
+      // Lifetimes stored by earlier runs (a reboot of the runtime state) are enforced again.
+      if (this.#lifetimes.needsReaper()) ensureReaper(this.homeDir);
     })();
     this.#ready.catch(() => {
       this.#ready = null;
@@ -204,6 +228,7 @@ export class LocalRuntime implements RuntimeBackend {
       // The engine skips the network hook when the container is already gone (parent-death stop).
       await this.#networking().teardown(record.id);
       this.#db.setStatus(record.id, 'stopped');
+      this.#lifetimes.markStopped(record.id);
       if (record.options.autoRemove) {
         await this.#teardown(record.id);
         return null;
@@ -215,7 +240,71 @@ export class LocalRuntime implements RuntimeBackend {
       await this.#teardown(record.id);
       return null;
     }
+    if (record.status === 'running' && record.pid) {
+      // Paused is the cgroup's state (engine/freezer.ts), read back on every look, never stored.
+      let frozen = false;
+      try {
+        frozen = freezerState(record.id, record.pid) === 'frozen';
+      } catch {}
+      if (frozen) return { ...record, status: 'paused' };
+    }
     return record;
+  }
+
+  /**
+   * Pauses a running box (`JsBox.pause`): freezes its cgroup. No-op when paused.
+   * @throws BoxError `not_found`, `conflict` (not running), `unsupported` (no freezable cgroup).
+   */
+  async #pause(id: string): Promise<void> {
+    const record = await this.#refresh(id);
+    if (!record) throw notFound(`box ${id} no longer exists`);
+    if (record.status === 'paused') return;
+    if (record.status !== 'running' || !record.pid) {
+      throw conflict(`box ${record.name ?? id} is ${record.status}; only a running box can be paused`);
+    }
+    await freezeBox(id, record.pid);
+  }
+
+  /**
+   * Resumes a paused box (`JsBox.resume`): thaws its cgroup and restarts its idle clock. No-op when running.
+   * @throws BoxError `not_found`, `conflict` (stopped or failed).
+   */
+  async #resume(id: string): Promise<void> {
+    const record = await this.#refresh(id);
+    if (!record) throw notFound(`box ${id} no longer exists`);
+    if (record.status === 'running') return;
+    if (record.status !== 'paused' || !record.pid) {
+      throw conflict(`box ${record.name ?? id} is ${record.status}; only a paused box can be resumed`);
+    }
+    thawBox(id, record.pid);
+    this.#lifetimes.touch(id);
+  }
+
+  /** Thaws a box that may be paused before it is stopped (a frozen process does not die of SIGKILL). */
+  #thawForStop(id: string): void {
+    const pid = this.#db.getBox(id)?.pid;
+    if (!pid) return;
+    try {
+      thawBox(id, pid);
+    } catch {}
+  }
+
+  /**
+   * The services the lifetime reaper (`reaper-main.ts`) needs from this runtime: the lifetimes table, each
+   * box's reconciled status, whether commands run in it, and pause/stop/remove by id.
+   */
+  reaperHost(): ReaperHost {
+    return {
+      lifetimes: this.#lifetimes,
+      status: async (id) => (await this.#refresh(id))?.status ?? null,
+      execsRunning: (id) => execsRunningIn(join(this.#engineStateRoot(), 'exec'), id),
+      pause: (id) => this.#pause(id),
+      stop: (id) => this.#stopBox(id),
+      remove: async (id) => {
+        await this.#whenReady();
+        await this.#teardown(id);
+      },
+    };
   }
 
   async #refresh(id: string): Promise<BoxRecord | null> {
@@ -227,6 +316,7 @@ export class LocalRuntime implements RuntimeBackend {
   /** Deletes everything of a box: engine state, box directory, then (last) its record. */
   async #teardown(id: string): Promise<void> {
     const engine = await this.#getEngine();
+    this.#thawForStop(id);
     await engine.remove(id, this.#boxDir(id)); // kills the box first when it still runs
     await this.#networking().teardown(id);
     rmSync(this.#boxDir(id), { recursive: true, force: true });
@@ -240,8 +330,11 @@ export class LocalRuntime implements RuntimeBackend {
     if (!record) throw notFound(`box ${id} no longer exists`);
     if (record.status === 'running' || record.status === 'creating') {
       const engine = await this.#getEngine();
+      this.#thawForStop(id);
       await engine.stop(id, graceMs);
       this.#db.setStatus(id, 'stopped');
+      this.#lifetimes.markStopped(id);
+      if (this.#lifetimes.get(id)?.autoDelete != null) ensureReaper(this.homeDir);
     }
     if (record.options.autoRemove) {
       await this.#teardown(id);
@@ -272,6 +365,7 @@ export class LocalRuntime implements RuntimeBackend {
     const options = { ...record.options, secrets } as NormalizedBoxOptions;
     try {
       await this.#launch(id, record.name, options, performance.now());
+      this.#lifetimes.markStarted(id);
     } catch (error) {
       await (await this.#getEngine()).stop(id, 0).catch(() => {});
       await this.#networking().teardown(id);
@@ -422,6 +516,7 @@ export class LocalRuntime implements RuntimeBackend {
   async create(options: JsBoxOptions, name?: string): Promise<JsBox> {
     const t0 = performance.now();
     const normalized = validateBoxOptions(options);
+    const lifetimes = validateLifetimes(options);
     const boxName = validateBoxName(name) ?? null;
     normalized.volumes.forEach((volume, i) => {
       if (volume.hostPath === undefined) return;
@@ -456,7 +551,12 @@ export class LocalRuntime implements RuntimeBackend {
       createdAt: nowIso(),
     });
     try {
+      if (lifetimes) this.#lifetimes.create(id, lifetimes);
       await this.#launch(id, boxName, normalized, t0);
+      if (lifetimes) {
+        this.#lifetimes.markStarted(id);
+        ensureReaper(this.homeDir);
+      }
       if (normalized.secrets.length > 0) this.#secretValues.set(id, normalized.secrets);
       this.#counters.created++;
       const record = this.#db.getBox(id)!;
@@ -526,7 +626,10 @@ export class LocalRuntime implements RuntimeBackend {
   async remove(idOrName: string, force = false): Promise<void> {
     const record = await this.#find(idOrName);
     if (!record) throw notFound(`no box with id or name '${idOrName}'`);
-    if ((record.status === 'running' || record.status === 'creating') && !force) {
+    if (
+      (record.status === 'running' || record.status === 'paused' || record.status === 'creating') &&
+      !force
+    ) {
       throw conflict(
         `box ${record.name ?? record.id} is ${record.status}; stop it first or remove with force`,
       );

@@ -5,12 +5,15 @@
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DatabaseSync, type SQLInputValue } from 'node:sqlite';
+import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from 'node:sqlite';
 import { BoxError } from '../errors.ts';
 import type { NormalizedBoxOptions } from './options.ts';
 
-/** Status of a box record: `creating` (being set up), `running`, `stopped`, `failed`. */
-export type BoxStatus = 'creating' | 'running' | 'stopped' | 'failed';
+/**
+ * Status of a box record: `creating` (being set up), `running`, `stopped`, `failed`; and `paused`, which is
+ * never stored: a running box whose cgroup is frozen is reported `paused` (`engine/freezer.ts`).
+ */
+export type BoxStatus = 'creating' | 'running' | 'paused' | 'stopped' | 'failed';
 
 /** Stage timings of a box's creation, ms (spec 002 `JsBoxMetrics` names). */
 export interface BoxTimings {
@@ -319,6 +322,16 @@ export class StateDb {
   /** Runs a statement (used by tests and recovery). */
   run(sql: string, ...params: SQLInputValue[]): void {
     this.#db.prepare(sql).run(...params);
+  }
+
+  /** Rows of a query (used by the lifetimes and pool tables, `lifetimes.ts` and `pool.ts`). */
+  all(sql: string, ...params: SQLInputValue[]): Record<string, SQLOutputValue>[] {
+    return this.#db.prepare(sql).all(...params);
+  }
+
+  /** Runs a statement; the number of rows it changed. */
+  change(sql: string, ...params: SQLInputValue[]): number {
+    return Number(this.#db.prepare(sql).run(...params).changes);
   }
 
   /** Closes the database handle. */
