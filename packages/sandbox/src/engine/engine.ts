@@ -12,8 +12,10 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  chownSync,
   closeSync,
   existsSync,
+  fstatSync,
   lstatSync,
   mkdirSync,
   openSync,
@@ -31,7 +33,7 @@ import {
 } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
@@ -39,6 +41,13 @@ import { resolveCapabilities } from './capabilities.ts';
 import { lstatInRoot, readFileInRoot } from './confined.ts';
 import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
+import {
+  ensureSandboxIdRange,
+  type IdMapping,
+  type IdmapHelper,
+  idmapHelperArgs,
+  installIdmapHelper,
+} from './idmap.ts';
 import { BOX_RLIMITS, buildOciConfig, etcHosts, TTY_HELPER_PATH, validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { CRUN_HYBRID_SH, SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
@@ -84,6 +93,12 @@ export interface CreateEngineOptions {
   networkSetup?: (ctx: EngineNetworkContext) => Promise<void>;
   /** Called when a box stops (before its root is unmounted), for the network's host side. */
   networkTeardown?: (id: string) => Promise<void>;
+  /**
+   * Run each new box in its own user namespace, box ids `0..65535` mapped to the sandbox's host range
+   * (`seed-sandbox` in `/etc/subuid`/`/etc/subgid`, added when missing; idmap.ts). Default true;
+   * env `SEED_SANDBOX_USERNS=0` turns it off. A box keeps the setting it was first started with.
+   */
+  userNamespace?: boolean;
 }
 
 /** Persisted per-box facts another process needs to drive the box (`<boxDir>/bundle/engine.json`). */
@@ -97,6 +112,12 @@ interface BoxMeta {
   diskSizeGb?: number;
   /** Capability names of the box (bounding set); commands as uid 0 get them effective, others none. */
   capabilities?: string[];
+  /**
+   * The box's user namespace mapping, `null` for a box without one; absent in boxes first started
+   * before user namespaces (their writable layer is owned by host ids as is: they keep running
+   * without one).
+   */
+  idMap?: IdMapping | null;
 }
 
 interface RunResult {
@@ -302,6 +323,8 @@ export class OciEngine implements Engine {
   /** Runtime command for exec/state/kill. */
   private readonly rtFast: string[];
   private readonly initPath: string;
+  /** Mapping and helper for new boxes' user namespaces; undefined when they are turned off. */
+  private readonly userns: { mapping: IdMapping; helper: IdmapHelper } | undefined;
   private readonly opts: CreateEngineOptions;
   private readonly supervisors = new Map<string, ChildProcess>();
   private readonly metas = new Map<string, BoxMeta & { boxDir: string; rootfs: string }>();
@@ -340,6 +363,12 @@ export class OciEngine implements Engine {
     this.ttyRelayPath = join(binDir, 'tty-relay.pl');
     writeIfChanged(this.ttyRelayPath, TTY_RELAY_PL);
     this.ttyHelper = isStaticElf(HOST_BUSYBOX) ? HOST_BUSYBOX : undefined;
+    const userns = options.userNamespace ?? process.env.SEED_SANDBOX_USERNS !== '0';
+    if (userns) {
+      const perl = findExecutable('perl');
+      if (!perl) throw new BoxError('userNamespace: needs perl (perl-base) on the host for idmapped mounts');
+      this.userns = { mapping: ensureSandboxIdRange(), helper: installIdmapHelper(binDir, perl) };
+    }
     // Exec pid files (`<id>.<node pid>.<n>.pid`) of Node processes that died mid-exec.
     for (const name of readdirSync(this.execDir)) {
       const owner = Number(name.split('.').at(-3));
@@ -411,6 +440,11 @@ export class OciEngine implements Engine {
     const p = this.paths(spec.boxDir, diskSizeGb);
     // /etc/hosts and /etc/hostname live on the box disk, inside its limit.
     const etcDir = diskSizeGb !== undefined ? p.diskDir : p.bundle;
+    // A box keeps the user namespace of its first start: its writable layer is owned accordingly.
+    const previous = readMeta(p.bundle);
+    const idMap: IdMapping | null = previous ? (previous.idMap ?? null) : (this.userns?.mapping ?? null);
+    if (idMap && !this.userns)
+      throw new BoxError(`box ${spec.id}: it runs in a user namespace; this engine has them turned off`);
     // The runtime keeps a state directory per container: only ask it when one exists (saves a spawn).
     if (existsSync(join(this.rtRoot, spec.id))) {
       const st = await this.state(spec.id);
@@ -435,6 +469,7 @@ export class OciEngine implements Engine {
         ...(this.ttyHelper ? { ttyHelper: this.ttyHelper } : {}),
         cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
         etcFiles: { hosts: join(etcDir, 'hosts'), hostname: join(etcDir, 'hostname') },
+        ...(idMap ? { idMap } : {}),
       },
     );
     mkdirSync(p.bundle, { recursive: true });
@@ -452,6 +487,7 @@ export class OciEngine implements Engine {
       cpus: spec.cpus,
       diskSizeGb,
       capabilities: resolveCapabilities(spec.capabilities),
+      idMap,
     };
     writeFileSync(join(p.bundle, 'engine.json'), JSON.stringify(meta));
     const stageBoxConfigMs = performance.now() - tConfig0;
@@ -483,14 +519,30 @@ export class OciEngine implements Engine {
     try {
       rmdirSync(p.binds);
     } catch {}
-    if (opened.length > 0) mkdirSync(p.binds, { mode: 0o700 });
+    // The runtime looks up the root, binds and /etc files as the box's mapped root: it must be able to
+    // traverse (not list) the box directory and the staging directory.
+    if (idMap) allowTraversal(spec.boxDir);
+    if (opened.length > 0) mkdirSync(p.binds, { mode: idMap ? 0o711 : 0o700 });
     const binds: string[] = [];
+    const idmapBinds: string[] = [];
     for (const [i, o] of opened.entries()) {
       const target = join(p.binds, String(i));
       if (o.isDirectory) mkdirSync(target);
       else writeFileSync(target, '');
       binds.push(`${3 + i}:${target}`);
+      const ownedByBox = spec.mounts[i]?.ownedByBox === true;
+      // A fresh managed volume (host root's) becomes the mapped root's; chown follows the magic link
+      // to the opened object, never a path the box controls.
+      if (idMap && ownedByBox) {
+        const st = fstatSync(o.fd);
+        if (st.uid === 0 && st.gid === 0) chownSync(`/proc/self/fd/${o.fd}`, idMap.hostUid, idMap.hostGid);
+      }
+      idmapBinds.push('bind', `/proc/self/fd/${3 + i}`, target, ownedByBox ? '0' : '1');
     }
+    const owned = [p.upper, p.work, join(etcDir, 'hosts'), join(etcDir, 'hostname')].flatMap((f) => [
+      'own',
+      f,
+    ]);
 
     // Spawn: the supervisor mounts and runs the container.
     const lower = [...spec.layerDirs].reverse().join(':');
@@ -512,6 +564,12 @@ export class OciEngine implements Engine {
       SB_PIDFILE: p.pidFile,
       SB_BINDS: binds.join(' '),
       SB_WATCH: spec.detach ? '0' : '1',
+      SB_IDMAP:
+        idMap && this.userns
+          ? [this.userns.helper.perl, this.userns.helper.script, ...idmapHelperArgs(idMap)].join(' ')
+          : '',
+      SB_IDMAP_OWN: owned.join(' '),
+      SB_IDMAP_BINDS: idmapBinds.join(' '),
     };
     const old = this.supervisors.get(spec.id);
     if (old) this.release(spec.id, old);
@@ -656,6 +714,7 @@ export class OciEngine implements Engine {
     let file = this.rtFast[0] as string;
     let argv = [...this.rtFast.slice(1), 'exec', '--pid-file', pidFile, '--process', processFile, id];
     let resizeAfterStart: { cols: number; rows: number } | undefined;
+    let ttyEnv: NodeJS.ProcessEnv | undefined;
     if (options.tty) {
       const size = options.ttySize ?? { cols: 80, rows: 24 };
       checkTerminalSize('ttySize', size.cols, size.rows);
@@ -672,6 +731,7 @@ export class OciEngine implements Engine {
         // name instead. One not found is left to the runtime, which reports it.
         const inBox = resolveInBox(boxRoot, options.cmd, env.get('PATH')?.slice(5) ?? DEFAULT_PATH);
         if (inBox) ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];
+        if (meta.idMap) ttyEnv = { ...process.env, SB_TTY_UID: String(meta.idMap.hostUid + (uid ?? 0)) };
         argv = [
           this.ttyRelayPath,
           join(boxRoot, 'dev/pts'),
@@ -702,7 +762,7 @@ export class OciEngine implements Engine {
       }
     }
     writeFileSync(processFile, JSON.stringify(ociProcess));
-    const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'], ...(ttyEnv ? { env: ttyEnv } : {}) });
     const exited = new Promise<number>((resolve, reject) => {
       child.on('error', (err) =>
         reject(new BoxError(`box ${id}: exec failed: ${err.message}`, { cause: err })),
@@ -1016,6 +1076,28 @@ function drain(source: Readable): Readable {
   source.on('end', () => out.end());
   source.on('error', (err) => out.destroy(err));
   return out;
+}
+
+/** The `engine.json` a previous start of the box left in `bundle`, or undefined. */
+function readMeta(bundle: string): BoxMeta | undefined {
+  try {
+    return JSON.parse(readFileSync(join(bundle, 'engine.json'), 'utf8')) as BoxMeta;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Gives everyone search permission (`o+x`, not read) on `dir` and each of its ancestors lacking it,
+ * as Docker's user-namespace remapping does for its data root: the OCI runtime looks up the box root
+ * and bind sources as the box's mapped root, which owns none of them.
+ */
+function allowTraversal(dir: string): void {
+  for (let d = dir; ; d = dirname(d)) {
+    const mode = statSync(d).mode;
+    if ((mode & 0o001) === 0) chmodSync(d, (mode & 0o7777) | 0o001);
+    if (d === '/') return;
+  }
 }
 
 function round(ms: number): number {

@@ -1,10 +1,12 @@
 /**
  * Generation of a box's OCI runtime configuration (`config.json`, OCI runtime-spec 1.0.2).
- * Namespaces pid/mount/ipc/uts/network/cgroup, cgroup limits, Docker's default capabilities and a
+ * Namespaces pid/mount/ipc/uts/network/cgroup (and user, with the box's id mapping), cgroup limits,
+ * Docker's default capabilities and a
  * seccomp deny-list, masked and read-only paths as runc/Docker set them, and the box init.
  */
 import { BoxError } from '../errors.ts';
 import { resolveCapabilities } from './capabilities.ts';
+import { type IdMapping, ociIdMappings } from './idmap.ts';
 import { defaultSeccompProfile } from './seccomp.ts';
 import type { EngineBoxSpec } from './types.ts';
 
@@ -77,6 +79,12 @@ export interface OciHostPaths {
   cgroupsPath: string;
   /** Host files bind-mounted at `/etc/hosts` and `/etc/hostname` (as Docker does), when given. */
   etcFiles?: { hosts: string; hostname: string };
+  /**
+   * The box's user namespace mapping (idmap.ts); absent: no user namespace (box root is host root).
+   * With it, box ids `0..size-1` are host ids from `hostUid`/`hostGid` and capabilities are those of
+   * the box's own user namespace.
+   */
+  idMap?: IdMapping;
 }
 
 /** Content of a box's `/etc/hosts` (loopback names and the hostname). */
@@ -224,7 +232,9 @@ export function buildOciConfig(spec: EngineBoxSpec, paths: OciHostPaths): Record
         { type: 'uts' },
         { type: 'mount' },
         { type: 'cgroup' },
+        ...(paths.idMap ? [{ type: 'user' }] : []),
       ],
+      ...(paths.idMap ? ociIdMappings(paths.idMap) : {}),
       cgroupsPath: paths.cgroupsPath,
       resources: {
         devices: [{ allow: false, access: 'rwm' }],

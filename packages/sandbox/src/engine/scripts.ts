@@ -37,11 +37,17 @@ if [ -n "$SB_DISK_IMG" ]; then
   [ -e "$SB_DISK_DIR/hosts" ] || printf '%s' "$SB_HOSTS" >"$SB_DISK_DIR/hosts" || fail disk
   [ -e "$SB_DISK_DIR/hostname" ] || printf '%s' "$SB_HOSTNAME" >"$SB_DISK_DIR/hostname" || fail disk
 fi
-mount -t overlay overlay -o "lowerdir=$SB_LOWER,upperdir=$SB_UPPER,workdir=$SB_WORK" "$SB_ROOTFS" 2>>"$SB_LOG" || fail overlay
 # Host paths: the engine passes each checked path as an inherited descriptor (fd:target pairs).
-for b in $SB_BINDS; do
-  mount --no-canonicalize --rbind "/proc/self/fd/\${b%%:*}" "\${b#*:}" 2>>"$SB_LOG" || fail bind
-done
+if [ -n "$SB_IDMAP" ]; then
+  # User namespace (idmap.ts): the writable layer owned by the mapped root (SB_IDMAP_OWN), the overlay
+  # over idmapped clones of the layers, and the host paths bound, idmapped or not (SB_IDMAP_BINDS).
+  $SB_IDMAP $SB_IDMAP_OWN overlay "$SB_LOWER" "$SB_UPPER" "$SB_WORK" "$SB_ROOTFS" $SB_IDMAP_BINDS 2>>"$SB_LOG" || fail overlay
+else
+  mount -t overlay overlay -o "lowerdir=$SB_LOWER,upperdir=$SB_UPPER,workdir=$SB_WORK" "$SB_ROOTFS" 2>>"$SB_LOG" || fail overlay
+  for b in $SB_BINDS; do
+    mount --no-canonicalize --rbind "/proc/self/fd/\${b%%:*}" "\${b#*:}" 2>>"$SB_LOG" || fail bind
+  done
+fi
 echo mounted
 rt run --detach --bundle "$SB_BUNDLE" --pid-file "$SB_PIDFILE" "$SB_ID" </dev/null >>"$SB_LOG" 2>&1 || fail run
 echo started
@@ -72,7 +78,8 @@ exec crun "$@"
  * devpts instance `<pts dir>` (the box's own, reached through `/proc/<init>/root/dev/pts`, so the
  * command sees `/dev/pts/<n>` of its box), sets its size, runs `argv` in a new session with the
  * terminal as stdin/stdout/stderr, and copies stdin to the terminal and the terminal to stdout.
- * At the end of stdin it types the terminal's EOF character once, as script(1) does. It exits when
+ * With `SB_TTY_UID` in its environment the terminal is chowned to that host uid (the command's user
+ * mapped by the box's user namespace). At the end of stdin it types the terminal's EOF character once, as script(1) does. It exits when
  * `argv` exits (after copying what is left to read; a background process holding the terminal does
  * not keep it), with the exit code of `argv` or 128 + signal.
  * The ioctl numbers are the asm-generic ones (x86_64, arm64).
@@ -95,6 +102,8 @@ $n = unpack('I', $n);
 sysopen(my $s, "$pts/$n", $O_RDWR_NOCTTY) or fail("opening $pts/$n: $!");
 my $winsize = pack('S4', $rows, $cols, 0, 0);
 ioctl($s, $TIOCSWINSZ, $winsize) or fail("sizing the terminal: $!");
+# In a user namespace the terminal belongs to the command's mapped host uid (else it is nobody's there).
+if (defined $ENV{SB_TTY_UID}) { chown($ENV{SB_TTY_UID}, -1, $s) or fail("chown of the terminal: $!"); delete $ENV{SB_TTY_UID}; }
 $SIG{PIPE} = 'DEFAULT';
 my $pid = fork() // fail("fork: $!");
 if ($pid == 0) {

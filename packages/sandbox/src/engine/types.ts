@@ -10,6 +10,13 @@ export interface EngineMount {
   hostPath: string;
   guestPath: string;
   readOnly: boolean;
+  /**
+   * In a box with a user namespace: true for a directory whose files belong to the box (managed
+   * volumes), stored with the box range's host ids (box root is host uid 100000 there) and bound as
+   * is, its top directory given to the mapped root when host root owns it; false or absent for a
+   * host directory, bound idmapped so that host uid `k` is box uid `k` (ENGINE.md "User namespaces").
+   */
+  ownedByBox?: boolean;
 }
 
 /** Everything the engine needs to start one box. Sizes in MiB/GB as named; times in ms. */

@@ -452,7 +452,7 @@ export class LocalRuntime implements RuntimeBackend {
           `volumes[${i}].managedVolume`,
         );
         volumeIds.push(record.id);
-        mounts.push({ hostPath: dataDir, guestPath: volume.guestPath, readOnly: false });
+        mounts.push({ hostPath: dataDir, guestPath: volume.guestPath, readOnly: false, ownedByBox: true });
       } else {
         mounts.push({
           hostPath: volume.hostPath!,
