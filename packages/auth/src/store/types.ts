@@ -560,8 +560,8 @@ export interface NewLoginSession {
 }
 
 /**
- * Storage of the auth core. The default implementation is `SqliteAuthStore`; a PostgreSQL one can implement
- * the same interface. All methods may throw the typed errors of `../errors.ts`.
+ * Storage of the auth core: `SqliteAuthStore` (embedded, the default) or `PostgresAuthStore` (several
+ * instances behind one database). All methods may throw the typed errors of `../errors.ts`.
  */
 export interface AuthStore {
   // ── users ──
@@ -809,6 +809,13 @@ export interface AuthStore {
     metadata: ClientMetadata,
     options?: ChangeOptions,
   ): Promise<ClientRecord>;
+
+  /**
+   * Calls `listener` whenever any process sharing this store inserts or retires a signing key, so that
+   * every instance's key manager reloads at once (not only at its periodic reload). Optional: a store only
+   * one process uses (SQLite) leaves it out. @returns a function that stops watching.
+   */
+  watchSigningKeys?(listener: () => void): Promise<() => Promise<void>>;
 
   /** Releases the storage (closes the database). */
   close(): Promise<void>;

@@ -1,0 +1,211 @@
+/**
+ * Audit log and the OAuth extension state of the PostgreSQL store: device authorizations (RFC 8628),
+ * pushed authorization requests (RFC 9126), the one-time-key replay cache shared by every instance
+ * (DPoP `jti`, RFC 9449 §11.1; client assertion `jti`, RFC 7523 §3), and expiry purging.
+ */
+import { auditFilter, paging } from '../inputs.ts';
+import { toAudit, toDeviceCode, toPushedRequest } from '../rows.ts';
+import type { AuditEvent, AuditQuery, DeviceCodeRecord, Page, PushedRequestRecord } from '../types.ts';
+import { all, get, getAs, type Param, type PgContext, type Q, run, tx, write } from './db.ts';
+
+/** See `AuthStore.listAudit`. */
+export async function listAudit(q: Q, query?: AuditQuery): Promise<Page<AuditEvent>> {
+  const { offset, limit } = paging(query);
+  const filter = auditFilter(query ?? {});
+  const where: string[] = [];
+  const params: Param[] = [];
+  for (const [column, value] of filter.equal) {
+    where.push(`${column} = ?`);
+    params.push(value);
+  }
+  if (filter.from !== undefined) {
+    where.push('time >= ?');
+    params.push(filter.from);
+  }
+  if (filter.to !== undefined) {
+    where.push('time < ?');
+    params.push(filter.to);
+  }
+  const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
+  const [count, rows] = await Promise.all([
+    get(q, `SELECT count(*) AS n FROM audit_events ${clause}`, ...params),
+    all(
+      q,
+      `SELECT * FROM audit_events ${clause} ORDER BY time DESC, id DESC LIMIT ? OFFSET ?`,
+      ...params,
+      limit,
+      offset,
+    ),
+  ]);
+  return { items: rows.map(toAudit), total: Number(count?.n) };
+}
+
+/** See `AuthStore.insertDeviceCode`. */
+export function insertDeviceCode(
+  q: Q,
+  input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
+): Promise<DeviceCodeRecord> {
+  return write('device code', { field: 'userCode', value: input.userCode }, async () => {
+    const row = await get(
+      q,
+      `INSERT INTO device_codes (device_code_hash, user_code, client_id, scope, interval_s, created_at, expires_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+      input.deviceCodeHash,
+      input.userCode,
+      input.clientId,
+      input.scope,
+      input.intervalSeconds,
+      input.createdAt,
+      input.expiresAt,
+    );
+    return toDeviceCode(row!);
+  });
+}
+
+/** See `AuthStore.findDeviceCodeByUserCode`. */
+export function findDeviceCodeByUserCode(q: Q, userCode: string): Promise<DeviceCodeRecord | undefined> {
+  return getAs(toDeviceCode, q, 'SELECT * FROM device_codes WHERE user_code = ?', String(userCode));
+}
+
+/** See `AuthStore.pollDeviceCode`: the row is locked for the read and the update. */
+export function pollDeviceCode(
+  ctx: PgContext,
+  deviceCodeHash: string,
+  now: number,
+): Promise<{ record: DeviceCodeRecord; slowDown: boolean } | undefined> {
+  return tx(ctx, async (q) => {
+    const record = await getAs(
+      toDeviceCode,
+      q,
+      'SELECT * FROM device_codes WHERE device_code_hash = ? FOR UPDATE',
+      String(deviceCodeHash),
+    );
+    if (!record) return undefined;
+    const slowDown =
+      record.status === 'pending' &&
+      record.lastPolledAt !== null &&
+      now - record.lastPolledAt < record.intervalSeconds * 1000;
+    await run(
+      q,
+      'UPDATE device_codes SET last_polled_at = ?, interval_s = interval_s + ? WHERE device_code_hash = ?',
+      now,
+      slowDown ? 5 : 0,
+      record.deviceCodeHash,
+    );
+    return { record, slowDown };
+  });
+}
+
+/** See `AuthStore.decideDeviceCode`. */
+export async function decideDeviceCode(
+  q: Q,
+  userCode: string,
+  approved: boolean,
+  userId: string,
+  now: number,
+): Promise<boolean> {
+  const changed = await run(
+    q,
+    `UPDATE device_codes SET status = ?, user_id = ?
+      WHERE user_code = ? AND status = 'pending' AND expires_at > ?`,
+    approved ? 'approved' : 'denied',
+    userId,
+    String(userCode),
+    now,
+  );
+  return changed === 1;
+}
+
+/** See `AuthStore.consumeDeviceCode`. */
+export async function consumeDeviceCode(q: Q, deviceCodeHash: string): Promise<boolean> {
+  const changed = await run(
+    q,
+    `UPDATE device_codes SET status = 'used' WHERE device_code_hash = ? AND status = 'approved'`,
+    String(deviceCodeHash),
+  );
+  return changed === 1;
+}
+
+/** See `AuthStore.insertPushedRequest`. */
+export function insertPushedRequest(
+  q: Q,
+  input: Omit<PushedRequestRecord, 'usedAt'>,
+): Promise<PushedRequestRecord> {
+  return write('pushed request', { field: 'requestHash', value: '…' }, async () => {
+    const row = await get(
+      q,
+      `INSERT INTO pushed_authorization_requests (request_hash, client_id, params, created_at, expires_at)
+        VALUES (?, ?, ?, ?, ?) RETURNING *`,
+      input.requestHash,
+      input.clientId,
+      input.params,
+      input.createdAt,
+      input.expiresAt,
+    );
+    return toPushedRequest(row!);
+  });
+}
+
+/** See `AuthStore.findPushedRequest`. */
+export function findPushedRequest(q: Q, requestHash: string): Promise<PushedRequestRecord | undefined> {
+  return getAs(
+    toPushedRequest,
+    q,
+    'SELECT * FROM pushed_authorization_requests WHERE request_hash = ?',
+    String(requestHash),
+  );
+}
+
+/** See `AuthStore.consumePushedRequest`. */
+export async function consumePushedRequest(q: Q, requestHash: string, now: number): Promise<boolean> {
+  const changed = await run(
+    q,
+    `UPDATE pushed_authorization_requests SET used_at = ?
+      WHERE request_hash = ? AND used_at IS NULL AND expires_at > ?`,
+    now,
+    String(requestHash),
+    now,
+  );
+  return changed === 1;
+}
+
+/**
+ * See `AuthStore.claimReplayKey`: one `INSERT … ON CONFLICT` inserts the key or takes over an expired row
+ * of the same key; of concurrent claims of one key (from any instance) exactly one changes a row.
+ */
+export async function claimReplayKey(
+  q: Q,
+  kind: string,
+  key: string,
+  expiresAt: number,
+  now: number,
+): Promise<boolean> {
+  const changed = await run(
+    q,
+    `INSERT INTO replay_cache (kind, key, expires_at) VALUES (?, ?, ?)
+      ON CONFLICT (kind, key) DO UPDATE SET expires_at = excluded.expires_at WHERE replay_cache.expires_at <= ?`,
+    String(kind),
+    String(key),
+    expiresAt,
+    now,
+  );
+  return changed === 1;
+}
+
+/** See `AuthStore.purgeExpired`. */
+export function purgeExpired(ctx: PgContext, now: number): Promise<number> {
+  return tx(ctx, async (q) => {
+    let total = 0;
+    for (const statement of [
+      'DELETE FROM refresh_tokens WHERE expires_at <= ?',
+      'DELETE FROM authorization_codes WHERE expires_at <= ?',
+      'DELETE FROM login_sessions WHERE expires_at <= ?',
+      'DELETE FROM signing_keys WHERE expires_at IS NOT NULL AND expires_at <= ?',
+      'DELETE FROM replay_cache WHERE expires_at <= ?',
+      'DELETE FROM pushed_authorization_requests WHERE expires_at <= ?',
+      'DELETE FROM device_codes WHERE expires_at <= ?',
+    ])
+      total += await run(q, statement, now);
+    return total;
+  });
+}

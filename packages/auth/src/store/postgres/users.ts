@@ -1,0 +1,297 @@
+/**
+ * Users, the lockout counter and the user subject of the PostgreSQL store (spec 001 "User", "Lockout").
+ *
+ * Lockout counting is one atomic `UPDATE … RETURNING` per attempt: PostgreSQL re-checks the `WHERE` clause
+ * of a row updated concurrently (READ COMMITTED), so concurrent attempts from any number of instances never
+ * count more than `maxFailures`. Read-modify-write changes lock the user row (`SELECT … FOR UPDATE`).
+ */
+import { randomUUID } from 'node:crypto';
+import { NotFoundError, ValidationError } from '../../errors.ts';
+import { newStamp, newUserValues, userPatchValues } from '../inputs.ts';
+import { num, toRole, toUser } from '../rows.ts';
+import type {
+  AccessAttempt,
+  ChangeOptions,
+  ListQuery,
+  NewUser,
+  Page,
+  UserPatch,
+  UserRecord,
+  UserSubject,
+} from '../types.ts';
+import * as v from '../validation.ts';
+import { all, change, get, getAs, type PgContext, page, type Q, run } from './db.ts';
+
+/** Users with the names of the roles they hold (`roles`, an array); alias `u`. */
+export const USER_SELECT = `SELECT u.*, ARRAY(SELECT r.name FROM user_roles ur JOIN roles r ON r.id = ur.role_id
+  WHERE ur.user_id = u.id) AS roles FROM users u`;
+
+/** Roles with the names of their parents (`parent_roles`, an array); alias `r`. */
+export const ROLE_SELECT = `SELECT r.*, ARRAY(SELECT p.name FROM role_parents rp JOIN roles p ON p.id = rp.parent_id
+  WHERE rp.role_id = r.id) AS parent_roles FROM roles r`;
+
+/** The ids of the roles named `names`. @throws ValidationError (`<field>[i]`: `unknown_role`). */
+export async function roleIds(q: Q, names: readonly string[], field: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (const [i, name] of names.entries()) {
+    const row = await get(q, 'SELECT id FROM roles WHERE name_key = ?', v.nameKey(name));
+    if (!row) {
+      throw new ValidationError(
+        `${field}[${i}]`,
+        'unknown_role',
+        `${field}[${i}]: role '${name}' does not exist`,
+      );
+    }
+    ids.push(String(row.id));
+  }
+  return ids;
+}
+
+async function setUserRoles(q: Q, userId: string, ids: readonly string[]): Promise<void> {
+  await run(q, 'DELETE FROM user_roles WHERE user_id = ?', userId);
+  for (const roleId of ids)
+    await run(q, 'INSERT INTO user_roles (user_id, role_id) VALUES (?, ?)', userId, roleId);
+}
+
+/** The user with that id, or undefined. */
+export function user(q: Q, id: string): Promise<UserRecord | undefined> {
+  return getAs(toUser, q, `${USER_SELECT} WHERE u.id = ?`, id);
+}
+
+/** The user with that id, its row locked until the transaction ends. @throws NotFoundError. */
+async function lockedUser(q: Q, id: string): Promise<UserRecord> {
+  await get(q, 'SELECT 1 FROM users WHERE id = ? FOR UPDATE', id);
+  const found = await user(q, id);
+  if (!found) throw new NotFoundError('user', id);
+  return found;
+}
+
+/** See `AuthStore.createUser`. */
+export async function createUser(
+  ctx: PgContext,
+  input: NewUser,
+  options?: ChangeOptions,
+): Promise<UserRecord> {
+  const { userName, isEnabled, roles, direct, denied, passwordHash, profile } = newUserValues(input);
+  const id = randomUUID();
+  const now = ctx.now();
+  return change(ctx, 'user', { field: 'userName', value: userName }, options, async (q) => {
+    const ids = await roleIds(q, roles, 'roles');
+    await run(
+      q,
+      `INSERT INTO users (id, user_name, user_name_key, password_hash, is_enabled, security_stamp,
+        direct_permissions, denied_permissions, created_at, updated_at, display_name, given_name, family_name,
+        email, email_verified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      id,
+      userName,
+      v.nameKey(userName),
+      passwordHash,
+      isEnabled,
+      newStamp(),
+      direct,
+      denied,
+      now,
+      now,
+      profile.displayName ?? null,
+      profile.givenName ?? null,
+      profile.familyName ?? null,
+      profile.email ?? null,
+      profile.emailVerified ?? false,
+    );
+    await setUserRoles(q, id, ids);
+    return (await user(q, id))!;
+  });
+}
+
+/** See `AuthStore.findUserByName`. */
+export async function findUserByName(q: Q, userName: string): Promise<UserRecord | undefined> {
+  if (typeof userName !== 'string') return undefined;
+  return getAs(toUser, q, `${USER_SELECT} WHERE u.user_name_key = ?`, v.nameKey(userName.trim()));
+}
+
+/** See `AuthStore.listUsers`. */
+export function listUsers(q: Q, query?: ListQuery): Promise<Page<UserRecord>> {
+  const key = 'u.user_name_key';
+  return page(q, query, { table: 'users u', select: USER_SELECT, search: key, order: key }, toUser);
+}
+
+/** See `AuthStore.updateUser`. */
+export async function updateUser(
+  ctx: PgContext,
+  id: string,
+  patch: UserPatch,
+  options?: ChangeOptions,
+): Promise<UserRecord> {
+  const { userName, isEnabled, roles, direct, denied, profile } = userPatchValues(patch);
+  return change(ctx, 'user', { field: 'userName', value: userName ?? '' }, options, async (q) => {
+    const current = await lockedUser(q, id);
+    const ids = roles === undefined ? undefined : await roleIds(q, roles, 'roles');
+    const disabling = isEnabled === false && current.isEnabled;
+    const name = userName ?? current.userName;
+    const keep = <T>(value: T | undefined, old: T) => (value === undefined ? old : value);
+    await run(
+      q,
+      `UPDATE users SET display_name = ?, given_name = ?, family_name = ?, email = ?, email_verified = ?,
+        user_name = ?, user_name_key = ?, is_enabled = ?, direct_permissions = ?, denied_permissions = ?,
+        security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?`,
+      keep(profile.displayName, current.displayName),
+      keep(profile.givenName, current.givenName),
+      keep(profile.familyName, current.familyName),
+      keep(profile.email, current.email),
+      keep(profile.emailVerified, current.emailVerified),
+      name,
+      v.nameKey(name),
+      isEnabled ?? current.isEnabled,
+      direct ?? current.directPermissions,
+      denied ?? current.deniedPermissions,
+      disabling ? newStamp() : current.securityStamp,
+      ctx.now(),
+      id,
+    );
+    if (ids) await setUserRoles(q, id, ids);
+    return (await user(q, id))!;
+  });
+}
+
+/** See `AuthStore.setPasswordHash`. */
+export async function setPasswordHash(
+  ctx: PgContext,
+  id: string,
+  passwordHash: string,
+  options?: ChangeOptions & { rotateStamp?: boolean },
+): Promise<UserRecord> {
+  if (typeof passwordHash !== 'string' || passwordHash.length === 0) {
+    throw new ValidationError('passwordHash', 'required');
+  }
+  const rotate = options?.rotateStamp ?? true;
+  return change(ctx, 'user', { field: 'id', value: id }, options, async (q) => {
+    const changed = await run(
+      q,
+      `UPDATE users SET password_hash = ?, security_stamp = CASE WHEN ? THEN ? ELSE security_stamp END,
+        version = version + 1, updated_at = ? WHERE id = ?`,
+      passwordHash,
+      rotate,
+      newStamp(),
+      ctx.now(),
+      id,
+    );
+    if (changed === 0) throw new NotFoundError('user', id);
+    return (await user(q, id))!;
+  });
+}
+
+/** See `AuthStore.lockUser`. */
+export async function lockUser(
+  ctx: PgContext,
+  id: string,
+  until: number,
+  options?: ChangeOptions,
+): Promise<UserRecord> {
+  if (!Number.isFinite(until))
+    throw new ValidationError('lockoutEnd', 'timestamp', 'lockoutEnd: ms epoch number');
+  return change(ctx, 'user', { field: 'id', value: id }, options, async (q) => {
+    const changed = await run(
+      q,
+      `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?, version = version + 1,
+        updated_at = ? WHERE id = ?`,
+      Math.trunc(until),
+      newStamp(),
+      ctx.now(),
+      id,
+    );
+    if (changed === 0) throw new NotFoundError('user', id);
+    return (await user(q, id))!;
+  });
+}
+
+/** See `AuthStore.unlockUser`. */
+export async function unlockUser(ctx: PgContext, id: string, options?: ChangeOptions): Promise<UserRecord> {
+  return change(ctx, 'user', { field: 'id', value: id }, options, async (q) => {
+    const changed = await run(
+      q,
+      `UPDATE users SET lockout_end = NULL, access_failed_count = 0, version = version + 1, updated_at = ?
+        WHERE id = ?`,
+      ctx.now(),
+      id,
+    );
+    if (changed === 0) throw new NotFoundError('user', id);
+    return (await user(q, id))!;
+  });
+}
+
+/** See `AuthStore.deleteUser`. */
+export async function deleteUser(ctx: PgContext, id: string, options?: ChangeOptions): Promise<void> {
+  await change(ctx, 'user', { field: 'id', value: id }, options, async (q) => {
+    if ((await run(q, 'DELETE FROM users WHERE id = ?', id)) === 0) throw new NotFoundError('user', id);
+  });
+}
+
+/** See `AuthStore.getUserSubject`: the user and the closure of its roles, in one transaction. */
+export async function getUserSubject(ctx: PgContext, id: string): Promise<UserSubject | undefined> {
+  const [found, roles] = await Promise.all([
+    user(ctx.sql, String(id)),
+    all(
+      ctx.sql,
+      `WITH RECURSIVE held(id) AS (
+        SELECT role_id FROM user_roles WHERE user_id = ?
+        UNION SELECT rp.parent_id FROM role_parents rp JOIN held ON rp.role_id = held.id)
+        ${ROLE_SELECT} WHERE r.id IN (SELECT id FROM held) ORDER BY r.name_key`,
+      String(id),
+    ),
+  ]);
+  if (!found) return undefined;
+  return { user: found, roles: roles.map(toRole) };
+}
+
+/** See `AuthStore.beginAccessAttempt`: one atomic `UPDATE … RETURNING`. */
+export async function beginAccessAttempt(
+  q: Q,
+  userId: string,
+  now: number,
+  maxFailures: number,
+): Promise<AccessAttempt> {
+  const row = await get(
+    q,
+    `UPDATE users SET access_failed_count = access_failed_count + 1, lockout_end = NULL
+      WHERE id = ? AND (lockout_end IS NULL OR lockout_end <= ?) AND access_failed_count < ?
+      RETURNING access_failed_count`,
+    userId,
+    now,
+    maxFailures,
+  );
+  if (row) return { allowed: true, attempt: Number(row.access_failed_count), lockoutEnd: null };
+  const current = await get(q, 'SELECT lockout_end FROM users WHERE id = ?', userId);
+  return { allowed: false, attempt: 0, lockoutEnd: current ? num(current.lockout_end) : null };
+}
+
+/** See `AuthStore.failAccessAttempt`. */
+export async function failAccessAttempt(
+  q: Q,
+  userId: string,
+  attempt: number,
+  now: number,
+  maxFailures: number,
+  lockoutMs: number,
+): Promise<boolean> {
+  if (attempt < maxFailures) return false;
+  const changed = await run(
+    q,
+    `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?, version = version + 1,
+      updated_at = ? WHERE id = ?`,
+    now + lockoutMs,
+    newStamp(),
+    now,
+    userId,
+  );
+  return changed > 0;
+}
+
+/** See `AuthStore.succeedAccessAttempt`. */
+export async function succeedAccessAttempt(q: Q, userId: string): Promise<void> {
+  await run(
+    q,
+    `UPDATE users SET access_failed_count = 0, lockout_end = NULL
+      WHERE id = ? AND (access_failed_count <> 0 OR lockout_end IS NOT NULL)`,
+    userId,
+  );
+}
