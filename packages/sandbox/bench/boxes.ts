@@ -138,7 +138,8 @@ async function main(): Promise<void> {
       homeDir,
       imageRegistries: [{ host: '127.0.0.1:5000', transport: 'http', search: true }],
     });
-    const image = await runtime.images.pull(IMAGE);
+    await runtime.images.pull(IMAGE);
+    const image = (await runtime.images.get(IMAGE))!;
     const stages: Record<string, number[]> = {};
     const enabled = runtimeVariant(runtime, 'JsRuntime (net on)', 'enabled', stages);
     const disabled = runtimeVariant(runtime, 'JsRuntime (net off)', 'disabled', null);

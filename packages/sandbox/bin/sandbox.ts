@@ -316,7 +316,7 @@ export function buildProgram(): Command {
       const prepared = await runtimeFrom(command).images.pull(image, {
         onProgress: renderPullProgress(process.stderr),
       });
-      process.stdout.write(`${prepared.reference} ${prepared.digest}\n`);
+      process.stdout.write(`${prepared.resolvedReference} ${prepared.digest}\n`);
     });
 
   program

@@ -133,6 +133,57 @@ export interface JsBoxOptions extends JsLifetimeOptions {
    * runtime's `JsOptions.isolation`, else `container`. A `gvisor` box refuses `tty` commands.
    */
   isolation?: IsolationTier;
+  /**
+   * Replaces the image's ENTRYPOINT (BoxLite `entrypoint`). With `entrypoint` or `cmd` set, the box runs
+   * a main process, `entrypoint + cmd`, started after the box is up (and again on every `start()`);
+   * without either, the box runs no main process (only the commands given to `exec`).
+   */
+  entrypoint?: string[];
+  /**
+   * Replaces the image's CMD (BoxLite `cmd`): the main process is the image's ENTRYPOINT (or
+   * `entrypoint`) followed by these arguments. Setting `entrypoint` alone drops the image's CMD (Docker's rule).
+   */
+  cmd?: string[];
+  /**
+   * User of the main process and the default user of `exec` (BoxLite `user`): `name|uid[:group|gid]`,
+   * names looked up in the box's /etc/passwd and /etc/group; default the image's USER, else root.
+   */
+  user?: string;
+  /** Periodic health check of the box (BoxLite `healthCheck`; Docker HEALTHCHECK semantics). */
+  healthCheck?: JsHealthCheckOptions;
+}
+
+/**
+ * Health check of a box (BoxLite `JsHealthCheckOptions`; Docker HEALTHCHECK semantics). Times in seconds.
+ * A check is one run of `command` in the box; it fails on a non-zero exit or when it outlasts `timeout`.
+ */
+export interface JsHealthCheckOptions {
+  /** Seconds between the start of one check and the next; default 30. */
+  interval?: number;
+  /** Seconds a check may take before it is killed and counted as failed; default 30. */
+  timeout?: number;
+  /** Consecutive failures (after the start period) that make the box `unhealthy`; default 3. */
+  retries?: number;
+  /** Seconds after each start during which failures do not count; default 0. */
+  startPeriod?: number;
+  /**
+   * The check, exec form (`['curl', '-f', 'http://localhost/']`), or Docker's `['CMD', …]` /
+   * `['CMD-SHELL', 'script']`. Default: the image's HEALTHCHECK when it has one, else a probe that the box
+   * still runs commands (BoxLite checks its guest agent the same way).
+   */
+  command?: string[];
+}
+
+/** Health of a box (BoxLite `JsHealthState`): `none` when no health check is configured. */
+export type JsHealthState = 'none' | 'starting' | 'healthy' | 'unhealthy';
+
+/** Health status of a box (BoxLite `JsHealthStatus`). */
+export interface JsHealthStatus {
+  state: JsHealthState;
+  /** Consecutive failed checks. */
+  failures: number;
+  /** RFC 3339 time of the last completed check; absent before the first. */
+  lastCheck?: string;
 }
 
 /** What happens when a box's timeout passes (`JsLifetimeOptions.onTimeout`). */
@@ -209,6 +260,8 @@ export interface JsBoxInfo {
   network: JsNetworkInfo | null;
   /** Isolation tier (and gVisor platform) the box runs under; absent when the server does not say. */
   isolation?: JsIsolationInfo;
+  /** Health of the box (BoxLite `healthStatus`); state `none` without a `healthCheck`. */
+  healthStatus?: JsHealthStatus;
 }
 
 /** Result of `JsExecution.wait` (spec 002 `JsExecResult`). */

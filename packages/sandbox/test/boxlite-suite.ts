@@ -145,5 +145,29 @@ export function boxliteSuite(
         (e: unknown) => e instanceof BoxError && e.code === 'invalid_option' && e.field === 'cpus',
       );
     });
+
+    it('images.pull returns what was asked, configDigest and layerCount (images example); list; remove', async () => {
+      const pulled = await runtime.images.pull(BUSYBOX);
+      assert.equal(pulled.reference, BUSYBOX);
+      assert.match(pulled.configDigest, /^sha256:[0-9a-f]{64}$/);
+      assert.equal(pulled.layerCount, 1);
+      assert.match(pulled.resolvedReference, /\/library\/busybox:latest$/);
+      const listed = (await runtime.images.list()).find((image) => image.id === pulled.digest);
+      assert.equal(listed?.tag, 'latest');
+      assert.equal(listed?.reference, pulled.resolvedReference);
+      await assert.rejects(
+        runtime.images.pull('127.0.0.1:5000/library/no-such-image:1'),
+        (e: unknown) => e instanceof BoxError && e.code === 'image',
+      );
+      // In use by this suite's box.
+      await assert.rejects(
+        runtime.images.remove(BUSYBOX),
+        (e: unknown) => e instanceof BoxError && e.code === 'conflict',
+      );
+      await assert.rejects(
+        runtime.images.remove('127.0.0.1:5000/library/never-pulled:1'),
+        (e: unknown) => e instanceof BoxError && e.code === 'not_found',
+      );
+    });
   });
 }

@@ -186,6 +186,7 @@ describe('media types and store', () => {
       workingDir: '/srv',
       user: '1000:1000',
       exposedPorts: [],
+      healthcheck: null,
     });
   });
 

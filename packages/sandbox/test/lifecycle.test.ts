@@ -2,6 +2,7 @@
 import { after } from 'node:test';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
+import { boxProcessSuite } from './box-process-suite.ts';
 import { lifecycleSuite } from './lifecycle-suite.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
@@ -22,8 +23,19 @@ lifecycleSuite('lifecycle on the local runtime', 'local', async () => ({
 }));
 
 lifecycleSuite('lifecycle on the REST runtime', 'rest', async () => {
-  server = await startRestServer({ runtime: testRuntime(sharedHome()), port: 0 });
+  server ??= await startRestServer({ runtime: testRuntime(sharedHome()), port: 0 });
   return { kind: 'rest', runtime: new JsRuntime({ url: server.url }) };
+});
+
+boxProcessSuite('entrypoint, cmd, user and healthCheck on the local runtime', 'local', async () => ({
+  runtime: testRuntime(sharedHome()),
+  // Another instance on the same homeDir: it reads what the first one recorded.
+  reader: testRuntime(sharedHome()),
+}));
+
+boxProcessSuite('entrypoint, cmd, user and healthCheck on the REST runtime', 'rest', async () => {
+  server ??= await startRestServer({ runtime: testRuntime(sharedHome()), port: 0 });
+  return { runtime: new JsRuntime({ url: server.url }), reader: new JsRuntime({ url: server.url }) };
 });
 
 after(async () => {

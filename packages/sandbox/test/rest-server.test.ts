@@ -205,10 +205,17 @@ describe('REST rules of spec 002', () => {
     );
   });
 
-  it('SimpleBox accepts a REST runtime; images are managed by the server', async () => {
+  it('SimpleBox accepts a REST runtime; images are listed from the server', async () => {
     await using simple = new SimpleBox({ image: BUSYBOX, runtime: rest });
     assert.equal((await simple.exec('echo', 'over rest')).stdout, 'over rest\n');
-    await assert.rejects(rest.images.list(), /REST runtime server/);
+    // The server's store is listed; host layer directories stay on the server.
+    assert.ok(
+      (await rest.images.list()).some((image) => image.reference.endsWith('/library/busybox:latest')),
+    );
+    await assert.rejects(
+      rest.images.get(BUSYBOX),
+      (e: unknown) => e instanceof BoxError && e.code === 'unsupported',
+    );
     assert.throws(
       () => new JsRuntime({ url: 'ftp://x' }),
       (e: unknown) => e instanceof BoxError && e.field === 'url',
@@ -230,6 +237,17 @@ describe('wire format', () => {
       ['POST', '/v1/boxes', '{not json', 400],
       ['POST', '/v1/boxes', { image: BUSYBOX, colour: 'red' }, 400, 'colour'],
       ['POST', '/v1/boxes', { image: BUSYBOX, memory_mib: 'lots' }, 400, 'memoryMib'],
+      [
+        'POST',
+        '/v1/boxes',
+        { image: BUSYBOX, health_check: { start_period: -1 } },
+        400,
+        'healthCheck.startPeriod',
+      ],
+      ['POST', '/v1/boxes', { image: BUSYBOX, cmd: 'sleep 1' }, 400, 'cmd'],
+      ['POST', '/v1/images/pull', {}, 400, 'reference'],
+      ['POST', '/v1/images/pull', { reference: '127.0.0.1:5000/library/no-such-image:1' }, 422],
+      ['DELETE', '/v1/images?reference=127.0.0.1:5000/library/never-pulled:1', undefined, 404],
       ['POST', '/v1/boxes/rest-main/executions', { cmd: '' }, 400, 'cmd'],
       ['POST', '/v1/boxes/rest-main/executions', { cmd: 'true', tty: 'yes' }, 400, 'tty'],
       ['DELETE', '/v1/boxes/rest-main?force=maybe', undefined, 400, 'force'],
@@ -264,6 +282,8 @@ describe('wire format', () => {
       '/v1/boxes/{box}/tunnels',
       '/v1/boxes/{box}/files/content',
       '/v1/boxes/{box}/files/watch',
+      '/v1/images/pull',
+      '/v1/images',
     ]) {
       assert.ok(doc.body.paths[path], path);
     }

@@ -16,6 +16,7 @@ import type {
   JsBoxInfo,
   JsBoxMetrics,
   JsBoxOptions,
+  JsHealthCheckOptions,
   JsNetworkHandle,
   JsPortSpec,
   JsVolumeSpec,
@@ -57,6 +58,14 @@ export interface SimpleBoxOptions {
   ports?: JsPortSpec[];
   secrets?: Secret[];
   advanced?: AdvancedBoxOptions;
+  /** Replaces the image's ENTRYPOINT; with `cmd`, the box's main process (`JsBoxOptions.entrypoint`). */
+  entrypoint?: string[];
+  /** Replaces the image's CMD (`JsBoxOptions.cmd`). */
+  cmd?: string[];
+  /** User of the main process and default user of `exec` (`JsBoxOptions.user`). */
+  user?: string;
+  /** Periodic health check, seconds (`JsBoxOptions.healthCheck`); status in `info().healthStatus`. */
+  healthCheck?: JsHealthCheckOptions;
 }
 
 /** Per-command options of `SimpleBox.exec` (array form). */
@@ -207,6 +216,10 @@ export class SimpleBox {
     if (o.ports !== undefined) result.ports = o.ports;
     if (o.secrets !== undefined) result.secrets = o.secrets;
     if (o.advanced !== undefined) result.advanced = o.advanced;
+    if (o.entrypoint !== undefined) result.entrypoint = o.entrypoint;
+    if (o.cmd !== undefined) result.cmd = o.cmd;
+    if (o.user !== undefined) result.user = o.user;
+    if (o.healthCheck !== undefined) result.healthCheck = o.healthCheck;
     return result;
   }
 

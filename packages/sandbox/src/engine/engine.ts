@@ -762,6 +762,11 @@ export class OciEngine implements Engine {
       }
     }
     writeFileSync(processFile, JSON.stringify(ociProcess));
+    if (options.detach) {
+      if (options.tty) throw new BoxError('detach: a background command cannot have a tty');
+      argv.splice(argv.indexOf('exec') + 1, 0, '--detach');
+      return this.execDetached(id, file, argv, pidFile, processFile);
+    }
     const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'], ...(ttyEnv ? { env: ttyEnv } : {}) });
     const exited = new Promise<number>((resolve, reject) => {
       child.on('error', (err) =>
@@ -829,6 +834,47 @@ export class OciEngine implements Engine {
       if (resizeAfterStart) proc.resize(resizeAfterStart.cols, resizeAfterStart.rows).catch(() => {});
     }
     return proc;
+  }
+
+  /**
+   * `exec` with `detach`: the runtime starts the command in the background, with /dev/null as its stdio,
+   * and returns; the command is then a child of the box init and outlives this process.
+   * @throws BoxError code `exec` when the runtime could not start it (e.g. no such program).
+   */
+  private async execDetached(
+    id: string,
+    file: string,
+    argv: string[],
+    pidFile: string,
+    processFile: string,
+  ): Promise<EngineProcess> {
+    const code = await new Promise<number>((resolve) => {
+      const child = spawn(file, argv, { stdio: 'ignore' });
+      child.on('error', () => resolve(-1));
+      child.on('exit', (c, signal) => resolve(c ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0)));
+    });
+    let pid: number | undefined;
+    try {
+      pid = Number.parseInt(readFileSync(pidFile, 'utf8'), 10) || undefined;
+    } catch {}
+    await rm(processFile, { force: true }).catch(() => {});
+    await rm(pidFile, { force: true }).catch(() => {});
+    if (code !== 0) {
+      throw new BoxError(`box ${id}: the background command could not be started (runtime exit ${code})`, {
+        code: 'exec',
+      });
+    }
+    const stdin = new PassThrough();
+    stdin.resume();
+    return {
+      stdin,
+      stdout: PassThrough.from([]) as Readable,
+      stderr: PassThrough.from([]) as Readable,
+      exited: Promise.resolve(0),
+      kill: async (signal: NodeJS.Signals = 'SIGKILL') => {
+        if (pid !== undefined && alive(pid)) process.kill(pid, signal);
+      },
+    };
   }
 
   /** Stops the box and unmounts its root; see `Engine.stop`. Idempotent. */

@@ -83,6 +83,11 @@ export interface EngineExecOptions {
   tty?: boolean;
   /** Size of that terminal from the first byte on, in character cells; default 80×24. Only with `tty`. */
   ttySize?: { cols: number; rows: number };
+  /**
+   * Start the command in the background and return once it runs: its stdio is /dev/null, it outlives
+   * this process, and `exited` resolves with 0 at once (a box's main process). Not with `tty`.
+   */
+  detach?: boolean;
 }
 
 /** A running command: raw byte streams and its exit. */

@@ -64,6 +64,8 @@ export interface ImageConfig {
     WorkingDir?: string;
     User?: string;
     ExposedPorts?: Record<string, unknown> | null;
+    /** Docker's HEALTHCHECK: `Test` is `['CMD', …]`, `['CMD-SHELL', script]` or `['NONE']`. */
+    Healthcheck?: { Test?: string[] | null } | null;
   };
   rootfs?: { type: string; diff_ids: string[] };
 }

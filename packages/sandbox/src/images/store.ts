@@ -43,6 +43,11 @@ export interface ImageRuntimeConfig {
   user: string | null;
   /** e.g. `8080/tcp`. EXPOSE does not publish host ports (spec 002 "Network tunnels"). */
   exposedPorts: string[];
+  /**
+   * The image's HEALTHCHECK test (Docker image config `Healthcheck.Test`): `['CMD', …]` or
+   * `['CMD-SHELL', script]`; null when the image has none or disables it (`['NONE']`).
+   */
+  healthcheck: string[] | null;
 }
 
 /** An image ready to run: its layers unpacked, bottom first, each usable as an overlayfs lower dir. */
@@ -51,6 +56,8 @@ export interface PreparedImage {
   reference: string;
   /** Manifest digest `sha256:…` (for a prepared rootfs directory: a digest of its path and mtime). */
   digest: string;
+  /** Digest of the image config blob (for a prepared rootfs directory: the same as `digest`). */
+  configDigest: string;
   /** Absolute directories of the unpacked layers, BOTTOM (base) FIRST. Read-only: never write into them. */
   layerDirs: string[];
   config: ImageRuntimeConfig;
@@ -183,7 +190,16 @@ function runtimeConfig(cfg: ImageConfig): ImageRuntimeConfig {
     workingDir: c.WorkingDir ? c.WorkingDir : null,
     user: c.User ? c.User : null,
     exposedPorts: Object.keys(c.ExposedPorts ?? {}),
+    healthcheck: healthTest(c.Healthcheck?.Test),
   };
+}
+
+/** A usable `Healthcheck.Test`: `['CMD', program, …]` or `['CMD-SHELL', script]`; else null. */
+function healthTest(test: unknown): string[] | null {
+  if (!Array.isArray(test) || !test.every((t) => typeof t === 'string')) return null;
+  if (test[0] === 'CMD' && test.length > 1 && test[1] !== '') return test;
+  if (test[0] === 'CMD-SHELL' && test.length === 2 && test[1] !== '') return test;
+  return null;
 }
 
 /** A layer download/unpack in flight, shared by every pull that needs it. */
@@ -314,7 +330,13 @@ export class ImageStore {
     }
     const layerDirs = rec.layers.map((d) => join(this.layerPath(d), 'rootfs'));
     for (const d of layerDirs) if (!fs.existsSync(d)) return null;
-    return { reference: rec.reference, digest: rec.digest, layerDirs, config: runtimeConfig(cfg) };
+    return {
+      reference: rec.reference,
+      digest: rec.digest,
+      configDigest: rec.configDigest,
+      layerDirs,
+      config: runtimeConfig(cfg),
+    };
   }
 
   /**
@@ -966,9 +988,11 @@ export class ImageStore {
     const hit = this.rootfsCache.get(key);
     if (hit) return hit;
     checkSymlinks(real, path);
+    const digest = `sha256:${createHash('sha256').update(key).digest('hex')}`;
     const img: PreparedImage = {
       reference: real,
-      digest: `sha256:${createHash('sha256').update(key).digest('hex')}`,
+      digest,
+      configDigest: digest,
       layerDirs: [real],
       config: {
         env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
@@ -977,6 +1001,7 @@ export class ImageStore {
         workingDir: null,
         user: null,
         exposedPorts: [],
+        healthcheck: null,
       },
     };
     this.rootfsCache.set(key, img);
@@ -1029,6 +1054,7 @@ export class ImageStore {
       return {
         reference: layoutDir,
         digest: desc.digest,
+        configDigest: manifest.config.digest,
         layerDirs: manifest.layers.map((l) => join(this.layerPath(l.digest), 'rootfs')),
         config: runtimeConfig(cfg),
       };

@@ -522,11 +522,25 @@ export class RestRuntime implements RuntimeBackend {
     this.#conn.mux.close();
   }
 
-  /** Image operations are the server's business: each rejects with code `unsupported`. */
+  /**
+   * The server's image store: `pull` (BoxLite's result shape), `list` and `remove` over HTTP. `get` (host
+   * layer directories) rejects with code `unsupported`: the layers are on the server's host.
+   */
   get images(): RuntimeImages {
-    const refuse = () =>
-      Promise.reject(new BoxError('images are managed by the REST runtime server', { code: 'unsupported' }));
-    return { pull: refuse, get: refuse, list: refuse, remove: refuse };
+    const conn = this.#conn;
+    return {
+      pull: (reference) => conn.call('POST', '/v1/images/pull', { reference }),
+      get: () =>
+        Promise.reject(
+          new BoxError('images.get: the layers of a REST runtime are on the server host', {
+            code: 'unsupported',
+          }),
+        ),
+      list: () => conn.call('GET', '/v1/images'),
+      remove: async (reference) => {
+        await conn.call('DELETE', `/v1/images?reference=${encodeURIComponent(reference)}`);
+      },
+    };
   }
 
   /** Managed volumes on the server. */

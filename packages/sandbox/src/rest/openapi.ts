@@ -155,6 +155,37 @@ export function openApiDocument(): Record<string, unknown> {
             auto_remove: bool,
             detach: bool,
             isolation: { enum: ['container', 'gvisor'], description: 'isolation tier; default container' },
+            entrypoint: {
+              type: 'array',
+              items: str,
+              description:
+                "replaces the image's ENTRYPOINT; with cmd, the box's main process (entrypoint + cmd)",
+            },
+            cmd: { type: 'array', items: str, description: "replaces the image's CMD" },
+            user: {
+              type: 'string',
+              description: 'name|uid[:group|gid] of the main process and default of exec',
+            },
+            health_check: obj({
+              interval: { type: 'number', minimum: 0.5, description: 'seconds between checks; default 30' },
+              timeout: { type: 'number', minimum: 0.1, description: 'seconds a check may take; default 30' },
+              retries: {
+                type: 'integer',
+                minimum: 1,
+                description: 'consecutive failures to unhealthy; default 3',
+              },
+              start_period: {
+                type: 'number',
+                minimum: 0,
+                description: 'seconds failures do not count; default 0',
+              },
+              command: {
+                type: 'array',
+                items: str,
+                description:
+                  "exec form, ['CMD', …] or ['CMD-SHELL', script]; default the image's HEALTHCHECK, else a probe",
+              },
+            }),
           },
           ['image'],
         ),
@@ -194,6 +225,14 @@ export function openApiDocument(): Record<string, unknown> {
             isolation: obj(
               { tier: { enum: ['container', 'gvisor'] }, platform: { enum: ['ptrace', 'kvm'] } },
               ['tier'],
+            ),
+            health_status: obj(
+              {
+                state: { enum: ['none', 'starting', 'healthy', 'unhealthy'] },
+                failures: int,
+                last_check: { type: 'string', format: 'date-time' },
+              },
+              ['state', 'failures'],
             ),
           },
           ['id', 'state', 'created_at', 'image', 'cpus', 'memory_mib', 'network'],
@@ -504,6 +543,61 @@ export function openApiDocument(): Record<string, unknown> {
           'sandbox.exec',
           { '201': { description: 'prepared', ...json(ref('Tunnel')) } },
           { requestBody: { required: true, ...json(obj({ port: int }, ['port'])) } },
+        ),
+      },
+      '/v1/images/pull': {
+        post: op(
+          'pull an image into the server store (BoxLite images.pull)',
+          'sandbox.boxes.write',
+          {
+            '200': {
+              description: 'pulled (or already stored)',
+              ...json(
+                obj(
+                  {
+                    reference: str,
+                    config_digest: str,
+                    layer_count: int,
+                    digest: str,
+                    resolved_reference: str,
+                  },
+                  ['reference', 'config_digest', 'layer_count'],
+                ),
+              ),
+            },
+            '422': { description: 'the image cannot be pulled (code image)', ...json(ref('Error')) },
+          },
+          { requestBody: { required: true, ...json(obj({ reference: str }, ['reference'])) } },
+        ),
+      },
+      '/v1/images': {
+        get: op('stored images (BoxLite images.list)', 'sandbox.boxes.read', {
+          '200': {
+            description: 'images',
+            ...json({
+              type: 'array',
+              items: obj({
+                reference: str,
+                repository: str,
+                tag: { type: ['string', 'null'] },
+                id: str,
+                digest: str,
+                size_bytes: int,
+                pulled_at: { type: 'string', format: 'date-time' },
+                cached_at: { type: 'string', format: 'date-time' },
+              }),
+            }),
+          },
+        }),
+        delete: op(
+          'remove an image reference (409 while a box uses it)',
+          'sandbox.boxes.write',
+          { '204': { description: 'removed' } },
+          {
+            parameters: [
+              { name: 'reference', in: 'query', required: true, description: 'image reference', schema: str },
+            ],
+          },
         ),
       },
       '/v1/volumes': {

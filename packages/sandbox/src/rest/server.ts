@@ -21,6 +21,7 @@ import type { JsRuntime } from '../runtime/runtime.ts';
 import type { JsBoxInfo, JsBoxOptions, JsNetworkHandle } from '../types.ts';
 import { Authenticator, type AuthOptions, isLoopback, type Principal } from './auth.ts';
 import { fileRoutes } from './files-routes.ts';
+import { imageRoutes } from './images-routes.ts';
 import { openApiDocument } from './openapi.ts';
 import { DEFAULT_BACKLOG_BYTES, ExecSession, type ExecSink, normalizeSignal } from './sessions.ts';
 import {
@@ -78,6 +79,10 @@ const BOX_OPTION_FIELDS = new Set([
   'autoRemove',
   'detach',
   'isolation',
+  'entrypoint',
+  'cmd',
+  'user',
+  'healthCheck',
 ]);
 const EXEC_FIELDS = new Set(['cmd', 'args', 'env', 'tty', 'cwd', 'user']);
 
@@ -292,6 +297,7 @@ export class RestServer {
 
     app.get('/v1/openapi.json', async () => openApiDocument());
     app.register(fileRoutes, { box: (idOrName: string) => this.#box(idOrName), config: exec });
+    app.register(imageRoutes, { images: () => this.#runtime.images });
 
     app.get('/v1/config', { config: read }, async () => ({
       api_version: 'v1',

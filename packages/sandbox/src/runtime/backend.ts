@@ -7,7 +7,7 @@
  * Boxes and executions: both backends return `JsBox` handles and `JsExecution`s (the REST ones are
  * subclasses overriding the transport), so callers see one type per concept.
  */
-import type { ImageInfo, ImageStore } from '../images/index.ts';
+import type { ImageInfo, ImageStore, PullOptions } from '../images/index.ts';
 import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
 import type { JsBox } from './box.ts';
 import type { VolumeRecord } from './state.ts';
@@ -34,10 +34,30 @@ export function splitReference(reference: string): { repository: string; tag: st
   return { repository: reference, tag: null };
 }
 
+/**
+ * What `images.pull()` returns (BoxLite `JsImagePullResult`: `reference` as asked, `configDigest`,
+ * `layerCount`), plus the manifest digest (`id` in `images.list()`) and the reference it is stored under.
+ */
+export interface ImagePullResult {
+  /** The reference as given to `pull`, e.g. `busybox:latest`. */
+  reference: string;
+  /** Digest of the image config blob, `sha256:…`. */
+  configDigest: string;
+  /** Number of filesystem layers. */
+  layerCount: number;
+  /** Manifest digest, `sha256:…`. */
+  digest: string;
+  /** Normalized reference the image is stored under, e.g. `registry-1.docker.io/library/busybox:latest`. */
+  resolvedReference: string;
+}
+
 /** Image operations of a runtime (issue 7: `images.pull`, `images.list`, `images.remove`). */
 export interface RuntimeImages {
-  /** Pulls an image (or finds it in the store) and prepares its layers. @throws BoxError code `image`. */
-  pull: ImageStore['pull'];
+  /**
+   * Pulls an image (or finds it in the store) and prepares its layers; `options.onProgress` and
+   * `signal` apply to a local runtime. @throws BoxError code `image`.
+   */
+  pull(reference: string, options?: PullOptions): Promise<ImagePullResult>;
   /** The stored image for a reference (no network access), or null. */
   get: ImageStore['get'];
   /** Images in the store, with BoxLite's `repository`, `tag`, `id` and `cachedAt` beside the store's fields. */

@@ -29,9 +29,11 @@ import { boxInfo, JsBox } from './box.ts';
 import type { RuntimeContext } from './context.ts';
 import { PendingCounters } from './counters.ts';
 import type { ExecutionReport } from './execution.ts';
+import { checkArgv, HealthMonitor, runCheck } from './health.ts';
 import { LifetimeStore, validateLifetimes } from './lifetimes.ts';
 import {
   DEFAULT_PIDS_LIMIT,
+  mainProcessArgv,
   type NormalizedBoxOptions,
   validateBoxName,
   validateBoxOptions,
@@ -89,6 +91,8 @@ export class LocalRuntime implements RuntimeBackend {
   readonly #secretValues = new Map<string, NormalizedBoxOptions['secrets']>();
   /** Stored box lifetimes (`lifetimes.ts`), enforced by the reaper process (`reaper.ts`). */
   readonly #lifetimes: LifetimeStore;
+  /** Health checks of the boxes this instance created or started (`health.ts`). */
+  readonly #health: HealthMonitor;
 
   /**
    * @param options `homeDir` (default {@link defaultHomeDir}) and `imageRegistries`, already checked by
@@ -137,6 +141,11 @@ export class LocalRuntime implements RuntimeBackend {
         touch: (id) => this.#lifetimes.touch(id),
       },
     };
+    this.#health = new HealthMonitor({
+      check: async (id, argv, timeoutMs) => runCheck(await this.#getEngine(), id, argv, timeoutMs),
+      save: (id, status) => this.#db.setHealth(id, status),
+      running: async (id) => this.#db.getBox(id)?.status === 'running',
+    });
   }
 
   /**
@@ -315,6 +324,7 @@ export class LocalRuntime implements RuntimeBackend {
 
   /** Deletes everything of a box: engine state, box directory, then (last) its record. */
   async #teardown(id: string): Promise<void> {
+    this.#health.unwatch(id);
     const engine = await this.#getEngine();
     this.#thawForStop(id);
     await engine.remove(id, this.#boxDir(id)); // kills the box first when it still runs
@@ -329,6 +339,7 @@ export class LocalRuntime implements RuntimeBackend {
     const record = this.#db.getBox(id);
     if (!record) throw notFound(`box ${id} no longer exists`);
     if (record.status === 'running' || record.status === 'creating') {
+      this.#health.unwatch(id);
       const engine = await this.#getEngine();
       this.#thawForStop(id);
       await engine.stop(id, graceMs);
@@ -490,7 +501,15 @@ export class LocalRuntime implements RuntimeBackend {
       detach: normalized.detach,
       isolation: normalized.isolation,
     };
-    if (image.config.user) spec.user = image.config.user;
+    const user = normalized.user ?? image.config.user;
+    if (user) spec.user = user;
+    const main = mainProcessArgv(normalized, image.config);
+    if (main && normalized.isolation === 'gvisor') {
+      throw new BoxError('entrypoint/cmd: a main process is not supported by the gvisor isolation tier', {
+        code: 'unsupported',
+        field: normalized.entrypoint !== undefined ? 'entrypoint' : 'cmd',
+      });
+    }
     if (normalized.diskSizeGb !== undefined) spec.diskSizeGb = normalized.diskSizeGb;
     const engine = await this.#getEngine();
     this.#networking().prepare(id, {
@@ -505,6 +524,21 @@ export class LocalRuntime implements RuntimeBackend {
       totalCreateDurationMs: ms(t0),
     };
     this.#db.markRunning(id, started.pid, processIdentity(started.pid), nowIso(), timings);
+    if (main) {
+      // The main process: in the background, as the box's user, in its working directory.
+      await engine
+        .exec(id, { cmd: main[0]!, args: main.slice(1), env: [], tty: false, detach: true })
+        .catch((error: Error) => {
+          throw new BoxError(
+            `cannot start the main process ${JSON.stringify(main)} of box ${boxName ?? id} (is ${main[0]} an executable of the image, runnable by its user?): ${error.message}`,
+            { cause: error, code: 'exec', field: normalized.entrypoint !== undefined ? 'entrypoint' : 'cmd' },
+          );
+        });
+    }
+    if (normalized.healthCheck) {
+      const argv = checkArgv(normalized.healthCheck.command, image.config.healthcheck);
+      this.#health.watch(id, normalized.healthCheck, argv, Date.now());
+    }
   }
 
   /**
@@ -638,10 +672,11 @@ export class LocalRuntime implements RuntimeBackend {
   }
 
   /**
-   * Spec 002 `close`: writes pending exec counters to the state database; boxes keep running per their
-   * `detach` option and their state is on disk.
+   * Spec 002 `close`: writes pending exec counters to the state database and ends this instance's health
+   * checks; boxes keep running per their `detach` option and their state is on disk.
    */
   close(): void {
+    this.#health.close();
     this.#pending.flush();
   }
 
@@ -649,10 +684,18 @@ export class LocalRuntime implements RuntimeBackend {
   get images(): RuntimeImages {
     const store = this.#store;
     return {
-      pull: (reference, options) =>
-        store.pull(reference, options).catch((error) => {
+      pull: async (reference, options) => {
+        const image = await store.pull(reference, options).catch((error) => {
           throw withCode(error, 'image', `cannot pull image '${reference}'`);
-        }),
+        });
+        return {
+          reference,
+          configDigest: image.configDigest,
+          layerCount: image.layerDirs.length,
+          digest: image.digest,
+          resolvedReference: image.reference,
+        };
+      },
       get: (reference) => store.get(reference),
       list: async () =>
         (await store.list()).map((image) => ({

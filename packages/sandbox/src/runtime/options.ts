@@ -16,6 +16,7 @@ import type {
   NetworkSpec,
   Secret,
 } from '../types.ts';
+import { type NormalizedHealthCheck, validateHealthCheck } from './health.ts';
 
 /** Default working directory of a box (spec 002 `JsBoxOptions.workingDir`). */
 export const DEFAULT_WORKING_DIR = '/root';
@@ -58,7 +59,17 @@ export interface NormalizedBoxOptions {
   isolation: IsolationTier;
   /** gVisor platform the box was started on; set by the local runtime, not by validation. */
   gvisorPlatform?: 'ptrace' | 'kvm';
+  /** Replacement of the image's ENTRYPOINT (may be empty: no entrypoint). */
+  entrypoint?: string[];
+  /** Replacement of the image's CMD (may be empty). */
+  cmd?: string[];
+  /** User of the main process and default user of commands, `name|uid[:group|gid]`. */
+  user?: string;
+  /** Health check with its defaults applied. */
+  healthCheck?: NormalizedHealthCheck;
 }
+
+export type { NormalizedHealthCheck } from './health.ts';
 
 /** What a runtime accepts beyond the options themselves. */
 export interface ValidateContext {
@@ -266,6 +277,27 @@ function validateCapabilities(advanced: unknown): NormalizedBoxOptions['capabili
   };
 }
 
+/** An argv list: an array of strings without NUL (may be empty). */
+function argvList(value: unknown, field: string): string[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value)) reject(field, 'must be an array of strings (exec form)');
+  return value.map((item, i) => {
+    if (typeof item !== 'string' || item.includes('\0'))
+      reject(`${field}[${i}]`, 'must be a string without NUL');
+    return item;
+  });
+}
+
+const USER_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$/;
+
+function validateUser(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' || !USER_RE.test(value)) {
+    reject('user', "must be 'name', 'uid', 'name:group' or 'uid:gid' (letters, digits, '_', '.', '-')");
+  }
+  return value;
+}
+
 function optionalBoolean(value: unknown, field: string, fallback: boolean): boolean {
   if (value === undefined || value === null) return fallback;
   if (typeof value !== 'boolean') reject(field, 'must be a boolean');
@@ -294,7 +326,8 @@ function rejectLegacyShapes(o: Record<string, unknown>): void {
 /**
  * Validates `JsBoxOptions` and applies the spec's defaults (`cpus` 1, `memoryMib` 512, `workingDir`
  * `/root`, `network` `{ mode: 'enabled' }`, `protocol` `tcp`, `hostIp` `0.0.0.0`, placeholder
- * `<SECRET:${name}>`, `autoRemove` and `detach` false).
+ * `<SECRET:${name}>`, `autoRemove` and `detach` false) and BoxLite's `entrypoint`, `cmd`, `user` and
+ * `healthCheck` (seconds; defaults interval 30, timeout 30, retries 3, startPeriod 0).
  * @throws BoxError naming the field for any invalid value, including the four rejections of spec 002
  *   (volume origin not exactly one, `readOnly: true` on a managed volume, UDP port, host bind over REST).
  */
@@ -337,5 +370,37 @@ export function validateBoxOptions(options: unknown, context: ValidateContext = 
   };
   const diskSizeGb = positiveNumber(o.diskSizeGb, 'diskSizeGb', undefined);
   if (diskSizeGb !== undefined) normalized.diskSizeGb = diskSizeGb;
+  const entrypoint = argvList(o.entrypoint, 'entrypoint');
+  if (entrypoint !== undefined) normalized.entrypoint = entrypoint;
+  const cmd = argvList(o.cmd, 'cmd');
+  if (cmd !== undefined) normalized.cmd = cmd;
+  if (entrypoint?.length === 0 && cmd?.length === 0) {
+    reject('cmd', 'the main process needs a program: entrypoint and cmd are both empty');
+  }
+  const user = validateUser(o.user);
+  if (user !== undefined) normalized.user = user;
+  const healthCheck = validateHealthCheck(o.healthCheck);
+  if (healthCheck !== undefined) normalized.healthCheck = healthCheck;
   return normalized;
+}
+
+/**
+ * The argv of a box's main process (BoxLite: "final execution = entrypoint + cmd", Docker's rule):
+ * `entrypoint` (else the image's ENTRYPOINT) followed by `cmd` (else, when `entrypoint` was not given,
+ * the image's CMD). Null when neither option is set: the box then runs no main process.
+ * @throws BoxError naming `cmd` when the result names no program (e.g. an image without ENTRYPOINT and
+ *   an empty `cmd`).
+ */
+export function mainProcessArgv(
+  options: Pick<NormalizedBoxOptions, 'entrypoint' | 'cmd'>,
+  image: { entrypoint: string[] | null; cmd: string[] | null },
+): string[] | null {
+  if (options.entrypoint === undefined && options.cmd === undefined) return null;
+  const entry = options.entrypoint ?? image.entrypoint ?? [];
+  const args = options.cmd ?? (options.entrypoint !== undefined ? [] : (image.cmd ?? []));
+  const argv = [...entry, ...args];
+  if (argv.length === 0 || argv[0] === '') {
+    reject('cmd', 'the main process names no program (the image has no ENTRYPOINT); give entrypoint or cmd');
+  }
+  return argv;
 }

@@ -7,6 +7,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from 'node:sqlite';
 import { BoxError } from '../errors.ts';
+import type { JsHealthStatus } from '../types.ts';
 import type { NormalizedBoxOptions } from './options.ts';
 
 /**
@@ -50,6 +51,8 @@ export interface BoxRecord {
   execErrors: number;
   bytesSent: number;
   bytesReceived: number;
+  /** Last recorded health of a box with a `healthCheck` since its latest start; null before the first check. */
+  health: JsHealthStatus | null;
 }
 
 /** A managed volume: data lives in `<homeDir>/volumes/<id>/data`. */
@@ -75,6 +78,7 @@ interface BoxRow {
   exec_errors: number;
   bytes_sent: number;
   bytes_received: number;
+  health: string | null;
 }
 
 const SCHEMA = `
@@ -124,6 +128,7 @@ function toRecord(row: BoxRow): BoxRecord {
     execErrors: row.exec_errors,
     bytesSent: row.bytes_sent,
     bytesReceived: row.bytes_received,
+    health: row.health ? (JSON.parse(row.health) as JsHealthStatus) : null,
   };
 }
 
@@ -171,6 +176,15 @@ export class StateDb {
     this.#db = new DatabaseSync(join(homeDir, 'state.db'), { timeout: 10_000 });
     this.#db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;');
     this.#db.exec(SCHEMA);
+    const columns = this.#db.prepare('PRAGMA table_info(boxes)').all() as { name: string }[];
+    if (!columns.some((c) => c.name === 'health')) {
+      try {
+        this.#db.exec('ALTER TABLE boxes ADD COLUMN health TEXT');
+      } catch (error) {
+        // Another process added it in between.
+        if (!/duplicate column/.test((error as Error).message)) throw error;
+      }
+    }
   }
 
   /**
@@ -223,11 +237,11 @@ export class StateDb {
     return row.n;
   }
 
-  /** Marks a box running with its init pid, start time and (on first start) creation timings. */
+  /** Marks a box running with its init pid, start time and (on first start) creation timings; health restarts. */
   markRunning(id: string, pid: number, init: string | null, startedAt: string, timings: BoxTimings): void {
     this.#db
       .prepare(
-        "UPDATE boxes SET status = 'running', pid = ?, init = ?, started_at = ?, timings = ? WHERE id = ?",
+        "UPDATE boxes SET status = 'running', pid = ?, init = ?, started_at = ?, timings = ?, health = NULL WHERE id = ?",
       )
       .run(pid, init, startedAt, JSON.stringify(timings), id);
   }
@@ -235,6 +249,13 @@ export class StateDb {
   /** Sets the status of a box (`stopped`, `failed`) and clears its pid. */
   setStatus(id: string, status: BoxStatus): void {
     this.#db.prepare('UPDATE boxes SET status = ?, pid = NULL, init = NULL WHERE id = ?').run(status, id);
+  }
+
+  /** Records the health of a box (its latest check); only while the box is running. */
+  setHealth(id: string, health: JsHealthStatus): void {
+    this.#db
+      .prepare("UPDATE boxes SET health = ? WHERE id = ? AND status = 'running'")
+      .run(JSON.stringify(health), id);
   }
 
   /** Adds to a box's counters (commands, exec errors, bytes to stdin, bytes from stdout/stderr). */
