@@ -257,7 +257,7 @@ export function lstatInRoot(root: string, inBoxPath: string): Stats | undefined 
  * @param inBoxPath absolute path inside the box; its directories are resolved inside the root.
  * @param data content.
  * @param options.mode file mode (default 0644); `owner`: uid/gid of new files and directories (default
- *   the writing process's, host root).
+ *   the owner of the box root directory: the box's mapped root in a user namespace, else host root).
  * @throws BoxError when a directory on the way cannot be used or the write fails.
  */
 export function writeFileInRoot(
@@ -269,7 +269,9 @@ export function writeFileInRoot(
   const walk: Walk = new Walk(root, inBoxPath);
   try {
     const { parent, name } = parentAndName(inBoxPath);
-    walk.descend(parent, options.owner ? { owner: options.owner } : {});
+    const rootSt = fstatSync(walk.dir);
+    const owner = options.owner ?? { uid: rootSt.uid, gid: rootSt.gid };
+    walk.descend(parent, { owner });
     const tmp = `.sandbox-${randomBytes(6).toString('hex')}`;
     let fd: number;
     try {
@@ -285,7 +287,7 @@ export function writeFileInRoot(
       const buf = typeof data === 'string' ? Buffer.from(data) : data;
       let off = 0;
       while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
-      if (options.owner) fchownSync(fd, options.owner.uid, options.owner.gid);
+      fchownSync(fd, owner.uid, owner.gid);
       fchmodSync(fd, options.mode ?? 0o644);
     } catch (err) {
       closeSync(fd);

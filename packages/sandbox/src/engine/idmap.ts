@@ -169,10 +169,13 @@ export function hostIdOf(map: ProcIdMap, inside: number): number | undefined {
   return undefined;
 }
 
-/** The namespace id of host id `outside` under `map`; `OVERFLOW_ID` (65534) when it is not mapped, as the kernel shows it. */
-export function nsIdOf(map: ProcIdMap, outside: number): number {
+/**
+ * The namespace id of host id `outside` under `map`, or undefined when it is not mapped (the kernel
+ * then shows it as `OVERFLOW_ID`, 65534, and grants box root no capability over such a file).
+ */
+export function nsIdOf(map: ProcIdMap, outside: number): number | undefined {
   for (const [i, o, n] of map) if (outside >= o && outside < o + n) return i + (outside - o);
-  return OVERFLOW_ID;
+  return undefined;
 }
 
 /** System call numbers the helper needs, by Node `process.arch` (x86_64 and arm64 tables). */

@@ -15,7 +15,6 @@ import {
   fstatSync,
   lchownSync,
   lstatSync,
-  mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -28,10 +27,21 @@ import {
 } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { readProcIdMap } from '../../engine/idmap.ts';
 import { BoxError, conflict, notFound } from '../../errors.ts';
 import { processIdentity } from '../state.ts';
 import { type ChunkSink, fdSink, type HostFileSource, isHostFile, pumpFd } from './pump.ts';
-import { at, BoxRoot, checkAccess, errno, type FileUser, joinPath } from './root.ts';
+import {
+  at,
+  BoxRoot,
+  boxId,
+  checkAccess,
+  createAsUser,
+  errno,
+  type FileUser,
+  joinPath,
+  mkdirAt,
+} from './root.ts';
 import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 import { watchLocal } from './watch.ts';
 
@@ -50,8 +60,17 @@ export function permissionString(mode: number): string {
   return out;
 }
 
-/** Builds a `JsEntryInfo` from `lstat` results. */
-export function entryOf(st: Stats, path: string, name: string, target?: string): JsEntryInfo {
+/**
+ * Builds a `JsEntryInfo` from `lstat` results; `uid`/`gid` are reported as the box sees them (host
+ * ids translated by `user`'s id maps, when given).
+ */
+export function entryOf(
+  st: Stats,
+  path: string,
+  name: string,
+  target?: string,
+  user?: FileUser,
+): JsEntryInfo {
   const type = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : 'other';
   return {
     name,
@@ -60,8 +79,8 @@ export function entryOf(st: Stats, path: string, name: string, target?: string):
     size: st.size,
     mode: st.mode & 0o7777,
     permissions: permissionString(st.mode),
-    uid: st.uid,
-    gid: st.gid,
+    uid: boxId(user?.uidMap, st.uid),
+    gid: boxId(user?.gidMap, st.gid),
     modifiedTime: st.mtime,
     ...(target !== undefined ? { symlinkTarget: target } : {}),
   };
@@ -87,7 +106,7 @@ async function openBoxRoot(target: LocalFilesTarget): Promise<{ root: BoxRoot; u
   const root = new BoxRoot(`/proc/${pid}/root`);
   let user: FileUser | null = null;
   try {
-    user = processUser(pid);
+    user = { ...processUser(pid), uidMap: readProcIdMap(pid, 'uid'), gidMap: readProcIdMap(pid, 'gid') };
   } catch {}
   if (user === null || identity === null || processIdentity(pid) !== identity) {
     root.close();
@@ -190,11 +209,19 @@ export class LocalFiles implements FilesBackend {
       if (existing && !existing.isFile()) throw conflict(`'${path}' exists and is not a regular file`);
       if (existing) checkAccess(existing, user, W, path);
       const tmpName = `.${name.slice(0, 200)}.seed-${randomBytes(6).toString('hex')}`;
-      const fd = openSync(
-        at(dirFd, tmpName),
-        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-        0o600,
-      );
+      let fd: number;
+      try {
+        fd = openSync(
+          at(dirFd, tmpName),
+          constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+          0o600,
+        );
+      } catch (error) {
+        // An idmapped host volume: host root has no id there, the box user creates the file.
+        if (errno(error) !== 'EOVERFLOW') throw error;
+        createAsUser(dirFd, tmpName, user, 'file', '600');
+        fd = openSync(at(dirFd, tmpName), constants.O_WRONLY | constants.O_NOFOLLOW);
+      }
       tmp = { dirFd, name: tmpName };
       try {
         fchownSync(fd, existing?.uid ?? user.uid, existing?.gid ?? user.gid);
@@ -251,7 +278,13 @@ export class LocalFiles implements FilesBackend {
           }
           const childPath = joinPath(dirPath, child);
           out.push(
-            entryOf(st, childPath, child, st.isSymbolicLink() ? readlinkSync(at(dir, child)) : undefined),
+            entryOf(
+              st,
+              childPath,
+              child,
+              st.isSymbolicLink() ? readlinkSync(at(dir, child)) : undefined,
+              user,
+            ),
           );
           if (st.isDirectory() && level < depth) {
             let sub: number;
@@ -274,10 +307,16 @@ export class LocalFiles implements FilesBackend {
   }
 
   async stat(path: string): Promise<JsEntryInfo> {
-    return this.#with(path, (root) => {
+    return this.#with(path, (root, user) => {
       const { dirFd, name, path: resolved } = root.locate(path);
       const st = lstatSync(at(dirFd, name));
-      return entryOf(st, resolved, name, st.isSymbolicLink() ? readlinkSync(at(dirFd, name)) : undefined);
+      return entryOf(
+        st,
+        resolved,
+        name,
+        st.isSymbolicLink() ? readlinkSync(at(dirFd, name)) : undefined,
+        user,
+      );
     });
   }
 
@@ -286,7 +325,7 @@ export class LocalFiles implements FilesBackend {
       const { dirFd, name } = root.locate(path, { followLast: true, create: user });
       checkAccess(fstatSync(dirFd), user, W | X, path);
       try {
-        mkdirSync(at(dirFd, name), 0o755);
+        mkdirAt(dirFd, name, 0o755, user);
       } catch (error) {
         if (errno(error) !== 'EEXIST') throw error;
         if (!lstatSync(at(dirFd, name)).isDirectory())
@@ -322,7 +361,13 @@ export class LocalFiles implements FilesBackend {
         throw fail(to, error);
       }
       const st = lstatSync(at(b.dirFd, b.name));
-      return entryOf(st, b.path, b.name, st.isSymbolicLink() ? readlinkSync(at(b.dirFd, b.name)) : undefined);
+      return entryOf(
+        st,
+        b.path,
+        b.name,
+        st.isSymbolicLink() ? readlinkSync(at(b.dirFd, b.name)) : undefined,
+        user,
+      );
     });
   }
 
@@ -335,7 +380,12 @@ export class LocalFiles implements FilesBackend {
       } catch (error) {
         if (errno(error) !== 'ENOENT') throw error;
       }
-      symlinkSync(target, at(dirFd, name));
+      try {
+        symlinkSync(target, at(dirFd, name));
+      } catch (error) {
+        if (errno(error) !== 'EOVERFLOW') throw error;
+        createAsUser(dirFd, name, user, 'symlink', target);
+      }
       lchownSync(at(dirFd, name), user.uid, user.gid);
     });
   }

@@ -10,6 +10,7 @@
  * `..` is ever handed to the kernel. A box that swaps a directory for a symlink while a lookup runs makes
  * the lookup fail (`ELOOP`/`ENOTDIR`), never leave the root.
  */
+import { spawnSync } from 'node:child_process';
 import {
   closeSync,
   constants,
@@ -20,6 +21,8 @@ import {
   openSync,
   readlinkSync,
 } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { nsIdOf, OVERFLOW_ID, type ProcIdMap } from '../../engine/idmap.ts';
 import { BoxError, notFound } from '../../errors.ts';
 
 /** Symlinks followed in one lookup before it fails, as the kernel's `MAXSYMLINKS`. */
@@ -36,10 +39,28 @@ export function errno(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException)?.code;
 }
 
-/** User and group ids that own what the files API creates and whose permissions it checks. */
+/**
+ * User and group ids that own what the files API creates and whose permissions it checks: host ids
+ * (a box with a user namespace runs as host uid `100000 + k` for box uid `k`), with the box's id
+ * maps to translate them.
+ */
 export interface FileUser {
+  /** Host uid of the box user (owner of created files). */
   uid: number;
+  /** Host gid of the box user. */
   gid: number;
+  /** The box's uid map (`/proc/<init>/uid_map`); absent or identity without a user namespace. */
+  uidMap?: ProcIdMap;
+  /** The box's gid map (`/proc/<init>/gid_map`). */
+  gidMap?: ProcIdMap;
+}
+
+/**
+ * A host uid or gid as the box sees it: the id under the box's map, `OVERFLOW_ID` (65534, how the
+ * kernel shows it) when the id is outside the box's user namespace; unchanged without a map.
+ */
+export function boxId(map: ProcIdMap | undefined, hostId: number): number {
+  return map ? (nsIdOf(map, hostId) ?? OVERFLOW_ID) : hostId;
 }
 
 /**
@@ -171,7 +192,7 @@ export class BoxRoot {
         const code = errno(error);
         if (code === 'ENOENT' && options.create) {
           try {
-            mkdirSync(at(dir, name), 0o755);
+            mkdirAt(dir, name, 0o755, options.create);
             const made = this.openDir(dir, name);
             fchownSync(made, options.create.uid, options.create.gid);
             stack.push({ fd: made, name });
@@ -230,9 +251,12 @@ export class BoxRoot {
 }
 
 /**
- * Checks that `user` may access an entry with stats `st` for `want` (bits of `R_OK`/`W_OK`/`X_OK`), the
- * way the kernel's owner/group/other mode bits do for a process of that uid and primary gid (root passes:
- * boxes have `CAP_DAC_OVERRIDE`). Supplementary groups and ACLs are not consulted.
+ * Checks that `user` may access an entry with stats `st` (host ids) for `want` (bits of
+ * `R_OK`/`W_OK`/`X_OK`), the way the kernel's owner/group/other mode bits do for a process of that
+ * uid and primary gid. Box root passes (boxes have `CAP_DAC_OVERRIDE`) when the entry's owner and
+ * group are inside its user namespace, as capable_wrt_inode_uidgid() decides: a file of a host id
+ * outside the box's range is checked by its mode bits for box root too. Supplementary groups and
+ * ACLs are not consulted.
  * @throws BoxError `permission_denied` naming the path.
  */
 export function checkAccess(
@@ -241,13 +265,72 @@ export function checkAccess(
   want: number,
   path: string,
 ): void {
-  if (user.uid === 0) return;
+  const mapped = (map: ProcIdMap | undefined, id: number) => !map || nsIdOf(map, id) !== undefined;
+  if (boxId(user.uidMap, user.uid) === 0 && mapped(user.uidMap, st.uid) && mapped(user.gidMap, st.gid))
+    return;
   const shift = st.uid === user.uid ? 6 : st.gid === user.gid ? 3 : 0;
   const bits = (st.mode >> shift) & 7;
   if ((bits & want) !== want) {
-    throw new BoxError(`permission denied in the box: '${path}' for uid ${user.uid}`, {
+    throw new BoxError(`permission denied in the box: '${path}' for uid ${boxId(user.uidMap, user.uid)}`, {
       code: 'permission_denied',
     });
+  }
+}
+
+/**
+ * Perl run as the box user (perl-base is Essential in Debian): `perl -e <this> <kind> <name> <uid> <gid>
+ * <mode|target>` with the parent directory as fd 3. It changes into that directory while still root
+ * (a process that changed its ids may no longer open `/proc/self/fd`), takes the user's gid and uid,
+ * and creates `name` (`file`: O_CREAT|O_EXCL|O_NOFOLLOW, `dir`, or `symlink` to the target). On failure
+ * it prints the errno number.
+ */
+const CREATE_AS_USER_PL = `use strict; use Fcntl;
+my ($kind, $name, $uid, $gid, $arg) = @ARGV;
+sub fail { print STDERR ($!+0); exit 1; }
+opendir(my $d, '/proc/self/fd/3') or fail(); chdir($d) or fail();
+$) = "$gid $gid"; $( = $gid; $> = $uid; $< = $uid; fail() if $> != $uid;
+if ($kind eq 'file') { sysopen(my $f, $name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, oct($arg)) or fail(); }
+elsif ($kind eq 'dir') { mkdir($name, oct($arg)) or fail(); }
+else { symlink($arg, $name) or fail(); }`;
+
+/**
+ * Creates entry `name` of directory `dirFd` (a regular file or a directory of mode `arg`, octal, or a
+ * symlink to `arg`) as `user`'s host ids, in a short perl process. Used where host root cannot create
+ * it: in an idmapped bind (a box's host volume) host uid 0 has no on-disk id, and the kernel refuses
+ * (`EOVERFLOW`); the box user's host id maps back to the directory's owner as the box would write it.
+ * @throws an Error with the errno `code` of the failed call (EEXIST, EACCES, …).
+ */
+export function createAsUser(
+  dirFd: number,
+  name: string,
+  user: FileUser,
+  kind: 'file' | 'dir' | 'symlink',
+  arg: string,
+): void {
+  const r = spawnSync(
+    'perl',
+    ['-e', CREATE_AS_USER_PL, kind, name, String(user.uid), String(user.gid), arg],
+    {
+      stdio: ['ignore', 'ignore', 'pipe', dirFd],
+      encoding: 'utf8',
+    },
+  );
+  if (r.status === 0) return;
+  const n = Number.parseInt(r.stderr ?? '', 10);
+  const code = Object.entries(osConstants.errno).find(([, v]) => v === n)?.[0] ?? 'EIO';
+  throw Object.assign(new Error(`${code}: creating '${name}' as uid ${user.uid} failed`), { code });
+}
+
+/**
+ * `mkdir` of entry `name` in `dirFd` by host root, or as `user` (`createAsUser`) where host root has no
+ * id (`EOVERFLOW`, an idmapped bind).
+ */
+export function mkdirAt(dirFd: number, name: string, mode: number, user: FileUser): void {
+  try {
+    mkdirSync(at(dirFd, name), mode);
+  } catch (error) {
+    if (errno(error) !== 'EOVERFLOW') throw error;
+    createAsUser(dirFd, name, user, 'dir', mode.toString(8));
   }
 }
 
