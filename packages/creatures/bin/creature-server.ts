@@ -6,8 +6,10 @@
  * Options: `--help` prints the usage and the environment variables, `--version` the package version;
  * anything else is a usage error (exit 2).
  *
- * Environment: `PORT` (default 4000), `HOST` (default 0.0.0.0), `DATABASE_PATH` (SQLite file, default
- * `./.data/creatures.db` under the working directory; `:memory:` for a throwaway database), `CORS_ORIGINS`
+ * Environment: `PORT` (default 4000), `HOST` (default 0.0.0.0), `DATABASE_URL` (`postgres://…`: the
+ * PostgreSQL store, which several instances can share; takes precedence over `DATABASE_PATH`),
+ * `DATABASE_PATH` (SQLite file, default `./.data/creatures.db` under the working directory; `:memory:`
+ * for a throwaway database), `CORS_ORIGINS`
  * (comma-separated origins or `*`; default none), `BODY_LIMIT` (bytes, default 102400), `LOG_LEVEL`
  * (pino level, default info), `RESPONSE_CACHE_SIZE` (responses of read-only queries kept, default 1000;
  * 0 turns the cache off), `NODE_ENV` (`development` shows unexpected error messages).
@@ -21,6 +23,7 @@ const USAGE = `Usage: creature-server [--help] [--version]
 Serves the creature GraphQL API at /graphql (explorer on a browser visit) and the web
 front end at /. Configuration comes from the environment:
   PORT (default 4000), HOST (default 0.0.0.0),
+  DATABASE_URL (postgres://user:password@host:5432/db: PostgreSQL, shareable by instances),
   DATABASE_PATH (default ./.data/creatures.db; :memory: for a throwaway database),
   CORS_ORIGINS (comma-separated origins or *), BODY_LIMIT (bytes, default 102400),
   LOG_LEVEL (default info), RESPONSE_CACHE_SIZE (default 1000; 0 turns it off), NODE_ENV.
@@ -41,14 +44,16 @@ function intFromEnv(name: string, fallback: number): number {
 
 /** Starts the server from the environment; stops it gracefully on SIGTERM/SIGINT. */
 async function serve(): Promise<void> {
-  const { createServer, DEFAULT_BODY_LIMIT, DEFAULT_DATABASE_PATH, serverOptionsFromEnv } = await import(
-    '../src/index.ts'
-  );
+  const { createServer, DEFAULT_BODY_LIMIT, DEFAULT_DATABASE_PATH, redactUrl, serverOptionsFromEnv } =
+    await import('../src/index.ts');
   const cors = process.env.CORS_ORIGINS?.trim();
+  const databaseUrl = process.env.DATABASE_URL || undefined;
   const databasePath = process.env.DATABASE_PATH || DEFAULT_DATABASE_PATH;
+  const database = databaseUrl ? `DATABASE_URL=${redactUrl(databaseUrl)}` : `DATABASE_PATH=${databasePath}`;
   let server: CreatureServer;
   try {
     server = createServer({
+      databaseUrl,
       databasePath,
       bodyLimit: intFromEnv('BODY_LIMIT', DEFAULT_BODY_LIMIT),
       corsOrigins:
@@ -63,9 +68,7 @@ async function serve(): Promise<void> {
       ...serverOptionsFromEnv(process.env),
     });
   } catch (err) {
-    console.error(
-      `creature-server: could not start with DATABASE_PATH=${databasePath}: ${(err as Error).message}`,
-    );
+    console.error(`creature-server: could not start with ${database}: ${(err as Error).message}`);
     process.exit(1);
   }
 
@@ -82,7 +85,7 @@ async function serve(): Promise<void> {
   try {
     await server.listen(intFromEnv('PORT', 4000), process.env.HOST || '0.0.0.0');
   } catch (err) {
-    server.logger.fatal({ err }, 'could not start');
+    server.logger.fatal({ err, database }, 'could not start');
     await server.close();
     process.exit(1);
   }

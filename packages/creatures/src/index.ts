@@ -3,7 +3,7 @@
  *
  * ```ts
  * import { createServer } from '@seed/creatures';
- * const server = createServer({ databasePath: ':memory:' });
+ * const server = createServer({ databasePath: ':memory:' }); // or { databaseUrl: 'postgres://…' }
  * await server.listen(4000);
  * server.store.events.on('change', (event) => console.log(event));
  * await server.close();
@@ -65,6 +65,12 @@ export {
   type Store,
 } from './store.ts';
 export { MirroredStore } from './store-mirror.ts';
+export {
+  isPostgresUrl,
+  PostgresStore,
+  type PostgresStoreOptions,
+  redactUrl,
+} from './store-postgres.ts';
 export { SqliteStore, type SqliteStoreOptions } from './store-sqlite.ts';
 export {
   ChangeKind,

@@ -31,6 +31,7 @@ import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { PACKAGE_ROOT } from './package-root.ts';
 import { schema as creatureSchema, resolvers, typeDefs } from './schema.ts';
 import type { Store } from './store.ts';
+import { PostgresStore } from './store-postgres.ts';
 import { SqliteStore } from './store-sqlite.ts';
 import { createSubscriptionHandler, withSubscriptions } from './subscriptions.ts';
 
@@ -55,6 +56,12 @@ export const DEFAULT_BODY_LIMIT = 100 * 1024;
 export interface CreatureServerOptions {
   /** SQLite path or `':memory:'` (default {@link DEFAULT_DATABASE_PATH}); ignored when `store` is given. */
   databasePath?: string;
+  /**
+   * A PostgreSQL URL (`postgres://user:password@host:5432/db`): use {@link PostgresStore}, which several
+   * server instances can share (their subscriptions see each other's changes). Takes precedence over
+   * `databasePath`; ignored when `store` is given.
+   */
+  databaseUrl?: string;
   /** A store to use instead of opening a database; the server then does not close it. */
   store?: Store;
   /** Largest accepted request body in bytes; larger bodies get 413 (default {@link DEFAULT_BODY_LIMIT}). */
@@ -139,8 +146,17 @@ export interface CreatureServer {
  * {@link SqliteStore} at `databasePath` (default {@link DEFAULT_DATABASE_PATH}). Throws `TypeError` for a
  * `databaseUrl` that is not a `postgres://` URL, or the SQLite error when the file cannot be opened.
  */
-export function openStore(options: Pick<CreatureServerOptions, 'store' | 'databasePath'>): Store {
+export function openStore(
+  options: Pick<CreatureServerOptions, 'store' | 'databaseUrl' | 'databasePath'>,
+  logger?: Logger,
+): Store {
   if (options.store) return options.store;
+  if (options.databaseUrl !== undefined) {
+    return new PostgresStore({
+      url: options.databaseUrl,
+      onError: (err, context) => logger?.warn({ err, context }, 'store background work failed'),
+    });
+  }
   return new SqliteStore({ path: options.databasePath ?? DEFAULT_DATABASE_PATH });
 }
 
@@ -153,7 +169,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   const logger =
     options.logger ?? pino({ level: options.logLevel ?? 'info', base: { service: 'creatures' } });
   const ownsStore = !options.store;
-  const store = openStore(options);
+  const store = openStore(options, logger);
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const cors = options.corsOrigins ?? [];
   const assets: Map<string, ExplorerAsset> = loadExplorerAssets();

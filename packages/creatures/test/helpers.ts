@@ -1,10 +1,42 @@
 /**
  * Test helpers: start a real creature server on an ephemeral port with an in-memory (or given) database
- * and send GraphQL requests to it.
+ * and send GraphQL requests to it; fresh databases of either store (SQLite, or PostgreSQL in a
+ * throwaway cluster of `scripts/postgres.ts`) for suites that run against both.
  */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type PostgresCluster, startPostgres } from '../../../scripts/postgres.ts';
 import { type CreatureServer, type CreatureServerOptions, createServer } from '../src/index.ts';
+
+/** The two store implementations a suite can run against. */
+export type StoreKind = 'sqlite' | 'postgres';
+/** Both stores, for `for (const kind of STORE_KINDS) describe(...)`. */
+export const STORE_KINDS: readonly StoreKind[] = ['sqlite', 'postgres'];
+
+let cluster: Promise<PostgresCluster> | undefined;
+
+/**
+ * The URL of a new, empty database in this test process's PostgreSQL cluster, started on first use
+ * (initdb into a temp dir). A file that uses it calls `after(stopPostgres)` at its top level.
+ */
+export async function postgresDatabase(): Promise<string> {
+  cluster ??= startPostgres();
+  return (await cluster).createDatabase();
+}
+
+/** Stops this process's PostgreSQL cluster, if one was started, and removes its directory. */
+export async function stopPostgres(): Promise<void> {
+  const started = cluster;
+  cluster = undefined;
+  await (await started)?.stop();
+}
+
+/**
+ * Server options selecting a fresh database of `kind`: `:memory:` SQLite, or a new PostgreSQL database.
+ */
+export async function freshDatabase(kind: StoreKind): Promise<CreatureServerOptions> {
+  return kind === 'sqlite' ? { databasePath: ':memory:' } : { databaseUrl: await postgresDatabase() };
+}
 
 /** A started server plus a GraphQL client for it. */
 export interface Running {

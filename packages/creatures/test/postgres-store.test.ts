@@ -1,0 +1,136 @@
+/**
+ * PostgresStore instances sharing one database in a throwaway cluster (`scripts/postgres.ts`): startup
+ * races, change delivery by LISTEN/NOTIFY alone (the backup poll is off), catching up after the
+ * connections were cut, and the cross-instance write rules (ids, unique names).
+ */
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { after, describe, test } from 'node:test';
+import postgres from 'postgres';
+import { type ChangeEvent, PostgresStore, type PostgresStoreOptions } from '../src/index.ts';
+import { postgresDatabase, stopPostgres } from './helpers.ts';
+
+after(stopPostgres);
+
+/** Stores opened by a test, closed after it. */
+function opener() {
+  const opened: PostgresStore[] = [];
+  return {
+    open(url: string, options: Partial<PostgresStoreOptions> = {}): PostgresStore {
+      // Polling once an hour: changes must arrive by notification.
+      const store = new PostgresStore({ url, pollIntervalMs: 3_600_000, ...options });
+      opened.push(store);
+      return store;
+    },
+    async closeAll(): Promise<void> {
+      await Promise.all(opened.map((s) => s.close()));
+    },
+  };
+}
+
+/** The next change event of `store`, or a rejection after `ms`. */
+function nextChange(store: PostgresStore, ms = 5000): Promise<ChangeEvent> {
+  return once(store.events, 'change', { signal: AbortSignal.timeout(ms) }).then(([e]) => e as ChangeEvent);
+}
+
+describe('PostgresStore on a shared database', () => {
+  test('four stores opening an empty database at once migrate and seed it once', async () => {
+    const url = await postgresDatabase();
+    const stores = opener();
+    try {
+      const all = Array.from({ length: 4 }, () => stores.open(url));
+      await Promise.all(all.map((s) => s.ready()));
+      for (const s of all) assert.equal(s.listCreatures().length, 151);
+      const sql = postgres(url, { max: 1, onnotice: () => {} });
+      try {
+        const [row] = await sql`SELECT (SELECT count(*) FROM creatures)::int AS creatures,
+          (SELECT count(*) FROM creature_migrations)::int AS migrations,
+          (SELECT count(*) FROM creature_state)::int AS states`;
+        assert.deepEqual({ ...row }, { creatures: 151, migrations: 1, states: 1 });
+      } finally {
+        await sql.end();
+      }
+    } finally {
+      await stores.closeAll();
+    }
+  });
+
+  test("a write on one store reaches the other's memory and events by notification", async () => {
+    const url = await postgresDatabase();
+    const stores = opener();
+    try {
+      const [one, two] = [stores.open(url), stores.open(url)];
+      await Promise.all([one.ready(), two.ready()]);
+      const arrived = nextChange(two);
+      const created = await one.createCreature({ name: 'Notifly', types: ['Flying'] });
+      assert.deepEqual(await arrived, { entity: 'creature', kind: 'created', id: '152', value: created });
+      assert.deepEqual(two.getCreatureByName('notifly'), created);
+      assert.equal(two.appliedChange, one.appliedChange);
+
+      const message = nextChange(one);
+      const sent = await two.createMessage({ content: 'hello from two' });
+      assert.deepEqual((await message).value, sent);
+      assert.deepEqual(await one.getMessage(sent.id), sent);
+    } finally {
+      await stores.closeAll();
+    }
+  });
+
+  test('a store whose connections were cut catches up once it reconnects', async () => {
+    const url = await postgresDatabase();
+    const stores = opener();
+    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const writer = stores.open(url);
+      const reader = stores.open(url, { maxConnections: 1 });
+      await Promise.all([writer.ready(), reader.ready()]);
+      const seen: ChangeEvent[] = [];
+      reader.events.on('change', (e) => seen.push(e));
+      const cut = await admin`SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'listen%'`;
+      assert.ok(cut.length >= 2, 'both stores were listening');
+      await writer.updateCreature('004', { maxHP: 1 });
+      await writer.updateCreature('005', { maxHP: 2 });
+      const deadline = Date.now() + 10_000;
+      while (seen.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      assert.deepEqual(
+        seen.map((e) => [e.id, (e.value as { maxHP: number }).maxHP]),
+        [
+          ['004', 1],
+          ['005', 2],
+        ],
+      );
+      assert.equal(reader.getCreature('005')?.maxHP, 2);
+    } finally {
+      await admin.end();
+      await stores.closeAll();
+    }
+  });
+
+  test('concurrent writes on two stores: distinct ids, one winner per name, no lost update', async () => {
+    const url = await postgresDatabase();
+    const stores = opener();
+    try {
+      const [one, two] = [stores.open(url), stores.open(url)];
+      await Promise.all([one.ready(), two.ready()]);
+      const results = await Promise.allSettled([
+        one.createCreature({ name: 'Twin' }),
+        two.createCreature({ name: 'twin' }),
+        ...Array.from({ length: 10 }, (_, i) => (i % 2 ? one : two).createCreature({ name: `Solo ${i}` })),
+      ]);
+      const twins = results.slice(0, 2);
+      assert.equal(twins.filter((r) => r.status === 'fulfilled').length, 1);
+      const loser = twins.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+      assert.match(loser.reason.message, /input\.name must be unique: "[Tt]win" is taken by creature 1\d\d/);
+      assert.equal(loser.reason.extensions.code, 'BAD_USER_INPUT');
+      const ids = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.id] : []));
+      assert.equal(new Set(ids).size, 11);
+      await two.createMessage({});
+      assert.equal(one.listCreatures().length, 162);
+      assert.equal(two.listCreatures().length, 162);
+      assert.deepEqual(one.listCreatures(), two.listCreatures());
+    } finally {
+      await stores.closeAll();
+    }
+  });
+});
