@@ -22,6 +22,7 @@ import type { JsBoxInfo, JsBoxOptions, JsNetworkHandle } from '../types.ts';
 import { Authenticator, type AuthOptions, isLoopback, type Principal } from './auth.ts';
 import { fileRoutes } from './files-routes.ts';
 import { imageRoutes } from './images-routes.ts';
+import { type RestMetrics, serveMetrics } from './metrics.ts';
 import { openApiDocument } from './openapi.ts';
 import { DEFAULT_BACKLOG_BYTES, ExecSession, type ExecSink, normalizeSignal } from './sessions.ts';
 import {
@@ -60,6 +61,8 @@ export interface RestServerOptions extends AuthOptions {
   backlogBytes?: number;
   /** Fastify logger (`true`, or pino options). Authorization headers are never logged. Default off. */
   logger?: boolean | { level: string };
+  /** Serve Prometheus metrics at `GET /metrics` (`metrics.ts`); default true. */
+  metrics?: boolean;
 }
 
 const BOX_OPTION_FIELDS = new Set([
@@ -134,6 +137,7 @@ export class RestServer {
   readonly #heartbeat: NodeJS.Timeout;
   readonly #alive = new WeakSet<WebSocket>();
   #url: string | null = null;
+  readonly #metrics: RestMetrics | undefined;
 
   /**
    * @throws Error when `apiKey` is empty, `jwt.jwksUrl` is not an http(s) URL, or `host` is not a
@@ -156,6 +160,7 @@ export class RestServer {
       forceCloseConnections: true,
     });
     this.#routes();
+    this.#metrics = options.metrics === false ? undefined : serveMetrics(this.app, this.#runtime);
     this.#heartbeat = setInterval(() => {
       for (const ws of this.#wss.clients) {
         if (!this.#alive.has(ws)) {
@@ -621,6 +626,7 @@ export class RestServer {
     );
     const session = new ExecSession(box.id, execution, this.#backlogBytes);
     this.#sessions.set(session.id, session);
+    this.#metrics?.executionStarted(session);
     session.done.then(() => this.#later(FINISHED_TTL_MS, () => this.#sessions.delete(session.id)));
     return session;
   }
