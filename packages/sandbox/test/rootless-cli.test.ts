@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { lookupUser, runDoctor } from '../src/cli/doctor.ts';
 import { runSetup } from '../src/cli/setup.ts';
-import { cgroupDelegation, cgroupMounts, parseRanges } from './rootless-helpers.ts';
+import { cgroupDelegation, cgroupMounts, delegatedControllers, parseRanges } from './rootless-helpers.ts';
 
 const bin = join(import.meta.dirname, '..', 'bin', 'sandbox.ts');
 const TEST_USER = 'sbxuser';
@@ -113,7 +113,7 @@ describe('sandbox setup', () => {
 
   it('--dry-run plans every step and changes nothing', () => {
     const before = readFileSync(subuid, 'utf8');
-    const report = runSetup(name, { dryRun: true, subuidPath: subuid, subgidPath: subgid });
+    const report = runSetup(name, { dryRun: true, subuidPath: subuid, subgidPath: subgid, skipTun: true });
     assert.deepEqual(
       report.actions.filter((a) => a.changed).map((a) => a.step),
       ['root-range', 'subuid', 'subgid', 'cgroup'],
@@ -129,7 +129,12 @@ describe('sandbox setup', () => {
 
   it('adds non-overlapping ranges and delegates the cgroup subtree; a second run changes nothing', () => {
     const user = lookupUser(name)!;
-    const first = runSetup(name, { subuidPath: subuid, subgidPath: subgid, skipPackages: true });
+    const first = runSetup(name, {
+      subuidPath: subuid,
+      subgidPath: subgid,
+      skipPackages: true,
+      skipTun: true,
+    });
     assert.deepEqual(
       first.actions.map((a) => [a.step, a.changed]),
       [
@@ -154,11 +159,16 @@ describe('sandbox setup', () => {
       );
     }
     const delegation = cgroupDelegation(user, cgroupMounts());
-    assert.deepEqual(delegation.controllers, ['cpu', 'memory', 'pids']);
+    assert.deepEqual(delegation.controllers, [...delegatedControllers(delegation.layout)]);
     for (const path of delegation.dirs.values()) assert.equal(statSync(path).uid, user.uid);
 
     const files = [readFileSync(subuid, 'utf8'), readFileSync(subgid, 'utf8')];
-    const second = runSetup(name, { subuidPath: subuid, subgidPath: subgid, skipPackages: true });
+    const second = runSetup(name, {
+      subuidPath: subuid,
+      subgidPath: subgid,
+      skipPackages: true,
+      skipTun: true,
+    });
     assert.deepEqual(
       second.actions.map((a) => a.changed),
       [false, false, false, false],

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { parseSubid, type SubidEntry } from '../src/engine/idmap.ts';
 
-export { cgroupDelegation, cgroupMounts } from '../src/engine/rootless-host.ts';
+export { cgroupDelegation, cgroupMounts, delegatedControllers } from '../src/engine/rootless-host.ts';
 
 /** The account `npm run test:setup` prepares with `sandbox setup`. */
 export const ROOTLESS_TEST_USER = 'sbxuser';

@@ -207,6 +207,21 @@ export function runDoctor(options: DoctorOptions = {}): DoctorReport {
       apt('slirp4netns'),
     ),
   );
+  if (rootless) {
+    let tunMode = 0;
+    try {
+      tunMode = statSync('/dev/net/tun').mode & 0o777;
+    } catch {}
+    checks.push(
+      check(
+        'tun',
+        '/dev/net/tun usable by ordinary accounts (slirp4netns)',
+        (tunMode & 0o006) === 0o006,
+        tunMode ? `mode 0${tunMode.toString(8)}` : 'missing',
+        tunMode ? setup : 'sudo modprobe tun',
+      ),
+    );
+  }
   checks.push(
     check(
       'busybox',

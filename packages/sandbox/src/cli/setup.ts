@@ -6,7 +6,10 @@
  * 2. Reserves the root sandbox's own id range first (`seed-sandbox` in `/etc/subuid` and `/etc/subgid`,
  *    idmap.ts), then gives `user` a free block of 65536 subordinate uids and gids overlapping no other
  *    entry (`usermod --add-subuids/--add-subgids`, the same start in both files).
- * 3. Delegates a cgroup subtree for the cpu, memory and pids limits:
+ * 3. Makes `/dev/net/tun` usable by every account (mode 0666, Debian's udev default; slirp4netns opens
+ *    it in the box's namespace, where the user holds `CAP_NET_ADMIN`). Hosts without udev rules keep
+ *    whatever mode the kernel gave the node (0600 here).
+ * 4. Delegates a cgroup subtree for the cpu, memory and pids limits:
  *    - v2 host with systemd as PID 1: `Delegate=cpu cpuset io memory pids` in
  *      `/etc/systemd/system/user@.service.d/seed-sandbox-delegate.conf`, `systemctl daemon-reload`;
  *    - otherwise (no systemd, or a v1/hybrid host): `mkdir <controller root>/seed-sandbox-users/<user>`
@@ -15,7 +18,16 @@
  *      survive a reboot: run `sandbox setup <user>` again at boot (e.g. from rc.local or a unit).
  */
 import { spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { ensureSandboxIdRange, SUBID_FIRST, SUBID_NAME } from '../engine/idmap.ts';
 import {
@@ -47,13 +59,15 @@ export interface SetupOptions {
   subgidPath?: string;
   /** Skip the package step (tests on a prepared host). */
   skipPackages?: boolean;
+  /** Skip the `/dev/net/tun` step. */
+  skipTun?: boolean;
   /** Skip the cgroup step (tests of the id ranges alone). */
   skipCgroups?: boolean;
 }
 
 /** One step of a setup run. */
 export interface SetupAction {
-  /** `packages`, `root-range`, `subuid`, `subgid` or `cgroup`. */
+  /** `packages`, `root-range`, `subuid`, `subgid`, `tun` or `cgroup`. */
   step: string;
   /** True when the step changed the host (or would, in a dry run). */
   changed: boolean;
@@ -157,6 +171,27 @@ function rangesStep(user: HostUser, options: SetupOptions): SetupAction[] {
   return actions;
 }
 
+/** The TUN/TAP clone device slirp4netns opens. */
+export const TUN_DEVICE = '/dev/net/tun';
+
+function tunStep(dryRun: boolean): SetupAction {
+  let mode: number;
+  try {
+    mode = statSync(TUN_DEVICE).mode & 0o777;
+  } catch {
+    throw new BoxError(`${TUN_DEVICE} is missing: load the tun module (modprobe tun)`);
+  }
+  if ((mode & 0o006) === 0o006) {
+    return { step: 'tun', changed: false, message: `${TUN_DEVICE} is usable by every account already` };
+  }
+  if (!dryRun) chmodSync(TUN_DEVICE, 0o666);
+  return {
+    step: 'tun',
+    changed: true,
+    message: `${dryRun ? 'would chmod' : 'chmod'} 0666 ${TUN_DEVICE} (was 0${mode.toString(8)}; Debian's udev default, re-run at boot without udev)`,
+  };
+}
+
 const SYSTEMD_DROPIN = '/etc/systemd/system/user@.service.d/seed-sandbox-delegate.conf';
 const SYSTEMD_DELEGATE = '[Service]\nDelegate=cpu cpuset io memory pids\n';
 
@@ -240,6 +275,7 @@ export function runSetup(userName: string, options: SetupOptions = {}): SetupRep
   const actions: SetupAction[] = [];
   if (!options.skipPackages) actions.push(packagesStep(dryRun));
   actions.push(...rangesStep(user, options));
+  if (!options.skipTun) actions.push(tunStep(dryRun));
   if (!options.skipCgroups) actions.push(cgroupStep(user, dryRun));
   return { user: user.name, dryRun, actions };
 }

@@ -34,6 +34,16 @@ export const ROOTLESS_RANGE_SIZE = 65536;
 export const USER_CGROUP_PARENT = 'seed-sandbox-users';
 /** Controllers the rootless engine needs for `cpus`, `memoryMib` and the pids limit. */
 export const LIMIT_CONTROLLERS = ['cpu', 'memory', 'pids'] as const;
+/**
+ * Controllers delegated on a v1 or hybrid host: the limit controllers and `freezer` (crun reads the
+ * box's freezer state on every exec; cgroup2 has the freezer built in).
+ */
+export const V1_DELEGATED_CONTROLLERS = [...LIMIT_CONTROLLERS, 'freezer'] as const;
+
+/** Controllers to delegate on a host with this layout. */
+export function delegatedControllers(layout: CgroupLayout): readonly string[] {
+  return layout === 'v2' ? LIMIT_CONTROLLERS : V1_DELEGATED_CONTROLLERS;
+}
 /** Root of the cgroup file systems. */
 export const CGROUP_ROOT = '/sys/fs/cgroup';
 
@@ -156,9 +166,9 @@ export interface CgroupDelegation {
   layout: CgroupLayout;
   /** Cgroup path of the subtree (`/seed-sandbox-users/<user>`, or the user's systemd service). */
   path: string;
-  /** Limit controllers whose subtree exists and is writable by the user. */
+  /** Controllers ({@link delegatedControllers}) whose subtree exists and is writable by the user. */
   controllers: string[];
-  /** Limit controllers that are not delegated. */
+  /** Controllers that are not delegated. */
   missing: string[];
   /** Host directory of each delegated controller's subtree (v1: one per controller; v2: one). */
   dirs: Map<string, string>;
@@ -221,17 +231,17 @@ export function cgroupDelegation(
       break;
     }
   } else {
-    for (const c of LIMIT_CONTROLLERS) {
+    for (const c of V1_DELEGATED_CONTROLLERS) {
       const mount = mounts.v1.get(c);
       if (mount && usable(join(mount, path))) dirs.set(c, join(mount, path));
     }
   }
-  const controllers = LIMIT_CONTROLLERS.filter((c) => dirs.has(c));
+  const wanted = delegatedControllers(mounts.layout);
   return {
     layout: mounts.layout,
     path,
-    controllers,
-    missing: LIMIT_CONTROLLERS.filter((c) => !dirs.has(c)),
+    controllers: wanted.filter((c) => dirs.has(c)),
+    missing: wanted.filter((c) => !dirs.has(c)),
     dirs,
   };
 }

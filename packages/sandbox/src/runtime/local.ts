@@ -19,10 +19,12 @@ import { performance } from 'node:perf_hooks';
 import { ulid } from 'ulid';
 import { freezeBox, freezerState, thawBox } from '../engine/freezer.ts';
 import { createTieredEngine, type TieredEngine } from '../engine/gvisor-tiers.ts';
+import { RootlessEngine } from '../engine/rootless.ts';
 import type { Engine, EngineBoxSpec, EngineMount } from '../engine/types.ts';
 import { BoxError, conflict, notFound, withCode } from '../errors.ts';
 import { ImageStore, type PreparedImage } from '../images/index.ts';
 import { BoxNetworking, secretsEnv } from '../network/index.ts';
+import { RootlessNetworking } from '../network/rootless.ts';
 import type { JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
 import { type RuntimeBackend, type RuntimeImages, type RuntimeVolumes, splitReference } from './backend.ts';
 import { boxInfo, JsBox } from './box.ts';
@@ -51,6 +53,11 @@ import {
 /** Default `homeDir`: the hidden directory `.sandbox` in the user's home (spec 002 `JsOptions.homeDir`). */
 export function defaultHomeDir(): string {
   return process.env.SANDBOX_HOME || join(homedir(), '.sandbox');
+}
+
+/** True when this process is not root: boxes then run on the rootless engine (engine/rootless.ts). */
+function rootless(): boolean {
+  return process.getuid?.() !== 0;
 }
 
 function nowIso(): string {
@@ -83,9 +90,9 @@ export class LocalRuntime implements RuntimeBackend {
   readonly #counters: Counters = { created: 0, failed: 0, commands: 0, execErrors: 0 };
   /** Per-box exec counters not yet written to the state database (see `PendingCounters`). */
   readonly #pending: PendingCounters;
-  #engine: Promise<TieredEngine> | null = null;
+  #engine: Promise<TieredEngine | RootlessEngine> | null = null;
   #ready: Promise<void> | null = null;
-  #net: BoxNetworking | null = null;
+  #net: BoxNetworking | RootlessNetworking | null = null;
   readonly #ctx: RuntimeContext;
   /** Secret values of boxes this instance created (never stored), for `start` after `stop`. */
   readonly #secretValues = new Map<string, NormalizedBoxOptions['secrets']>();
@@ -158,17 +165,22 @@ export class LocalRuntime implements RuntimeBackend {
   }
 
   /** Networking of this runtime's boxes (issue 9); per-box network state in `<engine state root>/net`. */
-  #networking(): BoxNetworking {
-    this.#net ??= new BoxNetworking({ stateDir: join(this.#engineStateRoot(), 'net') });
+  #networking(): BoxNetworking | RootlessNetworking {
+    const stateDir = join(this.#engineStateRoot(), 'net');
+    this.#net ??= rootless() ? new RootlessNetworking({ stateDir }) : new BoxNetworking({ stateDir });
     return this.#net;
   }
 
   /** The engine of both isolation tiers (the gVisor one is created on the first gVisor box). */
-  #getEngine(): Promise<TieredEngine> {
-    this.#engine ??= createTieredEngine({
-      stateRoot: this.#engineStateRoot(),
-      ...this.#networking().hooks(),
-    });
+  #getEngine(): Promise<TieredEngine | RootlessEngine> {
+    // An ordinary account gets the rootless engine (user namespace from its subordinate ids, issue 16).
+    this.#engine ??= rootless()
+      ? (async () =>
+          new RootlessEngine({ stateRoot: this.#engineStateRoot(), ...this.#networking().hooks() }))()
+      : createTieredEngine({
+          stateRoot: this.#engineStateRoot(),
+          ...this.#networking().hooks(),
+        });
     this.#engine.catch(() => {
       this.#engine = null;
     });

@@ -1,0 +1,241 @@
+/**
+ * Commands in a rootless box (rootless.ts): `crun exec` run inside the box's user namespace
+ * (`nsenter --user=/proc/<init>/ns/user`, where the caller is root over the box's ids), with the command
+ * given as an OCI process file (the box's rlimits, capabilities and `noNewPrivileges`, as the root
+ * engine does). A tty is made by the same `tty-relay.pl` in the box's own devpts instance
+ * (`/proc/<init>/root/dev/pts`), and signals reach commands of any box user through `kill` run in the
+ * namespace (a command running as box uid 1000 is host subordinate uid, which the caller cannot
+ * signal from outside).
+ */
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { constants as osConstants } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { BoxError } from '../errors.ts';
+import { lstatInRoot } from './confined.ts';
+import { resolveUser } from './engine.ts';
+import { BOX_RLIMITS, TTY_HELPER_PATH } from './oci.ts';
+import type { EngineExecOptions, EngineProcess } from './types.ts';
+
+/** What an exec needs to know about the box. */
+export interface RootlessExecContext {
+  id: string;
+  /** Host pid of the box init. */
+  initPid: number;
+  /** `KEY=value` environment of the box. */
+  env: string[];
+  user?: string;
+  workingDir: string;
+  /** Capability names of the box (bounding set). */
+  capabilities: string[];
+  /** `rootless-crun.sh` and its environment (crun state, the cgroup view; rootless-scripts.ts). */
+  crun: { script: string; env: Record<string, string> };
+  /** Directory for the per-exec pid and process files. */
+  execDir: string;
+  /** Path of `tty-relay.pl` and the perl interpreter, when tty is possible. */
+  ttyRelay?: { perl: string; script: string };
+  /** Sequence number making the per-exec files unique. */
+  seq: number;
+}
+
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/** Bytes an unread output stream may buffer before the command is throttled by back-pressure. */
+const OUTPUT_BUFFER_BYTES = 64 * 1024 * 1024;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Reads a pipe eagerly (a caller reading only stdout never blocks a command flooding stderr). */
+function drain(source: Readable): Readable {
+  const out = new PassThrough({ highWaterMark: 64 * 1024 });
+  source.on('data', (chunk: Buffer) => {
+    out.write(chunk);
+    if (out.writableLength + out.readableLength > OUTPUT_BUFFER_BYTES) {
+      source.pause();
+      out.once('drain', () => source.resume());
+    }
+  });
+  source.on('end', () => out.end());
+  source.on('error', (err) => out.destroy(err));
+  return out;
+}
+
+/** `nsenter` argv prefix entering the user namespace of the box (as its root). */
+export function inBoxUserns(initPid: number): string[] {
+  return ['nsenter', `--user=/proc/${initPid}/ns/user`, '--'];
+}
+
+/** Sends `signal` to host pids of a box from inside its user namespace. */
+export function signalInBox(initPid: number, pids: number[], signal: NodeJS.Signals): Promise<void> {
+  if (pids.length === 0) return Promise.resolve();
+  const [file, ...args] = inBoxUserns(initPid);
+  return new Promise((resolve) => {
+    const child = spawn(file!, [...args, 'kill', `-${signal.replace(/^SIG/, '')}`, ...pids.map(String)], {
+      stdio: 'ignore',
+    });
+    child.on('error', () => resolve());
+    child.on('exit', () => resolve());
+  });
+}
+
+/** Resolves `cmd` on the box's PATH through its root (`/proc/<init>/root`), without following links. */
+function resolveInBox(root: string, cmd: string, path: string): string | undefined {
+  if (cmd.includes('/')) return cmd;
+  for (const dir of path.split(':')) {
+    if (!dir.startsWith('/')) continue;
+    const inBox = join(dir, cmd);
+    try {
+      const st = lstatInRoot(root, inBox);
+      if (st && (st.isSymbolicLink() || (st.isFile() && (st.mode & 0o111) !== 0))) return inBox;
+    } catch {}
+  }
+  return undefined;
+}
+
+/**
+ * Starts a command in a running rootless box (see the module comment and `Engine.exec`).
+ * @throws BoxError naming `cmd`, `cwd`, `env`, `user` or `ttySize` for bad options.
+ */
+export async function rootlessExec(
+  ctx: RootlessExecContext,
+  options: EngineExecOptions,
+): Promise<EngineProcess> {
+  if (typeof options.cmd !== 'string' || options.cmd.length === 0)
+    throw new BoxError('cmd: must be a non-empty string');
+  const boxRoot = `/proc/${ctx.initPid}/root`;
+  const user = options.user ?? ctx.user;
+  const [uid, gid] = (user !== undefined && user !== '' ? resolveUser(boxRoot, user, 'user') : '0:0')
+    .split(':')
+    .map(Number);
+  const cwd = options.cwd ?? ctx.workingDir;
+  if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
+  const env = new Map<string, string>();
+  for (const e of ctx.env) env.set(e.slice(0, e.indexOf('=')), e);
+  for (const e of options.env) {
+    if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
+    env.set(e.slice(0, e.indexOf('=')), e);
+  }
+  const base = join(ctx.execDir, `${ctx.id}.${process.pid}.${ctx.seq}`);
+  const pidFile = `${base}.pid`;
+  const processFile = `${base}.json`;
+  const ociProcess = {
+    terminal: false,
+    user: { uid, gid },
+    args: [options.cmd, ...options.args],
+    env: [...env.values()],
+    cwd,
+    noNewPrivileges: true,
+    rlimits: BOX_RLIMITS,
+    capabilities: {
+      bounding: ctx.capabilities,
+      effective: uid === 0 ? ctx.capabilities : [],
+      permitted: uid === 0 ? ctx.capabilities : [],
+    },
+  };
+  // In a mount namespace of its own showing crun only the box's cgroups (it joins them on exec).
+  const crunArgv = [
+    ...inBoxUserns(ctx.initPid),
+    'unshare',
+    '--mount',
+    '--propagation',
+    'private',
+    '--',
+    '/bin/sh',
+    ctx.crun.script,
+    'exec',
+    '--pid-file',
+    pidFile,
+    '--process',
+    processFile,
+    ctx.id,
+  ];
+  let argv = crunArgv;
+  if (options.tty) {
+    const size = options.ttySize ?? { cols: 80, rows: 24 };
+    if (!(Number.isInteger(size.cols) && size.cols > 0 && Number.isInteger(size.rows) && size.rows > 0)) {
+      throw new BoxError(`ttySize: cols ${size.cols} and rows ${size.rows} must be positive integers`);
+    }
+    if (!ctx.ttyRelay || !lstatInRoot(boxRoot, TTY_HELPER_PATH)) {
+      throw new BoxError('tty: needs perl and a static busybox (busybox-static) on the host');
+    }
+    const inBox = resolveInBox(boxRoot, options.cmd, env.get('PATH')?.slice(5) ?? DEFAULT_PATH);
+    if (inBox) ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];
+    argv = [
+      ctx.ttyRelay.perl,
+      ctx.ttyRelay.script,
+      join(boxRoot, 'dev/pts'),
+      String(size.cols),
+      String(size.rows),
+      ...crunArgv,
+    ];
+  }
+  writeFileSync(processFile, JSON.stringify(ociProcess));
+  const child = spawn(argv[0]!, argv.slice(1), {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...ctx.crun.env },
+  });
+  let done = false;
+  const exited = new Promise<number>((resolve, reject) => {
+    child.on('error', (err) =>
+      reject(new BoxError(`box ${ctx.id}: exec failed: ${err.message}`, { cause: err })),
+    );
+    child.on('exit', (code, signal) => {
+      done = true;
+      rm(pidFile, { force: true }).catch(() => {});
+      rm(processFile, { force: true }).catch(() => {});
+      resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0));
+    });
+  });
+  exited.catch(() => {});
+  const commandPid = async (): Promise<number | undefined> => {
+    for (let i = 0; i < 200 && !done; i++) {
+      try {
+        const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
+        if (pid > 0) return pid;
+      } catch {}
+      await sleep(5);
+    }
+    return undefined;
+  };
+  child.stdin.on('error', () => {});
+  const proc: EngineProcess = {
+    stdin: child.stdin,
+    stdout: drain(child.stdout),
+    stderr: drain(child.stderr),
+    exited,
+    kill: async (signal: NodeJS.Signals = 'SIGKILL') => {
+      const pid = await commandPid();
+      if (pid !== undefined && !done) await signalInBox(ctx.initPid, [pid], signal);
+    },
+  };
+  if (options.tty) {
+    let queue: Promise<void> = Promise.resolve();
+    proc.resize = (cols: number, rows: number): Promise<void> => {
+      const next = queue.then(async () => {
+        if (!(Number.isInteger(cols) && cols > 0 && Number.isInteger(rows) && rows > 0)) {
+          throw new BoxError(`resize: cols ${cols} and rows ${rows} must be positive integers`);
+        }
+        const pid = await commandPid();
+        if (pid === undefined || done) return;
+        // The terminal is the command's stdin; stty runs in the box's user namespace (the command may
+        // run as a box user the caller cannot reach from outside).
+        await new Promise<void>((resolve) => {
+          const [file, ...args] = inBoxUserns(ctx.initPid);
+          const stty = spawn(
+            file!,
+            [...args, 'stty', '-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)],
+            { stdio: 'ignore' },
+          );
+          stty.on('error', () => resolve());
+          stty.on('exit', () => resolve());
+        });
+      });
+      queue = next.catch(() => {});
+      return next;
+    };
+  }
+  return proc;
+}

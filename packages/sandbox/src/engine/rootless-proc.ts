@@ -1,0 +1,133 @@
+/**
+ * Process-level helpers of the rootless engine: liveness, the processes of a box (by pid namespace,
+ * which works with or without a cgroup), resource figures, and deleting a box's files as its root.
+ */
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
+import { BoxError } from '../errors.ts';
+import type { EngineStats } from './types.ts';
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** True when `pid` exists and is not a zombie. */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+/** Host pids of every live process in the pid namespace of `init` (the box), init included. */
+export function pidsOfBox(init: number): number[] {
+  let ns: string;
+  try {
+    ns = readlinkSync(`/proc/${init}/ns/pid`);
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/ns/pid`) === ns && isAlive(Number(entry))) out.push(Number(entry));
+    } catch {}
+  }
+  return out;
+}
+
+/** CPU time (user + system) of a process in clock ticks, 0 when gone. */
+function cpuTicks(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(f[11]) + Number(f[12]);
+  } catch {
+    return 0;
+  }
+}
+
+const cpuSamples = new Map<string, { t: number; ticks: number }>();
+/** Clock ticks per second (`getconf CLK_TCK`: 100 on Linux x86_64 and arm64). */
+const CLK_TCK = 100;
+
+/**
+ * Resource usage of a running box (`Engine.stats`): memory from its cgroup (when it has one), CPU
+ * percent of its allowance since the previous call from its processes' times (live processes only),
+ * network counters from its namespace.
+ */
+export async function boxStats(id: string, init: number, cpus: number): Promise<EngineStats> {
+  const out: EngineStats = {};
+  const read = (file: string) => readFile(file, 'utf8').catch(() => undefined);
+  const cgroups = (await read(`/proc/${init}/cgroup`)) ?? '';
+  const memory = /^\d+:memory:(.*)$/m.exec(cgroups)?.[1];
+  const unified = /^0::(.*)$/m.exec(cgroups)?.[1];
+  const mem = memory
+    ? await read(`/sys/fs/cgroup/memory${memory}/memory.usage_in_bytes`)
+    : unified && unified !== '/'
+      ? await read(`/sys/fs/cgroup${unified}/memory.current`)
+      : undefined;
+  if (mem !== undefined) out.memoryBytes = Number(mem.trim());
+  const ticks = pidsOfBox(init).reduce((sum, p) => sum + cpuTicks(p), 0);
+  const now = performance.now();
+  const prev = cpuSamples.get(id);
+  cpuSamples.set(id, { t: now, ticks });
+  if (prev && now > prev.t) {
+    const pct = ((((ticks - prev.ticks) / CLK_TCK) * 1000) / (now - prev.t) / cpus) * 100;
+    out.cpuPercent = Math.min(100, Math.max(0, Math.round(pct * 10) / 10));
+  }
+  const dev = await read(`/proc/${init}/net/dev`);
+  if (dev !== undefined) {
+    let rx = 0;
+    let tx = 0;
+    for (const line of dev.split('\n').slice(2)) {
+      const [ifname, rest] = line.split(':');
+      if (!rest || ifname?.trim() === 'lo') continue;
+      const f = rest.trim().split(/\s+/).map(Number);
+      rx += f[0] ?? 0;
+      tx += f[8] ?? 0;
+    }
+    out.networkBytesReceived = rx;
+    out.networkBytesSent = tx;
+  }
+  const snmp = (await read(`/proc/${init}/net/snmp`))?.split('\n').filter((l) => l.startsWith('Tcp:'));
+  if (snmp && snmp.length >= 2) {
+    const names = snmp[0]!.split(/\s+/);
+    const values = snmp[1]!.split(/\s+/).map(Number);
+    const field = (name: string) => values[names.indexOf(name)] ?? 0;
+    out.networkTcpConnections = field('CurrEstab');
+    out.networkTcpErrors = field('AttemptFails') + field('EstabResets');
+  }
+  return out;
+}
+
+/**
+ * Deletes `paths` from inside a user namespace with the box's mapping (`unshareArgs`), where the
+ * caller is root over every box id: files a box user (a subordinate uid) made, and overlayfs's
+ * mode-000 `work/work`, are removable there and not from outside.
+ * @throws BoxError when `rm` fails.
+ */
+export function removeAsBoxRoot(unshareArgs: string[], paths: string[]): Promise<void> {
+  if (paths.length === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const child = spawn('unshare', [...unshareArgs, '--', 'rm', '-rf', '--', ...paths], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
+    child.on('error', (e) => reject(new BoxError(`removing box files failed: ${e.message}`)));
+    child.on('exit', (code) => {
+      if (code === 0) resolve();
+      else reject(new BoxError(`removing box files failed: ${stderr.trim()}`));
+    });
+  });
+}

@@ -1,0 +1,612 @@
+/**
+ * The rootless engine (issue 16): boxes of an ordinary account, run by crun inside a user namespace
+ * mapped from the caller's subordinate ids. Box uid 0 is the caller's own uid, box ids 1…65536 are
+ * the caller's `/etc/subuid`/`/etc/subgid` block (newuidmap/newgidmap through `unshare --map-users`);
+ * image layers, unpacked by the caller, are owned by box root.
+ *
+ * Start: `config.json` from `buildOciConfig` (no user namespace entry: crun runs inside the one the
+ * supervisor made; cgroups under the delegated subtree, or none when the caller allowed unlimited
+ * boxes), then `rootless-supervisor.sh` (rootless-scripts.ts) mounts the overlay root, binds the host
+ * paths and runs `crun run --detach` — all inside the namespace: nothing is mounted on the host.
+ * Limits: `cpus`, `memoryMib` and the pids limit need a cgroup subtree delegated to the caller
+ * (`sandbox setup <user>`); without one `start` fails with a `BoxError` saying so, unless the spec
+ * has `allowUnlimited` (then the box runs without limits and `limitsEnforced` is false).
+ * Not available rootless, refused with a `BoxError`: the gVisor tier, `diskSizeGb` (no loop devices in
+ * a user namespace; the writable layer is on the caller's file system, bounded by its quota).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  rmdirSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { BoxError } from '../errors.ts';
+import { resolveCapabilities } from './capabilities.ts';
+import { type CreateEngineOptions, findExecutable } from './engine.ts';
+import { type OpenedHostPath, openHostPath } from './hostpath.ts';
+import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
+import { HOST_BUSYBOX } from './rootfs.ts';
+import { rootlessExec, signalInBox } from './rootless-exec.ts';
+import {
+  type CgroupDelegation,
+  cgroupDelegation,
+  cgroupMounts,
+  currentUser,
+  type HostUser,
+  ROOTLESS_RANGE_SIZE,
+  type SubordinateRange,
+  subordinateRanges,
+  usableRange,
+} from './rootless-host.ts';
+import { boxStats, isAlive, pidsOfBox, removeAsBoxRoot, sleep } from './rootless-proc.ts';
+import { ROOTLESS_CRUN_SH, ROOTLESS_SUPERVISOR_SH } from './rootless-scripts.ts';
+import { TTY_RELAY_PL } from './scripts.ts';
+import type {
+  Engine,
+  EngineBoxRecord,
+  EngineBoxSpec,
+  EngineExecOptions,
+  EngineProcess,
+  EngineStarted,
+  EngineState,
+  EngineStats,
+} from './types.ts';
+
+/** Options of {@link RootlessEngine}: those of `createEngine` that apply (no `runtime`: crun only). */
+export type RootlessEngineOptions = Pick<
+  CreateEngineOptions,
+  'stateRoot' | 'initPath' | 'networkSetup' | 'networkTeardown'
+> & {
+  /** Subordinate id files (tests). */
+  subuidPath?: string;
+  subgidPath?: string;
+};
+
+/** Per-box facts other processes need (`<boxDir>/bundle/engine.json`). */
+interface RootlessMeta {
+  id: string;
+  env: string[];
+  user?: string;
+  workingDir: string;
+  cpus: number;
+  capabilities: string[];
+  /** False when the box runs without cpu, memory and pids limits (`allowUnlimited`). */
+  limitsEnforced: boolean;
+}
+
+const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/** The message of a start refused for missing cgroup delegation (also used by `sandbox doctor`). */
+export function limitsNotDelegatedMessage(user: string, delegation: CgroupDelegation): string {
+  return (
+    `limits: cpus, memoryMib and the pids limit need a cgroup subtree delegated to ${user} ` +
+    `(${delegation.path}; missing controllers: ${delegation.missing.join(', ')}). ` +
+    `Run 'sudo sandbox setup ${user}' once, or create the box with advanced.allowUnlimited: true to run it without limits`
+  );
+}
+
+/** An `Engine` for an ordinary account (see the module comment). */
+export class RootlessEngine implements Engine {
+  readonly name = 'crun-rootless';
+  readonly user: HostUser;
+  readonly stateRoot: string;
+  readonly #opts: RootlessEngineOptions;
+  readonly #uids: SubordinateRange;
+  readonly #gids: SubordinateRange;
+  readonly #crunRoot: string;
+  readonly #boxesDir: string;
+  readonly #execDir: string;
+  readonly #supervisorPath: string;
+  readonly #crunScript: string;
+  readonly #cgsave: string;
+  readonly #initPath: string;
+  readonly #ttyRelay?: { perl: string; script: string };
+  readonly #supervisors = new Map<string, ChildProcess>();
+  readonly #metas = new Map<string, RootlessMeta & { boxDir: string }>();
+  #execSeq = 0;
+
+  /**
+   * @throws BoxError `unsupported` when run as root, or when the caller has no subordinate ids, or crun,
+   *   catatonit or newuidmap is missing (the message names the fix: `sandbox setup <user>`).
+   */
+  constructor(options: RootlessEngineOptions) {
+    this.user = currentUser();
+    if (this.user.uid === 0)
+      throw new BoxError('the rootless engine is for ordinary accounts', { code: 'unsupported' });
+    const fix = `run 'sudo sandbox setup ${this.user.name}' (check with 'sandbox doctor')`;
+    const uids = usableRange(subordinateRanges(options.subuidPath ?? '/etc/subuid', this.user));
+    const gids = usableRange(subordinateRanges(options.subgidPath ?? '/etc/subgid', this.user));
+    if (!uids || !gids) {
+      throw new BoxError(
+        `rootless: ${this.user.name} has no block of ${ROOTLESS_RANGE_SIZE} subordinate ids in /etc/subuid and /etc/subgid: ${fix}`,
+        { code: 'unsupported' },
+      );
+    }
+    for (const tool of ['crun', 'newuidmap', 'newgidmap', 'unshare', 'nsenter']) {
+      if (!findExecutable(tool))
+        throw new BoxError(`rootless: ${tool} is not installed: ${fix}`, { code: 'unsupported' });
+    }
+    this.#initPath = options.initPath ?? '/usr/bin/catatonit';
+    if (!existsSync(this.#initPath))
+      throw new BoxError(`rootless: ${this.#initPath} (catatonit) is missing: ${fix}`, {
+        code: 'unsupported',
+      });
+    this.#opts = options;
+    this.#uids = uids;
+    this.#gids = gids;
+    this.stateRoot = options.stateRoot ?? join(this.user.home, '.sandbox', 'engine');
+    if (/\s/.test(this.stateRoot))
+      throw new BoxError(`stateRoot: '${this.stateRoot}' must not contain spaces`);
+    this.#crunRoot = join(this.stateRoot, 'crun');
+    this.#boxesDir = join(this.stateRoot, 'boxes');
+    this.#execDir = join(this.stateRoot, 'exec');
+    this.#cgsave = join(this.stateRoot, 'cgsave');
+    const bin = join(this.stateRoot, 'bin');
+    for (const d of [this.#crunRoot, this.#boxesDir, this.#execDir, this.#cgsave, bin])
+      mkdirSync(d, { recursive: true, mode: 0o700 });
+    this.#supervisorPath = join(bin, 'rootless-supervisor.sh');
+    this.#crunScript = join(bin, 'rootless-crun.sh');
+    writeFileSync(this.#supervisorPath, ROOTLESS_SUPERVISOR_SH, { mode: 0o700 });
+    writeFileSync(this.#crunScript, ROOTLESS_CRUN_SH, { mode: 0o700 });
+    const perl = findExecutable('perl');
+    if (perl && existsSync(HOST_BUSYBOX)) {
+      const script = join(bin, 'tty-relay.pl');
+      writeFileSync(script, TTY_RELAY_PL, { mode: 0o700 });
+      this.#ttyRelay = { perl, script };
+    }
+  }
+
+  /** The cgroup subtree delegated to the caller, read now (it may be set up after the engine starts). */
+  delegation(): CgroupDelegation {
+    return cgroupDelegation(this.user, cgroupMounts());
+  }
+
+  /** The gVisor tier is refused for ordinary accounts. @throws BoxError `unsupported`, always. */
+  async gvisorPlatform(): Promise<never> {
+    throw new BoxError(
+      'isolation: the gvisor tier needs root on this host (runsc --rootless is not supported here); use isolation: "container"',
+      { field: 'isolation', code: 'unsupported' },
+    );
+  }
+
+  /** Environment of the helper scripts: the crun state and the cgroup view (see rootless-scripts.ts). */
+  #cgroupEnv(delegation: CgroupDelegation, enforce: boolean): Record<string, string> {
+    const mounts = cgroupMounts();
+    const env: Record<string, string> = {
+      SB_STATE: this.#crunRoot,
+      SB_CGSAVE: '',
+      SB_CGROUPS: '',
+      SB_CGMGR: enforce ? '--cgroup-manager=cgroupfs' : '--cgroup-manager=disabled',
+    };
+    if (mounts.layout !== 'v2') {
+      env.SB_CGSAVE = this.#cgsave;
+      if (enforce) {
+        const dirs = new Set<string>();
+        for (const c of delegation.controllers) dirs.add(mounts.v1.get(c)!.split('/').pop()!);
+        env.SB_CGROUPS = [...dirs].join(' ');
+      }
+    }
+    return env;
+  }
+
+  #idMapArgs(): string[] {
+    return [
+      '--user',
+      '--mount',
+      '--propagation',
+      'private',
+      `--map-users=${this.#uids.start},1,${ROOTLESS_RANGE_SIZE}`,
+      `--map-groups=${this.#gids.start},1,${ROOTLESS_RANGE_SIZE}`,
+      '--map-user=0',
+      '--map-group=0',
+    ];
+  }
+
+  /** Starts a box; see `Engine.start` and the module comment. */
+  async start(spec: EngineBoxSpec & { allowUnlimited?: boolean }): Promise<EngineStarted> {
+    validateSpec(spec);
+    if (spec.isolation === 'gvisor') await this.gvisorPlatform();
+    if (spec.diskSizeGb !== undefined) {
+      throw new BoxError(
+        'diskSizeGb: not available to an ordinary account (no loop devices in a user namespace); the writable layer is bounded by your file system quota',
+        { field: 'diskSizeGb', code: 'unsupported' },
+      );
+    }
+    const delegation = this.delegation();
+    const enforce = delegation.missing.length === 0;
+    if (!enforce && spec.allowUnlimited !== true)
+      throw new BoxError(limitsNotDelegatedMessage(this.user.name, delegation), { code: 'unsupported' });
+    const opened: OpenedHostPath[] = [];
+    try {
+      for (const [i, m] of spec.mounts.entries()) {
+        const o = openHostPath(m.hostPath, `mounts[${i}].hostPath`);
+        opened.push(o);
+        try {
+          accessSync(
+            `/proc/self/fd/${o.fd}`,
+            constants.R_OK | (m.readOnly ? 0 : constants.W_OK) | (o.isDirectory ? constants.X_OK : 0),
+          );
+        } catch {
+          throw new BoxError(
+            `mounts[${i}].hostPath: '${m.hostPath}' is not ${m.readOnly ? 'readable' : 'readable and writable'} by ${this.user.name}`,
+            { field: `mounts[${i}].hostPath` },
+          );
+        }
+      }
+      return await this.#startOpened(spec, opened, delegation, enforce);
+    } finally {
+      for (const o of opened) o.close();
+    }
+  }
+
+  async #startOpened(
+    spec: EngineBoxSpec,
+    opened: OpenedHostPath[],
+    delegation: CgroupDelegation,
+    enforce: boolean,
+  ): Promise<EngineStarted> {
+    const bundle = join(spec.boxDir, 'bundle');
+    const rootfs = join(spec.boxDir, 'rootfs');
+    const upper = join(spec.boxDir, 'upper');
+    const work = join(spec.boxDir, 'work');
+    const bindsDir = join(spec.boxDir, 'binds');
+    const log = join(spec.boxDir, 'runtime.log');
+    const pidFile = join(bundle, 'init.pid');
+    if (this.#initPid(spec.id) !== undefined) throw new BoxError(`box ${spec.id}: already running`);
+    if (existsSync(join(this.#crunRoot, spec.id)))
+      await this.#crun(['delete', '--force', spec.id], delegation, enforce);
+    const tConfig0 = performance.now();
+    const mounts = spec.mounts.map((m, i) => ({ ...m, hostPath: join(bindsDir, String(i)) }));
+    const config = buildOciConfig(
+      { ...spec, mounts },
+      {
+        rootfs,
+        init: this.#initPath,
+        initArgs: ['-P'],
+        ...(this.#ttyRelay ? { ttyHelper: HOST_BUSYBOX } : {}),
+        cgroupsPath: `${delegation.path}/${spec.id}`,
+        etcFiles: { hosts: join(bundle, 'hosts'), hostname: join(bundle, 'hostname') },
+      },
+    ) as { process: { cwd: string }; mounts: object[]; linux: Record<string, unknown> };
+    config.process.cwd = spec.workingDir;
+    const linux = config.linux;
+    if (enforce) {
+      // The devices controller is not delegated; a user namespace cannot create device nodes anyway.
+      delete (linux.resources as Record<string, unknown>).devices;
+    } else {
+      delete linux.resources;
+      delete linux.cgroupsPath;
+    }
+    if (spec.network.mode === 'enabled') {
+      config.mounts.push({
+        destination: '/etc/resolv.conf',
+        type: 'bind',
+        source: join(bundle, 'resolv.conf'),
+        options: ['bind', 'rw', 'nosuid', 'nodev', 'noexec'],
+      });
+    }
+    mkdirSync(bundle, { recursive: true });
+    writeFileSync(join(bundle, 'hosts'), etcHosts(spec.hostname));
+    writeFileSync(join(bundle, 'hostname'), `${spec.hostname}\n`);
+    writeFileSync(join(bundle, 'resolv.conf'), 'nameserver 10.0.2.3\noptions attempts:1 timeout:2\n');
+    writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
+    const meta: RootlessMeta = {
+      id: spec.id,
+      env: spec.env,
+      user: spec.user,
+      workingDir: spec.workingDir,
+      cpus: spec.cpus,
+      capabilities: resolveCapabilities(spec.capabilities),
+      limitsEnforced: enforce,
+    };
+    writeFileSync(join(bundle, 'engine.json'), JSON.stringify(meta));
+    const stageBoxConfigMs = performance.now() - tConfig0;
+
+    const tFs0 = performance.now();
+    for (const d of [rootfs, upper, work]) mkdirSync(d, { recursive: true });
+    const link = join(this.#boxesDir, spec.id);
+    rmSync(link, { force: true });
+    symlinkSync(spec.boxDir, link);
+    rmSync(pidFile, { force: true });
+    rmSync(join(bundle, 'slirp.pid'), { force: true });
+    writeFileSync(log, '');
+    rmSync(bindsDir, { recursive: true, force: true }); // never mounted on the host: plain files
+    if (opened.length > 0) mkdirSync(bindsDir, { mode: 0o700 });
+    const binds: string[] = [];
+    for (const [i, o] of opened.entries()) {
+      const target = join(bindsDir, String(i));
+      if (o.isDirectory) mkdirSync(target);
+      else writeFileSync(target, '');
+      binds.push(`${3 + i}:${target}`);
+    }
+    const env = {
+      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      ...this.#cgroupEnv(delegation, enforce),
+      SB_ID: spec.id,
+      SB_BUNDLE: bundle,
+      SB_ROOTFS: rootfs,
+      SB_LOWER: [...spec.layerDirs].reverse().join(':'),
+      SB_UPPER: upper,
+      SB_WORK: work,
+      SB_LOG: log,
+      SB_PIDFILE: pidFile,
+      SB_BINDS: binds.join(' '),
+      SB_WATCH: spec.detach ? '0' : '1',
+    };
+    this.#endSupervisor(spec.id, spec.boxDir);
+    const child = spawn('unshare', [...this.#idMapArgs(), '--', '/bin/sh', this.#supervisorPath], {
+      env,
+      detached: true,
+      stdio: ['pipe', 'pipe', 'ignore', ...opened.map((o) => o.fd)],
+    });
+    child.on('error', () => {});
+    child.stdin?.on('error', () => {});
+    let tMounted = performance.now();
+    const outcome = await new Promise<string>((resolve) => {
+      const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+      lines.on('line', (line) => {
+        if (line === 'mounted') tMounted = performance.now();
+        else {
+          resolve(line);
+          lines.close();
+        }
+      });
+      child.on('exit', () => resolve('error exited'));
+    });
+    child.stdout?.destroy();
+    const tStarted = performance.now();
+    if (outcome !== 'started') {
+      const text = await readFile(log, 'utf8').catch(() => '');
+      child.stdin?.destroy();
+      throw new BoxError(
+        `box ${spec.id}: start failed at ${outcome.replace(/^error /, '')}${text.trim() ? `: ${text.trim().slice(-800)}` : ''}`,
+      );
+    }
+    if (!spec.detach) {
+      this.#supervisors.set(spec.id, child);
+      (child.stdin as unknown as { unref?: () => void }).unref?.();
+    } else child.stdin?.destroy();
+    child.unref();
+    this.#metas.set(spec.id, { ...meta, boxDir: spec.boxDir });
+    const pid = this.#initPid(spec.id);
+    if (pid === undefined) {
+      await this.stop(spec.id, 0).catch(() => {});
+      throw new BoxError(`box ${spec.id}: init process exited right after start`);
+    }
+    if (this.#opts.networkSetup) {
+      try {
+        await this.#opts.networkSetup({ id: spec.id, pid, boxDir: spec.boxDir, network: spec.network });
+      } catch (err) {
+        await this.stop(spec.id, 0).catch(() => {});
+        if (err instanceof BoxError) throw err;
+        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    const round = (ms: number) => Math.round(ms * 1000) / 1000;
+    return {
+      pid,
+      timings: {
+        stageBoxConfigMs: round(stageBoxConfigMs),
+        stageFilesystemSetupMs: round(tMounted - tFs0),
+        stageBoxSpawnMs: round(tStarted - tMounted),
+        stageContainerInitMs: round(performance.now() - tStarted),
+      },
+    };
+  }
+
+  /** Runs crun in a namespace where the caller is root, with the delegated cgroups in view. */
+  #crun(
+    args: string[],
+    delegation = this.delegation(),
+    enforce = delegation.missing.length === 0,
+  ): Promise<{ code: number; stderr: string }> {
+    return new Promise((resolve) => {
+      const child = spawn(
+        'unshare',
+        [
+          '--user',
+          '--map-root-user',
+          '--mount',
+          '--propagation',
+          'private',
+          '--',
+          '/bin/sh',
+          this.#crunScript,
+          ...args,
+        ],
+        {
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...this.#cgroupEnv(delegation, enforce) },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => {
+        stderr += c.toString();
+      });
+      child.on('error', (e) => resolve({ code: 1, stderr: e.message }));
+      child.on('exit', (code) => resolve({ code: code ?? 1, stderr }));
+    });
+  }
+
+  #meta(id: string): (RootlessMeta & { boxDir: string }) | undefined {
+    const known = this.#metas.get(id);
+    if (known) return known;
+    try {
+      const boxDir = readlinkSync(join(this.#boxesDir, id));
+      const meta = {
+        ...(JSON.parse(readFileSync(join(boxDir, 'bundle', 'engine.json'), 'utf8')) as RootlessMeta),
+        boxDir,
+      };
+      this.#metas.set(id, meta);
+      return meta;
+    } catch {
+      return undefined;
+    }
+  }
+
+  #initPid(id: string): number | undefined {
+    const meta = this.#meta(id);
+    if (!meta) return undefined;
+    try {
+      const pid = Number.parseInt(readFileSync(join(meta.boxDir, 'bundle', 'init.pid'), 'utf8'), 10);
+      return pid > 0 && isAlive(pid) ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Whether the box's cpu, memory and pids limits are enforced (false: created with `allowUnlimited`). */
+  limitsEnforced(id: string): boolean | undefined {
+    return this.#meta(id)?.limitsEnforced;
+  }
+
+  /** Runs a command; see `Engine.exec` and rootless-exec.ts. @throws BoxError when the box is not running. */
+  async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    const meta = this.#meta(id);
+    const initPid = this.#initPid(id);
+    if (!meta || initPid === undefined) throw new BoxError(`box ${id}: not running`, { code: 'conflict' });
+    return rootlessExec(
+      {
+        id,
+        initPid,
+        env: meta.env,
+        ...(meta.user !== undefined ? { user: meta.user } : {}),
+        workingDir: meta.workingDir,
+        capabilities: meta.capabilities,
+        crun: { script: this.#crunScript, env: this.#cgroupEnv(this.delegation(), meta.limitsEnforced) },
+        execDir: this.#execDir,
+        ...(this.#ttyRelay ? { ttyRelay: this.#ttyRelay } : {}),
+        seq: ++this.#execSeq,
+      },
+      options,
+    );
+  }
+
+  /** SIGTERM to the box's commands (up to `graceMs`), SIGKILL to its init, then `crun delete`. Idempotent. */
+  async stop(id: string, graceMs = 2000): Promise<void> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    const meta = this.#meta(id);
+    const init = this.#initPid(id);
+    if (init !== undefined) {
+      const others = () => pidsOfBox(init).filter((p) => p !== init);
+      if (graceMs > 0 && others().length > 0) {
+        await signalInBox(init, others(), 'SIGTERM');
+        const deadline = performance.now() + graceMs;
+        while (others().length > 0 && performance.now() < deadline) await sleep(10);
+      }
+      try {
+        process.kill(init, 'SIGKILL');
+      } catch {}
+      for (let i = 0; i < 500 && isAlive(init); i++) await sleep(10);
+    }
+    if (this.#opts.networkTeardown) await this.#opts.networkTeardown(id).catch(() => {});
+    if (existsSync(join(this.#crunRoot, id))) {
+      const del = await this.#crun(['delete', '--force', id]);
+      if (del.code !== 0 && existsSync(join(this.#crunRoot, id)))
+        throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`);
+    }
+    // crun leaves nothing in the delegated subtree; a box killed in the middle of its start might.
+    for (const dir of this.delegation().dirs.values()) {
+      try {
+        rmdirSync(join(dir, id));
+      } catch {}
+    }
+    if (meta) rmSync(join(meta.boxDir, 'bundle', 'init.pid'), { force: true });
+    this.#endSupervisor(id, meta?.boxDir);
+  }
+
+  /** Tells this process's supervisor of `id` to let go, or ends another process's with SIGTERM. */
+  #endSupervisor(id: string, boxDir: string | undefined): void {
+    const own = this.#supervisors.get(id);
+    this.#supervisors.delete(id);
+    if (own) {
+      try {
+        own.stdin?.end('release\n');
+      } catch {}
+      return;
+    }
+    if (!boxDir) return;
+    const file = join(boxDir, 'bundle', 'supervisor.pid');
+    try {
+      const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
+      rmSync(file, { force: true });
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      if (
+        pid > 0 &&
+        pid !== process.pid &&
+        environ.includes(`SB_ID=${id}`) &&
+        environ.includes(`SB_BUNDLE=${join(boxDir, 'bundle')}`)
+      )
+        process.kill(pid, 'SIGTERM');
+    } catch {}
+  }
+
+  /** Stops the box and deletes its files (writable layer files of any box uid included). Idempotent. */
+  async remove(id: string, boxDir: string): Promise<void> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    if (!this.#meta(id))
+      this.#metas.set(id, {
+        id,
+        env: [],
+        workingDir: '/',
+        cpus: 1,
+        capabilities: [],
+        limitsEnforced: true,
+        boxDir,
+      });
+    await this.stop(id, 0);
+    const paths = ['bundle', 'rootfs', 'binds', 'upper', 'work', 'runtime.log']
+      .map((n) => join(boxDir, n))
+      .filter((p) => existsSync(p));
+    await removeAsBoxRoot(this.#idMapArgs(), paths);
+    try {
+      unlinkSync(join(this.#boxesDir, id));
+    } catch {}
+    this.#metas.delete(id);
+  }
+
+  /** `running` while the init lives (a zombie counts as gone), `stopped` when only the files remain. */
+  async state(id: string): Promise<EngineState> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    const pid = this.#initPid(id);
+    if (pid !== undefined) return { status: 'running', pid };
+    return { status: this.#meta(id) ? 'stopped' : 'unknown' };
+  }
+
+  /** Memory from the box's cgroup, CPU from its processes, network from its namespace. */
+  async stats(id: string): Promise<EngineStats> {
+    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    const pid = this.#initPid(id);
+    return pid === undefined ? {} : boxStats(id, pid, this.#meta(id)?.cpus ?? 1);
+  }
+
+  /** Every box in the engine's index, with its state (crash recovery). */
+  async list(): Promise<EngineBoxRecord[]> {
+    const out: EngineBoxRecord[] = [];
+    for (const id of await readdir(this.#boxesDir).catch(() => [] as string[])) {
+      if (!ID_RE.test(id)) continue;
+      const st = await this.state(id);
+      out.push({
+        id,
+        boxDir: this.#meta(id)?.boxDir,
+        status: st.status === 'unknown' ? 'stopped' : st.status,
+        pid: st.pid,
+        mounts: [],
+      });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,291 @@
+/**
+ * Networking of rootless boxes (issue 16), the counterpart of `network/manager.ts` for an ordinary
+ * account, with the same surface for the runtime (`prepare`, `hooks`, `publishedPorts`, `teardown`):
+ *
+ * - `disabled`: nothing is added; the box has only `lo`.
+ * - `enabled`: slirp4netns (rootless by design), run as root of the box's user namespace (so that its
+ *   `--enable-sandbox` may drop to its own empty mount namespace) and still in the host's network
+ *   namespace, gives the box `tap0` (10.0.2.100, gateway 10.0.2.2, DNS 10.0.2.3);
+ *   `--disable-host-loopback` unless `allowNet` names the host. An nftables ruleset in the box's
+ *   namespace, loaded by the caller as root of the box's user namespace before `start` resolves,
+ *   refuses the host's own addresses and, with a non-empty `allowNet`, everything not listed
+ *   (hostnames are resolved once, at start; `*.` wildcard rules are refused rootless). The box
+ *   cannot change the ruleset: it has no `NET_ADMIN` (adding it is refused with `allowNet`), and its
+ *   seccomp profile refuses packet sockets.
+ * - `ports`: slirp4netns host forwards, listeners of the caller's own account; a host port below
+ *   `net.ipv4.ip_unprivileged_port_start` is refused with a `BoxError` naming `ports[i].hostPort`.
+ * - `secrets` (the substituting proxy) are refused rootless with a `BoxError` naming `secrets`.
+ */
+import { spawn } from 'node:child_process';
+import { lookup } from 'node:dns/promises';
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, isIP } from 'node:net';
+import { join } from 'node:path';
+import type { EngineNetworkContext } from '../engine/engine.ts';
+import { unprivilegedPortStart } from '../engine/rootless-host.ts';
+import { BoxError } from '../errors.ts';
+import type { JsPublishedPort } from '../types.ts';
+import { hostIpv4Addresses } from './destinations.ts';
+import type { BoxNetworkConfig, PortRequest } from './manager.ts';
+import { addHostForward } from './netns.ts';
+import { allowsHostLoopback, HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
+
+/** The box's address on slirp4netns's network. */
+const GUEST_IP = '10.0.2.100';
+const SLIRP_DNS = '10.0.2.3';
+
+function alive(pid: number): boolean {
+  try {
+    return !/\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** Runs `argv` in the box's user and network namespaces (as their root), `input` on stdin. */
+function inBoxNet(pid: number, argv: string[], input = ''): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      'nsenter',
+      [`--user=/proc/${pid}/ns/user`, `--net=/proc/${pid}/ns/net`, '--', ...argv],
+      {
+        stdio: ['pipe', 'ignore', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
+    child.stdin.on('error', () => {});
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${argv[0]}: ${stderr.trim()}`))));
+    child.stdin.end(input);
+  });
+}
+
+/** nftables ruleset of a box (see the module comment). `allowed`: undefined for an open policy. */
+export function rootlessRules(hostAddresses: string[], allowed: string[] | undefined): string {
+  const v4 = (list: string[]) => list.filter((a) => isIP(a.split('/')[0]!) === 4);
+  const v6 = (list: string[]) => list.filter((a) => isIP(a.split('/')[0]!) === 6);
+  const lines = [
+    'table inet sandbox {',
+    '  chain output {',
+    '    type filter hook output priority 0; policy accept;',
+    '    oif "lo" accept',
+    '    ct state established,related accept',
+    `    ip daddr ${SLIRP_DNS} meta l4proto { tcp, udp } th dport 53 accept`,
+  ];
+  const hosts = v4(hostAddresses).filter((a) => !(allowed ?? []).includes(a));
+  if (hosts.length > 0) lines.push(`    ip daddr { ${hosts.join(', ')} } reject`);
+  if (allowed !== undefined) {
+    if (v4(allowed).length > 0) lines.push(`    ip daddr { ${v4(allowed).join(', ')} } accept`);
+    if (v6(allowed).length > 0) lines.push(`    ip6 daddr { ${v6(allowed).join(', ')} } accept`);
+    lines.push('    meta l4proto tcp reject with tcp reset', '    reject');
+  }
+  lines.push('  }', '}');
+  return `${lines.join('\n')}\n`;
+}
+
+/** A free TCP port on `host`, for auto-assigned publications. */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Networking of a rootless runtime's boxes; per-box state in `<stateDir>/<id>.{pid,sock,log}`. */
+export class RootlessNetworking {
+  readonly #stateDir: string;
+  readonly #prepared = new Map<string, BoxNetworkConfig>();
+  readonly #published = new Map<string, JsPublishedPort[]>();
+
+  /** `stateDir`: short directory path (the API socket path must fit 107 bytes). */
+  constructor(options: { stateDir: string }) {
+    this.#stateDir = options.stateDir;
+    mkdirSync(this.#stateDir, { recursive: true, mode: 0o700 });
+  }
+
+  /**
+   * Records ports, secrets and detach for the next start of box `id`.
+   * @throws BoxError `unsupported` naming `secrets` when there are any; `ports[i].hostPort` below
+   *   the host's unprivileged port start.
+   */
+  prepare(id: string, config: BoxNetworkConfig): void {
+    if (config.secrets.length > 0) {
+      throw new BoxError('secrets: the substituting proxy needs root; not available to an ordinary account', {
+        field: 'secrets',
+        code: 'unsupported',
+      });
+    }
+    const start = unprivilegedPortStart();
+    config.ports.forEach((p, i) => {
+      if (p.hostPort !== undefined && p.hostPort !== 0 && p.hostPort < start) {
+        throw new BoxError(
+          `invalid box option ports[${i}].hostPort: ${p.hostPort} is below ${start} (net.ipv4.ip_unprivileged_port_start), which an ordinary account cannot listen on; use a port ≥ ${start} or omit hostPort`,
+          { field: `ports[${i}].hostPort` },
+        );
+      }
+    });
+    this.#prepared.set(id, config);
+  }
+
+  /** The `networkSetup`/`networkTeardown` hooks of the engine. */
+  hooks(): {
+    networkSetup: (ctx: EngineNetworkContext) => Promise<void>;
+    networkTeardown: (id: string) => Promise<void>;
+  } {
+    return { networkSetup: (ctx) => this.setup(ctx), networkTeardown: (id) => this.teardown(id) };
+  }
+
+  /** Publications made when this process started box `id`, or null. */
+  publishedPorts(id: string): JsPublishedPort[] | null {
+    const published = this.#published.get(id);
+    return published ? published.map((p) => ({ ...p })) : null;
+  }
+
+  #file(id: string, ext: string): string {
+    return join(this.#stateDir, `${id}.${ext}`);
+  }
+
+  /** Sets up the box's network (see the module comment); rejects when slirp4netns or the rules fail. */
+  async setup(ctx: EngineNetworkContext): Promise<void> {
+    const config = this.#prepared.get(ctx.id) ?? { ports: [], secrets: [], detach: true };
+    this.#prepared.delete(ctx.id);
+    if (ctx.network.mode === 'disabled') {
+      this.#published.set(ctx.id, []);
+      return;
+    }
+    const policy = parseAllowNet(ctx.network.allowNet);
+    let allowed: string[] | undefined;
+    if (!policy.open) {
+      if (policy.suffixes.length > 0) {
+        throw new BoxError(
+          'network.allowNet: wildcard (*.) rules need root; list exact hostnames or addresses',
+          {
+            field: 'network.allowNet',
+            code: 'unsupported',
+          },
+        );
+      }
+      allowed = [...policy.cidrs];
+      for (const name of policy.names) {
+        try {
+          for (const { address } of await lookup(name, { all: true })) allowed.push(address);
+        } catch (error) {
+          throw new BoxError(`network.allowNet: cannot resolve '${name}': ${(error as Error).message}`, {
+            field: 'network.allowNet',
+          });
+        }
+      }
+      if (allowsHostLoopback(policy)) allowed.push(HOST_LOOPBACK_IP);
+    }
+    const pid = await this.#startSlirp(ctx, !allowsHostLoopback(policy), !config.detach);
+    writeFileSync(join(ctx.boxDir, 'bundle', 'slirp.pid'), `${pid}\n`);
+    await inBoxNet(ctx.pid, ['nft', '-f', '-'], rootlessRules(hostIpv4Addresses(), allowed));
+    const published: JsPublishedPort[] = [];
+    for (const [i, port] of config.ports.entries()) published.push(await this.#publish(ctx.id, i, port));
+    this.#published.set(ctx.id, published);
+  }
+
+  #startSlirp(
+    ctx: EngineNetworkContext,
+    disableHostLoopback: boolean,
+    exitWithParent: boolean,
+  ): Promise<number> {
+    const log = openSync(this.#file(ctx.id, 'log'), 'a');
+    const args = [
+      '--configure',
+      '--mtu=65520',
+      '--ready-fd=3',
+      `--api-socket=${this.#file(ctx.id, 'sock')}`,
+      '--netns-type=path',
+      '--enable-sandbox',
+      '--enable-seccomp',
+      ...(disableHostLoopback ? ['--disable-host-loopback'] : []),
+      ...(exitWithParent ? ['--exit-fd=4'] : []),
+      `/proc/${ctx.pid}/ns/net`,
+      'tap0',
+    ];
+    rmSync(this.#file(ctx.id, 'sock'), { force: true });
+    // Run as root of the box's user namespace (its `--enable-sandbox` switches to gid/uid 0, which the
+    // caller's own account cannot), still in the host's network namespace for its outside sockets.
+    const child = spawn('nsenter', [`--user=/proc/${ctx.pid}/ns/user`, '--', 'slirp4netns', ...args], {
+      stdio: ['ignore', log, log, 'pipe', exitWithParent ? 'pipe' : 'ignore'],
+      detached: true,
+    });
+    closeSync(log);
+    return new Promise((resolve, reject) => {
+      const ready = child.stdio[3] as NodeJS.ReadableStream;
+      let done = false;
+      const finish = (error?: Error) => {
+        if (done) return;
+        done = true;
+        (ready as unknown as { destroy(): void }).destroy();
+        child.removeAllListeners('exit');
+        child.unref();
+        (child.stdio[4] as unknown as { unref?: () => void } | null)?.unref?.();
+        if (error) {
+          try {
+            if (child.pid) process.kill(child.pid, 'SIGKILL');
+          } catch {}
+          reject(error);
+        } else {
+          writeFileSync(this.#file(ctx.id, 'pid'), `${child.pid}\n`);
+          resolve(child.pid!);
+        }
+      };
+      ready.on('data', () => finish());
+      child.on('error', (e) => finish(e));
+      child.on('exit', (code) => {
+        let text = '';
+        try {
+          text = readFileSync(this.#file(ctx.id, 'log'), 'utf8').trim().slice(-400);
+        } catch {}
+        finish(new Error(`slirp4netns exited (${code}): ${text}`));
+      });
+    });
+  }
+
+  async #publish(id: string, i: number, port: PortRequest): Promise<JsPublishedPort> {
+    const api = this.#file(id, 'sock');
+    let hostPort = port.hostPort;
+    if (hostPort !== undefined && hostPort !== 0) {
+      try {
+        await addHostForward(api, port.hostIp, hostPort, GUEST_IP, port.guestPort);
+      } catch (error) {
+        throw new BoxError(
+          `invalid box option ports[${i}].hostPort: cannot listen on ${port.hostIp}:${hostPort} (${(error as Error).message})`,
+          { field: `ports[${i}].hostPort`, cause: error },
+        );
+      }
+    } else {
+      for (let attempt = 0; ; attempt++) {
+        hostPort = await freePort(port.hostIp);
+        try {
+          await addHostForward(api, port.hostIp, hostPort, GUEST_IP, port.guestPort);
+          break;
+        } catch (error) {
+          if (attempt >= 8) throw error;
+        }
+      }
+    }
+    return { guestPort: port.guestPort, hostIp: port.hostIp, hostPort, protocol: 'tcp' };
+  }
+
+  /** Ends slirp4netns of box `id` and removes its state files. Idempotent. */
+  async teardown(id: string): Promise<void> {
+    this.#published.delete(id);
+    this.#prepared.delete(id);
+    try {
+      const pid = Number.parseInt(readFileSync(this.#file(id, 'pid'), 'utf8'), 10);
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      if (pid > 0 && alive(pid) && cmdline.startsWith('slirp4netns')) process.kill(pid, 'SIGKILL');
+    } catch {}
+    for (const ext of ['pid', 'sock', 'log']) rmSync(this.#file(id, ext), { force: true });
+  }
+}
