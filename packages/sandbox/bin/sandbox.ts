@@ -348,6 +348,7 @@ export function buildProgram(): Command {
     .option('--jwt-audience <audience>', 'required aud of access tokens')
     .action(async (opts, command: Command) => {
       const { startRestServer } = await import('../src/rest/server.ts');
+      const { ensureReaper } = await import('../src/runtime/reaper.ts');
       const global = command.optsWithGlobals<GlobalOptions>();
       const registries = [
         ...global.registry,
@@ -378,6 +379,8 @@ export function buildProgram(): Command {
       process.stderr.write(
         `sandbox: REST runtime on ${server.url}/v1 (home ${runtime.homeDir}, auth ${apiKey || opts.jwksUrl ? 'bearer' : 'loopback only'})\n`,
       );
+      // Box lifetimes stored in the homeDir are enforced from now on (the reaper exits when none is left).
+      ensureReaper(runtime.homeDir);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', () => resolve());
         process.once('SIGTERM', () => resolve());

@@ -22,6 +22,7 @@ import type { RuntimeContext } from '../runtime/context.ts';
 import { JsExecution, signalName } from '../runtime/execution.ts';
 import { BoxFiles } from '../runtime/files/files.ts';
 import { type ChunkSink, streamSink } from '../runtime/files/pump.ts';
+import { checkTimeoutAction, checkTimeoutMs } from '../runtime/lifetimes.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { BoxRecord } from '../runtime/state.ts';
 import type {
@@ -32,6 +33,7 @@ import type {
   JsNetworkHandle,
   JsRuntimeMetrics,
   JsTunnelConnection,
+  TimeoutAction,
   TunnelForwarder,
   TunnelListen,
 } from '../types.ts';
@@ -404,6 +406,23 @@ export class RestBox extends JsBox {
   /** Stops the box on the server (removed there when created with `autoRemove`). */
   override async stop(): Promise<void> {
     await this.#conn.call('POST', `${boxPath(this.id)}/stop`);
+  }
+
+  /** Pauses the box on the server (see `JsBox.pause`; `lifecycle-routes.ts`). */
+  override async pause(): Promise<void> {
+    await this.#conn.call('POST', `${boxPath(this.id)}/pause`);
+  }
+
+  /** Resumes the paused box on the server (see `JsBox.resume`). */
+  override async resume(): Promise<void> {
+    await this.#conn.call('POST', `${boxPath(this.id)}/resume`);
+  }
+
+  /** Sets the box's timeout on the server (see `JsBox.setTimeout`); checked here before the request. */
+  override async setTimeout(timeoutMs: number, onTimeout?: TimeoutAction): Promise<void> {
+    const body: Record<string, unknown> = { timeoutMs: checkTimeoutMs(timeoutMs, 'timeoutMs') };
+    if (onTimeout !== undefined) body.onTimeout = checkTimeoutAction(onTimeout, 'onTimeout');
+    await this.#conn.call('POST', `${boxPath(this.id)}/timeout`, body);
   }
 
   /** Box metrics from the server (spec 002 `JsBoxMetrics`). */

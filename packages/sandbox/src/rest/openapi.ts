@@ -155,6 +155,11 @@ export function openApiDocument(): Record<string, unknown> {
             auto_remove: bool,
             detach: bool,
             isolation: { enum: ['container', 'gvisor'], description: 'isolation tier; default container' },
+            auto_pause: { ...num, exclusiveMinimum: 0, description: 'pause after this many idle seconds' },
+            auto_delete: { ...num, minimum: 0, description: 'remove this many seconds after stop' },
+            auto_resume: { ...bool, description: 'a command on a paused box resumes it first' },
+            timeout_ms: { ...num, exclusiveMinimum: 0, description: 'on_timeout ms after creation' },
+            on_timeout: { enum: ['stop', 'pause', 'remove'], description: 'timeout action; default stop' },
             entrypoint: {
               type: 'array',
               items: str,
@@ -194,7 +199,11 @@ export function openApiDocument(): Record<string, unknown> {
             id: str,
             name: str,
             state: obj(
-              { status: { enum: ['configured', 'running', 'stopped', 'failed'] }, running: bool, pid: int },
+              {
+                status: { enum: ['configured', 'running', 'paused', 'stopped', 'failed'] },
+                running: bool,
+                pid: int,
+              },
               ['status', 'running'],
             ),
             created_at: { type: 'string', format: 'date-time' },
@@ -364,6 +373,42 @@ export function openApiDocument(): Record<string, unknown> {
                 schema: num,
               },
             ],
+          },
+        ),
+      },
+      '/v1/boxes/{box}/pause': {
+        parameters: [boxParam],
+        post: op(
+          'pause the box: its processes are frozen (cgroup freezer) and use no CPU; a paused box is left as is',
+          'sandbox.boxes.write',
+          { '204': { description: 'paused' } },
+        ),
+      },
+      '/v1/boxes/{box}/resume': {
+        parameters: [boxParam],
+        post: op('resume a paused box; a running box is left as is', 'sandbox.boxes.write', {
+          '204': { description: 'running' },
+        }),
+      },
+      '/v1/boxes/{box}/timeout': {
+        parameters: [boxParam],
+        post: op(
+          "set the box's timeout: on_timeout (default the box's own, else stop) happens timeout_ms from now",
+          'sandbox.boxes.write',
+          { '204': { description: 'set' } },
+          {
+            requestBody: {
+              required: true,
+              ...json(
+                obj(
+                  {
+                    timeout_ms: { ...num, exclusiveMinimum: 0 },
+                    on_timeout: { enum: ['stop', 'pause', 'remove'] },
+                  },
+                  ['timeout_ms'],
+                ),
+              ),
+            },
           },
         ),
       },

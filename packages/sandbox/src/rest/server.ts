@@ -23,6 +23,7 @@ import { Authenticator, type AuthOptions, isLoopback, type Principal } from './a
 import { fileRoutes } from './files-routes.ts';
 import { imageRoutes } from './images-routes.ts';
 import { type RestMetrics, serveMetrics } from './metrics.ts';
+import { lifecycleRoutes } from './lifecycle-routes.ts';
 import { openApiDocument } from './openapi.ts';
 import { DEFAULT_BACKLOG_BYTES, ExecSession, type ExecSink, normalizeSignal } from './sessions.ts';
 import {
@@ -82,6 +83,11 @@ const BOX_OPTION_FIELDS = new Set([
   'autoRemove',
   'detach',
   'isolation',
+  'autoPause',
+  'autoDelete',
+  'autoResume',
+  'timeoutMs',
+  'onTimeout',
   'entrypoint',
   'cmd',
   'user',
@@ -302,6 +308,7 @@ export class RestServer {
 
     app.get('/v1/openapi.json', async () => openApiDocument());
     app.register(fileRoutes, { box: (idOrName: string) => this.#box(idOrName), config: exec });
+    app.register(lifecycleRoutes, { box: (idOrName: string) => this.#box(idOrName), config: write });
     app.register(imageRoutes, { images: () => this.#runtime.images });
 
     app.get('/v1/config', { config: read }, async () => ({

@@ -208,8 +208,9 @@ export class LifetimeStore {
   }
 
   /**
-   * True while some box may still need the reaper: a pending timeout, an `autoPause` box that runs, or an
-   * `autoDelete` box (it may stop at any time, its creating process dying included).
+   * True while some box may still need the reaper: a pending timeout, an `autoPause` box that is up
+   * (running or paused: anyone may resume it), or an `autoDelete` box (it may stop at any time, its
+   * creating process dying included).
    */
   needsReaper(): boolean {
     const row = this.#db.all(
