@@ -15,7 +15,8 @@ const USAGE = `Usage: auth-server [--help] [--version]
 Starts the authorization and token service (OAuth 2.0 / OpenID Connect, login page,
 administration API under /auth-admin). Configuration comes from the environment:
   AUTH_PORT (default 4100), AUTH_HOST (default 0.0.0.0), AUTH_ISSUER,
-  AUTH_DATABASE_PATH (default ./.data/auth.sqlite), AUTH_ADMIN_USERNAME,
+  AUTH_DATABASE_URL (postgres://…: PostgreSQL, several instances may share it),
+  AUTH_DATABASE_PATH (SQLite file when no URL; default ./.data/auth.sqlite), AUTH_ADMIN_USERNAME,
   AUTH_ADMIN_PASSWORD, AUTH_DEMO_CLIENT_SECRET, AUTH_SIGNING_ALG,
   AUTH_ACCESS_TOKEN_TTL, AUTH_REFRESH_TOKEN_TTL (seconds), AUTH_LOG=1 (request log),
   AUTH_METRICS=0 (no Prometheus metrics at /metrics).

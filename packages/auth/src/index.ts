@@ -148,6 +148,7 @@ export {
   MIGRATIONS,
   type Migration,
 } from './store/migrations.ts';
+export { checkPostgresUrl, PostgresAuthStore, type PostgresAuthStoreOptions } from './store/postgres.ts';
 export { SqliteAuthStore, type SqliteAuthStoreOptions } from './store/sqlite.ts';
 export * from './store/types.ts';
 export {

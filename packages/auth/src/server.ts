@@ -1,6 +1,7 @@
 /**
  * The auth server of spec 001: a Fastify app with the OAuth endpoints, the login page and (when present)
- * the administration API, over the SQLite store. {@link configFromEnv} reads the environment,
+ * the administration API, over the SQLite store (embedded, one process) or the PostgreSQL store (several
+ * instances behind one database, `AUTH_DATABASE_URL`). {@link configFromEnv} reads the environment,
  * {@link buildAuthServer} wires everything, {@link bootstrapStore} seeds an empty store.
  */
 import { randomBytes } from 'node:crypto';
@@ -10,6 +11,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
 import { CredentialValidator } from './credentials.ts';
+import { ConflictError } from './errors.ts';
 import { registerHealthRoutes } from './health.ts';
 import { AuthMetrics, metricsPlugin } from './metrics.ts';
 import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
@@ -19,6 +21,7 @@ import { oauthServer } from './oauth/index.ts';
 import { KeyManager, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './oauth/keys.ts';
 import { PasswordHasher, type ScryptParams } from './passwords.ts';
 import { ADMINISTRATOR_ROLE_NAME } from './store/migrations.ts';
+import { checkPostgresUrl, PostgresAuthStore } from './store/postgres.ts';
 import { SqliteAuthStore } from './store/sqlite.ts';
 import type { AuthStore, ClientRecord, UserRecord } from './store/types.ts';
 import {
@@ -43,8 +46,14 @@ export const DEMO_SERVICE_CLIENT_ID = 'demo-service';
 
 /** Settings of {@link buildAuthServer}. */
 export interface AuthServerOptions {
-  /** SQLite file path or `':memory:'`. Ignored when `store` is given. Default {@link DEFAULT_DATABASE_PATH}. */
+  /** SQLite file path or `':memory:'`. Ignored when `store` or `databaseUrl` is given. Default {@link DEFAULT_DATABASE_PATH}. */
   databasePath?: string;
+  /**
+   * PostgreSQL connection URL (`postgres://user:password@host:port/database`): when set, the server uses
+   * {@link PostgresAuthStore} (several instances may share the database) instead of SQLite. Ignored when
+   * `store` is given.
+   */
+  databaseUrl?: string;
   /** An already opened store (tests); the server closes it on `app.close()` unless `closeStore` is false. */
   store?: AuthStore;
   closeStore?: boolean;
@@ -135,30 +144,39 @@ export async function bootstrapStore(
   adminBasePath = '/auth-admin',
 ): Promise<BootstrapResult> {
   let admin: BootstrapResult['admin'];
+  // Instances starting together on one empty database race here: the loser's create is a ConflictError
+  // (unique names), and the record the winner made stands.
+  const unlessSeeded = <T>(create: Promise<T>): Promise<T | undefined> =>
+    create.catch((error: unknown) => {
+      if (error instanceof ConflictError) return undefined;
+      throw error;
+    });
   if ((await store.listUsers({ limit: 1 })).total === 0) {
     const password = options.adminPassword ?? generated();
-    const user = await store.createUser(
-      {
-        userName: options.adminUserName ?? 'admin',
-        passwordHash: await hasher.hash(password),
-        roles: [ADMINISTRATOR_ROLE_NAME],
-      },
-      {
-        audit: {
-          category: 'Admin',
-          outcome: 'Success',
-          failureCode: null,
-          details: { action: 'bootstrap.admin' },
+    const user = await unlessSeeded(
+      store.createUser(
+        {
+          userName: options.adminUserName ?? 'admin',
+          passwordHash: await hasher.hash(password),
+          roles: [ADMINISTRATOR_ROLE_NAME],
         },
-      },
+        {
+          audit: {
+            category: 'Admin',
+            outcome: 'Success',
+            failureCode: null,
+            details: { action: 'bootstrap.admin' },
+          },
+        },
+      ),
     );
-    admin = { user, generatedPassword: options.adminPassword === undefined ? password : undefined };
+    if (user) admin = { user, generatedPassword: options.adminPassword === undefined ? password : undefined };
   }
   const clients: ClientRecord[] = [];
   let generatedDemoClientSecret: string | undefined;
   if ((await store.listClients({ limit: 1 })).total === 0) {
-    clients.push(
-      await store.createClient({
+    const spa = await unlessSeeded(
+      store.createClient({
         clientId: DEMO_SPA_CLIENT_ID,
         displayName: 'Demo single-page app',
         clientType: 'public',
@@ -168,10 +186,10 @@ export async function bootstrapStore(
         allowedScopes: ['openid', 'profile', 'email', 'roles', 'offline_access'],
       }),
     );
+    if (spa) clients.push(spa);
     const secret = options.demoClientSecret ?? generated();
-    if (options.demoClientSecret === undefined) generatedDemoClientSecret = secret;
-    clients.push(
-      await store.createClient({
+    const service = await unlessSeeded(
+      store.createClient({
         clientId: DEMO_SERVICE_CLIENT_ID,
         displayName: 'Demo service',
         clientType: 'confidential',
@@ -180,6 +198,10 @@ export async function bootstrapStore(
         allowedScopes: ['openid', 'profile', 'email', 'roles', 'offline_access', 'api'],
       }),
     );
+    if (service) {
+      clients.push(service);
+      if (options.demoClientSecret === undefined) generatedDemoClientSecret = secret;
+    }
   }
   return { admin, clients, generatedDemoClientSecret };
 }
@@ -193,6 +215,9 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
   const now = options.now ?? Date.now;
   const config = resolveOAuthConfig(options.oauth);
   let store = options.store;
+  if (!store && options.databaseUrl !== undefined) {
+    store = await PostgresAuthStore.open({ url: options.databaseUrl, now });
+  }
   if (!store) {
     const path = options.databasePath ?? DEFAULT_DATABASE_PATH;
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -223,6 +248,9 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     now,
   });
   await keys.init();
+  // Another instance's key rotation (a shared PostgreSQL store announces it) is picked up at once: the
+  // JWKS of every instance lists the new key and its tokens verify everywhere.
+  const unwatchKeys = await store.watchSigningKeys?.(() => void keys.rotateIfDue().catch(() => {}));
   const adminBasePath = options.adminBasePath ?? '/auth-admin';
   // maxParamLength and frameworkErrors as the administration API needs them (long ids, spec error body).
   const app = Fastify({
@@ -248,6 +276,7 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
   const rotation = setInterval(() => keys.rotateIfDue().catch(() => {}), 60_000);
   rotation.unref();
   app.addHook('onClose', async () => clearInterval(rotation));
+  if (unwatchKeys) app.addHook('onClose', unwatchKeys);
   if (options.closeStore !== false) app.addHook('onClose', async () => ownedStore.close());
 
   let bootstrap: BootstrapResult = { clients: [] };
@@ -334,7 +363,8 @@ export interface EnvConfig {
 
 /**
  * Reads `AUTH_PORT` (default 4100), `AUTH_HOST` (default `localhost`: loopback, IPv4 and IPv6), `AUTH_ISSUER` (default
- * `http://localhost:<port>`), `AUTH_DATABASE_PATH` (default {@link DEFAULT_DATABASE_PATH}),
+ * `http://localhost:<port>`), `AUTH_DATABASE_URL` (a `postgres://` URL: the PostgreSQL store; unset: SQLite),
+ * `AUTH_DATABASE_PATH` (SQLite file, default {@link DEFAULT_DATABASE_PATH}),
  * `AUTH_SIGNING_ALG` (default `RS256`), `AUTH_ADMIN_USERNAME`, `AUTH_ADMIN_PASSWORD`,
  * `AUTH_DEMO_CLIENT_SECRET`, `AUTH_ACCESS_TOKEN_TTL` and `AUTH_REFRESH_TOKEN_TTL` (seconds).
  * @throws RangeError naming the variable when a value is invalid.
@@ -362,6 +392,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
     host,
     options: {
       databasePath: env.AUTH_DATABASE_PATH || DEFAULT_DATABASE_PATH,
+      databaseUrl: env.AUTH_DATABASE_URL ? checkPostgresUrl(env.AUTH_DATABASE_URL) : undefined,
       signingAlg: alg as SigningAlg,
       oauth: {
         issuer: env.AUTH_ISSUER || `http://localhost:${port}`,
