@@ -207,27 +207,6 @@ export interface JsLifetimeOptions {
   onTimeout?: TimeoutAction;
 }
 
-/** What happens when a box's timeout passes (`JsLifetimeOptions.onTimeout`). */
-export type TimeoutAction = 'stop' | 'pause' | 'remove';
-
-/**
- * Lifetimes of a box (issue 18): BoxLite's `autoPause`, `autoDelete` and `autoResume`, E2B's `timeoutMs`.
- * Stored with the box and enforced by the reaper process of the `homeDir`, so they hold for detached
- * boxes with no SDK process alive and across restarts of the runtime.
- */
-export interface JsLifetimeOptions {
-  /** Pause the box once it has been idle (no command started, running or ending) this many seconds (> 0). */
-  autoPause?: number;
-  /** Remove the box this many seconds after it stopped (≥ 0; 0: at the reaper's next pass). */
-  autoDelete?: number;
-  /** A command on a paused box resumes it first instead of being refused with `conflict`. */
-  autoResume?: boolean;
-  /** The box's timeout: `onTimeout` happens this many ms after creation (or after `box.setTimeout`). */
-  timeoutMs?: number;
-  /** What the timeout does: `stop` (default), `pause` or `remove`. */
-  onTimeout?: TimeoutAction;
-}
-
 /** State of a box (spec 002 `JsBoxStateInfo`). */
 export interface JsBoxStateInfo {
   /** One of `configured`, `running`, `stopped`, `failed`. */

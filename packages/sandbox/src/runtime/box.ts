@@ -294,7 +294,6 @@ export class JsBox {
     const engine = await this.#ctx.engine();
     this.#ctx.countCommand(this.id);
     this.#ctx.lifecycle?.touch(this.id);
-    this.#ctx.lifecycle?.touch(this.id);
     let process: Awaited<ReturnType<typeof engine.exec>>;
     try {
       process = await engine.exec(this.id, engineOptions);
@@ -317,46 +316,6 @@ export class JsBox {
    */
   async start(): Promise<void> {
     await this.#ctx.startBox(this.id);
-  }
-
-  /**
-   * Pauses the box (issue 18): every process of it is frozen with the cgroup freezer and uses no CPU;
-   * memory stays resident (no checkpoint: see ENGINE.md "Pause and resume"). `info()` then reports status
-   * `paused` in every process; `exec` is refused with `conflict` unless the box has `autoResume`; files stay
-   * readable and writable. Pausing a paused box is a no-op.
-   * @throws BoxError `conflict` when the box is not running, `not_found` when it was removed,
-   *   `unsupported` when its processes are not in a freezable cgroup of their own.
-   */
-  async pause(): Promise<void> {
-    await this.#lifecycle().pause(this.id);
-  }
-
-  /**
-   * Resumes a paused box: its processes continue where they were frozen; the `autoPause` idle clock
-   * restarts. Resuming a running box is a no-op.
-   * @throws BoxError `conflict` when the box is stopped, `not_found` when it was removed.
-   */
-  async resume(): Promise<void> {
-    await this.#lifecycle().resume(this.id);
-  }
-
-  /**
-   * Sets the box's timeout (E2B `setTimeout`): `onTimeout` happens `timeoutMs` from now, replacing any
-   * earlier timeout (longer or shorter). `onTimeout` (`stop`, `pause`, `remove`) defaults to the box's
-   * own (`JsBoxOptions.onTimeout`, else `stop`). Enforced by the reaper process of the `homeDir`, with no
-   * SDK process needed.
-   * @throws BoxError `invalid_option` naming `timeoutMs` or `onTimeout`, `not_found` when removed.
-   */
-  async setTimeout(timeoutMs: number, onTimeout?: TimeoutAction): Promise<void> {
-    const ms = checkTimeoutMs(timeoutMs, 'timeoutMs');
-    const action = onTimeout === undefined ? undefined : checkTimeoutAction(onTimeout, 'onTimeout');
-    await this.#lifecycle().setTimeout(this.id, ms, action);
-  }
-
-  #lifecycle(): BoxLifecycle {
-    const lifecycle = this.#ctx.lifecycle;
-    if (!lifecycle) throw new BoxError('this runtime cannot pause boxes', { code: 'unsupported' });
-    return lifecycle;
   }
 
   /**

@@ -2,7 +2,6 @@
 import type { Engine } from '../engine/types.ts';
 import type { ExecutionReport } from './execution.ts';
 import type { TimeoutAction } from './lifetimes.ts';
-import type { TimeoutAction } from './lifetimes.ts';
 import type { BoxRecord } from './state.ts';
 
 /** Runtime services shared by the box handles of one `JsRuntime`. */

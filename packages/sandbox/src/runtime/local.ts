@@ -18,7 +18,6 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ulid } from 'ulid';
 import { freezeBox, freezerState, thawBox } from '../engine/freezer.ts';
-import { freezeBox, freezerState, thawBox } from '../engine/freezer.ts';
 import { createTieredEngine, type TieredEngine } from '../engine/gvisor-tiers.ts';
 import { RootlessEngine } from '../engine/rootless.ts';
 import type { Engine, EngineBoxSpec, EngineMount } from '../engine/types.ts';
@@ -34,7 +33,6 @@ import { PendingCounters } from './counters.ts';
 import type { ExecutionReport } from './execution.ts';
 import { checkArgv, HealthMonitor, runCheck } from './health.ts';
 import { LifetimeStore, validateLifetimes } from './lifetimes.ts';
-import { LifetimeStore, validateLifetimes } from './lifetimes.ts';
 import {
   DEFAULT_PIDS_LIMIT,
   mainProcessArgv,
@@ -42,7 +40,6 @@ import {
   validateBoxName,
   validateBoxOptions,
 } from './options.ts';
-import { ensureReaper, execsRunningIn, type ReaperHost } from './reaper.ts';
 import { ensureReaper, execsRunningIn, type ReaperHost } from './reaper.ts';
 import {
   type BoxRecord,
@@ -101,8 +98,6 @@ export class LocalRuntime implements RuntimeBackend {
   readonly #secretValues = new Map<string, NormalizedBoxOptions['secrets']>();
   /** Stored box lifetimes (`lifetimes.ts`), enforced by the reaper process (`reaper.ts`). */
   readonly #lifetimes: LifetimeStore;
-  /** Stored box lifetimes (`lifetimes.ts`), enforced by the reaper process (`reaper.ts`). */
-  readonly #lifetimes: LifetimeStore;
   /** Health checks of the boxes this instance created or started (`health.ts`). */
   readonly #health: HealthMonitor;
 
@@ -114,7 +109,6 @@ export class LocalRuntime implements RuntimeBackend {
     this.homeDir = resolve(options.homeDir ?? defaultHomeDir());
     this.#db = new StateDb(this.homeDir);
     this.#pending = new PendingCounters(this.#db);
-    this.#lifetimes = new LifetimeStore(this.#db);
     this.#lifetimes = new LifetimeStore(this.#db);
     mkdirSync(join(this.homeDir, 'boxes'), { recursive: true, mode: 0o700 });
     this.#store = new ImageStore({ homeDir: this.homeDir, registries: options.imageRegistries ?? [] });

@@ -355,16 +355,6 @@ export class StateDb {
     return Number(this.#db.prepare(sql).run(...params).changes);
   }
 
-  /** Rows of a query (used by the lifetimes and pool tables, `lifetimes.ts` and `pool.ts`). */
-  all(sql: string, ...params: SQLInputValue[]): Record<string, SQLOutputValue>[] {
-    return this.#db.prepare(sql).all(...params);
-  }
-
-  /** Runs a statement; the number of rows it changed. */
-  change(sql: string, ...params: SQLInputValue[]): number {
-    return Number(this.#db.prepare(sql).run(...params).changes);
-  }
-
   /** Closes the database handle. */
   close(): void {
     if (this.#db.isOpen) this.#db.close();
