@@ -3,12 +3,13 @@
  * database. Each instance keeps every creature in memory, like the SQLite store, and keeps that copy
  * current with the changes all instances commit:
  *
- * - every write runs in one transaction that first takes the lock of the `creature_state` row and
- *   increments its `change_seq`: writes are serialized across instances and each change gets the next
- *   number, without gaps, in commit order;
- * - still in that transaction the instance reads back the changes it has not applied yet (so names and
- *   evolution ids are validated against the current data), writes the change and its entry in the
- *   `creature_changes` log, and sends `NOTIFY creature_changes, '<seq>'` (delivered at commit);
+ * - every write runs in one transaction that takes the lock of the `creature_state` row and increments
+ *   its `change_seq`: writes are serialized across instances and each change gets the next number,
+ *   without gaps, in commit order. The same transaction writes the change, its entry in the
+ *   `creature_changes` log and `NOTIFY creature_changes, '<seq>'` (delivered at commit);
+ * - a creature write first reads back, still in its transaction, the changes this instance has not
+ *   applied yet, so names and evolution ids are validated against the current data; a message write
+ *   depends on nothing else and is one statement (one round trip);
  * - every instance LISTENs on that channel and, for a number above the last one it applied, reads the
  *   log from there and applies each entry in order: the in-memory creatures, the version and one
  *   {@link ChangeEvent} on `events` per change. An entry is applied only when its number is the next
@@ -218,27 +219,49 @@ export class PostgresStore extends MirroredStore {
   }
 
   /**
-   * Runs one write: locks and numbers it (`change_seq`), catches up with the changes before it, lets
-   * `work` validate and write, logs and announces the change, commits, then applies it here.
+   * Runs one creature write in a transaction: takes the `creature_state` row lock and the next change
+   * number (and, for `creates`, the next creature id), catches up with earlier changes this instance
+   * has not applied, lets `work` validate and build the change, then writes the row, logs the change
+   * and announces it in one statement, commits, and applies it here.
    */
-  async #write(
-    work: (tx: postgres.TransactionSql, lastCreatureId: number) => Promise<ChangeEvent>,
-  ): Promise<ChangeEvent> {
+  async #writeCreature(
+    creates: boolean,
+    work: (nextId: number) => {
+      event: ChangeEvent & { entity: 'creature' };
+      write: (tx: postgres.TransactionSql) => postgres.PendingQuery<postgres.Row[]>;
+    },
+  ): Promise<Creature> {
     await this.ready();
     const { seq, event } = await this.#sql.begin(async (tx) => {
-      const [state] = await tx`
-        UPDATE creature_state SET change_seq = change_seq + 1 RETURNING change_seq, last_creature_id`;
+      const [state] = await tx`UPDATE creature_state
+        SET change_seq = change_seq + 1, last_creature_id = last_creature_id + ${creates ? 1 : 0}
+        RETURNING change_seq, last_creature_id`;
       const seq = Number(state!.change_seq);
-      await this.#catchUp(tx, seq - 1);
-      const event = await work(tx, Number(state!.last_creature_id));
-      await tx`INSERT INTO creature_changes (seq, entity, kind, id, value)
-        VALUES (${seq}, ${event.entity}, ${event.kind}, ${event.id}, ${tx.json(json(event.value))})`;
-      await tx`SELECT pg_notify(${CHANGES_CHANNEL}, ${String(seq)})`;
-      if (seq % 100 === 0) await tx`DELETE FROM creature_changes WHERE seq <= ${seq - CHANGES_KEPT}`;
+      if (seq - 1 > this.#applied) await this.#catchUp(tx, seq - 1);
+      const { event, write } = work(Number(state!.last_creature_id));
+      await tx`WITH w AS (${write(tx)}),
+        c AS (INSERT INTO creature_changes (seq, entity, kind, id, value)
+          VALUES (${seq}, 'creature', ${event.kind}, ${event.id}, ${tx.json(json(event.value))}))
+        SELECT pg_notify(${CHANGES_CHANNEL}, ${String(seq)})`;
       return { seq, event };
     });
-    this.#applyRows([{ seq: String(seq), ...event } as ChangeRow]);
-    return event;
+    await this.#applyOwn(seq, event);
+    return event.value;
+  }
+
+  /**
+   * Applies a change this instance has just committed: at once when it is the next one, else after
+   * reading the changes before it (the listener may also have applied it already: then nothing).
+   * Every 100th change also trims the change log to its newest {@link CHANGES_KEPT} entries.
+   */
+  async #applyOwn(seq: number, event: ChangeEvent): Promise<void> {
+    if (seq === this.#applied + 1) this.#applyRows([{ seq: String(seq), ...event } as ChangeRow]);
+    else if (seq > this.#applied) await this.#catchUp(this.#sql);
+    if (seq % 100 === 0) {
+      this.#sql`DELETE FROM creature_changes WHERE seq <= ${seq - CHANGES_KEPT}`.catch((err: unknown) =>
+        this.#options.onError?.(err, 'change log trim'),
+      );
+    }
   }
 
   /** Whether the database answers within 2 s (for `/healthz`). */
@@ -260,41 +283,45 @@ export class PostgresStore extends MirroredStore {
    * Adds a creature with the next free numeric id (three digits at least, e.g. "152").
    * Throws `BAD_USER_INPUT` for an empty/too long/taken name, a bad number or an unknown evolution id.
    */
-  async createCreature(draft: CreatureDraft): Promise<Creature> {
-    if (draft.name == null) throw bad('input.name is required');
-    const event = await this.#write(async (tx, last) => {
-      const id = String(last + 1).padStart(3, '0');
+  createCreature(draft: CreatureDraft): Promise<Creature> {
+    if (draft.name == null) return Promise.reject(bad('input.name is required'));
+    return this.#writeCreature(true, (next) => {
+      const id = String(next).padStart(3, '0');
       const creature = applyPatch(emptyCreature(id), draft, 'input', this);
-      await tx`INSERT INTO creatures (id, name_key, doc)
-        VALUES (${id}, ${creature.name.toLowerCase()}, ${tx.json(json(creature))})`;
-      await tx`UPDATE creature_state SET last_creature_id = ${last + 1}`;
-      return { entity: 'creature', kind: 'created', id, value: creature };
+      return {
+        event: { entity: 'creature', kind: 'created', id, value: creature },
+        write: (tx) => tx`INSERT INTO creatures (id, name_key, doc)
+          VALUES (${id}, ${creature.name.toLowerCase()}, ${tx.json(json(creature))})`,
+      };
     });
-    return event.value as Creature;
   }
 
   /** Applies a patch to a creature. Throws `NOT_FOUND` for an unknown id, `BAD_USER_INPUT` as create. */
-  async updateCreature(id: string, patch: CreaturePatch): Promise<Creature> {
-    const event = await this.#write(async (tx) => {
+  updateCreature(id: string, patch: CreaturePatch): Promise<Creature> {
+    return this.#writeCreature(false, () => {
       const base = this.getCreature(id);
       if (!base) throw notFound(`No creature exists with id "${id}"`);
       const next = applyPatch(base, patch, 'input', this);
-      await tx`UPDATE creatures SET name_key = ${next.name.toLowerCase()}, doc = ${tx.json(json(next))}
-        WHERE id = ${id}`;
-      return { entity: 'creature', kind: 'updated', id, value: next };
+      return {
+        event: { entity: 'creature', kind: 'updated', id, value: next },
+        write: (
+          tx,
+        ) => tx`UPDATE creatures SET name_key = ${next.name.toLowerCase()}, doc = ${tx.json(json(next))}
+          WHERE id = ${id}`,
+      };
     });
-    return event.value as Creature;
   }
 
   /** Removes a creature and returns it. Throws `NOT_FOUND` for an unknown id. */
-  async deleteCreature(id: string): Promise<Creature> {
-    const event = await this.#write(async (tx) => {
+  deleteCreature(id: string): Promise<Creature> {
+    return this.#writeCreature(false, () => {
       const old = this.getCreature(id);
       if (!old) throw notFound(`No creature exists with id "${id}"`);
-      await tx`DELETE FROM creatures WHERE id = ${id}`;
-      return { entity: 'creature', kind: 'deleted', id, value: old };
+      return {
+        event: { entity: 'creature', kind: 'deleted', id, value: old },
+        write: (tx) => tx`DELETE FROM creatures WHERE id = ${id}`,
+      };
     });
-    return event.value as Creature;
   }
 
   /** The message with this id, if any (read from the database). */
@@ -306,30 +333,55 @@ export class PostgresStore extends MirroredStore {
     return row ? { id: row.id, content: row.content, author: row.author } : undefined;
   }
 
-  /** Stores a new message with a random UUID id. Throws `BAD_USER_INPUT` for too long fields. */
+  /**
+   * Stores a new message with a random UUID id. Throws `BAD_USER_INPUT` for too long fields. One
+   * statement numbers, writes, logs and announces it (no validation depends on other changes).
+   */
   async createMessage(draft: MessageDraft): Promise<Message> {
     const f = messageFields(draft, 'input');
     const message: Message = { id: randomUUID(), content: f.content ?? null, author: f.author ?? null };
-    await this.#write(async (tx) => {
-      await tx`INSERT INTO creature_messages (id, content, author)
-        VALUES (${message.id}, ${message.content}, ${message.author})`;
-      return { entity: 'message', kind: 'created', id: message.id, value: message };
+    await this.ready();
+    const [row] = await this.#sql`
+      WITH s AS (UPDATE creature_state SET change_seq = change_seq + 1 RETURNING change_seq),
+      m AS (INSERT INTO creature_messages (id, content, author)
+        VALUES (${message.id}, ${message.content}, ${message.author})),
+      c AS (INSERT INTO creature_changes (seq, entity, kind, id, value)
+        SELECT change_seq, 'message', 'created', ${message.id}, ${this.#sql.json(json(message))} FROM s
+        RETURNING seq)
+      SELECT seq, pg_notify(${CHANGES_CHANNEL}, seq::text) FROM c`;
+    await this.#applyOwn(Number(row!.seq), {
+      entity: 'message',
+      kind: 'created',
+      id: message.id,
+      value: message,
     });
     return message;
   }
 
-  /** Replaces the given fields of a message. Throws `NOT_FOUND` for an unknown id. */
+  /**
+   * Replaces the given fields of a message (in the database, so concurrent updates of other fields on
+   * other instances are kept). Throws `NOT_FOUND` for an unknown id.
+   */
   async updateMessage(id: string, draft: MessageDraft): Promise<Message> {
     const f = messageFields(draft, 'input');
-    const event = await this.#write(async (tx) => {
-      const [old] = await tx<Message[]>`SELECT id, content, author FROM creature_messages WHERE id = ${id}`;
-      if (!old) throw notFound(`No message exists with id "${id}"`);
-      const message: Message = { id: old.id, content: old.content, author: old.author, ...f };
-      await tx`UPDATE creature_messages SET content = ${message.content}, author = ${message.author}
-        WHERE id = ${id}`;
-      return { entity: 'message', kind: 'updated', id, value: message };
-    });
-    return event.value as Message;
+    await this.ready();
+    // `m` joins `s`, so the state row is locked before the message row (one lock order: no deadlock).
+    const [row] = await this.#sql<{ seq: string; value: Message }[]>`
+      WITH s AS (UPDATE creature_state SET change_seq = change_seq + 1
+        WHERE EXISTS (SELECT 1 FROM creature_messages WHERE id = ${id}) RETURNING change_seq),
+      m AS (UPDATE creature_messages
+        SET content = CASE WHEN ${f.content !== undefined} THEN ${f.content ?? null}::text ELSE content END,
+          author = CASE WHEN ${f.author !== undefined} THEN ${f.author ?? null}::text ELSE author END
+        FROM s WHERE creature_messages.id = ${id} RETURNING creature_messages.id, content, author),
+      c AS (INSERT INTO creature_changes (seq, entity, kind, id, value)
+        SELECT s.change_seq, 'message', 'updated', m.id,
+          jsonb_build_object('id', m.id, 'content', m.content, 'author', m.author)
+        FROM s, m RETURNING seq, value)
+      SELECT seq, value, pg_notify(${CHANGES_CHANNEL}, seq::text) FROM c`;
+    if (!row) throw notFound(`No message exists with id "${id}"`);
+    const message: Message = { id: row.value.id, content: row.value.content, author: row.value.author };
+    await this.#applyOwn(Number(row.seq), { entity: 'message', kind: 'updated', id, value: message });
+    return message;
   }
 
   /** Stops listening and polling and closes the connections (waiting up to 5 s for running queries). */
