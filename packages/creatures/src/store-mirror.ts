@@ -40,8 +40,13 @@ export abstract class MirroredStore implements Store, CreatureLookup {
     return this.#version;
   }
 
-  /** Replaces every creature in memory (at load time, or after missing changes); emits nothing. */
-  protected replaceAll(creatures: Iterable<Creature>): void {
+  /**
+   * Replaces every creature in memory: at load time (emitting nothing), or with `emitDifferences` after
+   * missing changes, emitting one event per creature that differs (`created`, `updated` or `deleted`:
+   * the net effect of what was missed, so caches and subscribers still learn of it).
+   */
+  protected replaceAll(creatures: Iterable<Creature>, emitDifferences = false): void {
+    const before = new Map(this.#byId);
     this.#list = [];
     this.#byId.clear();
     this.#byName.clear();
@@ -49,6 +54,22 @@ export abstract class MirroredStore implements Store, CreatureLookup {
     this.#list.sort(byIdOrder);
     this.#byAlias = null;
     this.#version++;
+    if (!emitDifferences) return;
+    const differences: ChangeEvent[] = [];
+    for (const c of this.#list) {
+      const old = before.get(c.id);
+      if (!old) differences.push({ entity: 'creature', kind: 'created', id: c.id, value: c });
+      else if (JSON.stringify(old) !== JSON.stringify(c)) {
+        differences.push({ entity: 'creature', kind: 'updated', id: c.id, value: c });
+      }
+    }
+    for (const [id, old] of before) {
+      if (!this.#byId.has(id)) differences.push({ entity: 'creature', kind: 'deleted', id, value: old });
+    }
+    for (const event of differences) {
+      this.#version++;
+      this.events.emit('change', event);
+    }
   }
 
   /** Updates the creatures in memory for a committed change, counts the version and emits the event. */

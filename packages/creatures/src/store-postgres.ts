@@ -16,7 +16,8 @@
  *   one, so a subscriber sees every change once, in commit order, whichever instance made it;
  * - a poll (default every 5 s) reads the log too, for notifications lost while the listening connection
  *   was down; an instance so far behind that the log no longer holds what it missed reloads all
- *   creatures (the events of those changes are then not emitted).
+ *   creatures and emits one event per creature that differs (the net effect; missed message changes
+ *   are not replayed).
  *
  * Messages are not kept in memory: `getMessage` reads the database.
  */
@@ -151,8 +152,8 @@ export class PostgresStore extends MirroredStore {
       return { seq: Number(state?.change_seq ?? 0), creatures: docs.map((r) => r.doc as Creature) };
     });
     if (this.#loaded && snapshot.seq <= this.#applied) return;
-    this.replaceAll(snapshot.creatures);
     this.#applied = snapshot.seq;
+    this.replaceAll(snapshot.creatures, this.#loaded);
   }
 
   /**
@@ -180,8 +181,11 @@ export class PostgresStore extends MirroredStore {
       const committed = Number(state?.change_seq ?? 0) - 1;
       const docs = await q`SELECT doc FROM creatures`;
       if (committed > this.#applied) {
-        this.replaceAll(docs.map((r) => r.doc as Creature));
         this.#applied = committed;
+        this.replaceAll(
+          docs.map((r) => r.doc as Creature),
+          true,
+        );
       }
     }
   }

@@ -1,7 +1,8 @@
 /**
  * PostgresStore instances sharing one database in a throwaway cluster (`scripts/postgres.ts`): startup
  * races, change delivery by LISTEN/NOTIFY alone (the backup poll is off), catching up after the
- * connections were cut, and the cross-instance write rules (ids, unique names).
+ * connections were cut, reloading after changes trimmed from the log, and the cross-instance write
+ * rules (ids, unique names).
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -101,6 +102,44 @@ describe('PostgresStore on a shared database', () => {
         ],
       );
       assert.equal(reader.getCreature('005')?.maxHP, 2);
+    } finally {
+      await admin.end();
+      await stores.closeAll();
+    }
+  });
+
+  test('a store whose missed changes were trimmed from the log reloads and emits the net differences', async () => {
+    const url = await postgresDatabase();
+    const stores = opener();
+    const admin = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const reader = stores.open(url);
+      await reader.ready();
+      const seen: ChangeEvent[] = [];
+      reader.events.on('change', (e) => seen.push(e));
+      const from = reader.appliedChange;
+      // Change from+1 (007's maxHP) is gone from the log; change from+2 (008's maxHP) is still there.
+      await admin.begin(async (tx) => {
+        const [squirtle] = await tx`SELECT doc FROM creatures WHERE id = '007'`;
+        const [wartortle] = await tx`SELECT doc FROM creatures WHERE id = '008'`;
+        const seven = { ...squirtle!.doc, maxHP: 7 };
+        const eight = { ...wartortle!.doc, maxHP: 8 };
+        await tx`UPDATE creatures SET doc = ${tx.json(seven)} WHERE id = '007'`;
+        await tx`UPDATE creatures SET doc = ${tx.json(eight)} WHERE id = '008'`;
+        await tx`UPDATE creature_state SET change_seq = change_seq + 2`;
+        await tx`INSERT INTO creature_changes (seq, entity, kind, id, value)
+          VALUES (${from + 2}, 'creature', 'updated', '008', ${tx.json(eight)})`;
+        await tx`SELECT pg_notify('creature_changes', ${String(from + 2)})`;
+      });
+      const deadline = Date.now() + 10_000;
+      while (seen.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      assert.deepEqual(seen.map((e) => [e.kind, e.id, (e.value as { maxHP: number }).maxHP]).sort(), [
+        ['updated', '007', 7],
+        ['updated', '008', 8],
+      ]);
+      assert.equal(reader.appliedChange, from + 2);
+      assert.equal(reader.getCreature('007')?.maxHP, 7);
+      assert.equal(reader.listCreatures().length, 151);
     } finally {
       await admin.end();
       await stores.closeAll();
