@@ -7,8 +7,8 @@
  * call the setuid newuidmap/newgidmap). Inside that namespace it is root over a private mount table:
  * it shows crun only the delegated cgroup controllers (a tmpfs over `/sys/fs/cgroup` with just
  * those bound back: crun 1.8 refuses the hybrid layout and would create cgroups in hierarchies the
- * user cannot write), mounts the overlay root (`userxattr`: kernel ≥ 5.11), binds the host paths from
- * inherited descriptors, runs `crun run --detach` and reports `mounted`, `started` or `error <stage>`.
+ * user cannot write), mounts the overlay root (`userxattr`: kernel ≥ 5.11), binds the host paths
+ * (checking that each bound object is the one the engine opened and checked), runs `crun run --detach` and reports `mounted`, `started` or `error <stage>`.
  * Nothing is mounted on the host: the mounts live in namespaces that end with the box.
  * For a non-detached box it then waits on its stdin (a pipe only the creating Node process holds); at
  * end-of-file it kills and deletes the container and slirp4netns, unless the box was restarted since or
@@ -37,8 +37,23 @@ if [ -n "$SB_CGSAVE" ]; then
   umount -l "$SB_CGSAVE"
 fi
 mount -t overlay overlay -o "lowerdir=$SB_LOWER,upperdir=$SB_UPPER,workdir=$SB_WORK,userxattr" "$SB_ROOTFS" 2>>"$SB_LOG" || fail overlay
+# Host paths: the engine checked each one (no symlinks) and passes it open (fd:target pairs, path in
+# SB_BIND_SRC_<i>). A descriptor of the host's mount namespace cannot be bound from this one, so the
+# path is bound and the result must be the very object checked (device and inode), else it is undone.
+i=0
 for b in $SB_BINDS; do
-  mount --no-canonicalize --rbind "/proc/self/fd/\${b%%:*}" "\${b#*:}" 2>>"$SB_LOG" || fail bind
+  fd=\${b%%:*}
+  target=\${b#*:}
+  eval "src=\\$SB_BIND_SRC_$i"
+  want=$(stat -L -c %d:%i "/proc/self/fd/$fd") || fail bind
+  mount --rbind -- "$src" "$target" 2>>"$SB_LOG" || fail bind
+  got=$(stat -c %d:%i "$target")
+  if [ "$got" != "$want" ]; then
+    umount -l "$target"
+    echo "$src changed while it was being bound" >>"$SB_LOG"
+    fail bind
+  fi
+  i=$((i + 1))
 done
 echo mounted
 rt run --detach --bundle "$SB_BUNDLE" --pid-file "$SB_PIDFILE" "$SB_ID" </dev/null >>"$SB_LOG" 2>&1 || fail run

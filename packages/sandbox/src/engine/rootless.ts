@@ -343,6 +343,7 @@ export class RootlessEngine implements Engine {
       SB_LOG: log,
       SB_PIDFILE: pidFile,
       SB_BINDS: binds.join(' '),
+      ...Object.fromEntries(opened.map((o, i) => [`SB_BIND_SRC_${i}`, o.path])),
       SB_WATCH: spec.detach ? '0' : '1',
     };
     this.#endSupervisor(spec.id, spec.boxDir);

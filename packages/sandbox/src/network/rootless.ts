@@ -28,7 +28,7 @@ import type { JsPublishedPort } from '../types.ts';
 import { hostIpv4Addresses } from './destinations.ts';
 import type { BoxNetworkConfig, PortRequest } from './manager.ts';
 import { addHostForward } from './netns.ts';
-import { allowsHostLoopback, HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
+import { allowsHostLoopback, HOST_LOOPBACK_IP, HOST_LOOPBACK_NAME, parseAllowNet } from './policy.ts';
 
 /** The box's address on slirp4netns's network. */
 const GUEST_IP = '10.0.2.100';
@@ -174,6 +174,7 @@ export class RootlessNetworking {
       }
       allowed = [...policy.cidrs];
       for (const name of policy.names) {
+        if (name === HOST_LOOPBACK_NAME) continue; // admitted below, as 10.0.2.2
         try {
           for (const { address } of await lookup(name, { all: true })) allowed.push(address);
         } catch (error) {

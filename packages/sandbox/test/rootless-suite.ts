@@ -1,0 +1,271 @@
+/**
+ * The rootless suite (issue 16), run by `rootless.test.ts` as the unprivileged account `sbxuser`
+ * (`runuser -u sbxuser -- node --test rootless-suite.ts`): `JsRuntime` on the rootless engine — create,
+ * exec streams, tty, network disabled/enabled/allowNet, published ports, volumes, limits, detach and
+ * reattach, remove with no leftovers, and what an ordinary account is refused.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { cgroupDelegation, cgroupMounts, subordinateRanges } from '../src/engine/rootless-host.ts';
+import { hostIpv4Addresses } from '../src/network/destinations.ts';
+import { JsRuntime } from '../src/runtime/runtime.ts';
+import { processUids } from './rootless-helpers.ts';
+import { BUSYBOX, boxDirs, cleanupAll, REGISTRIES, run, tempHome } from './runtime-helpers.ts';
+
+const me = userInfo();
+const subuid = subordinateRanges('/etc/subuid', { name: me.username, uid: me.uid })[0]!;
+
+/** A TCP server on the host answering every connection with `text`. */
+function hostServer(host: string, text: string): Promise<{ server: Server; port: number }> {
+  return new Promise((resolve) => {
+    const server = createServer((socket) => socket.end(text));
+    server.listen(0, host, () => resolve({ server, port: (server.address() as { port: number }).port }));
+  });
+}
+
+describe(`rootless runtime as ${me.username}`, () => {
+  let home: string;
+  let runtime: JsRuntime;
+
+  before(() => {
+    assert.notEqual(me.uid, 0, 'the rootless suite must run as an ordinary account');
+    home = tempHome('sandbox-rootless-');
+    runtime = new JsRuntime({ homeDir: home, imageRegistries: REGISTRIES });
+  });
+
+  after(async () => {
+    await cleanupAll();
+  });
+
+  it('creates a box whose root is this account and whose other users are its subordinate ids', async () => {
+    const shared = mkdtempSync(join(home, 'shared-'));
+    const box = await runtime.create({
+      image: BUSYBOX,
+      network: { mode: 'disabled' },
+      volumes: [{ hostPath: shared, guestPath: '/shared' }],
+    });
+    const info = await box.info();
+    assert.equal(info.state.status, 'running');
+    // The box init, seen from the host, runs as this account: never as host root.
+    assert.deepEqual(processUids(info.state.pid!), [me.uid, me.uid, me.uid, me.uid]);
+    const r = await run(box, 'sh', [
+      '-c',
+      'id -u; touch /shared/by-root; chown 1000:1000 /shared/by-root; echo done',
+    ]);
+    assert.equal(r.stdout, '0\ndone');
+    assert.equal(statSync(join(shared, 'by-root')).uid, subuid.start + 999);
+    const asUser = await box.execWith(
+      'sh',
+      ['-c', 'id -u; touch /tmp/x && echo wrote'],
+      {},
+      { user: '1000:1000' },
+    );
+    const out: string[] = [];
+    const stdout = await asUser.stdout();
+    for (let l = await stdout.next(); l !== null; l = await stdout.next()) out.push(l);
+    assert.deepEqual(out, ['1000', 'wrote']);
+    await runtime.remove(box.id, true);
+  });
+
+  it('streams stdin, stdout and stderr separately, and passes the exit code', async () => {
+    const box = await runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } });
+    const execution = await box.exec('sh', ['-c', 'read a; echo "out:$a"; echo "err:$a" >&2; exit 3']);
+    const stdin = await execution.stdin();
+    await stdin.writeString('hello\n');
+    const stdout = await execution.stdout();
+    const stderr = await execution.stderr();
+    assert.equal(await stdout.next(), 'out:hello');
+    assert.equal(await stderr.next(), 'err:hello');
+    assert.equal((await execution.wait()).exitCode, 3);
+    const tty = await run(box, 'sh', ['-c', 'tty; stty size'], undefined, true);
+    assert.match(tty.stdout, /^\/dev\/pts\/\d+\r?\n24 80/);
+    await runtime.remove(box.id, true);
+  });
+
+  it('network disabled has only lo; enabled reaches the host loopback only when allowNet names it', async () => {
+    const { server, port } = await hostServer('127.0.0.1', 'from-host\n');
+    const hostIp = hostIpv4Addresses().find((a) => !a.startsWith('127.'));
+    const lan = hostIp ? await hostServer(hostIp, 'from-lan\n') : undefined;
+    try {
+      const off = await runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } });
+      assert.equal((await run(off, 'sh', ['-c', 'ls /sys/class/net'])).stdout, 'lo');
+      await runtime.remove(off.id, true);
+
+      const open = await runtime.create({ image: BUSYBOX });
+      assert.match((await run(open, 'sh', ['-c', 'ls /sys/class/net'])).stdout, /tap0/);
+      const refused = await run(open, 'sh', ['-c', `nc -w 2 10.0.2.2 ${port} </dev/null; echo rc=$?`]);
+      assert.doesNotMatch(refused.stdout, /from-host/);
+      if (lan) {
+        const toLan = await run(open, 'sh', ['-c', `nc -w 2 ${hostIp} ${lan.port} </dev/null; echo rc=$?`]);
+        assert.doesNotMatch(toLan.stdout, /from-lan/, 'the host is not a destination unless named');
+      }
+      await runtime.remove(open.id, true);
+
+      const allowed = await runtime.create({
+        image: BUSYBOX,
+        network: { mode: 'enabled', allowNet: ['host.sandbox.internal'] },
+      });
+      const reached = await run(allowed, 'sh', ['-c', `nc -w 3 10.0.2.2 ${port} </dev/null`]);
+      assert.equal(reached.stdout, 'from-host');
+      if (lan) {
+        const toLan = await run(allowed, 'sh', [
+          '-c',
+          `nc -w 2 ${hostIp} ${lan.port} </dev/null; echo rc=$?`,
+        ]);
+        assert.doesNotMatch(toLan.stdout, /from-lan/, 'unlisted destinations are refused');
+      }
+      await runtime.remove(allowed.id, true);
+    } finally {
+      server.close();
+      lan?.server.close();
+    }
+  });
+
+  it('publishes a box port as a listener of this account; a port below the unprivileged start is refused', async () => {
+    const box = await runtime.create({ image: BUSYBOX, ports: [{ guestPort: 8080 }] });
+    const published = (await box.info()).network!.publishedPorts!;
+    assert.equal(published.length, 1);
+    const hostPort = published[0]!.hostPort;
+    await run(box, 'sh', [
+      '-c',
+      'mkdir -p /www && echo from-box > /www/index.html && (httpd -p 8080 -h /www &)',
+    ]);
+    let body = '';
+    for (let i = 0; i < 50 && body === ''; i++) {
+      body = await fetch(`http://127.0.0.1:${hostPort}/`).then(
+        (r) => r.text(),
+        () => '',
+      );
+      if (body === '') await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(body, 'from-box\n');
+    await runtime.remove(box.id, true);
+    const start = Number(readFileSync('/proc/sys/net/ipv4/ip_unprivileged_port_start', 'utf8'));
+    if (start > 80) {
+      await assert.rejects(runtime.create({ image: BUSYBOX, ports: [{ guestPort: 80, hostPort: 80 }] }), {
+        code: 'invalid_option',
+        field: 'ports[0].hostPort',
+      });
+    }
+  });
+
+  it('binds a directory this account owns; refuses a host path it cannot read', async () => {
+    const dir = mkdtempSync(join(home, 'vol-'));
+    writeFileSync(join(dir, 'in.txt'), 'host data\n');
+    const box = await runtime.create({
+      image: BUSYBOX,
+      network: { mode: 'disabled' },
+      volumes: [{ hostPath: dir, guestPath: '/data' }],
+    });
+    const r = await run(box, 'sh', ['-c', 'cat /data/in.txt; echo box > /data/out.txt']);
+    assert.equal(r.stdout, 'host data');
+    assert.equal(readFileSync(join(dir, 'out.txt'), 'utf8'), 'box\n');
+    assert.equal(statSync(join(dir, 'out.txt')).uid, me.uid);
+    await runtime.remove(box.id, true);
+    await assert.rejects(
+      runtime.create({
+        image: BUSYBOX,
+        network: { mode: 'disabled' },
+        volumes: [{ hostPath: '/root', guestPath: '/x', readOnly: true }],
+      }),
+      (error: Error & { code?: string }) =>
+        /not readable by/.test(error.message) && error.code === 'invalid_option',
+    );
+    assert.equal(boxDirs(home).length, 0);
+  });
+
+  it('enforces cpu, memory and pids limits through the delegated cgroup subtree', async () => {
+    const box = await runtime.create({
+      image: BUSYBOX,
+      network: { mode: 'disabled' },
+      memoryMib: 64,
+      cpus: 0.5,
+    });
+    const r = await run(box, 'sh', [
+      '-c',
+      'cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/pids/pids.max',
+    ]);
+    const [memory, quota] = r.stdout.split('\n');
+    assert.equal(Number(memory), 64 * 1024 * 1024);
+    assert.equal(Number(quota), 50_000);
+    const delegation = cgroupDelegation({ name: me.username, uid: me.uid }, cgroupMounts());
+    for (const dir of delegation.dirs.values()) assert.ok(existsSync(join(dir, box.id)), `${dir}/${box.id}`);
+    // A memory hog is killed by the limit, not the host.
+    const hog = await run(box, 'sh', ['-c', 'head -c 200m /dev/zero | tail > /dev/null; echo "rc=$?"']);
+    assert.equal(hog.stdout, 'rc=137', 'tail was killed (SIGKILL) by the memory limit');
+    await runtime.remove(box.id, true);
+    for (const dir of delegation.dirs.values()) assert.equal(existsSync(join(dir, box.id)), false);
+  });
+
+  it('a detached box outlives its creator and is driven by another process', async () => {
+    const script = join(home, 'create-detached.ts');
+    writeFileSync(
+      script,
+      `import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '..', 'src', 'runtime', 'runtime.ts'))};
+const rt = new JsRuntime({ homeDir: ${JSON.stringify(home)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
+const box = await rt.create({ image: 'busybox:latest', detach: true, network: { mode: 'disabled' } }, 'detached-one');
+process.stdout.write(box.id);\n`,
+    );
+    const child = spawnSync(process.execPath, ['--conditions=seed-source', script], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(child.status, 0, child.stderr);
+    const box = await runtime.get('detached-one');
+    assert.ok(box);
+    assert.equal(box.id, child.stdout);
+    assert.equal((await run(box, 'echo', ['still here'])).stdout, 'still here');
+    await runtime.remove('detached-one', true);
+    assert.equal(await runtime.get('detached-one'), null);
+  });
+
+  it('refuses what needs root with a clear error: the gVisor tier and diskSizeGb', async () => {
+    await assert.rejects(
+      runtime.create({ image: BUSYBOX, isolation: 'gvisor' }),
+      (e: Error & { code?: string }) => e.code === 'unsupported' && /gvisor/.test(e.message),
+    );
+    await assert.rejects(
+      runtime.create({ image: BUSYBOX, diskSizeGb: 1 }),
+      (e: Error & { code?: string }) => e.code === 'unsupported' && /diskSizeGb/.test(e.message),
+    );
+    assert.equal(boxDirs(home).length, 0);
+  });
+
+  it('leaves nothing behind: no box process, cgroup, slirp4netns or file of the removed boxes', async () => {
+    const boxes = await Promise.all([
+      runtime.create({ image: BUSYBOX }),
+      runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } }),
+    ]);
+    for (const box of boxes) await run(box, 'sh', ['-c', 'sleep 100 & echo started']);
+    for (const box of boxes) await runtime.remove(box.id, true);
+    assert.deepEqual(boxDirs(home), []);
+    const mine = readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8');
+          return (
+            statSync(`/proc/${p}`).uid === me.uid &&
+            /catatonit|\.sandbox\/init|slirp4netns|rootless-supervisor|sleep 100/.test(cmd)
+          );
+        } catch {
+          return false;
+        }
+      });
+    assert.deepEqual(mine, []);
+    const delegation = cgroupDelegation({ name: me.username, uid: me.uid }, cgroupMounts());
+    for (const dir of delegation.dirs.values()) {
+      const children = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory());
+      assert.deepEqual(
+        children.map((d) => d.name),
+        [],
+        dir,
+      );
+    }
+  });
+});

@@ -1,0 +1,93 @@
+/**
+ * Rootless boxes (issue 16): runs `rootless-suite.ts` as the unprivileged account `sbxuser` (prepared
+ * by `npm run test:setup`: `sandbox setup sbxuser`), and checks from root that the host is untouched:
+ * no new mounts, no process of that account left, no cgroup left in its delegated subtree, the
+ * subordinate id files unchanged, nothing in root's own cgroup tree of the sandbox.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { before, describe, it } from 'node:test';
+import { lookupUser } from '../src/cli/doctor.ts';
+import { cgroupDelegation, cgroupMounts, hostMounts, ROOTLESS_TEST_USER } from './rootless-helpers.ts';
+import { ensureRegistry } from './runtime-helpers.ts';
+
+const suite = join(import.meta.dirname, 'rootless-suite.ts');
+
+/** Pids of processes owned by `uid`. */
+function processesOf(uid: number): string[] {
+  return readdirSync('/proc').filter((p) => {
+    if (!/^\d+$/.test(p)) return false;
+    try {
+      return statSync(`/proc/${p}`).uid === uid;
+    } catch {
+      return false;
+    }
+  });
+}
+
+describe('rootless boxes, as an ordinary account', () => {
+  before(() => ensureRegistry());
+
+  it(`the rootless suite passes as ${ROOTLESS_TEST_USER}, and the host is untouched`, () => {
+    const user = lookupUser(ROOTLESS_TEST_USER);
+    assert.ok(user, `${ROOTLESS_TEST_USER} is missing: run npm run test:setup -w @seed/sandbox`);
+    const mountsBefore = hostMounts();
+    const idsBefore = [readFileSync('/etc/subuid', 'utf8'), readFileSync('/etc/subgid', 'utf8')];
+    const leftoverBefore = processesOf(user.uid);
+    const r = spawnSync(
+      'runuser',
+      [
+        '-u',
+        user.name,
+        '--',
+        // A clean environment: the parent's test-runner variables would turn the child into a subtest.
+        'env',
+        '-i',
+        `HOME=${user.home}`,
+        `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`,
+        process.execPath,
+        '--conditions=seed-source',
+        '--test',
+        '--test-reporter=spec',
+        suite,
+      ],
+      { encoding: 'utf8', cwd: '/', timeout: 540_000 },
+    );
+    assert.equal(r.status, 0, `rootless suite failed:\n${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout, /ℹ pass 9\b/, r.stdout);
+    assert.match(r.stdout, /ℹ fail 0\b/);
+
+    // Nothing of the boxes is mounted on the host: their mounts lived in their own namespaces.
+    assert.deepEqual(hostMounts(), mountsBefore);
+    assert.deepEqual([readFileSync('/etc/subuid', 'utf8'), readFileSync('/etc/subgid', 'utf8')], idsBefore);
+    // Box inits killed at removal are reaped by this VM's PID 1 about 1.6 s later (zombies until then).
+    const deadline = Date.now() + 10_000;
+    while (processesOf(user.uid).length > leftoverBefore.length && Date.now() < deadline) {
+      spawnSync('sleep', ['0.2']);
+    }
+    assert.deepEqual(processesOf(user.uid), leftoverBefore, 'no process of the account is left');
+    const delegation = cgroupDelegation(user, cgroupMounts());
+    for (const dir of delegation.dirs.values()) {
+      const boxes = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory());
+      assert.deepEqual(
+        boxes.map((d) => d.name),
+        [],
+        `${dir} holds no box cgroup`,
+      );
+    }
+    // The account's boxes never appear in root's own sandbox cgroups.
+    for (const mount of new Set(cgroupMounts().v1.values())) {
+      const rootTree = join(mount, 'seed-sandbox');
+      if (!existsSync(rootTree)) continue;
+      for (const entry of readdirSync(rootTree)) {
+        const procs = join(rootTree, entry, 'cgroup.procs');
+        if (!existsSync(procs)) continue;
+        for (const pid of readFileSync(procs, 'utf8').split('\n').filter(Boolean)) {
+          assert.notEqual(statSync(`/proc/${pid}`, { throwIfNoEntry: false })?.uid, user.uid);
+        }
+      }
+    }
+  });
+});
