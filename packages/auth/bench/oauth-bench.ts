@@ -16,7 +16,9 @@
  * run and the cases are interleaved over BENCH_ROUNDS rounds (seed and oidc-provider alternate who goes
  * first); the median and the best of the rounds are reported (on a shared machine the best round is
  * the closest to the uncontended capacity), plus the CPU time each server process spent per request
- * (from /proc: the least sensitive to other load) and the CPU time of the load generator (this process)
+ * (from /proc: the least sensitive to other load), the CPU time of its main thread alone per request
+ * ("loop": the event loop's share, which one core must carry and which therefore caps req/s; work on
+ * worker or libuv threads can spread to other cores) and the CPU time of the load generator (this process)
  * per request, which shows when autocannon rather than the server sets the pace.
  *
  * Run: `npm run bench:oauth -w @seed/auth` (or `node packages/auth/bench/oauth-bench.ts`).
@@ -99,14 +101,23 @@ interface CaseResult {
   readonly total: number;
   /** CPU time the server process used per answered request (user + system), µs. */
   readonly cpuUsPerRequest: number;
+  /**
+   * CPU time of the server's main thread (its event loop) per answered request, µs: the work that cannot
+   * spread to other cores, so the least noisy predictor of req/s on an idle machine.
+   */
+  readonly loopCpuUsPerRequest: number;
   /** CPU time this process (autocannon, the load generator) used per answered request, µs. */
   readonly loadCpuUsPerRequest: number;
 }
 
-/** CPU time (user + system) used so far by a process, µs, from `/proc/<pid>/stat` (Linux; 0 elsewhere). */
-function cpuMicros(pid: number | undefined): number {
+/**
+ * CPU time (user + system) used so far by a process, µs, from `/proc/<pid>/stat`, or by its main thread
+ * (the event loop) from `/proc/<pid>/task/<pid>/stat` (Linux; 0 elsewhere).
+ */
+function cpuMicros(pid: number | undefined, mainThreadOnly = false): number {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const path = mainThreadOnly ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`;
+    const fields = readFileSync(path, 'utf8').split(') ')[1]!.split(' ');
     // utime and stime are fields 14 and 15 of stat(5), in clock ticks (USER_HZ = 100 on Linux).
     return (Number(fields[11]) + Number(fields[12])) * 10_000;
   } catch {
@@ -116,9 +127,11 @@ function cpuMicros(pid: number | undefined): number {
 
 async function measure(s: Started, name: string, run: () => Promise<autocannon.Result>): Promise<CaseResult> {
   const cpuBefore = cpuMicros(s.child.pid);
+  const loopBefore = cpuMicros(s.child.pid, true);
   const loadBefore = process.cpuUsage();
   const result = await run();
   const cpu = cpuMicros(s.child.pid) - cpuBefore;
+  const loop = cpuMicros(s.child.pid, true) - loopBefore;
   const load = process.cpuUsage(loadBefore);
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
     throw new Error(
@@ -131,6 +144,7 @@ async function measure(s: Started, name: string, run: () => Promise<autocannon.R
     p99: result.latency.p99,
     total,
     cpuUsPerRequest: total > 0 ? cpu / total : 0,
+    loopCpuUsPerRequest: total > 0 ? loop / total : 0,
     loadCpuUsPerRequest: total > 0 ? (load.user + load.system) / total : 0,
   };
 }
@@ -289,11 +303,11 @@ console.log(
     `refresh_token scope: ${OPENID ? 'openid (an ID token on every refresh)' : 'no openid'}`,
 );
 console.log(
-  'grant               server         median req/s  best req/s  p99 ms  CPU µs/req  load gen µs/req  rounds (req/s)',
+  'grant               server         median req/s  best req/s  p99 ms  CPU µs/req  loop µs/req  load gen µs/req  rounds (req/s)',
 );
 const verdicts: string[] = [];
 for (const grant of GRANTS) {
-  const stats: Record<string, { median: number; best: number; cpu: number; load: number }> = {};
+  const stats: Record<string, { median: number; best: number; cpu: number; loop: number; load: number }> = {};
   for (const kind of KINDS) {
     const rs = runs[`${kind} ${grant}`]!;
     const rates = rs.map((r) => r.rps);
@@ -301,11 +315,12 @@ for (const grant of GRANTS) {
       median: median(rates),
       best: Math.max(...rates),
       cpu: median(rs.map((r) => r.cpuUsPerRequest)),
+      loop: median(rs.map((r) => r.loopCpuUsPerRequest)),
       load: median(rs.map((r) => r.loadCpuUsPerRequest)),
     };
     const p99 = String(median(rs.map((r) => r.p99))).padStart(6);
     console.log(
-      `${grant.padEnd(20)}${kind.padEnd(14)}${fmt(stats[kind].median).padStart(12)}${fmt(stats[kind].best).padStart(12)}  ${p99}  ${fmt(stats[kind].cpu).padStart(10)}  ${fmt(stats[kind].load).padStart(15)}  ${rates.map((r) => r.toFixed(0)).join('/')}`,
+      `${grant.padEnd(20)}${kind.padEnd(14)}${fmt(stats[kind].median).padStart(12)}${fmt(stats[kind].best).padStart(12)}  ${p99}  ${fmt(stats[kind].cpu).padStart(10)}  ${fmt(stats[kind].loop).padStart(11)}  ${fmt(stats[kind].load).padStart(15)}  ${rates.map((r) => r.toFixed(0)).join('/')}`,
     );
   }
   const seed = stats.seed!;
@@ -313,7 +328,7 @@ for (const grant of GRANTS) {
   const ratio = seed.median / other.median;
   console.log(
     `${grant.padEnd(20)}seed / oidc-provider: median ${ratio.toFixed(2)}x, best ${(seed.best / other.best).toFixed(2)}x, ` +
-      `CPU per request ${(other.cpu / seed.cpu).toFixed(2)}x less`,
+      `CPU per request ${(other.cpu / seed.cpu).toFixed(2)}x less, event-loop CPU per request ${(other.loop / seed.loop).toFixed(2)}x less`,
   );
   verdicts.push(
     `${grant.padEnd(20)}${ratio >= GOAL ? 'goal met' : 'goal NOT met'}: median ${ratio.toFixed(2)}x ${ratio >= GOAL ? '>=' : '<'} ${GOAL}x req/s`,

@@ -7,17 +7,10 @@
  * store-backed cache, two server instances sharing one store refuse each other's replays.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import {
-  type CryptoKey,
-  calculateJwkThumbprint,
-  decodeProtectedHeader,
-  errors,
-  importJWK,
-  type JWK,
-  type JWTPayload,
-  jwtVerify,
-} from 'jose';
+import type { JWK, JWTPayload } from 'jose';
 import { InvalidTokenError } from '../errors.ts';
+import { cryptoPool } from './crypto-pool.ts';
+import { ProofJwsRejected } from './dpop-jws.ts';
 import { ASYMMETRIC_JWS_ALGS } from './jws-algs.ts';
 
 /** The RFC 9449 error codes (§5, §7.1, §8, §12.2). */
@@ -55,16 +48,6 @@ export const DPOP_SIGNING_ALGS = ASYMMETRIC_JWS_ALGS;
 const MAX_PROOF_LENGTH = 8 * 1024;
 /** Longest `jti` accepted, in characters. */
 const MAX_JTI_LENGTH = 256;
-/** Imported proof keys kept (clients reuse one key for many proofs). */
-const KEY_CACHE_LIMIT = 1024;
-/** Private-key members of a JWK: a `jwk` header holding one is refused (RFC 9449 §4.3 check 7). */
-const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k', 'priv'];
-
-/** A proof key imported once: the public key and its RFC 7638 thumbprint. */
-interface ProofKey {
-  readonly key: CryptoKey;
-  readonly jkt: string;
-}
 
 /**
  * Server-provided DPoP nonces (RFC 9449 §8): stateless, `<step>.<HMAC-SHA256(secret, step)>` where `step`
@@ -197,8 +180,6 @@ export class DpopProofVerifier {
   readonly #maxAge: number;
   readonly #skew: number;
   readonly #now: () => number;
-  /** Imported `jwk` headers by `alg` and JSON text (import and thumbprint cost more than the check itself). */
-  readonly #keys = new Map<string, ProofKey>();
 
   /** @throws RangeError when `requireNonce` is set without `nonces`, or a window is not a non-negative integer. */
   constructor(options: DpopProofVerifierOptions) {
@@ -230,74 +211,26 @@ export class DpopProofVerifier {
   }
 
   /**
-   * The public key of a proof's `jwk` header for `alg`, imported once (RFC 9449 §4.3 checks 5–7): a JSON
-   * object, `use` absent or `sig`, `alg` absent or equal to the header's, no private members.
-   * @throws DpopProofError `invalid_dpop_proof`.
-   */
-  async #proofKey(alg: string, jwk: unknown): Promise<ProofKey> {
-    if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk))
-      throw invalid("DPoP proof 'jwk' header must be a JSON object");
-    const cacheKey = `${alg}\n${JSON.stringify(jwk)}`;
-    const cached = this.#keys.get(cacheKey);
-    if (cached) return cached;
-    const members = jwk as Record<string, unknown>;
-    if (PRIVATE_MEMBERS.some((m) => m in members)) throw invalid("DPoP proof 'jwk' must be a public key");
-    if (members.use !== undefined && members.use !== 'sig')
-      throw invalid("DPoP proof 'jwk' use must be 'sig'");
-    if (members.alg !== undefined && members.alg !== alg)
-      throw invalid("DPoP proof 'jwk' alg differs from 'alg'");
-    let key: CryptoKey;
-    try {
-      key = (await importJWK(members as JWK, alg)) as CryptoKey;
-    } catch (error) {
-      throw invalid("DPoP proof 'jwk' is not a usable key for its 'alg'", error);
-    }
-    if (key.type !== 'public') throw invalid("DPoP proof 'jwk' must be a public key");
-    const entry = { key, jkt: await calculateJwkThumbprint(members as JWK, 'sha256') };
-    if (this.#keys.size >= KEY_CACHE_LIMIT) this.#keys.delete(this.#keys.keys().next().value as string);
-    this.#keys.set(cacheKey, entry);
-    return entry;
-  }
-
-  /**
    * Verifies one request's proof.
    * @throws DpopProofError `invalid_dpop_proof` naming the failed check, or `use_dpop_nonce` (with the
    * nonce to use) when a required nonce is missing or stale.
    */
   async verify(expected: DpopProofExpectation): Promise<DpopProof> {
     const proof = single(expected.proof);
+    // The JWS part (checks 2-8: typ, alg, jwk, signature, iat window) runs in the crypto worker.
     let payload: JWTPayload;
     let jwk: JWK;
-    let proofKey: ProofKey;
+    let jkt: string;
     try {
-      const header = decodeProtectedHeader(proof);
-      if (header.typ !== 'dpop+jwt') throw invalid("DPoP proof 'typ' must be 'dpop+jwt'");
-      if (typeof header.alg !== 'string' || !this.#algorithms.includes(header.alg))
-        throw invalid('DPoP proof rejected: signing algorithm not allowed');
-      proofKey = await this.#proofKey(header.alg, header.jwk);
-      const result = await jwtVerify(proof, proofKey.key, {
-        typ: 'dpop+jwt',
+      ({ payload, jwk, jkt } = await cryptoPool.checkDpopProof(proof, {
         algorithms: this.#algorithms,
-        currentDate: new Date(this.#now()),
-        maxTokenAge: this.#maxAge,
-        clockTolerance: this.#skew,
-        requiredClaims: ['iat', 'jti', 'htm', 'htu'],
-      });
-      payload = result.payload;
-      jwk = result.protectedHeader.jwk as JWK;
+        nowMs: this.#now(),
+        maxAgeSeconds: this.#maxAge,
+        clockSkewSeconds: this.#skew,
+      }));
     } catch (error) {
-      if (error instanceof DpopProofError) throw error;
-      const detail =
-        error instanceof errors.JWTExpired
-          ? "'iat' is too old"
-          : error instanceof errors.JWTClaimValidationFailed
-            ? `claim '${error.claim}' ${error.reason === 'check_failed' ? "failed its check ('iat' in the future?)" : error.reason}`
-            : error instanceof errors.JOSEAlgNotAllowed
-              ? 'signing algorithm not allowed'
-              : error instanceof errors.JWSSignatureVerificationFailed
-                ? 'signature does not verify with the embedded jwk'
-                : 'malformed JWS or jwk header';
-      throw invalid(`DPoP proof rejected: ${detail}`, error);
+      if (error instanceof ProofJwsRejected) throw invalid(error.message, error);
+      throw error;
     }
     const { jti, htm, htu, iat } = payload as { jti: unknown; htm: unknown; htu: unknown; iat: number };
     if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH)
@@ -314,7 +247,6 @@ export class DpopProofVerifier {
       if (!safeEqual(payload.ath, accessTokenHash(expected.accessToken)))
         throw invalid("DPoP proof 'ath' does not match the access token");
     }
-    const jkt = proofKey.jkt;
     if (expected.jkt !== undefined && !safeEqual(jkt, expected.jkt))
       throw invalid('DPoP proof key does not match the key the token is bound to');
     if (this.#nonces && (this.#requireNonce || payload.nonce !== undefined)) {

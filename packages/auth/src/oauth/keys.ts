@@ -4,7 +4,7 @@
  * JWKS already know it); the key it replaces stays published until every token it signed has expired. Keys are generated and used with `jose`; private keys are persisted as JWK JSON through
  * the auth store (`insertSigningKey`, `listSigningKeys`, `retireSigningKey`).
  */
-import { constants, createPrivateKey, type KeyObject, randomUUID, sign } from 'node:crypto';
+import { createPrivateKey, randomUUID } from 'node:crypto';
 import {
   type CryptoKey,
   createLocalJWKSet,
@@ -15,11 +15,10 @@ import {
   type JWTVerifyGetKey,
 } from 'jose';
 import type { AuthStore } from '../store/types.ts';
+import { cryptoPool, type PooledSigner } from './crypto-pool.ts';
+import { type SigningAlg, SUPPORTED_SIGNING_ALGS } from './jws-sign.ts';
 
-/** JWS algorithms supported for access tokens. RFC 9068 §2.1 requires RS256 among them. */
-export const SUPPORTED_SIGNING_ALGS = ['RS256', 'PS256', 'ES256', 'EdDSA'] as const;
-/** One of {@link SUPPORTED_SIGNING_ALGS}. */
-export type SigningAlg = (typeof SUPPORTED_SIGNING_ALGS)[number];
+export { derToP1363, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './jws-sign.ts';
 
 /** Rotation settings. */
 export interface KeyManagerOptions {
@@ -37,6 +36,8 @@ export interface KeyManagerOptions {
 
 interface LoadedKey extends ActiveSigningKey {
   readonly createdAt: number;
+  /** The key's registration with the signing pool (released when the key is no longer a candidate). */
+  readonly signer: PooledSigner;
 }
 
 /** The key that signs now. */
@@ -49,70 +50,18 @@ export interface ActiveSigningKey {
    * Signs a JWT: JWS Compact Serialization (RFC 7515 §7.1) of the UTF-8 JSON `payload` under the protected
    * header `{ alg, kid, typ }`, with the key imported once as a Node `KeyObject` and the encoded header
    * cached per `typ` (the token endpoint's hot path; `jose`'s `SignJWT` costs about twice as much CPU per
-   * token through WebCrypto). The signature is computed on libuv's thread pool (`crypto.sign` with a
-   * callback), off the event loop, as oidc-provider's `jose` does: on a multi-core host the token
-   * endpoint then signs on other cores while it parses the next requests. Signature encodings per RFC 7518
-   * §3.3 (RS256), §3.4 (ES256: R‖S, 64 bytes), §3.5 (PS256: MGF1-SHA-256, salt 32 bytes); RFC 8037 §3.1
-   * (EdDSA/Ed25519).
+   * token through WebCrypto). The signature is computed off the event loop: by the process's signing
+   * worker, which takes the signatures of one event-loop turn in one message (`crypto-pool.ts`), or on
+   * libuv's thread pool while the worker is not available. Signature encodings: `jws-sign.ts`.
    * @returns a promise of `base64url(header).base64url(payload).base64url(signature)`.
    */
   signJwt(typ: string, payload: object): Promise<string>;
 }
 
-/**
- * A `(data) => promise of signature` function for one of {@link SUPPORTED_SIGNING_ALGS} over a Node
- * private key; the signing runs on libuv's thread pool.
- * @throws RangeError for another algorithm.
- */
-function nodeSigner(alg: string, key: KeyObject): (data: Buffer) => Promise<Buffer> {
-  const signAsync = (algorithm: string | null, data: Buffer, signKey: Parameters<typeof sign>[2]) =>
-    new Promise<Buffer>((resolve, reject) =>
-      sign(algorithm, data, signKey, (error, signature) => (error ? reject(error) : resolve(signature))),
-    );
-  switch (alg) {
-    case 'RS256':
-      return (data) => signAsync('sha256', data, key);
-    case 'PS256':
-      return (data) =>
-        signAsync('sha256', data, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 });
-    case 'ES256':
-      // Signing with the bare KeyObject and converting DER to R‖S here costs half the CPU of passing
-      // `{ key, dsaEncoding: 'ieee-p1363' }` (measured on Node 24: ~30 vs ~62 µs per signature).
-      return async (data) => derToP1363(await signAsync('sha256', data, key), 32);
-    case 'EdDSA':
-      return (data) => signAsync(null, data, key);
-    default:
-      throw new RangeError(`alg: must be one of ${SUPPORTED_SIGNING_ALGS.join(', ')}`);
-  }
-}
-
-/**
- * Converts a DER `ECDSA-Sig-Value` (SEQUENCE of INTEGER r, INTEGER s; RFC 3279 §2.2.3) into the JWS form
- * R‖S with each integer left-padded to `size` bytes (RFC 7518 §3.4).
- * @throws Error when the input is not such a DER structure (never for OpenSSL's output).
- */
-export function derToP1363(der: Buffer, size: number): Buffer {
-  if (der[0] !== 0x30 || der.length < 8 || (der[1]! & 0x80) !== 0)
-    throw new Error('ECDSA signature: bad DER');
-  const out = Buffer.alloc(size * 2);
-  let offset = 2;
-  for (let i = 0; i < 2; i++) {
-    if (der[offset] !== 0x02) throw new Error('ECDSA signature: bad DER');
-    const length = der[offset + 1]!;
-    let start = offset + 2;
-    const end = start + length;
-    while (end - start > size && der[start] === 0) start++;
-    if (end - start > size || end > der.length) throw new Error('ECDSA signature: bad DER');
-    der.copy(out, i * size + size - (end - start), start, end);
-    offset = end;
-  }
-  return out;
-}
-
 /** Loads a stored private JWK once: WebCrypto key for `jose`, Node key and cached headers for {@link ActiveSigningKey.signJwt}. */
 async function loadKey(kid: string, alg: string, privateJwk: JWK, createdAt: number): Promise<LoadedKey> {
   const privateKey = (await importJWK(privateJwk, alg)) as CryptoKey;
-  const signer = nodeSigner(
+  const signer = cryptoPool.register(
     alg,
     createPrivateKey({ key: privateJwk as JsonWebKeyInput['key'], format: 'jwk' }),
   );
@@ -122,6 +71,7 @@ async function loadKey(kid: string, alg: string, privateJwk: JWK, createdAt: num
     alg,
     privateKey,
     createdAt,
+    signer,
     async signJwt(typ, payload) {
       let header = headers.get(typ);
       if (header === undefined) {
@@ -129,7 +79,7 @@ async function loadKey(kid: string, alg: string, privateJwk: JWK, createdAt: num
         headers.set(typ, header);
       }
       const input = `${header}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
-      return `${input}.${(await signer(Buffer.from(input, 'latin1'))).toString('base64url')}`;
+      return `${input}.${await signer.sign(input)}`;
     },
   };
 }
@@ -277,7 +227,9 @@ export class KeyManager {
       candidates.push(loaded);
     }
     this.#candidates = candidates;
-    this.#loaded = new Map(candidates.map((k) => [k.kid, k]));
+    const loaded = new Map(candidates.map((k) => [k.kid, k]));
+    for (const [kid, key] of this.#loaded) if (!loaded.has(kid)) key.signer.release();
+    this.#loaded = loaded;
     this.#jwks = Object.freeze({ keys: published.map((k) => ({ ...(k.publicJwk as JWK) })) });
     this.#localSet = undefined;
     this.#select();
