@@ -11,6 +11,8 @@ import { createServer, type Server } from 'node:net';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { makeBusyboxRootfs } from '../src/engine/rootfs.ts';
+import { RootlessEngine } from '../src/engine/rootless.ts';
 import { cgroupDelegation, cgroupMounts, subordinateRanges } from '../src/engine/rootless-host.ts';
 import { hostIpv4Addresses } from '../src/network/destinations.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
@@ -200,6 +202,64 @@ describe(`rootless runtime as ${me.username}`, () => {
     assert.equal(hog.stdout, 'rc=137', 'tail was killed (SIGKILL) by the memory limit');
     await runtime.remove(box.id, true);
     for (const dir of delegation.dirs.values()) assert.equal(existsSync(join(dir, box.id)), false);
+  });
+
+  it('without a delegated cgroup subtree: a box with limits is refused with the fix, or runs unlimited when allowed', async () => {
+    const stateRoot = mkdtempSync(join(home, 'engine-'));
+    const none = {
+      layout: cgroupMounts().layout,
+      path: '/nowhere',
+      controllers: [],
+      missing: ['cpu', 'memory', 'pids'],
+      dirs: new Map(),
+    };
+    const engine = new RootlessEngine({ stateRoot, delegation: () => none });
+    const layer = mkdtempSync(join(home, 'layer-'));
+    makeBusyboxRootfs(layer);
+    const boxDir = mkdtempSync(join(home, 'box-'));
+    const spec = {
+      id: 'unlimited1',
+      hostname: 'unlimited1',
+      layerDirs: [layer],
+      boxDir,
+      env: ['PATH=/bin'],
+      workingDir: '/',
+      cpus: 1,
+      memoryMib: 64,
+      pidsLimit: 64,
+      mounts: [],
+      capabilities: { add: [], drop: [] },
+      network: { mode: 'disabled' as const, allowNet: [] },
+      detach: false,
+    };
+    await assert.rejects(
+      engine.start(spec),
+      (e: Error & { code?: string }) =>
+        e.code === 'unsupported' &&
+        e.message.includes(`sudo sandbox setup ${me.username}`) &&
+        /allowUnlimited/.test(e.message),
+    );
+    await engine.start({ ...spec, allowUnlimited: true });
+    assert.equal(engine.limitsEnforced('unlimited1'), false);
+    const p = await engine.exec('unlimited1', {
+      cmd: 'cat',
+      args: ['/sys/fs/cgroup/memory/memory.limit_in_bytes'],
+      env: [],
+    });
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    assert.equal(await p.exited, 0);
+    assert.notEqual(Number(out.trim()), 64 * 1024 * 1024, 'no memory limit was set');
+    await engine.remove('unlimited1', boxDir);
+    await assert.rejects(
+      runtime.create({ image: BUSYBOX, advanced: { allowUnlimited: 'yes' as unknown as boolean } }),
+      {
+        code: 'invalid_option',
+        field: 'advanced.allowUnlimited',
+      },
+    );
   });
 
   it('a detached box outlives its creator and is driven by another process', async () => {

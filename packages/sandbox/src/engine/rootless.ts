@@ -69,6 +69,8 @@ export type RootlessEngineOptions = Pick<
   CreateEngineOptions,
   'stateRoot' | 'initPath' | 'networkSetup' | 'networkTeardown'
 > & {
+  /** Reads the delegated cgroup subtree (default: the host's, {@link cgroupDelegation}); tests replace it. */
+  delegation?: () => CgroupDelegation;
   /** Subordinate id files (tests). */
   subuidPath?: string;
   subgidPath?: string;
@@ -170,7 +172,7 @@ export class RootlessEngine implements Engine {
 
   /** The cgroup subtree delegated to the caller, read now (it may be set up after the engine starts). */
   delegation(): CgroupDelegation {
-    return cgroupDelegation(this.user, cgroupMounts());
+    return this.#opts.delegation?.() ?? cgroupDelegation(this.user, cgroupMounts());
   }
 
   /** The gVisor tier is refused for ordinary accounts. @throws BoxError `unsupported`, always. */

@@ -46,6 +46,11 @@ export interface EngineBoxSpec {
   mounts: EngineMount[];
   /** Capability names (`NET_RAW` or `CAP_NET_RAW`) added to / dropped from the default OCI set. */
   capabilities: { add: string[]; drop: string[] };
+  /**
+   * Rootless engine only: run without cpu, memory and pids limits when no cgroup subtree is delegated
+   * to the caller (engine/rootless.ts); otherwise such a start fails.
+   */
+  allowUnlimited?: boolean;
   /** `disabled`: only `lo`; `enabled`: user-mode networking (issue 9 extends this). */
   network: { mode: 'enabled' | 'disabled'; allowNet: string[] };
   /** When false the box is stopped when the creating process exits, even on SIGKILL. */

@@ -116,6 +116,7 @@ export function boxInfo(record: BoxRecord, publishedPorts: JsPublishedPort[] | n
     healthStatus: record.options.healthCheck
       ? (record.health ?? initialHealth(running))
       : initialHealth(false),
+    ...(record.options.limitsEnforced === false ? { limitsEnforced: false as const } : {}),
   };
 }
 

@@ -523,6 +523,7 @@ export class LocalRuntime implements RuntimeBackend {
       });
     }
     if (normalized.diskSizeGb !== undefined) spec.diskSizeGb = normalized.diskSizeGb;
+    if (normalized.limitsEnforced === false) spec.allowUnlimited = true;
     const engine = await this.#getEngine();
     this.#networking().prepare(id, {
       ports: normalized.ports,
@@ -586,6 +587,13 @@ export class LocalRuntime implements RuntimeBackend {
       // fails here, before anything is created.
       const engine = await this.#getEngine();
       normalized.gvisorPlatform = (await engine.gvisorPlatform()).platform;
+    }
+    if (normalized.allowUnlimited) {
+      // Rootless without a delegated cgroup subtree: the caller accepted a box without limits.
+      const engine = await this.#getEngine();
+      if (engine instanceof RootlessEngine && engine.delegation().missing.length > 0) {
+        normalized.limitsEnforced = false;
+      }
     }
     const id = ulid();
     const { secrets, ...rest } = normalized;

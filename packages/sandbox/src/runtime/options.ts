@@ -53,6 +53,10 @@ export interface NormalizedBoxOptions {
   ports: NormalizedPort[];
   secrets: NormalizedSecret[];
   capabilities: { add: string[]; drop: string[] };
+  /** `advanced.allowUnlimited` (rootless runtimes without a delegated cgroup subtree). */
+  allowUnlimited?: true;
+  /** Set by a rootless local runtime when the box runs without limits; not by validation. */
+  limitsEnforced?: false;
   autoRemove: boolean;
   detach: boolean;
   /** Isolation tier (`JsBoxOptions.isolation`, default `container`; `JsRuntime` fills in its own default). */
@@ -277,6 +281,13 @@ function validateCapabilities(advanced: unknown): NormalizedBoxOptions['capabili
   };
 }
 
+/** `advanced.allowUnlimited`: a boolean, default false. */
+function validateAllowUnlimited(advanced: unknown): boolean {
+  if (!isObject(advanced) || advanced.allowUnlimited === undefined) return false;
+  if (typeof advanced.allowUnlimited !== 'boolean') reject('advanced.allowUnlimited', 'must be a boolean');
+  return advanced.allowUnlimited;
+}
+
 /** An argv list: an array of strings without NUL (may be empty). */
 function argvList(value: unknown, field: string): string[] | undefined {
   if (value === undefined || value === null) return undefined;
@@ -364,6 +375,7 @@ export function validateBoxOptions(options: unknown, context: ValidateContext = 
     ports: validatePorts(o.ports),
     secrets: validateSecrets(o.secrets),
     capabilities: validateCapabilities(o.advanced),
+    ...(validateAllowUnlimited(o.advanced) ? { allowUnlimited: true as const } : {}),
     autoRemove: optionalBoolean(o.autoRemove, 'autoRemove', false),
     detach: optionalBoolean(o.detach, 'detach', false),
     isolation: validateIsolation(o.isolation, 'isolation') ?? 'container',
