@@ -85,6 +85,41 @@ describe('PostgresAuthStore', () => {
     }
   });
 
+  test("a client changed on one instance leaves the other's client cache within milliseconds (NOTIFY)", async () => {
+    const url = await cluster.createDatabase();
+    const a = await PostgresAuthStore.open({ url });
+    const b = await PostgresAuthStore.open({ url });
+    try {
+      await a.createClient({ clientId: 'svc', clientType: 'confidential', secretHash: 'h1' });
+      assert.equal((await a.getClient('svc'))?.secretHash, 'h1');
+      assert.equal((await a.getClient('svc'))?.secretHash, 'h1', 'served from the cache');
+      assert.ok(Object.isFrozen(await a.getClient('svc')));
+      const changed = Date.now();
+      await b.updateClient('svc', { isEnabled: false, secretHash: 'h2' });
+      let seen = await a.getClient('svc');
+      while (seen?.secretHash !== 'h2' && Date.now() - changed < 2000) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        seen = await a.getClient('svc');
+      }
+      assert.equal(seen?.secretHash, 'h2', 'the change reached the other instance');
+      assert.equal(seen?.isEnabled, false);
+      assert.ok(Date.now() - changed < 1000, `took ${Date.now() - changed} ms`);
+      await b.setClientMetadata('svc', { dpopBoundAccessTokens: true });
+      await b.deleteClient('svc');
+      const deleted = Date.now();
+      while ((await a.getClient('svc')) !== undefined && Date.now() - deleted < 2000)
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.equal(await a.getClient('svc'), undefined, 'a deleted client is gone on the other instance');
+      await a.createClient({ clientId: 'own', clientType: 'public' });
+      assert.equal((await a.getClient('own'))?.isEnabled, true);
+      await a.updateClient('own', { isEnabled: false });
+      assert.equal((await a.getClient('own'))?.isEnabled, false, 'own writes are read back at once');
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   test('bad URLs are refused naming the setting, without echoing a password', async () => {
     assert.throws(
       () => checkPostgresUrl('mysql://u:secret@h/db'),

@@ -10,11 +10,12 @@
  * rows and input validation are shared with the SQLite store (`./rows.ts`, `./inputs.ts`).
  */
 import postgres from 'postgres';
+import { ClientCache } from './postgres/client-cache.ts';
 import * as clients from './postgres/clients.ts';
 import { insertAudit, type PgContext } from './postgres/db.ts';
 import * as oauth from './postgres/oauth.ts';
 import * as roles from './postgres/roles.ts';
-import { migrate, PG_MIGRATIONS } from './postgres/schema.ts';
+import { CLIENTS_CHANNEL, migrate, PG_MIGRATIONS } from './postgres/schema.ts';
 import * as tokens from './postgres/tokens.ts';
 import * as users from './postgres/users.ts';
 import type {
@@ -61,6 +62,11 @@ export interface PostgresAuthStoreOptions {
   now?: () => number;
   /** Size of the connection pool (default 10). */
   maxConnections?: number;
+  /**
+   * Longest life of a cached client record, ms (default 5000; `0` turns the client cache off). Entries are
+   * dropped by change notifications within milliseconds; this bounds staleness if a notification is lost.
+   */
+  clientCacheTtlMs?: number;
 }
 
 /** Checks a `postgres://` / `postgresql://` URL. @throws RangeError naming the problem (never the password). */
@@ -82,11 +88,13 @@ export function checkPostgresUrl(url: unknown, name = 'AUTH_DATABASE_URL'): stri
 export class PostgresAuthStore implements AuthStore {
   readonly #sql: postgres.Sql;
   readonly #ctx: PgContext;
+  readonly #clients: ClientCache;
   #closed = false;
 
-  private constructor(sql: postgres.Sql, now: () => number) {
+  private constructor(sql: postgres.Sql, now: () => number, clientCacheTtlMs: number) {
     this.#sql = sql;
     this.#ctx = { sql, now };
+    this.#clients = new ClientCache(clientCacheTtlMs);
   }
 
   /**
@@ -99,9 +107,19 @@ export class PostgresAuthStore implements AuthStore {
     const max = options.maxConnections ?? 10;
     if (!Number.isSafeInteger(max) || max < 1) throw new RangeError('maxConnections: positive integer');
     const sql = postgres(url, { max, onnotice: () => {}, connection: { application_name: 'seed-auth' } });
-    const store = new PostgresAuthStore(sql, options.now ?? Date.now);
+    const ttl = options.clientCacheTtlMs ?? 5000;
+    if (!Number.isSafeInteger(ttl) || ttl < 0)
+      throw new RangeError('clientCacheTtlMs: non-negative integer (ms)');
+    const store = new PostgresAuthStore(sql, options.now ?? Date.now, ttl);
     try {
       await migrate(sql, store.#ctx.now);
+      if (ttl > 0) {
+        await sql.listen(
+          CLIENTS_CHANNEL,
+          (clientId) => store.#clients.invalidate(clientId),
+          () => store.#clients.listening(),
+        );
+      }
     } catch (error) {
       await sql.end({ timeout: 5 });
       throw error;
@@ -221,27 +239,35 @@ export class PostgresAuthStore implements AuthStore {
   }
 
   // ── clients and consent ──
-  createClient(input: NewClient, options?: ChangeOptions): Promise<ClientRecord> {
-    return clients.createClient(this.#ctx, input, options);
+  /** Runs a client change, then drops the client's cache entry (other instances hear the trigger). */
+  #clientChange<T>(clientId: unknown, change: Promise<T>): Promise<T> {
+    return change.finally(() =>
+      this.#clients.invalidate(typeof clientId === 'string' ? clientId : undefined),
+    );
   }
+  createClient(input: NewClient, options?: ChangeOptions): Promise<ClientRecord> {
+    return this.#clientChange(input?.clientId, clients.createClient(this.#ctx, input, options));
+  }
+  /** Cached (see `./postgres/client-cache.ts`): the returned record and its arrays are frozen. */
   getClient(clientId: string): Promise<ClientRecord | undefined> {
-    return clients.client(this.#sql, clientId);
+    if (typeof clientId !== 'string') return Promise.resolve(undefined);
+    return this.#clients.get(clientId, () => clients.client(this.#sql, clientId));
   }
   listClients(query?: ListQuery): Promise<Page<ClientRecord>> {
     return clients.listClients(this.#sql, query);
   }
   updateClient(clientId: string, patch: ClientPatch, options?: ChangeOptions): Promise<ClientRecord> {
-    return clients.updateClient(this.#ctx, clientId, patch, options);
+    return this.#clientChange(clientId, clients.updateClient(this.#ctx, clientId, patch, options));
   }
   deleteClient(clientId: string, options?: ChangeOptions): Promise<void> {
-    return clients.deleteClient(this.#ctx, clientId, options);
+    return this.#clientChange(clientId, clients.deleteClient(this.#ctx, clientId, options));
   }
   setClientMetadata(
     clientId: string,
     metadata: ClientMetadata,
     options?: ChangeOptions,
   ): Promise<ClientRecord> {
-    return clients.setClientMetadata(this.#ctx, clientId, metadata, options);
+    return this.#clientChange(clientId, clients.setClientMetadata(this.#ctx, clientId, metadata, options));
   }
   setRegistrationAccessToken(clientId: string, tokenHash: string, now: number): Promise<void> {
     return clients.setRegistrationAccessToken(this.#ctx, clientId, tokenHash, now);
@@ -386,6 +412,7 @@ export class PostgresAuthStore implements AuthStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#clients.stop();
     await this.#sql.end({ timeout: 5 });
   }
 }

@@ -1,7 +1,7 @@
 /**
  * OAuth clients (with their OpenID Connect settings, extension metadata and registration access token)
- * and user consent of the PostgreSQL store (spec 001 "Client", RFC 7591/7592). Client reads are not
- * cached: every instance sees a change (a disabled client, a new secret) with the next request.
+ * and user consent of the PostgreSQL store (spec 001 "Client", RFC 7591/7592). These functions read and
+ * write the database; the store caches `getClient` in front of them (`./client-cache.ts`).
  */
 import { NotFoundError } from '../../errors.ts';
 import { clientMetadata } from '../client-metadata.ts';

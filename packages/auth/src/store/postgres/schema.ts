@@ -16,6 +16,12 @@ import { ADMINISTRATOR_ROLE_ID, ADMINISTRATOR_ROLE_NAME, type Migration } from '
  */
 export const MIGRATION_LOCK_KEY = 4_100_021;
 
+/**
+ * `LISTEN`/`NOTIFY` channel on which every change of a client row (or its metadata) is announced at commit,
+ * by a trigger, whoever wrote it (payload: the client id).
+ */
+export const CLIENTS_CHANNEL = 'seed_auth_clients';
+
 const NOW = '(extract(epoch from clock_timestamp()) * 1000)::bigint';
 
 /** All PostgreSQL migrations, in order. */
@@ -237,6 +243,25 @@ CREATE INDEX device_codes_expires ON device_codes(expires_at);
 INSERT INTO roles (id, name, name_key, description, permissions, is_system, created_at, updated_at)
 VALUES ('${ADMINISTRATOR_ROLE_ID}', '${ADMINISTRATOR_ROLE_NAME}', '${ADMINISTRATOR_ROLE_NAME}',
   'Built-in: full administration', '["auth.admin.**"]', true, ${NOW}, ${NOW});
+`,
+  },
+  {
+    version: 2,
+    name: 'client change notifications',
+    sql: `
+CREATE FUNCTION seed_auth_notify_client() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    PERFORM pg_notify('${CLIENTS_CHANNEL}', OLD.client_id);
+  ELSE
+    PERFORM pg_notify('${CLIENTS_CHANNEL}', NEW.client_id);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER clients_notify AFTER INSERT OR UPDATE OR DELETE ON clients
+  FOR EACH ROW EXECUTE FUNCTION seed_auth_notify_client();
+CREATE TRIGGER client_metadata_notify AFTER INSERT OR UPDATE OR DELETE ON client_metadata
+  FOR EACH ROW EXECUTE FUNCTION seed_auth_notify_client();
 `,
   },
 ];
