@@ -1,162 +1,376 @@
 /**
- * The contract between the box runtime (`src/runtime/`) and an isolation engine (`src/engine/`).
- * The first engine runs OCI containers with crun/runc; a micro-VM engine can implement the same
- * interface on hosts with working KVM. Existing members are fixed; new members must be optional.
+ * Public data types of the sandbox SDK, named and shaped exactly as spec 002 "Resources and their
+ * fields". Behaviour lives elsewhere; this module only declares shapes.
  */
-import type { Readable, Writable } from 'node:stream';
 
-/** A bind mount into the box. `hostPath` must be absolute. */
-export interface EngineMount {
-  hostPath: string;
-  guestPath: string;
-  readOnly: boolean;
-  /**
-   * In a box with a user namespace: true for a directory whose files belong to the box (managed
-   * volumes), stored with the box range's host ids (box root is host uid 100000 there) and bound as
-   * is, its top directory given to the mapped root when host root owns it; false or absent for a
-   * host directory, bound idmapped so that host uid `k` is box uid `k` (ENGINE.md "User namespaces").
-   */
-  ownedByBox?: boolean;
+/** Registry configuration (spec 002 `JsImageRegistry`; fields per issue 7). */
+export interface JsImageRegistry {
+  /** Registry host, with port when not the default, e.g. `127.0.0.1:5000` or `registry-1.docker.io`. */
+  host: string;
+  /** `https` (default) or `http`. */
+  transport?: 'https' | 'http';
+  /** Accept any TLS certificate from this registry (https only). Default false. */
+  skipVerify?: boolean;
+  /** When true, unqualified references such as `python:slim` are tried against this registry, in list order. */
+  search?: boolean;
+  /** Credentials: `username`/`password` (basic, or exchanged for a bearer token) or a ready `bearerToken`. */
+  auth?: { username?: string; password?: string; bearerToken?: string };
 }
 
-/** Everything the engine needs to start one box. Sizes in MiB/GB as named; times in ms. */
-export interface EngineBoxSpec {
-  /** Box id (ULID); also the container id given to the OCI runtime. */
-  id: string;
-  /** Hostname inside the box (box name, else id). */
-  hostname: string;
-  /** Unpacked image layers, bottom (base) layer first; mounted read-only as overlayfs lower dirs. */
-  layerDirs: string[];
-  /** Per-box directory the engine owns (bundle, overlay upper/work dirs, logs). Created by the runtime. */
-  boxDir: string;
-  /** `KEY=value` entries: image env overlaid with the box's env. */
-  env: string[];
-  /** Absolute working directory of commands (default `/root`). */
-  workingDir: string;
-  /** User of commands, `uid[:gid]` or a name from the image, default root. */
-  user?: string;
-  /** CPU cores (fractions allowed), enforced as a CFS quota. */
-  cpus: number;
-  /** Memory limit, MiB. */
-  memoryMib: number;
-  /** Maximum number of processes in the box. */
-  pidsLimit: number;
-  /** Size limit of the writable layer, GB; unlimited when absent. */
-  diskSizeGb?: number;
-  mounts: EngineMount[];
-  /** Capability names (`NET_RAW` or `CAP_NET_RAW`) added to / dropped from the default OCI set. */
-  capabilities: { add: string[]; drop: string[] };
+/** Runtime configuration (spec 002 `JsOptions`). */
+export interface JsOptions {
+  /** Base directory for runtime data; default `~/.sandbox`. */
+  homeDir?: string;
+  /** Registry transport, TLS, search and auth configuration; default `[]`. */
+  imageRegistries?: JsImageRegistry[];
   /**
-   * Rootless engine only: run without cpu, memory and pids limits when no cgroup subtree is delegated
-   * to the caller (engine/rootless.ts); otherwise such a start fails.
+   * Base URL of a REST runtime (`sandbox serve`), e.g. `http://127.0.0.1:8100`: the runtime is then
+   * remote. Env fallback `SANDBOX_URL` (used only when `homeDir` is not given).
+   */
+  url?: string;
+  /** API key of the REST runtime (bearer); env fallback `SANDBOX_API_KEY`. */
+  apiKey?: string;
+  /** Access token (JWT) of the auth service for the REST runtime; env fallback `SANDBOX_ACCESS_TOKEN`. */
+  accessToken?: string;
+  /**
+   * Default isolation tier of this runtime's boxes (see `JsBoxOptions.isolation`); default
+   * `container`. Named as Kubernetes' RuntimeClass and E2B/Modal speak of it: how a box is isolated.
+   */
+  isolation?: IsolationTier;
+}
+
+/**
+ * How a box is isolated from the host. `container`: an OCI container (crun/runc) — namespaces,
+ * cgroups, capabilities, seccomp; box processes call the host kernel. `gvisor`: the same container
+ * run by gVisor's runsc — a user-space kernel (the Sentry) answers the box's system calls.
+ */
+export type IsolationTier = 'container' | 'gvisor';
+
+/** The isolation of a box as `JsBoxInfo.isolation` reports it. */
+export interface JsIsolationInfo {
+  tier: IsolationTier;
+  /** gVisor platform (`ptrace` or `kvm`, chosen per host: see ENGINE.md); only for `gvisor`. */
+  platform?: 'ptrace' | 'kvm';
+}
+
+/** An environment variable of a box (spec 002 `JsEnvVar`). */
+export interface JsEnvVar {
+  key: string;
+  value: string;
+}
+
+/**
+ * A mount (spec 002 `JsVolumeSpec`): exactly one of `managedVolume` (volume id or name) and `hostPath`.
+ * `readOnly: true` is rejected on a managed volume.
+ */
+export interface JsVolumeSpec {
+  managedVolume?: string;
+  hostPath?: string;
+  guestPath: string;
+  readOnly?: boolean;
+}
+
+/** Network configuration (spec 002 `NetworkSpec`). `allowNet` only with mode `enabled`; empty means full access. */
+export interface NetworkSpec {
+  mode: 'enabled' | 'disabled';
+  allowNet?: string[];
+}
+
+/** Local TCP port mapping (spec 002 `JsPortSpec`). `hostPort` absent: auto-assigned. UDP is rejected. */
+export interface JsPortSpec {
+  hostPort?: number;
+  guestPort: number;
+  /** `tcp` (default); `udp` is rejected at creation. */
+  protocol?: string;
+  /** Default `0.0.0.0`. */
+  hostIp?: string;
+}
+
+/** Outbound HTTP(S) secret substitution rule (spec 002 `Secret`). */
+export interface Secret {
+  name: string;
+  /** The secret itself; never visible inside the box. */
+  value: string;
+  /** Hosts the substitution applies to; all hosts when absent. */
+  hosts?: string[];
+  /** Default `<SECRET:${name}>`. */
+  placeholder?: string;
+}
+
+/** Expert-only options (spec 002 `AdvancedBoxOptions`). */
+export interface AdvancedBoxOptions {
+  /** Linux capability names (`CAP_NET_RAW` or `NET_RAW`) added to or dropped from the default set. */
+  capabilities?: { add?: string[]; drop?: string[] };
+  /**
+   * Ordinary (non-root) accounts only: when no cgroup subtree is delegated to the caller
+   * (`sandbox setup <user>`), run the box without its cpu, memory and pids limits instead of failing;
+   * `JsBoxInfo.limitsEnforced` is then `false`. Default false; ignored as root and when limits can be enforced.
    */
   allowUnlimited?: boolean;
-  /** `disabled`: only `lo`; `enabled`: user-mode networking (issue 9 extends this). */
-  network: { mode: 'enabled' | 'disabled'; allowNet: string[] };
-  /** When false the box is stopped when the creating process exits, even on SIGKILL. */
-  detach: boolean;
-  /**
-   * Isolation tier (gvisor-tiers.ts): `container` (default; crun/runc) or `gvisor` (runsc, a
-   * user-space kernel). Only engines created by `createTieredEngine` look at it.
-   */
-  isolation?: 'container' | 'gvisor';
 }
 
-/** Stage timings of a start, ms (spec 002 `JsBoxMetrics` names). */
-export interface EngineStartTimings {
-  stageFilesystemSetupMs: number;
-  stageBoxConfigMs: number;
-  stageBoxSpawnMs: number;
-  stageContainerInitMs: number;
-}
-
-/** A started box. `pid` is the host pid of the box's init process. */
-export interface EngineStarted {
-  pid: number;
-  timings: EngineStartTimings;
-}
-
-/** Options of one command in a running box. */
-export interface EngineExecOptions {
-  cmd: string;
-  args: string[];
-  /** Extra `KEY=value` entries on top of the box env. */
-  env: string[];
-  cwd?: string;
-  user?: string;
-  /** Allocate a pseudo-terminal (stdout carries both streams; stderr ends empty). */
-  tty?: boolean;
-  /** Size of that terminal from the first byte on, in character cells; default 80×24. Only with `tty`. */
-  ttySize?: { cols: number; rows: number };
-  /**
-   * Start the command in the background and return once it runs: its stdio is /dev/null, it outlives
-   * this process, and `exited` resolves with 0 at once (a box's main process). Not with `tty`.
-   */
+/** Options of `JsRuntime.create` (spec 002 `JsBoxOptions`); defaults as the spec's table. */
+export interface JsBoxOptions extends JsLifetimeOptions {
+  /** OCI image reference. One of `image` and `rootfsPath` is required. */
+  image?: string;
+  /** Prepared rootfs directory or OCI image layout directory. */
+  rootfsPath?: string;
+  /** CPU cores; default 1. */
+  cpus?: number;
+  /** Memory in MiB; default 512. */
+  memoryMib?: number;
+  /** Size limit of the box's writable layer, GB; none by default. */
+  diskSizeGb?: number;
+  /** Working directory in the box; default `/root`. */
+  workingDir?: string;
+  env?: JsEnvVar[];
+  volumes?: JsVolumeSpec[];
+  /** Default `{ mode: 'enabled' }`. */
+  network?: NetworkSpec;
+  ports?: JsPortSpec[];
+  secrets?: Secret[];
+  advanced?: AdvancedBoxOptions;
+  /** Remove the box when it stops; default false. */
+  autoRemove?: boolean;
+  /** The box survives the exit of the parent process; default false. */
   detach?: boolean;
+  /**
+   * Isolation tier of this box: `container` or `gvisor` (needs runsc on the host); default the
+   * runtime's `JsOptions.isolation`, else `container`. A `gvisor` box refuses `tty` commands.
+   */
+  isolation?: IsolationTier;
+  /**
+   * Replaces the image's ENTRYPOINT (BoxLite `entrypoint`). With `entrypoint` or `cmd` set, the box runs
+   * a main process, `entrypoint + cmd`, started after the box is up (and again on every `start()`);
+   * without either, the box runs no main process (only the commands given to `exec`).
+   */
+  entrypoint?: string[];
+  /**
+   * Replaces the image's CMD (BoxLite `cmd`): the main process is the image's ENTRYPOINT (or
+   * `entrypoint`) followed by these arguments. Setting `entrypoint` alone drops the image's CMD (Docker's rule).
+   */
+  cmd?: string[];
+  /**
+   * User of the main process and the default user of `exec` (BoxLite `user`): `name|uid[:group|gid]`,
+   * names looked up in the box's /etc/passwd and /etc/group; default the image's USER, else root.
+   */
+  user?: string;
+  /** Periodic health check of the box (BoxLite `healthCheck`; Docker HEALTHCHECK semantics). */
+  healthCheck?: JsHealthCheckOptions;
 }
 
-/** A running command: raw byte streams and its exit. */
-export interface EngineProcess {
-  stdin: Writable;
-  stdout: Readable;
-  stderr: Readable;
-  /** Resolves with the exit code (128 + signal number when killed by a signal). */
-  exited: Promise<number>;
-  /** Sends a signal (default SIGKILL) to the command's process in the box. */
-  kill(signal?: NodeJS.Signals): Promise<void>;
-  /** Resizes the command's terminal (tty only), in character cells. */
-  resize?(cols: number, rows: number): Promise<void>;
+/**
+ * Health check of a box (BoxLite `JsHealthCheckOptions`; Docker HEALTHCHECK semantics). Times in seconds.
+ * A check is one run of `command` in the box; it fails on a non-zero exit or when it outlasts `timeout`.
+ */
+export interface JsHealthCheckOptions {
+  /** Seconds between the start of one check and the next; default 30. */
+  interval?: number;
+  /** Seconds a check may take before it is killed and counted as failed; default 30. */
+  timeout?: number;
+  /** Consecutive failures (after the start period) that make the box `unhealthy`; default 3. */
+  retries?: number;
+  /** Seconds after each start during which failures do not count; default 0. */
+  startPeriod?: number;
+  /**
+   * The check, exec form (`['curl', '-f', 'http://localhost/']`), or Docker's `['CMD', …]` /
+   * `['CMD-SHELL', 'script']`. Default: the image's HEALTHCHECK when it has one, else a probe that the box
+   * still runs commands (BoxLite checks its guest agent the same way).
+   */
+  command?: string[];
 }
 
-/** Live state of a box as the OCI runtime reports it. */
-export interface EngineState {
-  status: 'created' | 'running' | 'stopped' | 'unknown';
+/** Health of a box (BoxLite `JsHealthState`): `none` when no health check is configured. */
+export type JsHealthState = 'none' | 'starting' | 'healthy' | 'unhealthy';
+
+/** Health status of a box (BoxLite `JsHealthStatus`). */
+export interface JsHealthStatus {
+  state: JsHealthState;
+  /** Consecutive failed checks. */
+  failures: number;
+  /** RFC 3339 time of the last completed check; absent before the first. */
+  lastCheck?: string;
+}
+
+/** What happens when a box's timeout passes (`JsLifetimeOptions.onTimeout`). */
+export type TimeoutAction = 'stop' | 'pause' | 'remove';
+
+/**
+ * Lifetimes of a box (issue 18): BoxLite's `autoPause`, `autoDelete` and `autoResume`, E2B's `timeoutMs`.
+ * Stored with the box and enforced by the reaper process of the `homeDir`, so they hold for detached
+ * boxes with no SDK process alive and across restarts of the runtime.
+ */
+export interface JsLifetimeOptions {
+  /** Pause the box once it has been idle (no command started, running or ending) this many seconds (> 0). */
+  autoPause?: number;
+  /** Remove the box this many seconds after it stopped (≥ 0; 0: at the reaper's next pass). */
+  autoDelete?: number;
+  /** A command on a paused box resumes it first instead of being refused with `conflict`. */
+  autoResume?: boolean;
+  /** The box's timeout: `onTimeout` happens this many ms after creation (or after `box.setTimeout`). */
+  timeoutMs?: number;
+  /** What the timeout does: `stop` (default), `pause` or `remove`. */
+  onTimeout?: TimeoutAction;
+}
+
+/** State of a box (spec 002 `JsBoxStateInfo`). */
+export interface JsBoxStateInfo {
+  /** One of `configured`, `running`, `stopped`, `failed`. */
+  status: string;
+  running: boolean;
   pid?: number;
 }
 
-/** Resource usage of a box from its cgroup. */
-export interface EngineStats {
-  /** CPU usage since the previous call, percent of the box's allowance, 0.0–100.0. */
+/** Outbound or inbound network facts (spec 002 `JsOutboundNetworkInfo` / `JsInboundNetworkInfo`). */
+export interface JsOutboundNetworkInfo {
+  mode: string;
+  allowNet: string[];
+}
+export type JsInboundNetworkInfo = JsOutboundNetworkInfo;
+
+/** A concrete active local port binding (spec 002 `JsPublishedPort`). */
+export interface JsPublishedPort {
+  guestPort: number;
+  hostIp: string;
+  hostPort: number;
+  protocol: string;
+}
+
+/** Network facts of a box (spec 002 `JsNetworkInfo`). */
+export interface JsNetworkInfo {
+  outbound: JsOutboundNetworkInfo;
+  inbound: JsInboundNetworkInfo;
+  /** null: this handle does not know the publications; []: none active. */
+  publishedPorts: JsPublishedPort[] | null;
+  /** @deprecated mirrors `outbound.mode`. */
+  mode: string;
+  /** @deprecated mirrors `outbound.allowNet`. */
+  allowNet: string[];
+}
+
+/** Box metadata (spec 002 `JsBoxInfo`). */
+export interface JsBoxInfo {
+  /** ULID. */
+  id: string;
+  name?: string;
+  state: JsBoxStateInfo;
+  /** ISO 8601 creation time. */
+  createdAt: string;
+  /** RFC 3339 time the box most recently entered Running. */
+  startedAt?: string;
+  /** Image reference or rootfs path. */
+  image: string;
+  cpus: number;
+  memoryMib: number;
+  /** null: network information unavailable. */
+  network: JsNetworkInfo | null;
+  /** Isolation tier (and gVisor platform) the box runs under; absent when the server does not say. */
+  isolation?: JsIsolationInfo;
+  /** Health of the box (BoxLite `healthStatus`); state `none` without a `healthCheck`. */
+  healthStatus?: JsHealthStatus;
+  /** `false` when the box runs without its cpu, memory and pids limits (`advanced.allowUnlimited`); absent otherwise. */
+  limitsEnforced?: false;
+}
+
+/** Result of `JsExecution.wait` (spec 002 `JsExecResult`). */
+export interface JsExecResult {
+  /** 0 is success; 128 + signal number when the command was killed by a signal (spec 002). */
+  exitCode: number;
+  /** Why the command did not finish normally (BoxLite `errorMessage`): e.g. its `timeoutSecs` passed. */
+  errorMessage?: string;
+}
+
+/** Result of the wrapper boxes' `exec` (spec 002 `ExecResult`). */
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** A screenshot (spec 002 `Screenshot`): base64 PNG and its size in pixels. */
+export interface Screenshot {
+  data: string;
+  width: number;
+  height: number;
+  format: 'png';
+}
+
+/** Browser of a BrowserBox (spec 002 `BrowserType`). */
+export type BrowserType = 'chromium' | 'firefox' | 'webkit';
+
+/** Runtime counters (spec 002 `JsRuntimeMetrics`). */
+export interface JsRuntimeMetrics {
+  boxesCreatedTotal: number;
+  /** Boxes that failed during creation. */
+  boxesFailedTotal: number;
+  numRunningBoxes: number;
+  totalCommandsExecuted: number;
+  totalExecErrors: number;
+}
+
+/** Box counters, resources (bytes, percent) and creation stage timings in ms (spec 002 `JsBoxMetrics`). */
+export interface JsBoxMetrics {
+  commandsExecutedTotal: number;
+  execErrorsTotal: number;
+  /** Bytes written to commands' stdin. */
+  bytesSentTotal: number;
+  /** Bytes read from commands' stdout and stderr. */
+  bytesReceivedTotal: number;
+  /** 0.0 to 100.0. */
   cpuPercent?: number;
   memoryBytes?: number;
   networkBytesSent?: number;
   networkBytesReceived?: number;
-  /** TCP connections currently established in the box's namespace (`CurrEstab`, /proc/net/snmp). */
+  /** Current TCP connections. */
   networkTcpConnections?: number;
-  /** TCP failures since the box started: failed connection attempts plus resets of established ones. */
+  /** Total TCP errors. */
   networkTcpErrors?: number;
+  totalCreateDurationMs?: number;
+  guestBootDurationMs?: number;
+  stageFilesystemSetupMs?: number;
+  stageImagePrepareMs?: number;
+  stageGuestRootfsMs?: number;
+  stageBoxConfigMs?: number;
+  stageBoxSpawnMs?: number;
+  stageContainerInitMs?: number;
 }
 
-/** An isolation engine. All methods reject with `BoxError` (src/errors.ts) naming the box on failure. */
-export interface Engine {
-  /** Engine name for logs and metrics, e.g. `crun` or `runc`. */
-  readonly name: string;
-  /** Prepares the bundle and starts the box's init process; the box is running when this resolves. */
-  start(spec: EngineBoxSpec): Promise<EngineStarted>;
-  /** Runs a command in a running box. */
-  exec(id: string, options: EngineExecOptions): Promise<EngineProcess>;
-  /** Stops the box (SIGTERM, then SIGKILL after `graceMs`, default 2000) and unmounts its root. */
-  stop(id: string, graceMs?: number): Promise<void>;
-  /** Deletes the container and everything under its boxDir that the engine created. Idempotent. */
-  remove(id: string, boxDir: string): Promise<void>;
-  state(id: string): Promise<EngineState>;
-  stats(id: string): Promise<EngineStats>;
-  /**
-   * Every box the engine's state still knows (index, OCI runtime, host mounts), for garbage
-   * collection after a crash: `remove(id, boxDir)` each one the runtime has no record of.
-   */
-  list?(): Promise<EngineBoxRecord[]>;
+/**
+ * A byte connection through a box tunnel (spec 002 "Network tunnels": `connection.read`, `write`,
+ * `close`). `read(maxBytes)` resolves with 1..maxBytes bytes (default 65536) as soon as any arrive, and
+ * with an empty Buffer once the box side has closed; `write` resolves when the bytes are handed on.
+ */
+export interface JsTunnelConnection {
+  read(maxBytes?: number): Promise<Buffer>;
+  write(data: Buffer | Uint8Array | string): Promise<void>;
+  close(): Promise<void>;
 }
 
-/** A box known to the engine, as listed by `Engine.list()`. */
-export interface EngineBoxRecord {
-  id: string;
-  /** The box directory given at start, when the engine's index still has it. */
-  boxDir?: string;
-  /** The OCI runtime's view (`stopped` when only the index knows it; `unknown` when nothing does). */
-  status: EngineState['status'];
-  /** Host pid of the box init while running. */
-  pid?: number;
-  /** Host mount points under the box directory that are still mounted. */
-  mounts: string[];
+/** Where a forwarder listens on the host: TCP (`host` default `127.0.0.1`, `port` 0 = ephemeral) or a unix socket. */
+export type TunnelListen = { type: 'tcp'; host?: string; port: number } | { type: 'unix'; path: string };
+
+/**
+ * A listener that opens a fresh tunnel to the box port for every client (spec 002 `TunnelForwarder`).
+ * `localAddr()` is `host:port` (concrete port) or the unix socket path; `wait()` resolves when the
+ * forwarder is closed; `close()` may be called any number of times.
+ */
+export interface TunnelForwarder {
+  localAddr(): string;
+  wait(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A prepared one-shot tunnel to a TCP port in the box (spec 002 `JsBoxTunnel`): consume it once with
+ * `connect()` or `forward(listen)`. `uri()` is the public URL of a remote tunnel, null for local boxes.
+ */
+export interface JsBoxTunnel {
+  uri(): string | null;
+  connect(): Promise<JsTunnelConnection>;
+  forward(listen: TunnelListen): Promise<TunnelForwarder>;
+}
+
+/** `box.network` (spec 002 `JsNetworkHandle`): `tunnel(port)` prepares a tunnel to a box TCP port (1–65535). */
+export interface JsNetworkHandle {
+  tunnel(port: number): Promise<JsBoxTunnel>;
 }
