@@ -28,16 +28,16 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { BoxError } from '../errors.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import { type CreateEngineOptions, findExecutable } from './engine.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
-import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
+import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
+import { runSupervisor, stageBoxFiles, writeBundle } from './rootless-bundle.ts';
 import { rootlessExec, signalInBox } from './rootless-exec.ts';
 import {
   type CgroupDelegation,
@@ -260,50 +260,11 @@ export class RootlessEngine implements Engine {
     enforce: boolean,
   ): Promise<EngineStarted> {
     const bundle = join(spec.boxDir, 'bundle');
-    const rootfs = join(spec.boxDir, 'rootfs');
-    const upper = join(spec.boxDir, 'upper');
-    const work = join(spec.boxDir, 'work');
-    const bindsDir = join(spec.boxDir, 'binds');
     const log = join(spec.boxDir, 'runtime.log');
-    const pidFile = join(bundle, 'init.pid');
     if (this.#initPid(spec.id) !== undefined) throw new BoxError(`box ${spec.id}: already running`);
     if (existsSync(join(this.#crunRoot, spec.id)))
       await this.#crun(['delete', '--force', spec.id], delegation, enforce);
     const tConfig0 = performance.now();
-    const mounts = spec.mounts.map((m, i) => ({ ...m, hostPath: join(bindsDir, String(i)) }));
-    const config = buildOciConfig(
-      { ...spec, mounts },
-      {
-        rootfs,
-        init: this.#initPath,
-        initArgs: ['-P'],
-        ...(this.#ttyRelay ? { ttyHelper: HOST_BUSYBOX } : {}),
-        cgroupsPath: `${delegation.path}/${spec.id}`,
-        etcFiles: { hosts: join(bundle, 'hosts'), hostname: join(bundle, 'hostname') },
-      },
-    ) as { process: { cwd: string }; mounts: object[]; linux: Record<string, unknown> };
-    config.process.cwd = spec.workingDir;
-    const linux = config.linux;
-    if (enforce) {
-      // The devices controller is not delegated; a user namespace cannot create device nodes anyway.
-      delete (linux.resources as Record<string, unknown>).devices;
-    } else {
-      delete linux.resources;
-      delete linux.cgroupsPath;
-    }
-    if (spec.network.mode === 'enabled') {
-      config.mounts.push({
-        destination: '/etc/resolv.conf',
-        type: 'bind',
-        source: join(bundle, 'resolv.conf'),
-        options: ['bind', 'rw', 'nosuid', 'nodev', 'noexec'],
-      });
-    }
-    mkdirSync(bundle, { recursive: true });
-    writeFileSync(join(bundle, 'hosts'), etcHosts(spec.hostname));
-    writeFileSync(join(bundle, 'hostname'), `${spec.hostname}\n`);
-    writeFileSync(join(bundle, 'resolv.conf'), 'nameserver 10.0.2.3\noptions attempts:1 timeout:2\n');
-    writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
     const meta: RootlessMeta = {
       id: spec.id,
       env: spec.env,
@@ -313,70 +274,41 @@ export class RootlessEngine implements Engine {
       capabilities: resolveCapabilities(spec.capabilities),
       limitsEnforced: enforce,
     };
-    writeFileSync(join(bundle, 'engine.json'), JSON.stringify(meta));
+    writeBundle(spec, meta, {
+      initPath: this.#initPath,
+      ...(this.#ttyRelay ? { ttyHelper: HOST_BUSYBOX } : {}),
+      cgroupsPath: enforce ? `${delegation.path}/${spec.id}` : undefined,
+    });
     const stageBoxConfigMs = performance.now() - tConfig0;
 
     const tFs0 = performance.now();
-    for (const d of [rootfs, upper, work]) mkdirSync(d, { recursive: true });
     const link = join(this.#boxesDir, spec.id);
     rmSync(link, { force: true });
     symlinkSync(spec.boxDir, link);
-    rmSync(pidFile, { force: true });
-    rmSync(join(bundle, 'slirp.pid'), { force: true });
-    writeFileSync(log, '');
-    rmSync(bindsDir, { recursive: true, force: true }); // never mounted on the host: plain files
-    if (opened.length > 0) mkdirSync(bindsDir, { mode: 0o700 });
-    const binds: string[] = [];
-    for (const [i, o] of opened.entries()) {
-      const target = join(bindsDir, String(i));
-      if (o.isDirectory) mkdirSync(target);
-      else writeFileSync(target, '');
-      binds.push(`${3 + i}:${target}`);
-    }
+    const binds = stageBoxFiles(spec.boxDir, opened);
     const env = {
       PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
       ...this.#cgroupEnv(delegation, enforce),
       SB_ID: spec.id,
       SB_BUNDLE: bundle,
-      SB_ROOTFS: rootfs,
+      SB_ROOTFS: join(spec.boxDir, 'rootfs'),
       SB_LOWER: [...spec.layerDirs].reverse().join(':'),
-      SB_UPPER: upper,
-      SB_WORK: work,
+      SB_UPPER: join(spec.boxDir, 'upper'),
+      SB_WORK: join(spec.boxDir, 'work'),
       SB_LOG: log,
-      SB_PIDFILE: pidFile,
+      SB_PIDFILE: join(bundle, 'init.pid'),
       SB_BINDS: binds.join(' '),
       ...Object.fromEntries(opened.map((o, i) => [`SB_BIND_SRC_${i}`, o.path])),
       SB_WATCH: spec.detach ? '0' : '1',
     };
     this.#endSupervisor(spec.id, spec.boxDir);
-    const child = spawn('unshare', [...this.#idMapArgs(), '--', '/bin/sh', this.#supervisorPath], {
+    const { child, tMounted, tStarted } = await runSupervisor(
+      spec.id,
+      [...this.#idMapArgs(), '--', '/bin/sh', this.#supervisorPath],
       env,
-      detached: true,
-      stdio: ['pipe', 'pipe', 'ignore', ...opened.map((o) => o.fd)],
-    });
-    child.on('error', () => {});
-    child.stdin?.on('error', () => {});
-    let tMounted = performance.now();
-    const outcome = await new Promise<string>((resolve) => {
-      const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-      lines.on('line', (line) => {
-        if (line === 'mounted') tMounted = performance.now();
-        else {
-          resolve(line);
-          lines.close();
-        }
-      });
-      child.on('exit', () => resolve('error exited'));
-    });
-    child.stdout?.destroy();
-    const tStarted = performance.now();
-    if (outcome !== 'started') {
-      const text = await readFile(log, 'utf8').catch(() => '');
-      child.stdin?.destroy();
-      throw new BoxError(
-        `box ${spec.id}: start failed at ${outcome.replace(/^error /, '')}${text.trim() ? `: ${text.trim().slice(-800)}` : ''}`,
-      );
-    }
+      opened.map((o) => o.fd),
+      log,
+    );
     if (!spec.detach) {
       this.#supervisors.set(spec.id, child);
       (child.stdin as unknown as { unref?: () => void }).unref?.();

@@ -1,0 +1,136 @@
+/**
+ * The files of a rootless box (rootless.ts) and the run of its supervisor: `bundle/config.json` from
+ * `buildOciConfig` adapted to a box that lives in the caller's user namespace, the box's `hosts`,
+ * `hostname`, `resolv.conf` and `engine.json`, the writable layer directories and the staging points
+ * of host binds, and the spawn of `rootless-supervisor.sh` up to its `started` line.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { BoxError } from '../errors.ts';
+import type { OpenedHostPath } from './hostpath.ts';
+import { buildOciConfig, etcHosts } from './oci.ts';
+import type { EngineBoxSpec } from './types.ts';
+
+/** What the config needs besides the spec. */
+export interface RootlessConfigOptions {
+  /** Host path of the static init (catatonit). */
+  initPath: string;
+  /** Host path of the static busybox for tty commands, when available. */
+  ttyHelper?: string;
+  /** Cgroup path of the box under the delegated subtree; undefined: no cgroup, no limits. */
+  cgroupsPath: string | undefined;
+}
+
+/** Address of slirp4netns's DNS forwarder, the box's nameserver. */
+export const ROOTLESS_DNS = '10.0.2.3';
+
+/**
+ * Writes `<boxDir>/bundle`: `config.json` (no user namespace entry, since crun runs inside the one the
+ * supervisor made; no devices cgroup rule; without `cgroupsPath` no cgroup and no resources; a
+ * `/etc/resolv.conf` bind when the network is enabled), the box's `hosts`, `hostname`,
+ * `resolv.conf`, and `engine.json` (`meta`).
+ * @throws BoxError for an unknown capability name (buildOciConfig).
+ */
+export function writeBundle(spec: EngineBoxSpec, meta: object, options: RootlessConfigOptions): void {
+  const bundle = join(spec.boxDir, 'bundle');
+  const mounts = spec.mounts.map((m, i) => ({ ...m, hostPath: join(spec.boxDir, 'binds', String(i)) }));
+  const config = buildOciConfig(
+    { ...spec, mounts },
+    {
+      rootfs: join(spec.boxDir, 'rootfs'),
+      init: options.initPath,
+      initArgs: ['-P'],
+      ...(options.ttyHelper ? { ttyHelper: options.ttyHelper } : {}),
+      cgroupsPath: options.cgroupsPath ?? '',
+      etcFiles: { hosts: join(bundle, 'hosts'), hostname: join(bundle, 'hostname') },
+    },
+  ) as { process: { cwd: string }; mounts: object[]; linux: Record<string, unknown> };
+  config.process.cwd = spec.workingDir;
+  const linux = config.linux;
+  if (options.cgroupsPath !== undefined) {
+    // The devices controller is not delegated; a user namespace cannot create device nodes anyway.
+    delete (linux.resources as Record<string, unknown>).devices;
+  } else {
+    delete linux.resources;
+    delete linux.cgroupsPath;
+  }
+  if (spec.network.mode === 'enabled') {
+    config.mounts.push({
+      destination: '/etc/resolv.conf',
+      type: 'bind',
+      source: join(bundle, 'resolv.conf'),
+      options: ['bind', 'rw', 'nosuid', 'nodev', 'noexec'],
+    });
+  }
+  mkdirSync(bundle, { recursive: true });
+  writeFileSync(join(bundle, 'hosts'), etcHosts(spec.hostname));
+  writeFileSync(join(bundle, 'hostname'), `${spec.hostname}\n`);
+  writeFileSync(join(bundle, 'resolv.conf'), `nameserver ${ROOTLESS_DNS}\noptions attempts:1 timeout:2\n`);
+  writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
+  writeFileSync(join(bundle, 'engine.json'), JSON.stringify(meta));
+}
+
+/**
+ * Makes the writable layer directories, a fresh log, and one staging point per host path
+ * (`binds/<i>`, a directory or an empty file); forgets a previous run's pid files.
+ * @returns the supervisor's `SB_BINDS` entries (`<fd>:<target>`; the opened paths are fds 3…).
+ */
+export function stageBoxFiles(boxDir: string, opened: OpenedHostPath[]): string[] {
+  for (const d of ['rootfs', 'upper', 'work']) mkdirSync(join(boxDir, d), { recursive: true });
+  rmSync(join(boxDir, 'bundle', 'init.pid'), { force: true });
+  rmSync(join(boxDir, 'bundle', 'slirp.pid'), { force: true });
+  writeFileSync(join(boxDir, 'runtime.log'), '');
+  const bindsDir = join(boxDir, 'binds');
+  rmSync(bindsDir, { recursive: true, force: true }); // never mounted on the host: plain files
+  if (opened.length > 0) mkdirSync(bindsDir, { mode: 0o700 });
+  return opened.map((o, i) => {
+    const target = join(bindsDir, String(i));
+    if (o.isDirectory) mkdirSync(target);
+    else writeFileSync(target, '');
+    return `${3 + i}:${target}`;
+  });
+}
+
+/**
+ * Spawns the supervisor (`unshare <argv>`, own session) with `fds` as descriptors 3…, and waits for
+ * its `started` line.
+ * @returns the supervisor (its stdin is the parent-death pipe) and when it mounted and started.
+ * @throws BoxError with the stage that failed and the end of `log`.
+ */
+export async function runSupervisor(
+  id: string,
+  argv: string[],
+  env: Record<string, string>,
+  fds: number[],
+  log: string,
+): Promise<{ child: ChildProcess; tMounted: number; tStarted: number }> {
+  const child = spawn('unshare', argv, { env, detached: true, stdio: ['pipe', 'pipe', 'ignore', ...fds] });
+  child.on('error', () => {});
+  child.stdin?.on('error', () => {});
+  let tMounted = performance.now();
+  const outcome = await new Promise<string>((resolve) => {
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+    lines.on('line', (line) => {
+      if (line === 'mounted') tMounted = performance.now();
+      else {
+        resolve(line);
+        lines.close();
+      }
+    });
+    child.on('exit', () => resolve('error exited'));
+  });
+  child.stdout?.destroy();
+  const tStarted = performance.now();
+  if (outcome !== 'started') {
+    const text = await readFile(log, 'utf8').catch(() => '');
+    child.stdin?.destroy();
+    throw new BoxError(
+      `box ${id}: start failed at ${outcome.replace(/^error /, '')}${text.trim() ? `: ${text.trim().slice(-800)}` : ''}`,
+    );
+  }
+  return { child, tMounted, tStarted };
+}
