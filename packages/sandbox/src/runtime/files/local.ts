@@ -19,29 +19,16 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
-  renameSync,
-  rmdirSync,
   type Stats,
-  symlinkSync,
-  unlinkSync,
 } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { readProcIdMap } from '../../engine/idmap.ts';
 import { BoxError, conflict, notFound } from '../../errors.ts';
 import { processIdentity } from '../state.ts';
+import { createFileAs, mkdirAs, renameAs, rmdirAs, symlinkAs, unlinkAs } from './idmapped.ts';
 import { type ChunkSink, fdSink, type HostFileSource, isHostFile, pumpFd } from './pump.ts';
-import {
-  at,
-  BoxRoot,
-  boxId,
-  checkAccess,
-  createAsUser,
-  errno,
-  type FileUser,
-  joinPath,
-  mkdirAt,
-} from './root.ts';
+import { at, BoxRoot, boxId, checkAccess, errno, type FileUser, joinPath } from './root.ts';
 import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 import { watchLocal } from './watch.ts';
 
@@ -209,19 +196,7 @@ export class LocalFiles implements FilesBackend {
       if (existing && !existing.isFile()) throw conflict(`'${path}' exists and is not a regular file`);
       if (existing) checkAccess(existing, user, W, path);
       const tmpName = `.${name.slice(0, 200)}.seed-${randomBytes(6).toString('hex')}`;
-      let fd: number;
-      try {
-        fd = openSync(
-          at(dirFd, tmpName),
-          constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-          0o600,
-        );
-      } catch (error) {
-        // An idmapped host volume: host root has no id there, the box user creates the file.
-        if (errno(error) !== 'EOVERFLOW') throw error;
-        createAsUser(dirFd, tmpName, user, 'file', '600');
-        fd = openSync(at(dirFd, tmpName), constants.O_WRONLY | constants.O_NOFOLLOW);
-      }
+      const fd = createFileAs(user, dirFd, tmpName, 0o600);
       tmp = { dirFd, name: tmpName };
       try {
         fchownSync(fd, existing?.uid ?? user.uid, existing?.gid ?? user.gid);
@@ -237,7 +212,7 @@ export class LocalFiles implements FilesBackend {
           closeSync(fd);
         }
       } else await pipeline(source, createWriteStream('', { fd, highWaterMark: 64 * 1024 }));
-      renameSync(at(dirFd, tmpName), at(dirFd, name));
+      renameAs(user, dirFd, tmpName, dirFd, name);
       tmp = null;
       return { name, path: located.path, type: 'file' };
     } catch (error) {
@@ -247,7 +222,7 @@ export class LocalFiles implements FilesBackend {
     } finally {
       if (tmp) {
         try {
-          unlinkSync(at(tmp.dirFd, tmp.name));
+          unlinkAs(user, tmp.dirFd, tmp.name);
         } catch {}
       }
       root.close();
@@ -325,7 +300,7 @@ export class LocalFiles implements FilesBackend {
       const { dirFd, name } = root.locate(path, { followLast: true, create: user });
       checkAccess(fstatSync(dirFd), user, W | X, path);
       try {
-        mkdirAt(dirFd, name, 0o755, user);
+        mkdirAs(user, dirFd, name, 0o755);
       } catch (error) {
         if (errno(error) !== 'EEXIST') throw error;
         if (!lstatSync(at(dirFd, name)).isDirectory())
@@ -343,8 +318,8 @@ export class LocalFiles implements FilesBackend {
       const { dirFd, name } = root.locate(path);
       checkAccess(fstatSync(dirFd), user, W | X, path);
       const st = lstatSync(at(dirFd, name));
-      if (st.isDirectory()) removeTree(dirFd, name);
-      else unlinkSync(at(dirFd, name));
+      if (st.isDirectory()) removeTree(user, dirFd, name);
+      else unlinkAs(user, dirFd, name);
     });
   }
 
@@ -356,7 +331,7 @@ export class LocalFiles implements FilesBackend {
       checkAccess(fstatSync(b.dirFd), user, W | X, to);
       lstatSync(at(a.dirFd, a.name)); // ENOENT → not_found naming the source
       try {
-        renameSync(at(a.dirFd, a.name), at(b.dirFd, b.name));
+        renameAs(user, a.dirFd, a.name, b.dirFd, b.name);
       } catch (error) {
         throw fail(to, error);
       }
@@ -376,16 +351,11 @@ export class LocalFiles implements FilesBackend {
       const { dirFd, name } = root.locate(path, { create: user });
       checkAccess(fstatSync(dirFd), user, W | X, path);
       try {
-        unlinkSync(at(dirFd, name));
+        unlinkAs(user, dirFd, name);
       } catch (error) {
         if (errno(error) !== 'ENOENT') throw error;
       }
-      try {
-        symlinkSync(target, at(dirFd, name));
-      } catch (error) {
-        if (errno(error) !== 'EOVERFLOW') throw error;
-        createAsUser(dirFd, name, user, 'symlink', target);
-      }
+      symlinkAs(user, dirFd, name, target);
       lchownSync(at(dirFd, name), user.uid, user.gid);
     });
   }
@@ -414,13 +384,13 @@ export class LocalFiles implements FilesBackend {
  * Removes directory `name` of `parentFd` and everything under it, one component at a time: children are
  * looked up in their directory's descriptor and never followed (a symlink is unlinked, not entered).
  */
-function removeTree(parentFd: number, name: string): void {
+function removeTree(user: FileUser, parentFd: number, name: string): void {
   let fd: number;
   try {
     fd = openSync(at(parentFd, name), DIR_FLAGS);
   } catch (error) {
     if (errno(error) === 'ELOOP' || errno(error) === 'ENOTDIR') {
-      unlinkSync(at(parentFd, name)); // replaced by a link or file meanwhile
+      unlinkAs(user, parentFd, name); // replaced by a link or file meanwhile
       return;
     }
     throw error;
@@ -433,11 +403,11 @@ function removeTree(parentFd: number, name: string): void {
       } catch {
         continue;
       }
-      if (st.isDirectory()) removeTree(fd, child);
-      else unlinkSync(at(fd, child));
+      if (st.isDirectory()) removeTree(user, fd, child);
+      else unlinkAs(user, fd, child);
     }
   } finally {
     closeSync(fd);
   }
-  rmdirSync(at(parentFd, name));
+  rmdirAs(user, parentFd, name);
 }

@@ -10,20 +10,10 @@
  * `..` is ever handed to the kernel. A box that swaps a directory for a symlink while a lookup runs makes
  * the lookup fail (`ELOOP`/`ENOTDIR`), never leave the root.
  */
-import { spawnSync } from 'node:child_process';
-import {
-  closeSync,
-  constants,
-  fchownSync,
-  fstatSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readlinkSync,
-} from 'node:fs';
-import { constants as osConstants } from 'node:os';
+import { closeSync, constants, fchownSync, fstatSync, lstatSync, openSync, readlinkSync } from 'node:fs';
 import { nsIdOf, OVERFLOW_ID, type ProcIdMap } from '../../engine/idmap.ts';
 import { BoxError, notFound } from '../../errors.ts';
+import { mkdirAs } from './idmapped.ts';
 
 /** Symlinks followed in one lookup before it fails, as the kernel's `MAXSYMLINKS`. */
 const MAX_SYMLINKS = 40;
@@ -192,7 +182,7 @@ export class BoxRoot {
         const code = errno(error);
         if (code === 'ENOENT' && options.create) {
           try {
-            mkdirAt(dir, name, 0o755, options.create);
+            mkdirAs(options.create, dir, name, 0o755);
             const made = this.openDir(dir, name);
             fchownSync(made, options.create.uid, options.create.gid);
             stack.push({ fd: made, name });
@@ -274,63 +264,6 @@ export function checkAccess(
     throw new BoxError(`permission denied in the box: '${path}' for uid ${boxId(user.uidMap, user.uid)}`, {
       code: 'permission_denied',
     });
-  }
-}
-
-/**
- * Perl run as the box user (perl-base is Essential in Debian): `perl -e <this> <kind> <name> <uid> <gid>
- * <mode|target>` with the parent directory as fd 3. It changes into that directory while still root
- * (a process that changed its ids may no longer open `/proc/self/fd`), takes the user's gid and uid,
- * and creates `name` (`file`: O_CREAT|O_EXCL|O_NOFOLLOW, `dir`, or `symlink` to the target). On failure
- * it prints the errno number.
- */
-const CREATE_AS_USER_PL = `use strict; use Fcntl;
-my ($kind, $name, $uid, $gid, $arg) = @ARGV;
-sub fail { print STDERR ($!+0); exit 1; }
-opendir(my $d, '/proc/self/fd/3') or fail(); chdir($d) or fail();
-$) = "$gid $gid"; $( = $gid; $> = $uid; $< = $uid; fail() if $> != $uid;
-if ($kind eq 'file') { sysopen(my $f, $name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, oct($arg)) or fail(); }
-elsif ($kind eq 'dir') { mkdir($name, oct($arg)) or fail(); }
-else { symlink($arg, $name) or fail(); }`;
-
-/**
- * Creates entry `name` of directory `dirFd` (a regular file or a directory of mode `arg`, octal, or a
- * symlink to `arg`) as `user`'s host ids, in a short perl process. Used where host root cannot create
- * it: in an idmapped bind (a box's host volume) host uid 0 has no on-disk id, and the kernel refuses
- * (`EOVERFLOW`); the box user's host id maps back to the directory's owner as the box would write it.
- * @throws an Error with the errno `code` of the failed call (EEXIST, EACCES, …).
- */
-export function createAsUser(
-  dirFd: number,
-  name: string,
-  user: FileUser,
-  kind: 'file' | 'dir' | 'symlink',
-  arg: string,
-): void {
-  const r = spawnSync(
-    'perl',
-    ['-e', CREATE_AS_USER_PL, kind, name, String(user.uid), String(user.gid), arg],
-    {
-      stdio: ['ignore', 'ignore', 'pipe', dirFd],
-      encoding: 'utf8',
-    },
-  );
-  if (r.status === 0) return;
-  const n = Number.parseInt(r.stderr ?? '', 10);
-  const code = Object.entries(osConstants.errno).find(([, v]) => v === n)?.[0] ?? 'EIO';
-  throw Object.assign(new Error(`${code}: creating '${name}' as uid ${user.uid} failed`), { code });
-}
-
-/**
- * `mkdir` of entry `name` in `dirFd` by host root, or as `user` (`createAsUser`) where host root has no
- * id (`EOVERFLOW`, an idmapped bind).
- */
-export function mkdirAt(dirFd: number, name: string, mode: number, user: FileUser): void {
-  try {
-    mkdirSync(at(dirFd, name), mode);
-  } catch (error) {
-    if (errno(error) !== 'EOVERFLOW') throw error;
-    createAsUser(dirFd, name, user, 'dir', mode.toString(8));
   }
 }
 

@@ -1,0 +1,333 @@
+/**
+ * Escape suite, user namespaces: box root is not host root. Reads `/proc/<pid>/status` from the host
+ * for every process of a box of each tier (init, exec'd commands, a tty command, a command of another
+ * user) and checks the host ids; shows that box root owns its image files and writes them as the
+ * mapped host uid, that host files outside the box's range stay out of its reach even for box root,
+ * that its capabilities are those of its own namespace (no device nodes, no nested namespaces), and
+ * that the files API writes as the box user's host uid.
+ *
+ * Host-side helpers that are by design outside the box, named here: the box supervisor (`sh
+ * supervisor.sh`, host root, not in the box's namespaces or cgroup) and the `crun exec` / tty relay
+ * processes on the host side of each exec. For the gVisor tier, runsc (Debian 0.0~20221219) runs its
+ * sandbox process (the Sentry, with its ptrace stubs that execute the box's code) and its gofer as
+ * host uid 0; a user namespace in config.json makes it fail ("error setting up chroot: error
+ * converting mounts: operation not permitted"). The test asserts exactly that set of processes and
+ * that each of them is confined (no_new_privs, a seccomp filter, no CAP_SYS_ADMIN), so that any other
+ * host-root process in a gVisor box fails it (SECURITY.md "gVisor tier").
+ */
+import assert from 'node:assert/strict';
+import {
+  chownSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { findExecutable } from '../../src/engine/engine.ts';
+import { createTieredEngine, type TieredEngine } from '../../src/engine/gvisor-tiers.ts';
+import { ensureSandboxIdRange, type IdMapping } from '../../src/engine/idmap.ts';
+import { makeBusyboxRootfs } from '../../src/engine/index.ts';
+import type { EngineProcess } from '../../src/engine/types.ts';
+import { LocalFiles } from '../../src/runtime/files/local.ts';
+import { processIdentity } from '../../src/runtime/state.ts';
+import { collect, execSh, specFactory } from '../helpers/engine.ts';
+import { assertHostUntouched, snapshotHost } from './helpers.ts';
+
+const tmp = mkdtempSync(join(tmpdir(), 'escape-userns-'));
+const rootfs = makeBusyboxRootfs(join(tmp, 'layer'));
+let engine: TieredEngine;
+let range: IdMapping;
+const CAP_SYS_ADMIN = 21n;
+
+before(async () => {
+  engine = await createTieredEngine({ stateRoot: join(tmp, 'state'), gvisorPlatform: 'ptrace' });
+  range = ensureSandboxIdRange(false);
+});
+after(async () => {
+  for (const b of (await engine?.list().catch(() => [])) ?? [])
+    await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id)).catch(() => {});
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+/** What the host sees of one process: ids of `/proc/<pid>/status`, confinement, name. */
+interface HostView {
+  pid: number;
+  uids: number[];
+  gids: number[];
+  capEff: bigint;
+  noNewPrivs: boolean;
+  seccomp: number;
+  userns: string;
+  cmdline: string;
+}
+
+function hostView(pid: number): HostView | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const field = (key: string) => new RegExp(`^${key}:\\s+(.*)$`, 'm').exec(status)?.[1] ?? '';
+    return {
+      pid,
+      uids: field('Uid').split(/\s+/).map(Number),
+      gids: field('Gid').split(/\s+/).map(Number),
+      capEff: BigInt(`0x${field('CapEff')}`),
+      noNewPrivs: field('NoNewPrivs') === '1',
+      seccomp: Number(field('Seccomp')),
+      userns: readlinkSync(`/proc/${pid}/ns/user`),
+      cmdline: readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim(),
+    };
+  } catch {
+    return undefined; // exited meanwhile
+  }
+}
+
+/** Every process of the box of `initPid`: the members of its pids cgroup (all tiers put the box there). */
+function boxProcesses(initPid: number): HostView[] {
+  const line = readFileSync(`/proc/${initPid}/cgroup`, 'utf8')
+    .split('\n')
+    .find((l) => /^\d+:([^:]*,)?pids(,[^:]*)?:/.test(l));
+  assert.ok(line, 'the box init has a pids cgroup');
+  const path = line.slice(line.indexOf(':', line.indexOf(':') + 1) + 1);
+  assert.match(path, /seed-sandbox/, 'the init is in a box cgroup');
+  const procs = readFileSync(join('/sys/fs/cgroup/pids', path, 'cgroup.procs'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map(Number);
+  return procs.map(hostView).filter((v): v is HostView => v !== undefined);
+}
+
+/** Starts `exec` commands that stay running while the host looks: root, user 1000, a tty. */
+async function runningCommands(id: string, tty: boolean): Promise<EngineProcess[]> {
+  const procs = [
+    await engine.exec(id, { cmd: 'sleep', args: ['30'], env: [] }),
+    await engine.exec(id, { cmd: 'sleep', args: ['31'], env: [], user: '1000:1000' }),
+  ];
+  if (tty) procs.push(await engine.exec(id, { cmd: 'sleep', args: ['32'], env: [], tty: true }));
+  return procs;
+}
+
+async function waitFor(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+}
+
+const hostUserns = readlinkSync('/proc/self/ns/user');
+
+describe('no box process runs as host uid 0', () => {
+  test('container tier: init and every command (root, user 1000, tty) run as ids of the sandbox range', async () => {
+    const s = specFactory(tmp, rootfs, 'unsc')({ detach: false });
+    const { pid } = await engine.start(s);
+    const commands = await runningCommands(s.id, true);
+    try {
+      const sleeping = () => boxProcesses(pid).filter((p) => /sleep 3[012]$/.test(p.cmdline));
+      await waitFor(() => sleeping().length === 3);
+      const procs = boxProcesses(pid);
+      assert.equal(sleeping().length, 3, procs.map((p) => p.cmdline).join('\n'));
+      assert.ok(procs.some((p) => p.pid === pid && p.cmdline === '/.sandbox/init -P'));
+      for (const p of procs) {
+        for (const id of [...p.uids, ...p.gids]) {
+          assert.ok(
+            id >= range.hostUid && id < range.hostUid + range.size,
+            `${p.cmdline}: ${p.uids} ${p.gids}`,
+          );
+        }
+        assert.notEqual(p.userns, hostUserns, `${p.cmdline} is in the host user namespace`);
+      }
+      const byCmd = new Map(procs.map((p) => [p.cmdline, p]));
+      assert.deepEqual(byCmd.get('/.sandbox/init -P')?.uids, Array(4).fill(range.hostUid));
+      assert.deepEqual(byCmd.get('sleep 31')?.uids, Array(4).fill(range.hostUid + 1000));
+      // The helpers outside the box: the supervisor is host root but in no namespace or cgroup of it.
+      const supervisor = hostView(Number(readFileSync(join(s.boxDir, 'bundle', 'supervisor.pid'), 'utf8')));
+      assert.ok(supervisor?.cmdline.includes('supervisor.sh'), 'the supervisor of a non-detached box runs');
+      assert.ok(!procs.some((p) => p.pid === supervisor?.pid));
+      // Inside, the same processes are root and user 1000 of the box.
+      const inside = await execSh(engine as never, s.id, 'id -u; cat /proc/self/uid_map');
+      assert.equal(inside.stdout, `0\n         0     ${range.hostUid}      65536\n`);
+    } finally {
+      for (const c of commands) await c.kill();
+      await engine.remove(s.id, s.boxDir);
+    }
+  });
+
+  test('gVisor tier: the host processes of a box are runsc sandbox, its stubs and the gofer, all confined', {
+    skip: findExecutable('runsc') ? false : 'runsc is not installed',
+  }, async () => {
+    const s = specFactory(tmp, rootfs, 'unsg')({ isolation: 'gvisor' });
+    const { pid } = await engine.start(s);
+    const commands = await runningCommands(s.id, false);
+    try {
+      const procs = boxProcesses(pid);
+      const sandbox = procs.find((p) => p.cmdline.startsWith('runsc-sandbox'));
+      const gofer = procs.find((p) => p.cmdline.startsWith('runsc-gofer'));
+      assert.ok(sandbox && gofer, procs.map((p) => p.cmdline).join('\n'));
+      for (const p of procs) {
+        // Every host process is runsc's: the sandbox, the gofer, or a stub the Sentry forked (under
+        // ptrace the box's code runs in these stubs; its system calls are the Sentry's to answer).
+        assert.ok(p === sandbox || p === gofer || isDescendant(p.pid, sandbox.pid), `${p.pid} ${p.cmdline}`);
+        assert.ok(p.noNewPrivs, `${p.cmdline}: no_new_privs`);
+        assert.equal(p.seccomp, 2, `${p.cmdline}: seccomp filter`);
+        assert.equal((p.capEff >> CAP_SYS_ADMIN) & 1n, 0n, `${p.cmdline}: CAP_SYS_ADMIN`);
+      }
+      // The box's own view: root of the Sentry's kernel, not a host process (no host uid map).
+      const inside = await execSh(engine as never, s.id, 'id -u; cat /proc/version');
+      assert.match(inside.stdout, /^0\n.*Linux version 4\.4\.0/s);
+    } finally {
+      for (const c of commands) await c.kill();
+      await engine.remove(s.id, s.boxDir);
+    }
+  });
+});
+
+/** True when `pid` is a descendant of `ancestor` (host parent chain). */
+function isDescendant(pid: number, ancestor: number): boolean {
+  for (let p = pid, i = 0; p > 1 && i < 64; i++) {
+    const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+    p = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (p === ancestor) return true;
+  }
+  return false;
+}
+
+describe('box root is not host root (container tier)', () => {
+  const spec = specFactory(tmp, rootfs, 'unsb');
+
+  test('box root writes its image files; on the host they are the mapped root, the shared layer untouched', async () => {
+    const layerPasswd = readFileSync(join(rootfs, 'etc/passwd'), 'utf8');
+    const s = spec();
+    await engine.start(s);
+    try {
+      const r = await execSh(
+        engine as never,
+        s.id,
+        'echo extra:x:7:7::/:/bin/sh >> /etc/passwd && echo new > /bin/new-tool && mkdir /srv && ls -ln /etc/passwd /bin/new-tool',
+      );
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /^-rw-r--r-- +1 0 +0 .*\/bin\/new-tool$/m);
+      const upper = join(s.boxDir, 'disk', 'upper');
+      for (const f of ['etc/passwd', 'bin/new-tool', 'srv']) {
+        const st = lstatSync(join(upper, f));
+        assert.deepEqual([st.uid, st.gid], [range.hostUid, range.hostGid], f);
+      }
+      assert.equal(readFileSync(join(rootfs, 'etc/passwd'), 'utf8'), layerPasswd);
+      assert.equal(statSync(join(rootfs, 'etc/passwd')).uid, 0, 'the layer keeps its own owner');
+    } finally {
+      await engine.remove(s.id, s.boxDir);
+    }
+  });
+
+  test('host files outside the range stay out of box root reach, also in a host volume', async () => {
+    const vol = join(tmp, `vol-${process.pid}`);
+    mkdirSync(vol, { recursive: true });
+    writeFileSync(join(vol, 'foreign-secret'), 'foreign', { mode: 0o600 });
+    chownSync(join(vol, 'foreign-secret'), 70_000, 70_000);
+    writeFileSync(join(vol, 'host-root-file'), 'root', { mode: 0o600 });
+    const before = snapshotHost({ paths: [vol] });
+    const s = spec({ mounts: [{ hostPath: vol, guestPath: '/vol', readOnly: true }] });
+    const { pid } = await engine.start(s);
+    // A host-root file put into the box root from the host side: host uid 0 is outside the range too.
+    writeFileSync(`/proc/${pid}/root/root-only`, 'host', { mode: 0o600 });
+    try {
+      const r = await execSh(
+        engine as never,
+        s.id,
+        `ls -ln /vol/foreign-secret /root-only /vol/host-root-file
+         cat /vol/foreign-secret 2>/dev/null && echo READ-foreign
+         cat /root-only 2>/dev/null && echo READ-root-only
+         chown 0:0 /root-only 2>/dev/null && echo CHOWNED
+         chmod 666 /root-only 2>/dev/null && echo CHMODDED
+         echo x > /vol/host-root-file 2>/dev/null && echo WROTE-ro-volume
+         cat /vol/host-root-file; exit 0`,
+      );
+      assert.match(r.stdout, /^-rw------- +1 65534 +65534 .*\/vol\/foreign-secret$/m);
+      assert.match(r.stdout, /^-rw------- +1 65534 +65534 .*\/root-only$/m);
+      // A host volume is idmapped: host uid k is box uid k, so host root's file is box root's.
+      assert.match(r.stdout, /^-rw------- +1 0 +0 .*\/vol\/host-root-file$/m);
+      assert.doesNotMatch(r.stdout, /READ-|CHOWNED|CHMODDED|WROTE-/);
+      assert.match(r.stdout, /root$/);
+      assert.equal(statSync(`/proc/${pid}/root/root-only`).mode & 0o777, 0o600);
+    } finally {
+      await engine.remove(s.id, s.boxDir);
+    }
+    assertHostUntouched(before, { allowMountsUnder: [tmp] });
+  });
+
+  test('default box: no device nodes (CAP_MKNOD is the namespace’s), no nested user namespace', async () => {
+    const s = spec();
+    await engine.start(s);
+    try {
+      const r = await execSh(
+        engine as never,
+        s.id,
+        `mknod /tmp/sda b 8 0 2>&1 && echo MKNOD-block
+         mknod /tmp/mem c 1 1 2>&1 && echo MKNOD-mem
+         unshare -U true 2>&1 && echo NESTED-userns
+         unshare -m true 2>&1 && echo NESTED-mountns
+         exit 0`,
+      );
+      assert.doesNotMatch(r.stdout, /MKNOD-|NESTED-/);
+      assert.match(r.stdout, /mknod: \/tmp\/sda: Operation not permitted/);
+    } finally {
+      await engine.remove(s.id, s.boxDir);
+    }
+  });
+
+  test('with SYS_ADMIN added: mounts of its own namespace only; no device nodes, no host sysctl', async () => {
+    const s = spec({ capabilities: { add: ['SYS_ADMIN'], drop: [] } });
+    await engine.start(s);
+    try {
+      const r = await execSh(
+        engine as never,
+        s.id,
+        `mknod /tmp/sda b 8 0 2>&1 && echo MKNOD-block
+         mkdir -p /mnt/t && mount -t tmpfs t /mnt/t && echo TMPFS-ok
+         mount -o remount,rw /proc/sys 2>/dev/null
+         echo 1 > /proc/sys/kernel/panic 2>/dev/null && echo WROTE-sysctl
+         mount -t sysfs s /mnt/t 2>/dev/null && echo > /mnt/t/kernel/uevent_helper 2>/dev/null && echo WROTE-uevent
+         grep CapEff /proc/self/status; exit 0`,
+      );
+      // Even where its own mount namespace lets it make /proc/sys writable again, host sysctls and
+      // sysfs files are host root's, outside its user namespace.
+      assert.doesNotMatch(r.stdout, /MKNOD-|WROTE-/, r.stderr);
+      assert.match(r.stdout, /mknod: \/tmp\/sda: Operation not permitted/, `${r.stdout}${r.stderr}`);
+      // A mount of its own namespace is what SYS_ADMIN in a user namespace still allows.
+      assert.match(r.stdout, /TMPFS-ok/);
+      const capEff = BigInt(`0x${/CapEff:\s+(\w+)/.exec(r.stdout)?.[1]}`);
+      assert.equal((capEff >> CAP_SYS_ADMIN) & 1n, 1n, 'the box holds SYS_ADMIN, in its own namespace only');
+    } finally {
+      await engine.remove(s.id, s.boxDir);
+    }
+  });
+
+  test('the files API writes as the box user: host owner is the mapped uid, the box sees its own', async () => {
+    const vol = join(tmp, `hostvol-${process.pid}`);
+    mkdirSync(vol, { recursive: true });
+    const s = spec({ mounts: [{ hostPath: vol, guestPath: '/hv', readOnly: false }] });
+    const { pid } = await engine.start(s);
+    const files = new LocalFiles({ initPid: async () => ({ pid, identity: processIdentity(pid) }) });
+    try {
+      await files.writeStream('/srv/data/note.txt', Readable.from(['hello']));
+      const onHost = lstatSync(join(s.boxDir, 'disk', 'upper', 'srv', 'data', 'note.txt'));
+      assert.deepEqual([onHost.uid, onHost.gid], [range.hostUid, range.hostGid]);
+      const entry = await files.stat('/srv/data/note.txt');
+      assert.deepEqual([entry.uid, entry.gid], [0, 0]);
+      // In an idmapped host volume host root has no id: the entry is made as the box user and is the
+      // host's uid 0 file there, as box root's writes are.
+      await files.writeStream('/hv/sub/from-api.txt', Readable.from(['api']));
+      const hv = lstatSync(join(vol, 'sub', 'from-api.txt'));
+      assert.deepEqual([hv.uid, hv.gid], [0, 0]);
+      assert.equal(readFileSync(join(vol, 'sub', 'from-api.txt'), 'utf8'), 'api');
+      const inBox = await collect(
+        await engine.exec(s.id, { cmd: 'stat', args: ['-c', '%u:%g', '/hv/sub/from-api.txt'], env: [] }),
+      );
+      assert.equal(inBox.stdout, '0:0\n');
+    } finally {
+      await engine.remove(s.id, s.boxDir);
+    }
+  });
+});
