@@ -2,15 +2,18 @@
  * `npm run test:setup -w @seed/sandbox`: prepares a fresh machine for the sandbox package's tests and
  * demos. Idempotent and fast when everything is present:
  * 1. installs the Debian packages the whole package needs (when running as root and some are missing);
- * 2. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth),
+ * 2. reserves the host id range of the boxes' user namespaces (`seed-sandbox` in /etc/subuid and
+ *    /etc/subgid, when running as root);
+ * 3. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth),
  *    and prepares the rootless test account `sbxuser` (scripts/rootless-user.ts);
- * 3. builds and pushes the big chromium, firefox and desktop images of the BrowserBox/ComputerBox tests if
+ * 4. builds and pushes the big chromium, firefox and desktop images of the BrowserBox/ComputerBox tests if
  *    missing, and pulls them into the image store those tests share (`<cache>/test-home-desktop`), unless
  *    `--base-only` is given (as `npm start` does).
  */
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureSandboxIdRange } from '../src/engine/idmap.ts';
 import { cacheDir } from './offline-images.ts';
 
 /** Debian packages used by the sandbox package (engine, networking, images, tests). */
@@ -79,6 +82,14 @@ function main(): void {
         process.exit(1);
       }
     }
+  }
+  // The host ids of the boxes' user namespaces (`seed-sandbox` in /etc/subuid and /etc/subgid, see
+  // src/engine/idmap.ts), added before the rootless account's block so that the two never overlap.
+  if (process.getuid?.() === 0) {
+    const range = ensureSandboxIdRange(true);
+    log(
+      `box user namespaces: box ids 0-${range.size - 1} are host ids ${range.hostUid}-${range.hostUid + range.size - 1}`,
+    );
   }
   const here = dirname(fileURLToPath(import.meta.url));
   const r = spawnSync(process.execPath, [join(here, 'registry.ts'), '--auth'], { stdio: 'inherit' });
