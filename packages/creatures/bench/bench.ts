@@ -15,6 +15,12 @@
  * give the same answer first. Prints req/s per target and query, four ratios per query (caches off and on
  * vs Mercurius, caches on and off vs the precomputed bound) and the load average before and after.
  *
+ * The load generator runs in this process, on the same cores as the servers, so req/s also depends on
+ * how fast autocannon is and on what else the machine runs. The bench therefore also reads each server
+ * process's own CPU time (user + system, all threads, from `/proc/<pid>/stat` on Linux) over its load
+ * slices and prints the CPU microseconds each request cost it, with the same ratios: the server's own
+ * cost per request, whatever the client and the neighbours do.
+ *
  * Environment: `BENCH_DURATION` seconds per target per query (default 10), `BENCH_CONNECTIONS` (default
  * 100), `BENCH_PIPELINING` (requests in flight per connection, default 10: Fastify's benchmark settings),
  * `BENCH_WARMUP` seconds of warm-up per target per query (default 2), `BENCH_ROUND` seconds per round
@@ -22,7 +28,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -41,6 +47,20 @@ const QUERIES = {
   'creatures { id name weight { maximum } attacks { fast { name } } }':
     '{ creatures { id name weight { maximum } attacks { fast { name } } } }',
 };
+
+/** What each target caches, printed with the results. */
+const CACHING = `What is cached:
+- ours, caches off (RESPONSE_CACHE_SIZE=0): no response cache. Kept between requests: per query text, the
+  parsed and validated document (LRU, 1000 texts) and per operation its compiled form (a query plan, else
+  graphql-jit) and its cost estimate while the data is unchanged. Every request still reads and
+  JSON-parses the body, looks the text up, coerces variables, runs the resolvers over the store's
+  in-memory creatures and serializes the answer.
+- ours, caches on (RESPONSE_CACHE_SIZE=1000): the same, plus whole answers of read-only queries, keyed by
+  method, Accept, Content-Type and body (dropped on every data change).
+- mercurius: Fastify + Mercurius 16 with jit: 1 (graphql-jit compiles a document on its first use, then
+  runs the compiled query) and its own LRU of parsed and validated documents (default, on); no response
+  cache (Mercurius has none without a plugin).
+- precomputed: a bare node:http server writing the answer bytes and headers prepared at start.`;
 
 const TARGETS = ['ours, caches off', 'ours, caches on', 'mercurius', 'precomputed'] as const;
 type Target = (typeof TARGETS)[number];
@@ -66,7 +86,19 @@ async function startChild(
     });
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
   });
-  return { child, url: `http://127.0.0.1:${port}/graphql` };
+  return { child, url: `http://127.0.0.1:${port}/graphql`, pid: child.pid };
+}
+
+/** CPU seconds (user + system, all threads) a process has used so far; NaN where `/proc` is missing. */
+function cpuSeconds(pid: number | undefined): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 of proc(5) (utime, stime), in clock ticks; `getconf CLK_TCK` is 100 on Linux.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 async function load(url: string, body: string, seconds: number) {
@@ -114,14 +146,15 @@ const bound = await startChild(
   { BENCH_ANSWERS: answersFile },
   childPort,
 );
-const urls: Record<Target, string> = {
-  'ours, caches off': off.url,
-  'ours, caches on': on.url,
-  mercurius: peer.url,
-  precomputed: bound.url,
+const servers: Record<Target, { url: string; pid: number | undefined }> = {
+  'ours, caches off': off,
+  'ours, caches on': on,
+  mercurius: peer,
+  precomputed: bound,
 };
+const urls = Object.fromEntries(TARGETS.map((t) => [t, servers[t].url])) as Record<Target, string>;
 
-const rows: { query: string; rate: Record<Target, number> }[] = [];
+const rows: { query: string; rate: Record<Target, number>; cpu: Record<Target, number> }[] = [];
 try {
   for (const [name, query] of Object.entries(QUERIES)) {
     const body = JSON.stringify({ query });
@@ -139,9 +172,9 @@ try {
       if (texts[i] !== texts[0])
         throw new Error(`${TARGETS[i]} answers ${name} differently from ${TARGETS[0]}`);
     }
-    const totals = Object.fromEntries(TARGETS.map((t) => [t, { requests: 0, seconds: 0 }])) as Record<
+    const totals = Object.fromEntries(TARGETS.map((t) => [t, { requests: 0, seconds: 0, cpu: 0 }])) as Record<
       Target,
-      { requests: number; seconds: number }
+      { requests: number; seconds: number; cpu: number }
     >;
     if (warmup > 0) for (const t of TARGETS) await load(urls[t], body, warmup);
     const rounds = Math.max(1, Math.round(duration / roundSeconds));
@@ -149,17 +182,24 @@ try {
       // Rotate the order so that load from elsewhere on the machine hits every target alike.
       const order = TARGETS.map((_, i) => TARGETS[(i + round) % TARGETS.length]!);
       for (const t of order) {
+        const cpuBefore = cpuSeconds(servers[t].pid);
         const r = await load(urls[t], body, duration / rounds);
         if (r.errors > 0) throw new Error(`${t} had ${r.errors} errors/non-2xx on ${name}`);
         totals[t].requests += r.requests;
         totals[t].seconds += r.seconds;
+        totals[t].cpu += cpuSeconds(servers[t].pid) - cpuBefore;
       }
     }
     const rate = Object.fromEntries(
       TARGETS.map((t) => [t, totals[t].requests / totals[t].seconds]),
     ) as Record<Target, number>;
-    console.log(`${name}: ${TARGETS.map((t) => `${t} ${rate[t].toFixed(0)} req/s`).join(', ')}`);
-    rows.push({ query: name, rate });
+    const cpu = Object.fromEntries(
+      TARGETS.map((t) => [t, (totals[t].cpu / totals[t].requests) * 1e6]),
+    ) as Record<Target, number>;
+    console.log(
+      `${name}: ${TARGETS.map((t) => `${t} ${rate[t].toFixed(0)} req/s (${cpu[t].toFixed(1)} µs CPU/req)`).join(', ')}`,
+    );
+    rows.push({ query: name, rate, cpu });
   }
 } finally {
   await Promise.all([off, on, peer, bound].map((s) => stop(s.child)));
@@ -172,6 +212,8 @@ console.log(
   `\n${duration} s per target per query, ${connections} connections × ${pipelining} pipelined, Node ${process.version}, ` +
     `load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')} before, ${loadAfter.map((l) => l.toFixed(2)).join(' ')} after\n`,
 );
+console.log(CACHING);
+console.log('\nThroughput (req/s; ratios of req/s):\n');
 console.log(
   '| query | ours, caches off | ours, caches on | Mercurius+jit | precomputed | off / Mercurius | on / Mercurius | on / precomputed | off / precomputed |',
 );
@@ -181,6 +223,21 @@ for (const { query, rate: r } of rows) {
     `| \`${query}\` | ${f(r['ours, caches off'])} | ${f(r['ours, caches on'])} | ${f(r.mercurius)} | ${f(r.precomputed)} | ` +
       `${x(r['ours, caches off'] / r.mercurius)} | ${x(r['ours, caches on'] / r.mercurius)} | ` +
       `${x(r['ours, caches on'] / r.precomputed)} | ${x(r['ours, caches off'] / r.precomputed)} |`,
+  );
+}
+console.log(
+  "\nServer CPU per request (µs; ratios are speed-ups, the peer's cost over ours — higher is better for ours):\n",
+);
+console.log(
+  '| query | ours, caches off | ours, caches on | Mercurius+jit | precomputed | off vs Mercurius | on vs Mercurius | on vs precomputed | off vs precomputed |',
+);
+console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+const u = (n: number) => n.toFixed(1);
+for (const { query, cpu: c } of rows) {
+  console.log(
+    `| \`${query}\` | ${u(c['ours, caches off'])} | ${u(c['ours, caches on'])} | ${u(c.mercurius)} | ${u(c.precomputed)} | ` +
+      `${x(c.mercurius / c['ours, caches off'])} | ${x(c.mercurius / c['ours, caches on'])} | ` +
+      `${x(c.precomputed / c['ours, caches on'])} | ${x(c.precomputed / c['ours, caches off'])} |`,
   );
 }
 console.log('\nGoals: off / Mercurius ≥ 1.50×, on / precomputed ≥ 0.80×.');

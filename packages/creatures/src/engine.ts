@@ -134,7 +134,8 @@ export function negotiate(accept: string | null): string {
 
 /** A complete answer of {@link Engine.fast}: always status 200. */
 export interface FastAnswer {
-  body: string;
+  /** The JSON answer: UTF-8 bytes from a query plan, text from graphql-jit. */
+  body: string | Buffer;
   contentType: string;
   /** A query that completed without errors (its answer may be cached). */
   cacheable: true;

@@ -1,9 +1,10 @@
 /**
  * Query plans: a query operation compiled into one function that resolves the data and writes the JSON
- * response text in the same walk, with no intermediate result object (GraphQL spec §6 "Execution" for
- * the happy path, §7 "Response" for the shape). Field order and merging come from graphql-js's own
+ * response in the same walk, as UTF-8 bytes into a scratch buffer (`plan-writer.ts`), with no
+ * intermediate result object and no intermediate string (GraphQL spec §6 "Execution" for the happy
+ * path, §7 "Response" for the shape). Field order and merging come from graphql-js's own
  * `collectFields`, scalars are serialized by their types' `serialize` (inlined for the built-in
- * scalars), so the text is the one graphql-js / graphql-jit would produce.
+ * scalars), so the bytes are those of the text graphql-js / graphql-jit would produce.
  *
  * A plan covers only answers without errors. Anything else — a resolver that throws or returns a
  * promise, a null in a non-null position, a value a scalar cannot serialize — makes the plan throw
@@ -36,38 +37,20 @@ import {
 } from 'graphql';
 import { collectFields, collectSubfields } from 'graphql/execution/collectFields.js';
 import { getArgumentValues } from 'graphql/execution/values.js';
+import { grow, WRITER, writeAscii, writeBytes, writeJson, writeString, written } from './plan-writer.ts';
 
 /** Thrown by a plan when the answer needs the full executor (an error, a promise, a bad value). */
 export class PlanBailout extends Error {}
 const BAIL = new PlanBailout('plan bailout');
 
-/** A compiled plan: `(rootValue, contextValue, coercedVariables) => JSON text of the whole response`. */
-export type Plan = (root: unknown, context: unknown, variables: Record<string, unknown>) => string;
-
-type Writer = (value: unknown, context: unknown, variables: Record<string, unknown>) => string;
-
 /**
- * Pre-serialized leaf data: the JSON text of string values, kept by value. The store hands out the same
- * string objects on every request, so after the first answer a name or a type costs one map lookup
- * instead of a `JSON.stringify`. Bounded: strings longer than {@link MAX_ENCODED_LENGTH} are not kept, and
- * the map is emptied when it holds {@link MAX_ENCODED} entries.
+ * A compiled plan: `(rootValue, contextValue, coercedVariables) =>` the UTF-8 bytes of the JSON text of
+ * the whole response (`{"data":…}`). Throws {@link PlanBailout} where the answer needs the full executor.
  */
-const encoded = new Map<string, string>();
-const MAX_ENCODED = 50_000;
-const MAX_ENCODED_LENGTH = 200;
+export type Plan = (root: unknown, context: unknown, variables: Record<string, unknown>) => Buffer;
 
-/** The JSON text of a string, exactly as `JSON.stringify` writes it. */
-export function jsonString(value: string): string {
-  let text = encoded.get(value);
-  if (text === undefined) {
-    text = JSON.stringify(value);
-    if (value.length <= MAX_ENCODED_LENGTH) {
-      if (encoded.size >= MAX_ENCODED) encoded.clear();
-      encoded.set(value, text);
-    }
-  }
-  return text;
-}
+/** Serializes a leaf value to its JSON text, or throws {@link PlanBailout}. */
+type Writer = (value: unknown) => string;
 
 const INT_MIN = -2147483648;
 const INT_MAX = 2147483647;
@@ -75,7 +58,7 @@ const INT_MAX = 2147483647;
 function scalarWriter(type: GraphQLOutputType): Writer | undefined {
   if (type === GraphQLString || type === GraphQLID) {
     return (v) => {
-      if (typeof v === 'string') return jsonString(v);
+      if (typeof v === 'string') return JSON.stringify(v);
       if (type === GraphQLID && Number.isInteger(v)) return JSON.stringify(String(v));
       throw BAIL;
     };
@@ -141,11 +124,15 @@ function usesVariables(node: FieldNode): boolean {
   return found;
 }
 
+/** Static pieces up to this many bytes are written by inline byte stores, longer ones by a copy. */
+const INLINE_BYTES = 48;
+
 /**
  * Compiles the query `operation` of `document` into a {@link Plan}, or `undefined` when the operation is
  * not a query or uses what plans do not cover. The document must be valid for `schema`. The plan is
- * generated JavaScript (one function per selection set, straight-line field by field); the only values
- * spliced into its source are JSON string literals of names, everything else is passed by reference.
+ * generated JavaScript (one function per selection set, straight-line field by field, each taking and
+ * returning the write position `n` in the scratch buffer `b`); the only values spliced into its source
+ * are byte values and JSON string literals of names, everything else is passed by reference.
  */
 export function compilePlan(
   schema: GraphQLSchema,
@@ -165,37 +152,51 @@ export function compilePlan(
   const functions: string[] = [];
   let names = 0;
 
+  /** Code writing the fixed text `text` at `n`. */
+  const put = (text: string): string => {
+    const bytes = Buffer.from(text, 'utf8');
+    if (bytes.length > INLINE_BYTES) return `n = WB(b, n, ${ref(bytes)}); b = W.b;`;
+    let code = `if (n + ${bytes.length} > b.length) b = G(n, ${bytes.length});`;
+    for (let i = 0; i < bytes.length; i++) code += ` b[n${i ? ` + ${i}` : ''}] = ${bytes[i]};`;
+    return `${code} n += ${bytes.length};`;
+  };
+  /** Code writing the value of the helper call `call` (string → JSON text) at `n`. */
+  const putJson = (call: string) => `n = WJ(b, n, ${call}); b = W.b;`;
+
   const inner = (type: GraphQLOutputType, x: string, nodes: readonly FieldNode[]): string => {
     if (isListType(type)) {
       const i = `i${names++}`;
       const y = `y${names++}`;
       return (
-        `if (!Array.isArray(${x})) B(); s += '['; for (let ${i} = 0; ${i} < ${x}.length; ${i}++) { ` +
-        `if (${i} > 0) s += ','; const ${y} = ${x}[${i}]; ${value(type.ofType, y, nodes)} } s += ']';`
+        `if (!Array.isArray(${x})) B(); ${put('[')} for (let ${i} = 0; ${i} < ${x}.length; ${i}++) { ` +
+        `if (${i} > 0) { ${put(',')} } const ${y} = ${x}[${i}]; ${value(type.ofType, y, nodes)} } ${put(']')}`
       );
     }
-    if (isObjectType(type))
-      return `s += ${objectFunction(type, collectSubfields(schema, fragments, {}, type, nodes))}(${x}, c, v);`;
+    if (isObjectType(type)) {
+      const fn = objectFunction(type, collectSubfields(schema, fragments, {}, type, nodes));
+      return `n = ${fn}(${x}, c, v, n); b = W.b;`;
+    }
     if (type === GraphQLString || type === GraphQLID) {
-      return `s += typeof ${x} === 'string' ? J(${x}) : ${ref(scalarWriter(type))}(${x});`;
+      return `if (typeof ${x} === 'string') { n = WS(b, n, ${x}); b = W.b; } else { ${putJson(`${ref(scalarWriter(type))}(${x})`)} }`;
     }
     if (type === GraphQLInt) {
-      return `if (typeof ${x} !== 'number' || !Number.isInteger(${x}) || ${x} > ${INT_MAX} || ${x} < ${INT_MIN}) B(); s += '' + ${x};`;
+      return `if (typeof ${x} !== 'number' || !Number.isInteger(${x}) || ${x} > ${INT_MAX} || ${x} < ${INT_MIN}) B(); n = WA(b, n, '' + ${x}); b = W.b;`;
     }
     if (type === GraphQLFloat)
-      return `if (typeof ${x} !== 'number' || !Number.isFinite(${x})) B(); s += '' + ${x};`;
-    if (type === GraphQLBoolean) return `if (typeof ${x} !== 'boolean') B(); s += ${x} ? 'true' : 'false';`;
+      return `if (typeof ${x} !== 'number' || !Number.isFinite(${x})) B(); n = WA(b, n, '' + ${x}); b = W.b;`;
+    if (type === GraphQLBoolean)
+      return `if (${x} === true) { ${put('true')} } else if (${x} === false) { ${put('false')} } else B();`;
     const scalar = scalarWriter(type);
     if (!scalar) {
       covered = false;
       return 'B();';
     }
-    return `s += ${ref(scalar)}(${x});`;
+    return putJson(`${ref(scalar)}(${x})`);
   };
   const value = (type: GraphQLOutputType, x: string, nodes: readonly FieldNode[]): string =>
     isNonNullType(type)
       ? `if (${x} == null) B(); ${inner(type.ofType, x, nodes)}`
-      : `if (${x} == null) s += 'null'; else { ${inner(type, x, nodes)} }`;
+      : `if (${x} == null) { ${put('null')} } else { ${inner(type, x, nodes)} }`;
 
   function objectFunction(type: GraphQLObjectType, fields: Map<string, readonly FieldNode[]>): string {
     const name = `o${names++}`;
@@ -204,13 +205,14 @@ export function compilePlan(
     let first = true;
     for (const [responseKey, nodes] of fields) {
       const node = nodes[0]!;
-      lines.push(`s += ${lit(`${first ? '{' : ','}${JSON.stringify(responseKey)}:`)};`);
+      const key = `${first ? '{' : ','}${JSON.stringify(responseKey)}:`;
       first = false;
       const fieldName = node.name.value;
       if (fieldName === '__typename') {
-        lines.push(`s += ${lit(JSON.stringify(type.name))};`);
+        lines.push(put(key + JSON.stringify(type.name)));
         continue;
       }
+      lines.push(put(key));
       const def = defs[fieldName];
       if (!def) {
         covered = false;
@@ -229,9 +231,8 @@ export function compilePlan(
       }
       lines.push(value(def.type, 'x', nodes));
     }
-    functions.push(
-      `function ${name}(p, c, v) { let s = ''; let x; ${lines.join(' ')} return ${first ? "'{}'" : "s + '}'"}; }`,
-    );
+    lines.push(put(first ? '{}' : '}'));
+    functions.push(`function ${name}(p, c, v, n) { let b = W.b; let x; ${lines.join(' ')} return n; }`);
     return name;
   }
 
@@ -240,8 +241,21 @@ export function compilePlan(
     collectFields(schema, fragments, {}, root, operation.selectionSet as SelectionSetNode),
   );
   if (!covered) return undefined;
-  const source = `${functions.join('\n')}\nreturn function plan(p, c, v) { try { return '{"data":' + ${data}(p ?? {}, c, v) + '}'; } catch { throw B.bailout; } };`;
-  return new Function('h', 'J', 'B', source)(helpers, jsonString, bail) as Plan;
+  const source =
+    `${functions.join('\n')}\n` +
+    `function run(b, p, c, v) { let n = 0; try { ${put('{"data":')} n = ${data}(p ?? {}, c, v, n); b = W.b; ${put('}')} return n; } catch { throw B.bailout; } }\n` +
+    'return function plan(p, c, v) { return X(run, p, c, v, B.bailout); };';
+  return new Function('h', 'W', 'G', 'WB', 'WS', 'WA', 'WJ', 'X', 'B', source)(
+    helpers,
+    WRITER,
+    grow,
+    writeBytes,
+    writeString,
+    writeAscii,
+    writeJson,
+    written,
+    bail,
+  ) as Plan;
 }
 
 function bail(): never {

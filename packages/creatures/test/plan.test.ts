@@ -17,7 +17,7 @@ function both(query: string, variables: Record<string, unknown> = {}) {
   const expected = JSON.stringify(
     execute({ schema, document, contextValue: context, variableValues: variables }),
   );
-  return { text: plan(undefined, context, variables), expected };
+  return { text: plan(undefined, context, variables).toString('utf8'), expected };
 }
 
 test('plans write what graphql-js answers: fields, aliases, fragments, __typename, nulls, lists, arguments', () => {
@@ -47,6 +47,38 @@ test('plans write what graphql-js answers: fields, aliases, fragments, __typenam
     const { text, expected } = both(query, variables);
     assert.equal(text, expected, query);
   }
+});
+
+test('plans write the bytes of JSON.stringify for escapes, non-ASCII, lone surrogates, enums, floats, booleans and answers larger than the scratch buffer', () => {
+  const odd = buildSchema(
+    'enum Color { RED GREEN } type Item { s: String b: Boolean! f: Float c: Color } type Query { items: [Item!]! t: String }',
+  );
+  const strings = [
+    'plain',
+    'quote " and \\ backslash',
+    'tab\tnewline\ncontrol\u0001',
+    'Pokémon ♀♂ 𝔊',
+    'lone \ud800 surrogate',
+    '\u007f del',
+    '',
+  ];
+  const items = Array.from({ length: 3000 }, (_, i) => ({
+    s: `${strings[i % strings.length]} #${i}`,
+    b: i % 2 === 0,
+    f: i % 3 === 0 ? null : i / 7,
+    c: i % 2 === 0 ? 'RED' : 'GREEN',
+  }));
+  const rootValue = { items, t: 'ü'.repeat(70_000) };
+  const document = parse('{ items { s b f c __typename } t }');
+  const plan = compilePlan(odd, document, getOperationAST(document)!)!;
+  const bytes = plan(rootValue, {}, {});
+  const expected = JSON.stringify(execute({ schema: odd, document, rootValue }));
+  assert.ok(bytes.length > 64 * 1024, 'the answer outgrows the initial scratch buffer');
+  assert.ok(Buffer.from(expected, 'utf8').equals(bytes), 'same bytes as graphql-js + JSON.stringify');
+  // The next (small) answer starts from a clean position.
+  const small = parse('{ t }');
+  const again = compilePlan(odd, small, getOperationAST(small)!)!({ t: 'x' }, {}, {});
+  assert.equal(again.toString('utf8'), '{"data":{"t":"x"}}');
 });
 
 test('a plan bails out where the answer would hold an error; mutations and variable directives get no plan', () => {

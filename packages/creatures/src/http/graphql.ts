@@ -60,8 +60,8 @@ export interface GraphQLRoute {
 }
 
 interface CachedResponse {
-  /** The body as a string: node writes status line, headers and a string body in one write. */
-  body: string;
+  /** The body: text (node writes status line, headers and a string body in one write) or UTF-8 bytes. */
+  body: string | Buffer;
   /** Flat name/value list for `writeHead`. */
   headers: string[];
 }
@@ -149,7 +149,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       ? new LRUCache<string, CachedResponse>({
           max: options.responseCacheSize,
           maxSize: 64 * 1024 * 1024,
-          sizeCalculation: (v) => v.body.length * 2 + 1,
+          sizeCalculation: (v) => (typeof v.body === 'string' ? v.body.length * 2 : v.body.length) + 1,
         })
       : undefined;
   let generation = 0;
@@ -468,7 +468,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     status: number,
     statusText: string | undefined,
     initHeaders: Record<string, string | undefined> | undefined,
-    text: string | undefined,
+    text: string | Buffer | undefined,
     queryCacheable: boolean,
   ): void {
     const headers: string[] = [];
@@ -476,10 +476,10 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       const value = initHeaders[name];
       if (value !== undefined) headers.push(name, value);
     }
-    // A large answer is encoded once (its length and the bytes written come from the same buffer).
-    const bytes = text !== undefined && text.length > 2048 ? Buffer.from(text) : undefined;
+    // A large text answer is encoded once (its length and the bytes written come from the same buffer).
+    const bytes = typeof text === 'string' ? (text.length > 2048 ? Buffer.from(text) : undefined) : text;
     if (text !== undefined)
-      headers.push('content-length', String(bytes ? bytes.length : Buffer.byteLength(text)));
+      headers.push('content-length', String(bytes ? bytes.length : Buffer.byteLength(text as string)));
     const cacheable = queryCacheable && status === 200 && text !== undefined;
     if (method === 'GET') {
       if (cacheable) {
@@ -496,7 +496,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       }
     }
     if (key !== undefined && cacheable && generation === startGeneration) {
-      responses!.set(key, { body: text!, headers });
+      responses!.set(key, { body: bytes ?? text!, headers });
     }
     if (method === 'GET' && cacheable && notModified(req, res, headers)) return;
     res.writeHead(status, statusText, headers);

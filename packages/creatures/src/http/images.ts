@@ -23,7 +23,7 @@ export function etagMatches(header: string | undefined, etag: string): boolean {
 }
 
 /** A strong ETag of a body: the quoted base64url of its SHA-1 (27 characters). */
-export function etagOf(body: string): string {
+export function etagOf(body: string | Uint8Array): string {
   return `"${createHash('sha1').update(body).digest('base64url')}"`;
 }
 
