@@ -111,7 +111,7 @@ describe('deploy/compose.yaml', () => {
     }
     const caddy = readFileSync(join(DEPLOY, 'Caddyfile'), 'utf8');
     assert.match(caddy, /reverse_proxy creatures:4000/);
-    assert.match(caddy, /reverse_proxy auth:4100/);
+    assert.match(caddy, /reverse_proxy auth:4100|dynamic a auth 4100/);
   });
 });
 
@@ -141,7 +141,14 @@ describe('deploy/kubernetes', () => {
       assert.equal(container.ports[0].containerPort, server.port);
       assert.equal(container.readinessProbe.httpGet.path, server.ready);
       assert.equal(container.livenessProbe.httpGet.path, '/healthz');
-      assert.equal(deployment.spec.strategy.type, 'Recreate', 'one SQLite writer at a time');
+      const shared = container.env.some((e: { name: string }) => /DATABASE_URL$/.test(e.name));
+      if (shared) {
+        // A shared database (PostgreSQL): several replicas, rolling updates.
+        assert.ok(deployment.spec.replicas >= 2, `${name}: replicas on a shared database`);
+        assert.equal(deployment.spec.strategy.type, 'RollingUpdate');
+      } else {
+        assert.equal(deployment.spec.strategy.type, 'Recreate', 'one SQLite writer at a time');
+      }
       for (const { name: variable } of container.env)
         assert.ok(server.vars.has(variable), `${name}: ${variable}`);
       const service = all.find((m) => m.kind === 'Service' && m.metadata.name === `seed-${name}`)!;
