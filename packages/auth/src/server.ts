@@ -269,6 +269,7 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     store,
     authorization,
     passwordHasher: hasher,
+    clientSecretKey: config.clientSecretKey,
     now,
   });
   const ownedStore = store;
@@ -366,7 +367,8 @@ export interface EnvConfig {
  * `http://localhost:<port>`), `AUTH_DATABASE_URL` (a `postgres://` URL: the PostgreSQL store; unset: SQLite),
  * `AUTH_DATABASE_PATH` (SQLite file, default {@link DEFAULT_DATABASE_PATH}),
  * `AUTH_SIGNING_ALG` (default `RS256`), `AUTH_ADMIN_USERNAME`, `AUTH_ADMIN_PASSWORD`,
- * `AUTH_DEMO_CLIENT_SECRET`, `AUTH_ACCESS_TOKEN_TTL` and `AUTH_REFRESH_TOKEN_TTL` (seconds).
+ * `AUTH_DEMO_CLIENT_SECRET`, `AUTH_ACCESS_TOKEN_TTL` and `AUTH_REFRESH_TOKEN_TTL` (seconds), `AUTH_CLIENT_SECRET_KEY` (seals
+ * the secrets of `client_secret_jwt` clients; without it that method is off).
  * @throws RangeError naming the variable when a value is invalid.
  */
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
@@ -398,6 +400,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
         issuer: env.AUTH_ISSUER || `http://localhost:${port}`,
         accessTokenTtlSeconds: seconds('AUTH_ACCESS_TOKEN_TTL'),
         refreshTokenTtlSeconds: seconds('AUTH_REFRESH_TOKEN_TTL'),
+        clientSecretKey: env.AUTH_CLIENT_SECRET_KEY || undefined,
       },
       bootstrap: {
         adminUserName: env.AUTH_ADMIN_USERNAME || undefined,

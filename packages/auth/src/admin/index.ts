@@ -16,6 +16,7 @@ import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyServerOptions } from 'fastify';
 import type { AuthorizationService } from '../authorization.ts';
 import { type AuthPluginOptions, authPlugin } from '../middleware/fastify.ts';
+import { ClientSecrets } from '../oauth/client-secrets.ts';
 import { PasswordHasher } from '../passwords.ts';
 import type { AuthStore } from '../store/types.ts';
 import { registerAdminRoutes } from './api.ts';
@@ -51,6 +52,11 @@ export interface AdminApiOptions {
    * (PHC-encoded scrypt).
    */
   hashClientSecret?: (secret: string) => Promise<string>;
+  /**
+   * The server's client-secret key (`oauth.clientSecretKey`): secrets of `client_secret_jwt` clients are
+   * sealed with it (`oauth/client-secrets.ts`). Without it the API refuses `client_secret_jwt` (400).
+   */
+  clientSecretKey?: string;
   /** Clock, ms since epoch. Default `Date.now`. */
   now?: () => number;
   /** Largest accepted request body, bytes. Default 1 MiB. */
@@ -119,6 +125,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
   if (!options.authorization) throw new TypeError('adminApi: option `authorization` is required');
   const passwordHasher = options.passwordHasher ?? new PasswordHasher();
   const hashClientSecret = options.hashClientSecret ?? ((secret: string) => passwordHasher.hash(secret));
+  const clientSecrets = new ClientSecrets(passwordHasher, options.clientSecretKey);
   const now = options.now ?? Date.now;
 
   await app.register(
@@ -167,6 +174,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
         store: options.store,
         passwordHasher,
         hashClientSecret,
+        clientSecrets,
         now,
       });
       api.get('/openapi.json', { schema: { hide: true } }, async () => api.swagger());

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuthorizationReason } from '../reasons.ts';
 import type { AuthStore, ChangeOptions, UserRecord } from '../store/types.ts';
 import { AdminPermission as P } from './access.ts';
-import type { AdminTarget } from './api.ts';
+import type { AdminTarget } from './grants.ts';
 import { AdminHttpError } from './http.ts';
 import { bearer, denial, errors, iso, noContent, readRule, routeOptions } from './route-docs.ts';
 import * as s from './schemas.ts';

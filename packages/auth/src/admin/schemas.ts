@@ -324,8 +324,9 @@ export const clientMetadataSchema: Schema = {
     },
     tokenEndpointAuthMethod: {
       type: 'string',
-      enum: ['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'],
-      description: 'RFC 7591 §2 `token_endpoint_auth_method`: the only method the client may use.',
+      enum: ['client_secret_basic', 'client_secret_post', 'client_secret_jwt', 'private_key_jwt', 'none'],
+      description:
+        'RFC 7591 §2 `token_endpoint_auth_method`: the only method the client may use. `client_secret_jwt` (RFC 7523, OIDC Core §9) needs the server client-secret key (`AUTH_CLIENT_SECRET_KEY`): the secret is then stored sealed (AES-256-GCM) instead of hashed, and choosing it issues a new secret, returned once as `clientSecret`.',
     },
     jwks: {
       type: 'object',
@@ -376,6 +377,12 @@ export const clientSchema: Schema = record({
   displayName: { type: 'string' },
   clientType: { type: 'string', enum: ['public', 'confidential'] },
   hasSecret: { type: 'boolean' },
+  secretStorage: {
+    type: ['string', 'null'],
+    enum: ['hashed', 'sealed', null],
+    description:
+      '`hashed` (scrypt), `sealed` (AES-256-GCM under the server key, for `client_secret_jwt`), null without a secret.',
+  },
   isEnabled: { type: 'boolean' },
   redirectUris: stringArray,
   allowedGrantTypes: stringArray,

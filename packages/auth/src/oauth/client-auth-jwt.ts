@@ -1,6 +1,8 @@
 /**
  * JWT client authentication (RFC 7523 §2.2 and §3, OpenID Connect Core §9): `private_key_jwt` (the client
- * signs with its private key; the server verifies with the client's `jwks` or `jwks_uri`). The assertion's
+ * signs with its private key; the server verifies with the client's `jwks` or `jwks_uri`) and
+ * `client_secret_jwt` (the client signs with HMAC keyed by its client secret, HS256/HS384/HS512; the server
+ * opens the client's sealed secret, see `client-secrets.ts`). The assertion's
  * `jti` is recorded in the store's replay cache until the assertion expires, so a replay is refused by every
  * server instance sharing the store.
  */
@@ -26,6 +28,9 @@ export const JWT_BEARER_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion
 /** Signing algorithms accepted for `private_key_jwt` assertions (asymmetric only). */
 export const CLIENT_ASSERTION_SIGNING_ALGS = ASYMMETRIC_JWS_ALGS;
 
+/** HMAC algorithms accepted for `client_secret_jwt` assertions (RFC 7518 §3.2). */
+export const CLIENT_SECRET_JWT_ALGS = ['HS256', 'HS384', 'HS512'] as const;
+
 /** Longest accepted assertion, characters. */
 const MAX_ASSERTION_LENGTH = 16 * 1024;
 
@@ -50,7 +55,7 @@ export interface ClientAssertionVerifierOptions {
 
 /** A verified client assertion. */
 export interface VerifiedAssertion {
-  readonly method: 'private_key_jwt';
+  readonly method: 'private_key_jwt' | 'client_secret_jwt';
   readonly jti: string;
 }
 
@@ -67,7 +72,7 @@ export function assertionClientId(assertion: string): string | undefined {
   }
 }
 
-/** Verifies `private_key_jwt` client assertions (RFC 7523 §3, OIDC Core §9). */
+/** Verifies `private_key_jwt` and `client_secret_jwt` client assertions (RFC 7523 §3, OIDC Core §9). */
 export class ClientAssertionVerifier {
   readonly #options: ClientAssertionVerifierOptions;
   readonly #now: () => number;
@@ -99,26 +104,30 @@ export class ClientAssertionVerifier {
 
   /**
    * Verifies `assertion` for `client` (RFC 7523 §3): signature by one of the client's keys with an
-   * asymmetric algorithm; `iss` and `sub` equal to the client id; `aud` naming the issuer or an endpoint;
-   * `exp` present, in the future and at most `maxLifetimeSeconds` ahead; `nbf`/`iat` not in the future;
-   * `jti` present and never seen before.
+   * asymmetric algorithm (`private_key_jwt`) or, when `secret` is given, by HMAC with that client secret
+   * (`client_secret_jwt`, {@link CLIENT_SECRET_JWT_ALGS}); `iss` and `sub` equal to the client id; `aud`
+   * naming the issuer or an endpoint; `exp` present, in the future and at most `maxLifetimeSeconds` ahead;
+   * `nbf`/`iat` not in the future; `jti` present and never seen before.
    * @throws OAuthError `invalid_client` for every failure (the description names the check).
    */
-  async verify(client: ClientRecord, assertion: string): Promise<VerifiedAssertion> {
+  async verify(client: ClientRecord, assertion: string, secret?: Uint8Array): Promise<VerifiedAssertion> {
     if (assertion.length > MAX_ASSERTION_LENGTH)
       throw new OAuthError('invalid_client', 'client_assertion is too long');
     const skew = this.#options.clockSkewSeconds ?? 5;
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(assertion, this.#keys(client), {
-        algorithms: [...CLIENT_ASSERTION_SIGNING_ALGS],
+      const options = {
+        algorithms: secret ? [...CLIENT_SECRET_JWT_ALGS] : [...CLIENT_ASSERTION_SIGNING_ALGS],
         issuer: client.clientId,
         subject: client.clientId,
         audience: [...this.#options.audiences()],
         requiredClaims: ['exp', 'jti'],
         clockTolerance: skew,
         currentDate: new Date(this.#now()),
-      }));
+      };
+      ({ payload } = secret
+        ? await jwtVerify(assertion, secret, options)
+        : await jwtVerify(assertion, this.#keys(client), options));
     } catch (error) {
       if (error instanceof OAuthError) throw error;
       const detail =
@@ -130,7 +139,9 @@ export class ClientAssertionVerifier {
               ? 'signing algorithm not allowed'
               : error instanceof errors.JWKSNoMatchingKey ||
                   error instanceof errors.JWSSignatureVerificationFailed
-                ? 'no key of the client verifies the signature'
+                ? secret
+                  ? 'the client secret does not verify the signature'
+                  : 'no key of the client verifies the signature'
                 : error instanceof errors.JWKSTimeout
                   ? "the client's jwks_uri did not answer in time"
                   : 'malformed assertion';
@@ -146,6 +157,6 @@ export class ClientAssertionVerifier {
     const key = createHash('sha256').update(`${client.clientId}\n${jti}`).digest('base64url');
     if (!(await this.#options.replay.claim('client_assertion', key, (exp + skew) * 1000)))
       throw new OAuthError('invalid_client', "client_assertion was already used ('jti' replay)");
-    return { method: 'private_key_jwt', jti };
+    return { method: secret ? 'client_secret_jwt' : 'private_key_jwt', jti };
   }
 }

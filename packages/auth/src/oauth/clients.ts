@@ -1,7 +1,8 @@
 /**
  * Client authentication at the token, revocation and introspection endpoints (RFC 6749 §2.3.1,
  * spec 001: "A client must exist, be enabled, and present a matching secret; otherwise invalid_client"),
- * and by JWT assertion (`private_key_jwt`, RFC 7523 §2.2, see `client-auth-jwt.ts`).
+ * and by JWT assertion (`private_key_jwt` and `client_secret_jwt`, RFC 7523 §2.2, OpenID Connect Core §9,
+ * see `client-auth-jwt.ts` and `client-secrets.ts`).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
@@ -12,11 +13,17 @@ import {
   type ClientAssertionVerifier,
   JWT_BEARER_ASSERTION_TYPE,
 } from './client-auth-jwt.ts';
+import { ClientSecrets } from './client-secrets.ts';
 import { OAuthError } from './errors.ts';
 import { type FormParams, parseBasicAuth } from './form.ts';
 
 /** How a client authenticated (RFC 8414 `token_endpoint_auth_methods_supported` values). */
-export type ClientAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';
+export type ClientAuthMethod =
+  | 'client_secret_basic'
+  | 'client_secret_post'
+  | 'client_secret_jwt'
+  | 'private_key_jwt'
+  | 'none';
 
 /** An authenticated client. */
 export interface AuthenticatedClient {
@@ -43,20 +50,29 @@ const sha256 = (value: string) => createHash('sha256').update(value).digest();
  */
 export class ClientAuthenticator {
   readonly #store: AuthStore;
-  readonly #hasher: PasswordHasher;
+  readonly #secrets: ClientSecrets;
   readonly #verified = new Map<string, VerifiedSecret>();
   readonly #assertions: ClientAssertionVerifier | undefined;
 
-  /** @param assertions verifier of `private_key_jwt` assertions; without it they are refused. */
-  constructor(store: AuthStore, hasher: PasswordHasher, assertions?: ClientAssertionVerifier) {
+  /**
+   * @param assertions verifier of client assertions; without it they are refused.
+   * @param secrets the stored forms of client secrets; default: hashes only (no `client_secret_jwt`).
+   */
+  constructor(
+    store: AuthStore,
+    hasher: PasswordHasher,
+    assertions?: ClientAssertionVerifier,
+    secrets?: ClientSecrets,
+  ) {
     this.#store = store;
-    this.#hasher = hasher;
+    this.#secrets = secrets ?? new ClientSecrets(hasher, undefined);
     this.#assertions = assertions;
   }
 
   /**
    * Identifies and authenticates the client of a request: HTTP Basic or form `client_id` +
-   * `client_secret`; `client_assertion_type` + `client_assertion` (`private_key_jwt`); a public client sends
+   * `client_secret`; `client_assertion_type` + `client_assertion` (`private_key_jwt`, `client_secret_jwt`:
+   * the method the client is registered for); a public client sends
    * only `client_id`. A client whose metadata names a `tokenEndpointAuthMethod` must use that method.
    * @throws OAuthError `invalid_request` for a malformed Basic header, two authentication methods at once
    * (RFC 6749 §2.3) or an assertion without its type; `invalid_client` when no client is identified, it is
@@ -140,8 +156,20 @@ export class ClientAuthenticator {
     const client = await this.#store.getClient(clientId);
     if (!client?.isEnabled || client.clientType !== 'confidential')
       throw new OAuthError('invalid_client', 'client authentication failed');
-    if (client.metadata.tokenEndpointAuthMethod !== 'private_key_jwt') {
-      throw new OAuthError('invalid_client', 'client is not registered for private_key_jwt');
+    const registered = client.metadata.tokenEndpointAuthMethod;
+    if (registered === 'client_secret_jwt') {
+      const secret = client.secretHash === null ? undefined : this.#secrets.open(clientId, client.secretHash);
+      if (!secret) {
+        throw new OAuthError(
+          'invalid_client',
+          'client_secret_jwt: the client has no sealed secret (rotate its secret) or the server has no client-secret key',
+        );
+      }
+      const verified = await this.#assertions.verify(client, assertion, secret);
+      return { client, method: verified.method };
+    }
+    if (registered !== 'private_key_jwt') {
+      throw new OAuthError('invalid_client', 'client is not registered for JWT client authentication');
     }
     await this.#assertions.verify(client, assertion);
     return { client, method: 'private_key_jwt' };
@@ -153,7 +181,7 @@ export class ClientAuthenticator {
     if (cached && cached.secretHash === secretHash) {
       if (timingSafeEqual(cached.digest, digest)) return true;
     }
-    if (!(await this.#hasher.verify(secret, secretHash))) return false;
+    if (!(await this.#secrets.verify(clientId, secretHash, secret))) return false;
     if (this.#verified.size >= CACHE_LIMIT)
       this.#verified.delete(this.#verified.keys().next().value as string);
     this.#verified.set(clientId, { secretHash, digest });

@@ -4,6 +4,7 @@
  * authorization codes valid for at most a minute).
  */
 import type { GrantType } from '../store/types.ts';
+import { MIN_CLIENT_SECRET_KEY_LENGTH } from './client-secrets.ts';
 
 /** Options accepted by {@link resolveOAuthConfig}; every field is optional. */
 export interface OAuthOptions {
@@ -34,6 +35,13 @@ export interface OAuthOptions {
   par?: ParOptions | false;
   /** Dynamic client registration (RFC 7591/7592); off unless given. */
   registration?: RegistrationOptions;
+  /**
+   * The server's client-secret key (`AUTH_CLIENT_SECRET_KEY`, at least 32 characters, e.g. 32 random bytes
+   * in base64url): seals the secrets of `client_secret_jwt` clients at rest (AES-256-GCM, see
+   * `client-secrets.ts`). Without it `client_secret_jwt` is unavailable and not advertised. Every server
+   * instance over one store needs the same key; changing it makes sealed secrets unusable until rotated.
+   */
+  clientSecretKey?: string;
 }
 
 /**
@@ -100,6 +108,8 @@ export interface OAuthConfig {
   readonly registration: Readonly<Required<RegistrationOptions>> | null;
   /** PAR settings, or null when the PAR endpoint is off (then it is not advertised). */
   readonly par: Readonly<Required<ParOptions>> | null;
+  /** The client-secret key, or undefined when `client_secret_jwt` is off. */
+  readonly clientSecretKey: string | undefined;
 }
 
 function positiveInt(name: string, value: number | undefined, fallback: number): number {
@@ -166,7 +176,15 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
               60,
             ),
           },
+    clientSecretKey: resolveClientSecretKey(options.clientSecretKey),
   };
+}
+
+function resolveClientSecretKey(key: string | undefined): string | undefined {
+  if (key === undefined || key === '') return undefined;
+  if (typeof key !== 'string' || key.length < MIN_CLIENT_SECRET_KEY_LENGTH)
+    throw new RangeError(`clientSecretKey: at least ${MIN_CLIENT_SECRET_KEY_LENGTH} characters`);
+  return key;
 }
 
 function resolveRegistration(options: RegistrationOptions | undefined): Required<RegistrationOptions> | null {

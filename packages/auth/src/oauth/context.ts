@@ -2,6 +2,7 @@
 import { hash } from 'node:crypto';
 import type { CredentialValidator } from '../credentials.ts';
 import type { AuthStore, UserRecord } from '../store/types.ts';
+import type { ClientSecrets } from './client-secrets.ts';
 import type { ClientAuthenticator } from './clients.ts';
 import type { OAuthConfig } from './config.ts';
 import type { DpopProofVerifier } from './dpop.ts';
@@ -15,6 +16,8 @@ export interface OAuthContext {
   readonly keys: KeyManager;
   readonly tokens: TokenIssuer;
   readonly clients: ClientAuthenticator;
+  /** Stored forms of client secrets (hashed, or sealed for `client_secret_jwt`). */
+  readonly clientSecrets: ClientSecrets;
   /** Credential validation of the core (writes the audit event with the real reason). */
   readonly credentials: CredentialValidator;
   /** Clock, ms since epoch. */

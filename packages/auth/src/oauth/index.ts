@@ -10,6 +10,7 @@ import type { PasswordHasher } from '../passwords.ts';
 import type { AuthStore } from '../store/types.ts';
 import { registerAuthorizeEndpoint } from './authorize.ts';
 import { ClientAssertionVerifier } from './client-auth-jwt.ts';
+import { ClientSecrets } from './client-secrets.ts';
 import { ClientAuthenticator } from './clients.ts';
 import type { OAuthConfig } from './config.ts';
 import type { OAuthContext } from './context.ts';
@@ -31,6 +32,7 @@ export {
   type ClientAssertionVerifierOptions,
   JWT_BEARER_ASSERTION_TYPE,
 } from './client-auth-jwt.ts';
+export { ClientSecrets, isSealedSecret } from './client-secrets.ts';
 export { type AuthenticatedClient, ClientAuthenticator, type ClientAuthMethod } from './clients.ts';
 export { type OAuthConfig, type OAuthOptions, resolveOAuthConfig } from './config.ts';
 export type { OAuthContext } from './context.ts';
@@ -81,6 +83,7 @@ export interface OAuthServerOptions {
 /** Builds the shared endpoint context. */
 export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
   const now = options.now ?? Date.now;
+  const clientSecrets = new ClientSecrets(options.hasher, options.config.clientSecretKey);
   return {
     config: options.config,
     store: options.store,
@@ -94,7 +97,9 @@ export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
         audiences: () => assertionAudiences(options.config.issuer),
         now,
       }),
+      clientSecrets,
     ),
+    clientSecrets,
     credentials: options.credentials,
     now,
     dpop: createDpopVerifier(options.config, options.store, now),
@@ -114,7 +119,7 @@ export async function oauthServer(app: FastifyInstance, options: OAuthServerOpti
   registerAuthorizeEndpoint(app, ctx);
   registerTokenEndpoint(app, ctx);
   if (ctx.config.par) registerParEndpoint(app, ctx);
-  if (ctx.config.registration) registerRegistrationEndpoints(app, ctx, options.hasher);
+  if (ctx.config.registration) registerRegistrationEndpoints(app, ctx);
   if (ctx.config.grantTypes.includes(DEVICE_CODE_GRANT)) {
     registerDeviceAuthorizationEndpoint(app, ctx);
     registerDeviceVerificationPage(app, ctx);

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { AUTHORIZE_PATH } from './authorize.ts';
-import { CLIENT_ASSERTION_SIGNING_ALGS } from './client-auth-jwt.ts';
+import { CLIENT_ASSERTION_SIGNING_ALGS, CLIENT_SECRET_JWT_ALGS } from './client-auth-jwt.ts';
 import type { OAuthContext } from './context.ts';
 import { DEVICE_AUTHORIZATION_PATH, DEVICE_CODE_GRANT } from './device.ts';
 import { OIDC_SCOPES, SCOPE_CLAIMS } from './id-token.ts';
@@ -27,7 +27,7 @@ export const ENDPOINT_PATHS = Object.freeze({
 });
 
 /**
- * Audiences accepted in `private_key_jwt` assertions (RFC 7523 §3 item 3): the issuer identifier and the
+ * Audiences accepted in client assertions (`private_key_jwt`, `client_secret_jwt`) (RFC 7523 §3 item 3): the issuer identifier and the
  * URLs of the endpoints that authenticate clients.
  */
 export function assertionAudiences(issuer: string): string[] {
@@ -42,8 +42,11 @@ export function assertionAudiences(issuer: string): string[] {
 /** The metadata document for the current issuer (RFC 8414 §2, OIDC Discovery §3). */
 export function authorizationServerMetadata(ctx: OAuthContext): Record<string, unknown> {
   const iss = ctx.config.issuer;
-  const authMethods = ['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'];
-  const assertionAlgs = [...CLIENT_ASSERTION_SIGNING_ALGS];
+  // client_secret_jwt only with a client-secret key (the secrets it needs are sealed with it).
+  const secretJwt = ctx.clientSecrets.sealingEnabled;
+  const jwtMethods = secretJwt ? ['client_secret_jwt', 'private_key_jwt'] : ['private_key_jwt'];
+  const authMethods = ['client_secret_basic', 'client_secret_post', ...jwtMethods, 'none'];
+  const assertionAlgs = [...CLIENT_ASSERTION_SIGNING_ALGS, ...(secretJwt ? CLIENT_SECRET_JWT_ALGS : [])];
   const alg = ctx.keys.alg;
   return {
     issuer: iss,
@@ -62,7 +65,7 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
     introspection_endpoint_auth_methods_supported: [
       'client_secret_basic',
       'client_secret_post',
-      'private_key_jwt',
+      ...jwtMethods,
     ],
     introspection_endpoint_auth_signing_alg_values_supported: assertionAlgs,
     code_challenge_methods_supported: ctx.config.allowPlainPkce ? ['S256', 'plain'] : ['S256'],

@@ -8,7 +8,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError } from '../errors.ts';
-import type { PasswordHasher } from '../passwords.ts';
 import {
   AuditCategory,
   AuditOutcome,
@@ -17,18 +16,25 @@ import {
   type GrantType,
   type TokenEndpointAuthMethod,
 } from '../store/types.ts';
+import { isSealedSecret } from './client-secrets.ts';
 import type { OAuthContext } from './context.ts';
 
 /** Path of the registration endpoint (RFC 7591 §3). */
 export const REGISTRATION_PATH = '/connect/register';
 
-/** Methods a registering client may choose (`client_secret_jwt` is not supported: secrets are hashed). */
-const AUTH_METHODS: readonly TokenEndpointAuthMethod[] = [
-  'client_secret_basic',
-  'client_secret_post',
-  'private_key_jwt',
-  'none',
-];
+/**
+ * Methods a registering client may choose; `client_secret_jwt` only when the server has a client-secret
+ * key (its secret is then stored sealed, `client-secrets.ts`).
+ */
+function authMethods(ctx: OAuthContext): readonly TokenEndpointAuthMethod[] {
+  return [
+    'client_secret_basic',
+    'client_secret_post',
+    ...(ctx.clientSecrets.sealingEnabled ? (['client_secret_jwt'] as const) : []),
+    'private_key_jwt',
+    'none',
+  ];
+}
 
 /** A refusal with an RFC 7591 §3.2.2 / RFC 6750 §3.1 error code. */
 class RegistrationError extends Error {
@@ -76,10 +82,11 @@ function parseRegistration(body: unknown, ctx: OAuthContext): Registration {
     throw new RegistrationError('invalid_client_metadata', 'body: must be a JSON object');
   const input = body as Record<string, unknown>;
   const method = (input.token_endpoint_auth_method ?? 'client_secret_basic') as TokenEndpointAuthMethod;
-  if (!AUTH_METHODS.includes(method))
+  const methods = authMethods(ctx);
+  if (!methods.includes(method))
     throw new RegistrationError(
       'invalid_client_metadata',
-      `token_endpoint_auth_method: one of ${AUTH_METHODS.join(', ')}`,
+      `token_endpoint_auth_method: one of ${methods.join(', ')}`,
     );
   const grantTypes = (stringList(input.grant_types, 'grant_types') ?? ['authorization_code']) as GrantType[];
   for (const grant of grantTypes) {
@@ -179,11 +186,7 @@ function storeError(error: unknown): RegistrationError {
 }
 
 /** Registers the registration endpoints (only called when `config.registration` is set). */
-export function registerRegistrationEndpoints(
-  app: FastifyInstance,
-  ctx: OAuthContext,
-  hasher: PasswordHasher,
-): void {
+export function registerRegistrationEndpoints(app: FastifyInstance, ctx: OAuthContext): void {
   const policy = ctx.config.registration!;
   const initialDigests = policy.initialAccessTokens.map(digest);
   const audit = (
@@ -242,7 +245,8 @@ export function registerRegistrationEndpoints(
           clientId,
           clientType: confidential ? 'confidential' : 'public',
           // The store needs a secret for every confidential client; a private_key_jwt client never sees it.
-          secretHash: confidential ? await hasher.hash(secret) : null,
+          // A client_secret_jwt client's secret is sealed (the server verifies HMACs keyed by it).
+          secretHash: confidential ? await ctx.clientSecrets.store(clientId, secret, r.method) : null,
           displayName: r.name,
           redirectUris: r.redirectUris,
           allowedGrantTypes: r.grantTypes,
@@ -254,7 +258,7 @@ export function registerRegistrationEndpoints(
         throw storeError(error);
       }
       await audit(req, AuditOutcome.Success, clientId, 'client.register');
-      const usesSecret = r.method === 'client_secret_basic' || r.method === 'client_secret_post';
+      const usesSecret = r.method !== 'private_key_jwt' && r.method !== 'none';
       return send(reply, 201, await issue(client, usesSecret ? secret : undefined));
     } catch (error) {
       if (!(error instanceof RegistrationError)) throw error;
@@ -286,6 +290,11 @@ export function registerRegistrationEndpoints(
         throw new RegistrationError(
           'invalid_client_metadata',
           'token_endpoint_auth_method: cannot change between public and confidential',
+        );
+      if (r.method === 'client_secret_jwt' && !isSealedSecret(current.secretHash))
+        throw new RegistrationError(
+          'invalid_client_metadata',
+          'token_endpoint_auth_method: client_secret_jwt needs a secret issued for it; register a new client',
         );
       let client: ClientRecord;
       try {

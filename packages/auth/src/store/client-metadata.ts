@@ -152,13 +152,6 @@ export function clientMetadata(value: unknown, field = 'metadata'): ClientMetada
       `${field}.tokenEndpointAuthMethod: one of ${TOKEN_ENDPOINT_AUTH_METHODS.join(', ')}`,
     );
   }
-  if (method === 'client_secret_jwt') {
-    throw new ValidationError(
-      `${field}.tokenEndpointAuthMethod`,
-      'unsupported',
-      `${field}.tokenEndpointAuthMethod: client_secret_jwt is not supported (client secrets are stored hashed)`,
-    );
-  }
   const keys = jwks(input.jwks, `${field}.jwks`);
   const jwksUri = input.jwksUri === undefined ? undefined : httpsUrl(input.jwksUri, `${field}.jwksUri`);
   if (keys && jwksUri)
