@@ -848,22 +848,38 @@ export class OciEngine implements Engine {
     pidFile: string,
     processFile: string,
   ): Promise<EngineProcess> {
-    const code = await new Promise<number>((resolve) => {
-      const child = spawn(file, argv, { stdio: 'ignore' });
-      child.on('error', () => resolve(-1));
-      child.on('exit', (c, signal) => resolve(c ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0)));
-    });
+    // The runtime's own error goes to a log file: its stderr becomes the command's.
+    const logFile = `${pidFile.slice(0, -'.pid'.length)}.log`;
+    argv.splice(argv.indexOf('exec'), 0, `--log=${logFile}`);
     let pid: number | undefined;
-    try {
-      pid = Number.parseInt(readFileSync(pidFile, 'utf8'), 10) || undefined;
-    } catch {}
-    await rm(processFile, { force: true }).catch(() => {});
-    await rm(pidFile, { force: true }).catch(() => {});
-    if (code !== 0) {
-      throw new BoxError(`box ${id}: the background command could not be started (runtime exit ${code})`, {
-        code: 'exec',
+    // A failed start whose command is not running is tried once more (a transient runtime failure); a
+    // command that cannot start fails both times.
+    for (let attempt = 1; ; attempt++) {
+      const code = await new Promise<number>((resolve) => {
+        const child = spawn(file, argv, { stdio: 'ignore' });
+        child.on('error', () => resolve(-1));
+        child.on('exit', (c, signal) =>
+          resolve(c ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0)),
+        );
       });
+      try {
+        pid = Number.parseInt(readFileSync(pidFile, 'utf8'), 10) || undefined;
+      } catch {}
+      const log = await readFile(logFile, 'utf8').catch(() => '');
+      await Promise.all([pidFile, logFile].map((f) => rm(f, { force: true }).catch(() => {})));
+      if (code === 0 || (pid !== undefined && alive(pid))) break;
+      if (attempt < 2) {
+        await sleep(100);
+        continue;
+      }
+      await rm(processFile, { force: true }).catch(() => {});
+      const why = log.trim().split('\n').slice(-3).join('; ').slice(-600);
+      throw new BoxError(
+        `box ${id}: the background command could not be started (runtime exit ${code}${why ? `: ${why}` : ''})`,
+        { code: 'exec' },
+      );
     }
+    await rm(processFile, { force: true }).catch(() => {});
     const stdin = new PassThrough();
     stdin.resume();
     return {
