@@ -129,6 +129,7 @@ describe('sandbox serve: GET /metrics', () => {
     assert.equal(value(after, 'sandbox_executions_finished_total', { outcome: 'exit_nonzero' }), 1);
     assert.equal(value(after, 'sandbox_executions_running'), 0);
     assert.ok(value(after, 'sandbox_commands_executed_total') >= 2);
+    assert.equal(value(after, 'sandbox_exec_errors_total'), 1);
     const route = '/v1/boxes/:box/executions';
     assert.equal(value(after, 'sandbox_http_requests_total', { route, method: 'POST', status: '201' }), 2);
     assert.equal(value(after, 'sandbox_http_requests_total', { route, method: 'POST', status: '404' }), 1);

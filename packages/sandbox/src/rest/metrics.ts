@@ -10,8 +10,8 @@
  * - `sandbox_boxes_running`: boxes running now (the runtime's `numRunningBoxes`);
  * - `sandbox_boxes_created_total`, `sandbox_boxes_failed_total`: boxes created, and boxes whose creation
  *   failed, by the runtime since it opened;
- * - `sandbox_commands_executed_total`, `sandbox_exec_errors_total`: commands the runtime started and
- *   the ones that failed to start or run, since it opened (REST and local callers alike);
+ * - `sandbox_commands_executed_total`, `sandbox_exec_errors_total`: commands the runtime started, and
+ *   the ones that exited non-zero or failed to start, since it opened (REST and local callers alike);
  * - `sandbox_executions_started_total`, `sandbox_executions_finished_total{outcome}` (`exit_zero`,
  *   `exit_nonzero`, `failed`) and `sandbox_executions_running`: executions started over REST.
  *
@@ -85,7 +85,7 @@ export class RestMetrics {
       }),
       execErrors: new Counter({
         name: 'sandbox_exec_errors_total',
-        help: 'Commands that failed to start or run since the runtime opened',
+        help: 'Commands that exited non-zero or failed to start since the runtime opened',
         registers,
       }),
     };
