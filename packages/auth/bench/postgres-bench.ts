@@ -135,6 +135,12 @@ function cannon(
 }
 
 async function runCase(setup: Setup, grant: string): Promise<CaseResult> {
+  // Requests in flight when a case ends spend their token without returning the successor: top up.
+  if (grant === 'refresh_token' && setup.pool.length < CONNECTIONS * 2) {
+    setup.pool.push(
+      ...(await seedRefreshTokens(setup.instances[0]!.base, CONNECTIONS * 2 - setup.pool.length)),
+    );
+  }
   const pids = setup.instances.map((i) => i.child.pid!);
   const serverBefore = pids.reduce((sum, pid) => sum + cpuMicros(pid), 0);
   const dbBefore = setup.postmaster ? postgresMicros(setup.postmaster) : 0;

@@ -150,7 +150,6 @@ CREATE INDEX refresh_tokens_family ON refresh_tokens(family_id);
 CREATE INDEX refresh_tokens_user ON refresh_tokens(user_id);
 CREATE INDEX refresh_tokens_expires ON refresh_tokens(expires_at);
 CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id) WHERE session_id IS NOT NULL;
-CREATE INDEX refresh_tokens_client ON refresh_tokens(client_id);
 
 CREATE TABLE authorization_codes (
   code_hash text PRIMARY KEY,
