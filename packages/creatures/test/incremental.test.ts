@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
-import { GraphQL17Alpha9Handler } from '@apollo/client/incremental';
+import { Defer20220824Handler, GraphQL17Alpha9Handler } from '@apollo/client/incremental';
 import { type Running, start } from './helpers.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: payloads are inspected field by field
@@ -142,6 +142,144 @@ describe('@defer and @stream', () => {
     } finally {
       await small.server.close();
     }
+  });
+});
+
+describe('@defer and @stream in the older deferSpec=20220824 format', () => {
+  let s: Running;
+  before(async () => {
+    s = await start();
+  });
+  after(() => s.server.close());
+
+  test('Apollo Client (Defer20220824Handler) receives deferred fragments and streamed items', async () => {
+    const seen: { accept: string | null; contentType: string | null }[] = [];
+    const client = new ApolloClient({
+      cache: new InMemoryCache(),
+      incrementalHandler: new Defer20220824Handler(),
+      link: new HttpLink({
+        uri: s.endpoint,
+        fetch: async (input, init) => {
+          const res = await fetch(input, init);
+          seen.push({
+            accept: new Headers(init?.headers).get('accept'),
+            contentType: res.headers.get('content-type'),
+          });
+          return res;
+        },
+      }),
+    });
+    const { data } = await client.query<Json>({
+      query: gql`
+        query {
+          creature(name: "Eevee") {
+            id
+            name
+            ... @defer {
+              evolutions {
+                id
+                name
+              }
+            }
+          }
+          creatures(first: 5) @stream(initialCount: 2) {
+            id
+            name
+          }
+        }
+      `,
+      fetchPolicy: 'network-only',
+    });
+    assert.equal(seen.length, 1);
+    assert.match(seen[0]!.accept!, /multipart\/mixed;deferSpec=20220824/);
+    assert.match(seen[0]!.contentType!, /^multipart\/mixed; boundary="-"; deferSpec=20220824/);
+    assert.deepEqual(
+      data.creature.evolutions.map((c: Json) => c.name),
+      ['Vaporeon', 'Jolteon', 'Flareon'],
+    );
+    assert.deepEqual(
+      data.creatures.map((c: Json) => c.name),
+      ['Bulbasaur', 'Ivysaur', 'Venusaur', 'Charmander', 'Charmeleon'],
+    );
+  });
+
+  test('on the wire: data and hasNext first, then incremental entries with paths, labels and item indexes', async () => {
+    const res = await fetch(s.endpoint, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'multipart/mixed;deferSpec=20220824,application/json',
+      },
+      body: JSON.stringify({
+        query:
+          '{ creature(name: "Mew") { name ... @defer(label: "more") { maxCP } } creatures(first: 4) @stream(initialCount: 1, label: "list") { name ... @defer(label: "inner") { types } } }',
+      }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type')!, /^multipart\/mixed; boundary="-"; deferSpec=20220824$/);
+    const payloads = parts(await res.text(), '-');
+    const [initial, ...rest] = payloads;
+    assert.deepEqual(initial, {
+      data: { creature: { name: 'Mew' }, creatures: [{ name: 'Bulbasaur' }] },
+      hasNext: true,
+    });
+    for (const p of rest) {
+      assert.equal('pending' in p || 'completed' in p, false, JSON.stringify(p));
+      for (const entry of p.incremental ?? []) assert.equal('id' in entry || 'subPath' in entry, false);
+    }
+    const entries = rest.flatMap((p) => p.incremental ?? []);
+    const more = entries.find((e: Json) => e.label === 'more');
+    assert.deepEqual(more.path, ['creature']);
+    assert.ok(more.data.maxCP > 0);
+    const items = entries.filter((e: Json) => e.label === 'list');
+    assert.deepEqual(
+      items.flatMap((e: Json) => e.items.map((c: Json, i: number) => [e.path.at(-1) + i, c.name])),
+      [
+        [1, 'Ivysaur'],
+        [2, 'Venusaur'],
+        [3, 'Charmander'],
+      ],
+    );
+    for (const e of items) assert.equal(e.path[0], 'creatures');
+    const inner = entries.filter((e: Json) => e.label === 'inner');
+    assert.deepEqual(
+      inner.map((e: Json) => [e.path, e.data.types]).sort((a: Json, b: Json) => a[0][1] - b[0][1]),
+      [
+        [
+          ['creatures', 0],
+          ['Grass', 'Poison'],
+        ],
+        [
+          ['creatures', 1],
+          ['Grass', 'Poison'],
+        ],
+        [
+          ['creatures', 2],
+          ['Grass', 'Poison'],
+        ],
+        [['creatures', 3], ['Fire']],
+      ],
+    );
+    assert.equal(payloads.at(-1).hasNext, false);
+  });
+
+  test('a deferred fragment that fails arrives as data: null with its errors', async () => {
+    const res = await fetch(s.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'multipart/mixed;deferSpec=20220824' },
+      body: JSON.stringify({
+        query:
+          '{ creature(name: "Mew") { name } ... @defer(label: "bad") { creatures(first: -1) { name } } }',
+      }),
+    });
+    const payloads = parts(await res.text(), '-');
+    assert.deepEqual(payloads[0], { data: { creature: { name: 'Mew' } }, hasNext: true });
+    const failed = payloads.flatMap((p) => p.incremental ?? []).find((e: Json) => e.label === 'bad');
+    assert.equal(failed.data, null);
+    assert.deepEqual(failed.path, []);
+    assert.equal(failed.errors[0].extensions.code, 'BAD_USER_INPUT');
+    assert.match(failed.errors[0].message, /first/);
+    assert.equal(payloads.at(-1).hasNext, false);
   });
 });
 

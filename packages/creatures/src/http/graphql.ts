@@ -14,6 +14,7 @@ import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
 import { type IncrementalExecutor, usesIncrementalDelivery } from '../incremental.ts';
 import type { ChangeSource, EventStreamHandler } from '../subscriptions.ts';
 import { isEventStreamRequest } from '../subscriptions.ts';
+import { toDefer20220824, wantsDefer20220824 } from './defer-20220824.ts';
 import { etagMatches, etagOf } from './images.ts';
 import type { ServerMetrics } from './metrics.ts';
 import {
@@ -176,8 +177,9 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     });
 
   /**
-   * Answers an operation that uses `@defer`/`@stream`: as `multipart/mixed` or Server-Sent Events as the
-   * client accepts, `406` when it accepts neither (the answer comes in several parts).
+   * Answers an operation that uses `@defer`/`@stream`: as `multipart/mixed` (in the 2022-08-24 format
+   * when the `Accept` header asks for `deferSpec=20220824`) or Server-Sent Events as the client accepts,
+   * `406` when it accepts neither (the answer comes in several parts).
    */
   async function incremental(
     req: IncomingMessage,
@@ -219,9 +221,10 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       res.end(body);
       return;
     }
-    await (sse
-      ? writeIncrementalSse(res, outcome.payloads)
-      : writeIncrementalMultipart(res, outcome.payloads));
+    if (sse) await writeIncrementalSse(res, outcome.payloads);
+    else if (wantsDefer20220824(accept))
+      await writeIncrementalMultipart(res, toDefer20220824(outcome.payloads), 'deferSpec=20220824');
+    else await writeIncrementalMultipart(res, outcome.payloads);
   }
 
   /** Reads the body of a POST within the limit (answering 413 itself) and passes it on. */

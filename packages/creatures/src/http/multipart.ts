@@ -3,7 +3,8 @@
  *
  * - Incremental delivery (`@defer`/`@stream`) as `multipart/mixed` (RFC 2046 §5.1 multipart with
  *   boundary `-`, one `application/json` part per payload, closed by `-----`; Apollo's "incremental v0.2"
- *   spec, `incrementalSpec=v0.2`) or as Server-Sent Events (`event: next` per payload, then
+ *   spec, `incrementalSpec=v0.2`, or the older `deferSpec=20220824` when the client asks for it) or as
+ *   Server-Sent Events (`event: next` per payload, then
  *   `event: complete`, as graphql-sse's distinct connections mode).
  * - Apollo Client's multipart HTTP subscriptions (Apollo "multipart subscriptions" protocol,
  *   `subscriptionSpec=1.0`): boundary `graphql`, each event as `{"payload": <execution result>}`, a `{}`
@@ -43,13 +44,17 @@ async function pump(
   }
 }
 
-/** Writes incremental payloads as `multipart/mixed; boundary="-"` (incremental v0.2). */
+/**
+ * Writes incremental payloads as `multipart/mixed; boundary="-"`, labelled with the format they are in:
+ * `incrementalSpec=v0.2` (graphql-js 17's, the default) or `deferSpec=20220824` (`defer-20220824.ts`).
+ */
 export async function writeIncrementalMultipart(
   res: ServerResponse,
   payloads: AsyncGenerator<IncrementalPayload, void, void>,
+  spec: 'incrementalSpec=v0.2' | 'deferSpec=20220824' = 'incrementalSpec=v0.2',
 ): Promise<void> {
   res.writeHead(200, {
-    'content-type': 'multipart/mixed; boundary="-"; incrementalSpec=v0.2',
+    'content-type': `multipart/mixed; boundary="-"; ${spec}`,
     'cache-control': 'no-store',
   });
   res.flushHeaders();
