@@ -30,8 +30,8 @@ export interface RootlessExecContext {
   workingDir: string;
   /** Capability names of the box (bounding set). */
   capabilities: string[];
-  /** `rootless-crun.sh` and its environment (crun state, the cgroup view; rootless-scripts.ts). */
-  crun: { script: string; env: Record<string, string> };
+  /** crun's state directory (`--root`). */
+  crun: { root: string };
   /** Directory for the per-exec pid and process files. */
   execDir: string;
   /** Path of `tty-relay.pl` and the perl interpreter, when tty is possible. */
@@ -135,16 +135,13 @@ export async function rootlessExec(
       permitted: uid === 0 ? ctx.capabilities : [],
     },
   };
-  // In a mount namespace of its own showing crun only the box's cgroups (it joins them on exec).
+  // crun joins the box's cgroups through the delegated subtree (freezer included, which it reads on
+  // every exec); the hybrid layout it refuses for `run` does not stop `exec`.
   const crunArgv = [
     ...inBoxUserns(ctx.initPid),
-    'unshare',
-    '--mount',
-    '--propagation',
-    'private',
-    '--',
-    '/bin/sh',
-    ctx.crun.script,
+    'crun',
+    '--root',
+    ctx.crun.root,
     'exec',
     '--pid-file',
     pidFile,
@@ -173,9 +170,40 @@ export async function rootlessExec(
     ];
   }
   writeFileSync(processFile, JSON.stringify(ociProcess));
+  const childEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+  if (options.detach) {
+    // A background command (a box's main process): crun starts it with /dev/null as stdio and returns.
+    if (options.tty)
+      throw new BoxError('detach: a background command cannot have a tty', { field: 'detach' });
+    argv.splice(argv.indexOf('exec') + 1, 0, '--detach');
+    const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
+      const c = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], env: childEnv });
+      let stderr = '';
+      c.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+      });
+      c.on('error', (e) => resolve({ code: -1, stderr: e.message }));
+      c.on('exit', (code) => resolve({ code: code ?? -1, stderr }));
+    });
+    await Promise.all([rm(pidFile, { force: true }), rm(processFile, { force: true })]).catch(() => {});
+    if (result.code !== 0) {
+      throw new BoxError(
+        `box ${ctx.id}: the background command could not be started (runtime exit ${result.code}: ${result.stderr.trim().slice(-600)})`,
+        { code: 'exec' },
+      );
+    }
+    const empty = () => new PassThrough().end() as PassThrough;
+    return {
+      stdin: new PassThrough(),
+      stdout: empty(),
+      stderr: empty(),
+      exited: Promise.resolve(0),
+      kill: async () => {},
+    };
+  }
   const child = spawn(argv[0]!, argv.slice(1), {
     stdio: ['pipe', 'pipe', 'pipe'],
-    env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...ctx.crun.env },
+    env: childEnv,
   });
   let done = false;
   const exited = new Promise<number>((resolve, reject) => {

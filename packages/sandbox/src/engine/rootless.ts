@@ -421,7 +421,7 @@ export class RootlessEngine implements Engine {
         ...(meta.user !== undefined ? { user: meta.user } : {}),
         workingDir: meta.workingDir,
         capabilities: meta.capabilities,
-        crun: { script: this.#crunScript, env: this.#cgroupEnv(this.delegation(), meta.limitsEnforced) },
+        crun: { root: this.#crunRoot },
         execDir: this.#execDir,
         ...(this.#ttyRelay ? { ttyRelay: this.#ttyRelay } : {}),
         seq: ++this.#execSeq,
