@@ -2,15 +2,32 @@
  * `node scripts/rootless-user.ts` (root; run by `npm run test:setup`): the account `sbxuser` the
  * rootless tests and bench run as (issue 16), with a home directory it owns, prepared by
  * `sandbox setup sbxuser` (subordinate ids, delegated cgroup subtree). Idempotent. The root sandbox's
- * own id range is reserved first, so that useradd's automatic subordinate ids never overlap it.
+ * own id range is reserved first, so that useradd's automatic subordinate ids never overlap it. The
+ * account runs the tests from this checkout: every directory above it gets search permission for
+ * others (`o+x`, not read) when it lacks it (a clone under `/root`, mode 0700, say).
  */
 import { spawnSync } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { lookupUser } from '../src/cli/doctor.ts';
 import { formatSetupReport, runSetup } from '../src/cli/setup.ts';
 import { ensureSandboxIdRange } from '../src/engine/idmap.ts';
 
 /** Name of the test account. */
 export const ROOTLESS_TEST_USER = 'sbxuser';
+
+/** Gives others search permission on `dir` and each ancestor lacking it; returns the changed ones. */
+function allowTraversal(dir: string): string[] {
+  const changed: string[] = [];
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    const mode = statSync(d).mode & 0o7777;
+    if ((mode & 0o001) === 0) {
+      chmodSync(d, mode | 0o001);
+      changed.push(d);
+    }
+    if (d === '/') return changed;
+  }
+}
 
 if (import.meta.main) {
   if (process.getuid?.() !== 0) {
@@ -24,5 +41,8 @@ if (import.meta.main) {
       if (r.status !== 0) process.exit(r.status ?? 1);
     }
     process.stderr.write(formatSetupReport(runSetup(ROOTLESS_TEST_USER)));
+    const opened = allowTraversal(resolve(import.meta.dirname, '..', '..', '..'));
+    if (opened.length > 0)
+      console.error(`[sandbox setup] o+x (search only) for ${ROOTLESS_TEST_USER}: ${opened.join(' ')}`);
   }
 }
