@@ -6,25 +6,28 @@
  * read-only queries.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { getOperationAST, parse } from 'graphql';
 import { LRUCache } from 'lru-cache';
 import type { Engine, RequestState } from '../engine.ts';
-import { negotiate } from '../engine.ts';
 import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
 import { type IncrementalExecutor, usesIncrementalDelivery } from '../incremental.ts';
 import type { ChangeSource, EventStreamHandler } from '../subscriptions.ts';
 import { isEventStreamRequest } from '../subscriptions.ts';
-import { toDefer20220824, wantsDefer20220824 } from './defer-20220824.ts';
-import { etagMatches, etagOf } from './images.ts';
+import { etagOf } from './images.ts';
 import type { ServerMetrics } from './metrics.ts';
-import {
-  type MultipartSubscriptions,
-  wantsMultipartSubscription,
-  writeIncrementalMultipart,
-  writeIncrementalSse,
-} from './multipart.ts';
-import { checkParams, fromSearch, mediaTypeOf } from './params.ts';
+import { answerBatch, answerIncremental } from './multi-part-answers.ts';
+import { type MultipartSubscriptions, wantsMultipartSubscription } from './multipart.ts';
+import { fromSearch, mediaTypeOf } from './params.ts';
 import { readBody, sendError } from './respond.ts';
+import {
+  checkParamsOrUndefined,
+  decodeURIComponentSafe,
+  isJson,
+  isSubscription,
+  notModified,
+  PREFLIGHT_HEADERS,
+  SIMPLE_CONTENT_TYPES,
+  varyWith,
+} from './route-helpers.ts';
 
 /** Options of {@link createGraphQLRoute}. */
 export interface GraphQLRouteOptions {
@@ -67,77 +70,6 @@ interface CachedResponse {
   headers: string[];
 }
 
-const PREFLIGHT_HEADERS = [
-  'graphql-require-preflight',
-  'apollo-require-preflight',
-  'x-apollo-operation-name',
-];
-const SIMPLE_CONTENT_TYPES = new Set([
-  '',
-  'text/plain',
-  'application/x-www-form-urlencoded',
-  'multipart/form-data',
-]);
-
-/** The URL with percent-escapes decoded, or as it is when an escape is malformed. */
-function decodeURIComponentSafe(url: string): string {
-  try {
-    return decodeURIComponent(url);
-  } catch {
-    return url;
-  }
-}
-
-/** Whether a query text's operation is a subscription (false when it does not parse). */
-function isSubscription(query: string, operationName: string | undefined): boolean {
-  try {
-    return getOperationAST(parse(query), operationName)?.operation === 'subscription';
-  } catch {
-    return false;
-  }
-}
-
-/** {@link checkParams}, or undefined where it would throw. */
-function checkParamsOrUndefined(params: Record<string, unknown>) {
-  try {
-    return checkParams(params);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Whether a `Content-Type` is JSON in UTF-8 (the only POST body the fast path takes). */
-function isJson(contentType: string): boolean {
-  if (contentType === 'application/json') return true;
-  const [mediaType, charset] = mediaTypeOf(contentType);
-  return mediaType === 'application/json' && (charset === undefined || charset === 'charset=utf-8');
-}
-
-/** `vary` joined with what the response already varies on (CORS sets `Vary: Origin`). */
-function varyWith(res: ServerResponse, vary: string): string {
-  const existing = res.getHeader('vary');
-  return existing ? `${String(existing)}, ${vary}` : vary;
-}
-
-/**
- * Answers `304 Not Modified` (RFC 9110 §15.4.5: the validator and caching headers, no body) when the
- * request's `If-None-Match` matches the `etag` in the flat `headers` list; returns whether it did.
- */
-function notModified(req: IncomingMessage, res: ServerResponse, headers: readonly string[]): boolean {
-  const header = req.headers['if-none-match'];
-  if (!header) return false;
-  const at = headers.indexOf('etag');
-  if (at < 0 || !etagMatches(header, headers[at + 1]!)) return false;
-  const kept: string[] = [];
-  for (let i = 0; i < headers.length; i += 2) {
-    if (headers[i] === 'etag' || headers[i] === 'cache-control' || headers[i] === 'vary')
-      kept.push(headers[i]!, headers[i + 1]!);
-  }
-  res.writeHead(304, kept);
-  res.end();
-  return true;
-}
-
 /** Creates the `/graphql` route handler. */
 export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
   const { engine, streams, bodyLimit, maxBatch, fail } = options;
@@ -175,57 +107,6 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       raw: req,
       context: state,
     });
-
-  /**
-   * Answers an operation that uses `@defer`/`@stream`: as `multipart/mixed` (in the 2022-08-24 format
-   * when the `Accept` header asks for `deferSpec=20220824`) or Server-Sent Events as the client accepts,
-   * `406` when it accepts neither (the answer comes in several parts).
-   */
-  async function incremental(
-    req: IncomingMessage,
-    res: ServerResponse,
-    method: string,
-    raw: Record<string, unknown>,
-    sse: boolean,
-  ) {
-    let params: ReturnType<typeof checkParams>;
-    try {
-      params = checkParams(raw);
-    } catch (err) {
-      sendError(res, 400, (err as Error).message, {}, 'BAD_REQUEST');
-      return;
-    }
-    const accept = req.headers.accept ?? '';
-    if (!sse && !accept.includes('multipart/mixed')) {
-      sendError(
-        res,
-        406,
-        'This operation uses @defer or @stream: accept multipart/mixed or text/event-stream to receive its parts',
-        {},
-        'INCREMENTAL_DELIVERY_NOT_ACCEPTED',
-      );
-      return;
-    }
-    const outcome = await options.incremental!(
-      params.query,
-      params.variables ?? undefined,
-      params.operationName ?? undefined,
-      method,
-    );
-    if (outcome.kind !== 'stream') {
-      const body = JSON.stringify(outcome.body);
-      res.writeHead(outcome.kind === 'error' ? outcome.status : 200, {
-        'content-type': 'application/json; charset=utf-8',
-        'content-length': Buffer.byteLength(body),
-      });
-      res.end(body);
-      return;
-    }
-    if (sse) await writeIncrementalSse(res, outcome.payloads);
-    else if (wantsDefer20220824(accept))
-      await writeIncrementalMultipart(res, toDefer20220824(outcome.payloads), 'deferSpec=20220824');
-    else await writeIncrementalMultipart(res, outcome.payloads);
-  }
 
   /** Reads the body of a POST within the limit (answering 413 itself) and passes it on. */
   function withBody(req: IncomingMessage, res: ServerResponse, next: (body: string) => void): void {
@@ -277,7 +158,9 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
         const params = isIncremental(body ?? decodeURIComponentSafe(url))
           ? paramsOf(method, url, body ?? '')
           : undefined;
-        const done = params ? incremental(req, res, method, params, true) : streams(req, res, body);
+        const done = params
+          ? answerIncremental(options.incremental!, req, res, method, params, true)
+          : streams(req, res, body);
         done.catch((err: unknown) => fail(req, res, err));
       };
       if (method === 'POST') withBody(req, res, run);
@@ -288,7 +171,9 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     if (method === 'GET' && isIncremental(decodeURIComponentSafe(url))) {
       const params = paramsOf(method, url, '');
       if (params) {
-        incremental(req, res, method, params, false).catch((err: unknown) => fail(req, res, err));
+        answerIncremental(options.incremental!, req, res, method, params, false).catch((err: unknown) =>
+          fail(req, res, err),
+        );
         return;
       }
     }
@@ -332,7 +217,13 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     }
     withBody(req, res, (body) => {
       if (mediaType === 'application/json' && body.trimStart().startsWith('[')) {
-        batch(req, res, url, accept, body).catch((err: unknown) => fail(req, res, err));
+        answerBatch(
+          (item, state) => engineRequest(req, 'POST', url, item, state),
+          maxBatch,
+          res,
+          accept,
+          body,
+        ).catch((err: unknown) => fail(req, res, err));
         return;
       }
       if (
@@ -341,7 +232,9 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       ) {
         const params = paramsOf(method, url, body);
         if (params && isIncremental(String(params.query ?? ''))) {
-          incremental(req, res, method, params, false).catch((err: unknown) => fail(req, res, err));
+          answerIncremental(options.incremental!, req, res, method, params, false).catch((err: unknown) =>
+            fail(req, res, err),
+          );
           return;
         }
         if (params && options.multipartSubscriptions && wantsMultipartSubscription(accept)) {
@@ -504,56 +397,6 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     if (method === 'GET' && cacheable && notModified(req, res, headers)) return;
     res.writeHead(status, statusText, headers);
     res.end(bytes ?? text);
-  }
-
-  /**
-   * A batch: a JSON array of operations, each run in order as if POSTed alone, answered `200` with the
-   * JSON array of their results (Apollo's batching protocol, as BatchHttpLink and graphql-request's
-   * `batchRequests` send it). Refused with `400` when batching is off, the array is empty or longer than
-   * `maxBatch`.
-   */
-  async function batch(
-    req: IncomingMessage,
-    res: ServerResponse,
-    url: string,
-    accept: string,
-    body: string,
-  ): Promise<void> {
-    const contentType = negotiate(accept || null);
-    const refuse = (message: string, code: string) => sendError(res, 400, message, {}, code);
-    if (maxBatch <= 0) {
-      refuse(
-        'Batched requests (a JSON array body) are not enabled on this server; send one operation per request',
-        'BATCHING_NOT_ENABLED',
-      );
-      return;
-    }
-    let items: unknown;
-    try {
-      items = JSON.parse(body);
-    } catch {
-      refuse('Unparsable JSON body', 'BAD_REQUEST');
-      return;
-    }
-    const list = items as unknown[];
-    if (list.length === 0 || list.length > maxBatch) {
-      refuse(`A batch must hold 1 to ${maxBatch} operations, got ${list.length}`, 'BATCH_TOO_LARGE');
-      return;
-    }
-    const parts: string[] = [];
-    for (const item of list) {
-      const state: RequestState = { cacheable: false };
-      const [itemBody, init] = await engineRequest(req, 'POST', url, item, state);
-      parts.push(
-        itemBody ??
-          JSON.stringify({
-            errors: [{ message: `${init.status} ${init.statusText}`, extensions: { code: 'BAD_REQUEST' } }],
-          }),
-      );
-    }
-    const text = `[${parts.join(',')}]`;
-    res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
-    res.end(text);
   }
 
   return Object.assign(handle, {
