@@ -1,25 +1,35 @@
 /**
- * Box benchmark (issue 8 "Bench"): with a warm image (`busybox:latest` from the local registry),
+ * Box benchmark (issue 8 "Bench", issue 15 "Measured in bench/"): with a warm image (`busybox:latest`
+ * from the local registry),
  *  - create → first exec result: `JsRuntime.create` + `exec('true')` until its exit code, per fresh box;
  *  - exec round trip: `exec('true')` → exit code (output drained) in one running box;
- * p50/p99 over N runs (default 50), beside raw `crun` and `runc` doing the same work in the same run
- * (`bench/raw.ts`: same layers, same config.json, same command `true` with piped stdio, waited for until
- * exit and closed pipes), with the ratios. Goal: create→exec p50 ≤ 100 ms and ≤ 1.5× raw; exec ≤ 1.5× raw.
+ * p50/p99 over N runs (default 50) of, in the same run:
+ *  - the container tier as shipped (user namespace, idmapped layers), network enabled and disabled;
+ *  - the container tier without a user namespace (an engine made with `SEED_SANDBOX_USERNS=0`), network
+ *    enabled: the baseline of the user-namespace goal (within 10% of 51.9 ms / 9.5 ms);
+ *  - the gVisor tier (`isolation: 'gvisor'`), network enabled (goal: create→exec ≤ 300 ms, exec ≤ 30 ms);
+ *  - raw `crun` with and without the user namespace, raw `runc`, raw `runsc` (`bench/raw.ts`,
+ *    `bench/gvisor.ts`: same layers, same config.json, same command `true` with piped stdio, waited for
+ *    until exit and closed pipes);
+ * with the ratios and the load average. Goal of issue 8: create→exec p50 ≤ 100 ms and ≤ 1.5× raw.
  *
  * Like for like: raw containers have a network namespace with only `lo` (network mode `disabled`), so the
- * runtime is measured twice, with the default `network: enabled` (slirp4netns started at create) and with
- * `disabled`; create ratios use the `disabled` row. Samples are interleaved (create: rounds of 10 per
- * variant; exec: one round trip per variant in turn, in rotating order) so that load from other processes on this shared
- * machine hits every variant alike.
+ * runtime is measured with the default `network: enabled` (slirp4netns started at create) and with
+ * `disabled`; create ratios against raw use the `disabled` row. Samples are interleaved (create: rounds of
+ * 10 per variant; exec: one round trip per variant in turn, in rotating order) so that load from other
+ * processes on this shared machine hits every variant alike.
  *
  * Usage (root): `npm run bench:boxes -w @seed/sandbox` or `node bench/boxes.ts [runs]`.
  * Needs the local registry (`npm run registry -w @seed/sandbox`; started here when missing).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { findExecutable } from '../src/engine/engine.ts';
+import { chooseGVisorPlatform } from '../src/engine/gvisor-platform.ts';
 import type { JsBox } from '../src/runtime/box.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
+import { RawRunsc } from './gvisor.ts';
 import { percentile, type RawContainer, RawContainers } from './raw.ts';
 
 const runs = Number(process.argv[2] ?? 50);
@@ -54,10 +64,11 @@ function runtimeVariant(
   name: string,
   network: 'enabled' | 'disabled',
   stages: Record<string, number[]> | null,
+  isolation: 'container' | 'gvisor' = 'container',
 ): Variant<JsBox> {
   return {
     row: { name, createToFirstExecMs: [], execRoundTripMs: [] },
-    create: () => runtime.create({ image: IMAGE, network: { mode: network } }),
+    create: () => runtime.create({ image: IMAGE, network: { mode: network }, isolation }),
     async execTrue(box) {
       const { exitCode } = await (await box.exec('true')).wait();
       if (exitCode !== 0) throw new Error(`exec true exited ${exitCode}`);
@@ -75,9 +86,9 @@ function runtimeVariant(
   };
 }
 
-function rawVariant(raw: RawContainers): Variant<RawContainer> {
+function rawVariant(raw: RawContainers, name = `raw ${raw.runtime}`): Variant<RawContainer> {
   return {
-    row: { name: `raw ${raw.runtime}`, createToFirstExecMs: [], execRoundTripMs: [] },
+    row: { name, createToFirstExecMs: [], execRoundTripMs: [] },
     create: () => raw.create(),
     execTrue: (c) => raw.execTrue(c),
     remove: (c) => raw.remove(c),
@@ -129,20 +140,43 @@ function fmt(n: number): string {
   return n.toFixed(1).padStart(7);
 }
 
+/** A JsRuntime on its own home whose engine is made without user namespaces (the baseline). */
+async function runtimeWithoutUserns(homeDir: string): Promise<JsRuntime> {
+  const runtime = new JsRuntime({
+    homeDir,
+    imageRegistries: [{ host: '127.0.0.1:5000', transport: 'http', search: true }],
+  });
+  await runtime.images.pull(IMAGE);
+  // The engine is made on the first box and reads SEED_SANDBOX_USERNS then (src/engine/engine.ts).
+  const previous = process.env.SEED_SANDBOX_USERNS;
+  process.env.SEED_SANDBOX_USERNS = '0';
+  try {
+    const box = await runtime.create({ image: IMAGE, network: { mode: 'disabled' } });
+    await runtime.remove(box.id, true);
+  } finally {
+    if (previous === undefined) delete process.env.SEED_SANDBOX_USERNS;
+    else process.env.SEED_SANDBOX_USERNS = previous;
+  }
+  return runtime;
+}
+
 async function main(): Promise<void> {
   ensureRegistry();
   const homeDir = mkdtempSync('/tmp/sandbox-bench-');
   const raws: RawContainers[] = [];
   try {
     const runtime = new JsRuntime({
-      homeDir,
+      homeDir: join(homeDir, 'userns'),
       imageRegistries: [{ host: '127.0.0.1:5000', transport: 'http', search: true }],
     });
     await runtime.images.pull(IMAGE);
     const image = (await runtime.images.get(IMAGE))!;
+    const plain = await runtimeWithoutUserns(join(homeDir, 'plain'));
     const stages: Record<string, number[]> = {};
-    const enabled = runtimeVariant(runtime, 'JsRuntime (net on)', 'enabled', stages);
-    const disabled = runtimeVariant(runtime, 'JsRuntime (net off)', 'disabled', null);
+    const enabled = runtimeVariant(runtime, 'container userns net on', 'enabled', stages);
+    const disabled = runtimeVariant(runtime, 'container userns net off', 'disabled', null);
+    const noUserns = runtimeVariant(plain, 'container no-userns on', 'enabled', null);
+    const gvisor = runtimeVariant(runtime, 'gVisor tier net on', 'enabled', null, 'gvisor');
     const engineName = process.env.SEED_SANDBOX_RUNTIME === 'runc' ? 'runc' : 'crun';
     const raw: Record<string, Variant<RawContainer>> = {};
     for (const rt of ['crun', 'runc'] as const) {
@@ -150,46 +184,82 @@ async function main(): Promise<void> {
       raws.push(containers);
       raw[rt] = rawVariant(containers);
     }
-    const variants = [enabled, disabled, raw.crun!, raw.runc!] as Variant<unknown>[];
+    const rawUserns = new RawContainers('crun', image.layerDirs, undefined, { userns: true });
+    raws.push(rawUserns);
+    const rawCrunUserns = rawVariant(rawUserns, 'raw crun userns');
+    const runsc = findExecutable('runsc');
+    if (!runsc) throw new Error('runsc is not installed (npm run test:setup -w @seed/sandbox)');
+    const gvWork = join(homeDir, 'runsc');
+    mkdirSync(gvWork, { recursive: true });
+    const platform = await chooseGVisorPlatform(runsc, gvWork);
+    const rawGv = new RawRunsc(runsc, platform.platform, gvWork, image.layerDirs);
+    const rawRunsc: Variant<string> = {
+      row: { name: `raw runsc ${platform.platform}`, createToFirstExecMs: [], execRoundTripMs: [] },
+      create: () => rawGv.create(),
+      execTrue: (id) => rawGv.execTrue(id),
+      remove: (id) => rawGv.remove(id),
+    };
+    const variants = [
+      enabled,
+      disabled,
+      noUserns,
+      gvisor,
+      rawCrunUserns,
+      raw.crun!,
+      raw.runc!,
+      rawRunsc,
+    ] as Variant<unknown>[];
+    const loadBefore = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
     await benchInterleaved(variants);
     const rows = variants.map((v) => v.row);
     console.log(`\nbox benchmark: ${IMAGE}, ${runs} runs each, node ${process.version}, interleaved`);
-    console.log(`${'ms'.padEnd(22)} create→exec p50   p99   exec p50   p99`);
+    console.log(`${'ms'.padEnd(26)} create→exec p50   p99   exec p50   p99`);
     for (const row of rows) {
       console.log(
-        `${row.name.padEnd(22)} ${fmt(percentile(row.createToFirstExecMs, 50))} ${fmt(percentile(row.createToFirstExecMs, 99))}   ${fmt(percentile(row.execRoundTripMs, 50))} ${fmt(percentile(row.execRoundTripMs, 99))}`,
+        `${row.name.padEnd(26)} ${fmt(percentile(row.createToFirstExecMs, 50))} ${fmt(percentile(row.createToFirstExecMs, 99))}   ${fmt(percentile(row.execRoundTripMs, 50))} ${fmt(percentile(row.execRoundTripMs, 99))}`,
       );
     }
     const base = raw[engineName]!.row;
     const ratio = (a: number[], b: number[], p: number) => percentile(a, p) / percentile(b, p);
     const both = (a: number[], b: number[]) =>
       `p50 ${ratio(a, b, 50).toFixed(2)}×, p99 ${ratio(a, b, 99).toFixed(2)}×`;
-    console.log(`\nratios vs raw ${engineName} (the engine's runtime here; raw has network mode disabled):`);
+    const pair = (label: string, a: Row, b: Row) =>
+      console.log(
+        `  ${label.padEnd(44)} create→exec ${both(a.createToFirstExecMs, b.createToFirstExecMs)}; exec ${both(a.execRoundTripMs, b.execRoundTripMs)}`,
+      );
+    console.log('\nratios:');
+    pair('container userns / no userns (net on)', enabled.row, noUserns.row);
+    pair(`container userns net off / raw crun userns`, disabled.row, rawCrunUserns.row);
+    pair(`container userns net off / raw ${engineName}`, disabled.row, base);
+    pair(`container userns net on / raw ${engineName}`, enabled.row, base);
+    pair('raw crun userns / raw crun', rawCrunUserns.row, raw.crun!.row);
+    pair('gVisor tier / raw runsc', gvisor.row, rawRunsc.row);
+    pair('raw runsc / raw crun', rawRunsc.row, raw.crun!.row);
+    const p50 = (r: Row, k: keyof Omit<Row, 'name'>) => percentile(r[k], 50);
+    const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');
     console.log(
-      `  create→exec, net off (like for like) ${both(disabled.row.createToFirstExecMs, base.createToFirstExecMs)}`,
+      `goal user namespaces within 10% of 51.9 ms / 9.5 ms (net on): create→exec ${p50(enabled.row, 'createToFirstExecMs').toFixed(1)} ms ${verdict(p50(enabled.row, 'createToFirstExecMs') <= 51.9 * 1.1)}, exec ${p50(enabled.row, 'execRoundTripMs').toFixed(1)} ms ${verdict(p50(enabled.row, 'execRoundTripMs') <= 9.5 * 1.1)}; same run without: ${p50(noUserns.row, 'createToFirstExecMs').toFixed(1)} / ${p50(noUserns.row, 'execRoundTripMs').toFixed(1)} ms`,
     );
     console.log(
-      `  create→exec, net on  (default)       ${both(enabled.row.createToFirstExecMs, base.createToFirstExecMs)}`,
+      `goal gVisor create→exec ≤ 300 ms: ${verdict(p50(gvisor.row, 'createToFirstExecMs') <= 300)}; exec ≤ 30 ms: ${verdict(p50(gvisor.row, 'execRoundTripMs') <= 30)}`,
     );
-    console.log(
-      `  exec,        net on                  ${both(enabled.row.execRoundTripMs, base.execRoundTripMs)}`,
-    );
-    console.log(
-      `  exec,        net off                 ${both(disabled.row.execRoundTripMs, base.execRoundTripMs)}`,
-    );
-    const p50 = percentile(enabled.row.createToFirstExecMs, 50);
     const createRatio = ratio(disabled.row.createToFirstExecMs, base.createToFirstExecMs, 50);
-    const execRatio = ratio(enabled.row.execRoundTripMs, base.execRoundTripMs, 50);
     console.log(
-      `goal create→exec p50 ≤ 100 ms (default network): ${p50 <= 100 ? 'met' : 'NOT met'} (${p50.toFixed(1)} ms); ≤ 1.5× raw (net off): ${createRatio <= 1.5 ? 'met' : 'NOT met'}; exec ≤ 1.5× raw: ${execRatio <= 1.5 ? 'met' : 'NOT met'}`,
+      `goal create→exec p50 ≤ 100 ms (default network): ${verdict(p50(enabled.row, 'createToFirstExecMs') <= 100)}; ≤ 1.5× raw (net off): ${verdict(createRatio <= 1.5)}`,
     );
-    console.log('\ncreate stage timings of the runtime, network enabled (JsBoxMetrics), p50 ms:');
+    console.log('\ncreate stage timings of the container tier, network enabled (JsBoxMetrics), p50 ms:');
     for (const [key, values] of Object.entries(stages))
       console.log(`  ${key.padEnd(24)} ${fmt(percentile(values, 50))}`);
-    console.log(`load average: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+    console.log(
+      `load average: ${loadBefore} before, ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} after`,
+    );
   } finally {
     for (const r of raws) await r.close();
-    rmSync(homeDir, { recursive: true, force: true });
+    try {
+      rmSync(homeDir, { recursive: true, force: true });
+    } catch (error) {
+      console.error(`leaving ${homeDir}: ${(error as Error).message}`);
+    }
   }
 }
 

@@ -55,8 +55,8 @@ function spec(id: string, boxDir: string, layerDirs: string[]): EngineBoxSpec {
   };
 }
 
-/** runsc driven directly with the tier's config and flags (no engine). */
-class RawRunsc {
+/** runsc driven directly with the tier's config and flags (no engine); `bench/boxes.ts` uses it too. */
+export class RawRunsc {
   readonly #rt: string[];
   readonly #work: string;
   readonly #layerDirs: string[];

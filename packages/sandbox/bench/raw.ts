@@ -5,14 +5,26 @@
  * engine's supervisor, validation, bookkeeping or stdio plumbing. `bench/boxes.ts` prints these
  * beside the runtime's own figures.
  *
+ * With `userns` the raw containers run in a user namespace as the engine's boxes do: the same mapping
+ * in config.json, the overlay root mounted by the engine's idmap helper over idmapped layer clones
+ * (src/engine/idmap.ts), the writable layer owned by the mapped root.
+ *
  * Run alone (`node bench/raw.ts [runs]`, root) it prints raw crun, raw runc and the engine
  * (`src/engine`) side by side, on a busybox rootfs.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { findExecutable } from '../src/engine/engine.ts';
+import {
+  ensureSandboxIdRange,
+  type IdMapping,
+  type IdmapHelper,
+  idmapHelperArgs,
+  installIdmapHelper,
+} from '../src/engine/idmap.ts';
 import {
   createEngine,
   type EngineBoxSpec,
@@ -122,10 +134,21 @@ export class RawContainers {
   readonly #root: string;
   readonly #rt: { fast: string[]; full: string[] };
   readonly #live = new Set<RawContainer>();
+  /** The user namespace of every container (mapping and idmap helper), when `userns` was asked for. */
+  readonly #userns: { mapping: IdMapping; helper: IdmapHelper } | undefined;
   #seq = 0;
 
-  /** @param workDir scratch directory (default: a fresh one under the OS temp dir, removed by `close`). */
-  constructor(runtime: 'crun' | 'runc', layerDirs: string[], workDir?: string) {
+  /**
+   * @param workDir scratch directory (default: a fresh one under the OS temp dir, removed by `close`).
+   * @param options.userns run each container in a user namespace with the engine's mapping.
+   * @throws Error when `userns` is asked for and perl is missing.
+   */
+  constructor(
+    runtime: 'crun' | 'runc',
+    layerDirs: string[],
+    workDir?: string,
+    options: { userns?: boolean } = {},
+  ) {
     this.runtime = runtime;
     this.#layerDirs = layerDirs;
     this.#ownWork = workDir === undefined;
@@ -133,6 +156,13 @@ export class RawContainers {
     this.#root = join(this.#work, 'state');
     mkdirSync(this.#root, { recursive: true });
     this.#rt = runtimeCommands(runtime, this.#root, this.#work);
+    if (options.userns) {
+      const perl = findExecutable('perl');
+      if (!perl) throw new Error('perl is missing (perl-base)');
+      // The mapped root looks up the root through the scratch directory: search permission only.
+      chmodSync(this.#work, 0o711);
+      this.#userns = { mapping: ensureSandboxIdRange(), helper: installIdmapHelper(this.#work, perl) };
+    }
   }
 
   /** Mounts the overlay root and runs a fresh detached container. @throws Error when the runtime fails. */
@@ -145,17 +175,29 @@ export class RawContainers {
       init: '/usr/bin/catatonit',
       initArgs: ['-P'],
       cgroupsPath: `/seed-sandbox-raw/${id}`,
+      ...(this.#userns ? { idMap: this.#userns.mapping } : {}),
     });
     writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(config));
     const lower = [...this.#layerDirs].reverse().join(':');
-    await run('mount', [
-      '-t',
-      'overlay',
-      'overlay',
-      '-o',
-      `lowerdir=${lower},upperdir=${dir}/upper,workdir=${dir}/work`,
-      `${dir}/rootfs`,
-    ]);
+    if (this.#userns) {
+      chmodSync(dir, 0o711);
+      const { perl, script } = this.#userns.helper;
+      await run(perl, [
+        script,
+        ...idmapHelperArgs(this.#userns.mapping),
+        ...['own', `${dir}/upper`, 'own', `${dir}/work`],
+        ...['overlay', lower, `${dir}/upper`, `${dir}/work`, `${dir}/rootfs`],
+      ]);
+    } else {
+      await run('mount', [
+        '-t',
+        'overlay',
+        'overlay',
+        '-o',
+        `lowerdir=${lower},upperdir=${dir}/upper,workdir=${dir}/work`,
+        `${dir}/rootfs`,
+      ]);
+    }
     const c = { id, dir };
     this.#live.add(c);
     await run(this.#rt.full[0] as string, [
