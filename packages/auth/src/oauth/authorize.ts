@@ -10,6 +10,7 @@ import { readSession } from '../login/session.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord } from '../store/types.ts';
 import { CONSENT_PATH, consentStep, withoutConsentPrompt } from './consent.ts';
 import type { OAuthContext } from './context.ts';
+import { dpopBoundCode, isJwkThumbprint } from './dpop-code.ts';
 import { OAuthError } from './errors.ts';
 import { authorizationParams } from './par.ts';
 import { isValidPkceString, type PkceMethod } from './pkce.ts';
@@ -164,7 +165,8 @@ export function registerAuthorizeEndpoint(app: FastifyInstance, ctx: OAuthContex
             302,
           );
       }
-      const code = newOpaqueToken();
+      // RFC 9449 §10: a code requested with dpop_jkt carries the thumbprint; the stored hash covers it.
+      const code = dpopBoundCode(newOpaqueToken(), request.dpopJkt);
       const sid = active.session.sid;
       await ctx.store.insertAuthorizationCode({
         codeHash: hashToken(code),
@@ -208,6 +210,8 @@ interface ValidAuthorizationRequest {
   readonly prompt: readonly string[];
   /** `max_age` in seconds (OIDC Core §3.1.2.1), or undefined. */
   readonly maxAge: number | undefined;
+  /** `dpop_jkt` (RFC 9449 §10): the DPoP key the code is bound to, when DPoP is on and it was sent. */
+  readonly dpopJkt: string | undefined;
 }
 
 /** Checks everything after client and redirect URI. @throws AuthorizeRedirectError. */
@@ -283,5 +287,11 @@ function validate(
   if (loginHint !== undefined && loginHint.length > 256)
     throw new AuthorizeRedirectError('invalid_request', 'login_hint is too long (at most 256 characters)');
   const maxAge = rawMaxAge === undefined ? undefined : Number(rawMaxAge);
-  return { scope, codeChallenge, codeChallengeMethod: method, nonce, prompt, maxAge };
+  const dpopJkt = ctx.dpop ? q.get('dpop_jkt') : undefined;
+  if (dpopJkt !== undefined && !isJwkThumbprint(dpopJkt))
+    throw new AuthorizeRedirectError(
+      'invalid_request',
+      'dpop_jkt must be a base64url JWK SHA-256 thumbprint (RFC 7638, 43 characters)',
+    );
+  return { scope, codeChallenge, codeChallengeMethod: method, nonce, prompt, maxAge, dpopJkt };
 }

@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { readSession } from '../login/session.ts';
 import type { ClientRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
+import { tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { registerFormParser, requireForm } from './form.ts';
 import { resolveScope } from './scope.ts';
@@ -44,8 +45,9 @@ export function registerParEndpoint(app: FastifyInstance, ctx: OAuthContext): vo
 /**
  * RFC 9126 §2.1–2.3: authenticates the client like the token endpoint, refuses `request_uri` in the body,
  * checks what can be checked before the user is involved (response type, registered redirect URI, scope),
- * stores the parameters and returns the `request_uri`.
- * @throws OAuthError `invalid_request`, `invalid_client`, `unauthorized_client`, `invalid_scope`.
+ * stores the parameters (with `dpop_jkt` from a DPoP proof, RFC 9449 §10.1) and returns the `request_uri`.
+ * @throws OAuthError `invalid_request`, `invalid_client`, `unauthorized_client`, `invalid_scope`,
+ * `invalid_dpop_proof` (a bad proof, or one whose key differs from `dpop_jkt`).
  */
 async function pushRequest(
   req: FastifyRequest,
@@ -76,6 +78,15 @@ async function pushRequest(
     params[name] = value;
   }
   params.client_id = client.clientId;
+  // RFC 9449 §10.1: a DPoP proof on the push binds the code to its key (dpop_jkt), and must agree with a
+  // dpop_jkt parameter sent as well.
+  const proof =
+    req.headers.dpop === undefined ? undefined : await tokenRequestProof(req, ctx, client, PAR_PATH);
+  if (proof) {
+    if (params.dpop_jkt !== undefined && params.dpop_jkt !== proof.jkt)
+      throw new OAuthError('invalid_dpop_proof', 'dpop_jkt does not match the key of the DPoP proof');
+    params.dpop_jkt = proof.jkt;
+  }
   const reference = randomBytes(32).toString('base64url');
   const now = ctx.now();
   await ctx.store.insertPushedRequest({

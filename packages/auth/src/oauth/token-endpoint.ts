@@ -17,6 +17,7 @@ import type { AuthenticatedClient } from './clients.ts';
 import { familyIdFor, familyMatchesStamp, type OAuthContext, userActive } from './context.ts';
 import { deviceCodeGrant } from './device.ts';
 import type { DpopProof } from './dpop.ts';
+import { codeDpopJkt } from './dpop-code.ts';
 import { dpopSuccessHeaders, tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { type FormParams, registerFormParser, requireForm } from './form.ts';
@@ -330,6 +331,20 @@ async function authorizationCodeGrant(
 ): Promise<TokenResponse> {
   const code = form.get('code');
   if (code === undefined) throw new OAuthError('invalid_request', 'code is required');
+  // RFC 9449 §10: a code issued for dpop_jkt needs a proof of that key, checked before the code is used up.
+  const boundJkt = codeDpopJkt(code);
+  if (boundJkt !== undefined) {
+    if (!proof)
+      throw new OAuthError(
+        'invalid_grant',
+        'the authorization code is bound to a DPoP key: send a DPoP proof',
+      );
+    if (proof.jkt !== boundJkt)
+      throw new OAuthError(
+        'invalid_grant',
+        'the DPoP proof key does not match the dpop_jkt of the authorization request',
+      );
+  }
   const now = ctx.now();
   const codeHash = hashToken(code);
   const record = await ctx.store.consumeAuthorizationCode(codeHash, now);
