@@ -14,7 +14,7 @@
  * Not available rootless, refused with a `BoxError`: the gVisor tier, `diskSizeGb` (no loop devices in
  * a user namespace; the writable layer is on the caller's file system, bounded by its quota).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import {
   accessSync,
   constants,
@@ -45,11 +45,16 @@ import {
   cgroupMounts,
   currentUser,
   type HostUser,
-  ROOTLESS_RANGE_SIZE,
   type SubordinateRange,
-  subordinateRanges,
-  usableRange,
 } from './rootless-host.ts';
+import {
+  cgroupViewEnv,
+  crunInUserns,
+  endForeignSupervisor,
+  idMapArgs,
+  limitsNotDelegatedMessage,
+  rootlessPrerequisites,
+} from './rootless-ns.ts';
 import { boxStats, isAlive, pidsOfBox, removeAsBoxRoot, sleep } from './rootless-proc.ts';
 import { ROOTLESS_CRUN_SH, ROOTLESS_SUPERVISOR_SH } from './rootless-scripts.ts';
 import { TTY_RELAY_PL } from './scripts.ts';
@@ -90,15 +95,6 @@ interface RootlessMeta {
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
-/** The message of a start refused for missing cgroup delegation (also used by `sandbox doctor`). */
-export function limitsNotDelegatedMessage(user: string, delegation: CgroupDelegation): string {
-  return (
-    `limits: cpus, memoryMib and the pids limit need a cgroup subtree delegated to ${user} ` +
-    `(${delegation.path}; missing controllers: ${delegation.missing.join(', ')}). ` +
-    `Run 'sudo sandbox setup ${user}' once, or create the box with advanced.allowUnlimited: true to run it without limits`
-  );
-}
-
 /** An `Engine` for an ordinary account (see the module comment). */
 export class RootlessEngine implements Engine {
   readonly name = 'crun-rootless';
@@ -125,26 +121,12 @@ export class RootlessEngine implements Engine {
    */
   constructor(options: RootlessEngineOptions) {
     this.user = currentUser();
-    if (this.user.uid === 0)
-      throw new BoxError('the rootless engine is for ordinary accounts', { code: 'unsupported' });
-    const fix = `run 'sudo sandbox setup ${this.user.name}' (check with 'sandbox doctor')`;
-    const uids = usableRange(subordinateRanges(options.subuidPath ?? '/etc/subuid', this.user));
-    const gids = usableRange(subordinateRanges(options.subgidPath ?? '/etc/subgid', this.user));
-    if (!uids || !gids) {
-      throw new BoxError(
-        `rootless: ${this.user.name} has no block of ${ROOTLESS_RANGE_SIZE} subordinate ids in /etc/subuid and /etc/subgid: ${fix}`,
-        { code: 'unsupported' },
-      );
-    }
-    for (const tool of ['crun', 'newuidmap', 'newgidmap', 'unshare', 'nsenter']) {
-      if (!findExecutable(tool))
-        throw new BoxError(`rootless: ${tool} is not installed: ${fix}`, { code: 'unsupported' });
-    }
     this.#initPath = options.initPath ?? '/usr/bin/catatonit';
-    if (!existsSync(this.#initPath))
-      throw new BoxError(`rootless: ${this.#initPath} (catatonit) is missing: ${fix}`, {
-        code: 'unsupported',
-      });
+    const { uids, gids } = rootlessPrerequisites(
+      this.user,
+      { subuid: options.subuidPath ?? '/etc/subuid', subgid: options.subgidPath ?? '/etc/subgid' },
+      this.#initPath,
+    );
     this.#opts = options;
     this.#uids = uids;
     this.#gids = gids;
@@ -183,37 +165,8 @@ export class RootlessEngine implements Engine {
     );
   }
 
-  /** Environment of the helper scripts: the crun state and the cgroup view (see rootless-scripts.ts). */
   #cgroupEnv(delegation: CgroupDelegation, enforce: boolean): Record<string, string> {
-    const mounts = cgroupMounts();
-    const env: Record<string, string> = {
-      SB_STATE: this.#crunRoot,
-      SB_CGSAVE: '',
-      SB_CGROUPS: '',
-      SB_CGMGR: enforce ? '--cgroup-manager=cgroupfs' : '--cgroup-manager=disabled',
-    };
-    if (mounts.layout !== 'v2') {
-      env.SB_CGSAVE = this.#cgsave;
-      if (enforce) {
-        const dirs = new Set<string>();
-        for (const c of delegation.controllers) dirs.add(mounts.v1.get(c)!.split('/').pop()!);
-        env.SB_CGROUPS = [...dirs].join(' ');
-      }
-    }
-    return env;
-  }
-
-  #idMapArgs(): string[] {
-    return [
-      '--user',
-      '--mount',
-      '--propagation',
-      'private',
-      `--map-users=${this.#uids.start},1,${ROOTLESS_RANGE_SIZE}`,
-      `--map-groups=${this.#gids.start},1,${ROOTLESS_RANGE_SIZE}`,
-      '--map-user=0',
-      '--map-group=0',
-    ];
+    return cgroupViewEnv(this.#crunRoot, this.#cgsave, delegation, enforce);
   }
 
   /** Starts a box; see `Engine.start` and the module comment. */
@@ -304,7 +257,7 @@ export class RootlessEngine implements Engine {
     this.#endSupervisor(spec.id, spec.boxDir);
     const { child, tMounted, tStarted } = await runSupervisor(
       spec.id,
-      [...this.#idMapArgs(), '--', '/bin/sh', this.#supervisorPath],
+      [...idMapArgs(this.#uids, this.#gids), '--', '/bin/sh', this.#supervisorPath],
       env,
       opened.map((o) => o.fd),
       log,
@@ -342,37 +295,8 @@ export class RootlessEngine implements Engine {
   }
 
   /** Runs crun in a namespace where the caller is root, with the delegated cgroups in view. */
-  #crun(
-    args: string[],
-    delegation = this.delegation(),
-    enforce = delegation.missing.length === 0,
-  ): Promise<{ code: number; stderr: string }> {
-    return new Promise((resolve) => {
-      const child = spawn(
-        'unshare',
-        [
-          '--user',
-          '--map-root-user',
-          '--mount',
-          '--propagation',
-          'private',
-          '--',
-          '/bin/sh',
-          this.#crunScript,
-          ...args,
-        ],
-        {
-          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...this.#cgroupEnv(delegation, enforce) },
-          stdio: ['ignore', 'ignore', 'pipe'],
-        },
-      );
-      let stderr = '';
-      child.stderr.on('data', (c: Buffer) => {
-        stderr += c.toString();
-      });
-      child.on('error', (e) => resolve({ code: 1, stderr: e.message }));
-      child.on('exit', (code) => resolve({ code: code ?? 1, stderr }));
-    });
+  #crun(args: string[], delegation = this.delegation(), enforce = delegation.missing.length === 0) {
+    return crunInUserns(this.#crunScript, this.#cgroupEnv(delegation, enforce), args);
   }
 
   #meta(id: string): (RootlessMeta & { boxDir: string }) | undefined {
@@ -473,20 +397,7 @@ export class RootlessEngine implements Engine {
       } catch {}
       return;
     }
-    if (!boxDir) return;
-    const file = join(boxDir, 'bundle', 'supervisor.pid');
-    try {
-      const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-      rmSync(file, { force: true });
-      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-      if (
-        pid > 0 &&
-        pid !== process.pid &&
-        environ.includes(`SB_ID=${id}`) &&
-        environ.includes(`SB_BUNDLE=${join(boxDir, 'bundle')}`)
-      )
-        process.kill(pid, 'SIGTERM');
-    } catch {}
+    if (boxDir) endForeignSupervisor(id, boxDir);
   }
 
   /** Stops the box and deletes its files (writable layer files of any box uid included). Idempotent. */
@@ -506,7 +417,7 @@ export class RootlessEngine implements Engine {
     const paths = ['bundle', 'rootfs', 'binds', 'upper', 'work', 'runtime.log']
       .map((n) => join(boxDir, n))
       .filter((p) => existsSync(p));
-    await removeAsBoxRoot(this.#idMapArgs(), paths);
+    await removeAsBoxRoot(idMapArgs(this.#uids, this.#gids), paths);
     try {
       unlinkSync(join(this.#boxesDir, id));
     } catch {}
