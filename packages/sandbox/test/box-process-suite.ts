@@ -2,7 +2,7 @@
  * BoxLite's box process options on both runtimes: `entrypoint` and `cmd` (the box's main process, Docker's
  * composition rule, started again by `start()`), `user` (main process and default of `exec`), and
  * `healthCheck` with `info().healthStatus` (starting → unhealthy after `retries` failures → healthy;
- * `startPeriod`; the default probe; the status read by another runtime instance); and the field-naming
+ * `startPeriod`; the default probe; the status read by another runtime instance; no checks while paused); and the field-naming
  * rejections of each option.
  */
 import assert from 'node:assert/strict';
@@ -98,7 +98,7 @@ export function boxProcessSuite(title: string, prefix: string, setup: () => Prom
       const box = await runtime.create(
         {
           ...quiet,
-          healthCheck: { interval: 0.5, timeout: 5, retries: 2, command: ['CMD-SHELL', 'test -f /tmp/ok'] },
+          healthCheck: { interval: 0.5, timeout: 1, retries: 2, command: ['CMD-SHELL', 'test -f /tmp/ok'] },
         },
         name('health'),
       );
@@ -116,6 +116,16 @@ export function boxProcessSuite(title: string, prefix: string, setup: () => Prom
       assert.ok(Date.parse(well.lastCheck!) > Date.parse(sick.lastCheck!));
       // The status is recorded with the box, not kept in this runtime instance.
       assert.equal((await reader.getInfo(box.id))?.healthStatus?.state, 'healthy');
+      // A paused box is not checked (Docker's rule): no failure while frozen, checks go on after resume.
+      await run(box, 'rm', ['/tmp/ok']);
+      await box.pause();
+      // A check in flight when the box froze ends by its timeout (1 s); none starts after it.
+      await new Promise((resolve) => setTimeout(resolve, 1300));
+      const frozenAt = (await box.info()).healthStatus!;
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      assert.deepEqual((await box.info()).healthStatus, frozenAt);
+      await box.resume();
+      assert.equal((await until(health(box), (s) => s.state === 'unhealthy')).state, 'unhealthy');
       // A box without a health check reports none.
       const plain = await runtime.create(quiet, name('no-health'));
       assert.deepEqual((await plain.info()).healthStatus, { state: 'none', failures: 0 });

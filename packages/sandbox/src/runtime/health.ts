@@ -176,8 +176,11 @@ export interface HealthMonitorDeps {
   check(id: string, argv: string[], timeoutMs: number): Promise<boolean>;
   /** Records a box's status (state database). */
   save(id: string, status: JsHealthStatus): void;
-  /** False once the box no longer runs: the monitor then stops watching it. */
-  running(id: string): Promise<boolean>;
+  /**
+   * The box's state: `running` (checked), `paused` (frozen: the check is skipped and the box stays watched,
+   * as Docker skips paused containers), `gone` (stopped or removed: the monitor stops watching it).
+   */
+  state(id: string): Promise<'running' | 'paused' | 'gone'>;
 }
 
 interface Watch {
@@ -212,8 +215,13 @@ export class HealthMonitor {
     };
     const tick = async () => {
       if (watch.stopped) return;
-      if (!(await this.#deps.running(id).catch(() => false))) {
+      const state = await this.#deps.state(id).catch(() => 'gone' as const);
+      if (state === 'gone') {
         this.unwatch(id);
+        return;
+      }
+      if (state === 'paused') {
+        schedule();
         return;
       }
       const passed = await this.#deps.check(id, argv, check.timeout * 1000);

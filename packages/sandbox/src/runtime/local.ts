@@ -151,7 +151,11 @@ export class LocalRuntime implements RuntimeBackend {
     this.#health = new HealthMonitor({
       check: async (id, argv, timeoutMs) => runCheck(await this.#getEngine(), id, argv, timeoutMs),
       save: (id, status) => this.#db.setHealth(id, status),
-      running: async (id) => this.#db.getBox(id)?.status === 'running',
+      state: async (id) => {
+        // Reconciled: a box whose init died is stopped, a frozen one paused.
+        const status = (await this.#refresh(id))?.status;
+        return status === 'running' ? 'running' : status === 'paused' ? 'paused' : 'gone';
+      },
     });
   }
 
