@@ -88,6 +88,7 @@ export type {
 } from './runtime/files/types.ts';
 export { LocalRuntime } from './runtime/local.ts';
 export { type NormalizedBoxOptions, type ValidateContext, validateBoxOptions } from './runtime/options.ts';
+export type { JsBoxPool, PoolSpec } from './runtime/pool.ts';
 export {
   defaultHomeDir,
   JsRuntime,

@@ -10,6 +10,7 @@
 import type { ImageInfo, ImageStore, PullOptions } from '../images/index.ts';
 import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
 import type { JsBox } from './box.ts';
+import type { JsBoxPool, PoolSpec } from './pool.ts';
 import type { VolumeRecord } from './state.ts';
 
 /**
@@ -107,4 +108,6 @@ export interface RuntimeBackend {
   readonly images: RuntimeImages;
   /** Managed volumes. */
   readonly volumes: RuntimeVolumes;
+  /** A warm pool of ready boxes (issue 18; `pool.ts`); absent where the flavour keeps none. */
+  pool?(spec: PoolSpec): JsBoxPool;
 }

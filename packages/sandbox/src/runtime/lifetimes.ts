@@ -48,7 +48,8 @@ const SCHEMA = `CREATE TABLE IF NOT EXISTS box_lifetimes (
   stopped_at INTEGER
 )`;
 
-const FIELDS = ['autoPause', 'autoDelete', 'autoResume', 'timeoutMs', 'onTimeout'] as const;
+/** The lifetime fields of `JsBoxOptions`. */
+export const LIFETIME_FIELDS = ['autoPause', 'autoDelete', 'autoResume', 'timeoutMs', 'onTimeout'] as const;
 
 /** Longest accepted timeout, ms (E2B's is 24 h for paid plans; a month here). */
 export const MAX_TIMEOUT_MS = 31 * 24 * 3600 * 1000;
@@ -96,7 +97,7 @@ export function checkTimeoutAction(value: unknown, field: string): TimeoutAction
 export function validateLifetimes(options: unknown): (BoxLifetimes & { timeoutMs: number | null }) | null {
   if (typeof options !== 'object' || options === null) return null;
   const o = options as Record<string, unknown>;
-  if (!FIELDS.some((field) => o[field] !== undefined && o[field] !== null)) return null;
+  if (!LIFETIME_FIELDS.some((field) => o[field] !== undefined && o[field] !== null)) return null;
   if (o.autoResume !== undefined && o.autoResume !== null && typeof o.autoResume !== 'boolean') {
     throw new BoxError('invalid box option autoResume: must be a boolean', { field: 'autoResume' });
   }

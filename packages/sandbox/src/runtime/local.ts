@@ -16,6 +16,7 @@ import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { finished } from 'node:stream/promises';
 import { ulid } from 'ulid';
 import { freezeBox, freezerState, thawBox } from '../engine/freezer.ts';
 import { createTieredEngine, type TieredEngine } from '../engine/gvisor-tiers.ts';
@@ -40,6 +41,7 @@ import {
   validateBoxName,
   validateBoxOptions,
 } from './options.ts';
+import { BoxPool, type JsBoxPool, type PoolSpec, PoolTable, poolBoxOptions, poolKey } from './pool.ts';
 import { ensureReaper, execsRunningIn, type ReaperHost } from './reaper.ts';
 import {
   type BoxRecord,
@@ -98,6 +100,9 @@ export class LocalRuntime implements RuntimeBackend {
   readonly #secretValues = new Map<string, NormalizedBoxOptions['secrets']>();
   /** Stored box lifetimes (`lifetimes.ts`), enforced by the reaper process (`reaper.ts`). */
   readonly #lifetimes: LifetimeStore;
+  /** Warm pools of this instance (`pool.ts`), by id. */
+  readonly #pools = new Map<string, BoxPool>();
+  readonly #poolTable: PoolTable;
   /** Health checks of the boxes this instance created or started (`health.ts`). */
   readonly #health: HealthMonitor;
 
@@ -110,6 +115,7 @@ export class LocalRuntime implements RuntimeBackend {
     this.#db = new StateDb(this.homeDir);
     this.#pending = new PendingCounters(this.#db);
     this.#lifetimes = new LifetimeStore(this.#db);
+    this.#poolTable = new PoolTable(this.#db);
     mkdirSync(join(this.homeDir, 'boxes'), { recursive: true, mode: 0o700 });
     this.#store = new ImageStore({ homeDir: this.homeDir, registries: options.imageRegistries ?? [] });
     this.#ctx = {
@@ -225,6 +231,11 @@ export class LocalRuntime implements RuntimeBackend {
       if (known.has(dir) || this.#db.getBox(dir)) continue;
       await engine.remove(dir, this.#boxDir(dir)).catch(() => {});
       rmSync(this.#boxDir(dir), { recursive: true, force: true });
+    }
+    // Pooled boxes of a process that is gone: nobody can hand them out any more.
+    const pooled = this.#poolTable.ids();
+    for (const record of records) {
+      if (pooled.has(record.id) && !ownerAlive(record.owner)) await this.#teardown(record.id).catch(() => {});
     }
     // Containers the engine knows (its state lives in this homeDir) but no record names.
     const lister = engine as Engine & { list?: () => Promise<{ id: string; boxDir?: string }[]> };
@@ -423,6 +434,7 @@ export class LocalRuntime implements RuntimeBackend {
       .filter(
         (r) => r.owner === me && !r.options.detach && (r.status === 'running' || r.status === 'creating'),
       );
+    await Promise.all([...this.#pools.values()].map((pool) => pool.close()));
     await Promise.all(mine.map((r) => this.#stopBox(r.id, Math.round(timeoutSecs * 1000)).catch(() => {})));
     this.#pending.flush();
   }
@@ -563,8 +575,71 @@ export class LocalRuntime implements RuntimeBackend {
    * Stage timings are recorded in the box's metrics.
    * @throws BoxError naming the field for invalid options (the four rejections of spec 002 included), a
    *   taken name, a missing host path or image, or an engine failure. Nothing of a failed box remains.
+   * A warm pool of this runtime with the same options (`pool.ts`) hands out a ready box instead.
    */
   async create(options: JsBoxOptions, name?: string): Promise<JsBox> {
+    if (this.#pools.size > 0) {
+      const boxName = validateBoxName(name) ?? null;
+      const lifetimes = validateLifetimes(options);
+      const key = poolKey(options);
+      for (const pool of this.#pools.values()) {
+        if (pool.key !== key) continue;
+        const id = pool.take(boxName);
+        const record = id ? this.#db.getBox(id) : null;
+        if (!record || record.status !== 'running') continue;
+        if (lifetimes) {
+          this.#lifetimes.create(record.id, lifetimes);
+          ensureReaper(this.homeDir);
+        }
+        return new JsBox(this.#ctx, record, []);
+      }
+    }
+    return this.#createNew(options, name);
+  }
+
+  /**
+   * Keeps `size` boxes of `image` and `options` ready (issue 18 warm pools; `pool.ts`): `create()` with
+   * the same options hands one out and the pool refills in the background. `shutdown()` drains it.
+   * @throws BoxError `invalid_option` naming `image`, `size`, `options` or the box option at fault.
+   */
+  pool(spec: PoolSpec): JsBoxPool {
+    const checked = poolBoxOptions(spec);
+    const host = {
+      create: async (options: JsBoxOptions, poolId: string) => {
+        const box = await this.#createNew(options, undefined, poolId);
+        // One command run ahead, outside the box's counters: a box's first exec costs about twice the
+        // next ones (bench/lifecycle.ts). Its outcome does not matter (an image may lack `true`).
+        const engine = await this.#getEngine();
+        const warmUp = await engine
+          .exec(box.id, { cmd: 'true', args: [], env: [], tty: false })
+          .catch(() => null);
+        if (warmUp) {
+          warmUp.stdin.end();
+          await Promise.all([
+            warmUp.exited,
+            finished(warmUp.stdout.resume()),
+            finished(warmUp.stderr.resume()),
+          ]).catch(() => {});
+        }
+        return box.id;
+      },
+      remove: async (id: string) => {
+        await this.#whenReady();
+        await this.#teardown(id);
+      },
+    };
+    const pool = new BoxPool(ulid(), checked, host, this.#poolTable);
+    this.#pools.set(pool.id, pool);
+    const close = pool.close.bind(pool);
+    pool.close = async () => {
+      this.#pools.delete(pool.id);
+      await close();
+    };
+    return pool;
+  }
+
+  /** `create` without the warm pools: always starts a new box (a box of pool `poolId` when given). */
+  async #createNew(options: JsBoxOptions, name?: string, poolId?: string): Promise<JsBox> {
     const t0 = performance.now();
     const normalized = validateBoxOptions(options);
     const lifetimes = validateLifetimes(options);
@@ -609,6 +684,8 @@ export class LocalRuntime implements RuntimeBackend {
       createdAt: nowIso(),
     });
     try {
+      // Marked pooled before it starts: never listed while the pool fills.
+      if (poolId !== undefined) this.#poolTable.add(id, poolId);
       if (lifetimes) this.#lifetimes.create(id, lifetimes);
       await this.#launch(id, boxName, normalized, t0);
       if (lifetimes) {
@@ -630,7 +707,14 @@ export class LocalRuntime implements RuntimeBackend {
   /** Metadata of every box in `homeDir`, oldest first (spec 002 `listInfo`). */
   async listInfo(): Promise<JsBoxInfo[]> {
     await this.#whenReady();
-    const records = await Promise.all(this.#db.listBoxes().map((r) => this.#reconcile(r)));
+    // Pooled boxes are not listed until they are handed out.
+    const pooled = this.#poolTable.ids();
+    const records = await Promise.all(
+      this.#db
+        .listBoxes()
+        .filter((r) => !pooled.has(r.id))
+        .map((r) => this.#reconcile(r)),
+    );
     return records.filter((r): r is BoxRecord => r !== null).map((r) => boxInfo(r, null));
   }
 

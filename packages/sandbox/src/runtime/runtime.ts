@@ -11,6 +11,7 @@ import type { IsolationTier, JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetric
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
 import type { JsBox } from './box.ts';
 import { LocalRuntime } from './local.ts';
+import type { JsBoxPool, PoolSpec } from './pool.ts';
 
 export type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
 export { defaultHomeDir } from './local.ts';
@@ -197,6 +198,26 @@ export class JsRuntime {
    */
   shutdown(timeout?: number): Promise<void> {
     return this.#backend.shutdown(timeout);
+  }
+
+  /**
+   * Keeps `size` boxes of `image` and `options` created and running (issue 18 warm pools; `pool.ts`):
+   * `create()` with the same options (name and lifetimes aside) hands one out at once and the pool refills
+   * in the background; `shutdown()` drains it, `pool.close()` too.
+   * @throws BoxError `invalid_option` naming `image`, `size`, `options` or the box option at fault;
+   *   `unsupported` on a REST runtime (a server keeps its own pools).
+   */
+  pool(spec: PoolSpec): JsBoxPool {
+    if (!this.#backend.pool) {
+      throw new BoxError('warm pools are kept by a local runtime', { code: 'unsupported' });
+    }
+    const options = spec?.options;
+    if (this.#isolation && (options === undefined || (typeof options === 'object' && options !== null))) {
+      if (options?.isolation === undefined) {
+        return this.#backend.pool({ ...spec, options: { ...options, isolation: this.#isolation } });
+      }
+    }
+    return this.#backend.pool(spec);
   }
 
   /** Image operations (issue 7); a REST runtime rejects them with code `unsupported`. */

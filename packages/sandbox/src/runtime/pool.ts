@@ -1,0 +1,243 @@
+/**
+ * Warm pools (issue 18): `runtime.pool({ image, size, options })` keeps `size` boxes of those options
+ * created and running, so that `runtime.create()` with the same options hands one out at once instead of
+ * starting a box (a box start is ~50 ms; a hand-out is a row update), and the pool refills in the
+ * background.
+ *
+ * Pooled boxes are ordinary boxes of the `homeDir` listed in the `pooled_boxes` table: `listInfo()` leaves
+ * them out until they are handed out, and a runtime removes the pooled boxes of a process that is gone.
+ * Options match when their normalized forms (`validateBoxOptions`) are equal; lifetimes (`timeoutMs`,
+ * `autoPause`, …) are not part of the match and start at hand-out. A handed-out box keeps the hostname it
+ * was started with (its id), whatever name it is given.
+ */
+import { BoxError } from '../errors.ts';
+import type { JsBoxOptions } from '../types.ts';
+import { LIFETIME_FIELDS } from './lifetimes.ts';
+import { validateBoxOptions } from './options.ts';
+import type { StateDb } from './state.ts';
+
+/** What `runtime.pool()` takes: the image, how many boxes to keep ready, and the other box options. */
+export interface PoolSpec {
+  /** Image of the pooled boxes. */
+  image: string;
+  /** Boxes kept ready (1..64). */
+  size: number;
+  /** The other box options (`JsBoxOptions` without `image`); `secrets` and `ports` are refused. */
+  options?: Omit<JsBoxOptions, 'image'>;
+}
+
+/** A warm pool (the handle `runtime.pool()` returns). */
+export interface JsBoxPool {
+  /** Pool id (the key under which `shutdown` and `close` find it). */
+  readonly id: string;
+  /** Boxes the pool keeps ready. */
+  readonly size: number;
+  /** Boxes ready to be handed out now. */
+  ready(): number;
+  /** Resolves once the pool holds `size` ready boxes (or a refill failed: rejects with that error). */
+  filled(): Promise<void>;
+  /** Removes the boxes not yet handed out and stops refilling. */
+  close(): Promise<void>;
+}
+
+/** Largest pool size. */
+export const MAX_POOL_SIZE = 64;
+
+const SCHEMA = `CREATE TABLE IF NOT EXISTS pooled_boxes (
+  box_id TEXT PRIMARY KEY REFERENCES boxes(id) ON DELETE CASCADE,
+  pool TEXT NOT NULL
+)`;
+
+/** The canonical form of box options for matching: normalized, without name and lifetimes. */
+export function poolKey(options: unknown): string {
+  if (typeof options !== 'object' || options === null) return '';
+  const rest: Record<string, unknown> = { ...(options as Record<string, unknown>) };
+  for (const field of LIFETIME_FIELDS) delete rest[field];
+  return JSON.stringify(validateBoxOptions(rest));
+}
+
+/**
+ * Validates a pool spec; returns the full box options of its boxes.
+ * @throws BoxError `invalid_option` naming `image`, `size`, `options`, `options.secrets` or `options.ports`.
+ */
+export function poolBoxOptions(spec: unknown): { options: JsBoxOptions; size: number } {
+  if (typeof spec !== 'object' || spec === null) {
+    throw new BoxError('pool options must be an object { image, size, options? }', { field: 'pool' });
+  }
+  const s = spec as Partial<PoolSpec>;
+  if (typeof s.image !== 'string' || s.image === '') {
+    throw new BoxError('invalid pool option image: must be a non-empty string', { field: 'image' });
+  }
+  if (!Number.isInteger(s.size) || (s.size as number) < 1 || (s.size as number) > MAX_POOL_SIZE) {
+    throw new BoxError(`invalid pool option size: must be an integer from 1 to ${MAX_POOL_SIZE}`, {
+      field: 'size',
+    });
+  }
+  const extra = s.options ?? {};
+  if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) {
+    throw new BoxError('invalid pool option options: must be an object of box options', { field: 'options' });
+  }
+  if (Array.isArray(extra.secrets) && extra.secrets.length > 0) {
+    throw new BoxError('invalid pool option options.secrets: pooled boxes cannot hold secrets', {
+      field: 'options.secrets',
+    });
+  }
+  if (Array.isArray(extra.ports) && extra.ports.length > 0) {
+    throw new BoxError('invalid pool option options.ports: pooled boxes cannot publish host ports', {
+      field: 'options.ports',
+    });
+  }
+  const options = { ...extra, image: s.image } as JsBoxOptions;
+  for (const field of LIFETIME_FIELDS) delete (options as Record<string, unknown>)[field];
+  validateBoxOptions(options);
+  return { options, size: s.size as number };
+}
+
+/** The `pooled_boxes` table of one state database. */
+export class PoolTable {
+  readonly #db: StateDb;
+
+  /** Creates the table when missing. */
+  constructor(db: StateDb) {
+    this.#db = db;
+    db.run(SCHEMA);
+  }
+
+  /** Marks box `boxId` as a ready box of pool `pool`. */
+  add(boxId: string, pool: string): void {
+    this.#db.run('INSERT OR REPLACE INTO pooled_boxes (box_id, pool) VALUES (?, ?)', boxId, pool);
+  }
+
+  /** Ids of every pooled (not handed-out) box. */
+  ids(): Set<string> {
+    return new Set(this.#db.all('SELECT box_id FROM pooled_boxes').map((row) => row.box_id as string));
+  }
+
+  /**
+   * Hands box `boxId` out under `name` (null: no name) in one transaction; false when it is no longer
+   * pooled (another process took it).
+   * @throws BoxError `conflict` (field `name`) when the name is taken.
+   */
+  claim(boxId: string, name: string | null): boolean {
+    return this.#db.transaction(() => {
+      if (this.#db.change('DELETE FROM pooled_boxes WHERE box_id = ?', boxId) === 0) return false;
+      if (name !== null) {
+        try {
+          this.#db.run('UPDATE boxes SET name = ? WHERE id = ?', name, boxId);
+        } catch (error) {
+          if (/UNIQUE constraint failed/.test((error as Error).message)) {
+            throw new BoxError(`invalid box option name: a box named '${name}' already exists`, {
+              field: 'name',
+              code: 'conflict',
+            });
+          }
+          throw error;
+        }
+      }
+      return true;
+    });
+  }
+}
+
+/** What a pool needs from its runtime. */
+export interface PoolHost {
+  /** Creates and starts a box with these options, marked as a box of pool `poolId`; resolves with its id. */
+  create(options: JsBoxOptions, poolId: string): Promise<string>;
+  /** Removes a box (forced). */
+  remove(id: string): Promise<void>;
+}
+
+/** One warm pool of a runtime instance. */
+export class BoxPool implements JsBoxPool {
+  readonly id: string;
+  readonly size: number;
+  /** Canonical options of the pool's boxes (`poolKey`). */
+  readonly key: string;
+  readonly #options: JsBoxOptions;
+  readonly #host: PoolHost;
+  readonly #table: PoolTable;
+  readonly #ready: string[] = [];
+  #creating = 0;
+  #closed = false;
+  #error: Error | null = null;
+  #waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
+
+  /** @param spec already validated by {@link poolBoxOptions}. */
+  constructor(id: string, spec: { options: JsBoxOptions; size: number }, host: PoolHost, table: PoolTable) {
+    this.id = id;
+    this.size = spec.size;
+    this.#options = spec.options;
+    this.key = poolKey(spec.options);
+    this.#host = host;
+    this.#table = table;
+    this.#refill();
+  }
+
+  ready(): number {
+    return this.#ready.length;
+  }
+
+  filled(): Promise<void> {
+    if (this.#error) return Promise.reject(this.#error);
+    if (this.#ready.length >= this.size) return Promise.resolve();
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+
+  /**
+   * Takes a ready box for a caller, named `name`; null when none is ready (or another process claimed
+   * them). Starts a refill.
+   * @throws BoxError `conflict` when `name` is taken (the box goes back to the pool).
+   */
+  take(name: string | null): string | null {
+    while (this.#ready.length > 0) {
+      const id = this.#ready.shift()!;
+      let claimed: boolean;
+      try {
+        claimed = this.#table.claim(id, name);
+      } catch (error) {
+        this.#ready.unshift(id);
+        throw error;
+      }
+      if (claimed) {
+        this.#refill();
+        return id;
+      }
+    }
+    this.#refill();
+    return null;
+  }
+
+  #refill(): void {
+    // A failing image or option stops the refill; the error is reported by `filled()`.
+    while (!this.#closed && !this.#error && this.#ready.length + this.#creating < this.size) {
+      this.#creating++;
+      this.#host.create(this.#options, this.id).then(
+        (id) => {
+          this.#creating--;
+          if (this.#closed) {
+            this.#host.remove(id).catch(() => {});
+            return;
+          }
+          this.#table.add(id, this.id);
+          this.#ready.push(id);
+          if (this.#ready.length >= this.size) {
+            for (const w of this.#waiters.splice(0)) w.resolve();
+          }
+        },
+        (error: Error) => {
+          this.#creating--;
+          this.#error = error;
+          for (const w of this.#waiters.splice(0)) w.reject(error);
+        },
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const ids = this.#ready.splice(0);
+    await Promise.all(ids.map((id) => this.#host.remove(id).catch(() => {})));
+    for (const w of this.#waiters.splice(0))
+      w.reject(new BoxError('the pool was closed', { code: 'conflict' }));
+  }
+}
