@@ -14,7 +14,6 @@ import { copyIn, copyOut } from './files/copy.ts';
 import { BoxFiles } from './files/files.ts';
 import { LocalFiles } from './files/local.ts';
 import type { CopyOptions } from './files/types.ts';
-import { checkTimeoutAction, checkTimeoutMs, type TimeoutAction } from './lifetimes.ts';
 import { initialHealth } from './health.ts';
 import { checkTimeoutAction, checkTimeoutMs, type TimeoutAction } from './lifetimes.ts';
 import type { BoxRecord } from './state.ts';
