@@ -5,7 +5,7 @@
  * reattach, remove with no leftovers, and what an ordinary account is refused.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { userInfo } from 'node:os';
@@ -282,6 +282,50 @@ process.stdout.write(box.id);\n`,
     assert.equal((await run(box, 'echo', ['still here'])).stdout, 'still here');
     await runtime.remove('detached-one', true);
     assert.equal(await runtime.get('detached-one'), null);
+  });
+
+  it('a box that is not detached stops when its creator is killed (SIGKILL), slirp4netns with it', async () => {
+    const script = join(home, 'create-attached.ts');
+    writeFileSync(
+      script,
+      `import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '..', 'src', 'runtime', 'runtime.ts'))};
+const rt = new JsRuntime({ homeDir: ${JSON.stringify(home)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
+const box = await rt.create({ image: 'busybox:latest' }, 'attached-one');
+process.stdout.write(box.id + '\\n');
+setInterval(() => {}, 1000);\n`,
+    );
+    const child = spawn(process.execPath, ['--conditions=seed-source', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const id = await new Promise<string>((resolve) =>
+      child.stdout.once('data', (c: Buffer) => resolve(c.toString().trim())),
+    );
+    const info = await runtime.getInfo(id);
+    assert.equal(info?.state.status, 'running');
+    const init = info!.state.pid!;
+    child.kill('SIGKILL');
+    const deadline = Date.now() + 10_000;
+    while (
+      existsSync(`/proc/${init}`) &&
+      !/\) [ZX] /.test(readFileSync(`/proc/${init}/stat`, 'utf8')) &&
+      Date.now() < deadline
+    ) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal((await runtime.getInfo(id))?.state.status, 'stopped');
+    const slirps = readdirSync('/proc').filter((p) => {
+      try {
+        return (
+          /^\d+$/.test(p) &&
+          readFileSync(`/proc/${p}/cmdline`, 'utf8').startsWith('slirp4netns') &&
+          statSync(`/proc/${p}`).uid === me.uid
+        );
+      } catch {
+        return false;
+      }
+    });
+    assert.deepEqual(slirps, [], 'no slirp4netns of this account is left');
+    await runtime.remove(id, true);
   });
 
   it('refuses what needs root with a clear error: the gVisor tier and diskSizeGb', async () => {
