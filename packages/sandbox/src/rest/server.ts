@@ -22,8 +22,8 @@ import type { JsBoxInfo, JsBoxOptions, JsNetworkHandle } from '../types.ts';
 import { Authenticator, type AuthOptions, isLoopback, type Principal } from './auth.ts';
 import { fileRoutes } from './files-routes.ts';
 import { imageRoutes } from './images-routes.ts';
-import { type RestMetrics, serveMetrics } from './metrics.ts';
 import { lifecycleRoutes } from './lifecycle-routes.ts';
+import { type RestMetrics, serveMetrics } from './metrics.ts';
 import { openApiDocument } from './openapi.ts';
 import { DEFAULT_BACKLOG_BYTES, ExecSession, type ExecSink, normalizeSignal } from './sessions.ts';
 import {
