@@ -1,7 +1,9 @@
 /**
- * The admin page's OpenID Connect additions in Chromium: a user's profile fields, a user's consents to
- * third-party clients (listed and revoked), a role's parent roles, and a client's logout and consent
- * settings — each edited through the page and checked in the store.
+ * The admin page's OpenID Connect and OAuth additions in Chromium: a user's profile fields, a user's consents
+ * to third-party clients (listed and revoked), a role's parent roles, a client's logout and consent settings,
+ * and a client's OAuth settings (grant types, token endpoint authentication, DPoP required, PAR required,
+ * resources, token exchange; `client_secret_jwt` issuing a sealed secret shown once) — each edited through
+ * the page and checked in the store.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -13,7 +15,7 @@ let page: Page;
 const row = (attribute: string, value: string) => page.locator(`tr[data-${attribute}="${value}"]`);
 
 before(async () => {
-  s = await startOidcSetup();
+  s = await startOidcSetup({ oauth: { clientSecretKey: 'admin-page-test-client-secret-key-0123456789' } });
   const adminPage = `${s.t.base}/auth-admin/`;
   await s.t.server.store.updateClient('demo-spa', {
     redirectUris: [s.redirectUri, adminPage],
@@ -26,6 +28,13 @@ before(async () => {
     allowedGrantTypes: ['authorization_code'],
     allowedScopes: ['openid', 'email'],
     requireConsent: true,
+  });
+  await s.t.createClient({
+    clientId: 'svc-app',
+    clientType: 'confidential',
+    secret: 'svc-app-secret-1',
+    allowedGrantTypes: ['client_credentials'],
+    allowedScopes: ['api'],
   });
   const olivia = (await s.t.server.store.findUserByName('olivia'))!;
   await s.t.server.store.grantConsent(olivia.id, 'partner-app', ['openid', 'email']);
@@ -116,5 +125,68 @@ describe('admin page: OpenID Connect settings', () => {
       String(await page.locator('#status').textContent()),
       /backchannelLogoutUri: must use http or https/,
     );
+  });
+
+  test("edits a client's grant types and OAuth settings; a bad value shows the API's error", async () => {
+    await page.getByRole('button', { name: 'Clients' }).click();
+    await row('client', 'svc-app').getByRole('button', { name: 'Edit' }).click();
+    const editor = page.getByRole('form', { name: 'Edit client svc-app' });
+    await editor.getByLabel('token exchange', { exact: true }).check();
+    await editor.getByRole('button', { name: 'Save client' }).click();
+    await page.locator('#status').filter({ hasText: 'Saved client svc-app' }).waitFor();
+    assert.deepEqual([...(await s.t.server.store.getClient('svc-app'))!.allowedGrantTypes].sort(), [
+      'client_credentials',
+      'urn:ietf:params:oauth:grant-type:token-exchange',
+    ]);
+
+    await row('client', 'svc-app').getByRole('button', { name: 'Edit' }).click();
+    const settings = page.getByRole('form', { name: 'OAuth settings of svc-app' });
+    await settings.getByLabel('Token endpoint authentication').selectOption('client_secret_post');
+    await settings.getByLabel('DPoP required (DPoP-bound tokens only)').check();
+    await settings.getByLabel('PAR required').check();
+    await settings
+      .getByLabel('Allowed resources')
+      .fill('https://api.example.test/\nhttps://reports.example.test/');
+    await settings.getByLabel('Token exchange: subject clients').fill('demo-spa');
+    await settings.getByLabel('Token exchange: delegation').check();
+    await settings.getByRole('button', { name: 'Save OAuth settings' }).click();
+    await page.locator('#status').filter({ hasText: 'Saved the OAuth settings of svc-app' }).waitFor();
+    assert.deepEqual((await s.t.server.store.getClient('svc-app'))!.metadata, {
+      tokenEndpointAuthMethod: 'client_secret_post',
+      dpopBoundAccessTokens: true,
+      requirePushedAuthorizationRequests: true,
+      allowedResources: ['https://api.example.test/', 'https://reports.example.test/'],
+      tokenExchange: { subjectClients: ['demo-spa'], impersonation: false, delegation: true },
+    });
+
+    // The editor shows the stored settings.
+    await row('client', 'svc-app').getByRole('button', { name: 'Edit' }).click();
+    assert.equal(
+      await settings.getByLabel('Token endpoint authentication').inputValue(),
+      'client_secret_post',
+    );
+    assert.equal(await settings.getByLabel('DPoP required (DPoP-bound tokens only)').isChecked(), true);
+    assert.equal(await settings.getByLabel('Token exchange: impersonation').isChecked(), false);
+
+    await settings.getByLabel('JWKS URI (private_key_jwt)').fill('http://keys.example.test/jwks.json');
+    await settings.getByRole('button', { name: 'Save OAuth settings' }).click();
+    await page.locator('#status .error').waitFor();
+    assert.match(String(await page.locator('#status').textContent()), /jwksUri/);
+  });
+
+  test('choosing client_secret_jwt shows the new secret once; it is stored sealed', async () => {
+    await row('client', 'svc-app').getByRole('button', { name: 'Edit' }).click();
+    const settings = page.getByRole('form', { name: 'OAuth settings of svc-app' });
+    await settings.getByLabel('JWKS URI (private_key_jwt)').fill('');
+    await settings.getByLabel('Token endpoint authentication').selectOption('client_secret_jwt');
+    await settings.getByRole('button', { name: 'Save OAuth settings' }).click();
+    const shown = page.locator('#status').filter({ hasText: 'Its new secret (shown once)' });
+    await shown.waitFor();
+    const secret = String(await shown.locator('code').textContent());
+    assert.match(secret, /^[A-Za-z0-9_-]{43}$/);
+    const stored = (await s.t.server.store.getClient('svc-app'))!;
+    assert.equal(stored.metadata.tokenEndpointAuthMethod, 'client_secret_jwt');
+    assert.match(stored.secretHash!, /^sealed:v1:/);
+    assert.ok(!stored.secretHash!.includes(secret));
   });
 });

@@ -30,11 +30,13 @@ export interface OidcSetup {
 }
 
 /**
- * Starts the auth server, the RP server and Chromium; registers `demo-spa` with the RP's redirect and
- * post-logout URIs, and a user `olivia` (password `olivia-password-1`) with a profile and roles.
+ * Starts the auth server (with `options`), the RP server and Chromium; registers `demo-spa` with the RP's
+ * redirect and post-logout URIs, and a user `olivia` (password `olivia-password-1`) with a profile and roles.
  */
-export async function startOidcSetup(): Promise<OidcSetup> {
-  const t = await startTestServer();
+export async function startOidcSetup(
+  options: Parameters<typeof startTestServer>[0] = {},
+): Promise<OidcSetup> {
+  const t = await startTestServer(options);
   const backchannel: BackchannelCall[] = [];
   const rpServer: Server = createServer((req, res) => {
     if (req.method === 'POST' && req.url === '/backchannel') {

@@ -1,6 +1,6 @@
 /**
- * The admin web page at `{BasePath}/` (issue 6): three static files from `./web/` (HTML, one ES module,
- * one stylesheet — no build step, no CDN), served with a strict Content-Security-Policy. The page signs in
+ * The admin web page at `{BasePath}/` (issue 6): static files from `./web/` (HTML, two ES modules — the
+ * page and its client OAuth settings form — and one stylesheet; no build step, no CDN), served with a strict Content-Security-Policy. The page signs in
  * through this server's authorization-code + PKCE flow as the public client `clientId` (its redirect URI
  * must be `{origin}{BasePath}/`) and then calls `{BasePath}/api` with the access token.
  */
@@ -35,8 +35,8 @@ const SECURITY_HEADERS = {
 };
 
 /**
- * Registers `GET {basePath}` (redirect to the trailing-slash URL), `GET {basePath}/`, `{basePath}/app.js` and
- * `{basePath}/app.css` on `app` (no authentication: the page holds no data; the API checks every call).
+ * Registers `GET {basePath}` (redirect to the trailing-slash URL), `GET {basePath}/`, `{basePath}/app.js`,
+ * `{basePath}/client-settings.js` and `{basePath}/app.css` on `app` (no authentication: the page holds no data; the API checks every call).
  * @throws Error at registration when the asset files are missing.
  */
 export function registerAdminPage(
@@ -49,6 +49,7 @@ export function registerAdminPage(
     .replace('%CLIENT_ID%', attr(options.clientId ?? DEFAULT_ADMIN_PAGE_CLIENT_ID))
     .replace('%SCOPE%', attr(options.scope ?? DEFAULT_ADMIN_PAGE_SCOPE));
   const script = readFileSync(join(WEB_DIR, 'app.js'), 'utf8');
+  const settingsScript = readFileSync(join(WEB_DIR, 'client-settings.js'), 'utf8');
   const style = readFileSync(join(WEB_DIR, 'app.css'), 'utf8');
 
   const send = (reply: FastifyReply, type: string, body: string, cache: string) =>
@@ -60,6 +61,9 @@ export function registerAdminPage(
   );
   app.get(`${basePath}/app.js`, { schema: { hide: true } }, (_request, reply) =>
     send(reply, 'text/javascript; charset=utf-8', script, 'no-cache'),
+  );
+  app.get(`${basePath}/client-settings.js`, { schema: { hide: true } }, (_request, reply) =>
+    send(reply, 'text/javascript; charset=utf-8', settingsScript, 'no-cache'),
   );
   app.get(`${basePath}/app.css`, { schema: { hide: true } }, (_request, reply) =>
     send(reply, 'text/css; charset=utf-8', style, 'no-cache'),

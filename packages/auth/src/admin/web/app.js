@@ -3,6 +3,8 @@
 // public client; the access token is kept in sessionStorage and sent as a bearer token to `{BasePath}/api`.
 // All record data is written with textContent (never innerHTML): names come from other administrators.
 
+import { clientSettingsCard } from './client-settings.js';
+
 const html = document.documentElement;
 const BASE = html.dataset.basePath;
 const CLIENT_ID = html.dataset.clientId;
@@ -638,7 +640,20 @@ function roleEditor(role) {
   );
 }
 
-const GRANTS = ['authorization_code', 'refresh_token', 'password', 'client_credentials'];
+const GRANTS = [
+  'authorization_code',
+  'refresh_token',
+  'password',
+  'client_credentials',
+  'urn:ietf:params:oauth:grant-type:token-exchange',
+  'urn:ietf:params:oauth:grant-type:device_code',
+];
+
+/** The label of a grant type: the short name of the URN ones (RFC 8693 token exchange, RFC 8628 device code). */
+const grantLabel = (grant) =>
+  grant.startsWith('urn:')
+    ? grant.replace('urn:ietf:params:oauth:grant-type:', '').replace(/[-_]/g, ' ')
+    : grant;
 
 /** The fields a client's create and edit forms share, filled from `client` (empty for a new one). */
 function clientFields(client) {
@@ -649,7 +664,7 @@ function clientFields(client) {
     el(
       'div',
       {},
-      GRANTS.map((g) => checkbox(g, g, client ? client.allowedGrantTypes.includes(g) : false)),
+      GRANTS.map((g) => checkbox(g, grantLabel(g), client ? client.allowedGrantTypes.includes(g) : false)),
     ),
     field(
       'Post-logout redirect URIs',
@@ -749,7 +764,8 @@ const clientsView = resourceView('clients', {
 });
 
 function clientEditor(client) {
-  return card(
+  const settings = clientSettingsCard(client, { el, field, checkbox, card, act, api, list });
+  const form = card(
     { 'aria-label': `Edit client ${client.clientId}` },
     `Edit ${client.clientId}`,
     [
@@ -769,6 +785,7 @@ function clientEditor(client) {
         }),
       ),
   );
+  return el('div', {}, form, settings);
 }
 
 const permissionsView = resourceView('permissions', {
