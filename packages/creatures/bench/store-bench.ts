@@ -1,6 +1,7 @@
 /**
- * Store benchmark (`npm run bench:store -w @seed/creatures`): `createMessage` mutations per second, in one
- * run, against three set-ups of `creature-server` processes:
+ * Store benchmark (`npm run bench:store -w @seed/creatures`): writes per second of two workloads —
+ * `createMessage` (one statement on PostgreSQL) and `updateCreature` of each creature in turn (a
+ * transaction of three statements) — in one run, against three set-ups of `creature-server` processes:
  *
  * - `sqlite, 1 instance`: the embedded store on a SQLite file (WAL, durable commits);
  * - `postgres, 1 instance`: the PostgreSQL store on a throwaway cluster (`scripts/postgres.ts`) with
@@ -30,7 +31,30 @@ const duration = Number(process.env.BENCH_DURATION ?? 10);
 const warmup = Number(process.env.BENCH_WARMUP ?? 2);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const BIN = join(import.meta.dirname, '..', 'bin', 'creature-server.ts');
-const MUTATION = 'mutation ($c: String) { createMessage(input: { content: $c }) { id } }';
+/** The two write workloads: what each mutation sends, and the subscription that sees it. */
+const WORKLOADS = {
+  createMessage: {
+    mutation: 'mutation ($c: String) { createMessage(input: { content: $c }) { id } }',
+    variables: (tag: string, _n: number): Record<string, unknown> => ({ c: tag }),
+    subscription: 'subscription { messageChanged { message { content } } }',
+    tagOf: (data: unknown) =>
+      (data as { messageChanged: { message: { content: string } } }).messageChanged.message.content,
+  },
+  updateCreature: {
+    mutation:
+      'mutation ($id: ID!, $c: String) { updateCreature(id: $id, input: { classification: $c }) { id } }',
+    variables: (tag: string, n: number): Record<string, unknown> => ({
+      id: String(1 + (n % 151)).padStart(3, '0'),
+      c: tag,
+    }),
+    subscription: 'subscription { creatureChanged { creature { classification } } }',
+    tagOf: (data: unknown) =>
+      (data as { creatureChanged: { creature: { classification: string } } }).creatureChanged.creature
+        .classification,
+  },
+} as const;
+type Workload = keyof typeof WORKLOADS;
+let sent = 0;
 const TICKS = 100; // clock ticks per second of /proc/<pid>/stat (USER_HZ on Linux)
 
 interface Instance {
@@ -86,22 +110,23 @@ function cpuSeconds(pid: number, children = false): number {
   return total;
 }
 
-/** A `messageChanged` subscriber recording the delay from each message's send time to its arrival. */
-function subscriber(url: string) {
+/**
+ * A subscriber of the workload's changes, recording each change's tag (`<phase> <send time> <n>`, unique
+ * per request) and the delay from its send time to its arrival.
+ */
+function subscriber(url: string, workload: Workload) {
   const client = createClient({ url, retryAttempts: 0 });
   const delays: number[] = [];
   const ids = new Set<string>();
   let duplicates = 0;
-  const iterator = client.iterate<{ messageChanged: { message: { id: string; content: string } } }>({
-    query: 'subscription { messageChanged { message { id content } } }',
-  });
+  const iterator = client.iterate<Record<string, unknown>>({ query: WORKLOADS[workload].subscription });
   const done = (async () => {
     for await (const result of iterator) {
-      const { id, content } = result.data!.messageChanged.message;
-      if (ids.has(id)) duplicates++;
-      ids.add(id);
-      const sent = Number(content.split(' ')[1]);
-      if (content.startsWith('measure ')) delays.push(performance.timeOrigin + performance.now() - sent);
+      const tag = WORKLOADS[workload].tagOf(result.data!);
+      if (ids.has(tag)) duplicates++;
+      ids.add(tag);
+      const sentAt = Number(tag.split(' ')[1]);
+      if (tag.startsWith('measure ')) delays.push(performance.timeOrigin + performance.now() - sentAt);
     }
   })();
   return {
@@ -124,7 +149,13 @@ function percentile(values: number[], p: number): number {
 }
 
 /** Runs the mutation load against the instances (connections split evenly) for `seconds`. */
-async function load(instances: Instance[], seconds: number, tag: string): Promise<number> {
+async function load(
+  instances: Instance[],
+  workload: Workload,
+  seconds: number,
+  phase: string,
+): Promise<number> {
+  const { mutation, variables } = WORKLOADS[workload];
   const results = await Promise.all(
     instances.map((instance) =>
       autocannon({
@@ -135,10 +166,11 @@ async function load(instances: Instance[], seconds: number, tag: string): Promis
           {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
-            setupRequest: (request) => ({
-              ...request,
-              body: JSON.stringify({ query: MUTATION, variables: { c: `${tag} ${Date.now()}` } }),
-            }),
+            setupRequest: (request) => {
+              const n = sent++;
+              const tag = `${phase} ${Date.now()} ${n}`;
+              return { ...request, body: JSON.stringify({ query: mutation, variables: variables(tag, n) }) };
+            },
           },
         ],
       }),
@@ -150,6 +182,7 @@ async function load(instances: Instance[], seconds: number, tag: string): Promis
 }
 
 interface Row {
+  workload: Workload;
   name: string;
   writesPerSecond: number;
   p50: number;
@@ -159,14 +192,19 @@ interface Row {
   complete: boolean;
 }
 
-async function measure(name: string, instances: Instance[], cluster?: PostgresCluster): Promise<Row> {
-  const subscribers = instances.map((i) => subscriber(i.url));
+async function measure(
+  workload: Workload,
+  name: string,
+  instances: Instance[],
+  cluster?: PostgresCluster,
+): Promise<Row> {
+  const subscribers = instances.map((i) => subscriber(i.url, workload));
   await new Promise((resolve) => setTimeout(resolve, 300));
-  const warm = await load(instances, warmup, 'warmup');
+  const warm = await load(instances, workload, warmup, 'warmup');
   const cpu0 = instances.reduce((s, i) => s + cpuSeconds(i.child.pid!), 0);
   const pg0 = cluster ? cpuSeconds(cluster.pid, true) : 0;
   const started = performance.now();
-  const writes = await load(instances, duration, 'measure');
+  const writes = await load(instances, workload, duration, 'measure');
   const seconds = (performance.now() - started) / 1000;
   const cpu1 = instances.reduce((s, i) => s + cpuSeconds(i.child.pid!), 0);
   const pg1 = cluster ? cpuSeconds(cluster.pid, true) : 0;
@@ -189,6 +227,7 @@ async function measure(name: string, instances: Instance[], cluster?: PostgresCl
   const delays = subscribers.flatMap((s) => s.delays);
   await Promise.all(subscribers.map((s) => s.close()));
   return {
+    workload,
     name,
     writesPerSecond: writes / seconds,
     p50: percentile(delays, 50),
@@ -206,37 +245,43 @@ const cluster = await startPostgres({
 });
 const rows: Row[] = [];
 try {
-  const sqlite = await startInstance({ DATABASE_PATH: join(dir, 'creatures.db') });
-  rows.push(await measure('sqlite, 1 instance', [sqlite]).finally(() => stop(sqlite)));
-  const one = await startInstance({ DATABASE_URL: await cluster.createDatabase() });
-  rows.push(await measure('postgres, 1 instance', [one], cluster).finally(() => stop(one)));
-  const url = await cluster.createDatabase();
-  const pair = await Promise.all([
-    startInstance({ DATABASE_URL: url }),
-    startInstance({ DATABASE_URL: url }),
-  ]);
-  rows.push(await measure('postgres, 2 instances', pair, cluster).finally(() => Promise.all(pair.map(stop))));
+  for (const workload of Object.keys(WORKLOADS) as Workload[]) {
+    const sqlite = await startInstance({ DATABASE_PATH: join(dir, `${workload}.db`) });
+    rows.push(await measure(workload, 'sqlite, 1 instance', [sqlite]).finally(() => stop(sqlite)));
+    const one = await startInstance({ DATABASE_URL: await cluster.createDatabase() });
+    rows.push(await measure(workload, 'postgres, 1 instance', [one], cluster).finally(() => stop(one)));
+    const url = await cluster.createDatabase();
+    const pair = await Promise.all([
+      startInstance({ DATABASE_URL: url }),
+      startInstance({ DATABASE_URL: url }),
+    ]);
+    rows.push(
+      await measure(workload, 'postgres, 2 instances', pair, cluster).finally(() =>
+        Promise.all(pair.map(stop)),
+      ),
+    );
+  }
 } finally {
   await cluster.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 
 const loadAfter = loadavg();
-console.log(`createMessage mutations, ${connections} connections, ${duration} s per set-up`);
+console.log(`${connections} connections, ${duration} s per set-up and workload`);
 for (const r of rows) {
   console.log(
-    `${r.name.padEnd(22)} ${r.writesPerSecond.toFixed(0).padStart(6)} writes/s  delivery p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms  ` +
+    `${r.workload.padEnd(15)} ${r.name.padEnd(22)} ${r.writesPerSecond.toFixed(0).padStart(6)} writes/s  delivery p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms  ` +
       `server CPU ${r.serverCpuMs.toFixed(2)} ms/write  PostgreSQL CPU ${r.postgresCpuMs.toFixed(2)} ms/write  ` +
       `every subscriber got every write once: ${r.complete ? 'yes' : 'NO'}`,
   );
 }
-const [sqliteRow, oneRow, twoRow] = rows as [Row, Row, Row];
-console.log(
-  `postgres 1 instance / sqlite: ${(oneRow.writesPerSecond / sqliteRow.writesPerSecond).toFixed(2)}x`,
-);
-console.log(
-  `postgres 2 instances / 1 instance: ${(twoRow.writesPerSecond / oneRow.writesPerSecond).toFixed(2)}x`,
-);
+for (const workload of Object.keys(WORKLOADS) as Workload[]) {
+  const [sqliteRow, oneRow, twoRow] = rows.filter((r) => r.workload === workload) as [Row, Row, Row];
+  console.log(
+    `${workload}: postgres 1 instance / sqlite ${(oneRow.writesPerSecond / sqliteRow.writesPerSecond).toFixed(2)}x, ` +
+      `2 instances / 1 instance ${(twoRow.writesPerSecond / oneRow.writesPerSecond).toFixed(2)}x`,
+  );
+}
 console.log(
   `load average before ${loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${loadAfter.map((l) => l.toFixed(2)).join(' ')}`,
 );

@@ -6,8 +6,8 @@
  * Tables (all named `creature*`, so they can share a database with other services):
  * - `creature_migrations(version, applied_at)`: the migrations applied;
  * - `creature_state`: one row — `change_seq` (the number of the last committed change; every write
- *   takes this row's lock first, which orders writes and numbers changes without gaps),
- *   `last_creature_id`, `seeded_at`;
+ *   takes this row's lock, which orders writes and numbers changes without gaps), `creature_version`
+ *   (the number of creature changes), `last_creature_id`, `seeded_at`;
  * - `creatures(id, name_key, doc jsonb)`, `creature_messages(id, content, author)`;
  * - `creature_changes(seq, entity, kind, id, value jsonb, committed_at)`: the change log other
  *   instances read back after a notification on {@link CHANGES_CHANNEL}; the newest
@@ -50,6 +50,11 @@ export const MIGRATIONS: readonly Migration[] = [
         value jsonb NOT NULL,
         committed_at timestamptz NOT NULL DEFAULT now());
     `,
+  },
+  {
+    version: 2,
+    // Creature changes only: a creature write commits when no other creature change came in between.
+    sql: 'ALTER TABLE creature_state ADD COLUMN creature_version bigint NOT NULL DEFAULT 0;',
   },
 ];
 

@@ -3,13 +3,14 @@
  * database. Each instance keeps every creature in memory, like the SQLite store, and keeps that copy
  * current with the changes all instances commit:
  *
- * - every write runs in one transaction that takes the lock of the `creature_state` row and increments
- *   its `change_seq`: writes are serialized across instances and each change gets the next number,
- *   without gaps, in commit order. The same transaction writes the change, its entry in the
- *   `creature_changes` log and `NOTIFY creature_changes, '<seq>'` (delivered at commit);
- * - a creature write first reads back, still in its transaction, the changes this instance has not
- *   applied yet, so names and evolution ids are validated against the current data; a message write
- *   depends on nothing else and is one statement (one round trip);
+ * - every write takes the lock of the `creature_state` row and increments its `change_seq`: writes
+ *   are serialized across instances and each change gets the next number, without gaps, in commit
+ *   order. One statement (`store-postgres-sql.ts`) numbers the change, writes it, logs it in
+ *   `creature_changes` and sends `NOTIFY creature_changes, '<seq>'` (delivered at commit);
+ * - a creature write is validated against this instance's copy (unique names, evolution ids) and
+ *   commits only if no other creature change came in between (`creature_version`); otherwise the
+ *   instance catches up and tries again, and after three tries it takes the lock first, catches up
+ *   and writes in one transaction. This instance's creature writes go one at a time;
  * - every instance LISTENs on that channel and, for a number above the last one it applied, reads the
  *   log from there and applies each entry in order: the in-memory creatures, the version and one
  *   {@link ChangeEvent} on `events` per change. An entry is applied only when its number is the next
@@ -33,8 +34,20 @@ import {
   type MessageDraft,
 } from './store.ts';
 import { MirroredStore } from './store-mirror.ts';
-import { CHANGES_CHANNEL, CHANGES_KEPT, json, migrate } from './store-postgres-schema.ts';
-import { applyPatch, bad, emptyCreature, messageFields, notFound } from './store-rules.ts';
+import { CHANGES_CHANNEL, CHANGES_KEPT, migrate } from './store-postgres-schema.ts';
+import {
+  commitCreatureChangeIf,
+  insertMessage,
+  isPostgresUrl,
+  lockForCreatureChange,
+  readState,
+  redactUrl,
+  updateMessageRow,
+  writeLockedCreatureChange,
+} from './store-postgres-sql.ts';
+import { applyPatch, bad, emptyCreature, messageFields, notFound, numericId } from './store-rules.ts';
+
+export { isPostgresUrl, redactUrl } from './store-postgres-sql.ts';
 
 /** Options of {@link PostgresStore}. */
 export interface PostgresStoreOptions {
@@ -44,26 +57,15 @@ export interface PostgresStoreOptions {
   seed?: readonly Creature[];
   /** Most connections of this instance's pool (default 10), plus one for LISTEN. */
   maxConnections?: number;
+  /**
+   * Tries of a creature write guarded by `creature_version` before it takes the state row lock first
+   * (default 3; 0: always lock first, three statements in a transaction).
+   */
+  guardedTries?: number;
   /** Interval of the change log poll that backs up notifications, in ms (default 5000). */
   pollIntervalMs?: number;
   /** Called with errors of the background work (notifications, polls); default: ignored. */
   onError?: (err: unknown, context: string) => void;
-}
-
-/** True for a `postgres://` or `postgresql://` URL, the form {@link PostgresStore} takes. */
-export function isPostgresUrl(url: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(url);
-}
-
-/** The URL with its password replaced by `***`, for messages and logs. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return url.replace(/\/\/([^:/@]*):[^@]*@/, '//$1:***@');
-  }
 }
 
 interface ChangeRow {
@@ -92,6 +94,12 @@ export class PostgresStore extends MirroredStore {
   #poller: NodeJS.Timeout | undefined;
   #pulling = false;
   #pullAgain = false;
+  /** Creature changes applied (`creature_state.creature_version` when this copy is current). */
+  #creatureVersion = 0;
+  /** Highest creature id handed out (`creature_state.last_creature_id` when this copy is current). */
+  #lastCreatureId = 0;
+  /** This instance's creature writes, one at a time. */
+  #creatureWrites: Promise<unknown> = Promise.resolve();
 
   /** Creates the store for `options.url` without connecting; throws `TypeError` for another URL form. */
   constructor(options: PostgresStoreOptions) {
@@ -146,13 +154,15 @@ export class PostgresStore extends MirroredStore {
    * the creatures and `change_seq` from one snapshot (repeatable read).
    */
   async #reload(): Promise<void> {
-    const snapshot = await this.#sql.begin('isolation level repeatable read read only', async (tx) => {
-      const [state] = await tx`SELECT change_seq FROM creature_state`;
-      const docs = await tx`SELECT doc FROM creatures`;
-      return { seq: Number(state?.change_seq ?? 0), creatures: docs.map((r) => r.doc as Creature) };
-    });
+    const snapshot = await this.#sql.begin('isolation level repeatable read read only', readState);
+    this.#replace(snapshot);
+  }
+
+  #replace(snapshot: Awaited<ReturnType<typeof readState>>): void {
     if (this.#loaded && snapshot.seq <= this.#applied) return;
     this.#applied = snapshot.seq;
+    this.#creatureVersion = snapshot.creatureVersion;
+    this.#lastCreatureId = snapshot.lastCreatureId;
     this.replaceAll(snapshot.creatures, this.#loaded);
   }
 
@@ -176,17 +186,9 @@ export class PostgresStore extends MirroredStore {
     );
     if ('begin' in q) await this.#reload();
     else {
-      const [state] = await q`SELECT change_seq FROM creature_state`;
-      // Inside a write transaction the state row is locked by it: what is committed is change_seq - 1.
-      const committed = Number(state?.change_seq ?? 0) - 1;
-      const docs = await q`SELECT doc FROM creatures`;
-      if (committed > this.#applied) {
-        this.#applied = committed;
-        this.replaceAll(
-          docs.map((r) => r.doc as Creature),
-          true,
-        );
-      }
+      // Inside a write transaction holding the state row lock: what is committed is one change less.
+      const state = await readState(q);
+      this.#replace({ ...state, seq: state.seq - 1, creatureVersion: state.creatureVersion - 1 });
     }
   }
 
@@ -197,6 +199,12 @@ export class PostgresStore extends MirroredStore {
       if (seq <= this.#applied) continue;
       if (seq !== this.#applied + 1) return;
       this.#applied = seq;
+      if (row.entity === 'creature') {
+        this.#creatureVersion++;
+        const n = numericId(row.id);
+        if (row.kind === 'created' && Number.isFinite(n))
+          this.#lastCreatureId = Math.max(this.#lastCreatureId, n);
+      }
       this.applyChange({ entity: row.entity, kind: row.kind, id: row.id, value: row.value } as ChangeEvent);
     }
   }
@@ -223,34 +231,46 @@ export class PostgresStore extends MirroredStore {
   }
 
   /**
-   * Runs one creature write in a transaction: takes the `creature_state` row lock and the next change
-   * number (and, for `creates`, the next creature id), catches up with earlier changes this instance
-   * has not applied, lets `work` validate and build the change, then writes the row, logs the change
-   * and announces it in one statement, commits, and applies it here.
+   * Runs one creature write of this instance (after the ones before it): `work` validates against this
+   * copy and builds the change given the next free id; the change commits if no other creature change
+   * came in between, else this instance catches up and `work` runs again (a validation error is thrown
+   * only when this copy is current). After `guardedTries` tries it locks, catches up, runs
+   * `work` and writes in one transaction.
    */
-  async #writeCreature(
-    creates: boolean,
-    work: (nextId: number) => {
-      event: ChangeEvent & { entity: 'creature' };
-      write: (tx: postgres.TransactionSql) => postgres.PendingQuery<postgres.Row[]>;
-    },
-  ): Promise<Creature> {
-    await this.ready();
-    const { seq, event } = await this.#sql.begin(async (tx) => {
-      const [state] = await tx`UPDATE creature_state
-        SET change_seq = change_seq + 1, last_creature_id = last_creature_id + ${creates ? 1 : 0}
-        RETURNING change_seq, last_creature_id`;
-      const seq = Number(state!.change_seq);
-      if (seq - 1 > this.#applied) await this.#catchUp(tx, seq - 1);
-      const { event, write } = work(Number(state!.last_creature_id));
-      await tx`WITH w AS (${write(tx)}),
-        c AS (INSERT INTO creature_changes (seq, entity, kind, id, value)
-          VALUES (${seq}, 'creature', ${event.kind}, ${event.id}, ${tx.json(json(event.value))}))
-        SELECT pg_notify(${CHANGES_CHANNEL}, ${String(seq)})`;
-      return { seq, event };
+  #writeCreature(work: (nextId: number) => ChangeEvent & { entity: 'creature' }): Promise<Creature> {
+    const run = this.#creatureWrites.then(async () => {
+      await this.ready();
+      for (let i = 0; i < (this.#options.guardedTries ?? 3); i++) {
+        const version = this.#creatureVersion;
+        let event: ChangeEvent & { entity: 'creature' };
+        try {
+          event = work(this.#lastCreatureId + 1);
+        } catch (err) {
+          const [state] = await this.#sql`SELECT creature_version FROM creature_state`;
+          if (Number(state?.creature_version) === version) throw err;
+          await this.#catchUp(this.#sql);
+          continue;
+        }
+        const last = event.kind === 'created' ? Number(event.id) : this.#lastCreatureId;
+        const seq = await commitCreatureChangeIf(this.#sql, version, event, last);
+        if (seq !== undefined) {
+          await this.#applyOwn(seq, event);
+          return event.value;
+        }
+        await this.#catchUp(this.#sql);
+      }
+      const { seq, event } = await this.#sql.begin(async (tx) => {
+        const locked = await lockForCreatureChange(tx);
+        if (locked.seq - 1 > this.#applied) await this.#catchUp(tx, locked.seq - 1);
+        const event = work(locked.lastCreatureId + 1);
+        await writeLockedCreatureChange(tx, locked.seq, event);
+        return { seq: locked.seq, event };
+      });
+      await this.#applyOwn(seq, event);
+      return event.value;
     });
-    await this.#applyOwn(seq, event);
-    return event.value;
+    this.#creatureWrites = run.catch(() => {});
+    return run;
   }
 
   /**
@@ -289,42 +309,32 @@ export class PostgresStore extends MirroredStore {
    */
   createCreature(draft: CreatureDraft): Promise<Creature> {
     if (draft.name == null) return Promise.reject(bad('input.name is required'));
-    return this.#writeCreature(true, (next) => {
+    return this.#writeCreature((next) => {
       const id = String(next).padStart(3, '0');
-      const creature = applyPatch(emptyCreature(id), draft, 'input', this);
       return {
-        event: { entity: 'creature', kind: 'created', id, value: creature },
-        write: (tx) => tx`INSERT INTO creatures (id, name_key, doc)
-          VALUES (${id}, ${creature.name.toLowerCase()}, ${tx.json(json(creature))})`,
+        entity: 'creature',
+        kind: 'created',
+        id,
+        value: applyPatch(emptyCreature(id), draft, 'input', this),
       };
     });
   }
 
   /** Applies a patch to a creature. Throws `NOT_FOUND` for an unknown id, `BAD_USER_INPUT` as create. */
   updateCreature(id: string, patch: CreaturePatch): Promise<Creature> {
-    return this.#writeCreature(false, () => {
+    return this.#writeCreature(() => {
       const base = this.getCreature(id);
       if (!base) throw notFound(`No creature exists with id "${id}"`);
-      const next = applyPatch(base, patch, 'input', this);
-      return {
-        event: { entity: 'creature', kind: 'updated', id, value: next },
-        write: (
-          tx,
-        ) => tx`UPDATE creatures SET name_key = ${next.name.toLowerCase()}, doc = ${tx.json(json(next))}
-          WHERE id = ${id}`,
-      };
+      return { entity: 'creature', kind: 'updated', id, value: applyPatch(base, patch, 'input', this) };
     });
   }
 
   /** Removes a creature and returns it. Throws `NOT_FOUND` for an unknown id. */
   deleteCreature(id: string): Promise<Creature> {
-    return this.#writeCreature(false, () => {
+    return this.#writeCreature(() => {
       const old = this.getCreature(id);
       if (!old) throw notFound(`No creature exists with id "${id}"`);
-      return {
-        event: { entity: 'creature', kind: 'deleted', id, value: old },
-        write: (tx) => tx`DELETE FROM creatures WHERE id = ${id}`,
-      };
+      return { entity: 'creature', kind: 'deleted', id, value: old };
     });
   }
 
@@ -337,28 +347,13 @@ export class PostgresStore extends MirroredStore {
     return row ? { id: row.id, content: row.content, author: row.author } : undefined;
   }
 
-  /**
-   * Stores a new message with a random UUID id. Throws `BAD_USER_INPUT` for too long fields. One
-   * statement numbers, writes, logs and announces it (no validation depends on other changes).
-   */
+  /** Stores a new message with a random UUID id. Throws `BAD_USER_INPUT` for too long fields. */
   async createMessage(draft: MessageDraft): Promise<Message> {
     const f = messageFields(draft, 'input');
     const message: Message = { id: randomUUID(), content: f.content ?? null, author: f.author ?? null };
     await this.ready();
-    const [row] = await this.#sql`
-      WITH s AS (UPDATE creature_state SET change_seq = change_seq + 1 RETURNING change_seq),
-      m AS (INSERT INTO creature_messages (id, content, author)
-        VALUES (${message.id}, ${message.content}, ${message.author})),
-      c AS (INSERT INTO creature_changes (seq, entity, kind, id, value)
-        SELECT change_seq, 'message', 'created', ${message.id}, ${this.#sql.json(json(message))} FROM s
-        RETURNING seq)
-      SELECT seq, pg_notify(${CHANGES_CHANNEL}, seq::text) FROM c`;
-    await this.#applyOwn(Number(row!.seq), {
-      entity: 'message',
-      kind: 'created',
-      id: message.id,
-      value: message,
-    });
+    const seq = await insertMessage(this.#sql, message);
+    await this.#applyOwn(seq, { entity: 'message', kind: 'created', id: message.id, value: message });
     return message;
   }
 
@@ -369,23 +364,10 @@ export class PostgresStore extends MirroredStore {
   async updateMessage(id: string, draft: MessageDraft): Promise<Message> {
     const f = messageFields(draft, 'input');
     await this.ready();
-    // `m` joins `s`, so the state row is locked before the message row (one lock order: no deadlock).
-    const [row] = await this.#sql<{ seq: string; value: Message }[]>`
-      WITH s AS (UPDATE creature_state SET change_seq = change_seq + 1
-        WHERE EXISTS (SELECT 1 FROM creature_messages WHERE id = ${id}) RETURNING change_seq),
-      m AS (UPDATE creature_messages
-        SET content = CASE WHEN ${f.content !== undefined} THEN ${f.content ?? null}::text ELSE content END,
-          author = CASE WHEN ${f.author !== undefined} THEN ${f.author ?? null}::text ELSE author END
-        FROM s WHERE creature_messages.id = ${id} RETURNING creature_messages.id, content, author),
-      c AS (INSERT INTO creature_changes (seq, entity, kind, id, value)
-        SELECT s.change_seq, 'message', 'updated', m.id,
-          jsonb_build_object('id', m.id, 'content', m.content, 'author', m.author)
-        FROM s, m RETURNING seq, value)
-      SELECT seq, value, pg_notify(${CHANGES_CHANNEL}, seq::text) FROM c`;
-    if (!row) throw notFound(`No message exists with id "${id}"`);
-    const message: Message = { id: row.value.id, content: row.value.content, author: row.value.author };
-    await this.#applyOwn(Number(row.seq), { entity: 'message', kind: 'updated', id, value: message });
-    return message;
+    const done = await updateMessageRow(this.#sql, id, f);
+    if (!done) throw notFound(`No message exists with id "${id}"`);
+    await this.#applyOwn(done.seq, { entity: 'message', kind: 'updated', id, value: done.message });
+    return done.message;
   }
 
   /** Stops listening and polling and closes the connections (waiting up to 5 s for running queries). */

@@ -138,8 +138,8 @@ describe('two creature-server processes on one PostgreSQL database', () => {
       const [row] = await sql`SELECT count(*)::int AS count FROM creatures`;
       assert.equal(row?.count, 151);
       assert.deepEqual(
-        (await sql`SELECT version FROM creature_migrations`).map((r) => r.version),
-        [1],
+        (await sql`SELECT version FROM creature_migrations ORDER BY version`).map((r) => r.version),
+        [1, 2],
       );
     } finally {
       await sql.end();

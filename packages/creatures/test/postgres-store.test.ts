@@ -47,7 +47,7 @@ describe('PostgresStore on a shared database', () => {
         const [row] = await sql`SELECT (SELECT count(*) FROM creatures)::int AS creatures,
           (SELECT count(*) FROM creature_migrations)::int AS migrations,
           (SELECT count(*) FROM creature_state)::int AS states`;
-        assert.deepEqual({ ...row }, { creatures: 151, migrations: 1, states: 1 });
+        assert.deepEqual({ ...row }, { creatures: 151, migrations: 2, states: 1 });
       } finally {
         await sql.end();
       }
@@ -146,30 +146,35 @@ describe('PostgresStore on a shared database', () => {
     }
   });
 
-  test('concurrent writes on two stores: distinct ids, one winner per name, no lost update', async () => {
-    const url = await postgresDatabase();
-    const stores = opener();
-    try {
-      const [one, two] = [stores.open(url), stores.open(url)];
-      await Promise.all([one.ready(), two.ready()]);
-      const results = await Promise.allSettled([
-        one.createCreature({ name: 'Twin' }),
-        two.createCreature({ name: 'twin' }),
-        ...Array.from({ length: 10 }, (_, i) => (i % 2 ? one : two).createCreature({ name: `Solo ${i}` })),
-      ]);
-      const twins = results.slice(0, 2);
-      assert.equal(twins.filter((r) => r.status === 'fulfilled').length, 1);
-      const loser = twins.find((r) => r.status === 'rejected') as PromiseRejectedResult;
-      assert.match(loser.reason.message, /input\.name must be unique: "[Tt]win" is taken by creature 1\d\d/);
-      assert.equal(loser.reason.extensions.code, 'BAD_USER_INPUT');
-      const ids = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.id] : []));
-      assert.equal(new Set(ids).size, 11);
-      await two.createMessage({});
-      assert.equal(one.listCreatures().length, 162);
-      assert.equal(two.listCreatures().length, 162);
-      assert.deepEqual(one.listCreatures(), two.listCreatures());
-    } finally {
-      await stores.closeAll();
-    }
-  });
+  for (const guardedTries of [3, 0]) {
+    test(`concurrent writes on two stores: distinct ids, one winner per name (guardedTries ${guardedTries})`, async () => {
+      const url = await postgresDatabase();
+      const stores = opener();
+      try {
+        const [one, two] = [stores.open(url, { guardedTries }), stores.open(url, { guardedTries })];
+        await Promise.all([one.ready(), two.ready()]);
+        const results = await Promise.allSettled([
+          one.createCreature({ name: 'Twin' }),
+          two.createCreature({ name: 'twin' }),
+          ...Array.from({ length: 10 }, (_, i) => (i % 2 ? one : two).createCreature({ name: `Solo ${i}` })),
+        ]);
+        const twins = results.slice(0, 2);
+        assert.equal(twins.filter((r) => r.status === 'fulfilled').length, 1);
+        const loser = twins.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+        assert.match(
+          loser.reason.message,
+          /input\.name must be unique: "[Tt]win" is taken by creature 1\d\d/,
+        );
+        assert.equal(loser.reason.extensions.code, 'BAD_USER_INPUT');
+        const ids = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.id] : []));
+        assert.equal(new Set(ids).size, 11);
+        await two.createMessage({});
+        assert.equal(one.listCreatures().length, 162);
+        assert.equal(two.listCreatures().length, 162);
+        assert.deepEqual(one.listCreatures(), two.listCreatures());
+      } finally {
+        await stores.closeAll();
+      }
+    });
+  }
 });
