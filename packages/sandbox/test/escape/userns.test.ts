@@ -119,7 +119,7 @@ async function waitFor(check: () => boolean): Promise<void> {
 
 const hostUserns = readlinkSync('/proc/self/ns/user');
 
-describe('no box process runs as host uid 0', () => {
+describe('host ids of every box process (/proc/<pid>/status read from the host)', () => {
   test('container tier: init and every command (root, user 1000, tty) run as ids of the sandbox range', async () => {
     const s = specFactory(tmp, rootfs, 'unsc')({ detach: false });
     const { pid } = await engine.start(s);
