@@ -16,6 +16,7 @@ import { RootlessEngine } from '../src/engine/rootless.ts';
 import { cgroupDelegation, cgroupMounts, subordinateRanges } from '../src/engine/rootless-host.ts';
 import { hostIpv4Addresses } from '../src/network/destinations.ts';
 import { JsRuntime } from '../src/runtime/runtime.ts';
+import { buildLayer, pushFixture } from './helpers/registry.ts';
 import { processUids } from './rootless-helpers.ts';
 import { BUSYBOX, boxDirs, cleanupAll, REGISTRIES, run, tempHome } from './runtime-helpers.ts';
 
@@ -326,6 +327,31 @@ setInterval(() => {}, 1000);\n`,
     });
     assert.deepEqual(slirps, [], 'no slirp4netns of this account is left');
     await runtime.remove(id, true);
+  });
+
+  it("unpacks whiteouts and opaque directories into this account's store, and the box sees the merged layers", async () => {
+    const base = await buildLayer([
+      { name: 'bin/', type: 'directory' },
+      { name: 'bin/busybox', content: readFileSync('/bin/busybox'), mode: 0o755 },
+      { name: 'bin/sh', type: 'symlink', linkname: 'busybox' },
+      { name: 'bin/ls', type: 'symlink', linkname: 'busybox' },
+      { name: 'a/', type: 'directory' },
+      { name: 'a/gone', content: 'deleted above' },
+      { name: 'a/kept', content: 'kept' },
+      { name: 'd/', type: 'directory' },
+      { name: 'd/old', content: 'hidden by opaque' },
+    ]);
+    const top = await buildLayer([
+      { name: 'a/.wh.gone' },
+      { name: 'd/', type: 'directory' },
+      { name: 'd/.wh..wh..opq' },
+      { name: 'd/new', content: 'new' },
+    ]);
+    const pushed = await pushFixture(`rootless-layers-${me.uid}`, [base, top]);
+    const box = await runtime.create({ image: pushed.reference, network: { mode: 'disabled' } });
+    const r = await run(box, 'sh', ['-c', 'ls /a; echo --; ls /d']);
+    assert.equal(r.stdout, 'kept\n--\nnew');
+    await runtime.remove(box.id, true);
   });
 
   it('refuses what needs root with a clear error: the gVisor tier and diskSizeGb', async () => {

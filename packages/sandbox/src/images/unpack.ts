@@ -1,7 +1,8 @@
 /**
  * Unpacking of one OCI layer (image-spec layer.md "Changesets") into a directory that is used directly as an
  * overlayfs lower dir: OCI whiteouts `.wh.<name>` become overlay whiteouts (character device 0:0) and opaque
- * markers `.wh..wh..opq` become the `trusted.overlay.opaque=y` xattr (kernel Documentation/filesystems/
+ * markers `.wh..wh..opq` become the `trusted.overlay.opaque=y` xattr (`user.overlay.opaque` in an ordinary
+ * account's store, whose overlays use `userxattr`; kernel Documentation/filesystems/
  * overlayfs.rst "whiteouts and opaque directories").
  *
  * Containment: no entry may be written outside the layer root — names with `..` that climb above the root
@@ -30,6 +31,12 @@ export interface UnpackStats {
 }
 
 const IS_ROOT = process.getuid?.() === 0;
+/**
+ * Xattr of an opaque directory: `trusted.overlay.opaque` for root's store; an ordinary account cannot
+ * set `trusted.*` and mounts its overlays in a user namespace with `userxattr`, which reads
+ * `user.overlay.opaque` instead (engine/rootless-scripts.ts).
+ */
+const OPAQUE_XATTR = IS_ROOT ? 'trusted.overlay.opaque' : 'user.overlay.opaque';
 const UMASK = process.umask();
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 const CREATE_FLAGS = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
@@ -245,7 +252,7 @@ export async function extractLayer(tarStream: Readable, root: string): Promise<U
     stats.whiteouts = whiteouts.length;
   }
   if (opaque.length > 0) {
-    await runBatched('setfattr', ['-n', 'trusted.overlay.opaque', '-v', 'y', '--'], opaque);
+    await runBatched('setfattr', ['-n', OPAQUE_XATTR, '-v', 'y', '--'], opaque);
     stats.opaqueDirs = opaque.length;
   }
   // Directory metadata last (deepest first), so that read-only directories and mtimes survive extraction.
