@@ -14,7 +14,7 @@ import { copyIn, copyOut } from './files/copy.ts';
 import { BoxFiles } from './files/files.ts';
 import { LocalFiles } from './files/local.ts';
 import type { CopyOptions } from './files/types.ts';
-import { initialHealth } from './health.ts';
+import { initialHealth, publicHealth } from './health.ts';
 import { checkTimeoutAction, checkTimeoutMs, type TimeoutAction } from './lifetimes.ts';
 import type { BoxRecord } from './state.ts';
 
@@ -114,7 +114,9 @@ export function boxInfo(record: BoxRecord, publishedPorts: JsPublishedPort[] | n
     },
     // The latest recorded check since the box's last start (`starting` before the first one).
     healthStatus: record.options.healthCheck
-      ? (record.health ?? initialHealth(running))
+      ? record.health
+        ? publicHealth(record.health)
+        : initialHealth(running)
       : initialHealth(false),
     ...(record.options.limitsEnforced === false ? { limitsEnforced: false as const } : {}),
   };

@@ -11,9 +11,11 @@
  * overlap).
  *
  * Where the status lives: the monitor of the runtime instance that created or started the box records
- * every result in the state database (`StateDb.setHealth`), so every process on that `homeDir` reads the
- * same status. The monitor runs while that instance's process lives (timers never keep a process alive);
- * a detached box whose creating process has exited keeps its last recorded status.
+ * every result in the state database (`StateDb.setHealth`, with its process's identity), so every process
+ * on that `homeDir` reads the same status. The monitor runs while that process lives (timers never keep a
+ * process alive); when it is gone (a detached box outliving its creator), the next runtime instance that
+ * loads the box (`get`, `getInfo`) takes the checks over (`StateDb.claimHealth`: one
+ * process wins) and goes on from the recorded status.
  */
 import type { Readable } from 'node:stream';
 import { INIT_PATH } from '../engine/oci.ts';
@@ -132,6 +134,12 @@ export function initialHealth(configured: boolean): JsHealthStatus {
   return { state: configured ? 'starting' : 'none', failures: 0 };
 }
 
+/** The public part of a stored status (without the monitoring process's identity). */
+export function publicHealth(stored: JsHealthStatus & { monitor?: string }): JsHealthStatus {
+  const { monitor: _monitor, ...status } = stored;
+  return status;
+}
+
 function drain(stream: Readable): void {
   stream.on('error', () => {});
   stream.resume();
@@ -200,14 +208,21 @@ export class HealthMonitor {
 
   /**
    * Starts checking box `id` (replacing an earlier watch of it) from its start at `startedAtMs`
-   * (`Date.now()` time), and records `starting`.
+   * (`Date.now()` time): from `resume` (the recorded status of a box taken over from a monitor that is
+   * gone), else from `starting`, which is recorded.
    */
-  watch(id: string, check: NormalizedHealthCheck, argv: string[], startedAtMs: number): void {
+  watch(
+    id: string,
+    check: NormalizedHealthCheck,
+    argv: string[],
+    startedAtMs: number,
+    resume?: JsHealthStatus,
+  ): void {
     this.unwatch(id);
     const watch: Watch = { timer: null, stopped: false };
     this.#watches.set(id, watch);
-    let status = initialHealth(true);
-    this.#deps.save(id, status);
+    let status = resume ?? initialHealth(true);
+    if (!resume) this.#deps.save(id, status);
     const schedule = () => {
       if (watch.stopped) return;
       watch.timer = setTimeout(tick, check.interval * 1000);

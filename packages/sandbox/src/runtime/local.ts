@@ -32,7 +32,7 @@ import { boxInfo, JsBox } from './box.ts';
 import type { RuntimeContext } from './context.ts';
 import { PendingCounters } from './counters.ts';
 import type { ExecutionReport } from './execution.ts';
-import { checkArgv, HealthMonitor, runCheck } from './health.ts';
+import { checkArgv, HealthMonitor, initialHealth, publicHealth, runCheck } from './health.ts';
 import { LifetimeStore, validateLifetimes } from './lifetimes.ts';
 import {
   DEFAULT_PIDS_LIMIT,
@@ -103,8 +103,10 @@ export class LocalRuntime implements RuntimeBackend {
   /** Warm pools of this instance (`pool.ts`), by id. */
   readonly #pools = new Map<string, BoxPool>();
   readonly #poolTable: PoolTable;
-  /** Health checks of the boxes this instance created or started (`health.ts`). */
+  /** Health checks of the boxes this instance created, started or took over (`health.ts`). */
   readonly #health: HealthMonitor;
+  /** `pid:starttime` of this process, recorded with the health of the boxes it checks. */
+  readonly #me = processIdentity(process.pid) ?? `${process.pid}:0`;
 
   /**
    * @param options `homeDir` (default {@link defaultHomeDir}) and `imageRegistries`, already checked by
@@ -156,7 +158,7 @@ export class LocalRuntime implements RuntimeBackend {
     };
     this.#health = new HealthMonitor({
       check: async (id, argv, timeoutMs) => runCheck(await this.#getEngine(), id, argv, timeoutMs),
-      save: (id, status) => this.#db.setHealth(id, status),
+      save: (id, status) => this.#db.setHealth(id, { ...status, monitor: this.#me }),
       state: async (id) => {
         // Reconciled: a box whose init died is stopped, a frozen one paused.
         const status = (await this.#refresh(id))?.status;
@@ -735,8 +737,36 @@ export class LocalRuntime implements RuntimeBackend {
       throw new BoxError('idOrName must be a non-empty string', { field: 'idOrName' });
     }
     await this.#whenReady();
-    const record = this.#db.getBox(idOrName);
-    return record ? this.#reconcile(record) : null;
+    const found = this.#db.getBox(idOrName);
+    const record = found ? await this.#reconcile(found) : null;
+    if (record) await this.#adoptHealth(record);
+    return record;
+  }
+
+  /**
+   * Takes over the health checks of a running box whose monitoring process is gone (a detached box that
+   * outlived the process that created or started it); see `health.ts`. One process wins the claim.
+   */
+  async #adoptHealth(record: BoxRecord): Promise<void> {
+    const check = record.options.healthCheck;
+    if (!check || record.status !== 'running' || this.#health.watching(record.id)) return;
+    const monitor = record.health?.monitor ?? (record.health ? undefined : record.owner);
+    if (monitor && ownerAlive(monitor)) return;
+    const resume = record.health ? publicHealth(record.health) : initialHealth(true);
+    const expected = record.health ? JSON.stringify(record.health) : null;
+    if (!this.#db.claimHealth(record.id, expected, { ...resume, monitor: this.#me })) return;
+    const image =
+      record.options.image !== undefined
+        ? await this.#store.get(record.options.image).catch(() => null)
+        : null;
+    const startedAt = Date.parse(record.startedAt ?? record.createdAt);
+    this.#health.watch(
+      record.id,
+      check,
+      checkArgv(check.command, image?.config.healthcheck),
+      startedAt,
+      resume,
+    );
   }
 
   /**

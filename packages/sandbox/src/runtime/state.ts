@@ -52,8 +52,11 @@ export interface BoxRecord {
   bytesSent: number;
   bytesReceived: number;
   /** Last recorded health of a box with a `healthCheck` since its latest start; null before the first check. */
-  health: JsHealthStatus | null;
+  health: StoredHealth | null;
 }
+
+/** A box's health as stored: the public status and `monitor`, the `pid:starttime` of the process checking it. */
+export type StoredHealth = JsHealthStatus & { monitor?: string };
 
 /** A managed volume: data lives in `<homeDir>/volumes/<id>/data`. */
 export interface VolumeRecord {
@@ -128,7 +131,7 @@ function toRecord(row: BoxRow): BoxRecord {
     execErrors: row.exec_errors,
     bytesSent: row.bytes_sent,
     bytesReceived: row.bytes_received,
-    health: row.health ? (JSON.parse(row.health) as JsHealthStatus) : null,
+    health: row.health ? (JSON.parse(row.health) as StoredHealth) : null,
   };
 }
 
@@ -252,10 +255,21 @@ export class StateDb {
   }
 
   /** Records the health of a box (its latest check); only while the box is running. */
-  setHealth(id: string, health: JsHealthStatus): void {
+  setHealth(id: string, health: StoredHealth): void {
     this.#db
       .prepare("UPDATE boxes SET health = ? WHERE id = ? AND status = 'running'")
       .run(JSON.stringify(health), id);
+  }
+
+  /**
+   * Records `health` only while the stored value is still `expected` (its JSON text, or null): how a
+   * process takes over the checks of a running box whose monitor is gone. True when this call won.
+   */
+  claimHealth(id: string, expected: string | null, health: StoredHealth): boolean {
+    const result = this.#db
+      .prepare("UPDATE boxes SET health = ? WHERE id = ? AND status = 'running' AND health IS ?")
+      .run(JSON.stringify(health), id, expected);
+    return Number(result.changes) === 1;
   }
 
   /** Adds to a box's counters (commands, exec errors, bytes to stdin, bytes from stdout/stderr). */
