@@ -587,8 +587,13 @@ export class LocalRuntime implements RuntimeBackend {
       for (const pool of this.#pools.values()) {
         if (pool.key !== key) continue;
         const id = pool.take(boxName);
-        const record = id ? this.#db.getBox(id) : null;
-        if (!record || record.status !== 'running') continue;
+        if (!id) continue;
+        const record = await this.#refresh(id);
+        if (!record || record.status !== 'running') {
+          // It died while pooled (its box was killed): it goes, and the caller gets a new box.
+          if (record) await this.#teardown(id).catch(() => {});
+          continue;
+        }
         if (lifetimes) {
           this.#lifetimes.create(record.id, lifetimes);
           ensureReaper(this.homeDir);
