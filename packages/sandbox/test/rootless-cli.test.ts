@@ -72,6 +72,25 @@ describe('sandbox doctor', () => {
     );
   });
 
+  it('exits 1 for an account that is not set up (nobody: no subordinate ids, no cgroup subtree)', () => {
+    const r = spawnSync(process.execPath, [bin, 'doctor', '--user', 'nobody', '--json'], {
+      encoding: 'utf8',
+    });
+    assert.equal(r.status, 1, r.stderr);
+    const report = JSON.parse(r.stdout);
+    assert.equal(report.ok, false);
+    const missing = report.checks
+      .filter((c: { status: string }) => c.status === 'missing')
+      .map((c: { id: string }) => c.id);
+    assert.ok(
+      missing.includes('subuid') && missing.includes('subgid') && missing.includes('cgroup'),
+      missing.join(','),
+    );
+    for (const c of report.checks.filter((x: { status: string }) => x.status === 'missing')) {
+      assert.ok(typeof c.fix === 'string' && c.fix.length > 0, `${c.id} has a fix`);
+    }
+  });
+
   it('prints ok/missing lines with fixes in text form', () => {
     const r = spawnSync(process.execPath, [bin, 'doctor', '--user', TEST_USER], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stdout + r.stderr);
