@@ -9,124 +9,27 @@
  * schema refuses what the store would refuse anyway, earlier and cheaper.
  */
 import { MAX_PERMISSION_CODE_LENGTH } from '../permissions.ts';
+import {
+  DEFAULT_PAGE,
+  MAX_CLIENT_ID,
+  MAX_PAGE,
+  MAX_ROLE_NAME,
+  MAX_SECRET,
+  MAX_TEXT,
+  MAX_USER_NAME,
+  nullableString,
+  nullableTimestamp,
+  permissionList,
+  profileFields,
+  record,
+  roleList,
+  type Schema,
+  stringArray,
+  timestamp,
+} from './schema-parts.ts';
 
-/** Longest user name, in characters (store rule). */
-export const MAX_USER_NAME = 256;
-/** Longest role name, in characters (store rule). */
-export const MAX_ROLE_NAME = 64;
-/** Longest free-text description or display name, in characters. */
-export const MAX_TEXT = 1024;
-/** Longest client id, in characters (store rule). */
-export const MAX_CLIENT_ID = 128;
-/** Longest password or client secret accepted, in characters (matches `MAX_PASSWORD_LENGTH`). */
-export const MAX_SECRET = 1024;
-/** Largest page (`limit`) of a list request. */
-export const MAX_PAGE = 1000;
-/** Default page size of a list request. */
-export const DEFAULT_PAGE = 50;
-
-type Schema = Record<string, unknown>;
-
-const permissionList: Schema = {
-  type: 'array',
-  maxItems: 1000,
-  items: { type: 'string', minLength: 1, maxLength: MAX_PERMISSION_CODE_LENGTH },
-  description:
-    'Permission codes or patterns: dot-separated segments; `*` one segment, trailing `**` the rest.',
-};
-const roleList: Schema = {
-  type: 'array',
-  maxItems: 200,
-  items: { type: 'string', minLength: 1, maxLength: MAX_ROLE_NAME },
-  description: 'Role names.',
-};
-const grantTypes: Schema = {
-  type: 'array',
-  maxItems: 10,
-  items: {
-    type: 'string',
-    enum: [
-      'authorization_code',
-      'refresh_token',
-      'password',
-      'client_credentials',
-      'urn:ietf:params:oauth:grant-type:token-exchange',
-      'urn:ietf:params:oauth:grant-type:device_code',
-    ],
-  },
-  description: '`AllowedGrantTypes`.',
-};
-const scopes: Schema = {
-  type: 'array',
-  maxItems: 200,
-  items: { type: 'string', minLength: 1, maxLength: 128 },
-  description: '`AllowedScopes`: scope tokens (RFC 6749 §3.3).',
-};
-const redirectUris: Schema = {
-  type: 'array',
-  maxItems: 50,
-  items: { type: 'string', minLength: 1, maxLength: 2048 },
-  description: 'Absolute redirect URIs without fragment, compared exactly (RFC 6749 §3.1.2).',
-};
-const timestamp: Schema = { type: 'string', format: 'date-time', description: 'RFC 3339 date-time (UTC).' };
-const nullableTimestamp: Schema = {
-  type: ['string', 'null'],
-  format: 'date-time',
-  description: 'RFC 3339 date-time (UTC), or null.',
-};
-const stringArray: Schema = { type: 'array', items: { type: 'string' } };
-const nullableString: Schema = { type: ['string', 'null'] };
-
-/** Longest profile text (display, given and family name), in characters (store rule). */
-export const MAX_PROFILE_TEXT = 256;
-/** Longest e-mail address, in characters (RFC 5321 §4.5.3.1.3, store rule). */
-export const MAX_EMAIL = 254;
-
-/** Profile fields of a user body (OIDC Core §5.1 claims `name`, `given_name`, `family_name`, `email`). */
-const profileFields: Record<string, Schema> = {
-  displayName: {
-    type: ['string', 'null'],
-    maxLength: MAX_PROFILE_TEXT,
-    description: 'Full name (claim `name`, scope `profile`); null or blank clears it.',
-  },
-  givenName: { type: ['string', 'null'], maxLength: MAX_PROFILE_TEXT, description: 'Claim `given_name`.' },
-  familyName: { type: ['string', 'null'], maxLength: MAX_PROFILE_TEXT, description: 'Claim `family_name`.' },
-  email: {
-    type: ['string', 'null'],
-    maxLength: MAX_EMAIL,
-    description: 'E-mail address `local@domain` (claim `email`, scope `email`); null clears it.',
-  },
-  emailVerified: { type: 'boolean', description: 'Claim `email_verified`.' },
-};
-
-/**
- * The schema of a record the API returns: an object with exactly these `properties`, every one of them
- * always present (`required` lists them all, in order).
- */
-function record(properties: Record<string, Schema>): Schema {
-  return { type: 'object', required: Object.keys(properties), properties };
-}
-
-/** The error body of every 4xx/5xx answer of the administration API (spec: `{ "error": "message" }`). */
-export const errorSchema: Schema = {
-  type: 'object',
-  required: ['error'],
-  properties: { error: { type: 'string', description: 'What went wrong, naming the field and rule.' } },
-};
-
-/**
- * The middleware's denial body (spec 001 "Middleware denial body"), for 401/403 from the permission check.
- * Open (`additionalProperties`) so that a body replaced by `OnDenied` is serialized as given.
- */
-export const denialSchema: Schema = {
-  type: 'object',
-  additionalProperties: true,
-  properties: {
-    error: { type: 'string' },
-    error_description: { type: 'string' },
-    permission: { type: ['string', 'null'] },
-  },
-};
+export * from './schema-parts.ts';
+export * from './schemas-clients.ts';
 
 // ── users ──
 
@@ -300,180 +203,6 @@ export const updatePermissionBody: Schema = {
   additionalProperties: false,
   required: ['description'],
   properties: { description: { type: 'string', maxLength: MAX_TEXT } },
-};
-
-// ── clients ──
-
-/**
- * OAuth extension settings of a client (RFC 7591 §2 client metadata in camelCase; `PUT
- * /clients/{clientId}/metadata`). The store checks the rules the schema cannot (URLs, public keys only,
- * `jwks` xor `jwksUri`, `private_key_jwt` needs keys) and answers 400 naming the field.
- */
-export const clientMetadataSchema: Schema = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    dpopBoundAccessTokens: {
-      type: 'boolean',
-      description:
-        'RFC 9449 §5.2 `dpop_bound_access_tokens` ("DPoP required"): token requests need a DPoP proof.',
-    },
-    requirePushedAuthorizationRequests: {
-      type: 'boolean',
-      description: 'RFC 9126 §6: authorization requests must be pushed (`/connect/par`).',
-    },
-    tokenEndpointAuthMethod: {
-      type: 'string',
-      enum: ['client_secret_basic', 'client_secret_post', 'client_secret_jwt', 'private_key_jwt', 'none'],
-      description:
-        'RFC 7591 §2 `token_endpoint_auth_method`: the only method the client may use. `client_secret_jwt` (RFC 7523, OIDC Core §9) needs the server client-secret key (`AUTH_CLIENT_SECRET_KEY`): the secret is then stored sealed (AES-256-GCM) instead of hashed, and choosing it issues a new secret, returned once as `clientSecret`.',
-    },
-    jwks: {
-      type: 'object',
-      required: ['keys'],
-      properties: {
-        keys: {
-          type: 'array',
-          minItems: 1,
-          maxItems: 10,
-          items: { type: 'object', additionalProperties: true },
-        },
-      },
-      description: 'RFC 7591 §2 `jwks`: public keys for `private_key_jwt`.',
-    },
-    jwksUri: {
-      type: 'string',
-      maxLength: 2048,
-      description: 'RFC 7591 §2 `jwks_uri` (https, or http on loopback).',
-    },
-    allowedResources: {
-      type: 'array',
-      maxItems: 32,
-      items: { type: 'string', maxLength: 2048 },
-      description: 'RFC 8707 resource indicators the client may request (the access token `aud`).',
-    },
-    tokenExchange: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['subjectClients'],
-      properties: {
-        subjectClients: {
-          type: 'array',
-          minItems: 1,
-          maxItems: 64,
-          items: { type: 'string', maxLength: 128 },
-        },
-        impersonation: { type: 'boolean' },
-        delegation: { type: 'boolean' },
-      },
-      description: "RFC 8693 policy: whose users' tokens the client may exchange ('*': any), and how.",
-    },
-  },
-};
-
-/** A client as the API shows it (no secret hash). */
-export const clientSchema: Schema = record({
-  clientId: { type: 'string' },
-  displayName: { type: 'string' },
-  clientType: { type: 'string', enum: ['public', 'confidential'] },
-  hasSecret: { type: 'boolean' },
-  secretStorage: {
-    type: ['string', 'null'],
-    enum: ['hashed', 'sealed', null],
-    description:
-      '`hashed` (scrypt), `sealed` (AES-256-GCM under the server key, for `client_secret_jwt`), null without a secret.',
-  },
-  isEnabled: { type: 'boolean' },
-  redirectUris: stringArray,
-  allowedGrantTypes: stringArray,
-  allowedScopes: stringArray,
-  permissions: stringArray,
-  postLogoutRedirectUris: stringArray,
-  backchannelLogoutUri: nullableString,
-  requireConsent: { type: 'boolean' },
-  metadata: clientMetadataSchema,
-  createdAt: timestamp,
-  updatedAt: timestamp,
-});
-
-/** A client plus its new plain-text secret (shown once, on create and on secret rotation). */
-export const clientWithSecretSchema: Schema = {
-  ...clientSchema,
-  properties: {
-    ...(clientSchema.properties as Schema),
-    clientSecret: {
-      type: 'string',
-      description: 'The new secret in plain text. Shown only in this response; store it now.',
-    },
-  },
-};
-
-/** OpenID Connect settings of a client body (logout and consent). */
-const clientOidcFields: Record<string, Schema> = {
-  postLogoutRedirectUris: {
-    ...redirectUris,
-    description:
-      'Where RP-initiated logout may send the user back (`post_logout_redirect_uris`), compared exactly.',
-  },
-  backchannelLogoutUri: {
-    type: ['string', 'null'],
-    maxLength: 2048,
-    description: 'Absolute http(s) URI receiving logout tokens (Back-Channel Logout 1.0), or null.',
-  },
-  requireConsent: {
-    type: 'boolean',
-    description: 'Third-party client: users must consent to its scopes on the consent page.',
-  },
-};
-
-/** Body of `POST /clients`. */
-export const createClientBody: Schema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['clientId', 'clientType'],
-  properties: {
-    clientId: { type: 'string', minLength: 1, maxLength: MAX_CLIENT_ID },
-    displayName: { type: 'string', maxLength: MAX_TEXT },
-    clientType: { type: 'string', enum: ['public', 'confidential'] },
-    clientSecret: {
-      type: 'string',
-      minLength: 16,
-      maxLength: MAX_SECRET,
-      description: 'Confidential clients only; when omitted a random secret is generated and returned once.',
-    },
-    isEnabled: { type: 'boolean' },
-    redirectUris,
-    allowedGrantTypes: grantTypes,
-    allowedScopes: scopes,
-    permissions: {
-      ...permissionList,
-      description: '`Permissions`. Non-empty needs `auth.admin.permissions` (separation of duties).',
-    },
-    ...clientOidcFields,
-  },
-};
-
-/** Body of `PATCH /clients/{clientId}`. */
-export const updateClientBody: Schema = {
-  type: 'object',
-  additionalProperties: false,
-  minProperties: 1,
-  properties: {
-    displayName: { type: 'string', maxLength: MAX_TEXT },
-    isEnabled: { type: 'boolean' },
-    redirectUris,
-    allowedGrantTypes: grantTypes,
-    allowedScopes: scopes,
-    permissions: { ...permissionList, description: 'Changing it needs `auth.admin.permissions`.' },
-    ...clientOidcFields,
-  },
-};
-
-/** Body of `POST /clients/{clientId}/secret` (optional: without `clientSecret` one is generated). */
-export const rotateSecretBody: Schema = {
-  type: ['object', 'null'],
-  additionalProperties: false,
-  properties: { clientSecret: { type: 'string', minLength: 16, maxLength: MAX_SECRET } },
 };
 
 /** Body of routes that take none (`POST …/enable`, `DELETE …`): absent, or an empty JSON object. */
