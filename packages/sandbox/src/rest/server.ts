@@ -16,26 +16,28 @@ import { type WebSocket, WebSocketServer } from 'ws';
 import { BoxError, notFound } from '../errors.ts';
 import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type { JsBox } from '../runtime/box.ts';
-import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { JsRuntime } from '../runtime/runtime.ts';
-import type { JsBoxInfo, JsBoxOptions, JsNetworkHandle } from '../types.ts';
+import type { JsBoxInfo, JsNetworkHandle } from '../types.ts';
 import { Authenticator, type AuthOptions, isLoopback, type Principal } from './auth.ts';
+import { boxRoutes } from './box-routes.ts';
 import { fileRoutes } from './files-routes.ts';
 import { imageRoutes } from './images-routes.ts';
 import { lifecycleRoutes } from './lifecycle-routes.ts';
 import { type RestMetrics, serveMetrics } from './metrics.ts';
 import { openApiDocument } from './openapi.ts';
 import { DEFAULT_BACKLOG_BYTES, ExecSession, type ExecSink, normalizeSignal } from './sessions.ts';
+import { volumeRoutes } from './volume-routes.ts';
 import {
   Channel,
   HttpError,
   httpErrorOf,
+  isObject,
   isStreamNumber,
   MUX_HEADER_BYTES,
   muxFrame,
   Permission,
-  toCamel,
   toSnake,
+  unknownFields,
 } from './wire.ts';
 
 /** Default listen address of `sandbox serve`. */
@@ -66,33 +68,6 @@ export interface RestServerOptions extends AuthOptions {
   metrics?: boolean;
 }
 
-const BOX_OPTION_FIELDS = new Set([
-  'name',
-  'image',
-  'rootfsPath',
-  'cpus',
-  'memoryMib',
-  'diskSizeGb',
-  'workingDir',
-  'env',
-  'volumes',
-  'network',
-  'ports',
-  'secrets',
-  'advanced',
-  'autoRemove',
-  'detach',
-  'isolation',
-  'autoPause',
-  'autoDelete',
-  'autoResume',
-  'timeoutMs',
-  'onTimeout',
-  'entrypoint',
-  'cmd',
-  'user',
-  'healthCheck',
-]);
 const EXEC_FIELDS = new Set(['cmd', 'args', 'env', 'tty', 'cwd', 'user']);
 
 declare module 'fastify' {
@@ -106,18 +81,6 @@ interface PreparedTunnel {
   boxId: string;
   port: number;
   expires: number;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function unknownFields(body: Record<string, unknown>, known: Set<string>): void {
-  for (const key of Object.keys(body)) {
-    if (!known.has(key)) {
-      throw new HttpError(400, 'invalid_request_error', 'unknown_field', `unknown field '${key}'`, key);
-    }
-  }
 }
 
 /** A running REST runtime server. */
@@ -321,103 +284,14 @@ export class RestServer {
 
     app.get('/v1/metrics', { config: read }, async () => toSnake(await this.#runtime.metrics()));
 
-    app.post('/v1/boxes', { config: write }, async (request, reply) => {
-      const body = request.body ?? {};
-      if (!isObject(body))
-        throw new HttpError(
-          400,
-          'invalid_request_error',
-          'invalid_body',
-          'the body must be a JSON object of box options',
-        );
-      const { name, ...rest } = toCamel<JsBoxOptions & { name?: string }>(body);
-      unknownFields({ name, ...rest }, BOX_OPTION_FIELDS);
-      validateBoxName(name);
-      // Spec 002 rejection 4 (no host paths from a client) and "port publication is local-runtime only".
-      validateBoxOptions(rest, { allowHostBinds: false });
-      if (Array.isArray(rest.ports) && rest.ports.length > 0) {
-        throw new HttpError(
-          400,
-          'invalid_request_error',
-          'invalid_option',
-          'invalid box option ports: port publication is refused by a REST runtime (local runtime only)',
-          'ports',
-        );
-      }
-      const box = await this.#runtime.create(rest, name ?? undefined);
-      this.#handles.set(box.id, box);
-      return reply.code(201).send(this.#info(await box.info()));
+    app.register(boxRoutes, {
+      runtime: this.#runtime,
+      box: (idOrName: string) => this.#box(idOrName),
+      info: (info: JsBoxInfo) => this.#info(info),
+      created: (box: JsBox) => this.#handles.set(box.id, box),
+      forget: (boxId: string) => this.#forget(boxId),
     });
-
-    app.get('/v1/boxes', { config: read }, async () =>
-      (await this.#runtime.listInfo()).map((info) => this.#info(info)),
-    );
-
-    app.get<{ Params: { box: string } }>('/v1/boxes/:box', { config: read }, async (request) => {
-      const info = await this.#runtime.getInfo(request.params.box);
-      if (!info)
-        throw new HttpError(
-          404,
-          'not_found_error',
-          'box_not_found',
-          `no box with id or name '${request.params.box}'`,
-        );
-      return this.#info(info);
-    });
-
-    app.delete<{ Params: { box: string }; Querystring: { force?: string } }>(
-      '/v1/boxes/:box',
-      { config: write },
-      async (request, reply) => {
-        const force = request.query.force;
-        if (force !== undefined && force !== 'true' && force !== 'false') {
-          throw new HttpError(
-            400,
-            'invalid_request_error',
-            'invalid_option',
-            "invalid query parameter force: must be 'true' or 'false'",
-            'force',
-          );
-        }
-        const box = await this.#box(request.params.box);
-        await this.#runtime.remove(box.id, force === 'true');
-        this.#forget(box.id);
-        return reply.code(204).send();
-      },
-    );
-
-    app.post<{ Params: { box: string } }>('/v1/boxes/:box/start', { config: write }, async (request) => {
-      const box = await this.#box(request.params.box);
-      await box.start();
-      return this.#info(await box.info());
-    });
-
-    app.post<{ Params: { box: string } }>(
-      '/v1/boxes/:box/stop',
-      { config: write },
-      async (request, reply) => {
-        const timeout = (request.query as { timeout?: string }).timeout;
-        if (timeout !== undefined && !/^\d+(\.\d+)?$/.test(timeout)) {
-          throw new BoxError('invalid query parameter timeout: must be a number of seconds ≥ 0', {
-            field: 'timeout',
-          });
-        }
-        const box = await this.#box(request.params.box);
-        if (timeout === undefined) await box.stop();
-        else await box.stopWithin(Math.round(Number(timeout) * 1000));
-        const info = await this.#runtime.getInfo(box.id);
-        if (!info) {
-          this.#forget(box.id);
-          return reply.code(204).send();
-        }
-        return this.#info(info);
-      },
-    );
-
-    app.get<{ Params: { box: string } }>('/v1/boxes/:box/metrics', { config: read }, async (request) => {
-      const box = await this.#box(request.params.box);
-      return toSnake(await box.metrics());
-    });
+    app.register(volumeRoutes, { runtime: this.#runtime });
 
     app.post<{ Params: { box: string } }>(
       '/v1/boxes/:box/executions',
@@ -552,40 +426,6 @@ export class RestServer {
           connect_path: `/v1/tunnels/${id}`,
           expires_at: new Date(Date.now() + TUNNEL_TTL_MS).toISOString(),
         });
-      },
-    );
-
-    app.post<{ Body: unknown }>('/v1/volumes', { config: write }, async (request, reply) => {
-      const body = request.body ?? {};
-      if (!isObject(body))
-        throw new HttpError(
-          400,
-          'invalid_request_error',
-          'invalid_body',
-          'the body must be a JSON object { name? }',
-        );
-      unknownFields(body, new Set(['name']));
-      const volume = await this.#runtime.volumes.create((body.name as string | undefined) ?? undefined);
-      return reply.code(201).send(toSnake(volume));
-    });
-    app.get('/v1/volumes', { config: read }, async () => toSnake(await this.#runtime.volumes.list()));
-    app.get<{ Params: { volume: string } }>('/v1/volumes/:volume', { config: read }, async (request) => {
-      const volume = await this.#runtime.volumes.get(request.params.volume);
-      if (!volume)
-        throw new HttpError(
-          404,
-          'not_found_error',
-          'volume_not_found',
-          `no volume with id or name '${request.params.volume}'`,
-        );
-      return toSnake(volume);
-    });
-    app.delete<{ Params: { volume: string } }>(
-      '/v1/volumes/:volume',
-      { config: write },
-      async (request, reply) => {
-        await this.#runtime.volumes.remove(request.params.volume);
-        return reply.code(204).send();
       },
     );
   }

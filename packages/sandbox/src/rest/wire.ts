@@ -99,6 +99,20 @@ export function toCamel<T = unknown>(value: unknown): T {
   return convert(value, camelKey) as T;
 }
 
+/** True for a plain JSON object (not null, not an array). */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** @throws HttpError 400 `unknown_field` naming the first key of `body` not in `known`. */
+export function unknownFields(body: Record<string, unknown>, known: ReadonlySet<string>): void {
+  for (const key of Object.keys(body)) {
+    if (!known.has(key)) {
+      throw new HttpError(400, 'invalid_request_error', 'unknown_field', `unknown field '${key}'`, key);
+    }
+  }
+}
+
 /** An error with an HTTP status and the spec'd error body; thrown by the server's handlers. */
 export class HttpError extends Error {
   readonly status: number;
