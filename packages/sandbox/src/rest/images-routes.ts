@@ -45,7 +45,6 @@ export async function imageRoutes(app: FastifyInstance, options: ImageRoutesOpti
     {
       config: write,
       schema: {
-        summary: 'Pull an image into the server store (BoxLite images.pull)',
         body: { type: 'object', properties: { reference: REFERENCE_SCHEMA }, required: ['reference'] },
       },
       // The body is checked below with errors naming the field (the server's error shape).
@@ -58,18 +57,13 @@ export async function imageRoutes(app: FastifyInstance, options: ImageRoutesOpti
     },
   );
 
-  app.get(
-    '/v1/images',
-    { config: read, schema: { summary: 'Stored images (BoxLite images.list)' } },
-    async () => toSnake(await options.images().list()),
-  );
+  app.get('/v1/images', { config: read }, async () => toSnake(await options.images().list()));
 
   app.delete<{ Querystring: { reference?: string } }>(
     '/v1/images',
     {
       config: write,
       schema: {
-        summary: 'Remove an image reference from the server store',
         querystring: { type: 'object', properties: { reference: REFERENCE_SCHEMA }, required: ['reference'] },
       },
       validatorCompiler: () => () => true,
