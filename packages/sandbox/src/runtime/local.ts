@@ -589,7 +589,7 @@ export class LocalRuntime implements RuntimeBackend {
         const id = pool.take(boxName);
         if (!id) continue;
         const record = await this.#refresh(id);
-        if (!record || record.status !== 'running') {
+        if (record?.status !== 'running') {
           // It died while pooled (its box was killed): it goes, and the caller gets a new box.
           if (record) await this.#teardown(id).catch(() => {});
           continue;
