@@ -151,8 +151,17 @@ describe('error codes, GET caching and metrics', () => {
   });
 
   test('/metrics answers Prometheus text with request, cache and process metrics', async () => {
+    const answered = async () => {
+      const text = await (await fetch(`${s.server.url}/metrics`)).text();
+      const match = /creatures_http_requests_total\{route="graphql",method="POST",status="200"\} (\d+)/.exec(
+        text,
+      );
+      return Number(match?.[1] ?? 0);
+    };
+    const before = await answered();
     await s.gql('{ creature(name: "Mew") { id } }');
     await s.gql('{ creature(name: "Mew") { id } }');
+    assert.equal(await answered(), before + 2, 'each answered request is counted once');
     const res = await fetch(`${s.server.url}/metrics`);
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type')!, /^text\/plain; version=0.0.4/);

@@ -34,11 +34,20 @@ export function createMetrics(
 ): ServerMetrics {
   const register = new Registry();
   collectDefaultMetrics({ register, prefix: 'creatures_' });
-  const requests = new Counter({
+  // Request counts are kept in a plain map (no label hashing per request) and handed over at scrape time.
+  const answered = new Map<
+    string,
+    { labels: { route: string; method: string; status: string }; n: number }
+  >();
+  new Counter({
     name: 'creatures_http_requests_total',
     help: 'HTTP requests answered, by route, method and status code',
     labelNames: ['route', 'method', 'status'] as const,
     registers: [register],
+    collect() {
+      this.reset();
+      for (const { labels, n } of answered.values()) this.inc(labels, n);
+    },
   });
   const duration = new Histogram({
     name: 'creatures_http_request_duration_seconds',
@@ -47,11 +56,17 @@ export function createMetrics(
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [register],
   });
-  const cache = new Counter({
+  const lookups = { hit: 0, miss: 0 };
+  new Counter({
     name: 'creatures_response_cache_total',
     help: 'Response cache lookups of read-only queries, by result',
     labelNames: ['result'] as const,
     registers: [register],
+    collect() {
+      this.reset();
+      this.inc({ result: 'hit' }, lookups.hit);
+      this.inc({ result: 'miss' }, lookups.miss);
+    },
   });
   new Counter({
     name: 'creatures_persisted_queries_total',
@@ -74,34 +89,30 @@ export function createMetrics(
     },
   });
 
-  const cacheHits = cache.labels('hit');
-  const cacheMisses = cache.labels('miss');
   // Label sets resolved once: prom-client hashes a label object on every call otherwise.
-  const counters = new Map<string, { inc(): void }>();
   const timers = new Map<string, { observe(value: number): void }>();
-  const finished = (route: RouteLabel, method: string, status: number, started: bigint) => {
+  const finished = (route: RouteLabel, method: string, status: number, started: number) => {
     const key = `${route} ${method} ${status}`;
-    let counter = counters.get(key);
-    if (!counter) {
-      counter = requests.labels(route, method, String(status));
-      if (counters.size < 1000) counters.set(key, counter);
-    }
-    counter.inc();
+    const count = answered.get(key);
+    if (count) count.n++;
+    // Bounded: node's HTTP parser admits only the methods it knows, and the statuses are this server's.
+    else answered.set(key, { labels: { route, method, status: String(status) }, n: 1 });
     let timer = timers.get(route);
     if (!timer) {
       timer = duration.labels(route);
       timers.set(route, timer);
     }
-    timer.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    timer.observe((performance.now() - started) / 1000);
   };
 
   return {
     track(req, res, route) {
-      const started = process.hrtime.bigint();
+      const started = performance.now();
       res.once('finish', () => finished(route, req.method ?? '', res.statusCode, started));
     },
     cacheLookup(hit) {
-      (hit ? cacheHits : cacheMisses).inc();
+      if (hit) lookups.hit++;
+      else lookups.miss++;
     },
     serve(req, res) {
       register.metrics().then(
