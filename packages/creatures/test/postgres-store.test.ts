@@ -168,7 +168,11 @@ describe('PostgresStore on a shared database', () => {
         assert.equal(loser.reason.extensions.code, 'BAD_USER_INPUT');
         const ids = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.id] : []));
         assert.equal(new Set(ids).size, 11);
-        await two.createMessage({});
+        // The other store learns of the last changes by notification, a moment later.
+        const deadline = Date.now() + 5000;
+        while (one.appliedChange !== two.appliedChange && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
         assert.equal(one.listCreatures().length, 162);
         assert.equal(two.listCreatures().length, 162);
         assert.deepEqual(one.listCreatures(), two.listCreatures());
