@@ -208,6 +208,37 @@ describe('two instances on one PostgreSQL', () => {
     }
   });
 
+  test('a client disabled through the database is refused by both instances within a second (cache dropped by NOTIFY)', async () => {
+    await store.createClient({
+      clientId: 'svc2',
+      clientType: 'confidential',
+      secretHash: await hash('svc2-secret-1'),
+      allowedGrantTypes: ['client_credentials'],
+      allowedScopes: ['api'],
+    });
+    const grant = (instance: Instance) =>
+      postForm(
+        instance.base,
+        '/connect/token',
+        { grant_type: 'client_credentials', scope: 'api' },
+        {
+          authorization: basic('svc2', 'svc2-secret-1'),
+        },
+      );
+    for (const instance of [a, b]) assert.equal((await grant(instance)).status, 200, 'cached as enabled');
+    await store.updateClient('svc2', { isEnabled: false });
+    const disabled = Date.now();
+    for (const instance of [a, b]) {
+      let status = (await grant(instance)).status;
+      while (status === 200 && Date.now() - disabled < 3000) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        status = (await grant(instance)).status;
+      }
+      assert.equal(status, 401, `${instance.base} refuses the disabled client`);
+    }
+    assert.ok(Date.now() - disabled < 1000, `took ${Date.now() - disabled} ms`);
+  });
+
   test('admin API: a role change on A changes the permission decision on B for a token already issued', async () => {
     const admin = (await passwordGrant(a.base, 'admin', ADMIN_PASSWORD)).body.access_token!;
     const call = (base: string, token: string, method: string, path: string, body?: unknown) =>
