@@ -72,6 +72,13 @@ export class CryptoPool {
   readonly #inFlight = new Map<number, Job[]>();
   /** DPoP proof checks on this thread (before the worker is ready, or after it failed). */
   readonly #localProofs = new ProofJwsChecker();
+  readonly #enabled: boolean;
+
+  /** @param options.enabled false: never start the worker, every job runs on the event loop's side. */
+  constructor(options: { enabled?: boolean } = {}) {
+    this.#enabled = options.enabled ?? true;
+  }
+
   /** Settled when the worker is ready (true) or unavailable (false). */
   #started: Promise<boolean> | undefined;
   #settleStarted: ((ready: boolean) => void) | undefined;
@@ -173,6 +180,10 @@ export class CryptoPool {
 
   #start(): void {
     if (this.#state !== 'idle') return;
+    if (!this.#enabled) {
+      this.#state = 'failed';
+      return;
+    }
     this.#state = 'starting';
     this.#started = new Promise<boolean>((resolve) => {
       this.#settleStarted = resolve;
@@ -241,5 +252,11 @@ export class CryptoPool {
   }
 }
 
-/** The process-wide pool: one worker serves every key manager and DPoP verifier of the process. */
-export const cryptoPool = new CryptoPool();
+/**
+ * The process-wide pool: one worker serves every key manager and DPoP verifier of the process. Off unless
+ * `AUTH_CRYPTO_WORKER=1`: it lowers the CPU per token request (event loop and total), but on the 2-core
+ * benchmark machine at 16 connections it did not raise requests per second (a batch waits for its last
+ * signature, and DPoP proof checks gain a thread hand-off), so signatures stay on libuv's thread pool by
+ * default. See the README's token-endpoint benchmark.
+ */
+export const cryptoPool = new CryptoPool({ enabled: process.env.AUTH_CRYPTO_WORKER === '1' });
