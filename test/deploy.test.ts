@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
-import { PersistentVolumeClaim, Secret, Service } from 'kubernetes-models/v1';
+import { ConfigMap, PersistentVolumeClaim, Secret, Service } from 'kubernetes-models/v1';
 import { parse, parseAllDocuments } from 'yaml';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -34,6 +34,7 @@ function dclint(file: string) {
 const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
   'v1/Service': Service,
+  'v1/ConfigMap': ConfigMap,
   'v1/PersistentVolumeClaim': PersistentVolumeClaim,
   'v1/Secret': Secret,
   'networking.k8s.io/v1/Ingress': Ingress,
@@ -110,7 +111,7 @@ describe('deploy/compose.yaml', () => {
       assert.equal(String(service.environment[name === 'auth' ? 'AUTH_PORT' : 'PORT']), String(server.port));
     }
     const caddy = readFileSync(join(DEPLOY, 'Caddyfile'), 'utf8');
-    assert.match(caddy, /reverse_proxy creatures:4000/);
+    assert.match(caddy, /reverse_proxy creatures:4000|dynamic a creatures 4000/);
     assert.match(caddy, /reverse_proxy auth:4100|dynamic a auth 4100/);
   });
 });
