@@ -321,6 +321,13 @@ export function openApiDocument(): Record<string, unknown> {
           '200': { description: 'metrics', ...json(ref('RuntimeMetrics')) },
         }),
       },
+      '/metrics': {
+        get: op(
+          'Prometheus metrics in the text exposition format (requests by route and status, running boxes, boxes created and failed, executions by outcome)',
+          'sandbox.boxes.read',
+          { '200': { description: 'text/plain; version=0.0.4', content: { 'text/plain': { schema: str } } } },
+        ),
+      },
       '/v1/boxes': {
         get: op('list boxes', 'sandbox.boxes.read', {
           '200': { description: 'boxes', ...json({ type: 'array', items: ref('BoxInfo') }) },
