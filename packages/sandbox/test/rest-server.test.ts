@@ -284,6 +284,7 @@ describe('wire format', () => {
       '/v1/boxes/{box}/files/watch',
       '/v1/images/pull',
       '/v1/images',
+      '/metrics',
     ]) {
       assert.ok(doc.body.paths[path], path);
     }
