@@ -48,6 +48,7 @@ import {
   idmapHelperArgs,
   installIdmapHelper,
 } from './idmap.ts';
+import { readNetworkCounters } from './net-counters.ts';
 import { BOX_RLIMITS, buildOciConfig, etcHosts, TTY_HELPER_PATH, validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { CRUN_HYBRID_SH, SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
@@ -1037,31 +1038,8 @@ export class OciEngine implements Engine {
         out.cpuPercent = Math.min(100, Math.max(0, Math.round(pct * 10) / 10));
       }
     }
-    // Network counters of the box's namespace (all interfaces but lo).
-    const dev = await read(`/proc/${pid}/net/dev`);
-    if (dev !== undefined) {
-      let rx = 0;
-      let tx = 0;
-      for (const line of dev.split('\n').slice(2)) {
-        const [ifname, rest] = line.split(':');
-        if (!rest || ifname?.trim() === 'lo') continue;
-        const f = rest.trim().split(/\s+/).map(Number);
-        rx += f[0] ?? 0;
-        tx += f[8] ?? 0;
-      }
-      out.networkBytesReceived = rx;
-      out.networkBytesSent = tx;
-    }
-    // TCP counters of the namespace (RFC 4022 MIB names as the kernel prints them).
-    const snmp = await read(`/proc/${pid}/net/snmp`);
-    const tcp = snmp?.split('\n').filter((line) => line.startsWith('Tcp:'));
-    if (tcp && tcp.length >= 2) {
-      const names = tcp[0]!.split(/\s+/);
-      const values = tcp[1]!.split(/\s+/).map(Number);
-      const field = (name: string) => values[names.indexOf(name)] ?? 0;
-      out.networkTcpConnections = field('CurrEstab');
-      out.networkTcpErrors = field('AttemptFails') + field('EstabResets');
-    }
+    // Network counters of the box's namespace.
+    Object.assign(out, await readNetworkCounters(pid));
     return out;
   }
 

@@ -43,6 +43,7 @@ import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './dis
 import { type EngineNetworkContext, findExecutable, mountsUnder, resolveUser } from './engine.ts';
 import { chooseGVisorPlatform, type GVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
+import { readNetworkCounters } from './net-counters.ts';
 import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { SUPERVISOR_SH } from './scripts.ts';
@@ -729,28 +730,7 @@ export class GVisorEngine implements Engine {
         out.cpuPercent = Math.min(100, Math.max(0, Math.round(pct * 10) / 10));
       }
     }
-    const dev = await read(`/proc/${pid}/net/dev`);
-    if (dev !== undefined) {
-      let rx = 0;
-      let tx = 0;
-      for (const line of dev.split('\n').slice(2)) {
-        const [ifname, rest] = line.split(':');
-        if (!rest || ifname?.trim() === 'lo') continue;
-        const f = rest.trim().split(/\s+/).map(Number);
-        rx += f[0] ?? 0;
-        tx += f[8] ?? 0;
-      }
-      out.networkBytesReceived = rx;
-      out.networkBytesSent = tx;
-    }
-    const tcp = (await read(`/proc/${pid}/net/snmp`))?.split('\n').filter((l) => l.startsWith('Tcp:'));
-    if (tcp && tcp.length >= 2) {
-      const names = tcp[0]!.split(/\s+/);
-      const values = tcp[1]!.split(/\s+/).map(Number);
-      const field = (name: string) => values[names.indexOf(name)] ?? 0;
-      out.networkTcpConnections = field('CurrEstab');
-      out.networkTcpErrors = field('AttemptFails') + field('EstabResets');
-    }
+    Object.assign(out, await readNetworkCounters(pid));
     return out;
   }
 

@@ -7,6 +7,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { BoxError } from '../errors.ts';
+import { readNetworkCounters } from './net-counters.ts';
 import type { EngineStats } from './types.ts';
 
 /** Resolves after `ms` milliseconds. */
@@ -83,28 +84,7 @@ export async function boxStats(id: string, init: number, cpus: number): Promise<
     const pct = ((((ticks - prev.ticks) / CLK_TCK) * 1000) / (now - prev.t) / cpus) * 100;
     out.cpuPercent = Math.min(100, Math.max(0, Math.round(pct * 10) / 10));
   }
-  const dev = await read(`/proc/${init}/net/dev`);
-  if (dev !== undefined) {
-    let rx = 0;
-    let tx = 0;
-    for (const line of dev.split('\n').slice(2)) {
-      const [ifname, rest] = line.split(':');
-      if (!rest || ifname?.trim() === 'lo') continue;
-      const f = rest.trim().split(/\s+/).map(Number);
-      rx += f[0] ?? 0;
-      tx += f[8] ?? 0;
-    }
-    out.networkBytesReceived = rx;
-    out.networkBytesSent = tx;
-  }
-  const snmp = (await read(`/proc/${init}/net/snmp`))?.split('\n').filter((l) => l.startsWith('Tcp:'));
-  if (snmp && snmp.length >= 2) {
-    const names = snmp[0]!.split(/\s+/);
-    const values = snmp[1]!.split(/\s+/).map(Number);
-    const field = (name: string) => values[names.indexOf(name)] ?? 0;
-    out.networkTcpConnections = field('CurrEstab');
-    out.networkTcpErrors = field('AttemptFails') + field('EstabResets');
-  }
+  Object.assign(out, await readNetworkCounters(init));
   return out;
 }
 
