@@ -9,7 +9,6 @@
  * and plain pipes. The supervisor of a non-detached box stays behind as the parent-death watch.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
   chownSync,
@@ -23,7 +22,6 @@ import {
   readFileSync,
   readlinkSync,
   readSync,
-  renameSync,
   rmdirSync,
   rmSync,
   statSync,
@@ -40,6 +38,7 @@ import { BoxError } from '../errors.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import { lstatInRoot, readFileInRoot } from './confined.ts';
 import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
+import { alive, drain, sleep, writeIfChanged } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import {
   ensureSandboxIdRange,
@@ -221,21 +220,6 @@ function run(file: string, args: string[], timeoutMs = 30_000): Promise<RunResul
       });
     });
   });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** True when `pid` exists and is not a zombie. */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
 }
 
 /** Host mount points at or under `dir`, deepest first (from `/proc/self/mountinfo`). */
@@ -1096,28 +1080,6 @@ function endForeignSupervisor(id: string, boxDir: string, script: string): void 
   } catch {}
 }
 
-/** Bytes an unread output stream may buffer before the command is throttled by back-pressure. */
-export const EXEC_OUTPUT_BUFFER_BYTES = 64 * 1024 * 1024;
-
-/**
- * Reads a command's pipe eagerly into a PassThrough, so a caller reading only stdout never
- * deadlocks a command that floods stderr (and vice versa); back-pressure applies only past
- * `EXEC_OUTPUT_BUFFER_BYTES` unread bytes.
- */
-function drain(source: Readable): Readable {
-  const out = new PassThrough({ highWaterMark: 64 * 1024 });
-  source.on('data', (chunk: Buffer) => {
-    out.write(chunk);
-    if (out.writableLength + out.readableLength > EXEC_OUTPUT_BUFFER_BYTES) {
-      source.pause();
-      out.once('drain', () => source.resume());
-    }
-  });
-  source.on('end', () => out.end());
-  source.on('error', (err) => out.destroy(err));
-  return out;
-}
-
 /** The `engine.json` a previous start of the box left in `bundle`, or undefined. */
 function readMeta(bundle: string): BoxMeta | undefined {
   try {
@@ -1146,20 +1108,6 @@ function round(ms: number): number {
 
 function shellQuote(s: string): string {
   return /^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
-function writeIfChanged(path: string, content: string): void {
-  let current: string | undefined;
-  try {
-    current = readFileSync(path, 'utf8');
-  } catch {}
-  if (current !== content) {
-    const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
-    writeFileSync(tmp, content, { mode: 0o755 });
-    chmodSync(tmp, 0o755);
-    // rename is atomic: concurrent engines never see a half-written script.
-    renameSync(tmp, path);
-  }
 }
 
 interface CgroupPaths {

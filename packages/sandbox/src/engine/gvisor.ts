@@ -19,15 +19,12 @@
  * the sandbox with `runsc kill --pid`. No terminal (`tty`): runsc 20221219 has no `exec --tty`.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import {
-  chmodSync,
   existsSync,
   mkdirSync,
   readdirSync,
   readFileSync,
   readlinkSync,
-  renameSync,
   rmSync,
   symlinkSync,
   unlinkSync,
@@ -37,11 +34,11 @@ import { readdir, readFile, rm } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
 import { type EngineNetworkContext, findExecutable, mountsUnder, resolveUser } from './engine.ts';
 import { chooseGVisorPlatform, type GVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
+import { alive, drain, sleep, writeIfChanged } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import { readNetworkCounters } from './net-counters.ts';
 import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
@@ -114,48 +111,6 @@ function run(file: string, args: string[], timeoutMs = 30_000): Promise<RunResul
       });
     });
   });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** True when `pid` exists and is not a zombie. */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
-}
-
-function writeIfChanged(path: string, content: string): void {
-  let current: string | undefined;
-  try {
-    current = readFileSync(path, 'utf8');
-  } catch {}
-  if (current === content) return;
-  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
-  writeFileSync(tmp, content, { mode: 0o755 });
-  chmodSync(tmp, 0o755);
-  renameSync(tmp, path);
-}
-
-/** A command's pipe read eagerly into a PassThrough (as the container tier does; 64 MiB unread max). */
-function drain(source: Readable): Readable {
-  const out = new PassThrough({ highWaterMark: 64 * 1024 });
-  source.on('data', (chunk: Buffer) => {
-    out.write(chunk);
-    if (out.writableLength + out.readableLength > 64 * 1024 * 1024) {
-      source.pause();
-      out.once('drain', () => source.resume());
-    }
-  });
-  source.on('end', () => out.end());
-  source.on('error', (err) => out.destroy(err));
-  return out;
 }
 
 /**

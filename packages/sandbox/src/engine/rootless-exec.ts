@@ -12,10 +12,11 @@ import { writeFileSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { lstatInRoot } from './confined.ts';
 import { resolveUser } from './engine.ts';
+import { drain, sleep } from './host-process.ts';
 import { BOX_RLIMITS, TTY_HELPER_PATH } from './oci.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
@@ -41,27 +42,6 @@ export interface RootlessExecContext {
 }
 
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-/** Bytes an unread output stream may buffer before the command is throttled by back-pressure. */
-const OUTPUT_BUFFER_BYTES = 64 * 1024 * 1024;
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Reads a pipe eagerly (a caller reading only stdout never blocks a command flooding stderr). */
-function drain(source: Readable): Readable {
-  const out = new PassThrough({ highWaterMark: 64 * 1024 });
-  source.on('data', (chunk: Buffer) => {
-    out.write(chunk);
-    if (out.writableLength + out.readableLength > OUTPUT_BUFFER_BYTES) {
-      source.pause();
-      out.once('drain', () => source.resume());
-    }
-  });
-  source.on('end', () => out.end());
-  source.on('error', (err) => out.destroy(err));
-  return out;
-}
 
 /** `nsenter` argv prefix entering the user namespace of the box (as its root). */
 export function inBoxUserns(initPid: number): string[] {

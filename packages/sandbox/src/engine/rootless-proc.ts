@@ -7,24 +7,9 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { BoxError } from '../errors.ts';
+import { alive } from './host-process.ts';
 import { readNetworkCounters } from './net-counters.ts';
 import type { EngineStats } from './types.ts';
-
-/** Resolves after `ms` milliseconds. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** True when `pid` exists and is not a zombie. */
-export function isAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
-}
 
 /** Host pids of every live process in the pid namespace of `init` (the box), init included. */
 export function pidsOfBox(init: number): number[] {
@@ -38,7 +23,7 @@ export function pidsOfBox(init: number): number[] {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readlinkSync(`/proc/${entry}/ns/pid`) === ns && isAlive(Number(entry))) out.push(Number(entry));
+      if (readlinkSync(`/proc/${entry}/ns/pid`) === ns && alive(Number(entry))) out.push(Number(entry));
     } catch {}
   }
   return out;

@@ -34,6 +34,7 @@ import { performance } from 'node:perf_hooks';
 import { BoxError } from '../errors.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import { type CreateEngineOptions, findExecutable } from './engine.ts';
+import { alive, sleep } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
@@ -55,7 +56,7 @@ import {
   limitsNotDelegatedMessage,
   rootlessPrerequisites,
 } from './rootless-ns.ts';
-import { boxStats, isAlive, pidsOfBox, removeAsBoxRoot, sleep } from './rootless-proc.ts';
+import { boxStats, pidsOfBox, removeAsBoxRoot } from './rootless-proc.ts';
 import { ROOTLESS_CRUN_SH, ROOTLESS_SUPERVISOR_SH } from './rootless-scripts.ts';
 import { TTY_RELAY_PL } from './scripts.ts';
 import type {
@@ -320,7 +321,7 @@ export class RootlessEngine implements Engine {
     if (!meta) return undefined;
     try {
       const pid = Number.parseInt(readFileSync(join(meta.boxDir, 'bundle', 'init.pid'), 'utf8'), 10);
-      return pid > 0 && isAlive(pid) ? pid : undefined;
+      return pid > 0 && alive(pid) ? pid : undefined;
     } catch {
       return undefined;
     }
@@ -369,7 +370,7 @@ export class RootlessEngine implements Engine {
       try {
         process.kill(init, 'SIGKILL');
       } catch {}
-      for (let i = 0; i < 500 && isAlive(init); i++) await sleep(10);
+      for (let i = 0; i < 500 && alive(init); i++) await sleep(10);
     }
     if (this.#opts.networkTeardown) await this.#opts.networkTeardown(id).catch(() => {});
     if (existsSync(join(this.#crunRoot, id))) {
