@@ -32,13 +32,12 @@ import {
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import { lstatInRoot, readFileInRoot } from './confined.ts';
 import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
-import { alive, drain, sleep, writeIfChanged } from './host-process.ts';
+import { alive, drain, sleep, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import {
   ensureSandboxIdRange,
@@ -559,33 +558,15 @@ export class OciEngine implements Engine {
     const old = this.supervisors.get(spec.id);
     if (old) this.release(spec.id, old);
     else endForeignSupervisor(spec.id, spec.boxDir, this.supervisorPath);
-    const child = spawn('/bin/sh', [this.supervisorPath], {
+    const { child, outcome, tMounted, tStarted } = await startSupervisor(
+      '/bin/sh',
+      [this.supervisorPath],
       env,
-      detached: true,
-      stdio: ['pipe', 'pipe', 'ignore', ...opened.map((o) => o.fd)],
-    });
-    child.on('error', () => {});
-    child.stdin?.on('error', () => {});
-    let tMounted = performance.now();
-    const outcome = await new Promise<string>((resolve) => {
-      const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-      lines.on('line', (line) => {
-        if (line === 'mounted') tMounted = performance.now();
-        else {
-          resolve(line);
-          lines.close();
-        }
-      });
-      child.on('exit', () => resolve('error exited'));
-    });
-    child.stdout?.destroy();
-    const tStarted = performance.now();
+      opened.map((o) => o.fd),
+    );
     if (outcome !== 'started') {
-      const log = await readFile(p.log, 'utf8').catch(() => '');
       child.stdin?.destroy();
-      throw new BoxError(
-        `box ${spec.id}: start failed at ${outcome.replace(/^error /, '')}${log.trim() ? `: ${log.trim().slice(-800)}` : ''}`,
-      );
+      throw await supervisorFailure(spec.id, outcome, p.log);
     }
     if (!spec.detach) {
       this.supervisors.set(spec.id, child);

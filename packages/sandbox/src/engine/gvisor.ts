@@ -33,12 +33,11 @@ import {
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { BoxError } from '../errors.ts';
 import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
 import { type EngineNetworkContext, findExecutable, mountsUnder, resolveUser } from './engine.ts';
 import { chooseGVisorPlatform, type GVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
-import { alive, drain, sleep, writeIfChanged } from './host-process.ts';
+import { alive, drain, sleep, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import { readNetworkCounters } from './net-counters.ts';
 import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
@@ -333,36 +332,24 @@ export class GVisorEngine implements Engine {
     };
     const old = this.supervisors.get(spec.id);
     if (old) this.release(spec.id, old);
-    const child = spawn('/bin/sh', [this.supervisorPath], {
+    const { child, outcome, tMounted, tStarted } = await startSupervisor(
+      '/bin/sh',
+      [this.supervisorPath],
       env,
-      detached: true,
-      stdio: ['pipe', 'pipe', 'ignore', ...opened.map((o) => o.fd)],
-    });
-    child.on('error', () => {});
-    child.stdin?.on('error', () => {});
-    let tMounted = performance.now();
-    const outcome = await new Promise<string>((resolve) => {
-      const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-      lines.on('line', (line) => {
-        if (line === 'mounted') tMounted = performance.now();
-        else {
-          resolve(line);
-          lines.close();
-        }
-      });
-      child.on('exit', () => resolve('error exited'));
-    });
-    child.stdout?.destroy();
-    const tStarted = performance.now();
+      opened.map((o) => o.fd),
+    );
     if (outcome !== 'started') {
-      const log = await readFile(p.log, 'utf8').catch(() => '');
       child.stdin?.destroy();
+      const error = await supervisorFailure(
+        spec.id,
+        outcome,
+        p.log,
+        ` (runsc, platform ${this.platform.platform})`,
+      );
       // The supervisor's own cleanup can lose the race with runsc's gofer for the root mount.
       await this.runsc(['delete', '--force', spec.id]);
       await this.unmountAll(spec.boxDir).catch(() => {});
-      throw new BoxError(
-        `box ${spec.id}: start failed at ${outcome.replace(/^error /, '')} (runsc, platform ${this.platform.platform})${log.trim() ? `: ${log.trim().slice(-800)}` : ''}`,
-      );
+      throw error;
     }
     if (!spec.detach) {
       this.supervisors.set(spec.id, child);

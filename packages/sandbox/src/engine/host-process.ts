@@ -1,11 +1,16 @@
 /**
  * Small host-side helpers every engine (crun, gVisor, rootless) uses around the processes it starts:
- * waiting, telling a live process from a zombie, writing its generated scripts, and reading a command's
- * pipes without deadlock.
+ * waiting, telling a live process from a zombie, writing its generated scripts, reading a command's
+ * pipes without deadlock, and starting a box supervisor and reading how its start went.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
+import { BoxError } from '../errors.ts';
 
 /** Resolves after `ms` milliseconds. */
 export function sleep(ms: number): Promise<void> {
@@ -60,4 +65,62 @@ export function drain(source: Readable): Readable {
   source.on('end', () => out.end());
   source.on('error', (err) => out.destroy(err));
   return out;
+}
+
+/** A box supervisor that has reported how its start went (see `startSupervisor`). */
+export interface SupervisorStart {
+  /** The supervisor; its stdin is the parent-death pipe of a non-detached box. */
+  child: ChildProcess;
+  /** Its last status line: `started`, or `error <stage>` (`error exited` when it exited silently). */
+  outcome: string;
+  /** When it reported `mounted` (the box root is ready), `performance.now()` ms. */
+  tMounted: number;
+  /** When it reported its outcome, `performance.now()` ms. */
+  tStarted: number;
+}
+
+/**
+ * Spawns a box supervisor script (detached, stdin and stdout piped, `fds` passed as descriptors 3…) and
+ * waits for its status lines on stdout: `mounted`, then `started` or `error <stage>`. Never throws for a
+ * failed start: the caller checks `outcome` (and builds its error with `supervisorFailure`).
+ */
+export async function startSupervisor(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  fds: number[],
+): Promise<SupervisorStart> {
+  const child = spawn(command, args, { env, detached: true, stdio: ['pipe', 'pipe', 'ignore', ...fds] });
+  child.on('error', () => {});
+  child.stdin?.on('error', () => {});
+  let tMounted = performance.now();
+  const outcome = await new Promise<string>((resolve) => {
+    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+    lines.on('line', (line) => {
+      if (line === 'mounted') tMounted = performance.now();
+      else {
+        resolve(line);
+        lines.close();
+      }
+    });
+    child.on('exit', () => resolve('error exited'));
+  });
+  child.stdout?.destroy();
+  return { child, outcome, tMounted, tStarted: performance.now() };
+}
+
+/**
+ * The error of a failed supervisor start: `box <id>: start failed at <stage><detail>: <last 800 characters
+ * of the box log>` (the log part only when the log has text).
+ */
+export async function supervisorFailure(
+  id: string,
+  outcome: string,
+  log: string,
+  detail = '',
+): Promise<BoxError> {
+  const text = (await readFile(log, 'utf8').catch(() => '')).trim();
+  return new BoxError(
+    `box ${id}: start failed at ${outcome.replace(/^error /, '')}${detail}${text ? `: ${text.slice(-800)}` : ''}`,
+  );
 }

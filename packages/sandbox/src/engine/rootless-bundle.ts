@@ -4,13 +4,10 @@
  * `hostname`, `resolv.conf` and `engine.json`, the writable layer directories and the staging points
  * of host binds, and the spawn of `rootless-supervisor.sh` up to its `started` line.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
-import { BoxError } from '../errors.ts';
+import { startSupervisor, supervisorFailure } from './host-process.ts';
 import type { OpenedHostPath } from './hostpath.ts';
 import { buildOciConfig, etcHosts } from './oci.ts';
 import type { EngineBoxSpec } from './types.ts';
@@ -108,29 +105,10 @@ export async function runSupervisor(
   fds: number[],
   log: string,
 ): Promise<{ child: ChildProcess; tMounted: number; tStarted: number }> {
-  const child = spawn('unshare', argv, { env, detached: true, stdio: ['pipe', 'pipe', 'ignore', ...fds] });
-  child.on('error', () => {});
-  child.stdin?.on('error', () => {});
-  let tMounted = performance.now();
-  const outcome = await new Promise<string>((resolve) => {
-    const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-    lines.on('line', (line) => {
-      if (line === 'mounted') tMounted = performance.now();
-      else {
-        resolve(line);
-        lines.close();
-      }
-    });
-    child.on('exit', () => resolve('error exited'));
-  });
-  child.stdout?.destroy();
-  const tStarted = performance.now();
+  const { child, outcome, tMounted, tStarted } = await startSupervisor('unshare', argv, env, fds);
   if (outcome !== 'started') {
-    const text = await readFile(log, 'utf8').catch(() => '');
     child.stdin?.destroy();
-    throw new BoxError(
-      `box ${id}: start failed at ${outcome.replace(/^error /, '')}${text.trim() ? `: ${text.trim().slice(-800)}` : ''}`,
-    );
+    throw await supervisorFailure(id, outcome, log);
   }
   return { child, tMounted, tStarted };
 }
