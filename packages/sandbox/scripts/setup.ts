@@ -36,6 +36,8 @@ export const DEBIAN_PACKAGES = [
   'socat',
   'catatonit',
   'e2fsprogs',
+  // btrfs box disks: copy-on-write snapshots, clone and export (src/engine/snapshot.ts).
+  'btrfs-progs',
   'tmux',
   // gVisor (`runsc`): the `gvisor` isolation tier (src/engine/gvisor.ts).
   'runsc',

@@ -222,6 +222,19 @@ export function runDoctor(options: DoctorOptions = {}): DoctorReport {
       ),
     );
   }
+  if (!rootless) {
+    const btrfs = which('mkfs.btrfs');
+    checks.push(
+      check(
+        'btrfs',
+        'btrfs box disks (snapshots, clone, export)',
+        btrfs !== undefined,
+        btrfs ?? 'not installed: new boxes get ext4 disks and refuse snapshots (unsupported)',
+        apt('btrfs-progs'),
+        false,
+      ),
+    );
+  }
   checks.push(
     check(
       'busybox',

@@ -36,8 +36,17 @@ import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import { lstatInRoot, readFileInRoot } from './confined.ts';
-import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
-import { alive, drain, sleep, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
+import { DEFAULT_DISK_SIZE_GB, diskLayerDirs, diskMountOptions, ensureDiskImage } from './disk.ts';
+import {
+  alive,
+  drain,
+  type FileIdentity,
+  sleep,
+  startSupervisor,
+  supervisorFailure,
+  waitForExec,
+  writeIfChanged,
+} from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import {
   ensureSandboxIdRange,
@@ -307,6 +316,8 @@ export class OciEngine implements Engine {
   /** Runtime command for exec/state/kill. */
   private readonly rtFast: string[];
   private readonly initPath: string;
+  /** Device and inode of `initPath`: a started box's init runs it once it has exec'd (`waitForExec`). */
+  private readonly initIdentity: FileIdentity;
   /** Mapping and helper for new boxes' user namespaces; undefined when they are turned off. */
   private readonly userns: { mapping: IdMapping; helper: IdmapHelper } | undefined;
   private readonly opts: CreateEngineOptions;
@@ -336,6 +347,8 @@ export class OciEngine implements Engine {
         `initPath: '${options.initPath ?? '/usr/bin/catatonit'}' not found (apt-get install catatonit)`,
       );
     this.initPath = init;
+    const initStat = statSync(init);
+    this.initIdentity = { dev: initStat.dev, ino: initStat.ino };
     this.rtRoot = join(this.stateRoot, name);
     this.boxesDir = join(this.stateRoot, 'boxes');
     this.execDir = join(this.stateRoot, 'exec');
@@ -481,7 +494,9 @@ export class OciEngine implements Engine {
     mkdirSync(p.rootfs, { recursive: true });
     if (diskSizeGb !== undefined) {
       mkdirSync(p.diskDir, { recursive: true });
-      await ensureDiskImage(this.stateRoot, spec.id, p.diskImg, diskSizeGb);
+      // btrfs when the host can: snapshots of the writable layer (snapshot.ts).
+      await ensureDiskImage(this.stateRoot, spec.id, p.diskImg, diskSizeGb, { snapshots: true });
+      Object.assign(p, diskLayerDirs(p.diskImg, p.diskDir));
     } else {
       mkdirSync(p.upper, { recursive: true });
       mkdirSync(p.work, { recursive: true });
@@ -540,7 +555,7 @@ export class OciEngine implements Engine {
       SB_UPPER: p.upper,
       SB_WORK: p.work,
       SB_DISK_IMG: diskSizeGb !== undefined ? p.diskImg : '',
-      SB_DISK_OPTS: DISK_MOUNT_OPTIONS,
+      SB_DISK_OPTS: diskSizeGb !== undefined ? diskMountOptions(p.diskImg) : '',
       SB_HOSTS: etcHosts(spec.hostname),
       SB_HOSTNAME: `${spec.hostname}\n`,
       SB_DISK_DIR: p.diskDir,
@@ -581,9 +596,11 @@ export class OciEngine implements Engine {
     try {
       pid = Number.parseInt(readFileSync(p.pidFile, 'utf8'), 10);
     } catch {}
-    if (!(pid > 0) || !alive(pid)) {
+    // The runtime may return before its init process has exec'd the box init; until then a `crun exec`
+    // can fail to join the box's namespaces (host-process.ts `waitForExec`), so the box is not up yet.
+    if (!(pid > 0) || !(await waitForExec(pid, this.initIdentity))) {
       await this.stop(spec.id, 0).catch(() => {});
-      throw new BoxError(`box ${spec.id}: init process exited right after start`);
+      throw new BoxError(`box ${spec.id}: the init process exited (or did not run ${this.initPath}) right after start`);
     }
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     this.cpuSamples.delete(spec.id);

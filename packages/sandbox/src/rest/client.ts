@@ -24,6 +24,8 @@ import { BoxFiles } from '../runtime/files/files.ts';
 import { type ChunkSink, streamSink } from '../runtime/files/pump.ts';
 import { checkTimeoutAction, checkTimeoutMs } from '../runtime/lifetimes.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
+import type { JsBoxPool, PoolSpec } from '../runtime/pool.ts';
+import { BoxSnapshots, type CloneOptions } from '../runtime/snapshots.ts';
 import type { BoxRecord } from '../runtime/state.ts';
 import type {
   JsBoxInfo,
@@ -39,7 +41,9 @@ import type {
 } from '../types.ts';
 import { RestFiles } from './files-client.ts';
 import { ExecMux } from './mux.ts';
+import { RestPool } from './pool-client.ts';
 import { RemoteProcess } from './process.ts';
+import { restExport, restImport, restSnapshotOps } from './snapshot-client.ts';
 import { boxErrorOf, codeOfStatus, toCamel, toSnake } from './wire.ts';
 
 /** Where the REST runtime is and how to authenticate (fields of `JsOptions` for a remote runtime). */
@@ -334,6 +338,7 @@ export class RestExecution extends JsExecution {
 export class RestBox extends JsBox {
   readonly #conn: Connection;
   #files: BoxFiles | null = null;
+  #snapshot: BoxSnapshots | null = null;
 
   /** @internal Use `JsRuntime.create` or `get` of a REST runtime. */
   constructor(conn: Connection, info: JsBoxInfo) {
@@ -430,6 +435,17 @@ export class RestBox extends JsBox {
     return this.#conn.call<JsBoxMetrics>('GET', `${boxPath(this.id)}/metrics`);
   }
 
+  /** The box's snapshots on the server (see `JsBox.snapshot`; `snapshot-routes.ts`). */
+  override get snapshot(): BoxSnapshots {
+    this.#snapshot ??= new BoxSnapshots(restSnapshotOps(this.#conn, boxPath(this.id)));
+    return this.#snapshot;
+  }
+
+  /** Writes the box's archive, streamed from the server, to the local file `path` (see `JsBox.export`). */
+  override async export(path: string): Promise<void> {
+    await restExport(this.#conn, boxPath(this.id), path);
+  }
+
   /** A box's files on the server (`files-routes.ts`; streamed both ways). */
   override get files(): BoxFiles {
     this.#files ??= new BoxFiles(new RestFiles(this.#conn, boxPath(this.id)));
@@ -448,6 +464,8 @@ export class RestRuntime implements RuntimeBackend {
   readonly #conn: Connection;
   /** Ids of the non-detached boxes this client created (what `shutdown` stops). */
   readonly #attached = new Set<string>();
+  /** Warm pools this client asked the server for (what `shutdown` closes). */
+  readonly #pools = new Set<RestPool>();
   /** Always empty: a REST runtime has no local data directory. */
   readonly homeDir = '';
 
@@ -484,8 +502,8 @@ export class RestRuntime implements RuntimeBackend {
   }
 
   /**
-   * Stops the non-detached boxes this client created (BoxLite `shutdown`), in parallel; boxes already
-   * gone are skipped; the server gives their commands `timeoutSecs` after SIGTERM (`…/stop?timeout=`).
+   * Closes the warm pools this client asked for, then stops the non-detached boxes it created (BoxLite
+   * `shutdown`), in parallel; boxes already gone are skipped; the server gives their commands `timeoutSecs` after SIGTERM (`…/stop?timeout=`).
    * @throws BoxError `invalid_option` (field `timeout`) for a negative or non-finite timeout.
    */
   async shutdown(timeoutSecs = 10): Promise<void> {
@@ -494,11 +512,50 @@ export class RestRuntime implements RuntimeBackend {
         field: 'timeout',
       });
     }
+    const pools = [...this.#pools];
+    await Promise.all(pools.map((pool) => pool.close().catch(() => {})));
     const ids = [...this.#attached];
     this.#attached.clear();
     await Promise.all(
       ids.map((id) => this.#conn.call('POST', `${boxPath(id)}/stop?timeout=${timeoutSecs}`).catch(() => {})),
     );
+  }
+
+  /**
+   * Clones a box on the server (see `JsRuntime.cloneBox`; `POST /v1/boxes/{box}/clone`). Port publications
+   * are refused as by `create`.
+   */
+  async cloneBox(idOrName: string, options: CloneOptions = {}, name?: string): Promise<JsBox> {
+    if (options === null || typeof options !== 'object') {
+      throw new BoxError('clone options must be an object', { field: 'options' });
+    }
+    const boxName = validateBoxName(name);
+    const info = await this.#conn.call<JsBoxInfo>('POST', `${boxPath(idOrName)}/clone`, {
+      ...options,
+      ...(boxName !== undefined ? { name: boxName } : {}),
+    });
+    if (options.detach !== true) this.#attached.add(info.id);
+    return new RestBox(this.#conn, info);
+  }
+
+  /** Uploads a box archive (local file `path`) and starts it on the server (see `JsRuntime.importBox`). */
+  async importBox(path: string, name?: string): Promise<JsBox> {
+    if (typeof path !== 'string' || path === '') {
+      throw new BoxError('invalid import path: must be a file path', { field: 'path' });
+    }
+    const info = await restImport(this.#conn, path, validateBoxName(name));
+    return new RestBox(this.#conn, info);
+  }
+
+  /**
+   * A warm pool kept by the server (`pool-client.ts`, `POST /v1/pools`): `create()` with the same options
+   * (name and lifetimes aside) is handed one of its boxes; `shutdown()` closes it.
+   * @throws BoxError `invalid_option` naming the field (checked here, before any request leaves).
+   */
+  pool(spec: PoolSpec): JsBoxPool {
+    const pool = new RestPool(this.#conn, spec, (closed) => this.#pools.delete(closed));
+    this.#pools.add(pool);
+    return pool;
   }
 
   /** Every box on the server (spec 002 `listInfo`). */

@@ -11,6 +11,7 @@ import type { ImageInfo, ImageStore, PullOptions } from '../images/index.ts';
 import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
 import type { JsBox } from './box.ts';
 import type { JsBoxPool, PoolSpec } from './pool.ts';
+import type { CloneOptions } from './snapshots.ts';
 import type { VolumeRecord } from './state.ts';
 
 /**
@@ -108,6 +109,13 @@ export interface RuntimeBackend {
   readonly images: RuntimeImages;
   /** Managed volumes. */
   readonly volumes: RuntimeVolumes;
+  /**
+   * A new box started from a box's current state or one of its snapshots (`options.snapshot`), with the
+   * source's options overridden by `options`.
+   */
+  cloneBox(idOrName: string, options?: CloneOptions, name?: string): Promise<JsBox>;
+  /** A new box from an archive written by `box.export`. */
+  importBox(path: string, name?: string): Promise<JsBox>;
   /** A warm pool of ready boxes (issue 18; `pool.ts`); absent where the flavour keeps none. */
   pool?(spec: PoolSpec): JsBoxPool;
 }

@@ -16,6 +16,7 @@ import { LocalFiles } from './files/local.ts';
 import type { CopyOptions } from './files/types.ts';
 import { initialHealth, publicHealth } from './health.ts';
 import { checkTimeoutAction, checkTimeoutMs, type TimeoutAction } from './lifetimes.ts';
+import { BoxSnapshots, type SnapshotService } from './snapshots.ts';
 import type { BoxRecord } from './state.ts';
 
 /** Environment of one command: `{ KEY: value }`, `[key, value]` pairs or `{ key, value }` entries. */
@@ -131,6 +132,7 @@ export class JsBox {
   readonly #ctx: RuntimeContext;
   #network: JsNetworkHandle | null = null;
   #files: BoxFiles | null = null;
+  #snapshot: BoxSnapshots | null = null;
   /** Port publications this handle made; null when it only loaded the box from the state database. */
   readonly #publishedPorts: JsPublishedPort[] | null;
 
@@ -352,6 +354,38 @@ export class JsBox {
     const ms = checkTimeoutMs(timeoutMs, 'timeoutMs');
     const action = onTimeout === undefined ? undefined : checkTimeoutAction(onTimeout, 'onTimeout');
     await this.#lifecycle().setTimeout(this.id, ms, action);
+  }
+
+  /**
+   * Snapshots of the box's filesystem (BoxLite #205 / E2B naming): `create(name?)`, `list()`,
+   * `get(name)`, `restore(name)`, `remove(name)`; see `BoxSnapshots` (`snapshots.ts`).
+   */
+  get snapshot(): BoxSnapshots {
+    this.#snapshot ??= new BoxSnapshots({
+      create: (name) => this.#snapshotService().create(this.id, name),
+      list: () => this.#snapshotService().list(this.id),
+      get: (name) => this.#snapshotService().get(this.id, name),
+      restore: (name) => this.#snapshotService().restore(this.id, name),
+      remove: (name) => this.#snapshotService().remove(this.id, name),
+    });
+    return this.#snapshot;
+  }
+
+  /**
+   * Writes the box to `path` as a portable archive: an OCI image layout in one tar holding the
+   * image's layers, one more layer with the box's writable layer (taken consistently while the box keeps
+   * running) and its options in the config labels; `runtime.importBox(path)` brings it back, and it also
+   * opens as an image (`skopeo inspect oci-archive:<path>`). See `archive.ts`.
+   * @throws BoxError `invalid_option` (field `path`), `unsupported` (see `BoxSnapshots`), `not_found`.
+   */
+  async export(path: string): Promise<void> {
+    await this.#snapshotService().export(this.id, path);
+  }
+
+  #snapshotService(): SnapshotService {
+    const service = this.#ctx.snapshots;
+    if (!service) throw new BoxError('this runtime cannot snapshot boxes', { code: 'unsupported' });
+    return service;
   }
 
   #lifecycle(): BoxLifecycle {

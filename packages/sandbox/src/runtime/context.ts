@@ -2,6 +2,7 @@
 import type { Engine } from '../engine/types.ts';
 import type { ExecutionReport } from './execution.ts';
 import type { TimeoutAction } from './lifetimes.ts';
+import type { SnapshotService } from './snapshots.ts';
 import type { BoxRecord } from './state.ts';
 
 /** Runtime services shared by the box handles of one `JsRuntime`. */
@@ -22,6 +23,8 @@ export interface RuntimeContext {
   startBox(id: string): Promise<void>;
   /** Pause, resume and lifetimes of boxes (issue 18; `lifetimes.ts`); absent: `unsupported`. */
   lifecycle?: BoxLifecycle;
+  /** Snapshots and export of boxes (`snapshot-local.ts`); absent: `unsupported`. */
+  snapshots?: SnapshotService;
 }
 
 /** Pause, resume and lifetime services of a runtime for its box handles. */

@@ -18,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { finished } from 'node:stream/promises';
 import { ulid } from 'ulid';
+import { DEFAULT_DISK_SIZE_GB, ensureDiskImage } from '../engine/disk.ts';
 import { freezeBox, freezerState, thawBox } from '../engine/freezer.ts';
 import { createTieredEngine, type TieredEngine } from '../engine/gvisor-tiers.ts';
 import { RootlessEngine } from '../engine/rootless.ts';
@@ -43,6 +44,8 @@ import {
 } from './options.ts';
 import { BoxPool, type JsBoxPool, type PoolSpec, PoolTable, poolBoxOptions, poolKey } from './pool.ts';
 import { ensureReaper, execsRunningIn, type ReaperHost } from './reaper.ts';
+import { LocalSnapshots } from './snapshot-local.ts';
+import type { CloneOptions } from './snapshots.ts';
 import {
   type BoxRecord,
   type BoxTimings,
@@ -107,6 +110,8 @@ export class LocalRuntime implements RuntimeBackend {
   readonly #health: HealthMonitor;
   /** `pid:starttime` of this process, recorded with the health of the boxes it checks. */
   readonly #me = processIdentity(process.pid) ?? `${process.pid}:0`;
+  /** Snapshots, clones, exports and imports (`snapshot-local.ts`). */
+  readonly #snapshots: LocalSnapshots;
 
   /**
    * @param options `homeDir` (default {@link defaultHomeDir}) and `imageRegistries`, already checked by
@@ -120,7 +125,30 @@ export class LocalRuntime implements RuntimeBackend {
     this.#poolTable = new PoolTable(this.#db);
     mkdirSync(join(this.homeDir, 'boxes'), { recursive: true, mode: 0o700 });
     this.#store = new ImageStore({ homeDir: this.homeDir, registries: options.imageRegistries ?? [] });
+    this.#snapshots = new LocalSnapshots({
+      homeDir: this.homeDir,
+      record: async (idOrName) => {
+        const record = await this.#find(idOrName);
+        if (!record) throw notFound(`no box '${idOrName}'`);
+        return record;
+      },
+      boxDir: (id) => this.#boxDir(id),
+      restart: (id, between) => this.#restart(id, between),
+      createSeeded: (options, name, seed) =>
+        this.#createNew(options, name, undefined, async (id) => {
+          // The new box's disk is made (btrfs) and filled before its first start.
+          const boxDir = this.#boxDir(id);
+          mkdirSync(join(boxDir, 'disk'), { recursive: true, mode: 0o700 });
+          const sizeGb = options.diskSizeGb ?? DEFAULT_DISK_SIZE_GB;
+          await ensureDiskImage(this.#engineStateRoot(), id, join(boxDir, 'disk.img'), sizeGb, {
+            snapshots: true,
+          });
+          await seed(boxDir);
+        }),
+      prepareImage: (record) => this.#prepareImage(record.options as NormalizedBoxOptions),
+    });
     this.#ctx = {
+      snapshots: this.#snapshots,
       engine: () => this.#getEngine(),
       refresh: (id) => this.#refresh(id),
       countCommand: (id) => {
@@ -316,6 +344,32 @@ export class LocalRuntime implements RuntimeBackend {
     }
     thawBox(id, record.pid);
     this.#lifetimes.touch(id);
+  }
+
+  /**
+   * Stops the running or paused box `id` at once, runs `between` (on its stopped layer), and starts it
+   * again with its options (snapshot restore); a stopped box only gets `between`.
+   * @throws BoxError `not_found`, `conflict` (secrets whose values this runtime does not hold).
+   */
+  async #restart(id: string, between: () => Promise<void>): Promise<void> {
+    const record = await this.#refresh(id);
+    if (!record) throw notFound(`box ${id} no longer exists`);
+    if (record.status !== 'running' && record.status !== 'paused') return between();
+    if (record.options.secrets.length > 0 && !this.#secretValues.has(id)) {
+      throw conflict(
+        `box ${record.name ?? id} has secrets whose values are only held by the runtime that created it; it cannot be restarted here`,
+      );
+    }
+    this.#health.unwatch(id);
+    const engine = await this.#getEngine();
+    this.#thawForStop(id);
+    await engine.stop(id, 0);
+    this.#db.setStatus(id, 'stopped');
+    try {
+      await between();
+    } finally {
+      await this.#startBox(id);
+    }
   }
 
   /** Thaws a box that may be paused before it is stopped (a frozen process does not die of SIGKILL). */
@@ -645,8 +699,16 @@ export class LocalRuntime implements RuntimeBackend {
     return pool;
   }
 
-  /** `create` without the warm pools: always starts a new box (a box of pool `poolId` when given). */
-  async #createNew(options: JsBoxOptions, name?: string, poolId?: string): Promise<JsBox> {
+  /**
+   * `create` without the warm pools: always starts a new box (a box of pool `poolId` when given); `seed`
+   * runs on the recorded box before its first start (clones and imports fill its writable layer).
+   */
+  async #createNew(
+    options: JsBoxOptions,
+    name?: string,
+    poolId?: string,
+    seed?: (id: string) => Promise<void>,
+  ): Promise<JsBox> {
     const t0 = performance.now();
     const normalized = validateBoxOptions(options);
     const lifetimes = validateLifetimes(options);
@@ -694,6 +756,7 @@ export class LocalRuntime implements RuntimeBackend {
       // Marked pooled before it starts: never listed while the pool fills.
       if (poolId !== undefined) this.#poolTable.add(id, poolId);
       if (lifetimes) this.#lifetimes.create(id, lifetimes);
+      if (seed) await seed(id);
       await this.#launch(id, boxName, normalized, t0);
       if (lifetimes) {
         this.#lifetimes.markStarted(id);
@@ -709,6 +772,19 @@ export class LocalRuntime implements RuntimeBackend {
       if (error instanceof BoxError) throw error;
       throw new BoxError(`cannot create box ${boxName ?? id}: ${(error as Error).message}`, { cause: error });
     }
+  }
+
+  /**
+   * A new box started from box `idOrName`'s current state or its snapshot `options.snapshot`
+   * (`cloneBox`); see `LocalSnapshots.clone`.
+   */
+  cloneBox(idOrName: string, options?: CloneOptions, name?: string): Promise<JsBox> {
+    return this.#snapshots.clone(idOrName, options, name);
+  }
+
+  /** A new box from an archive written by `box.export` (`importBox`); see `LocalSnapshots.importBox`. */
+  importBox(path: string, name?: string): Promise<JsBox> {
+    return this.#snapshots.importBox(path, name);
   }
 
   /** Metadata of every box in `homeDir`, oldest first (spec 002 `listInfo`). */

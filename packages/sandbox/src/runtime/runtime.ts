@@ -12,6 +12,7 @@ import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts
 import type { JsBox } from './box.ts';
 import { LocalRuntime } from './local.ts';
 import type { JsBoxPool, PoolSpec } from './pool.ts';
+import type { CloneOptions } from './snapshots.ts';
 
 export type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
 export { defaultHomeDir } from './local.ts';
@@ -201,11 +202,34 @@ export class JsRuntime {
   }
 
   /**
+   * Starts a new box from box `idOrName`'s current state, or from its snapshot `options.snapshot`. The
+   * clone gets the source's options (without secrets and port publications) overridden by
+   * `options`, and its own copy of the source's writable layer.
+   * @throws BoxError `not_found` (box or snapshot), `unsupported` (a box that cannot have snapshots:
+   *   gVisor tier, ext4 disk), `invalid_option` naming the option.
+   */
+  cloneBox(idOrName: string, options?: CloneOptions, name?: string): Promise<JsBox> {
+    return this.#backend.cloneBox(idOrName, options, name);
+  }
+
+  /**
+   * Brings back a box written by `box.export(path)` as a new box, on this or another machine:
+   * its files, owners, modes and options. Its image is the archive's image part, kept as an OCI layout in
+   * `<homeDir>/imports` (the box's `rootfsPath`).
+   * @throws BoxError `not_found` / `invalid_option` (field `path`) for a missing or foreign archive.
+   */
+  importBox(path: string, name?: string): Promise<JsBox> {
+    return this.#backend.importBox(path, name);
+  }
+
+  /**
    * Keeps `size` boxes of `image` and `options` created and running (issue 18 warm pools; `pool.ts`):
    * `create()` with the same options (name and lifetimes aside) hands one out at once and the pool refills
-   * in the background; `shutdown()` drains it, `pool.close()` too.
+   * in the background; `shutdown()` drains it, `pool.close()` too. On a REST runtime the server keeps the
+   * pool (`rest/pool-routes.ts`) and hands its boxes to this runtime's `create()`; `ready()` is the count
+   * the server last reported (`filled()` refreshes it).
    * @throws BoxError `invalid_option` naming `image`, `size`, `options` or the box option at fault;
-   *   `unsupported` on a REST runtime (a server keeps its own pools).
+   *   `unsupported` for a runtime flavour that keeps no pools.
    */
   pool(spec: PoolSpec): JsBoxPool {
     if (!this.#backend.pool) {

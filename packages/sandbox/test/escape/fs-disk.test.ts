@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DEFAULT_DISK_SIZE_GB } from '../../src/engine/disk.ts';
+import { btrfsAvailable, DEFAULT_DISK_SIZE_GB } from '../../src/engine/disk.ts';
 import { createEngine, makeBusyboxRootfs, type OciEngine } from '../../src/engine/index.ts';
 import { execSh, specFactory } from '../helpers/engine.ts';
 import { assertHostUntouched, snapshotHost } from './helpers.ts';
@@ -54,8 +54,10 @@ describe('disk limits', () => {
       assert.equal(new Set(rows.map((row) => row[0])).size <= 2, true);
       const hosts = await execSh(engine, s.id, 'echo "10.1.2.3 extra" >> /etc/hosts && grep -c . /etc/hosts');
       assert.equal(hosts.code, 0, hosts.stderr);
-      // A formatted copy is made ready for the next box, in the engine's state directory.
-      const spare = join(tmp, 'state', 'disks', `${DEFAULT_DISK_SIZE_GB * 1e9}.spare`);
+      // A formatted copy is made ready for the next box, in the engine's state directory (btrfs when
+      // btrfs-progs is installed, disk.ts).
+      const format = btrfsAvailable() ? '.btrfs' : '';
+      const spare = join(tmp, 'state', 'disks', `${DEFAULT_DISK_SIZE_GB * 1e9}${format}.spare`);
       for (let i = 0; i < 250 && !existsSync(spare); i++) await sleep(20);
       assert.ok(existsSync(spare), 'a spare disk is ready');
     } finally {
