@@ -22,6 +22,9 @@ import { BoxError } from '../errors.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { streamSink } from '../runtime/files/pump.ts';
 import type { JsEntryInfo } from '../runtime/files/types.ts';
+import { route } from './openapi.ts';
+import { obj, ref } from './schemas.ts';
+import { documentedBody } from './validation.ts';
 import { type Permission, toSnake } from './wire.ts';
 
 /** What the file routes need from the server. */
@@ -32,28 +35,23 @@ export interface FileRoutesOptions {
   config: { permission: Permission };
 }
 
-type Q = Record<string, string | undefined>;
 type P = { box: string };
+type Q = { path: string; depth?: number; mode?: number; recursive?: 'true' | 'false' };
+
+const tags = ['files'];
+const boxParams = obj({ box: { type: 'string', description: 'box id (ULID) or name' } }, ['box']);
+const path = {
+  type: 'string',
+  minLength: 1,
+  description: 'absolute path inside the box (resolved inside the box root; symlinks never leave it)',
+};
+const pathQuery = obj({ path }, ['path']);
+const binary = { type: 'string', format: 'binary' };
+const entry = { description: 'the entry', ...ref('EntryInfo') };
 
 /** An entry as JSON: ISO 8601 `modified_time`. */
 export function wireEntry(entry: JsEntryInfo): unknown {
   return toSnake({ ...entry, modifiedTime: entry.modifiedTime.toISOString() });
-}
-
-function intParam(query: Q, name: string): number | undefined {
-  const raw = query[name];
-  if (raw === undefined) return undefined;
-  if (!/^\d+$/.test(raw)) {
-    throw new BoxError(`invalid query parameter ${name}: must be a non-negative integer`, { field: name });
-  }
-  return Number(raw);
-}
-
-function bodyField(body: unknown, name: string): string {
-  const value = (body as Record<string, unknown> | null)?.[name];
-  if (typeof value !== 'string')
-    throw new BoxError(`invalid files option ${name}: must be a string`, { field: name });
-  return value;
 }
 
 /** Registers the file routes (see the module comment) in their own scope (raw-body parser). */
@@ -64,7 +62,17 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.get<{ Params: P; Querystring: Q }>(
     '/v1/boxes/:box/files/content',
-    { config },
+    route(config.permission, {
+      tags,
+      summary: 'read a regular file',
+      description: 'The bytes, streamed (chunked); symlinks are followed inside the box.',
+      params: boxParams,
+      querystring: pathQuery,
+      response: {
+        200: { description: 'the file bytes', content: { 'application/octet-stream': { schema: binary } } },
+      },
+      errors: [409],
+    }),
     async (request, reply) => {
       // The file is pumped through one reused buffer straight to the response; the status line is
       // written with the first chunk, so an error before it (no such file, a directory) is a JSON answer.
@@ -72,7 +80,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
       const send = streamSink(raw);
       let started = false;
       try {
-        await (await files(request.params)).readInto(request.query.path as string, (chunk) => {
+        await (await files(request.params)).readInto(request.query.path, (chunk) => {
           if (!started) {
             started = true;
             reply.hijack();
@@ -93,7 +101,32 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.put<{ Params: P; Querystring: Q; Body: Readable }>(
     '/v1/boxes/:box/files/content',
-    { config },
+    {
+      ...route(config.permission, {
+        tags,
+        summary: 'write a file',
+        description:
+          'Atomically, streamed from the body; parents are created; the owner and mode of an existing file are kept.',
+        params: boxParams,
+        querystring: obj(
+          {
+            path,
+            mode: {
+              type: 'integer',
+              minimum: 0,
+              maximum: 4095,
+              description: 'mode of a new file, decimal (default 420 = 0o644)',
+            },
+          },
+          ['path'],
+        ),
+        body: { content: { 'application/octet-stream': { schema: binary } } },
+        response: { 201: { description: 'written', ...ref('WriteInfo') } },
+        errors: [409],
+      }),
+      // The body is a byte stream, not JSON: its schema documents it.
+      validatorCompiler: documentedBody,
+    },
     async (request, reply) => {
       const body = request.body;
       if (!body || typeof (body as Readable).pipe !== 'function') {
@@ -101,9 +134,9 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
           field: 'body',
         });
       }
-      const mode = intParam(request.query, 'mode');
+      const mode = request.query.mode;
       const info = await (await files(request.params)).write(
-        request.query.path as string,
+        request.query.path,
         body,
         mode !== undefined ? { mode } : {},
       );
@@ -111,65 +144,144 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
     },
   );
 
-  app.get<{ Params: P; Querystring: Q }>('/v1/boxes/:box/files', { config }, async (request) => {
-    const depth = intParam(request.query, 'depth');
-    const entries = await (await files(request.params)).list(
-      request.query.path as string,
-      depth !== undefined ? { depth } : {},
-    );
-    return entries.map(wireEntry);
-  });
-
-  app.delete<{ Params: P; Querystring: Q }>('/v1/boxes/:box/files', { config }, async (request, reply) => {
-    await (await files(request.params)).remove(request.query.path as string);
-    return reply.code(204).send();
-  });
-
-  app.get<{ Params: P; Querystring: Q }>('/v1/boxes/:box/files/stat', { config }, async (request) =>
-    wireEntry(await (await files(request.params)).stat(request.query.path as string)),
-  );
-
-  app.post<{ Params: P }>('/v1/boxes/:box/files/mkdir', { config }, async (request) => ({
-    created: await (await files(request.params)).makeDir(bodyField(request.body, 'path')),
-  }));
-
-  app.post<{ Params: P }>('/v1/boxes/:box/files/rename', { config }, async (request) =>
-    wireEntry(
-      await (await files(request.params)).rename(
-        bodyField(request.body, 'from'),
-        bodyField(request.body, 'to'),
+  app.get<{ Params: P; Querystring: Q }>(
+    '/v1/boxes/:box/files',
+    route(config.permission, {
+      tags,
+      summary: 'list a directory',
+      params: boxParams,
+      querystring: obj(
+        { path, depth: { type: 'integer', minimum: 1, maximum: 64, description: 'levels (default 1)' } },
+        ['path'],
       ),
-    ),
+      response: { 200: { description: 'the entries', type: 'array', items: ref('EntryInfo') } },
+    }),
+    async (request) => {
+      const depth = request.query.depth;
+      const entries = await (await files(request.params)).list(
+        request.query.path,
+        depth !== undefined ? { depth } : {},
+      );
+      return entries.map(wireEntry);
+    },
   );
 
-  app.post<{ Params: P }>('/v1/boxes/:box/files/symlink', { config }, async (request, reply) => {
-    await (await files(request.params)).symlink(
-      bodyField(request.body, 'path'),
-      bodyField(request.body, 'target'),
-    );
-    return reply.code(204).send();
-  });
+  app.delete<{ Params: P; Querystring: Q }>(
+    '/v1/boxes/:box/files',
+    route(config.permission, {
+      tags,
+      summary: 'remove a file, symlink or directory tree',
+      params: boxParams,
+      querystring: pathQuery,
+      response: { 204: { description: 'removed', type: 'null' } },
+    }),
+    async (request, reply) => {
+      await (await files(request.params)).remove(request.query.path);
+      return reply.code(204).send();
+    },
+  );
 
-  app.get<{ Params: P; Querystring: Q }>('/v1/boxes/:box/files/watch', { config }, async (request, reply) => {
-    const recursive = request.query.recursive;
-    if (recursive !== undefined && recursive !== 'true' && recursive !== 'false') {
-      throw new BoxError("invalid query parameter recursive: must be 'true' or 'false'", {
-        field: 'recursive',
-      });
-    }
-    const out = new PassThrough();
-    const handle = await (await files(request.params)).watchDir(
-      request.query.path as string,
-      (event) => out.write(`${JSON.stringify(event)}\n`),
-      { recursive: recursive === 'true', onExit: () => out.end() },
-    );
-    const stop = () => {
-      handle.stop().catch(() => {});
-      out.end();
-    };
-    request.raw.socket.once('close', stop);
-    reply.raw.once('close', stop);
-    out.write('{"type":"ready"}\n');
-    return reply.type('application/x-ndjson').send(out);
-  });
+  app.get<{ Params: P; Querystring: Q }>(
+    '/v1/boxes/:box/files/stat',
+    route(config.permission, {
+      tags,
+      summary: 'the entry at a path (a final symlink is not followed)',
+      params: boxParams,
+      querystring: pathQuery,
+      response: { 200: entry },
+    }),
+    async (request) => wireEntry(await (await files(request.params)).stat(request.query.path)),
+  );
+
+  app.post<{ Params: P; Body: { path: string } }>(
+    '/v1/boxes/:box/files/mkdir',
+    route(config.permission, {
+      tags,
+      summary: 'make a directory and its parents',
+      params: boxParams,
+      body: obj({ path }, ['path']),
+      response: {
+        200: {
+          description: '`created` is false when it existed',
+          ...obj({ created: { type: 'boolean' } }, ['created']),
+        },
+      },
+      errors: [409],
+    }),
+    async (request) => ({ created: await (await files(request.params)).makeDir(request.body.path) }),
+  );
+
+  app.post<{ Params: P; Body: { from: string; to: string } }>(
+    '/v1/boxes/:box/files/rename',
+    route(config.permission, {
+      tags,
+      summary: 'rename (move) an entry',
+      params: boxParams,
+      body: obj({ from: path, to: path }, ['from', 'to']),
+      response: { 200: { description: 'the entry at its new path', ...ref('EntryInfo') } },
+      errors: [409],
+    }),
+    async (request) =>
+      wireEntry(await (await files(request.params)).rename(request.body.from, request.body.to)),
+  );
+
+  app.post<{ Params: P; Body: { path: string; target: string } }>(
+    '/v1/boxes/:box/files/symlink',
+    route(config.permission, {
+      tags,
+      summary: 'make a symbolic link (used by copyIn)',
+      params: boxParams,
+      body: obj({ path, target: { type: 'string', minLength: 1, description: 'link target' } }, [
+        'path',
+        'target',
+      ]),
+      response: { 204: { description: 'made', type: 'null' } },
+      errors: [409],
+    }),
+    async (request, reply) => {
+      await (await files(request.params)).symlink(request.body.path, request.body.target);
+      return reply.code(204).send();
+    },
+  );
+
+  app.get<{ Params: P; Querystring: Q }>(
+    '/v1/boxes/:box/files/watch',
+    route(config.permission, {
+      tags,
+      summary: 'watch a directory (inotify)',
+      description:
+        'Newline-delimited JSON: first `{"type":"ready"}`, then `{"name","type"}` per event (create, write, remove); ends when the client disconnects.',
+      params: boxParams,
+      querystring: obj(
+        {
+          path,
+          recursive: { type: 'string', enum: ['true', 'false'], description: 'watch subdirectories too' },
+        },
+        ['path'],
+      ),
+      response: {
+        200: {
+          description: 'event stream',
+          content: { 'application/x-ndjson': { schema: { type: 'string' } } },
+        },
+      },
+    }),
+    async (request, reply) => {
+      const recursive = request.query.recursive;
+      const out = new PassThrough();
+      const handle = await (await files(request.params)).watchDir(
+        request.query.path,
+        (event) => out.write(`${JSON.stringify(event)}\n`),
+        { recursive: recursive === 'true', onExit: () => out.end() },
+      );
+      const stop = () => {
+        handle.stop().catch(() => {});
+        out.end();
+      };
+      request.raw.socket.once('close', stop);
+      reply.raw.once('close', stop);
+      out.write('{"type":"ready"}\n');
+      return reply.type('application/x-ndjson').send(out);
+    },
+  );
 }

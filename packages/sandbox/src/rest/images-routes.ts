@@ -10,8 +10,9 @@
  * | `DELETE /v1/images?reference=` | `sandbox.boxes.write` | remove a reference → 204 |
  */
 import type { FastifyInstance } from 'fastify';
-import { BoxError } from '../errors.ts';
 import type { RuntimeImages } from '../runtime/backend.ts';
+import { route } from './openapi.ts';
+import { obj, ref } from './schemas.ts';
 import { Permission, toSnake } from './wire.ts';
 
 /** What the image routes need from the server. */
@@ -20,56 +21,51 @@ export interface ImageRoutesOptions {
   images(): RuntimeImages;
 }
 
-/** JSON schema of an image reference as the routes accept it. */
-const REFERENCE_SCHEMA = { type: 'string', minLength: 1, maxLength: 512 } as const;
-
-function reference(value: unknown, field: string): string {
-  if (typeof value !== 'string' || value === '' || value.length > 512 || /[\s\0]/.test(value)) {
-    throw new BoxError(
-      `invalid image option ${field}: must be an image reference (1-512 characters, no spaces)`,
-      {
-        field,
-      },
-    );
-  }
-  return value;
-}
+const REFERENCE_SCHEMA = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 512,
+  pattern: '^[^\\s\\u0000]+$',
+  description: 'image reference, e.g. busybox:latest or registry:5000/library/alpine@sha256:…',
+} as const;
+const tags = ['images'];
 
 /** Registers the image routes (see the module comment). */
 export async function imageRoutes(app: FastifyInstance, options: ImageRoutesOptions): Promise<void> {
-  const read = { permission: Permission.boxesRead };
-  const write = { permission: Permission.boxesWrite };
-
-  app.post<{ Body: unknown }>(
+  app.post<{ Body: { reference: string } }>(
     '/v1/images/pull',
-    {
-      config: write,
-      schema: {
-        body: { type: 'object', properties: { reference: REFERENCE_SCHEMA }, required: ['reference'] },
-      },
-      // The body is checked below with errors naming the field (the server's error shape).
-      validatorCompiler: () => () => true,
-    },
-    async (request) => {
-      const body = request.body as Record<string, unknown> | null;
-      const ref = reference(body?.reference, 'reference');
-      return toSnake(await options.images().pull(ref));
-    },
+    route(Permission.boxesWrite, {
+      tags,
+      summary: 'pull an image into the server store (BoxLite images.pull)',
+      body: { ...obj({ reference: REFERENCE_SCHEMA }, ['reference']), additionalProperties: false },
+      response: { 200: { description: 'pulled (or already stored)', ...ref('ImagePullResult') } },
+      errors: [422],
+    }),
+    async (request) => toSnake(await options.images().pull(request.body.reference)),
   );
 
-  app.get('/v1/images', { config: read }, async () => toSnake(await options.images().list()));
-
-  app.delete<{ Querystring: { reference?: string } }>(
+  app.get(
     '/v1/images',
-    {
-      config: write,
-      schema: {
-        querystring: { type: 'object', properties: { reference: REFERENCE_SCHEMA }, required: ['reference'] },
-      },
-      validatorCompiler: () => () => true,
-    },
+    route(Permission.boxesRead, {
+      tags,
+      summary: 'stored images (BoxLite images.list)',
+      response: { 200: { description: 'images', type: 'array', items: ref('ListedImage') } },
+    }),
+    async () => toSnake(await options.images().list()),
+  );
+
+  app.delete<{ Querystring: { reference: string } }>(
+    '/v1/images',
+    route(Permission.boxesWrite, {
+      tags,
+      summary: 'remove an image reference',
+      description: 'Refused (409) while a box uses it.',
+      querystring: obj({ reference: REFERENCE_SCHEMA }, ['reference']),
+      response: { 204: { description: 'removed', type: 'null' } },
+      errors: [404, 409],
+    }),
     async (request, reply) => {
-      await options.images().remove(reference(request.query.reference, 'reference'));
+      await options.images().remove(request.query.reference);
       return reply.code(204).send();
     },
   );

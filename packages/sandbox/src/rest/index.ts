@@ -11,11 +11,11 @@ export {
   type RestVolumes,
   restOptionsFrom,
 } from './client.ts';
-export { openApiDocument } from './openapi.ts';
 export { MAX_RECONNECTS, RemoteProcess } from './process.ts';
 export {
   DEFAULT_HOST,
   DEFAULT_PORT,
+  openApiDocument,
   RestServer,
   type RestServerOptions,
   startRestServer,

@@ -10,8 +10,10 @@
  * | `POST /v1/boxes/{box}/timeout` `{ timeout_ms, on_timeout? }` | sets its timeout → 204 (`JsBox.setTimeout`) |
  */
 import type { FastifyInstance } from 'fastify';
-import { BoxError } from '../errors.ts';
 import type { JsBox } from '../runtime/box.ts';
+import type { TimeoutAction } from '../types.ts';
+import { route } from './openapi.ts';
+import { obj } from './schemas.ts';
 import type { Permission } from './wire.ts';
 
 /** What the lifecycle routes need from the server. */
@@ -24,36 +26,71 @@ export interface LifecycleRoutesOptions {
 
 type P = { box: string };
 
-const TIMEOUT_FIELDS = new Set(['timeout_ms', 'on_timeout']);
+const tags = ['boxes'];
+const boxParams = obj({ box: { type: 'string', description: 'box id (ULID) or name' } }, ['box']);
 
 /** Registers the lifecycle routes (see the module comment). */
 export async function lifecycleRoutes(app: FastifyInstance, options: LifecycleRoutesOptions): Promise<void> {
-  const { config } = options;
+  const { permission } = options.config;
 
-  app.post<{ Params: P }>('/v1/boxes/:box/pause', { config }, async (request, reply) => {
-    await (await options.box(request.params.box)).pause();
-    return reply.code(204).send();
-  });
+  app.post<{ Params: P }>(
+    '/v1/boxes/:box/pause',
+    route(permission, {
+      tags,
+      summary: 'pause the box',
+      description:
+        'Its processes are frozen (cgroup freezer) and use no CPU; commands are refused (or resume it, with `auto_resume`). A paused box is left as is.',
+      params: boxParams,
+      response: { 204: { description: 'paused', type: 'null' } },
+      errors: [409],
+    }),
+    async (request, reply) => {
+      await (await options.box(request.params.box)).pause();
+      return reply.code(204).send();
+    },
+  );
 
-  app.post<{ Params: P }>('/v1/boxes/:box/resume', { config }, async (request, reply) => {
-    await (await options.box(request.params.box)).resume();
-    return reply.code(204).send();
-  });
+  app.post<{ Params: P }>(
+    '/v1/boxes/:box/resume',
+    route(permission, {
+      tags,
+      summary: 'resume a paused box',
+      description: 'A running box is left as is.',
+      params: boxParams,
+      response: { 204: { description: 'running', type: 'null' } },
+      errors: [409],
+    }),
+    async (request, reply) => {
+      await (await options.box(request.params.box)).resume();
+      return reply.code(204).send();
+    },
+  );
 
-  app.post<{ Params: P; Body: unknown }>('/v1/boxes/:box/timeout', { config }, async (request, reply) => {
-    const body = request.body;
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-      throw new BoxError('the body must be an object { timeout_ms, on_timeout? }', { field: 'body' });
-    }
-    const fields = body as Record<string, unknown>;
-    for (const key of Object.keys(fields)) {
-      if (!TIMEOUT_FIELDS.has(key)) throw new BoxError(`unknown field '${key}'`, { field: key });
-    }
-    const box = await options.box(request.params.box);
-    await box.setTimeout(
-      fields.timeout_ms as number,
-      fields.on_timeout === undefined ? undefined : (fields.on_timeout as 'stop'),
-    );
-    return reply.code(204).send();
-  });
+  app.post<{ Params: P; Body: { timeout_ms: number; on_timeout?: TimeoutAction } }>(
+    '/v1/boxes/:box/timeout',
+    route(permission, {
+      tags,
+      summary: "set the box's timeout",
+      description:
+        "`on_timeout` (default the box's own, else stop) happens `timeout_ms` from now (E2B `setTimeout`).",
+      params: boxParams,
+      body: {
+        ...obj(
+          {
+            timeout_ms: { type: 'number', exclusiveMinimum: 0, description: 'ms from now' },
+            on_timeout: { enum: ['stop', 'pause', 'remove'] },
+          },
+          ['timeout_ms'],
+        ),
+        additionalProperties: false,
+      },
+      response: { 204: { description: 'set', type: 'null' } },
+      errors: [409],
+    }),
+    async (request, reply) => {
+      const box = await options.box(request.params.box);
+      await box.setTimeout(request.body.timeout_ms, request.body.on_timeout);
+      return reply.code(204).send();
+    },
+  );
 }

@@ -21,6 +21,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { JsRuntime } from '../runtime/runtime.ts';
+import { route } from './openapi.ts';
 import type { ExecSession } from './sessions.ts';
 import { Permission } from './wire.ts';
 
@@ -148,7 +149,7 @@ export class RestMetrics {
 
 /**
  * Adds the metrics to a REST server's Fastify instance: an `onResponse` hook counting every answered
- * request, and `GET /metrics` (permission `boxes:read`, like `/v1/metrics`; content type
+ * request, and `GET /metrics` as a plugin (permission `boxes:read`, like `/v1/metrics`; content type
  * `text/plain; version=0.0.4`). Returns the metrics, for the server to report executions to.
  */
 export function serveMetrics(app: FastifyInstance, runtime: JsRuntime): RestMetrics {
@@ -161,10 +162,27 @@ export function serveMetrics(app: FastifyInstance, runtime: JsRuntime): RestMetr
       reply.elapsedTime / 1000,
     );
   });
-  app.get(METRICS_PATH, { config: { permission: Permission.boxesRead } }, async (_request, reply) => {
-    const text = await metrics.render();
-    reply.header('content-type', metrics.registry.contentType);
-    return text;
+  app.register(async (scope) => {
+    scope.get(
+      METRICS_PATH,
+      route(Permission.boxesRead, {
+        tags: ['server'],
+        summary: 'Prometheus metrics of the server',
+        description:
+          'The text exposition format (version 0.0.4): requests by route and status, running boxes, boxes created and failed, commands, executions by outcome, process figures.',
+        response: {
+          200: {
+            description: 'metrics text',
+            content: { 'text/plain; version=0.0.4': { schema: { type: 'string' } } },
+          },
+        },
+      }),
+      async (_request, reply) => {
+        const text = await metrics.render();
+        reply.header('content-type', metrics.registry.contentType);
+        return text;
+      },
+    );
   });
   return metrics;
 }

@@ -1,0 +1,91 @@
+/**
+ * Request hooks of the REST runtime server that hold for every route: the permission check of each
+ * route's `config.permission` (`auth.ts`; unknown routes need `sandbox.boxes.read`, so that they do not
+ * reveal what exists), `cache-control: no-store` on every answer, and the error mapping — every failure
+ * leaves as the `Error` body with the status of its code (`wire.ts` `httpErrorOf`), never a 500 for a
+ * client mistake. Also the raw-socket form of an error, for refused upgrades and CONNECTs.
+ */
+import type { Duplex } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { BoxError } from '../errors.ts';
+import type { Authenticator } from './auth.ts';
+import { HttpError, httpErrorOf, Permission } from './wire.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Permission a route needs (absent: public). */
+    permission?: Permission;
+    /** Error statuses the route answers beyond the common ones (the OpenAPI document lists them). */
+    errors?: number[];
+  }
+}
+
+/** Installs the hooks, error handler and not-found handler on the server's root instance. */
+export function installHooks(app: FastifyInstance, auth: Authenticator): void {
+  app.addHook('onRequest', async (request, reply) => {
+    const permission =
+      request.routeOptions.config?.permission ?? (request.is404 ? Permission.boxesRead : undefined);
+    if (!permission) return;
+    try {
+      await auth.check(request.raw, permission);
+    } catch (error) {
+      const http = httpErrorOf(error);
+      if (http.status === 401) reply.header('www-authenticate', 'Bearer realm="sandbox"');
+      return reply.code(http.status).send(http.body());
+    }
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+  });
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, _request, reply) => {
+    let http: HttpError;
+    if (
+      !(error instanceof HttpError) &&
+      !(error instanceof BoxError) &&
+      error.statusCode &&
+      error.statusCode < 500
+    ) {
+      // Fastify's own client errors (body not JSON, too large, unsupported media type).
+      http = new HttpError(
+        error.statusCode,
+        'invalid_request_error',
+        (error.code ?? 'bad_request').toLowerCase(),
+        error.message,
+      );
+    } else {
+      http = httpErrorOf(error);
+    }
+    if (http.status >= 500) app.log.error({ err: error }, 'request failed');
+    return reply.code(http.status).send(http.body());
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const error = new HttpError(
+      404,
+      'not_found_error',
+      'route_not_found',
+      `no route ${request.method} ${request.url.split('?')[0]}`,
+    );
+    return reply.code(404).send(error.body());
+  });
+}
+
+const REASON: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  501: 'Not Implemented',
+  502: 'Bad Gateway',
+};
+
+/** Answers a raw upgrade/CONNECT socket with an HTTP error and the JSON error body, then closes it. */
+export function rejectSocket(socket: Duplex, error: HttpError): void {
+  if (socket.destroyed) return;
+  const body = JSON.stringify(error.body());
+  const reason = REASON[error.status] ?? 'Error';
+  const auth = error.status === 401 ? 'WWW-Authenticate: Bearer realm="sandbox"\r\n' : '';
+  socket.end(
+    `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n${auth}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}

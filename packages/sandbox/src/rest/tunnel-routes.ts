@@ -1,0 +1,150 @@
+/**
+ * Box tunnels of the REST runtime server (spec 002 "Network tunnels"): `POST /v1/boxes/{box}/tunnels`
+ * `{ port }` prepares a one-shot tunnel to a TCP port of a running box (a Fastify plugin, `sandbox.exec`),
+ * and HTTP `CONNECT /v1/tunnels/{id}` consumes it — the socket then carries the bytes both ways. A
+ * tunnel expires after {@link TUNNEL_TTL_MS} and is consumed by its first CONNECT, whatever happens next.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { ulid } from 'ulid';
+import { BoxError } from '../errors.ts';
+import { LocalNetworkHandle } from '../network/tunnel.ts';
+import type { JsBox } from '../runtime/box.ts';
+import type { JsNetworkHandle } from '../types.ts';
+import type { Authenticator } from './auth.ts';
+import type { ServerContext } from './context.ts';
+import { route } from './openapi.ts';
+import { obj, ref } from './schemas.ts';
+import { HttpError, Permission } from './wire.ts';
+
+/** How long a prepared tunnel may wait for its `CONNECT`, ms. */
+export const TUNNEL_TTL_MS = 60_000;
+
+interface PreparedTunnel {
+  boxId: string;
+  port: number;
+  expires: number;
+}
+
+type Connection = Awaited<ReturnType<Awaited<ReturnType<JsNetworkHandle['tunnel']>>['connect']>>;
+
+/** The prepared tunnels of one server and their open CONNECT sockets. */
+export class Tunnels {
+  readonly #ctx: ServerContext;
+  readonly #auth: Authenticator;
+  readonly #prepared = new Map<string, PreparedTunnel>();
+  readonly #sockets = new Set<Duplex>();
+
+  constructor(ctx: ServerContext, auth: Authenticator) {
+    this.#ctx = ctx;
+    this.#auth = auth;
+  }
+
+  /** Closes every open tunnel socket. */
+  close(): void {
+    for (const socket of this.#sockets) socket.destroy();
+  }
+
+  /** The route plugin: `POST /v1/boxes/{box}/tunnels`. */
+  readonly routes = async (app: FastifyInstance): Promise<void> => {
+    app.post<{ Params: { box: string }; Body: { port: number } }>(
+      '/v1/boxes/:box/tunnels',
+      route(Permission.exec, {
+        tags: ['tunnels'],
+        summary: 'prepare a one-shot tunnel to a TCP port of the box',
+        description:
+          'Then `CONNECT /v1/tunnels/{id}` (the `connect_path`) with the same credential within 60 s: the connection carries the bytes to and from the port inside the box.',
+        params: obj({ box: { type: 'string', description: 'box id (ULID) or name' } }, ['box']),
+        body: obj({ port: { type: 'integer', minimum: 1, maximum: 65535 } }, ['port']),
+        response: { 201: { description: 'prepared', ...ref('Tunnel') } },
+        errors: [409],
+      }),
+      async (request, reply) => {
+        const port = request.body.port;
+        const box = await this.#ctx.box(request.params.box);
+        if (!(await box.info()).state.running)
+          throw new HttpError(409, 'conflict_error', 'conflict', `box ${box.id} is not running`);
+        const id = ulid();
+        this.#prepared.set(id, { boxId: box.id, port, expires: Date.now() + TUNNEL_TTL_MS });
+        this.#ctx.later(TUNNEL_TTL_MS, () => this.#prepared.delete(id));
+        return reply.code(201).send({
+          id,
+          box_id: box.id,
+          port,
+          connect_path: `/v1/tunnels/${id}`,
+          expires_at: new Date(Date.now() + TUNNEL_TTL_MS).toISOString(),
+        });
+      },
+    );
+  };
+
+  /**
+   * Handles an HTTP `CONNECT` of the server.
+   * @throws HttpError (401/403/404/502) before the connection is established; the caller answers it.
+   */
+  async onConnect(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', () => {});
+    const match = /^\/v1\/tunnels\/([0-9A-HJKMNP-TV-Z]{26})$/.exec(req.url ?? '');
+    if (!match)
+      throw new HttpError(
+        404,
+        'not_found_error',
+        'route_not_found',
+        'CONNECT target must be /v1/tunnels/{tunnel id}',
+      );
+    await this.#auth.check(req, Permission.exec);
+    const tunnel = this.#prepared.get(match[1]!);
+    this.#prepared.delete(match[1]!);
+    if (!tunnel || tunnel.expires < Date.now())
+      throw new HttpError(
+        404,
+        'not_found_error',
+        'tunnel_not_found',
+        'no such tunnel (tunnels are one-shot and expire after 60 s)',
+      );
+    const box = await this.#ctx.box(tunnel.boxId);
+    const network =
+      (box as JsBox & { network?: JsNetworkHandle }).network ??
+      new LocalNetworkHandle(async () => {
+        const info = await box.info();
+        if (!info.state.running || !info.state.pid)
+          throw new BoxError(`box ${box.id} is not running`, { code: 'conflict' });
+        return info.state.pid;
+      });
+    let connection: Connection;
+    try {
+      connection = await (await network.tunnel(tunnel.port)).connect();
+    } catch (error) {
+      throw new HttpError(502, 'sandbox_error', 'tunnel_failed', (error as Error).message);
+    }
+    await this.#pipe(socket, head, connection);
+  }
+
+  async #pipe(socket: Duplex, head: Buffer, connection: Connection): Promise<void> {
+    this.#sockets.add(socket);
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) await connection.write(head);
+    let open = true;
+    const finish = () => {
+      if (!open) return;
+      open = false;
+      this.#sockets.delete(socket);
+      connection.close().catch(() => {});
+      socket.end();
+    };
+    socket.on('data', (chunk: Buffer) => {
+      socket.pause();
+      connection.write(chunk).then(() => socket.resume(), finish);
+    });
+    socket.on('end', finish);
+    socket.on('close', finish);
+    (async () => {
+      while (open) {
+        const data = await connection.read();
+        if (data.length === 0) break;
+        if (!socket.write(data)) await new Promise((resolve) => socket.once('drain', resolve));
+      }
+    })().then(finish, finish);
+  }
+}
