@@ -80,7 +80,7 @@ describe('warm pools', () => {
     await Promise.all(listed.map((id) => runtime.remove(id, true)));
   });
 
-  it('bad pool specs are refused naming the field; a REST runtime keeps no pools', () => {
+  it('bad pool specs are refused naming the field, by a REST runtime before any request', async () => {
     for (const [spec, field] of [
       [{ image: BUSYBOX, size: 0 }, 'size'],
       [{ image: '', size: 1 }, 'image'],
@@ -96,9 +96,15 @@ describe('warm pools', () => {
         field,
       );
     }
+    // A REST runtime checks the spec before any request leaves; the server's answer comes with filled().
+    const remote = new JsRuntime({ url: 'http://127.0.0.1:9' });
     assert.throws(
-      () => new JsRuntime({ url: 'http://127.0.0.1:9' }).pool({ image: BUSYBOX, size: 1 }),
-      (e: unknown) => e instanceof BoxError && e.code === 'unsupported',
+      () => remote.pool({ image: BUSYBOX, size: 65 }),
+      (e: unknown) => e instanceof BoxError && e.code === 'invalid_option' && e.field === 'size',
+    );
+    await assert.rejects(
+      remote.pool({ image: BUSYBOX, size: 1 }).filled(),
+      (e: unknown) => e instanceof BoxError && e.code === 'unavailable',
     );
   });
 });

@@ -303,5 +303,34 @@ export function runtimeSuite(title: string, prefix: string, setup: () => Promise
         (e: unknown) => e instanceof ExecError && e.exitCode === 1 && /ZeroDivisionError/.test(e.stderr),
       );
     });
+
+    it('warm pool: create() with its options hands out a ready box, the pool refills, close() removes the rest', async () => {
+      const options = { network: { mode: 'disabled' as const }, memoryMib: 96 };
+      assert.throws(
+        () => runtime.pool({ image: BUSYBOX, size: 0, options }),
+        (e: unknown) => e instanceof BoxError && e.code === 'invalid_option' && e.field === 'size',
+      );
+      const pool = runtime.pool({ image: BUSYBOX, size: 1, options });
+      await pool.filled();
+      assert.equal(pool.ready(), 1);
+      const listed = (await runtime.listInfo()).length;
+      const asked = Date.now();
+      const box = await runtime.create({ image: BUSYBOX, ...options }, name('pooled'));
+      const info = await box.info();
+      assert.ok(Date.parse(info.createdAt) < asked, 'the box was started before create() was called');
+      assert.equal(info.name, name('pooled'));
+      assert.equal(info.memoryMib, 96);
+      assert.equal((await run(box, 'echo', ['warm'])).stdout, 'warm');
+      assert.equal((await runtime.listInfo()).length, listed + 1, 'only the handed-out box is listed');
+      await pool.filled();
+      assert.equal(pool.ready(), 1, 'refilled');
+      await pool.close();
+      assert.equal(pool.ready(), 0);
+      const closed = Date.now();
+      const cold = await runtime.create({ image: BUSYBOX, ...options }, name('unpooled'));
+      assert.ok(Date.parse((await cold.info()).createdAt) >= closed - 5, 'a closed pool hands out nothing');
+      await runtime.remove(cold.id, true);
+      await runtime.remove(box.id, true);
+    });
   });
 }
