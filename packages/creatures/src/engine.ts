@@ -4,8 +4,9 @@
  * queries compiled by `graphql-jit`, early variable coercion (so a coercion failure is a request error,
  * GraphQL-over-HTTP §"Variable coercion failure" → 400 with `application/graphql-response+json`), the
  * per-request cost check (`cost.ts`), error codes on every request error, and masking of unexpected
- * resolver errors. `Engine.fast` answers valid, error-free queries without graphql-http, through query
- * plans (`plan.ts`) or graphql-jit; everything else goes through the full handler.
+ * resolver errors. `Engine.fast` (`engine-fast.ts`) answers valid, error-free queries without
+ * graphql-http, through query plans (`plan.ts`) or graphql-jit; everything else goes through the full
+ * handler.
  */
 import {
   type DocumentNode,
@@ -23,6 +24,7 @@ import { createHandler, type Handler, type Request } from 'graphql-http';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
 import { type CostEstimate, costError, estimateCost, type KnownListSizes, listSizesOf } from './cost.ts';
+import { createFastPath, type FastPath } from './engine-fast.ts';
 import { createParamsParser } from './http/params.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
@@ -132,33 +134,19 @@ export function negotiate(accept: string | null): string {
   return JSON_RESPONSE;
 }
 
-/** A complete answer of {@link Engine.fast}: always status 200. */
-export interface FastAnswer {
-  /** The JSON answer: UTF-8 bytes from a query plan, text from graphql-jit. */
-  body: string | Buffer;
-  contentType: string;
-  /** A query that completed without errors (its answer may be cached). */
-  cacheable: true;
-}
-
 /**
  * The engine: a `graphql-http` handler whose request context is a {@link RequestState}, plus `fast`, the
  * same request handling cut short for the common case.
  */
 export type Engine = Handler<unknown, RequestState> & {
   /**
-   * Answers a well-formed, valid query without errors (GET, or POST `application/json`) without going
-   * through graphql-http: parameters parsed once, cached document and plan, the answer written straight
-   * to JSON text. Returns `undefined` for anything else (malformed requests, persisted-query fields,
-   * invalid or too costly documents, mutations, results with errors), which the caller then hands to the
-   * full handler; that handler gives the same answer the fast path would have given where both apply.
+   * Answers a well-formed, valid query without errors (GET, or POST `application/json` given as its
+   * bytes or text) without going through graphql-http (`engine-fast.ts`). Returns `undefined` for
+   * anything else (malformed requests, persisted-query fields, invalid or too costly documents,
+   * mutations, results with errors), which the caller then hands to the full handler; that handler gives
+   * the same answer the fast path would have given where both apply.
    */
-  fast(
-    method: string,
-    url: string,
-    body: string,
-    accept: string | undefined,
-  ): FastAnswer | undefined | Promise<FastAnswer | undefined>;
+  fast: FastPath;
 };
 
 /**
@@ -269,71 +257,18 @@ export function createEngine(options: EngineOptions): Engine {
     }
     return type;
   };
-  const automatic = options.persisted === undefined || !options.persisted.allowListMode;
-
-  const fast: Engine['fast'] = (method, url, body, accept) => {
-    const contentType = contentTypeFor(accept);
-    if (contentType === null || !automatic) return undefined;
-    let params: Record<string, unknown>;
-    if (method === 'POST') {
-      try {
-        params = JSON.parse(body);
-      } catch {
-        return undefined;
-      }
-      if (typeof params !== 'object' || params === null || Array.isArray(params)) return undefined;
-    } else if (method === 'GET') {
-      const q = url.indexOf('?');
-      const search = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
-      if (search.has('extensions') || search.has('documentId')) return undefined;
-      params = { query: search.get('query'), operationName: search.get('operationName') || undefined };
-      const raw = search.get('variables');
-      if (raw) {
-        try {
-          params.variables = JSON.parse(raw);
-        } catch {
-          return undefined;
-        }
-      }
-    } else return undefined;
-    const { query, variables, operationName, extensions } = params;
-    if (typeof query !== 'string' || extensions != null || params.documentId !== undefined) return undefined;
-    if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return undefined;
-    if (operationName != null && typeof operationName !== 'string') return undefined;
-    const entry = prepare(query);
-    if (entry.errors) return undefined;
-    const key = (operationName as string | null | undefined) ?? '';
-    const operation = operationOf(entry, operationName as string | undefined);
-    if (operation?.operation !== 'query') return undefined;
-    let coerced: Record<string, unknown> = {};
-    if (operation.variableDefinitions?.length) {
-      const result = getVariableValues(
-        schema,
-        operation.variableDefinitions,
-        (variables ?? {}) as Record<string, unknown>,
-        {
-          maxErrors: 50,
-        },
-      );
-      if (result.errors) return undefined;
-      coerced = result.coerced;
-    }
-    if (costOf(entry, operation, key, coerced).cost > limits.maxCost) return undefined;
-    const plan = planOf(entry, operation, key);
-    if (plan) {
-      try {
-        return { body: plan(undefined, context, coerced), contentType, cacheable: true };
-      } catch {
-        // PlanBailout: the answer holds an error; graphql-jit below reports it the standard way.
-      }
-    }
-    const compiled = compiledOf(entry.document as DocumentNode, operationName as string | undefined);
-    if (!isCompiledQuery(compiled)) return undefined;
-    const finish = (result: ExecutionResult): FastAnswer | undefined =>
-      result.errors ? undefined : { body: compiled.stringify(result), contentType, cacheable: true };
-    const result = compiled.query(undefined, context, (variables ?? {}) as Record<string, unknown>);
-    return result instanceof Promise ? result.then(finish) : finish(result as ExecutionResult);
-  };
+  const fast = createFastPath({
+    schema,
+    context,
+    maxCost: limits.maxCost,
+    automatic: options.persisted === undefined || !options.persisted.allowListMode,
+    contentTypeFor,
+    prepare,
+    operationOf,
+    costOf,
+    planOf,
+    compiledOf,
+  });
 
   const handler = createHandler<unknown, RequestState, ResolverContext>({
     schema,

@@ -6,7 +6,6 @@
  * read-only queries.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { LRUCache } from 'lru-cache';
 import type { Engine, RequestState } from '../engine.ts';
 import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
 import { type IncrementalExecutor, usesIncrementalDelivery } from '../incremental.ts';
@@ -18,6 +17,7 @@ import { answerBatch, answerIncremental } from './multi-part-answers.ts';
 import { type MultipartSubscriptions, wantsMultipartSubscription } from './multipart.ts';
 import { fromSearch, mediaTypeOf } from './params.ts';
 import { readBody, sendError } from './respond.ts';
+import { ResponseCache } from './response-cache.ts';
 import {
   checkParamsOrUndefined,
   decodeURIComponentSafe,
@@ -63,13 +63,6 @@ export interface GraphQLRoute {
   close(): void;
 }
 
-interface CachedResponse {
-  /** The body: text (node writes status line, headers and a string body in one write) or UTF-8 bytes. */
-  body: string | Buffer;
-  /** Flat name/value list for `writeHead`. */
-  headers: string[];
-}
-
 /** Creates the `/graphql` route handler. */
 export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
   const { engine, streams, bodyLimit, maxBatch, fail } = options;
@@ -78,13 +71,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       ? `public, max-age=${options.getCacheMaxAge}`
       : 'public, max-age=0, must-revalidate';
   const responses =
-    options.responseCacheSize > 0
-      ? new LRUCache<string, CachedResponse>({
-          max: options.responseCacheSize,
-          maxSize: 64 * 1024 * 1024,
-          sizeCalculation: (v) => (typeof v.body === 'string' ? v.body.length * 2 : v.body.length) + 1,
-        })
-      : undefined;
+    options.responseCacheSize > 0 ? new ResponseCache(options.responseCacheSize, options.metrics) : undefined;
   let generation = 0;
   const onChange = () => {
     generation++;
@@ -109,7 +96,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     });
 
   /** Reads the body of a POST within the limit (answering 413 itself) and passes it on. */
-  function withBody(req: IncomingMessage, res: ServerResponse, next: (body: string) => void): void {
+  function withBody(req: IncomingMessage, res: ServerResponse, next: (body: Buffer) => void): void {
     const declared = Number(req.headers['content-length']);
     if (declared > bodyLimit) {
       sendError(
@@ -163,7 +150,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
           : streams(req, res, body);
         done.catch((err: unknown) => fail(req, res, err));
       };
-      if (method === 'POST') withBody(req, res, run);
+      if (method === 'POST') withBody(req, res, (bytes) => run(bytes.toString('utf8')));
       else run(undefined);
       return;
     }
@@ -204,7 +191,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       respond(req, res, method, url, accept, contentType, '');
       return;
     }
-    const [mediaType] = mediaTypeOf(contentType);
+    const mediaType = contentType === 'application/json' ? contentType : mediaTypeOf(contentType)[0];
     if (SIMPLE_CONTENT_TYPES.has(mediaType) && !PREFLIGHT_HEADERS.some((h) => req.headers[h])) {
       sendError(
         res,
@@ -215,7 +202,10 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       );
       return;
     }
-    withBody(req, res, (body) => {
+    const json = isJson(contentType);
+    withBody(req, res, (bytes) => {
+      if (json && answerFast(req, res, url, accept, contentType, bytes)) return;
+      const body = bytes.toString('utf8');
       if (mediaType === 'application/json' && body.trimStart().startsWith('[')) {
         answerBatch(
           (item, state) => engineRequest(req, 'POST', url, item, state),
@@ -251,8 +241,77 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
           }
         }
       }
-      respond(req, res, method, url, accept, contentType, body);
+      if (json) {
+        execute(req, res, method, url, body, responses && bytes, variantOf(accept, contentType)).catch(
+          (err: unknown) => fail(req, res, err),
+        );
+      } else respond(req, res, method, url, accept, contentType, body);
     });
+  }
+
+  const variantOf = (accept: string, contentType: string) =>
+    responses ? responses.variantOf(accept, contentType) : -1;
+
+  /**
+   * Answers a JSON POST from the response cache or by the engine's fast path (which keeps what the body
+   * asks for by its bytes); returns false, having answered nothing, when the body needs the full route
+   * (batches, `@defer`/`@stream`, subscriptions, mutations, errors). An answer the fast path cut short
+   * (a graphql-jit result with errors) goes to the full handler from here.
+   */
+  function answerFast(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: string,
+    accept: string,
+    contentType: string,
+    bytes: Buffer,
+  ): boolean {
+    const variant = variantOf(accept, contentType);
+    if (responses && variant >= 0) {
+      const hit = responses.getBytes(bytes, variant);
+      if (hit) {
+        res.writeHead(200, hit.headers);
+        res.end(hit.body);
+        return true;
+      }
+    }
+    let answer: ReturnType<Engine['fast']>;
+    try {
+      answer = engine.fast('POST', url, bytes, req.headers.accept);
+    } catch (err) {
+      fail(req, res, err);
+      return true;
+    }
+    if (answer === undefined) return false;
+    const key = responses && bytes;
+    if (answer instanceof Promise) {
+      const startGeneration = generation;
+      answer
+        .then((done) => {
+          if (done) sendAnswer(res, done.contentType, done.body, key, variant, startGeneration);
+          else return execute(req, res, 'POST', url, bytes.toString('utf8'), key, variant);
+        })
+        .catch((err: unknown) => fail(req, res, err));
+    } else sendAnswer(res, answer.contentType, answer.body, key, variant, generation);
+    return true;
+  }
+
+  /** Writes a fast-path answer to a POST (status 200), keeping it in the response cache when there is one. */
+  function sendAnswer(
+    res: ServerResponse,
+    contentType: string,
+    body: string | Buffer,
+    key: Uint8Array | undefined,
+    variant: number,
+    startGeneration: number,
+  ): void {
+    const bytes = typeof body === 'string' && body.length > 2048 ? Buffer.from(body) : body;
+    const length = typeof bytes === 'string' ? Buffer.byteLength(bytes) : bytes.length;
+    const headers = ['content-type', contentType, 'content-length', String(length)];
+    if (key !== undefined && generation === startGeneration)
+      responses!.set(key, variant, { body: bytes, headers });
+    res.writeHead(200, headers);
+    res.end(bytes);
   }
 
   /** Answers from the response cache, or runs the request through the engine (caching a cacheable answer). */
@@ -267,11 +326,10 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
   ): void {
     const key =
       responses && (method === 'GET' || method === 'POST')
-        ? `${method}\n${accept}\n${contentType}\n${method === 'GET' ? url : body}`
+        ? ResponseCache.textKey(method, accept, contentType, method === 'GET' ? url : body)
         : undefined;
     if (key !== undefined) {
-      const hit = responses!.get(key);
-      options.metrics?.cacheLookup(hit !== undefined);
+      const hit = responses!.getText(key);
       if (hit) {
         if (method === 'GET' && notModified(req, res, hit.headers)) return;
         res.writeHead(200, hit.headers);
@@ -279,16 +337,16 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
         return;
       }
     }
-    const json = method === 'POST' && isJson(contentType);
+    // JSON POST bodies took the fast path in answerFast already.
     let answer: ReturnType<Engine['fast']>;
     try {
-      answer = method === 'GET' || json ? engine.fast(method, url, body, req.headers.accept) : undefined;
+      answer = method === 'GET' ? engine.fast(method, url, body, req.headers.accept) : undefined;
     } catch (err) {
       fail(req, res, err);
       return;
     }
     if (answer === undefined) {
-      execute(req, res, method, url, body, key).catch((err: unknown) => fail(req, res, err));
+      execute(req, res, method, url, body, key, -1).catch((err: unknown) => fail(req, res, err));
     } else if (answer instanceof Promise) {
       const startGeneration = generation;
       answer
@@ -299,6 +357,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
               res,
               method,
               key,
+              -1,
               startGeneration,
               200,
               'OK',
@@ -306,7 +365,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
               done.body,
               true,
             );
-          else return execute(req, res, method, url, body, key);
+          else return execute(req, res, method, url, body, key, -1);
         })
         .catch((err: unknown) => fail(req, res, err));
     } else {
@@ -315,6 +374,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
         res,
         method,
         key,
+        -1,
         generation,
         200,
         'OK',
@@ -331,7 +391,8 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     method: string,
     url: string,
     body: string,
-    key: string | undefined,
+    key: string | Uint8Array | undefined,
+    variant: number,
   ): Promise<void> {
     const state: RequestState = { cacheable: false };
     const startGeneration = generation;
@@ -341,6 +402,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       res,
       method,
       key,
+      variant,
       startGeneration,
       init.status,
       init.statusText,
@@ -353,13 +415,15 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
   /**
    * Writes an answer: `content-length`, for GET the caching headers (`Cache-Control`, `ETag`, `Vary` when
    * cacheable, else `no-store`) or `304` for a matching `If-None-Match`; keeps a cacheable answer in the
-   * response cache unless the data changed since `startGeneration`.
+   * response cache (under a text `key`, or under body bytes and `variant`) unless the data changed since
+   * `startGeneration`.
    */
   function send(
     req: IncomingMessage,
     res: ServerResponse,
     method: string,
-    key: string | undefined,
+    key: string | Uint8Array | undefined,
+    variant: number,
     startGeneration: number,
     status: number,
     statusText: string | undefined,
@@ -392,7 +456,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       }
     }
     if (key !== undefined && cacheable && generation === startGeneration) {
-      responses!.set(key, { body: bytes ?? text!, headers });
+      responses!.set(key, variant, { body: bytes ?? text!, headers });
     }
     if (method === 'GET' && cacheable && notModified(req, res, headers)) return;
     res.writeHead(status, statusText, headers);

@@ -23,13 +23,14 @@ export function sendError(
 }
 
 /**
- * Reads a request body of at most `limit` bytes as UTF-8 and calls `done` with it, or with `undefined`
- * as soon as the body is over the limit (the rest is drained and dropped).
+ * Reads a request body of at most `limit` bytes and calls `done` with its bytes (the one chunk itself
+ * when it came in one), or with `undefined` as soon as the body is over the limit (the rest is drained
+ * and dropped).
  */
 export function readBody(
   req: IncomingMessage,
   limit: number,
-  done: (body: string | undefined) => void,
+  done: (body: Buffer | undefined) => void,
 ): void {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -46,8 +47,7 @@ export function readBody(
     chunks.push(chunk);
   });
   req.on('end', () => {
-    if (!over)
-      done(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+    if (!over) done(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
   });
   // An aborted upload: the client is gone, nothing to answer.
   req.on('error', () => {});
