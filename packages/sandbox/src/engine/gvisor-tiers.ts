@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 import type { CreateEngineOptions, OciEngine } from './engine.ts';
 import { createGVisorEngine, type GVisorEngine } from './gvisor.ts';
+import type { GVisorNetnsContext } from './gvisor-netns.ts';
 import type { GVisorPlatform, GVisorPlatformChoice } from './gvisor-platform.ts';
 import { createEngine } from './index.ts';
 import type {
@@ -30,6 +31,8 @@ export type IsolationTier = 'container' | 'gvisor';
 export interface CreateTieredEngineOptions extends CreateEngineOptions {
   /** gVisor platform; default probed once per boot (`kvm` when it boots, else `ptrace`). */
   gvisorPlatform?: GVisorPlatform;
+  /** The gVisor tier's `networkPrepare` hook (see `CreateGVisorEngineOptions`). */
+  networkPrepare?: (ctx: GVisorNetnsContext) => Promise<void>;
 }
 
 /** What a box runs under: its tier, the OCI runtime, and for gVisor the platform. */
@@ -84,6 +87,7 @@ export class TieredEngine implements Engine {
       stateRoot: this.#stateRoot,
       ...(this.#options.initPath ? { initPath: this.#options.initPath } : {}),
       ...(this.#options.gvisorPlatform ? { platform: this.#options.gvisorPlatform } : {}),
+      ...(this.#options.networkPrepare ? { networkPrepare: this.#options.networkPrepare } : {}),
       ...(this.#options.networkSetup ? { networkSetup: this.#options.networkSetup } : {}),
       ...(this.#options.networkTeardown ? { networkTeardown: this.#options.networkTeardown } : {}),
     });

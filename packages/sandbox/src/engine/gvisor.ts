@@ -6,14 +6,20 @@
  * The box is built as in the container tier (engine.ts): the same overlay root mounted by the same
  * `supervisor.sh` (parent-death watch included), the same `config.json` from `buildOciConfig` with
  * the changes of `gvisorOciConfig`, run as `runsc --root <stateRoot>/runsc --platform=<ptrace|kvm>
- * --network=host run --detach`. The platform is chosen once per boot (gvisor-platform.ts).
+ * --network=sandbox run --detach` through the launcher of gvisor-netns.ts. The platform is chosen
+ * once per boot (gvisor-platform.ts).
  *
- * Network: `--network=host` inside the box's own network namespace (created by runsc, with only `lo`
- * until the `networkSetup` hook adds slirp4netns' `eth0`): the Sentry serves the box's sockets with
- * host sockets of that namespace, so the container tier's networking (slirp4netns, the nftables
- * firewall of `allowNet`, the DNS resolver, the secrets proxy, published ports, tunnels through
- * `nsenter`) applies unchanged. runsc 20221219 cannot use its own network stack here: `--network=
- * sandbox` refuses to start (it takes every namespace of this kernel for the root one).
+ * Host privileges: with `--network=sandbox` runsc runs the Sentry (which runs the box's code) as
+ * `nobody` (host uid/gid 65534) in a user namespace of its own that maps only that id, chrooted, with
+ * a seccomp filter; the gofer (which opens the box's files for it) stays host root, chrooted to the
+ * box root, with a seccomp filter and no_new_privs (SECURITY.md "gVisor tier").
+ *
+ * Network: the box's network namespace is made before runsc runs (`<bundle>/netns`, `lo` up) and
+ * the `networkPrepare` hook links it to its gateway (`eth0`, gateway.ts); runsc copies `lo` and
+ * `eth0` into netstack, the Sentry's own TCP/IP stack, which sends and receives `eth0`'s frames
+ * through packet sockets runsc opened for it. The policy of `allowNet` (nftables in the gateway
+ * namespace, on the far side of the veth link), the DNS resolver, the secrets proxy and published
+ * ports apply as in the container tier. A network `disabled` box has netstack's loopback only.
  *
  * Commands: `runsc exec --internal-pid-file` with three pipes; `kill` signals the command's pid in
  * the sandbox with `runsc kill --pid`. No terminal (`tty`): runsc 20221219 has no `exec --tty`.
@@ -36,6 +42,14 @@ import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
 import { type EngineNetworkContext, findExecutable, mountsUnder, resolveUser } from './engine.ts';
+import {
+  createBoxNetns,
+  forgetSandbox,
+  type GVisorNetnsContext,
+  RUNSC_NETNS_SH,
+  registerSandbox,
+  removeBoxNetns,
+} from './gvisor-netns.ts';
 import { chooseGVisorPlatform, type GVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
 import { alive, drain, sleep, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
@@ -68,6 +82,11 @@ export interface CreateGVisorEngineOptions {
   initPath?: string;
   /** gVisor platform; default: probed (gvisor-platform.ts), env `SEED_SANDBOX_GVISOR_PLATFORM`. */
   platform?: GVisorPlatform;
+  /**
+   * Runs before runsc starts the box, with the box's network namespace file: makes the interfaces
+   * netstack will take over (runsc copies them at start only). Not called for a `disabled` network.
+   */
+  networkPrepare?: (ctx: GVisorNetnsContext) => Promise<void>;
   /** As `CreateEngineOptions.networkSetup`: runs once the sandbox runs, with its host pid. */
   networkSetup?: (ctx: EngineNetworkContext) => Promise<void>;
   /** As `CreateEngineOptions.networkTeardown`. */
@@ -158,6 +177,8 @@ export class GVisorEngine implements Engine {
   /** The engine's state directory. */
   readonly stateRoot: string;
   private readonly rt: string[];
+  /** `rt` through the launcher that hides `/proc/sys/net` (gvisor-netns.ts), for `run`. */
+  private readonly rtNetns: string[];
   private readonly rtRoot: string;
   private readonly boxesDir: string;
   private readonly execDir: string;
@@ -190,8 +211,13 @@ export class GVisorEngine implements Engine {
       mkdirSync(d, { recursive: true, mode: 0o700 });
     this.supervisorPath = join(binDir, 'supervisor.sh');
     writeIfChanged(this.supervisorPath, SUPERVISOR_SH);
+    const launcher = join(binDir, 'runsc-netns.sh');
+    writeIfChanged(launcher, RUNSC_NETNS_SH);
     cleanStaleExecFiles(this.execDir);
-    this.rt = [runsc, '--root', this.rtRoot, `--platform=${platform.platform}`, '--network=host'];
+    this.rt = [runsc, '--root', this.rtRoot, `--platform=${platform.platform}`, '--network=sandbox'];
+    const unshare = findExecutable('unshare');
+    if (!unshare) throw new BoxError("isolation: 'gvisor' needs unshare on the host (util-linux)");
+    this.rtNetns = [unshare, '-m', '--', '/bin/sh', launcher, ...this.rt];
   }
 
   /** True while runsc keeps state for box `id` (`<rtRoot>/<id>_sandbox:<id>.state`, from run to delete). */
@@ -216,6 +242,7 @@ export class GVisorEngine implements Engine {
       log: join(boxDir, 'runtime.log'),
       pidFile: join(boxDir, 'bundle', 'init.pid'),
       binds: join(boxDir, 'binds'),
+      netns: join(boxDir, 'bundle', 'netns'),
     };
   }
 
@@ -273,6 +300,9 @@ export class GVisorEngine implements Engine {
       writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
     }
     (config.process as { cwd: string }).cwd = spec.workingDir;
+    // The network namespace made (and linked) before runsc runs: runsc copies its interfaces at start.
+    const linux = config.linux as { namespaces: { type: string; path?: string }[] };
+    linux.namespaces = linux.namespaces.map((n) => (n.type === 'network' ? { ...n, path: p.netns } : n));
     writeFileSync(join(p.bundle, 'config.json'), JSON.stringify(config));
     const meta: GVisorMeta = {
       id: spec.id,
@@ -311,10 +341,21 @@ export class GVisorEngine implements Engine {
       binds.push(`${3 + i}:${target}`);
     }
 
+    await createBoxNetns(p.netns);
+    if (this.opts.networkPrepare && spec.network.mode !== 'disabled') {
+      try {
+        await this.opts.networkPrepare({ id: spec.id, netns: p.netns, network: spec.network });
+      } catch (err) {
+        await this.opts.networkTeardown?.(spec.id).catch(() => {});
+        await removeBoxNetns(p.netns);
+        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
+      }
+    }
+
     const env = {
       PATH: process.env.PATH ?? DEFAULT_PATH,
       SB_ID: spec.id,
-      SB_RT: this.rt.join(' '),
+      SB_RT: this.rtNetns.join(' '),
       SB_BUNDLE: p.bundle,
       SB_ROOTFS: p.rootfs,
       SB_LOWER: [...spec.layerDirs].reverse().join(':'),
@@ -348,6 +389,8 @@ export class GVisorEngine implements Engine {
       );
       // The supervisor's own cleanup can lose the race with runsc's gofer for the root mount.
       await this.runsc(['delete', '--force', spec.id]);
+      await this.opts.networkTeardown?.(spec.id).catch(() => {});
+      await removeBoxNetns(p.netns);
       await this.unmountAll(spec.boxDir).catch(() => {});
       throw error;
     }
@@ -367,25 +410,11 @@ export class GVisorEngine implements Engine {
       await this.stop(spec.id, 0).catch(() => {});
       throw new BoxError(`box ${spec.id}: the gVisor sandbox exited right after start`);
     }
+    // The sandbox holds the namespace from now on: it lives exactly as long as the box.
+    await removeBoxNetns(p.netns);
+    registerSandbox(pid, this.rt, spec.id);
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     this.cpuSamples.delete(spec.id);
-    // runsc leaves `lo` of the namespace it creates down; the box's 127.0.0.1 sockets (host sockets of
-    // that namespace under --network=host) and the engine's tunnels need it up.
-    const lo = await run(findExecutable('nsenter') ?? '/usr/bin/nsenter', [
-      `--net=/proc/${pid}/ns/net`,
-      '--',
-      findExecutable('ip') ?? '/sbin/ip',
-      'link',
-      'set',
-      'lo',
-      'up',
-    ]);
-    if (lo.code !== 0) {
-      await this.stop(spec.id, 0).catch(() => {});
-      throw new BoxError(
-        `box ${spec.id}: bringing up lo in the box's network namespace failed: ${lo.stderr.trim()}`,
-      );
-    }
     if (this.opts.networkSetup) {
       try {
         await this.opts.networkSetup({ id: spec.id, pid, boxDir: spec.boxDir, network: spec.network });
@@ -557,6 +586,7 @@ export class GVisorEngine implements Engine {
     const sup = this.supervisors.get(id);
     if (sup) this.release(id, sup);
     this.cpuSamples.delete(id);
+    forgetSandbox(id);
   }
 
   private release(id: string, child: ChildProcess): void {
@@ -622,6 +652,7 @@ export class GVisorEngine implements Engine {
       const status =
         s.status === 'running' || s.status === 'created' || s.status === 'stopped' ? s.status : 'unknown';
       if (status === 'running' && s.pid && !alive(s.pid)) return { status: 'stopped' };
+      if (status === 'running' && s.pid) registerSandbox(s.pid, this.rt, id);
       return s.pid && status !== 'stopped' ? { status, pid: s.pid } : { status };
     } catch {
       return { status: 'unknown' };

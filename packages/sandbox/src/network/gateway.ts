@@ -190,10 +190,10 @@ export async function loadGatewayRules(name: string, rules: string): Promise<voi
  * Links the box to its gateway, in one shell run inside the box's namespace (three `ip -batch` runs):
  * a veth pair (`eth0` here, `veth0` moved into the gateway namespace `name`), the addresses on both
  * sides, the box's default route via the gateway, and ICMP datagram sockets (`ping` without
- * `NET_RAW`) for every group in the box.
+ * `NET_RAW`) for every group in the box. `box`: the box init's host pid, or its namespace file.
  * @throws Error with the failing command's stderr.
  */
-export async function linkBox(name: string, boxPid: number): Promise<void> {
+export async function linkBox(name: string, box: number | string): Promise<void> {
   const script = [
     'set -e',
     'echo "0 2147483647" > /proc/sys/net/ipv4/ping_group_range',
@@ -209,7 +209,7 @@ export async function linkBox(name: string, boxPid: number): Promise<void> {
     'EOF',
     `ip route add default via ${HOST_LOOPBACK_IP}`,
   ].join('\n');
-  await inNetns(boxPid, 'sh', ['-c', script]);
+  await inNetns(box, 'sh', ['-c', script]);
 }
 
 /** Adds addresses to the gateway's `hosts` set (what the DNS resolver admitted for a listed name). */

@@ -28,6 +28,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { readFileInRoot, writeFileInRoot } from '../engine/confined.ts';
 import type { EngineNetworkContext } from '../engine/engine.ts';
+import type { GVisorNetnsContext } from '../engine/gvisor-netns.ts';
 import { BoxError } from '../errors.ts';
 import type { JsPublishedPort } from '../types.ts';
 import { SLIRP_CIDR } from './destinations.ts';
@@ -39,6 +40,7 @@ import {
   gatewayRules,
   linkBox,
   loadGatewayRules,
+  NETNS_DIR,
   removeGatewayNamespace,
   SLIRP_GUEST_IP,
 } from './gateway.ts';
@@ -141,6 +143,8 @@ export class BoxNetworking {
   readonly #prepared = new Map<string, BoxNetworkConfig>();
   readonly #live = new Map<string, Live>();
   readonly #published = new Map<string, JsPublishedPort[]>();
+  /** Boxes whose gateway and link `prepareNetns` made before their runtime started (gVisor tier). */
+  readonly #linked = new Set<string>();
 
   /** `stateDir`: where per-box network state (slirp4netns pid, API socket, log) is kept; short path. */
   constructor(options: { stateDir: string }) {
@@ -153,12 +157,31 @@ export class BoxNetworking {
     this.#prepared.set(id, config);
   }
 
-  /** The `networkSetup`/`networkTeardown` hooks of `CreateEngineOptions`. */
+  /** The `networkSetup`/`networkTeardown` hooks of `CreateEngineOptions`, and the gVisor tier's `networkPrepare`. */
   hooks(): {
+    networkPrepare: (ctx: GVisorNetnsContext) => Promise<void>;
     networkSetup: (ctx: EngineNetworkContext) => Promise<void>;
     networkTeardown: (id: string) => Promise<void>;
   } {
-    return { networkSetup: (ctx) => this.setup(ctx), networkTeardown: (id) => this.teardown(id) };
+    return {
+      networkPrepare: (ctx) => this.prepareNetns(ctx),
+      networkSetup: (ctx) => this.setup(ctx),
+      networkTeardown: (id) => this.teardown(id),
+    };
+  }
+
+  /**
+   * Makes the gateway namespace and the box's link (`eth0` with its address and default route in the
+   * namespace file `ctx.netns`) before a gVisor box starts: runsc hands the interfaces it finds at start
+   * to the Sentry's netstack. `setup` then does the rest. The gateway forwards nothing until `setup`
+   * loads its ruleset (a new namespace does not forward).
+   * @throws Error when a namespace or link command fails.
+   */
+  async prepareNetns(ctx: GVisorNetnsContext): Promise<void> {
+    const gateway = gatewayName(ctx.id);
+    await createGatewayNamespace(gateway);
+    this.#linked.add(ctx.id);
+    await linkBox(gateway, ctx.netns);
   }
 
   /** Publications made when this process started box `id` (concrete host ports), or null. */
@@ -205,7 +228,8 @@ export class BoxNetworking {
     // so teardown finds it.
     const persisted: Persisted = { slirpPid: 0, published: [] };
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
-    const nsPath = await createGatewayNamespace(gateway);
+    const linked = this.#linked.delete(ctx.id);
+    const nsPath = linked ? join(NETNS_DIR, gateway) : await createGatewayNamespace(gateway);
     const rules = gatewayRules({ policy, dnsPort: live.dns?.port, proxyPort: live.proxy?.port });
     const [slirp, link, firewall] = await Promise.allSettled([
       startSlirp({
@@ -218,7 +242,7 @@ export class BoxNetworking {
         disableDns: ownDns,
         exitWithParent: !config.detach,
       }),
-      linkBox(gateway, ctx.pid),
+      linked ? Promise.resolve() : linkBox(gateway, ctx.pid),
       loadGatewayRules(gateway, rules),
     ]);
     persisted.slirpPid = slirp.status === 'fulfilled' ? slirp.value : 0;
@@ -289,6 +313,7 @@ export class BoxNetworking {
     this.#live.delete(id);
     this.#published.delete(id);
     this.#prepared.delete(id);
+    this.#linked.delete(id);
     await live?.dns?.close().catch(() => {});
     await live?.proxy?.close().catch(() => {});
     try {

@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Writable } from 'node:stream';
+import { gvisorTunnelCommand, TUNNEL_READY_LINE } from '../engine/gvisor-netns.ts';
 import { BoxError } from '../errors.ts';
 import type {
   JsBoxTunnel,
@@ -52,29 +53,31 @@ export function writeTunnel(stream: Writable, data: Buffer | Uint8Array | string
   });
 }
 
-/** Starts `socat` in the box's namespace connected to its `127.0.0.1:port`; resolves once connected. */
+/**
+ * Starts `socat` in the box's namespace connected to its `127.0.0.1:port` (for a gVisor box, whose
+ * sockets live in its own network stack, the relay of `gvisorTunnelCommand` inside the box); resolves
+ * once connected.
+ */
 function openStream(pid: number, port: number): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(
+    const [cmd, ...args] = gvisorTunnelCommand(pid, port) ?? [
       'nsenter',
-      [
-        `--net=/proc/${pid}/ns/net`,
-        '--',
-        'socat',
-        '-d',
-        '-d',
-        '-t',
-        '60',
-        'STDIO,shut-close',
-        `TCP:127.0.0.1:${port}`,
-      ],
-      { stdio: ['pipe', 'pipe', 'pipe'] },
-    );
+      `--net=/proc/${pid}/ns/net`,
+      '--',
+      'socat',
+      '-d',
+      '-d',
+      '-t',
+      '60',
+      'STDIO,shut-close',
+      `TCP:127.0.0.1:${port}`,
+    ];
+    const child = spawn(cmd as string, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     let log = '';
     let settled = false;
     const onData = (chunk: Buffer) => {
       log += chunk.toString();
-      if (!settled && log.includes('starting data transfer loop')) {
+      if (!settled && log.includes(TUNNEL_READY_LINE)) {
         settled = true;
         child.stderr!.off('data', onData);
         child.stderr!.resume();
