@@ -7,13 +7,15 @@
  * that the files API writes as the box user's host uid.
  *
  * Host-side helpers that are by design outside the box, named here: the box supervisor (`sh
- * supervisor.sh`, host root, not in the box's namespaces or cgroup) and the `crun exec` / tty relay
- * processes on the host side of each exec. For the gVisor tier, runsc (Debian 0.0~20221219) runs its
- * sandbox process (the Sentry, with its ptrace stubs that execute the box's code) and its gofer as
- * host uid 0; a user namespace in config.json makes it fail ("error setting up chroot: error
- * converting mounts: operation not permitted"). The test asserts exactly that set of processes and
- * that each of them is confined (no_new_privs, a seccomp filter, no CAP_SYS_ADMIN), so that any other
- * host-root process in a gVisor box fails it (SECURITY.md "gVisor tier").
+ * supervisor.sh`, host root, not in the box's namespaces or cgroup) and the `crun exec` / `runsc exec`
+ * / tty relay processes on the host side of each exec. For the gVisor tier (runsc 0.0~20221219 with
+ * `--network=sandbox`), every process that runs the box's code — the sandbox process (the Sentry) and,
+ * on the ptrace platform, the stubs it forks, in which the box's instructions execute — is host uid
+ * and gid 65534 (`nobody`) in a user namespace of runsc's own that maps only that id; the one other
+ * process in the box's cgroup, the gofer (which opens the box's files for the Sentry and runs no box
+ * code), is host uid 0, confined (chrooted to the box root, no_new_privs, a seccomp filter, only the
+ * file capabilities listed in `GOFER_CAPS`). The test asserts exactly that, so a Sentry or stub with
+ * host uid 0, or any other process in a gVisor box's cgroup, fails it (SECURITY.md "gVisor tier").
  */
 import assert from 'node:assert/strict';
 import {
@@ -46,6 +48,13 @@ const rootfs = makeBusyboxRootfs(join(tmp, 'layer'));
 let engine: TieredEngine;
 let range: IdMapping;
 const CAP_SYS_ADMIN = 21n;
+/**
+ * The gofer's effective capabilities (host namespace): CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER,
+ * FSETID (bits 0-4) and SYS_CHROOT (18), as runsc 20221219 gives it.
+ */
+const GOFER_CAPS = 0x4001fn;
+/** Host uid and gid of `nobody`, the only id runsc maps into the Sentry's user namespace. */
+const NOBODY = 65534;
 
 before(async () => {
   engine = await createTieredEngine({ stateRoot: join(tmp, 'state'), gvisorPlatform: 'ptrace' });
@@ -155,25 +164,53 @@ describe('host ids of every box process (/proc/<pid>/status read from the host)'
     }
   });
 
-  test('gVisor tier: the host processes of a box are runsc sandbox, its stubs and the gofer, all confined', {
+  test('gVisor tier: every process running box code is host uid 65534 in its own user namespace; the gofer is confined', {
     skip: findExecutable('runsc') ? false : 'runsc is not installed',
   }, async () => {
     const s = specFactory(tmp, rootfs, 'unsg')({ isolation: 'gvisor' });
     const { pid } = await engine.start(s);
     const commands = await runningCommands(s.id, false);
     try {
+      // The commands run once the Sentry has forked a stub for each (ptrace platform).
+      await waitFor(() => boxProcesses(pid).filter((p) => isDescendant(p.pid, pid)).length >= 2);
       const procs = boxProcesses(pid);
+      const list = procs.map((p) => `${p.pid} ${p.uids} ${p.cmdline}`).join('\n');
       const sandbox = procs.find((p) => p.cmdline.startsWith('runsc-sandbox'));
       const gofer = procs.find((p) => p.cmdline.startsWith('runsc-gofer'));
-      assert.ok(sandbox && gofer, procs.map((p) => p.cmdline).join('\n'));
+      assert.ok(sandbox && gofer, list);
+      assert.equal(sandbox.pid, pid, 'the box pid is the Sentry');
+      const boxCode = procs.filter((p) => p === sandbox || isDescendant(p.pid, sandbox.pid));
+      assert.ok(boxCode.length >= 3, `the Sentry and the stubs running the two commands:\n${list}`);
       for (const p of procs) {
-        // Every host process is runsc's: the sandbox, the gofer, or a stub the Sentry forked (under
-        // ptrace the box's code runs in these stubs; its system calls are the Sentry's to answer).
-        assert.ok(p === sandbox || p === gofer || isDescendant(p.pid, sandbox.pid), `${p.pid} ${p.cmdline}`);
+        assert.ok(
+          p === gofer || boxCode.includes(p),
+          `an unexpected process in the box: ${p.pid} ${p.cmdline}`,
+        );
         assert.ok(p.noNewPrivs, `${p.cmdline}: no_new_privs`);
         assert.equal(p.seccomp, 2, `${p.cmdline}: seccomp filter`);
-        assert.equal((p.capEff >> CAP_SYS_ADMIN) & 1n, 0n, `${p.cmdline}: CAP_SYS_ADMIN`);
       }
+      for (const p of boxCode) {
+        // No process that runs box code is host root, or holds a host capability.
+        assert.deepEqual(p.uids, Array(4).fill(NOBODY), `${p.pid} ${p.cmdline}: host uids\n${list}`);
+        assert.deepEqual(p.gids, Array(4).fill(NOBODY), `${p.pid} ${p.cmdline}: host gids`);
+        assert.notEqual(p.userns, hostUserns, `${p.pid} is in the host user namespace`);
+        assert.equal(p.userns, sandbox.userns, 'one user namespace for the Sentry and its stubs');
+      }
+      assert.equal(
+        readFileSync(`/proc/${pid}/uid_map`, 'utf8').trim().split(/\s+/).join(' '),
+        '65534 65534 1',
+      );
+      assert.equal(
+        readFileSync(`/proc/${pid}/gid_map`, 'utf8').trim().split(/\s+/).join(' '),
+        '65534 65534 1',
+      );
+      // The gofer: host root, but chrooted into the box root, seccomp-filtered, file capabilities only.
+      assert.deepEqual(gofer.uids, [0, 0, 0, 0]);
+      assert.equal(gofer.userns, hostUserns);
+      assert.equal(gofer.capEff, GOFER_CAPS, `gofer capabilities ${gofer.capEff.toString(16)}`);
+      assert.equal((gofer.capEff >> CAP_SYS_ADMIN) & 1n, 0n);
+      assert.notEqual(readlinkSync(`/proc/${gofer.pid}/root`), '/', 'the gofer is chrooted');
+      assert.ok(!isDescendant(gofer.pid, sandbox.pid));
       // The box's own view: root of the Sentry's kernel, not a host process (no host uid map).
       const inside = await execSh(engine as never, s.id, 'id -u; cat /proc/version');
       assert.match(inside.stdout, /^0\n.*Linux version 4\.4\.0/s);
