@@ -31,6 +31,8 @@ export abstract class MirroredStore implements Store, CreatureLookup {
   #list: Creature[] = [];
   readonly #byId = new Map<string, Creature>();
   readonly #byName = new Map<string, Creature>();
+  /** Exact stored name → creature: a lookup by a name as stored makes no lower-case copy. */
+  readonly #byExactName = new Map<string, Creature>();
   /** {@link nameKey} → creature, rebuilt lazily after a change (null: stale). */
   #byAlias: Map<string, Creature> | null = null;
   #version = 0;
@@ -50,6 +52,7 @@ export abstract class MirroredStore implements Store, CreatureLookup {
     this.#list = [];
     this.#byId.clear();
     this.#byName.clear();
+    this.#byExactName.clear();
     for (const c of creatures) this.#remember(c);
     this.#list.sort(byIdOrder);
     this.#byAlias = null;
@@ -91,12 +94,14 @@ export abstract class MirroredStore implements Store, CreatureLookup {
     const old = this.#byId.get(c.id);
     if (old) {
       this.#byName.delete(old.name.toLowerCase());
+      this.#byExactName.delete(old.name);
       this.#list[this.#list.indexOf(old)] = c;
     } else {
       this.#list.push(c);
     }
     this.#byId.set(c.id, c);
     this.#byName.set(c.name.toLowerCase(), c);
+    this.#byExactName.set(c.name, c);
   }
 
   #forget(id: string): void {
@@ -104,6 +109,7 @@ export abstract class MirroredStore implements Store, CreatureLookup {
     if (!old) return;
     this.#byId.delete(id);
     if (this.#byName.get(old.name.toLowerCase()) === old) this.#byName.delete(old.name.toLowerCase());
+    if (this.#byExactName.get(old.name) === old) this.#byExactName.delete(old.name);
     this.#list = this.#list.filter((c) => c !== old);
   }
 
@@ -132,7 +138,7 @@ export abstract class MirroredStore implements Store, CreatureLookup {
    * the lowest id wins).
    */
   getCreatureByName(name: string): Creature | undefined {
-    const exact = this.#byName.get(name.trim().toLowerCase());
+    const exact = this.#byExactName.get(name) ?? this.#byName.get(name.trim().toLowerCase());
     if (exact) return exact;
     const key = nameKey(name);
     if (key === '') return undefined;

@@ -27,6 +27,11 @@ export interface ServerMetrics {
   serve(req: IncomingMessage, res: ServerResponse): void;
 }
 
+const ROUTE = Symbol('route');
+const STARTED = Symbol('started');
+/** A response being tracked: its route label and start time (`performance.now()`, ms). */
+type TrackedResponse = ServerResponse & { [ROUTE]: RouteLabel; [STARTED]: number };
+
 /** Creates the registry and metrics of one server; `persisted` and `streams` are read at scrape time. */
 export function createMetrics(
   persisted: PersistedQueries,
@@ -37,7 +42,7 @@ export function createMetrics(
   // Request counts are kept in a plain map (no label hashing per request) and handed over at scrape time.
   const answered = new Map<
     string,
-    { labels: { route: string; method: string; status: string }; n: number }
+    { labels: { route: string; method: string; status: string }; count: { n: number } }
   >();
   new Counter({
     name: 'creatures_http_requests_total',
@@ -46,7 +51,7 @@ export function createMetrics(
     registers: [register],
     collect() {
       this.reset();
-      for (const { labels, n } of answered.values()) this.inc(labels, n);
+      for (const { labels, count } of answered.values()) this.inc(labels, count.n);
     },
   });
   const duration = new Histogram({
@@ -89,26 +94,53 @@ export function createMetrics(
     },
   });
 
-  // Label sets resolved once: prom-client hashes a label object on every call otherwise.
+  // Label sets resolved once: prom-client hashes a label object on every call otherwise. Counts are
+  // found by route, then method, then status (short strings the parser and this server reuse).
+  const counts = new Map<string, Map<string, Map<number, { n: number }>>>();
   const timers = new Map<string, { observe(value: number): void }>();
-  const finished = (route: RouteLabel, method: string, status: number, started: number) => {
-    const key = `${route} ${method} ${status}`;
-    const count = answered.get(key);
-    if (count) count.n++;
-    // Bounded: node's HTTP parser admits only the methods it knows, and the statuses are this server's.
-    else answered.set(key, { labels: { route, method, status: String(status) }, n: 1 });
+  const countOf = (route: string, method: string, status: number) => {
+    let byMethod = counts.get(route);
+    if (!byMethod) {
+      byMethod = new Map();
+      counts.set(route, byMethod);
+    }
+    let byStatus = byMethod.get(method);
+    if (!byStatus) {
+      byStatus = new Map();
+      byMethod.set(method, byStatus);
+    }
+    let count = byStatus.get(status);
+    if (!count) {
+      // Bounded: node's HTTP parser admits only the methods it knows, and the statuses are this server's.
+      count = { n: 0 };
+      byStatus.set(status, count);
+      answered.set(`${route} ${method} ${status}`, {
+        labels: { route, method, status: String(status) },
+        count,
+      });
+    }
+    return count;
+  };
+  const timerOf = (route: string) => {
     let timer = timers.get(route);
     if (!timer) {
       timer = duration.labels(route);
       timers.set(route, timer);
     }
-    timer.observe((performance.now() - started) / 1000);
+    return timer;
   };
+  /** The `finish` listener of every tracked response (one shared function: no closure per request). */
+  function finished(this: TrackedResponse) {
+    countOf(this[ROUTE], this.req.method ?? '', this.statusCode).n++;
+    timerOf(this[ROUTE]).observe((performance.now() - this[STARTED]) / 1000);
+  }
 
   return {
-    track(req, res, route) {
-      const started = performance.now();
-      res.once('finish', () => finished(route, req.method ?? '', res.statusCode, started));
+    track(_req, res, route) {
+      const tracked = res as TrackedResponse;
+      tracked[ROUTE] = route;
+      tracked[STARTED] = performance.now();
+      res.on('finish', finished);
     },
     cacheLookup(hit) {
       if (hit) lookups.hit++;
