@@ -600,7 +600,9 @@ export class OciEngine implements Engine {
     // can fail to join the box's namespaces (host-process.ts `waitForExec`), so the box is not up yet.
     if (!(pid > 0) || !(await waitForExec(pid, this.initIdentity))) {
       await this.stop(spec.id, 0).catch(() => {});
-      throw new BoxError(`box ${spec.id}: the init process exited (or did not run ${this.initPath}) right after start`);
+      throw new BoxError(
+        `box ${spec.id}: the init process exited (or did not run ${this.initPath}) right after start`,
+      );
     }
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     this.cpuSamples.delete(spec.id);

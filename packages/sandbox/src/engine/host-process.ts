@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
@@ -43,6 +43,34 @@ export function writeIfChanged(path: string, content: string): void {
   writeFileSync(tmp, content, { mode: 0o755 });
   chmodSync(tmp, 0o755);
   renameSync(tmp, path);
+}
+
+/** Device and inode of a file, as `stat(2)` gives them (`st_dev`, `st_ino`). */
+export interface FileIdentity {
+  dev: number;
+  ino: number;
+}
+
+/**
+ * Waits until process `pid` runs the program `program` (its `/proc/<pid>/exe` is that file: same device
+ * and inode), polling every millisecond. An OCI runtime's `run --detach` returns once the box init is
+ * set up but possibly before that process has called execve(2): until then it is still the runtime's
+ * own, non-dumpable copy (crun sets `PR_SET_DUMPABLE` 0), whose namespaces a later `crun exec` cannot
+ * join after entering the box's user namespace (crun 1.8.1 `try_setns_with_pidfd`: EPERM, "fail
+ * startup"; fixed upstream in crun 1.8.7, containers/crun#1264). ENGINE.md "Start path".
+ * @returns true once it runs `program`; false when the process is gone (or a zombie) or `timeoutMs`
+ *   passed first.
+ */
+export async function waitForExec(pid: number, program: FileIdentity, timeoutMs = 10_000): Promise<boolean> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    try {
+      const st = statSync(`/proc/${pid}/exe`);
+      if (st.dev === program.dev && st.ino === program.ino) return true;
+    } catch {}
+    if (!alive(pid) || performance.now() > deadline) return false;
+    await sleep(1);
+  }
 }
 
 /** Bytes an unread output stream may buffer before the command is throttled by back-pressure. */
@@ -103,7 +131,9 @@ export async function startSupervisor(
         lines.close();
       }
     });
-    child.on('exit', () => resolve('error exited'));
+    // The end of its stdout, not its exit: a detached box's supervisor exits right after printing
+    // `started`, and the exit event may come before that line has been read.
+    lines.on('close', () => resolve('error exited'));
   });
   child.stdout?.destroy();
   return { child, outcome, tMounted, tStarted: performance.now() };
