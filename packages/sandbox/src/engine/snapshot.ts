@@ -9,19 +9,27 @@
  *   every extent; the kernel first writes back the upper's dirty pages, so a layer just written costs
  *   that write-back once). The caller freezes the box around it (`freezer.ts`) for a consistent layer;
  *   the box's dirty pages are written back before the freeze (`syncfs`), so the frozen window is short.
- * - restore: with the overlay unmounted (box stopped), `layer` is deleted and replaced by a writable
- *   snapshot of `snapshots/<name>`; the next start mounts it.
+ * - restore: `layer` is renamed aside and replaced by a writable snapshot of `snapshots/<name>`; the box
+ *   is restarted (the overlay mounted at the next start uses it) and the old layer deleted.
  * - remove: `btrfs subvolume delete snapshots/<name>` (space is freed by the kernel's cleaner).
  *
- * Records (`name`, `createdAt` RFC 3339, `sizeBytes`: apparent bytes of the snapshot's files, `du -sb`,
- * computed on first read and kept) live in `<boxDir>/snapshots.json`, host-only.
+ * Records (`name`, `createdAt` RFC 3339, `sizeBytes`: bytes in use on the box disk when it was taken,
+ * from statfs) live in `<boxDir>/snapshots.json`, host-only.
  *
  * Security: host root acts on `<boxDir>/disk/layer` and `<boxDir>/disk/snapshots/<name>` only, paths the
  * box cannot name or replace (the disk's top directory is not in the box), with names checked against
  * `SNAPSHOT_NAME_RE`. Snapshot contents are read-only subvolumes: nothing the box does changes them.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statfsSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { BoxError, conflict, notFound } from '../errors.ts';
 import { diskFormat, diskMountOptions } from './disk.ts';
@@ -33,7 +41,10 @@ export interface SnapshotInfo {
   name: string;
   /** When it was taken, RFC 3339 (UTC). */
   createdAt: string;
-  /** Bytes of the files in the snapshot (apparent sizes; shared with the box and other snapshots until they diverge). */
+  /**
+   * Bytes in use on the box's disk when the snapshot was taken (statfs): its layer plus data of earlier
+   * snapshots it does not share, so an upper bound of what it holds; O(1) to read, unlike a walk.
+   */
   sizeBytes: number;
 }
 
@@ -159,40 +170,22 @@ export async function takeSnapshot(boxDir: string, name: string): Promise<Snapsh
   const r = await run(BTRFS, ['-q', 'subvolume', 'snapshot', '-r', p.layer, join(p.snapshots, name)]);
   if (r.code !== 0) throw new BoxError(`snapshot '${name}': btrfs snapshot failed: ${r.stderr.trim()}`);
   const createdAt = new Date().toISOString();
-  records[name] = { createdAt };
+  const fs = statfsSync(p.disk);
+  const sizeBytes = (fs.blocks - fs.bfree) * fs.bsize;
+  records[name] = { createdAt, sizeBytes };
   writeRecords(boxDir, records);
-  return { name, createdAt, sizeBytes: -1 };
+  return { name, createdAt, sizeBytes };
 }
 
-/** Bytes of the files in a snapshot's `upper/` (`du -s -b`: apparent sizes; never follows symlinks). */
-async function referencedBytes(path: string): Promise<number> {
-  const r = await run('du', ['-s', '-b', '--', join(path, 'upper')]);
-  const total = Number(r.stdout.trim().split(/\s+/)[0]);
-  return Number.isFinite(total) ? total : 0;
-}
-
-/**
- * The box's snapshots, oldest first, with `sizeBytes` (computed once per snapshot, with the disk
- * mounted for it when needed).
- */
+/** The box's snapshots, oldest first. */
 export async function listSnapshots(boxDir: string): Promise<SnapshotInfo[]> {
-  const records = readRecords(boxDir);
-  const missing = Object.entries(records).filter(([, r]) => r.sizeBytes === undefined);
-  if (missing.length > 0) {
-    await withDisk(boxDir, async () => {
-      for (const [name, r] of missing)
-        r.sizeBytes = await referencedBytes(join(diskPaths(boxDir).snapshots, name));
-    });
-    writeRecords(boxDir, { ...readRecords(boxDir), ...Object.fromEntries(missing) });
-  }
-  return Object.entries(records)
+  return Object.entries(readRecords(boxDir))
     .map(([name, r]) => ({ name, createdAt: r.createdAt, sizeBytes: r.sizeBytes ?? 0 }))
     .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.name.localeCompare(b.name));
 }
 
 /** One snapshot or null. */
 export async function getSnapshot(boxDir: string, name: string): Promise<SnapshotInfo | null> {
-  if (!readRecords(boxDir)[name]) return null;
   return (await listSnapshots(boxDir)).find((s) => s.name === name) ?? null;
 }
 
@@ -216,23 +209,34 @@ export async function removeSnapshot(boxDir: string, name: string): Promise<void
 }
 
 /**
- * Replaces the box's writable layer by snapshot `name`: the box is stopped (its overlay unmounted); the
- * disk is mounted for the call when needed. The snapshot itself is kept.
+ * Makes snapshot `name` the box's writable layer: `layer` is renamed aside (`.old-<time>`, deleted by
+ * `purgeOldLayers`) and a writable snapshot of `snapshots/<name>` takes its place. On a running box (disk
+ * mounted) the overlay keeps the renamed layer until the box is stopped, and the next start mounts the
+ * restored one; on a stopped box the disk is mounted for the call and the old layer deleted at once.
+ * The snapshot itself is kept.
  * @throws BoxError `not_found` when there is no such snapshot, or naming btrfs's message.
  */
 export async function restoreLayer(boxDir: string, name: string): Promise<void> {
   if (!readRecords(boxDir)[name]) throw notFound(`snapshot '${name}' does not exist`);
+  const mounted = diskMounted(boxDir);
   await withDisk(boxDir, async () => {
     const p = diskPaths(boxDir);
     const source = join(p.snapshots, name);
     if (!existsSync(source)) throw notFound(`snapshot '${name}' is missing from the box disk`);
-    const del = await run(BTRFS, ['-q', 'subvolume', 'delete', p.layer]);
-    if (del.code !== 0)
-      throw new BoxError(`restore '${name}': deleting the layer failed: ${del.stderr.trim()}`);
+    if (existsSync(p.layer)) renameSync(p.layer, join(p.disk, `.old-${Date.now()}-${process.pid}`));
     const snap = await run(BTRFS, ['-q', 'subvolume', 'snapshot', source, p.layer]);
     if (snap.code !== 0)
       throw new BoxError(`restore '${name}': btrfs snapshot failed: ${snap.stderr.trim()}`);
+    if (!mounted) await purgeOldLayers(boxDir);
   });
+}
+
+/** Deletes the layers `restoreLayer` set aside (`.old-*` subvolumes at the disk's top); disk mounted. */
+export async function purgeOldLayers(boxDir: string): Promise<void> {
+  const p = diskPaths(boxDir);
+  const old = readdirSync(p.disk).filter((n) => n.startsWith('.old-'));
+  if (old.length === 0) return;
+  await run(BTRFS, ['-q', 'subvolume', 'delete', ...old.map((n) => join(p.disk, n))]);
 }
 
 /**

@@ -31,6 +31,7 @@ import { installOpenApi, route } from './openapi.ts';
 import { ServerPools } from './pool-routes.ts';
 import { ref } from './schemas.ts';
 import { DEFAULT_BACKLOG_BYTES } from './sessions.ts';
+import { snapshotRoutes } from './snapshot-routes.ts';
 import { Tunnels } from './tunnel-routes.ts';
 import { installValidation } from './validation.ts';
 import { volumeRoutes } from './volume-routes.ts';
@@ -171,6 +172,7 @@ export class RestServer {
     app.register(execRoutes, ctx);
     app.register(this.#tunnels.routes);
     app.register(this.#pools.routes);
+    app.register(snapshotRoutes, ctx);
   }
 
   /** `GET /v1/openapi.json`, `GET /v1/config` and `GET /v1/metrics`. */

@@ -347,29 +347,27 @@ export class LocalRuntime implements RuntimeBackend {
   }
 
   /**
-   * Stops the running or paused box `id` at once, runs `between` (on its stopped layer), and starts it
-   * again with its options (snapshot restore); a stopped box only gets `between`.
-   * @throws BoxError `not_found`, `conflict` (secrets whose values this runtime does not hold).
+   * Runs `prepare` on the running or paused box `id` (its disk mounted), then stops it at once and starts
+   * it again with its options (snapshot restore); a stopped box only gets `prepare`.
+   * @throws BoxError `not_found`, `conflict` (secrets whose values this runtime does not hold), before
+   *   `prepare` runs.
    */
-  async #restart(id: string, between: () => Promise<void>): Promise<void> {
+  async #restart(id: string, prepare: () => Promise<void>): Promise<void> {
     const record = await this.#refresh(id);
     if (!record) throw notFound(`box ${id} no longer exists`);
-    if (record.status !== 'running' && record.status !== 'paused') return between();
+    if (record.status !== 'running' && record.status !== 'paused') return prepare();
     if (record.options.secrets.length > 0 && !this.#secretValues.has(id)) {
       throw conflict(
         `box ${record.name ?? id} has secrets whose values are only held by the runtime that created it; it cannot be restarted here`,
       );
     }
+    await prepare();
     this.#health.unwatch(id);
     const engine = await this.#getEngine();
     this.#thawForStop(id);
     await engine.stop(id, 0);
     this.#db.setStatus(id, 'stopped');
-    try {
-      await between();
-    } finally {
-      await this.#startBox(id);
-    }
+    await this.#startBox(id);
   }
 
   /** Thaws a box that may be paused before it is stopped (a frozen process does not die of SIGKILL). */

@@ -13,10 +13,12 @@ import { freezeBox, thawBox } from '../engine/freezer.ts';
 import { ensureSandboxIdRange } from '../engine/idmap.ts';
 import {
   assertSnapshots,
+  diskMounted,
   diskPaths,
   flushDisk,
   getSnapshot,
   listSnapshots,
+  purgeOldLayers,
   removeSnapshot,
   restoreLayer,
   seedLayer,
@@ -46,10 +48,10 @@ export interface SnapshotHost {
   /** `<homeDir>/boxes/<id>`. */
   boxDir(id: string): string;
   /**
-   * Stops the running or paused box `id` at once (SIGKILL), runs `between`, and starts it again with the
-   * same options; a stopped box only gets `between`.
+   * Runs `prepare` on the running or paused box `id`, then stops it at once (SIGKILL) and starts it again
+   * with the same options; a stopped box only gets `prepare`.
    */
-  restart(id: string, between: () => Promise<void>): Promise<void>;
+  restart(id: string, prepare: () => Promise<void>): Promise<void>;
   /** Creates a box whose writable layer `seed(boxDir)` fills before its first start. */
   createSeeded(
     options: JsBoxOptions,
@@ -149,6 +151,8 @@ export class LocalSnapshots implements SnapshotService {
     if (!(await getSnapshot(boxDir, name)))
       throw notFound(`box ${record.name ?? record.id} has no snapshot '${name}'`);
     await this.#host.restart(record.id, () => restoreLayer(boxDir, name));
+    // The replaced layer of a running box goes once the box runs on the restored one (disk mounted).
+    if (diskMounted(boxDir)) await purgeOldLayers(boxDir);
   }
 
   /**

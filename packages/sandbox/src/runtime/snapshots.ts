@@ -14,7 +14,10 @@ export interface SnapshotInfo {
   name: string;
   /** When it was taken, RFC 3339 (UTC). */
   createdAt: string;
-  /** Bytes of file data in the snapshot (shared with the box and its other snapshots until they diverge). */
+  /**
+   * Bytes in use on the box's disk when it was taken: its layer plus data of earlier snapshots it does not
+   * share (an upper bound of what it holds; blocks are shared with the box until they diverge).
+   */
   sizeBytes: number;
 }
 

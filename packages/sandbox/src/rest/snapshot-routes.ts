@@ -1,0 +1,289 @@
+/**
+ * HTTP routes of snapshots, clones, exports and imports on the REST runtime server (a Fastify plugin).
+ * JSON bodies are snake_case; archives travel as raw byte streams (`application/x-tar`,
+ * chunked). Errors are `BoxError`s mapped by code (`wire.ts`: `invalid_option` 400, `not_found` 404,
+ * `conflict` 409, `unsupported` 501).
+ *
+ * | Route | Permission | What |
+ * |---|---|---|
+ * | `POST /v1/boxes/{box}/snapshots` `{ name? }` | `sandbox.boxes.write` | take one → 201 snapshot |
+ * | `GET /v1/boxes/{box}/snapshots` | `sandbox.boxes.read` | list, oldest first |
+ * | `GET /v1/boxes/{box}/snapshots/{name}` | `sandbox.boxes.read` | one snapshot |
+ * | `POST /v1/boxes/{box}/snapshots/{name}/restore` | `sandbox.boxes.write` | restore → 204 |
+ * | `DELETE /v1/boxes/{box}/snapshots/{name}` | `sandbox.boxes.write` | remove → 204 |
+ * | `POST /v1/boxes/{box}/clone` (box options + `snapshot?`, `name?`) | `sandbox.boxes.write` | clone → 201 box |
+ * | `GET /v1/boxes/{box}/export` | `sandbox.boxes.read` | the box archive (OCI image layout tar) |
+ * | `POST /v1/boxes/import[?name=]` (body: the archive) | `sandbox.boxes.write` | import → 201 box |
+ *
+ * The server writes an export to `<homeDir>/exports` before sending it and an uploaded import to
+ * `<homeDir>/imports`; both files are removed once done.
+ */
+import { createReadStream, createWriteStream, mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { FastifyInstance } from 'fastify';
+import { ulid } from 'ulid';
+import { BoxError, notFound } from '../errors.ts';
+import { validateBoxName } from '../runtime/options.ts';
+import type { CloneOptions } from '../runtime/snapshots.ts';
+import { BOX_OPTION_FIELDS } from './box-routes.ts';
+import type { ServerContext } from './context.ts';
+import { route } from './openapi.ts';
+import { obj, ref } from './schemas.ts';
+import { documentedBody } from './validation.ts';
+import { HttpError, isObject, Permission, toCamel, toSnake, unknownFields } from './wire.ts';
+
+type P = { box: string };
+type PN = { box: string; name: string };
+
+const tags = ['snapshots'];
+const TAR = 'application/x-tar';
+const binary = { type: 'string', format: 'binary' };
+const boxParams = obj({ box: { type: 'string', description: 'box id (ULID) or name' } }, ['box']);
+const snapshotName = {
+  type: 'string',
+  pattern: '^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$',
+  description: "1–64 letters, digits, '.', '_' or '-', not starting with '.' or '-'",
+};
+const nameParams = obj(
+  { box: { type: 'string', description: 'box id (ULID) or name' }, name: snapshotName },
+  ['box', 'name'],
+);
+/** A snapshot record (`SnapshotInfo`, snake_case). */
+const snapshotSchema = obj(
+  {
+    name: { type: 'string' },
+    created_at: { type: 'string', format: 'date-time', description: 'when it was taken (RFC 3339)' },
+    size_bytes: {
+      type: 'integer',
+      description: "bytes in use on the box's disk when it was taken (an upper bound of what it holds)",
+    },
+  },
+  ['name', 'created_at', 'size_bytes'],
+);
+const boxAnswer = (description: string) => ({ description, ...ref('BoxInfo') });
+const CLONE_FIELDS: ReadonlySet<string> = new Set([...BOX_OPTION_FIELDS, 'snapshot']);
+
+/** Registers the snapshot routes (see the module comment) in their own scope (raw-body parser). */
+export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): Promise<void> {
+  const read = Permission.boxesRead;
+  const write = Permission.boxesWrite;
+  app.addContentTypeParser([TAR, 'application/octet-stream'], (_request, payload, done) =>
+    done(null, payload),
+  );
+  const snapshots = async (box: string) => (await ctx.box(box)).snapshot;
+
+  app.post<{ Params: P; Body: { name?: string } | undefined }>(
+    '/v1/boxes/:box/snapshots',
+    route(write, {
+      tags,
+      summary: 'take a snapshot of the box',
+      description:
+        'Its writable layer, copy-on-write, while it keeps running (frozen for the moment it takes; a paused box stays paused). Default name `snap-<UTC time>`. Boxes on ext4 disks or the gVisor tier answer 501 `unsupported`.',
+      params: boxParams,
+      body: { ...obj({ name: snapshotName }), additionalProperties: false },
+      response: { 201: { description: 'taken', ...snapshotSchema } },
+      errors: [409, 501],
+    }),
+    async (request, reply) => {
+      const name = request.body?.name;
+      const taken = await (await snapshots(request.params.box)).create(name);
+      return reply.code(201).send(toSnake(taken));
+    },
+  );
+
+  app.get<{ Params: P }>(
+    '/v1/boxes/:box/snapshots',
+    route(read, {
+      tags,
+      summary: "list the box's snapshots",
+      description: 'Oldest first.',
+      params: boxParams,
+      response: { 200: { description: 'snapshots', type: 'array', items: snapshotSchema } },
+      errors: [501],
+    }),
+    async (request) => (await (await snapshots(request.params.box)).list()).map((s) => toSnake(s)),
+  );
+
+  app.get<{ Params: PN }>(
+    '/v1/boxes/:box/snapshots/:name',
+    route(read, {
+      tags,
+      summary: 'one snapshot',
+      params: nameParams,
+      response: { 200: { description: 'the snapshot', ...snapshotSchema } },
+      errors: [501],
+    }),
+    async (request) => {
+      const found = await (await snapshots(request.params.box)).get(request.params.name);
+      if (!found) throw notFound(`box '${request.params.box}' has no snapshot '${request.params.name}'`);
+      return toSnake(found);
+    },
+  );
+
+  app.post<{ Params: PN }>(
+    '/v1/boxes/:box/snapshots/:name/restore',
+    route(write, {
+      tags,
+      summary: 'restore a snapshot',
+      description:
+        "The box's writable layer becomes the snapshot again; a running (or paused) box is restarted: its processes are killed, it keeps its id, options, volumes and snapshots and runs again. A stopped box stays stopped.",
+      params: nameParams,
+      response: { 204: { description: 'restored', type: 'null' } },
+      errors: [409, 501],
+    }),
+    async (request, reply) => {
+      await (await snapshots(request.params.box)).restore(request.params.name);
+      return reply.code(204).send();
+    },
+  );
+
+  app.delete<{ Params: PN }>(
+    '/v1/boxes/:box/snapshots/:name',
+    route(write, {
+      tags,
+      summary: 'remove a snapshot',
+      params: nameParams,
+      response: { 204: { description: 'removed', type: 'null' } },
+      errors: [501],
+    }),
+    async (request, reply) => {
+      await (await snapshots(request.params.box)).remove(request.params.name);
+      return reply.code(204).send();
+    },
+  );
+
+  app.post<{ Params: P }>(
+    '/v1/boxes/:box/clone',
+    {
+      ...route(write, {
+        tags,
+        summary: 'start a new box from this box',
+        description:
+          "From its current state, or from its snapshot `snapshot`. The clone has the source's options (without secrets and port publications) overridden by the body's; its own copy of the writable layer. Host paths and `ports` are refused as by `POST /v1/boxes`.",
+        params: boxParams,
+        body: {
+          allOf: [
+            ref('BoxOptions'),
+            obj({
+              snapshot: {
+                ...snapshotName,
+                description: 'start from this snapshot (default: the current state)',
+              },
+            }),
+          ],
+        },
+        response: { 201: boxAnswer('the clone, running') },
+        errors: [409, 501],
+      }),
+      // Options are checked by the SDK's rules once merged with the source's (errors name the option).
+      validatorCompiler: documentedBody,
+    },
+    async (request, reply) => {
+      const body = request.body ?? {};
+      if (!isObject(body)) {
+        throw new HttpError(
+          400,
+          'invalid_request_error',
+          'invalid_body',
+          'the body must be a JSON object of box options',
+        );
+      }
+      const { name, ...rest } = toCamel<CloneOptions & { name?: string }>(body);
+      unknownFields({ name, ...rest }, CLONE_FIELDS);
+      validateBoxName(name);
+      if (rest.rootfsPath !== undefined) {
+        throw new BoxError('invalid box option rootfsPath: a host rootfs path is refused by a REST runtime', {
+          field: 'rootfsPath',
+        });
+      }
+      rest.volumes?.forEach((v, i) => {
+        if (isObject(v) && v.hostPath !== undefined) {
+          throw new BoxError(
+            `invalid box option volumes[${i}].hostPath: host bind mounts are refused by a REST runtime`,
+            {
+              field: `volumes[${i}].hostPath`,
+            },
+          );
+        }
+      });
+      if (Array.isArray(rest.ports) && rest.ports.length > 0) {
+        throw new BoxError(
+          'invalid box option ports: port publication is refused by a REST runtime (local runtime only)',
+          {
+            field: 'ports',
+          },
+        );
+      }
+      const source = await ctx.box(request.params.box);
+      const box = await ctx.runtime.cloneBox(source.id, rest, name ?? undefined);
+      ctx.created(box);
+      return reply.code(201).send(ctx.info(await box.info()));
+    },
+  );
+
+  app.get<{ Params: P }>(
+    '/v1/boxes/:box/export',
+    route(read, {
+      tags,
+      summary: 'export the box as an archive',
+      description:
+        "An OCI image layout in one tar: the image's layers, one more with the box's writable layer (taken consistently while it keeps running) and its options in the config labels (`org.seed.sandbox.options`); it also opens as an image (`skopeo inspect oci-archive:`).",
+      params: boxParams,
+      response: { 200: { description: 'the archive', content: { [TAR]: { schema: binary } } } },
+      errors: [501],
+    }),
+    async (request, reply) => {
+      const box = await ctx.box(request.params.box);
+      const dir = join(ctx.runtime.homeDir, 'exports');
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      const file = join(dir, `${ulid()}.tar`);
+      try {
+        await box.export(file);
+        reply.hijack();
+        reply.raw.writeHead(200, { 'content-type': TAR });
+        await pipeline(createReadStream(file), reply.raw).catch((error: Error) => reply.raw.destroy(error));
+      } finally {
+        rmSync(file, { force: true });
+      }
+      return reply;
+    },
+  );
+
+  app.post<{ Querystring: { name?: string }; Body: Readable }>(
+    '/v1/boxes/import',
+    {
+      ...route(write, {
+        tags,
+        summary: 'import a box archive',
+        description:
+          "Starts a new box from an archive of `GET /v1/boxes/{box}/export`: its files, owners, modes and options; its image is the archive's image part, kept by the server.",
+        querystring: obj({ name: { type: 'string', description: 'name of the new box' } }),
+        body: { content: { [TAR]: { schema: binary }, 'application/octet-stream': { schema: binary } } },
+        response: { 201: boxAnswer('the imported box, running') },
+        errors: [409],
+      }),
+      // The body is a byte stream: its schema documents it.
+      validatorCompiler: documentedBody,
+    },
+    async (request, reply) => {
+      const body = request.body;
+      if (!body || typeof (body as Readable).pipe !== 'function') {
+        throw new BoxError(`the body must be the archive (content-type ${TAR})`, { field: 'body' });
+      }
+      const name = validateBoxName(request.query.name);
+      const dir = join(ctx.runtime.homeDir, 'imports');
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      const file = join(dir, `upload-${ulid()}.tar`);
+      try {
+        await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
+        const box = await ctx.runtime.importBox(file, name);
+        ctx.created(box);
+        return reply.code(201).send(ctx.info(await box.info()));
+      } finally {
+        rmSync(file, { force: true });
+      }
+    },
+  );
+}
