@@ -1,15 +1,18 @@
 /**
- * An agent's box across turns (issue 18): one box keeps its files and processes between the turns of an
- * agent, paused while the agent thinks, resumed by the next command, with a timeout that pauses it if the
- * agent goes away, and removed at the end.
+ * An agent's box across turns: one box keeps its files and processes between the turns of an agent,
+ * paused while the agent thinks, resumed by the next command, with a timeout that pauses it if the agent
+ * goes away; a snapshot taken after a good turn brings back what a bad turn broke; the box is exported
+ * to an archive and imported by another runtime (another homeDir, as on another machine); removed at the
+ * end.
  *
  * Run (root): `node examples/agent-turns.ts` — uses the default runtime (`SANDBOX_HOME` or
  * `~/.sandbox`); `SANDBOX_EXAMPLE_REGISTRY=127.0.0.1:5000` pulls `busybox:latest` from that plain-HTTP
  * registry (the tests' local one) instead of Docker Hub. Prints one line per step.
  *
- * Snapshots, clone and export/import (the rest of issue 18) are not in this SDK yet, so this demo does
- * not restore the state it breaks: it shows what is lost, which is what snapshots will fix.
  */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { JsRuntime } from '../src/runtime/runtime.ts';
 import type { JsImageRegistry } from '../src/types.ts';
 
@@ -68,9 +71,19 @@ try {
   await new Promise((resolve) => setTimeout(resolve, 700));
   step(`worker running again ${beat !== (await box.files.read('/work/heartbeat'))}`);
 
+  // A good turn: the box's files are saved while it keeps running (copy-on-write, milliseconds).
+  const saved = await box.snapshot.create('turn-2');
+  step(`snapshot ${saved.name} taken, box ${(await box.info()).state.status}`);
+
   // Turn 3: the agent breaks things.
   await sh(box, 'rm -f /work/count.sh');
   step(`turn 3: broke the program, count.sh exists ${await box.files.exists('/work/count.sh')}`);
+
+  // Back to the good turn: the box restarts on the saved files (same id; its processes start afresh).
+  await box.snapshot.restore('turn-2');
+  step(
+    `restored ${saved.name}: count.sh exists ${await box.files.exists('/work/count.sh')}, output ${(await sh(box, '/work/count.sh')).split('\n').join(', ')}`,
+  );
 
   // The agent asks for more time: the deadline moves (and would pause the box when it passes).
   await box.setTimeout(30 * 60_000);
@@ -79,6 +92,26 @@ try {
   await box.pause();
   await box.resume();
   step(`explicit pause and resume: status ${(await box.info()).state.status}`);
+
+  // The box travels: an archive (an OCI image layout: image layers, the box's files, its options),
+  // imported by a runtime on another homeDir.
+  const elsewhere = mkdtempSync(join(tmpdir(), 'agent-turns-elsewhere-'));
+  try {
+    const archive = join(elsewhere, 'box.tar');
+    await box.export(archive);
+    step(`exported to an OCI archive of ${(statSync(archive).size / 1e6).toFixed(1)} MB`);
+    const other = new JsRuntime({ homeDir: join(elsewhere, 'home') });
+    const copy = await other.importBox(archive);
+    try {
+      step(
+        `imported elsewhere: files ${(await sh(copy, 'ls /work')).split('\n').join(' ')}, output ${(await sh(copy, '/work/count.sh')).split('\n').join(', ')}`,
+      );
+    } finally {
+      await other.remove(copy.id, true);
+    }
+  } finally {
+    rmSync(elsewhere, { recursive: true, force: true });
+  }
 } finally {
   await runtime.remove(box.id, true);
   step('removed');

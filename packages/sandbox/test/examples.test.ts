@@ -15,7 +15,7 @@ describe('examples', () => {
     await cleanupAll();
   });
 
-  it('agent-turns: files kept across turns, paused between them, resumed by a command, removed at the end', () => {
+  it('agent-turns: files kept across turns, paused between them, resumed by a command, restored from a snapshot, exported and imported elsewhere, removed at the end', () => {
     ensureRegistry();
     const home = tempHome('sandbox-example-');
     const result = spawnSync(process.execPath, [join(packageDir, 'examples', 'agent-turns.ts')], {
@@ -32,9 +32,13 @@ describe('examples', () => {
       /^agent-turns: paused: status paused, heartbeat frozen true$/,
       /^agent-turns: turn 2: status running, files count.sh heartbeat$/,
       /^agent-turns: worker running again true$/,
+      /^agent-turns: snapshot turn-2 taken, box running$/,
       /^agent-turns: turn 3: broke the program, count.sh exists false$/,
+      /^agent-turns: restored turn-2: count.sh exists true, output line 1, line 2, line 3$/,
       /^agent-turns: timeout extended to 30 minutes$/,
       /^agent-turns: explicit pause and resume: status running$/,
+      /^agent-turns: exported to an OCI archive of \d+\.\d MB$/,
+      /^agent-turns: imported elsewhere: files count.sh heartbeat, output line 1, line 2, line 3$/,
       /^agent-turns: removed$/,
     ];
     assert.equal(lines.length, expected.length, result.stdout);
