@@ -15,7 +15,8 @@
  * `layer/` holding `upper/` and `work/` (overlay renames between them: one subvolume; the engine finds
  * them with `diskLayerDirs`) and a `snapshots/` directory,
  * so a snapshot of the writable layer is a read-only btrfs snapshot of `layer/` (O(1), `snapshot.ts`). Templates are `<bytes>.btrfs.img` /
- * `<bytes>.btrfs.spare`. Smaller disks, the gVisor tier's, and hosts without btrfs-progs get ext4
+ * `<bytes>.btrfs.spare`. Smaller disks, the gVisor tier's, and hosts without btrfs-progs or with a kernel
+ * older than 6.7 get ext4
  * (`<bytes>.img`): no snapshots. Several boxes' disks share one btrfs fsid (copies of a template); kernel
  * ≥ 6.7 mounts such single-device clones side by side (`temp_fsid`). The mount options follow the
  * format of the image (`diskMountOptions`).
@@ -36,6 +37,7 @@ import {
   truncateSync,
   writeFileSync,
 } from 'node:fs';
+import { release } from 'node:os';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 
@@ -57,9 +59,16 @@ export type DiskFormat = 'btrfs' | 'ext4';
 /** Host paths searched for `mkfs.btrfs` (root's PATH may lack sbin). */
 const MKFS_BTRFS = ['/usr/sbin/mkfs.btrfs', '/sbin/mkfs.btrfs'];
 
-/** True when `mkfs.btrfs` is installed and the kernel knows btrfs (or can load it). */
+/**
+ * True when `mkfs.btrfs` and `btrfs` are installed and the kernel mounts single-device btrfs clones side
+ * by side (`temp_fsid`, Linux ≥ 6.7): every box disk is a copy of one template, so all share its fsid.
+ */
 export function btrfsAvailable(): boolean {
-  return MKFS_BTRFS.some((p) => existsSync(p)) && existsSync('/usr/bin/btrfs');
+  const [major = 0, minor = 0] = release()
+    .split('.')
+    .map((n) => Number.parseInt(n, 10));
+  const tempFsid = major > 6 || (major === 6 && minor >= 7);
+  return tempFsid && MKFS_BTRFS.some((p) => existsSync(p)) && existsSync('/usr/bin/btrfs');
 }
 
 /**

@@ -86,11 +86,11 @@ export function diskPaths(boxDir: string) {
 export function snapshotsUnsupported(boxDir: string): string | null {
   const p = diskPaths(boxDir);
   if (!existsSync(p.img)) {
-    return 'its writable layer is not on a box disk (a box made before disks existed); create a new box';
+    return 'its writable layer is not on a box disk (boxes of ordinary accounts, which cannot use loop devices, and boxes made before disks existed have none)';
   }
   const format = diskFormat(p.img);
   if (format === 'btrfs') return null;
-  return `its disk is ${format ?? 'of an unknown format'}, not btrfs: boxes get btrfs disks when btrfs-progs is installed (sandbox setup) and diskSizeGb ≥ 0.27; create a new box`;
+  return `its disk is ${format ?? 'of an unknown format'}, not btrfs: boxes get btrfs disks when btrfs-progs is installed (sandbox setup), the kernel is 6.7 or later and diskSizeGb ≥ 0.27; create a new box`;
 }
 
 /** @throws BoxError `unsupported` with the reason of `snapshotsUnsupported`. */

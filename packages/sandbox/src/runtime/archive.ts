@@ -12,7 +12,7 @@
  *
  * Import reads the archive with `tar-stream`, accepting only `oci-layout`, `index.json` and
  * `blobs/sha256/<64 hex>` entries (written with O_EXCL into a fresh directory), checks every blob against
- * its digest, writes the image part as an OCI layout under `<homeDir>/imports/<digest>` (the new box's
+ * its digest, refuses options that bind host paths, publish host ports or carry secrets, writes the image part as an OCI layout under `<homeDir>/imports/<digest>` (the new box's
  * `rootfsPath`) and returns the box layer's blob for the caller to unpack into the new box's disk.
  */
 import { createHash } from 'node:crypto';
@@ -197,6 +197,10 @@ export interface ImportedArchive {
 
 const BLOB_RE = /^blobs\/sha256\/[0-9a-f]{64}$/;
 
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 /**
  * Reads the archive at `path` into `<importsDir>/<manifest digest hex>` (see the module comment).
  * @throws BoxError `invalid_option` naming `path` for anything that is not a box archive.
@@ -279,6 +283,17 @@ export async function readBoxArchive(path: string, importsDir: string): Promise<
       options = JSON.parse(labels[ARCHIVE_KEYS.options]!) as JsBoxOptions;
     } catch {
       throw bad(`label ${ARCHIVE_KEYS.options} is not JSON`);
+    }
+    // An archive may come from anywhere: it never names host paths, host ports or secrets.
+    if (!isPlainObject(options)) throw bad(`label ${ARCHIVE_KEYS.options} is not an object`);
+    if (
+      Array.isArray(options.volumes) &&
+      options.volumes.some((v) => !isPlainObject(v) || v.hostPath !== undefined)
+    ) {
+      throw bad('its options bind host paths (volumes[].hostPath), which an archive may not');
+    }
+    if (options.ports !== undefined || options.secrets !== undefined) {
+      throw bad('its options publish host ports or carry secrets, which an archive may not');
     }
     // The image part: the same layers but the box's, as a layout the image store reads (rootfsPath).
     const imageLayers = manifest.layers.slice(0, -1);
