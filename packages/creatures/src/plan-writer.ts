@@ -1,46 +1,64 @@
 /**
  * The byte writer behind query plans (`plan.ts`): a plan writes the UTF-8 bytes of its JSON answer
- * straight into one scratch buffer shared by every plan of the process, then copies the bytes written
- * into a `Buffer` of their exact length, the body of the HTTP answer. Writing bytes instead of
- * concatenating strings spares the HTTP layer a flattening and encoding pass over the whole answer.
+ * straight into a slab shared by every plan of the process, after the answers written before it, and
+ * the answer is a view of the bytes it wrote (no copy), the body of the HTTP answer. A slab is never
+ * written over: once less than {@link MIN_FREE} bytes are left, the next answer goes into a new slab, and
+ * the old one lives on only as long as answers that view it (as node's own `Buffer` pool does). Writing
+ * bytes instead of concatenating strings spares the HTTP layer a flattening and encoding pass over the
+ * whole answer.
  *
- * Generated plan code keeps the buffer and the write position in local variables and calls these
- * helpers with them: each helper takes `(b, n, …)` and returns the new position; a helper that needs
- * more room grows {@link WRITER}`.b` (the caller reloads it). Text is written exactly as `JSON.stringify`
- * writes it (RFC 8259 §7 escapes; lone surrogates as `\uXXXX`), so a plan's bytes are those of
- * graphql-js's `JSON.stringify(result)`.
+ * Generated plan code keeps the slab and the write position in local variables and calls these helpers
+ * with them: each helper takes `(b, n, …)` and returns the new position; a helper that needs more room
+ * grows {@link WRITER}`.b` (the caller reloads it). Text is written exactly as `JSON.stringify` writes it
+ * (RFC 8259 §7 escapes; lone surrogates as `\uXXXX`), so a plan's bytes are those of graphql-js's
+ * `JSON.stringify(result)`.
  */
 
-/** Initial and resting size of the scratch buffer, in bytes. */
-const INITIAL_SIZE = 64 * 1024;
-/** A scratch buffer grown past this (by a huge answer) is dropped after the plan that grew it. */
+/** Size of a new slab, in bytes. */
+const SLAB_SIZE = 64 * 1024;
+/** A slab with fewer free bytes than this after an answer is left to the answers that view it. */
+const MIN_FREE = 8 * 1024;
+/** A slab grown past this (by a huge answer) is left after the plan that grew it. */
 const MAX_KEPT_SIZE = 4 * 1024 * 1024;
 
-/** The shared scratch buffer (`b`) and whether a plan is writing into it now (`busy`). */
-export const WRITER: { b: Buffer; busy: boolean } = { b: Buffer.allocUnsafe(INITIAL_SIZE), busy: false };
+/**
+ * The current slab (`b`), where the answer being written starts (`start`) and where the next one will
+ * (`next`), and whether a plan is writing now (`busy`).
+ */
+export const WRITER: { b: Buffer; start: number; next: number; busy: boolean } = {
+  b: Buffer.allocUnsafeSlow(SLAB_SIZE),
+  start: 0,
+  next: 0,
+  busy: false,
+};
 
 /**
- * Grows the scratch buffer so that `k` more bytes fit after the first `n` (which it keeps); returns
- * the new buffer (also in {@link WRITER}`.b`).
+ * Makes room for `k` more bytes after position `n` of the answer being written: a new, larger slab that
+ * holds that answer's bytes so far at the same positions (earlier answers stay in the old slab); returns
+ * it (also in {@link WRITER}`.b`).
  */
 export function grow(n: number, k: number): Buffer {
   let size = WRITER.b.length * 2;
   while (size < n + k) size *= 2;
-  const bigger = Buffer.allocUnsafe(size);
-  WRITER.b.copy(bigger, 0, 0, n);
+  const bigger = Buffer.allocUnsafeSlow(size);
+  WRITER.b.copy(bigger, WRITER.start, WRITER.start, n);
   WRITER.b = bigger;
   return bigger;
 }
 
 /**
- * JSON text of strings that `writeString` cannot copy byte for byte (non-ASCII, or with characters JSON
- * escapes), as UTF-8 bytes, kept by value: the store hands out the same strings on every request.
- * Bounded: strings longer than {@link MAX_ENCODED_LENGTH} are not kept, and the map is emptied when it
- * holds {@link MAX_ENCODED} entries.
+ * JSON text of short strings (up to {@link SHORT_STRING} characters) and of strings that `writeString`
+ * cannot copy byte for byte (non-ASCII, or with characters JSON escapes), as UTF-8 bytes, kept by value:
+ * the store hands out the same string objects on every request, and V8 keeps a string's hash in it, so
+ * finding their bytes costs less than copying their characters one by one. Bounded: strings longer than
+ * {@link MAX_ENCODED_LENGTH} are not kept, and the map is emptied when it holds {@link MAX_ENCODED}
+ * entries.
  */
 const encoded = new Map<string, Buffer>();
 const MAX_ENCODED = 50_000;
 const MAX_ENCODED_LENGTH = 200;
+/** Strings up to this many characters are written from their kept bytes. */
+const SHORT_STRING = 64;
 
 /** The UTF-8 bytes of `JSON.stringify(value)`, from the bounded map when the string is short. */
 function encodedString(value: string): Buffer {
@@ -65,11 +83,13 @@ export function writeBytes(b: Buffer, n: number, bytes: Uint8Array): number {
 }
 
 /**
- * Writes a string as a JSON string literal at `n`; returns the new position. Printable ASCII without
- * `"` and `\` is copied character by character; anything else goes through `JSON.stringify`.
+ * Writes a string as a JSON string literal at `n`; returns the new position. Short strings are written
+ * from their kept bytes; longer printable ASCII without `"` and `\` is copied character by character;
+ * anything else goes through `JSON.stringify`.
  */
 export function writeString(b: Buffer, n: number, value: string): number {
   const length = value.length;
+  if (length <= SHORT_STRING) return writeBytes(b, n, encodedString(value));
   if (n + length + 2 > b.length) b = grow(n, length + 2);
   b[n] = 34;
   let m = n + 1;
@@ -98,13 +118,20 @@ export function writeJson(b: Buffer, n: number, text: string): number {
 }
 
 /**
- * Runs `write(b, root, context, variables)` over the scratch buffer (writing from position 0, returning
- * the end position) and returns a copy of the bytes it wrote. Throws whatever `write` throws. Not
- * re-entrant: a plan that runs while another one writes (a resolver running a query plan itself) throws
- * `busy`, so the caller falls back as on any bailout.
+ * Runs `write(b, start, root, context, variables)` over the slab (writing from `start`, returning the end
+ * position) and returns a view of the bytes it wrote, which nothing writes over later. Throws whatever
+ * `write` throws (its bytes are then left to be written over). Not re-entrant: a plan that runs while
+ * another one writes (a resolver running a query plan itself) throws `busy`, so the caller falls back as
+ * on any bailout.
  */
 export function written(
-  write: (b: Buffer, root: unknown, context: unknown, variables: Record<string, unknown>) => number,
+  write: (
+    b: Buffer,
+    start: number,
+    root: unknown,
+    context: unknown,
+    variables: Record<string, unknown>,
+  ) => number,
   root: unknown,
   context: unknown,
   variables: Record<string, unknown>,
@@ -112,13 +139,18 @@ export function written(
 ): Buffer {
   if (WRITER.busy) throw busy;
   WRITER.busy = true;
+  const start = WRITER.next;
+  WRITER.start = start;
   try {
-    const n = write(WRITER.b, root, context, variables);
-    const out = Buffer.allocUnsafe(n);
-    WRITER.b.copy(out, 0, 0, n);
+    const end = write(WRITER.b, start, root, context, variables);
+    const out = WRITER.b.subarray(start, end);
+    const next = (end + 7) & ~7;
+    if (WRITER.b.length - next < MIN_FREE || WRITER.b.length > MAX_KEPT_SIZE) {
+      WRITER.b = Buffer.allocUnsafeSlow(SLAB_SIZE);
+      WRITER.next = 0;
+    } else WRITER.next = next;
     return out;
   } finally {
     WRITER.busy = false;
-    if (WRITER.b.length > MAX_KEPT_SIZE) WRITER.b = Buffer.allocUnsafe(INITIAL_SIZE);
   }
 }

@@ -243,7 +243,7 @@ export function compilePlan(
   if (!covered) return undefined;
   const source =
     `${functions.join('\n')}\n` +
-    `function run(b, p, c, v) { let n = 0; try { ${put('{"data":')} n = ${data}(p ?? {}, c, v, n); b = W.b; ${put('}')} return n; } catch { throw B.bailout; } }\n` +
+    `function run(b, n, p, c, v) { try { ${put('{"data":')} n = ${data}(p ?? {}, c, v, n); b = W.b; ${put('}')} return n; } catch { throw B.bailout; } }\n` +
     'return function plan(p, c, v) { return X(run, p, c, v, B.bailout); };';
   return new Function('h', 'W', 'G', 'WB', 'WS', 'WA', 'WJ', 'X', 'B', source)(
     helpers,

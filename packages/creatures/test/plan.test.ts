@@ -81,6 +81,28 @@ test('plans write the bytes of JSON.stringify for escapes, non-ASCII, lone surro
   assert.equal(again.toString('utf8'), '{"data":{"t":"x"}}');
 });
 
+test('answers a plan handed out earlier are never written over by later plans, bailouts or slab changes', () => {
+  const list = parse('{ creatures { id name weight { maximum } attacks { fast { name } } } }');
+  const pikachu = parse(
+    '{ creature(name: "Pikachu") { id name types attacks { special { name damage } } } }',
+  );
+  const failing = parse('{ creatures(first: -1) { id } }');
+  const plans = [list, pikachu, failing].map((d) => compilePlan(schema, d, getOperationAST(d)!)!);
+  const expected = [list, pikachu].map((document) =>
+    JSON.stringify(execute({ schema, document, contextValue: context })),
+  );
+  const kept: { bytes: Buffer; expected: string }[] = [];
+  // Forty large and small answers (about 400 KB in all) with a bailout between them: several slabs.
+  for (let i = 0; i < 40; i++) {
+    const which = i % 2;
+    kept.push({ bytes: plans[which]!(undefined, context, {}), expected: expected[which]! });
+    assert.throws(() => plans[2]!(undefined, context, {}), PlanBailout);
+  }
+  assert.ok(kept[0]!.bytes.length > 8 * 1024, 'the list answer is large');
+  for (const [i, { bytes, expected: text }] of kept.entries())
+    assert.equal(bytes.toString('utf8'), text, `answer ${i} unchanged`);
+});
+
 test('a plan bails out where the answer would hold an error; mutations and variable directives get no plan', () => {
   const document = parse('{ creatures(first: -1) { id } }');
   const plan = compilePlan(schema, document, getOperationAST(document)!)!;

@@ -81,8 +81,14 @@ export class ResponseCache {
     return hit;
   }
 
-  /** Keeps an answer under a text key, or under body bytes and variant. */
+  /**
+   * Keeps an answer under a text key, or under body bytes and variant. A body that is a view of a larger
+   * buffer (a query plan's slab) is kept as a copy, so that the cache holds only its own bytes.
+   */
   set(key: string | Uint8Array, variant: number, value: CachedResponse): void {
+    const body = value.body;
+    if (typeof body !== 'string' && body.buffer.byteLength > body.length)
+      value = { body: Buffer.from(body), headers: value.headers };
     if (typeof key === 'string') this.#texts.set(key, value);
     else if (variant >= 0) this.#bodies.set(key, value, variant);
   }
