@@ -56,22 +56,15 @@ export {
   type PullProgress,
   renderPullProgress,
 } from './images/index.ts';
+export { RestBox, RestExecution, RestRuntime, type RestRuntimeOptions } from './rest/client.ts';
 export {
   type AccessToken,
   ApiKeyCredential,
   type Credential,
   RuntimeRestOptions,
 } from './rest/credential.ts';
-export {
-  openApiDocument,
-  RestBox,
-  RestExecution,
-  RestRuntime,
-  type RestRuntimeOptions,
-  RestServer,
-  type RestServerOptions,
-  startRestServer,
-} from './rest/index.ts';
+// The server loads on first use (`rest/serve.ts`); the `RestServer` class is `@seed/sandbox/server`.
+export { openApiDocument, type RestServer, type RestServerOptions, startRestServer } from './rest/serve.ts';
 export { type ExecEnv, type ExecOptions, JsBox } from './runtime/box.ts';
 export { type JsExecStderr, type JsExecStdin, type JsExecStdout, JsExecution } from './runtime/execution.ts';
 export { BoxFiles, type ReadFormat } from './runtime/files/files.ts';
@@ -96,5 +89,6 @@ export {
   type RuntimeImages,
   type RuntimeVolumes,
 } from './runtime/runtime.ts';
+export { BoxSnapshots, type CloneOptions, type SnapshotInfo } from './runtime/snapshots.ts';
 export type { VolumeRecord } from './runtime/state.ts';
 export type * from './types.ts';
