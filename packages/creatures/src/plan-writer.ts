@@ -1,11 +1,13 @@
 /**
  * The byte writer behind query plans (`plan.ts`): a plan writes the UTF-8 bytes of its JSON answer
- * straight into a slab shared by every plan of the process, after the answers written before it, and
- * the answer is a view of the bytes it wrote (no copy), the body of the HTTP answer. A slab is never
- * written over: once less than {@link MIN_FREE} bytes are left, the next answer goes into a new slab, and
- * the old one lives on only as long as answers that view it (as node's own `Buffer` pool does). Writing
- * bytes instead of concatenating strings spares the HTTP layer a flattening and encoding pass over the
- * whole answer.
+ * straight into a slab shared by every plan of the process, after the answers written before it. A
+ * small answer (up to {@link MAX_VIEW} bytes) is handed out as a view of the bytes written (no copy), and
+ * that part of the slab is never written over: once less than {@link MIN_FREE} bytes are left, the next
+ * answer goes into a new slab, and the old one lives on only as long as answers that view it (as node's
+ * own `Buffer` pool does). A larger answer is copied out into a `Buffer` of its own and its place in the
+ * slab is written over by the next answer (views of big slabs would keep whole slabs alive and make
+ * new ones often). Writing bytes instead of concatenating strings spares the HTTP layer a flattening and
+ * encoding pass over the whole answer.
  *
  * Generated plan code keeps the slab and the write position in local variables and calls these helpers
  * with them: each helper takes `(b, n, …)` and returns the new position; a helper that needs more room
@@ -18,6 +20,8 @@
 const SLAB_SIZE = 64 * 1024;
 /** A slab with fewer free bytes than this after an answer is left to the answers that view it. */
 const MIN_FREE = 8 * 1024;
+/** Answers up to this many bytes are views of the slab; larger ones are copies. */
+const MAX_VIEW = 4 * 1024;
 /** A slab grown past this (by a huge answer) is left after the plan that grew it. */
 const MAX_KEPT_SIZE = 4 * 1024 * 1024;
 
@@ -119,10 +123,10 @@ export function writeJson(b: Buffer, n: number, text: string): number {
 
 /**
  * Runs `write(b, start, root, context, variables)` over the slab (writing from `start`, returning the end
- * position) and returns a view of the bytes it wrote, which nothing writes over later. Throws whatever
- * `write` throws (its bytes are then left to be written over). Not re-entrant: a plan that runs while
- * another one writes (a resolver running a query plan itself) throws `busy`, so the caller falls back as
- * on any bailout.
+ * position) and returns the bytes it wrote: a view that nothing writes over later, or for a large answer
+ * a copy. Throws whatever `write` throws (its bytes are then left to be written over). Not re-entrant:
+ * a plan that runs while another one writes (a resolver running a query plan itself) throws `busy`, so
+ * the caller falls back as on any bailout.
  */
 export function written(
   write: (
@@ -143,6 +147,15 @@ export function written(
   WRITER.start = start;
   try {
     const end = write(WRITER.b, start, root, context, variables);
+    if (end - start > MAX_VIEW) {
+      const copy = Buffer.allocUnsafe(end - start);
+      WRITER.b.copy(copy, 0, start, end);
+      if (WRITER.b.length > MAX_KEPT_SIZE) {
+        WRITER.b = Buffer.allocUnsafeSlow(SLAB_SIZE);
+        WRITER.next = 0;
+      }
+      return copy;
+    }
     const out = WRITER.b.subarray(start, end);
     const next = (end + 7) & ~7;
     if (WRITER.b.length - next < MIN_FREE || WRITER.b.length > MAX_KEPT_SIZE) {
