@@ -4,9 +4,9 @@
  *
  * Looking a body up by its text costs a hash over every character of a string made for that request
  * alone (V8 caches a string's hash in the string, but each request brings a new string): about 1 ns a
- * character, half a microsecond for a typical 400-byte query body, which is as much as the rest of the
- * lookup and the plan put together. This cache instead keys a bounded LRU ({@link LRUCache}) by a 32-bit
- * fingerprint of the bytes — their length, bytes sampled across the body and every byte of its last 32
+ * character, half a microsecond for a typical 400-byte query body, on top of decoding and JSON-parsing
+ * it. This cache instead keys a bounded LRU ({@link LRUCache}) by a 32-bit
+ * fingerprint of the bytes — their length, bytes sampled across the body and every byte of its last 24
  * (where `variables` and `operationName` usually are) — and keeps with each entry a copy of the bytes,
  * so a lookup is a hash of one number and one `memcmp`; no string is made.
  *
@@ -37,13 +37,13 @@ interface Slot<V> {
 
 /**
  * The fingerprint of `bytes` within `variant`: an FNV-1a-style 32-bit mix of the variant, the length,
- * up to 64 bytes sampled at even steps before the last 32, and the last 32 bytes.
+ * up to 32 bytes sampled at even steps before the last 24, and the last 24 bytes.
  */
 export function fingerprintOf(bytes: Uint8Array, variant: number): number {
   const length = bytes.length;
   let h = Math.imul(0x811c9dc5 ^ variant, 0x01000193) ^ length;
-  const tail = length > 32 ? length - 32 : 0;
-  const step = tail > 64 ? (tail >>> 6) + 1 : 1;
+  const tail = length > 24 ? length - 24 : 0;
+  const step = tail > 32 ? (tail >>> 5) + 1 : 1;
   for (let i = 0; i < tail; i += step) h = Math.imul(h ^ bytes[i]!, 0x01000193);
   for (let i = tail; i < length; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
   return h >>> 0;
