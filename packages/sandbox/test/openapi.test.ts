@@ -195,11 +195,27 @@ describe('route schemas at work', { timeout: 60_000 }, () => {
       ['POST', `/v1/boxes/${id}/timeout`, { timeout_ms: 0 }, 'invalid_option', 'timeout_ms'],
       ['POST', '/v1/pools', { image: BUSYBOX, size: 65 }, 'invalid_option', 'size'],
       ['POST', '/v1/pools', { image: BUSYBOX, size: 1, options: { cpus: -1 } }, 'invalid_option', 'cpus'],
+      [
+        'POST',
+        '/v1/pools',
+        { image: BUSYBOX, size: 1, options: { volumes: [{ host_path: '/etc', guest_path: '/host-etc' }] } },
+        'invalid_option',
+        'volumes[0].hostPath',
+      ],
+      [
+        'POST',
+        '/v1/pools',
+        { image: BUSYBOX, size: 1, options: { rootfs_path: '/' } },
+        'invalid_option',
+        'rootfsPath',
+      ],
     ] as const) {
       const r = await call(method, path, body);
       assert.equal(r.status, 400, `${method} ${path} ${JSON.stringify(body)}`);
       assert.deepEqual([r.body.error.code, r.body.error.field], [code, field], JSON.stringify(r.body));
     }
+    // No refused pool was created: no box holds a host path.
+    assert.deepEqual((await call('GET', '/v1/pools')).body, []);
     await rest.remove(id, true);
     await rest.volumes.remove('doc-vol');
   });
