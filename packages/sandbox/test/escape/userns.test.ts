@@ -33,6 +33,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+import { diskLayerDirs } from '../../src/engine/disk.ts';
 import { findExecutable } from '../../src/engine/engine.ts';
 import { createTieredEngine, type TieredEngine } from '../../src/engine/gvisor-tiers.ts';
 import { ensureSandboxIdRange, type IdMapping } from '../../src/engine/idmap.ts';
@@ -246,7 +247,8 @@ describe('box root is not host root (container tier)', () => {
       );
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, /^-rw-r--r-- +1 0 +0 .*\/bin\/new-tool$/m);
-      const upper = join(s.boxDir, 'disk', 'upper');
+      // The writable layer on the box disk (in its `layer` subvolume when the disk is btrfs, disk.ts).
+      const { upper } = diskLayerDirs(join(s.boxDir, 'disk.img'), join(s.boxDir, 'disk'));
       for (const f of ['etc/passwd', 'bin/new-tool', 'srv']) {
         const st = lstatSync(join(upper, f));
         assert.deepEqual([st.uid, st.gid], [range.hostUid, range.hostGid], f);
@@ -349,7 +351,8 @@ describe('box root is not host root (container tier)', () => {
     const files = new LocalFiles({ initPid: async () => ({ pid, identity: processIdentity(pid) }) });
     try {
       await files.writeStream('/srv/data/note.txt', Readable.from(['hello']));
-      const onHost = lstatSync(join(s.boxDir, 'disk', 'upper', 'srv', 'data', 'note.txt'));
+      const { upper } = diskLayerDirs(join(s.boxDir, 'disk.img'), join(s.boxDir, 'disk'));
+      const onHost = lstatSync(join(upper, 'srv', 'data', 'note.txt'));
       assert.deepEqual([onHost.uid, onHost.gid], [range.hostUid, range.hostGid]);
       const entry = await files.stat('/srv/data/note.txt');
       assert.deepEqual([entry.uid, entry.gid], [0, 0]);
