@@ -157,6 +157,8 @@ export class LocalRuntime implements RuntimeBackend {
       },
       countExecEnd: (id, report: ExecutionReport) => {
         this.#lifetimes.touch(id);
+        // A warm pool refills once the box it handed out has run its first command (pool.ts).
+        for (const pool of this.#pools.values()) pool.commandEnded(id);
         const failed = report.exitCode !== 0;
         if (failed) this.#counters.execErrors++;
         this.#pending.add(id, {

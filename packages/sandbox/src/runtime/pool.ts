@@ -2,7 +2,8 @@
  * Warm pools (issue 18): `runtime.pool({ image, size, options })` keeps `size` boxes of those options
  * created and running, so that `runtime.create()` with the same options hands one out at once instead of
  * starting a box (a box start is ~50 ms; a hand-out is a row update), and the pool refills in the
- * background.
+ * background once the handed-out box's first command has ended (`REFILL_DELAY_MS` at the latest), so the
+ * refill does not compete with that command for the CPU.
  *
  * Pooled boxes are ordinary boxes of the `homeDir` listed in the `pooled_boxes` table: `listInfo()` leaves
  * them out until they are handed out, and a runtime removes the pooled boxes of a process that is gone.
@@ -42,6 +43,14 @@ export interface JsBoxPool {
 
 /** Largest pool size. */
 export const MAX_POOL_SIZE = 64;
+
+/**
+ * Longest wait before a pool refills after a hand-out, ms. The refill (a box start: tens of ms of CPU for
+ * the supervisor, mounts and the OCI runtime) begins when the handed-out box's first command has ended
+ * (`commandEnded`), or after this delay when it runs longer: on a 2-core host a refill started at once
+ * tripled the create → first exec latency the pool is there to cut (bench/lifecycle.ts).
+ */
+export const REFILL_DELAY_MS = 250;
 
 const SCHEMA = `CREATE TABLE IF NOT EXISTS pooled_boxes (
   box_id TEXT PRIMARY KEY REFERENCES boxes(id) ON DELETE CASCADE,
@@ -161,6 +170,8 @@ export class BoxPool implements JsBoxPool {
   #closed = false;
   #error: Error | null = null;
   #waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
+  /** Handed-out boxes whose first command has not ended yet, with the timer of the deferred refill. */
+  readonly #deferred = new Map<string, ReturnType<typeof setTimeout>>();
 
   /** @param spec already validated by {@link poolBoxOptions}. */
   constructor(id: string, spec: { options: JsBoxOptions; size: number }, host: PoolHost, table: PoolTable) {
@@ -185,7 +196,8 @@ export class BoxPool implements JsBoxPool {
 
   /**
    * Takes a ready box for a caller, named `name`; null when none is ready (or another process claimed
-   * them). Starts a refill.
+   * them). The refill starts when that box's first command ends (`commandEnded`) or `REFILL_DELAY_MS`
+   * later, whichever comes first; at once when no box was ready.
    * @throws BoxError `conflict` when `name` is taken (the box goes back to the pool).
    */
   take(name: string | null): string | null {
@@ -199,12 +211,27 @@ export class BoxPool implements JsBoxPool {
         throw error;
       }
       if (claimed) {
-        this.#refill();
+        this.#deferred.set(
+          id,
+          setTimeout(() => this.commandEnded(id), REFILL_DELAY_MS),
+        );
         return id;
       }
     }
     this.#refill();
     return null;
+  }
+
+  /**
+   * Called when a command of box `id` has ended: the refill deferred by its hand-out starts now. No-op
+   * for a box this pool has not just handed out.
+   */
+  commandEnded(id: string): void {
+    const timer = this.#deferred.get(id);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    this.#deferred.delete(id);
+    this.#refill();
   }
 
   #refill(): void {
@@ -235,6 +262,8 @@ export class BoxPool implements JsBoxPool {
 
   async close(): Promise<void> {
     this.#closed = true;
+    for (const timer of this.#deferred.values()) clearTimeout(timer);
+    this.#deferred.clear();
     const ids = this.#ready.splice(0);
     await Promise.all(ids.map((id) => this.#host.remove(id).catch(() => {})));
     for (const w of this.#waiters.splice(0))
