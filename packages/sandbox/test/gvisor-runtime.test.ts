@@ -5,6 +5,8 @@
  * Skipped only when runsc is not installed (`npm run test:setup -w @seed/sandbox` installs it).
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer, get, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { findExecutable } from '../src/engine/engine.ts';
@@ -118,7 +120,7 @@ describe('gVisor boxes through the runtime', { skip }, () => {
     await runtime.remove(box.id, true);
   });
 
-  test('network disabled: only lo; enabled with allowNet: the listed host is reached, others refused', async () => {
+  test('network disabled: only lo; enabled with allowNet: the listed host is reached, others refused; netstack holds eth0'"'"'s address', async () => {
     const off = await runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } });
     const offTry = await run(off, 'sh', ['-c', `nc -w 2 10.0.2.2 ${hostPort} </dev/null; echo rc=$?`]);
     assert.match(offTry.stdout, /rc=1/);
@@ -133,6 +135,21 @@ describe('gVisor boxes through the runtime', { skip }, () => {
     assert.match(ok.stdout, /from host/, ok.stderr);
     const denied = await run(allowed, 'sh', ['-c', `nc -w 2 192.0.2.1 80 </dev/null; echo rc=$?`]);
     assert.match(denied.stdout + denied.stderr, /rc=1/);
+    // netstack owns the box's address: eth0 has it inside the box, the host side of eth0 (in the
+    // namespace the Sentry holds) has none left, and the engine's namespace file is unmounted.
+    const inside = await run(allowed, 'ip', ['-4', 'addr', 'show', 'eth0']);
+    assert.match(inside.stdout, /inet 10\.0\.2\.100\/24/, inside.stderr);
+    const info = await allowed.info();
+    const hostSide = spawnSync(
+      'nsenter',
+      [`--net=/proc/${info.state.pid}/ns/net`, 'ip', '-4', '-o', 'addr', 'show', 'eth0'],
+      {
+        encoding: 'utf8',
+      },
+    );
+    assert.equal(hostSide.status, 0, hostSide.stderr);
+    assert.equal(hostSide.stdout, '', 'no IPv4 address on the host side of eth0');
+    assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(`${allowed.id}/bundle/netns`));
     await runtime.remove(allowed.id, true);
 
     const open = await runtime.create({ image: BUSYBOX });
