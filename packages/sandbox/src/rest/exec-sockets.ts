@@ -39,6 +39,7 @@ export class ExecSockets {
   readonly #heartbeat: NodeJS.Timeout;
   readonly #alive = new WeakSet<WebSocket>();
 
+  /** Starts the heartbeat (unreferenced: it never keeps the process alive); `close()` stops it. */
   constructor(ctx: ServerContext, auth: Authenticator) {
     this.#ctx = ctx;
     this.#auth = auth;

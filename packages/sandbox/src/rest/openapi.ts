@@ -102,11 +102,12 @@ const DESCRIPTION = [
 
 /**
  * Registers `@fastify/swagger` and the documentation hook on the server's root instance; call before any
- * route is added. `GET /v1/openapi.json` serves `app.swagger()`.
+ * route plugin is registered (plugins load in registration order, so swagger sees every route they add).
+ * `GET /v1/openapi.json` serves `app.swagger()`.
  */
-export async function installOpenApi(app: FastifyInstance): Promise<void> {
+export function installOpenApi(app: FastifyInstance): void {
   app.addHook('onRoute', documentRoute);
-  await app.register(swagger, {
+  app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
       info: { title: 'Sandbox REST runtime', version: '1', description: DESCRIPTION },

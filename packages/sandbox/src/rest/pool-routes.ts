@@ -59,6 +59,7 @@ export class ServerPools {
   readonly #runtime: JsRuntime;
   readonly #pools = new Map<string, Entry>();
 
+  /** @param runtime the server's runtime, which keeps the pools and hands their boxes out. */
   constructor(runtime: JsRuntime) {
     this.#runtime = runtime;
   }

@@ -36,6 +36,7 @@ export class Tunnels {
   readonly #prepared = new Map<string, PreparedTunnel>();
   readonly #sockets = new Set<Duplex>();
 
+  /** @param auth checks the `sandbox.exec` permission of each CONNECT. */
   constructor(ctx: ServerContext, auth: Authenticator) {
     this.#ctx = ctx;
     this.#auth = auth;
