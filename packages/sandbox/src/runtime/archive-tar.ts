@@ -32,6 +32,9 @@ export interface LayerTarStats {
   opaqueDirs: number;
 }
 
+/** Files up to this size (bytes) are read whole; larger ones are streamed. */
+const SMALL_FILE = 256 * 1024;
+
 /** Directories under `root` with the overlay opaque xattr, relative (`getfattr -R`, attr package). */
 function opaqueDirs(root: string): Promise<Set<string>> {
   return new Promise((resolve) => {
@@ -116,12 +119,25 @@ export async function writeLayerTar(
         }
         if (st.nlink > 1) links.set(key, childRel);
         const fd = fs.openSync(childAbs, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-        await new Promise<void>((resolve, reject) => {
-          stats.entries++;
-          stats.bytes += st.size;
-          const entry = pack.entry({ ...common, name: childRel, type: 'file', size: st.size }, (err) =>
-            err ? reject(err) : resolve(),
+        const header = { ...common, name: childRel, type: 'file' as const, size: st.size };
+        stats.entries++;
+        stats.bytes += st.size;
+        if (st.size <= SMALL_FILE) {
+          // Small files in one read: a stream per file costs more than the file.
+          let data: Buffer;
+          try {
+            data = fs.readFileSync(fd);
+          } finally {
+            fs.closeSync(fd);
+          }
+          if (data.length !== st.size) throw new Error(`${childRel} changed while it was archived`);
+          await new Promise<void>((resolve, reject) =>
+            pack.entry(header, data, (err) => (err ? reject(err) : resolve())),
           );
+          continue;
+        }
+        await new Promise<void>((resolve, reject) => {
+          const entry = pack.entry(header, (err) => (err ? reject(err) : resolve()));
           fs.createReadStream('', { fd, autoClose: true }).on('error', reject).pipe(entry);
         });
       }
