@@ -120,7 +120,7 @@ describe('gVisor boxes through the runtime', { skip }, () => {
     await runtime.remove(box.id, true);
   });
 
-  test('network disabled: only lo; enabled with allowNet: the listed host is reached, others refused; netstack holds eth0'"'"'s address', async () => {
+  test('network disabled: only lo; enabled with allowNet: the listed host is reached, others refused; netstack holds the address of eth0', async () => {
     const off = await runtime.create({ image: BUSYBOX, network: { mode: 'disabled' } });
     const offTry = await run(off, 'sh', ['-c', `nc -w 2 10.0.2.2 ${hostPort} </dev/null; echo rc=$?`]);
     assert.match(offTry.stdout, /rc=1/);
