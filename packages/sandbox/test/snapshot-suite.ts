@@ -247,5 +247,21 @@ export function snapshotSuite(title: string, prefix: string, setup: () => Promis
       });
       await assert.rejects(runtime.cloneBox(box.id), hasCode('unsupported'));
     });
+
+    it('a gVisor box refuses snapshots, clone and export with unsupported, naming the isolation option', async () => {
+      const box = await runtime.create({ ...quiet, isolation: 'gvisor' }, name('gvisor'));
+      const attempts = [
+        () => box.snapshot.create('x'),
+        () => runtime.cloneBox(box.id),
+        () => box.export(join(scratch, 'g.tar')),
+      ];
+      for (const attempt of attempts) {
+        await assert.rejects(attempt(), (e: unknown) => {
+          assert.ok(e instanceof BoxError && e.code === 'unsupported', String(e));
+          assert.match(e.message, /isolation/);
+          return true;
+        });
+      }
+    });
   });
 }
