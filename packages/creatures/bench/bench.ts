@@ -52,15 +52,19 @@ const QUERIES = {
 const CACHING = `What is cached:
 - ours, caches off (RESPONSE_CACHE_SIZE=0): no response cache. Kept between requests: per query text, the
   parsed and validated document (LRU, 1000 texts) and per operation its compiled form (a query plan, else
-  graphql-jit) and its cost estimate while the data is unchanged. Every request still reads and
-  JSON-parses the body, looks the text up, coerces variables, runs the resolvers over the store's
-  in-memory creatures and serializes the answer.
+  graphql-jit) and its cost estimate while the data is unchanged; per exact JSON body (LRU, 1000 bodies,
+  found by a fingerprint of the bytes and one byte comparison) what the body asks for: its document,
+  operation and variables, so a repeated body is not JSON-parsed again. Every request still reads the
+  body, checks the cost, coerces variables (if the operation has any), runs the resolvers over the
+  store's in-memory creatures and writes the answer.
 - ours, caches on (RESPONSE_CACHE_SIZE=1000): the same, plus whole answers of read-only queries, keyed by
-  method, Accept, Content-Type and body (dropped on every data change).
+  Accept, Content-Type and the URL (GET) or the body bytes (POST), dropped on every data change.
 - mercurius: Fastify + Mercurius 16 with jit: 1 (graphql-jit compiles a document on its first use, then
-  runs the compiled query) and its own LRU of parsed and validated documents (default, on); no response
-  cache (Mercurius has none without a plugin).
-- precomputed: a bare node:http server writing the answer bytes and headers prepared at start.`;
+  runs the compiled query) and its own LRU of parsed and validated documents keyed by query text
+  (default, on); Fastify JSON-parses every body; no response cache (Mercurius has none without a
+  plugin), no request metrics (ours counts and times every request for /metrics).
+- precomputed: a bare node:http server writing the answer bytes and headers prepared at start, found by
+  body length and one byte comparison.`;
 
 const TARGETS = ['ours, caches off', 'ours, caches on', 'mercurius', 'precomputed'] as const;
 type Target = (typeof TARGETS)[number];

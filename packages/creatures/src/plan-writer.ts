@@ -51,18 +51,15 @@ export function grow(n: number, k: number): Buffer {
 }
 
 /**
- * JSON text of short strings (up to {@link SHORT_STRING} characters) and of strings that `writeString`
- * cannot copy byte for byte (non-ASCII, or with characters JSON escapes), as UTF-8 bytes, kept by value:
- * the store hands out the same string objects on every request, and V8 keeps a string's hash in it, so
- * finding their bytes costs less than copying their characters one by one. Bounded: strings longer than
- * {@link MAX_ENCODED_LENGTH} are not kept, and the map is emptied when it holds {@link MAX_ENCODED}
- * entries.
+ * JSON text of strings that `writeString` cannot copy byte for byte (non-ASCII, or with characters JSON
+ * escapes), as UTF-8 bytes, kept by value: the store hands out the same strings on every request.
+ * Bounded: strings longer than {@link MAX_ENCODED_LENGTH} are not kept, and the map is emptied when it
+ * holds {@link MAX_ENCODED} entries. (Looking every string up here instead of copying it was measured
+ * slower for the list of all creatures: hundreds of lookups in a large map cost more than short copies.)
  */
 const encoded = new Map<string, Buffer>();
 const MAX_ENCODED = 50_000;
 const MAX_ENCODED_LENGTH = 200;
-/** Strings up to this many characters are written from their kept bytes. */
-const SHORT_STRING = 64;
 
 /** The UTF-8 bytes of `JSON.stringify(value)`, from the bounded map when the string is short. */
 function encodedString(value: string): Buffer {
@@ -87,13 +84,11 @@ export function writeBytes(b: Buffer, n: number, bytes: Uint8Array): number {
 }
 
 /**
- * Writes a string as a JSON string literal at `n`; returns the new position. Short strings are written
- * from their kept bytes; longer printable ASCII without `"` and `\` is copied character by character;
- * anything else goes through `JSON.stringify`.
+ * Writes a string as a JSON string literal at `n`; returns the new position. Printable ASCII without
+ * `"` and `\` is copied character by character; anything else goes through `JSON.stringify`.
  */
 export function writeString(b: Buffer, n: number, value: string): number {
   const length = value.length;
-  if (length <= SHORT_STRING) return writeBytes(b, n, encodedString(value));
   if (n + length + 2 > b.length) b = grow(n, length + 2);
   b[n] = 34;
   let m = n + 1;

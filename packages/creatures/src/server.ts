@@ -78,7 +78,10 @@ export interface CreatureServerOptions {
   logLevel?: string;
   /** Directory served at `/` when it exists (default {@link DEFAULT_WEB_ROOT}). */
   webRoot?: string;
-  /** Most responses kept in the read-only query response cache (default 1000; 0 disables). */
+  /**
+   * Most responses kept in the read-only query response cache, for GET URLs and for POST bodies each
+   * (default 1000; 0 disables).
+   */
   responseCacheSize?: number;
   /**
    * Offer GraphQL subscriptions over Server-Sent Events on `/graphql` (requests with

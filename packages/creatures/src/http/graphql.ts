@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine, RequestState } from '../engine.ts';
-import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
+import type { FastAnswer } from '../engine-fast.ts';
 import { type IncrementalExecutor, usesIncrementalDelivery } from '../incremental.ts';
 import type { ChangeSource, EventStreamHandler } from '../subscriptions.ts';
 import { isEventStreamRequest } from '../subscriptions.ts';
@@ -15,16 +15,19 @@ import { etagOf } from './images.ts';
 import type { ServerMetrics } from './metrics.ts';
 import { answerBatch, answerIncremental } from './multi-part-answers.ts';
 import { type MultipartSubscriptions, wantsMultipartSubscription } from './multipart.ts';
-import { fromSearch, mediaTypeOf } from './params.ts';
-import { readBody, sendError } from './respond.ts';
+import { mediaTypeOf } from './params.ts';
+import { readBodyWithin, sendError } from './respond.ts';
 import { ResponseCache } from './response-cache.ts';
 import {
+  answerExplorer,
+  answerOptions,
   checkParamsOrUndefined,
   decodeURIComponentSafe,
   isJson,
   isSubscription,
   notModified,
   PREFLIGHT_HEADERS,
+  paramsOf,
   SIMPLE_CONTENT_TYPES,
   varyWith,
 } from './route-helpers.ts';
@@ -36,7 +39,7 @@ export interface GraphQLRouteOptions {
   streams?: EventStreamHandler;
   /** Largest request body in bytes (larger: 413). */
   bodyLimit: number;
-  /** Most responses kept in the response cache (0: none). */
+  /** Most responses kept in the response cache, for GET URLs and for POST bodies each (0: none). */
   responseCacheSize: number;
   /** Change events; every event empties the response cache. */
   changes: ChangeSource;
@@ -95,46 +98,8 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       context: state,
     });
 
-  /** Reads the body of a POST within the limit (answering 413 itself) and passes it on. */
-  function withBody(req: IncomingMessage, res: ServerResponse, next: (body: Buffer) => void): void {
-    const declared = Number(req.headers['content-length']);
-    if (declared > bodyLimit) {
-      sendError(
-        res,
-        413,
-        `Request body of ${declared} bytes exceeds the limit of ${bodyLimit} bytes`,
-        { connection: 'close' },
-        'PAYLOAD_TOO_LARGE',
-      );
-      req.resume();
-      return;
-    }
-    readBody(req, bodyLimit, (body) => {
-      if (body === undefined) {
-        sendError(
-          res,
-          413,
-          `Request body exceeds the limit of ${bodyLimit} bytes`,
-          { connection: 'close' },
-          'PAYLOAD_TOO_LARGE',
-        );
-        return;
-      }
-      next(body);
-    });
-  }
-
-  /** The parameters of a GET's URL or a JSON POST body; undefined when they do not parse (the full handler then reports it). */
-  function paramsOf(method: string, url: string, body: string): Record<string, unknown> | undefined {
-    try {
-      const parsed: unknown = method === 'GET' ? fromSearch(url) : JSON.parse(body);
-      return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
-        ? (parsed as Record<string, unknown>)
-        : undefined;
-    } catch {
-      return undefined;
-    }
-  }
+  const withBody = (req: IncomingMessage, res: ServerResponse, next: (body: Buffer) => void) =>
+    readBodyWithin(req, res, bodyLimit, next);
 
   const isIncremental = (text: string) => options.incremental !== undefined && usesIncrementalDelivery(text);
 
@@ -165,25 +130,11 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       }
     }
     if (method === 'GET' && options.explorer && accept.includes('text/html')) {
-      res.writeHead(200, {
-        'content-type': 'text/html; charset=utf-8',
-        'content-length': EXPLORER_HTML.length,
-        'content-security-policy': EXPLORER_CSP,
-        'x-content-type-options': 'nosniff',
-      });
-      res.end(EXPLORER_HTML);
+      answerExplorer(res);
       return;
     }
     if (method === 'OPTIONS') {
-      const headers: Record<string, string> = { allow: 'GET, POST, OPTIONS' };
-      if (res.hasHeader('access-control-allow-origin')) {
-        headers['access-control-allow-methods'] = 'GET, POST, OPTIONS';
-        headers['access-control-allow-headers'] =
-          req.headers['access-control-request-headers'] ?? 'content-type, graphql-require-preflight';
-        headers['access-control-max-age'] = '600';
-      }
-      res.writeHead(204, headers);
-      res.end();
+      answerOptions(req, res);
       return;
     }
     const contentType = req.headers['content-type'] ?? '';
@@ -345,44 +296,28 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       fail(req, res, err);
       return;
     }
-    if (answer === undefined) {
-      execute(req, res, method, url, body, key, -1).catch((err: unknown) => fail(req, res, err));
-    } else if (answer instanceof Promise) {
-      const startGeneration = generation;
-      answer
-        .then((done) => {
-          if (done)
-            send(
-              req,
-              res,
-              method,
-              key,
-              -1,
-              startGeneration,
-              200,
-              'OK',
-              { 'content-type': done.contentType },
-              done.body,
-              true,
-            );
-          else return execute(req, res, method, url, body, key, -1);
-        })
-        .catch((err: unknown) => fail(req, res, err));
-    } else {
+    const ok = (done: FastAnswer, startGeneration: number) =>
       send(
         req,
         res,
         method,
         key,
         -1,
-        generation,
+        startGeneration,
         200,
         'OK',
-        { 'content-type': answer.contentType },
-        answer.body,
+        { 'content-type': done.contentType },
+        done.body,
         true,
       );
-    }
+    if (answer === undefined) {
+      execute(req, res, method, url, body, key, -1).catch((err: unknown) => fail(req, res, err));
+    } else if (answer instanceof Promise) {
+      const startGeneration = generation;
+      answer
+        .then((done) => (done ? ok(done, startGeneration) : execute(req, res, method, url, body, key, -1)))
+        .catch((err: unknown) => fail(req, res, err));
+    } else ok(answer, generation);
   }
 
   async function execute(

@@ -1,5 +1,6 @@
 /**
- * Small HTTP helpers shared by the creature server's routes: JSON error answers and bounded body reading.
+ * Small HTTP helpers shared by the creature server's routes: JSON error answers and bounded body reading
+ * (answering 413 for a body over the limit).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
@@ -51,4 +52,42 @@ export function readBody(
   });
   // An aborted upload: the client is gone, nothing to answer.
   req.on('error', () => {});
+}
+
+/**
+ * Reads the body of a POST within `limit` bytes and passes its bytes to `next`; a body over the limit
+ * (by its `content-length`, or as it arrives) is answered `413` (`PAYLOAD_TOO_LARGE`, connection closed)
+ * here and `next` is not called.
+ */
+export function readBodyWithin(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limit: number,
+  next: (body: Buffer) => void,
+): void {
+  const declared = Number(req.headers['content-length']);
+  if (declared > limit) {
+    sendError(
+      res,
+      413,
+      `Request body of ${declared} bytes exceeds the limit of ${limit} bytes`,
+      { connection: 'close' },
+      'PAYLOAD_TOO_LARGE',
+    );
+    req.resume();
+    return;
+  }
+  readBody(req, limit, (body) => {
+    if (body === undefined) {
+      sendError(
+        res,
+        413,
+        `Request body exceeds the limit of ${limit} bytes`,
+        { connection: 'close' },
+        'PAYLOAD_TOO_LARGE',
+      );
+      return;
+    }
+    next(body);
+  });
 }

@@ -1,11 +1,13 @@
 /**
  * Request checks and answer helpers of the `/graphql` route (`graphql.ts`): the CSRF guard's header and
- * media type lists, parameter and content-type checks, and `304 Not Modified` answers for GET queries.
+ * media type lists, parameter and content-type checks, `304 Not Modified` answers for GET queries, the
+ * explorer page and `OPTIONS` answers.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getOperationAST, parse } from 'graphql';
+import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
 import { etagMatches } from './images.ts';
-import { checkParams, mediaTypeOf } from './params.ts';
+import { checkParams, fromSearch, mediaTypeOf } from './params.ts';
 
 /** Headers any of which lets a POST with a "simple" content type through the CSRF guard. */
 export const PREFLIGHT_HEADERS = [
@@ -78,4 +80,46 @@ export function notModified(req: IncomingMessage, res: ServerResponse, headers: 
   res.writeHead(304, kept);
   res.end();
   return true;
+}
+
+/**
+ * The parameters of a GET's URL or a JSON POST body as an object; undefined when they do not parse or are
+ * not an object (the full handler then reports it).
+ */
+export function paramsOf(method: string, url: string, body: string): Record<string, unknown> | undefined {
+  try {
+    const parsed: unknown = method === 'GET' ? fromSearch(url) : JSON.parse(body);
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+      ? (parsed as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Answers a browser's GET of `/graphql` with the GraphiQL explorer page (with its CSP). */
+export function answerExplorer(res: ServerResponse): void {
+  res.writeHead(200, {
+    'content-type': 'text/html; charset=utf-8',
+    'content-length': EXPLORER_HTML.length,
+    'content-security-policy': EXPLORER_CSP,
+    'x-content-type-options': 'nosniff',
+  });
+  res.end(EXPLORER_HTML);
+}
+
+/**
+ * Answers `OPTIONS /graphql`: `204` with `Allow`, and for an allowed CORS origin (set on `res` before) the
+ * preflight headers (methods, the requested headers, a 10-minute max age).
+ */
+export function answerOptions(req: IncomingMessage, res: ServerResponse): void {
+  const headers: Record<string, string> = { allow: 'GET, POST, OPTIONS' };
+  if (res.hasHeader('access-control-allow-origin')) {
+    headers['access-control-allow-methods'] = 'GET, POST, OPTIONS';
+    headers['access-control-allow-headers'] =
+      req.headers['access-control-request-headers'] ?? 'content-type, graphql-require-preflight';
+    headers['access-control-max-age'] = '600';
+  }
+  res.writeHead(204, headers);
+  res.end();
 }
