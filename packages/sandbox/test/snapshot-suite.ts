@@ -61,9 +61,10 @@ export function snapshotSuite(title: string, prefix: string, setup: () => Promis
     let runtime: JsRuntime;
     const name = (suffix: string) => `${prefix}-sn-${suffix}`;
     const quiet = { image: BUSYBOX, network: { mode: 'disabled' as const } };
-    const scratch = mkdtempSync(join(tmpdir(), 'sandbox-snap-'));
+    let scratch = '';
 
     before(async () => {
+      scratch = mkdtempSync(join(tmpdir(), 'sandbox-snap-'));
       target = await setup();
       runtime = target.runtime;
     });
@@ -72,7 +73,7 @@ export function snapshotSuite(title: string, prefix: string, setup: () => Promis
       for (const info of await runtime.listInfo()) {
         if (info.name?.startsWith(`${prefix}-sn-`)) await runtime.remove(info.id, true).catch(() => {});
       }
-      rmSync(scratch, { recursive: true, force: true });
+      if (scratch) rmSync(scratch, { recursive: true, force: true });
     });
 
     it('snapshot.create while the box runs, list, get, restore (box restarts, same id), remove', async () => {
