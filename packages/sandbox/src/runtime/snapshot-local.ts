@@ -240,11 +240,18 @@ export class LocalSnapshots implements SnapshotService {
    * A new box from an archive of `export` (`runtime.importBox`): the image part becomes an OCI layout in
    * `<homeDir>/imports` (the box's `rootfsPath`), the box layer is unpacked into the new box's disk with
    * owners mapped into this host's user-namespace range, and the box starts with the exported options.
-   * @throws BoxError `not_found` / `invalid_option` (field `path`) for a missing or foreign archive.
+   * @throws BoxError `not_found` / `invalid_option` (field `path`) for a missing or foreign archive,
+   *   `unsupported` for an ordinary account.
    */
   async importBox(path: string, name?: string): Promise<JsBox> {
     if (typeof path !== 'string' || path === '') {
       throw new BoxError('invalid import path: must be a file path', { field: 'path' });
+    }
+    if (process.getuid?.() !== 0) {
+      throw new BoxError(
+        'importBox: not available to an ordinary account (the box layer goes onto a loop-mounted box disk); import as root',
+        { code: 'unsupported' },
+      );
     }
     const archive = await readBoxArchive(path, join(this.#host.homeDir, 'imports'));
     const userns = process.env.SEED_SANDBOX_USERNS !== '0';
