@@ -99,12 +99,12 @@ export function assertSnapshots(boxDir: string, box: string): void {
   if (why) throw new BoxError(`snapshots: box ${box} cannot have snapshots: ${why}`, { code: 'unsupported' });
 }
 
-/** @throws BoxError `invalid_option` naming `name` when it is not a valid snapshot name. */
-export function checkSnapshotName(name: unknown): string {
+/** @throws BoxError `invalid_option` naming `field` when `name` is not a valid snapshot name. */
+export function checkSnapshotName(name: unknown, field = 'name'): string {
   if (typeof name !== 'string' || !SNAPSHOT_NAME_RE.test(name)) {
     throw new BoxError(
       `invalid snapshot name ${JSON.stringify(name)}: 1–64 letters, digits, '.', '_' or '-', not starting with '.' or '-'`,
-      { field: 'name' },
+      { field },
     );
   }
   return name;

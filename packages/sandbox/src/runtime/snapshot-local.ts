@@ -13,6 +13,7 @@ import { freezeBox, thawBox } from '../engine/freezer.ts';
 import { ensureSandboxIdRange } from '../engine/idmap.ts';
 import {
   assertSnapshots,
+  checkSnapshotName,
   diskMounted,
   diskPaths,
   flushDisk,
@@ -90,6 +91,7 @@ function tierCheck(record: BoxRecord): void {
 export class LocalSnapshots implements SnapshotService {
   readonly #host: SnapshotHost;
 
+  /** @param host what the service needs from its `LocalRuntime`. */
   constructor(host: SnapshotHost) {
     this.#host = host;
   }
@@ -130,16 +132,19 @@ export class LocalSnapshots implements SnapshotService {
     return (await getSnapshot(boxDir, snapName)) ?? taken;
   }
 
+  /** The box's snapshots, oldest first (see `BoxSnapshots.list`). */
   async list(id: string): Promise<SnapshotInfo[]> {
     const { boxDir } = await this.#checked(id);
     return listSnapshots(boxDir);
   }
 
+  /** Snapshot `name` of the box, or null (see `BoxSnapshots.get`). */
   async get(id: string, name: string): Promise<SnapshotInfo | null> {
     const { boxDir } = await this.#checked(id);
     return getSnapshot(boxDir, name);
   }
 
+  /** Deletes snapshot `name` of the box (see `BoxSnapshots.remove`). @throws BoxError `not_found`. */
   async remove(id: string, name: string): Promise<void> {
     const { boxDir } = await this.#checked(id);
     await removeSnapshot(boxDir, name);
@@ -192,9 +197,7 @@ export class LocalSnapshots implements SnapshotService {
       throw new BoxError('clone options must be an object', { field: 'options' });
     }
     const { snapshot, ...overrides } = options;
-    if (snapshot !== undefined && (typeof snapshot !== 'string' || snapshot === '')) {
-      throw new BoxError('invalid clone option snapshot: must be a snapshot name', { field: 'snapshot' });
-    }
+    if (snapshot !== undefined) checkSnapshotName(snapshot, 'snapshot');
     const { record, boxDir } = await this.#checked(idOrName);
     const merged: JsBoxOptions = { ...boxOptionsOf(record.options, true), ...overrides };
     if (merged.diskSizeGb === undefined && record.options.diskSizeGb !== undefined) {

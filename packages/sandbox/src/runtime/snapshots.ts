@@ -4,7 +4,7 @@
  * for local and REST boxes; a `SnapshotOps` does the work (`snapshot-local.ts` on this host, REST calls in
  * `rest/client.ts`).
  */
-import { BoxError } from '../errors.ts';
+import { checkSnapshotName } from '../engine/snapshot.ts';
 import type { JsBoxOptions, JsVolumeSpec } from '../types.ts';
 import type { StoredBoxOptions } from './state.ts';
 
@@ -27,21 +27,37 @@ export interface CloneOptions extends JsBoxOptions {
   snapshot?: string;
 }
 
-/** What the snapshot handle of one box calls (local or REST). */
+/**
+ * What the snapshot handle of one box calls (local or REST); names are checked by the handle first.
+ * Semantics and errors as `BoxSnapshots`.
+ */
 export interface SnapshotOps {
+  /** Takes a snapshot (the default name when `name` is undefined). */
   create(name?: string): Promise<SnapshotInfo>;
+  /** Every snapshot, oldest first. */
   list(): Promise<SnapshotInfo[]>;
+  /** One snapshot, or null. */
   get(name: string): Promise<SnapshotInfo | null>;
+  /** Makes snapshot `name` the box's writable layer (a running box restarts). */
   restore(name: string): Promise<void>;
+  /** Deletes snapshot `name`. */
   remove(name: string): Promise<void>;
 }
 
-/** The snapshot services a local runtime gives its box handles (`RuntimeContext.snapshots`). */
+/**
+ * The snapshot services a local runtime gives its box handles (`RuntimeContext.snapshots`): the
+ * `SnapshotOps` of box `id`, plus its export. Errors as `BoxSnapshots`.
+ */
 export interface SnapshotService {
+  /** Takes a snapshot of box `id`. */
   create(id: string, name?: string): Promise<SnapshotInfo>;
+  /** Box `id`'s snapshots, oldest first. */
   list(id: string): Promise<SnapshotInfo[]>;
+  /** One snapshot of box `id`, or null. */
   get(id: string, name: string): Promise<SnapshotInfo | null>;
+  /** Restores snapshot `name` of box `id`. */
   restore(id: string, name: string): Promise<void>;
+  /** Deletes snapshot `name` of box `id`. */
   remove(id: string, name: string): Promise<void>;
   /** Writes the box as an OCI image layout archive at `path` (`archive.ts`). */
   export(id: string, path: string): Promise<void>;
@@ -49,12 +65,7 @@ export interface SnapshotService {
 
 function checkName(name: unknown, optional: boolean): void {
   if (optional && (name === undefined || name === null)) return;
-  if (typeof name !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/.test(name)) {
-    throw new BoxError(
-      `invalid snapshot name ${JSON.stringify(name)}: 1–64 letters, digits, '.', '_' or '-', not starting with '.' or '-'`,
-      { field: 'name' },
-    );
-  }
+  checkSnapshotName(name);
 }
 
 /**
