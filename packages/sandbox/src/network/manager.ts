@@ -80,6 +80,19 @@ export interface BoxNetworkConfig {
   secrets: SecretRule[];
   /** Detached boxes keep slirp4netns (and their published ports) after this process exits. */
   detach: boolean;
+  /**
+   * The box's network, given when its host side (resolver, secrets proxy, gateway namespace,
+   * slirp4netns, ruleset) may be set up at once by `prepare`, while the engine mounts and starts the
+   * box; `setup` then only links the box to its gateway. Container-tier boxes only: the gVisor tier
+   * makes the gateway namespace itself (`prepareNetns`).
+   */
+  network?: EngineNetworkContext['network'];
+}
+
+/** What the host side of a box's network left for `setup` (see `BoxNetworking.setup`). */
+interface HostSide {
+  live: Live;
+  persisted: Persisted;
 }
 
 interface Live {
@@ -145,6 +158,8 @@ export class BoxNetworking {
   readonly #published = new Map<string, JsPublishedPort[]>();
   /** Boxes whose gateway and link `prepareNetns` made before their runtime started (gVisor tier). */
   readonly #linked = new Set<string>();
+  /** Host sides started by `prepare` that `setup` has not taken yet. */
+  readonly #early = new Map<string, Promise<HostSide>>();
 
   /** `stateDir`: where per-box network state (slirp4netns pid, API socket, log) is kept; short path. */
   constructor(options: { stateDir: string }) {
@@ -155,6 +170,12 @@ export class BoxNetworking {
   /** Records ports, secrets and detach for the next start of box `id`. */
   prepare(id: string, config: BoxNetworkConfig): void {
     this.#prepared.set(id, config);
+    if (config.network && config.network.mode !== 'disabled') {
+      // The host side starts now, beside the box's mounts and OCI runtime; `setup` awaits it.
+      const early = this.#hostSide(id, config.network, config, false);
+      early.catch(() => {});
+      this.#early.set(id, early);
+    }
   }
 
   /** The `networkSetup`/`networkTeardown` hooks of `CreateEngineOptions`, and the gVisor tier's `networkPrepare`. */
@@ -205,10 +226,39 @@ export class BoxNetworking {
       this.#published.set(ctx.id, []);
       return;
     }
-    const policy = parseAllowNet(ctx.network.allowNet);
+    const early = this.#early.get(ctx.id);
+    this.#early.delete(ctx.id);
+    let host: HostSide;
+    if (early) {
+      host = await early;
+      await linkBox(gatewayName(ctx.id), ctx.pid);
+    } else {
+      const linked = this.#linked.delete(ctx.id);
+      host = await this.#hostSide(ctx.id, ctx.network, config, linked ? true : ctx.pid);
+    }
+    this.#writeEtc(ctx.boxDir, host.live.proxy?.caPem);
+    host.persisted.published = await this.#publish(ctx.id, config.ports);
+    writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(host.persisted));
+    this.#published.set(ctx.id, host.persisted.published);
+  }
+
+  /**
+   * The host side of box `id`'s network: resolver and proxy when needed, the gateway namespace, then
+   * slirp4netns and the ruleset at once. `link`: the box init's pid to link it in the same step, `true`
+   * when the gateway namespace and link exist already (`prepareNetns`), `false` to leave the link to
+   * the caller. slirp4netns is recorded before any failure is reported, so teardown finds it.
+   * @throws Error when slirp4netns, the link or the ruleset fails.
+   */
+  async #hostSide(
+    id: string,
+    network: EngineNetworkContext['network'],
+    config: BoxNetworkConfig,
+    link: number | boolean,
+  ): Promise<HostSide> {
+    const policy = parseAllowNet(network.allowNet);
     const live: Live = { bound: new Set() };
-    this.#live.set(ctx.id, live);
-    const gateway = gatewayName(ctx.id);
+    this.#live.set(id, live);
+    const gateway = gatewayName(id);
     const bind = async (addresses: string[]) => {
       // An open policy needs no per-address rule (and must not open the host loopback by name).
       if (policy.open) return;
@@ -227,33 +277,29 @@ export class BoxNetworking {
     // sends nothing before start() resolves). slirp4netns is recorded before any failure is reported,
     // so teardown finds it.
     const persisted: Persisted = { slirpPid: 0, published: [] };
-    writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
-    const linked = this.#linked.delete(ctx.id);
-    const nsPath = linked ? join(NETNS_DIR, gateway) : await createGatewayNamespace(gateway);
+    writeFileSync(this.#file(id, 'json'), JSON.stringify(persisted));
+    const nsPath = link === true ? join(NETNS_DIR, gateway) : await createGatewayNamespace(gateway);
     const rules = gatewayRules({ policy, dnsPort: live.dns?.port, proxyPort: live.proxy?.port });
-    const [slirp, link, firewall] = await Promise.allSettled([
+    const [slirp, linked, firewall] = await Promise.allSettled([
       startSlirp({
         netns: nsPath,
         cidr: SLIRP_CIDR,
-        apiSocket: this.#file(ctx.id, 'sock'),
-        logFile: this.#file(ctx.id, 'log'),
+        apiSocket: this.#file(id, 'sock'),
+        logFile: this.#file(id, 'log'),
         // The host loopback is needed for the resolver and the proxy (the gateway admits only them).
         disableHostLoopback: !ownDns && !allowsHostLoopback(policy),
         disableDns: ownDns,
         exitWithParent: !config.detach,
       }),
-      linked ? Promise.resolve() : linkBox(gateway, ctx.pid),
+      typeof link === 'number' ? linkBox(gateway, link) : Promise.resolve(),
       loadGatewayRules(gateway, rules),
     ]);
     persisted.slirpPid = slirp.status === 'fulfilled' ? slirp.value : 0;
-    writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
+    writeFileSync(this.#file(id, 'json'), JSON.stringify(persisted));
     if (slirp.status === 'rejected') throw slirp.reason;
-    if (link.status === 'rejected') throw link.reason;
+    if (linked.status === 'rejected') throw linked.reason;
     if (firewall.status === 'rejected') throw firewall.reason;
-    this.#writeEtc(ctx.boxDir, live.proxy?.caPem);
-    persisted.published = await this.#publish(ctx.id, config.ports);
-    writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(persisted));
-    this.#published.set(ctx.id, persisted.published);
+    return { live, persisted };
   }
 
   /**
@@ -309,6 +355,10 @@ export class BoxNetworking {
 
   /** Tears the box's network down (slirp4netns, gateway namespace, resolver, proxy, state files). Idempotent. */
   async teardown(id: string): Promise<void> {
+    // A host side still being set up by `prepare` finishes first, so that what it started is found.
+    const early = this.#early.get(id);
+    this.#early.delete(id);
+    await early?.catch(() => {});
     const live = this.#live.get(id);
     this.#live.delete(id);
     this.#published.delete(id);

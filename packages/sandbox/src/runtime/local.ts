@@ -601,6 +601,8 @@ export class LocalRuntime implements RuntimeBackend {
       ports: normalized.ports,
       secrets: normalized.secrets,
       detach: normalized.detach,
+      // The container tier's network host side starts beside the box's mounts (manager.ts `prepare`).
+      ...(normalized.isolation === 'gvisor' ? {} : { network: normalized.network }),
     });
     const started = await engine.start(spec);
     const timings: BoxTimings = {
