@@ -1,5 +1,12 @@
-import type { SQLInputValue } from 'node:sqlite';
 import { NotFoundError } from '../errors.ts';
+import {
+  authorizationCodeValues,
+  deviceCodeValues,
+  INSERT_AUTHORIZATION_CODE,
+  INSERT_DEVICE_CODE,
+  REFRESH_TOKEN_COLUMNS,
+  refreshTokenValues,
+} from './inputs.ts';
 import {
   toCode,
   toDeviceCode,
@@ -28,24 +35,8 @@ import type {
 
 export type { SqliteAuthStoreOptions } from './sqlite/core.ts';
 
-const INSERT_REFRESH_TOKEN = `INSERT INTO refresh_tokens (token_hash, family_id, client_id, user_id, scope,
-  created_at, expires_at, dpop_jkt, session_id, auth_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
-
-/** The values of {@link INSERT_REFRESH_TOKEN}, in its column order. */
-function refreshTokenValues(input: NewRefreshToken): SQLInputValue[] {
-  return [
-    input.tokenHash,
-    input.familyId,
-    input.clientId,
-    input.userId ?? null,
-    input.scope ?? '',
-    input.createdAt,
-    input.expiresAt,
-    input.dpopJkt ?? null,
-    input.sessionId ?? null,
-    input.authTime ?? null,
-  ];
-}
+const INSERT_REFRESH_TOKEN = `INSERT INTO refresh_tokens (${REFRESH_TOKEN_COLUMNS})
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /** Marks an unused, unrevoked refresh token used; parameters: used_at, replaced_by, token_hash. */
 const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
@@ -131,22 +122,8 @@ export class SqliteAuthStore extends SqliteClients implements AuthStore {
   async insertAuthorizationCode(input: NewAuthorizationCode): Promise<AuthorizationCodeRecord> {
     return this.change('authorization code', { field: 'codeHash', value: '…' }, undefined, () => {
       const row = this.sqlGet(
-        `INSERT INTO authorization_codes (code_hash, client_id, user_id, redirect_uri, scope, code_challenge,
-          code_challenge_method, nonce, created_at, expires_at, auth_time, session_id, amr)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-        input.codeHash,
-        input.clientId,
-        input.userId,
-        input.redirectUri,
-        input.scope ?? '',
-        input.codeChallenge ?? null,
-        input.codeChallengeMethod ?? null,
-        input.nonce ?? null,
-        input.createdAt,
-        input.expiresAt,
-        input.authTime ?? null,
-        input.sessionId ?? null,
-        input.amr ? JSON.stringify(input.amr) : null,
+        INSERT_AUTHORIZATION_CODE,
+        ...authorizationCodeValues(input, (amr) => JSON.stringify(amr)),
       );
       return toCode(row!);
     });
@@ -295,17 +272,7 @@ export class SqliteAuthStore extends SqliteClients implements AuthStore {
     input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
   ): Promise<DeviceCodeRecord> {
     return this.change('device code', { field: 'userCode', value: input.userCode }, undefined, () => {
-      const row = this.sqlGet(
-        `INSERT INTO device_codes (device_code_hash, user_code, client_id, scope, interval_s, created_at, expires_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-        input.deviceCodeHash,
-        input.userCode,
-        input.clientId,
-        input.scope,
-        input.intervalSeconds,
-        input.createdAt,
-        input.expiresAt,
-      );
+      const row = this.sqlGet(INSERT_DEVICE_CODE, ...deviceCodeValues(input));
       return toDeviceCode(row!);
     });
   }

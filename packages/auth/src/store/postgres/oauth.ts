@@ -3,7 +3,7 @@
  * pushed authorization requests (RFC 9126), the one-time-key replay cache shared by every instance
  * (DPoP `jti`, RFC 9449 §11.1; client assertion `jti`, RFC 7523 §3), and expiry purging.
  */
-import { auditFilter, paging } from '../inputs.ts';
+import { auditFilter, deviceCodeValues, INSERT_DEVICE_CODE, paging } from '../inputs.ts';
 import { toAudit, toDeviceCode, toPushedRequest } from '../rows.ts';
 import type { AuditEvent, AuditQuery, DeviceCodeRecord, Page, PushedRequestRecord } from '../types.ts';
 import { all, get, getAs, type Param, type PgContext, type Q, run, tx, write } from './db.ts';
@@ -46,18 +46,7 @@ export function insertDeviceCode(
   input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
 ): Promise<DeviceCodeRecord> {
   return write('device code', { field: 'userCode', value: input.userCode }, async () => {
-    const row = await get(
-      q,
-      `INSERT INTO device_codes (device_code_hash, user_code, client_id, scope, interval_s, created_at, expires_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-      input.deviceCodeHash,
-      input.userCode,
-      input.clientId,
-      input.scope,
-      input.intervalSeconds,
-      input.createdAt,
-      input.expiresAt,
-    );
+    const row = await get(q, INSERT_DEVICE_CODE, ...deviceCodeValues(input));
     return toDeviceCode(row!);
   });
 }

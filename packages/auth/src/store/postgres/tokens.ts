@@ -8,6 +8,12 @@
  * changes are announced on the {@link SIGNING_KEYS_CHANNEL} notification channel, delivered at commit.
  */
 import { NotFoundError } from '../../errors.ts';
+import {
+  authorizationCodeValues,
+  INSERT_AUTHORIZATION_CODE,
+  REFRESH_TOKEN_COLUMNS,
+  refreshTokenValues,
+} from '../inputs.ts';
 import { toCode, toKey, toRefresh, toRefreshWithOwner, toSession } from '../rows.ts';
 import type {
   AuthorizationCodeRecord,
@@ -20,29 +26,10 @@ import type {
   RefreshTokenWithOwner,
   SigningKeyRecord,
 } from '../types.ts';
-import { all, get, getAs, type Param, type PgContext, type Q, run, tx, write } from './db.ts';
+import { all, get, getAs, type PgContext, type Q, run, tx, write } from './db.ts';
 
 /** `LISTEN`/`NOTIFY` channel announcing inserted or retired signing keys (payload: the kid). */
 export const SIGNING_KEYS_CHANNEL = 'seed_auth_signing_keys';
-
-const REFRESH_COLUMNS = `token_hash, family_id, client_id, user_id, scope, created_at, expires_at, dpop_jkt,
-  session_id, auth_time`;
-
-/** The values of a refresh-token insert, in the order of `REFRESH_COLUMNS`. */
-function refreshTokenValues(input: NewRefreshToken): Param[] {
-  return [
-    input.tokenHash,
-    input.familyId,
-    input.clientId,
-    input.userId ?? null,
-    input.scope ?? '',
-    input.createdAt,
-    input.expiresAt,
-    input.dpopJkt ?? null,
-    input.sessionId ?? null,
-    input.authTime ?? null,
-  ];
-}
 
 const hidden = { field: 'tokenHash', value: '…' };
 
@@ -51,7 +38,7 @@ export function insertRefreshToken(q: Q, input: NewRefreshToken): Promise<Refres
   return write('refresh token', hidden, async () => {
     const row = await get(
       q,
-      `INSERT INTO refresh_tokens (${REFRESH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+      `INSERT INTO refresh_tokens (${REFRESH_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
       ...refreshTokenValues(input),
     );
     return toRefresh(row!);
@@ -113,7 +100,7 @@ export function rotateRefreshToken(
         UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
           WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL RETURNING 1),
       inserted AS (
-        INSERT INTO refresh_tokens (${REFRESH_COLUMNS})
+        INSERT INTO refresh_tokens (${REFRESH_TOKEN_COLUMNS})
           SELECT ?, ?, ?, ?, ?, ?::bigint, ?::bigint, ?, ?, ?::bigint WHERE EXISTS (SELECT 1 FROM used)
           RETURNING 1)
       SELECT (SELECT count(*) FROM inserted) AS n`,
@@ -155,25 +142,7 @@ export function revokeRefreshTokensBy(
 /** See `AuthStore.insertAuthorizationCode`. */
 export function insertAuthorizationCode(q: Q, input: NewAuthorizationCode): Promise<AuthorizationCodeRecord> {
   return write('authorization code', { field: 'codeHash', value: '…' }, async () => {
-    const row = await get(
-      q,
-      `INSERT INTO authorization_codes (code_hash, client_id, user_id, redirect_uri, scope, code_challenge,
-        code_challenge_method, nonce, created_at, expires_at, auth_time, session_id, amr)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-      input.codeHash,
-      input.clientId,
-      input.userId,
-      input.redirectUri,
-      input.scope ?? '',
-      input.codeChallenge ?? null,
-      input.codeChallengeMethod ?? null,
-      input.nonce ?? null,
-      input.createdAt,
-      input.expiresAt,
-      input.authTime ?? null,
-      input.sessionId ?? null,
-      input.amr ? input.amr : null,
-    );
+    const row = await get(q, INSERT_AUTHORIZATION_CODE, ...authorizationCodeValues(input, (amr) => [...amr]));
     return toCode(row!);
   });
 }
