@@ -13,7 +13,7 @@
  * 1.08–1.81 ms after (noise of the shared VM; no difference found). The option is global: setting it
  * on one hierarchy affects all, and on 6.18 it cannot be turned off until reboot.
  *
- * `scripts/setup.ts` (and `sandbox setup`) apply it; the engine never remounts anything itself.
+ * `scripts/setup.ts` (`npm run test:setup`, run by CI) applies it; the engine never remounts anything itself.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
