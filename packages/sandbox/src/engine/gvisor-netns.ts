@@ -19,10 +19,10 @@
  * still work, the test answers "not the root namespace", and nothing changes outside that mount
  * namespace. The sandbox and the gofer get mount namespaces of their own and mount a fresh `/proc`.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { BoxError } from '../errors.ts';
 import { findExecutable } from './engine.ts';
+import { run } from './host-process.ts';
 import type { EngineBoxSpec } from './types.ts';
 
 /** What the `networkPrepare` hook of a gVisor engine gets, before runsc starts the box. */
@@ -52,13 +52,8 @@ rmdir "$view" 2>/dev/null
 exec "$@"
 `;
 
-function run(file: string, args: string[]): Promise<{ code: number; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(file, args, { timeout: 10_000 }, (err, _stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr: String(stderr) });
-    });
-  });
-}
+/** How long each `unshare`, `nsenter` or `umount` call on a box's namespace may take, ms. */
+const NETNS_TIMEOUT_MS = 10_000;
 
 /**
  * Makes the network namespace of a gVisor box, persistent as a bind mount of its nsfs file on
@@ -69,18 +64,18 @@ function run(file: string, args: string[]): Promise<{ code: number; stderr: stri
 export async function createBoxNetns(path: string): Promise<void> {
   await removeBoxNetns(path);
   writeFileSync(path, '', { mode: 0o600 });
-  const made = await run(findExecutable('unshare') ?? '/usr/bin/unshare', [`--net=${path}`, '--', 'true']);
+  const made = await run(
+    findExecutable('unshare') ?? '/usr/bin/unshare',
+    [`--net=${path}`, '--', 'true'],
+    NETNS_TIMEOUT_MS,
+  );
   const lo =
     made.code === 0
-      ? await run(findExecutable('nsenter') ?? '/usr/bin/nsenter', [
-          `--net=${path}`,
-          '--',
-          findExecutable('ip') ?? '/sbin/ip',
-          'link',
-          'set',
-          'lo',
-          'up',
-        ])
+      ? await run(
+          findExecutable('nsenter') ?? '/usr/bin/nsenter',
+          [`--net=${path}`, '--', findExecutable('ip') ?? '/sbin/ip', 'link', 'set', 'lo', 'up'],
+          NETNS_TIMEOUT_MS,
+        )
       : made;
   if (lo.code !== 0) {
     await removeBoxNetns(path);
@@ -91,51 +86,31 @@ export async function createBoxNetns(path: string): Promise<void> {
 /** Unmounts and deletes a namespace file made by `createBoxNetns`. Idempotent. */
 export async function removeBoxNetns(path: string): Promise<void> {
   if (!existsSync(path)) return;
-  await run('/bin/umount', [path]);
+  await run('/bin/umount', [path], NETNS_TIMEOUT_MS);
   rmSync(path, { force: true });
 }
 
 /**
- * The line a tunnel relay writes on stderr once it is connected (socat's own, so one reader serves
- * both relays; network/tunnel.ts).
+ * Makes the box's network namespace at `netns` (`createBoxNetns`) and, unless the box's network is
+ * `disabled`, runs `prepare` on it to make the interfaces netstack will take over.
+ * @throws BoxError when the namespace cannot be made, or `box <id>: network setup failed: …` when
+ *   `prepare` fails (then `teardown` has run and the namespace is removed again).
  */
-export const TUNNEL_READY_LINE = 'starting data transfer loop';
-
-/** Host pid of a gVisor sandbox → how to run a command in it (filled by the gVisor engines of this process). */
-const sandboxes = new Map<number, { rt: string[]; id: string }>();
-
-/** Records that host pid `pid` is the sandbox of box `id`, driven with the runsc command line `rt`. */
-export function registerSandbox(pid: number, rt: string[], id: string): void {
-  sandboxes.set(pid, { rt, id });
+export async function prepareBoxNetns(
+  spec: Pick<EngineBoxSpec, 'id' | 'network'>,
+  netns: string,
+  prepare: ((ctx: GVisorNetnsContext) => Promise<void>) | undefined,
+  teardown: ((id: string) => Promise<void>) | undefined,
+): Promise<void> {
+  await createBoxNetns(netns);
+  if (!prepare || spec.network.mode === 'disabled') return;
+  try {
+    await prepare({ id: spec.id, netns, network: spec.network });
+  } catch (err) {
+    await teardown?.(spec.id).catch(() => {});
+    await removeBoxNetns(netns);
+    throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
+  }
 }
 
-/** Forgets the sandbox of box `id` (stopped or removed). */
-export function forgetSandbox(id: string): void {
-  for (const [pid, s] of sandboxes) if (s.id === id) sandboxes.delete(pid);
-}
-
-/**
- * The command that relays its stdin/stdout to TCP `127.0.0.1:port` inside the gVisor box whose
- * sandbox has host pid `pid`, or undefined when `pid` is no gVisor sandbox this process started or
- * looked up. A box's sockets live in the Sentry's netstack, which no host namespace reaches, so the
- * relay runs in the box (`runsc exec`): the host's static busybox (bound at `/.sandbox/busybox`)
- * connects with `nc` and, once connected, writes `TUNNEL_READY_LINE` on stderr and copies the
- * socket to the caller's stdout and the caller's stdin to the socket (descriptors 3 and 4 keep the
- * caller's stdio across `nc -e`). A refused connection ends it with busybox's message and exit 1.
- * The host side learns the box from this process's own records, never from the sandbox process.
- */
-export function gvisorTunnelCommand(pid: number, port: number): string[] | undefined {
-  const sandbox = sandboxes.get(pid);
-  if (!sandbox || !Number.isInteger(port) || port < 1 || port > 65535) return undefined;
-  const bb = '/.sandbox/busybox';
-  const relay = `echo '${TUNNEL_READY_LINE}' >&2; ${bb} cat <&3 & exec ${bb} cat >&4`;
-  return [
-    ...sandbox.rt,
-    'exec',
-    sandbox.id,
-    bb,
-    'sh',
-    '-c',
-    `exec 3<&0 4>&1; exec ${bb} nc 127.0.0.1 ${port} -e ${bb} sh -c "${relay}"`,
-  ];
-}
+export { gvisorTunnelCommand, TUNNEL_READY_LINE } from './gvisor-tunnel.ts';

@@ -21,40 +21,37 @@
  * namespace, on the far side of the veth link), the DNS resolver, the secrets proxy and published
  * ports apply as in the container tier. A network `disabled` box has netstack's loopback only.
  *
- * Commands: `runsc exec --internal-pid-file` with three pipes; `kill` signals the command's pid in
- * the sandbox with `runsc kill --pid`. No terminal (`tty`): runsc 20221219 has no `exec --tty`.
+ * This module holds the engine's lifecycle (start, stop, remove, state, list). The box's files and
+ * bundle are in gvisor-bundle.ts, the runsc subcommands in gvisor-runsc.ts, commands (`exec`) in
+ * gvisor-exec.ts, resource usage in gvisor-stats.ts.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  rmSync,
-  symlinkSync,
-  unlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { readdir, readFile, rm } from 'node:fs/promises';
-import { constants as osConstants } from 'node:os';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, unlinkSync } from 'node:fs';
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
-import { type EngineNetworkContext, findExecutable, mountsUnder, resolveUser } from './engine.ts';
+import { type EngineNetworkContext, findExecutable, mountsUnder } from './engine.ts';
 import {
-  createBoxNetns,
-  forgetSandbox,
-  type GVisorNetnsContext,
-  RUNSC_NETNS_SH,
-  registerSandbox,
-  removeBoxNetns,
-} from './gvisor-netns.ts';
+  GVISOR_BOX_FILES,
+  type GVisorBoxMeta,
+  gvisorBoxPaths,
+  gvisorDiskSizeGb,
+  gvisorSupervisorEnv,
+  readGVisorMeta,
+  readSandboxPid,
+  stageGVisorBoxFiles,
+  unmountBoxDir,
+  writeGVisorBundle,
+} from './gvisor-bundle.ts';
+import { cleanStaleExecFiles, gvisorExec, refuseTty } from './gvisor-exec.ts';
+import { type GVisorNetnsContext, prepareBoxNetns, RUNSC_NETNS_SH, removeBoxNetns } from './gvisor-netns.ts';
 import { chooseGVisorPlatform, type GVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
-import { alive, drain, sleep, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
+import { Runsc } from './gvisor-runsc.ts';
+import { type CpuSample, sandboxStats } from './gvisor-stats.ts';
+import { forgetSandbox, registerSandbox } from './gvisor-tunnel.ts';
+import { alive, sleep, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
-import { readNetworkCounters } from './net-counters.ts';
-import { buildOciConfig, etcHosts, validateSpec } from './oci.ts';
+import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { SUPERVISOR_SH } from './scripts.ts';
 import type {
@@ -68,11 +65,7 @@ import type {
   EngineStats,
 } from './types.ts';
 
-/**
- * Host tasks the Sentry, the gofer and their Go runtimes use besides the box's own processes
- * (measured: 29 for an idle box, 56 after its first command).
- */
-export const SENTRY_TASKS = 96;
+export { gvisorOciConfig, SENTRY_TASKS } from './gvisor-bundle.ts';
 
 /** Options of `createGVisorEngine`. */
 export interface CreateGVisorEngineOptions {
@@ -93,66 +86,8 @@ export interface CreateGVisorEngineOptions {
   networkTeardown?: (id: string) => Promise<void>;
 }
 
-/** Per-box facts in `<boxDir>/bundle/engine.json` (the tier reads `isolation` to route calls). */
-interface GVisorMeta {
-  id: string;
-  isolation: 'gvisor';
-  platform: GVisorPlatform;
-  env: string[];
-  user?: string;
-  workingDir: string;
-  cpus: number;
-  diskSizeGb?: number;
-}
-
-interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
-const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-const CGROUP_PARENT = 'seed-sandbox';
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-/** Exit code of a command that could not be started (as in the container tier). */
-const EXEC_START_FAILED = 255;
-
-function run(file: string, args: string[], timeoutMs = 30_000): Promise<RunResult> {
-  return new Promise((resolve) => {
-    execFile(file, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-      resolve({
-        code,
-        stdout: String(stdout),
-        stderr: String(stderr || (err && !stderr ? err.message : '')),
-      });
-    });
-  });
-}
-
-/**
- * The `config.json` of a gVisor box: `buildOciConfig` with three changes.
- * - No `/sys/fs/cgroup` mount (gVisor 20221219 has no cgroupfs for boxes).
- * - No `seccomp` section: runsc ignores it (without `--oci-seccomp`, which would not cover `exec`
- *   processes either); the Sentry's own host seccomp filter and its syscall emulation take its place.
- * - `pids.limit` is the box's `pidsLimit` twice over (ptrace: a host thread per box thread plus the
- *   Sentry's tracer thread) plus `SENTRY_TASKS`: runsc applies the limit to its host processes.
- * @throws BoxError as `buildOciConfig` (unknown capability name).
- */
-export function gvisorOciConfig(
-  spec: EngineBoxSpec,
-  paths: Parameters<typeof buildOciConfig>[1],
-): Record<string, unknown> {
-  const config = buildOciConfig(spec, paths);
-  config.mounts = (config.mounts as { destination: string }[]).filter(
-    (m) => m.destination !== '/sys/fs/cgroup',
-  );
-  const linux = config.linux as { seccomp?: unknown; resources: { pids: { limit: number } } };
-  delete linux.seccomp;
-  linux.resources.pids.limit = spec.pidsLimit * 2 + SENTRY_TASKS;
-  return config;
-}
 
 /**
  * Creates the gVisor engine: finds `runsc`, chooses the platform (probe at most once per boot),
@@ -176,10 +111,10 @@ export class GVisorEngine implements Engine {
   readonly platform: GVisorPlatformChoice;
   /** The engine's state directory. */
   readonly stateRoot: string;
-  private readonly rt: string[];
-  /** `rt` through the launcher that hides `/proc/sys/net` (gvisor-netns.ts), for `run`. */
+  /** runsc with this engine's root and platform. */
+  private readonly rs: Runsc;
+  /** `rs.runtime` through the launcher that hides `/proc/sys/net` (gvisor-netns.ts), for `run`. */
   private readonly rtNetns: string[];
-  private readonly rtRoot: string;
   private readonly boxesDir: string;
   private readonly execDir: string;
   private readonly supervisorPath: string;
@@ -187,8 +122,8 @@ export class GVisorEngine implements Engine {
   private readonly busybox: string | undefined;
   private readonly opts: CreateGVisorEngineOptions;
   private readonly supervisors = new Map<string, ChildProcess>();
-  private readonly metas = new Map<string, GVisorMeta & { boxDir: string; rootfs: string }>();
-  private readonly cpuSamples = new Map<string, { t: number; usageNs: number }>();
+  private readonly metas = new Map<string, GVisorBoxMeta>();
+  private readonly cpuSamples = new Map<string, CpuSample>();
   private execSeq = 0;
 
   /** Use `createGVisorEngine()`. @throws BoxError when the init binary is missing or stateRoot is invalid. */
@@ -203,47 +138,21 @@ export class GVisorEngine implements Engine {
     if (!init) throw new BoxError(`initPath: '${options.initPath ?? '/usr/bin/catatonit'}' not found`);
     this.initPath = init;
     this.busybox = existsSync(HOST_BUSYBOX) ? HOST_BUSYBOX : undefined;
-    this.rtRoot = join(this.stateRoot, 'runsc');
+    const rtRoot = join(this.stateRoot, 'runsc');
     this.boxesDir = join(this.stateRoot, 'boxes');
     this.execDir = join(this.stateRoot, 'exec');
     const binDir = join(this.stateRoot, 'bin');
-    for (const d of [this.rtRoot, this.boxesDir, this.execDir, binDir])
+    for (const d of [rtRoot, this.boxesDir, this.execDir, binDir])
       mkdirSync(d, { recursive: true, mode: 0o700 });
     this.supervisorPath = join(binDir, 'supervisor.sh');
     writeIfChanged(this.supervisorPath, SUPERVISOR_SH);
     const launcher = join(binDir, 'runsc-netns.sh');
     writeIfChanged(launcher, RUNSC_NETNS_SH);
     cleanStaleExecFiles(this.execDir);
-    this.rt = [runsc, '--root', this.rtRoot, `--platform=${platform.platform}`, '--network=sandbox'];
+    this.rs = new Runsc(runsc, rtRoot, platform.platform);
     const unshare = findExecutable('unshare');
     if (!unshare) throw new BoxError("isolation: 'gvisor' needs unshare on the host (util-linux)");
-    this.rtNetns = [unshare, '-m', '--', '/bin/sh', launcher, ...this.rt];
-  }
-
-  /** True while runsc keeps state for box `id` (`<rtRoot>/<id>_sandbox:<id>.state`, from run to delete). */
-  private known(id: string): boolean {
-    return existsSync(join(this.rtRoot, `${id}_sandbox:${id}.state`));
-  }
-
-  private runsc(args: string[]): Promise<RunResult> {
-    return run(this.rt[0] as string, [...this.rt.slice(1), ...args]);
-  }
-
-  private paths(boxDir: string, diskSizeGb?: number) {
-    const diskDir = join(boxDir, 'disk');
-    const base = diskSizeGb !== undefined ? diskDir : boxDir;
-    return {
-      bundle: join(boxDir, 'bundle'),
-      rootfs: join(boxDir, 'rootfs'),
-      upper: join(base, 'upper'),
-      work: join(base, 'work'),
-      diskImg: join(boxDir, 'disk.img'),
-      diskDir,
-      log: join(boxDir, 'runtime.log'),
-      pidFile: join(boxDir, 'bundle', 'init.pid'),
-      binds: join(boxDir, 'binds'),
-      netns: join(boxDir, 'bundle', 'netns'),
-    };
+    this.rtNetns = [unshare, '-m', '--', '/bin/sh', launcher, ...this.rs.runtime];
   }
 
   /** Starts a box under gVisor; see `Engine.start`. @throws BoxError naming the field or the failed stage (with runsc's log). */
@@ -263,114 +172,30 @@ export class GVisorEngine implements Engine {
 
   /** `start` once the host paths are open; `opened[i]` is the host object of `spec.mounts[i]`. */
   private async startOpened(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<EngineStarted> {
-    // Every box gets a size-limited disk (disk.ts) holding its writable layer and /etc files; a box
-    // whose layer predates that default (an upper dir in boxDir, no disk image) keeps its layer.
-    const legacy =
-      spec.diskSizeGb === undefined &&
-      existsSync(join(spec.boxDir, 'upper')) &&
-      !existsSync(join(spec.boxDir, 'disk.img'));
-    const diskSizeGb = spec.diskSizeGb ?? (legacy ? undefined : DEFAULT_DISK_SIZE_GB);
-    const p = this.paths(spec.boxDir, diskSizeGb);
-    const etcDir = diskSizeGb !== undefined ? p.diskDir : p.bundle;
-    if (this.known(spec.id)) {
+    const diskSizeGb = gvisorDiskSizeGb(spec);
+    const p = gvisorBoxPaths(spec.boxDir, diskSizeGb);
+    if (this.rs.known(spec.id)) {
       const st = await this.state(spec.id);
       if (st.status === 'running' || st.status === 'created')
         throw new BoxError(`box ${spec.id}: already running`);
-      await this.runsc(['delete', '--force', spec.id]);
+      await this.rs.call(['delete', '--force', spec.id]);
     }
-    if (mountsUnder(p.rootfs).length > 0) await this.unmountAll(spec.boxDir);
+    if (mountsUnder(p.rootfs).length > 0) await unmountBoxDir(spec.boxDir);
 
     const tConfig0 = performance.now();
-    // The supervisor binds each host path from its descriptor onto <boxDir>/binds/<i>.
-    const mounts = spec.mounts.map((m, i) => ({ ...m, hostPath: join(p.binds, String(i)) }));
-    const config = gvisorOciConfig(
-      { ...spec, mounts },
-      {
-        rootfs: p.rootfs,
-        init: this.initPath,
-        initArgs: ['-P'],
-        ...(this.busybox ? { ttyHelper: this.busybox } : {}),
-        cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
-        etcFiles: { hosts: join(etcDir, 'hosts'), hostname: join(etcDir, 'hostname') },
-      },
-    );
-    mkdirSync(p.bundle, { recursive: true });
-    if (diskSizeGb === undefined) {
-      writeFileSync(join(p.bundle, 'hosts'), etcHosts(spec.hostname));
-      writeFileSync(join(p.bundle, 'hostname'), `${spec.hostname}\n`);
-    }
-    (config.process as { cwd: string }).cwd = spec.workingDir;
-    // The network namespace made (and linked) before runsc runs: runsc copies its interfaces at start.
-    const linux = config.linux as { namespaces: { type: string; path?: string }[] };
-    linux.namespaces = linux.namespaces.map((n) => (n.type === 'network' ? { ...n, path: p.netns } : n));
-    writeFileSync(join(p.bundle, 'config.json'), JSON.stringify(config));
-    const meta: GVisorMeta = {
-      id: spec.id,
-      isolation: 'gvisor',
+    const meta = writeGVisorBundle(spec, p, diskSizeGb, {
+      init: this.initPath,
+      ...(this.busybox ? { busybox: this.busybox } : {}),
       platform: this.platform.platform,
-      env: spec.env,
-      user: spec.user,
-      workingDir: spec.workingDir,
-      cpus: spec.cpus,
-      diskSizeGb,
-    };
-    writeFileSync(join(p.bundle, 'engine.json'), JSON.stringify(meta));
+    });
     const stageBoxConfigMs = performance.now() - tConfig0;
 
     const tFs0 = performance.now();
-    mkdirSync(p.rootfs, { recursive: true });
-    if (diskSizeGb !== undefined) {
-      mkdirSync(p.diskDir, { recursive: true });
-      await ensureDiskImage(this.stateRoot, spec.id, p.diskImg, diskSizeGb);
-    } else {
-      mkdirSync(p.upper, { recursive: true });
-      mkdirSync(p.work, { recursive: true });
-    }
-    const link = join(this.boxesDir, spec.id);
-    rmSync(link, { force: true });
-    symlinkSync(spec.boxDir, link);
-    rmSync(p.pidFile, { force: true });
-    writeFileSync(p.log, '');
-    rmSync(p.binds, { recursive: true, force: true });
-    if (opened.length > 0) mkdirSync(p.binds, { mode: 0o700 });
-    const binds: string[] = [];
-    for (const [i, o] of opened.entries()) {
-      const target = join(p.binds, String(i));
-      if (o.isDirectory) mkdirSync(target);
-      else writeFileSync(target, '');
-      binds.push(`${3 + i}:${target}`);
-    }
+    const binds = await stageGVisorBoxFiles(this.stateRoot, this.boxesDir, spec, p, diskSizeGb, opened);
 
-    await createBoxNetns(p.netns);
-    if (this.opts.networkPrepare && spec.network.mode !== 'disabled') {
-      try {
-        await this.opts.networkPrepare({ id: spec.id, netns: p.netns, network: spec.network });
-      } catch (err) {
-        await this.opts.networkTeardown?.(spec.id).catch(() => {});
-        await removeBoxNetns(p.netns);
-        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
-      }
-    }
+    await prepareBoxNetns(spec, p.netns, this.opts.networkPrepare, this.opts.networkTeardown);
 
-    const env = {
-      PATH: process.env.PATH ?? DEFAULT_PATH,
-      SB_ID: spec.id,
-      SB_RT: this.rtNetns.join(' '),
-      SB_BUNDLE: p.bundle,
-      SB_ROOTFS: p.rootfs,
-      SB_LOWER: [...spec.layerDirs].reverse().join(':'),
-      SB_UPPER: p.upper,
-      SB_WORK: p.work,
-      SB_DISK_IMG: diskSizeGb !== undefined ? p.diskImg : '',
-      SB_DISK_OPTS: DISK_MOUNT_OPTIONS,
-      SB_HOSTS: etcHosts(spec.hostname),
-      SB_HOSTNAME: `${spec.hostname}\n`,
-      SB_DISK_DIR: p.diskDir,
-      SB_LOG: p.log,
-      SB_PIDFILE: p.pidFile,
-      SB_BINDS: binds.join(' '),
-      SB_WATCH: spec.detach ? '0' : '1',
-    };
+    const env = gvisorSupervisorEnv(spec, p, diskSizeGb, this.rtNetns, binds);
     const old = this.supervisors.get(spec.id);
     if (old) this.release(spec.id, old);
     const { child, outcome, tMounted, tStarted } = await startSupervisor(
@@ -388,10 +213,10 @@ export class GVisorEngine implements Engine {
         ` (runsc, platform ${this.platform.platform})`,
       );
       // The supervisor's own cleanup can lose the race with runsc's gofer for the root mount.
-      await this.runsc(['delete', '--force', spec.id]);
+      await this.rs.call(['delete', '--force', spec.id]);
       await this.opts.networkTeardown?.(spec.id).catch(() => {});
       await removeBoxNetns(p.netns);
-      await this.unmountAll(spec.boxDir).catch(() => {});
+      await unmountBoxDir(spec.boxDir).catch(() => {});
       throw error;
     }
     if (!spec.detach) {
@@ -402,17 +227,14 @@ export class GVisorEngine implements Engine {
     }
     child.unref();
 
-    let pid = 0;
-    try {
-      pid = Number.parseInt(readFileSync(p.pidFile, 'utf8'), 10);
-    } catch {}
-    if (!(pid > 0) || !alive(pid)) {
+    const pid = readSandboxPid(p.pidFile);
+    if (pid === undefined) {
       await this.stop(spec.id, 0).catch(() => {});
       throw new BoxError(`box ${spec.id}: the gVisor sandbox exited right after start`);
     }
     // The sandbox holds the namespace from now on: it lives exactly as long as the box.
     await removeBoxNetns(p.netns);
-    registerSandbox(pid, this.rt, spec.id);
+    registerSandbox(pid, this.rs.runtime, spec.id);
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     this.cpuSamples.delete(spec.id);
     if (this.opts.networkSetup) {
@@ -436,31 +258,19 @@ export class GVisorEngine implements Engine {
     };
   }
 
-  private meta(id: string): (GVisorMeta & { boxDir: string; rootfs: string }) | undefined {
+  /** The box's meta, cached; read from its `engine.json` otherwise. Undefined for a box not of this tier. */
+  private meta(id: string): GVisorBoxMeta | undefined {
     const known = this.metas.get(id);
     if (known) return known;
-    try {
-      const boxDir = readlinkSync(join(this.boxesDir, id));
-      const meta = JSON.parse(readFileSync(join(boxDir, 'bundle', 'engine.json'), 'utf8')) as GVisorMeta;
-      if (meta.isolation !== 'gvisor') return undefined;
-      const full = { ...meta, boxDir, rootfs: join(boxDir, 'rootfs') };
-      this.metas.set(id, full);
-      return full;
-    } catch {
-      return undefined;
-    }
+    const read = readGVisorMeta(this.boxesDir, id);
+    if (read) this.metas.set(id, read);
+    return read;
   }
 
   /** Host pid of the box's sandbox process (the Sentry) while it runs. */
   private sandboxPid(id: string): number | undefined {
     const meta = this.meta(id);
-    if (!meta) return undefined;
-    try {
-      const pid = Number.parseInt(readFileSync(join(meta.boxDir, 'bundle', 'init.pid'), 'utf8'), 10);
-      return pid > 0 && alive(pid) ? pid : undefined;
-    } catch {
-      return undefined;
-    }
+    return meta ? readSandboxPid(gvisorBoxPaths(meta.boxDir).pidFile) : undefined;
   }
 
   /**
@@ -471,79 +281,14 @@ export class GVisorEngine implements Engine {
    */
   async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
     if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
-    if (options.tty) {
-      throw new BoxError(
-        "tty: not supported by the gvisor isolation tier (runsc 20221219 has no exec --tty); use isolation 'container'",
-        { code: 'unsupported' },
-      );
-    }
+    refuseTty(options);
     const meta = this.meta(id);
     if (!meta || this.sandboxPid(id) === undefined) throw new BoxError(`box ${id}: not running`);
-    if (typeof options.cmd !== 'string' || options.cmd.length === 0)
-      throw new BoxError('cmd: must be a non-empty string');
-    const pidFile = join(this.execDir, `${id}.${process.pid}.${++this.execSeq}.ipid`);
-    const args = ['exec', '--internal-pid-file', pidFile];
-    const user = options.user ?? meta.user;
-    if (user !== undefined && user !== '') args.push('--user', resolveUser(meta.rootfs, user, 'user'));
-    const cwd = options.cwd ?? meta.workingDir;
-    if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
-    args.push('--cwd', cwd);
-    const env = new Map<string, string>();
-    for (const e of meta.env) env.set(e.slice(0, e.indexOf('=')), e);
-    for (const e of options.env) {
-      if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
-      env.set(e.slice(0, e.indexOf('=')), e);
-    }
-    for (const e of env.values()) args.push('--env', e);
-    args.push(id, options.cmd, ...options.args);
-    const child = spawn(this.rt[0] as string, [...this.rt.slice(1), ...args], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let done = false;
-    const exited = new Promise<number>((resolve, reject) => {
-      child.on('error', (err) => {
-        done = true;
-        reject(new BoxError(`box ${id}: exec failed: ${err.message}`, { cause: err }));
-      });
-      child.on('exit', (code, signal) => {
-        done = true;
-        // runsc writes the command's pid once the command runs: without it, it never started.
-        const started = existsSync(pidFile);
-        rm(pidFile, { force: true }).catch(() => {});
-        if (!started && code === 128) resolve(EXEC_START_FAILED);
-        else resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0));
-      });
-    });
-    exited.catch(() => {});
-    /** The command's pid inside the sandbox (waits up to 2 s for runsc to write it). */
-    const commandPid = async (): Promise<number | undefined> => {
-      for (let i = 0; i < 400 && !done; i++) {
-        try {
-          const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
-          if (pid > 0) return pid;
-        } catch {}
-        await sleep(5);
-      }
-      return undefined;
-    };
-    const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
-      const pid = await commandPid();
-      if (pid === undefined || done) return;
-      await this.runsc(['kill', '--pid', String(pid), id, signal.replace(/^SIG/, '')]);
-    };
-    child.stdin.on('error', () => {});
-    return { stdin: child.stdin, stdout: drain(child.stdout), stderr: drain(child.stderr), exited, kill };
-  }
-
-  /** Pids (inside the sandbox) of the box's processes, from `runsc ps`; empty when it is not running. */
-  private async guestPids(id: string): Promise<number[]> {
-    const r = await this.runsc(['ps', '--format', 'json', id]);
-    if (r.code !== 0) return [];
-    try {
-      return (JSON.parse(r.stdout) as number[] | null) ?? [];
-    } catch {
-      return [];
-    }
+    return gvisorExec(
+      { runtime: this.rs.runtime, execDir: this.execDir, seq: ++this.execSeq },
+      meta,
+      options,
+    );
   }
 
   /**
@@ -556,32 +301,21 @@ export class GVisorEngine implements Engine {
     const meta = this.meta(id);
     const st = await this.state(id);
     if (st.status === 'running' && st.pid) {
-      if (graceMs > 0) {
-        const others = async () => (await this.guestPids(id)).filter((p) => p !== 1);
-        let pids = await others();
-        if (pids.length > 0) {
-          await Promise.all(pids.map((p) => this.runsc(['kill', '--pid', String(p), id, 'TERM'])));
-          const deadline = performance.now() + graceMs;
-          while (pids.length > 0 && performance.now() < deadline) {
-            await sleep(50);
-            pids = await others();
-          }
-        }
-      }
-      if (alive(st.pid)) await this.runsc(['kill', id, 'KILL']);
+      if (graceMs > 0) await this.rs.terminateCommands(id, graceMs);
+      if (alive(st.pid)) await this.rs.call(['kill', id, 'KILL']);
       for (let i = 0; i < 500 && alive(st.pid); i++) await sleep(10);
     }
-    const inRuntime = this.known(id);
+    const inRuntime = this.rs.known(id);
     if (inRuntime && this.opts.networkTeardown) await this.opts.networkTeardown(id).catch(() => {});
     if (inRuntime) {
-      const del = await this.runsc(['delete', '--force', id]);
+      const del = await this.rs.call(['delete', '--force', id]);
       if (del.code !== 0 && !/does not exist|not exist|No such file|not found/i.test(del.stderr)) {
         throw new BoxError(`box ${id}: deleting the gVisor sandbox failed: ${del.stderr.trim()}`);
       }
     }
     if (meta) {
       rmSync(join(meta.boxDir, 'bundle', 'init.pid'), { force: true });
-      await this.unmountAll(meta.boxDir);
+      await unmountBoxDir(meta.boxDir);
     }
     const sup = this.supervisors.get(id);
     if (sup) this.release(id, sup);
@@ -594,15 +328,6 @@ export class GVisorEngine implements Engine {
     try {
       child.stdin?.end('release\n');
     } catch {}
-  }
-
-  private async unmountAll(boxDir: string): Promise<void> {
-    for (const m of mountsUnder(boxDir)) {
-      let r = await run('/bin/umount', [m]);
-      if (r.code !== 0) r = await run('/bin/umount', ['-l', m]);
-      if (r.code !== 0 && mountsUnder(m).includes(m))
-        throw new BoxError(`unmounting ${m} failed: ${r.stderr.trim()}`);
-    }
   }
 
   /** Deletes the sandbox, its mounts and the engine's files under `boxDir`; see `Engine.remove`. Idempotent. */
@@ -621,19 +346,9 @@ export class GVisorEngine implements Engine {
       });
     }
     await this.stop(id, 0);
-    await this.unmountAll(boxDir);
+    await unmountBoxDir(boxDir);
     if (mountsUnder(boxDir).length > 0) throw new BoxError(`box ${id}: ${boxDir} is still mounted`);
-    for (const name of [
-      'bundle',
-      'rootfs',
-      'upper',
-      'work',
-      'disk',
-      'disk.img',
-      'disk.img.tmp',
-      'binds',
-      'runtime.log',
-    ]) {
+    for (const name of GVISOR_BOX_FILES) {
       await rm(join(boxDir, name), { recursive: true, force: true });
     }
     try {
@@ -645,18 +360,12 @@ export class GVisorEngine implements Engine {
   /** runsc's view of the box; see `Engine.state`. `pid` is the host pid of the sandbox process. */
   async state(id: string): Promise<EngineState> {
     if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
-    const r = await this.runsc(['state', id]);
-    if (r.code !== 0) return { status: this.meta(id) ? 'stopped' : 'unknown' };
-    try {
-      const s = JSON.parse(r.stdout) as { status: string; pid?: number };
-      const status =
-        s.status === 'running' || s.status === 'created' || s.status === 'stopped' ? s.status : 'unknown';
-      if (status === 'running' && s.pid && !alive(s.pid)) return { status: 'stopped' };
-      if (status === 'running' && s.pid) registerSandbox(s.pid, this.rt, id);
-      return s.pid && status !== 'stopped' ? { status, pid: s.pid } : { status };
-    } catch {
-      return { status: 'unknown' };
-    }
+    const s = await this.rs.state(id);
+    if (!s) return { status: this.meta(id) ? 'stopped' : 'unknown' };
+    const { status } = s;
+    if (status === 'running' && s.pid && !alive(s.pid)) return { status: 'stopped' };
+    if (status === 'running' && s.pid) registerSandbox(s.pid, this.rs.runtime, id);
+    return s.pid && status !== 'stopped' ? { status, pid: s.pid } : { status };
   }
 
   /**
@@ -668,43 +377,9 @@ export class GVisorEngine implements Engine {
     if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
     const pid = this.sandboxPid(id);
     if (pid === undefined) return {};
-    const read = (file: string) => readFile(file, 'utf8').catch(() => undefined);
-    const cg = new Map<string, string>();
-    for (const line of ((await read(`/proc/${pid}/cgroup`)) ?? '').split('\n')) {
-      const [, ctrls, path] = line.split(':', 3);
-      if (ctrls === undefined || path === undefined) continue;
-      for (const c of ctrls.split(',')) cg.set(c, path);
-    }
-    const v1 = existsSync('/sys/fs/cgroup/memory');
-    const out: EngineStats = {};
-    const unified = cg.get('');
-    const mem = v1
-      ? await read(join('/sys/fs/cgroup/memory', cg.get('memory') ?? '/', 'memory.usage_in_bytes'))
-      : unified !== undefined
-        ? await read(join('/sys/fs/cgroup', unified, 'memory.current'))
-        : undefined;
-    if (mem !== undefined) out.memoryBytes = Number(mem.trim());
-    let usageNs: number | undefined;
-    if (v1) {
-      const u = await read(join('/sys/fs/cgroup/cpuacct', cg.get('cpuacct') ?? '/', 'cpuacct.usage'));
-      if (u !== undefined) usageNs = Number(u.trim());
-    } else if (unified !== undefined) {
-      const m = (await read(join('/sys/fs/cgroup', unified, 'cpu.stat')))?.match(/usage_usec (\d+)/);
-      if (m) usageNs = Number(m[1]) * 1000;
-    }
-    if (usageNs !== undefined) {
-      const cores = this.meta(id)?.cpus ?? 1;
-      const now = performance.now();
-      const prev = this.cpuSamples.get(id) ?? { t: now - processAgeMs(pid), usageNs: 0 };
-      this.cpuSamples.set(id, { t: now, usageNs });
-      const dt = now - prev.t;
-      if (dt > 0) {
-        const pct = ((usageNs - prev.usageNs) / 1e6 / dt / cores) * 100;
-        out.cpuPercent = Math.min(100, Math.max(0, Math.round(pct * 10) / 10));
-      }
-    }
-    Object.assign(out, await readNetworkCounters(pid));
-    return out;
+    return sandboxStats(pid, this.meta(id)?.cpus ?? 1, this.cpuSamples.get(id), (sample) =>
+      this.cpuSamples.set(id, sample),
+    );
   }
 
   /** Every gVisor box the index or runsc knows (for crash GC); see `Engine.list`. */
@@ -712,10 +387,7 @@ export class GVisorEngine implements Engine {
     const ids = new Set<string>();
     for (const name of await readdir(this.boxesDir).catch(() => [] as string[]))
       if (this.meta(name)) ids.add(name);
-    const r = await this.runsc(['list', '--format', 'json']);
-    if (r.code === 0 && r.stdout.trim()) {
-      for (const c of (JSON.parse(r.stdout) as { id: string }[] | null) ?? []) ids.add(c.id);
-    }
+    for (const id of await this.rs.list()) ids.add(id);
     const out: EngineBoxRecord[] = [];
     for (const id of ids) {
       if (!ID_RE.test(id)) continue;
@@ -730,26 +402,5 @@ export class GVisorEngine implements Engine {
       });
     }
     return out;
-  }
-}
-
-/** How long `pid` has been running, ms (from its start time in `/proc/<pid>/stat`). */
-function processAgeMs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-    const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
-    return Math.max(1, (uptime - startTicks / 100) * 1000);
-  } catch {
-    return 1000;
-  }
-}
-
-/** Removes exec pid files of Node processes that died mid-exec (`<id>.<node pid>.<n>.ipid`). */
-function cleanStaleExecFiles(execDir: string): void {
-  for (const name of readdirSync(execDir)) {
-    if (!name.endsWith('.ipid')) continue;
-    const owner = Number(name.split('.').at(-3));
-    if (owner > 0 && owner !== process.pid && !alive(owner)) rmSync(join(execDir, name), { force: true });
   }
 }

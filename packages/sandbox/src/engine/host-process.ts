@@ -1,9 +1,10 @@
 /**
  * Small host-side helpers every engine (crun, gVisor, rootless) uses around the processes it starts:
  * waiting, telling a live process from a zombie, writing its generated scripts, reading a command's
- * pipes without deadlock, and starting a box supervisor and reading how its start went.
+ * pipes without deadlock, running a host command to completion, a process's age, and starting a box
+ * supervisor and reading how its start went.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -153,4 +154,41 @@ export async function supervisorFailure(
   return new BoxError(
     `box ${id}: start failed at ${outcome.replace(/^error /, '')}${detail}${text ? `: ${text.slice(-800)}` : ''}`,
   );
+}
+
+/** What `run` gives back: the exit code (1 when killed or not started) and the decoded output. */
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a host command to completion (no shell), killed after `timeoutMs` ms, output capped at 16 MiB.
+ * Never throws: a failure to start or a timeout gives code 1 (the error's message as stderr when the
+ * command wrote none).
+ */
+export function run(file: string, args: string[], timeoutMs = 30_000): Promise<RunResult> {
+  return new Promise((resolve) => {
+    execFile(file, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+      resolve({
+        code,
+        stdout: String(stdout),
+        stderr: String(stderr || (err && !stderr ? err.message : '')),
+      });
+    });
+  });
+}
+
+/** How long `pid` has been running, ms (from its start time in `/proc/<pid>/stat`); 1000 when unreadable. */
+export function processAgeMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+    return Math.max(1, (uptime - startTicks / 100) * 1000);
+  } catch {
+    return 1000;
+  }
 }

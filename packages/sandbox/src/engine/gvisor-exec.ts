@@ -1,0 +1,120 @@
+/**
+ * Commands in a running gVisor box: `runsc exec --internal-pid-file` with three pipes, the exit code
+ * the command's own; `kill` signals the command's pid in the sandbox with `runsc kill --pid`. No
+ * terminal (`tty`): runsc 20221219 has no `exec --tty`.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { constants as osConstants } from 'node:os';
+import { join } from 'node:path';
+import { BoxError } from '../errors.ts';
+import { resolveUser } from './engine.ts';
+import type { GVisorBoxMeta } from './gvisor-bundle.ts';
+import { alive, drain, run, sleep } from './host-process.ts';
+import type { EngineExecOptions, EngineProcess } from './types.ts';
+
+/** Exit code of a command that could not be started (as in the container tier). */
+export const EXEC_START_FAILED = 255;
+
+/**
+ * Refuses a terminal: runsc 20221219 has no `exec --tty`.
+ * @throws BoxError (code `unsupported`) when `options.tty` is set.
+ */
+export function refuseTty(options: Pick<EngineExecOptions, 'tty'>): void {
+  if (options.tty) {
+    throw new BoxError(
+      "tty: not supported by the gvisor isolation tier (runsc 20221219 has no exec --tty); use isolation 'container'",
+      { code: 'unsupported' },
+    );
+  }
+}
+
+/** What `gvisorExec` needs of its engine. */
+export interface GVisorExecContext {
+  /** The runsc command line before the subcommand: `[runsc, --root, …]`. */
+  runtime: string[];
+  /** Directory of the commands' pid files (`<id>.<node pid>.<n>.ipid`). */
+  execDir: string;
+  /** A number unique among this process's commands, for the pid file's name. */
+  seq: number;
+}
+
+/**
+ * Runs a command in the running gVisor box `meta.id`; see `Engine.exec`. The command starts from the
+ * box's environment, user and working directory, each overridden by `options`. The exit code is the
+ * command's, 128 + signal when a signal ended it, or `EXEC_START_FAILED` (255) when it could not be
+ * started (runsc's message on stderr).
+ * @throws BoxError when `tty` is requested (code `unsupported`), `cmd` is empty, `user` is unknown, or
+ *   `cwd` or `env` is malformed; `exited` rejects with a BoxError when runsc cannot be spawned.
+ */
+export function gvisorExec(
+  ctx: GVisorExecContext,
+  meta: GVisorBoxMeta,
+  options: EngineExecOptions,
+): EngineProcess {
+  const id = meta.id;
+  refuseTty(options);
+  if (typeof options.cmd !== 'string' || options.cmd.length === 0)
+    throw new BoxError('cmd: must be a non-empty string');
+  const pidFile = join(ctx.execDir, `${id}.${process.pid}.${ctx.seq}.ipid`);
+  const args = ['exec', '--internal-pid-file', pidFile];
+  const user = options.user ?? meta.user;
+  if (user !== undefined && user !== '') args.push('--user', resolveUser(meta.rootfs, user, 'user'));
+  const cwd = options.cwd ?? meta.workingDir;
+  if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
+  args.push('--cwd', cwd);
+  const env = new Map<string, string>();
+  for (const e of meta.env) env.set(e.slice(0, e.indexOf('=')), e);
+  for (const e of options.env) {
+    if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
+    env.set(e.slice(0, e.indexOf('=')), e);
+  }
+  for (const e of env.values()) args.push('--env', e);
+  args.push(id, options.cmd, ...options.args);
+  const [runsc, ...runscArgs] = ctx.runtime as [string, ...string[]];
+  const child = spawn(runsc, [...runscArgs, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let done = false;
+  const exited = new Promise<number>((resolve, reject) => {
+    child.on('error', (err) => {
+      done = true;
+      reject(new BoxError(`box ${id}: exec failed: ${err.message}`, { cause: err }));
+    });
+    child.on('exit', (code, signal) => {
+      done = true;
+      // runsc writes the command's pid once the command runs: without it, it never started.
+      const started = existsSync(pidFile);
+      rm(pidFile, { force: true }).catch(() => {});
+      if (!started && code === 128) resolve(EXEC_START_FAILED);
+      else resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0));
+    });
+  });
+  exited.catch(() => {});
+  /** The command's pid inside the sandbox (waits up to 2 s for runsc to write it). */
+  const commandPid = async (): Promise<number | undefined> => {
+    for (let i = 0; i < 400 && !done; i++) {
+      try {
+        const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
+        if (pid > 0) return pid;
+      } catch {}
+      await sleep(5);
+    }
+    return undefined;
+  };
+  const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
+    const pid = await commandPid();
+    if (pid === undefined || done) return;
+    await run(runsc, [...runscArgs, 'kill', '--pid', String(pid), id, signal.replace(/^SIG/, '')]);
+  };
+  child.stdin.on('error', () => {});
+  return { stdin: child.stdin, stdout: drain(child.stdout), stderr: drain(child.stderr), exited, kill };
+}
+
+/** Removes exec pid files of Node processes that died mid-exec (`<id>.<node pid>.<n>.ipid`). */
+export function cleanStaleExecFiles(execDir: string): void {
+  for (const name of readdirSync(execDir)) {
+    if (!name.endsWith('.ipid')) continue;
+    const owner = Number(name.split('.').at(-3));
+    if (owner > 0 && owner !== process.pid && !alive(owner)) rmSync(join(execDir, name), { force: true });
+  }
+}

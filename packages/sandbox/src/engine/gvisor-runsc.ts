@@ -1,0 +1,90 @@
+/**
+ * The runsc command line of one gVisor engine (`runsc --root <stateRoot>/runsc --platform=<p>
+ * --network=sandbox`) and the runsc subcommands the engine's lifecycle uses: `state`, `ps`, `kill`,
+ * `delete`, `list`. Every call runs runsc to completion (host-process.ts `run`, 30 s at most); the
+ * caller reads the exit code.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { type RunResult, run, sleep } from './host-process.ts';
+
+/** A box's state as runsc reports it (`runsc state`), before the engine checks the pid. */
+export interface RunscState {
+  status: 'running' | 'created' | 'stopped' | 'unknown';
+  /** Host pid of the sandbox process (the Sentry), when runsc gives one. */
+  pid?: number;
+}
+
+/** runsc with the engine's global flags; `runtime` is the full command line before a subcommand. */
+export class Runsc {
+  /** `[runsc, --root, <root>, --platform=…, --network=sandbox]`. */
+  readonly runtime: string[];
+  private readonly root: string;
+
+  /** `runsc` is the binary's absolute path, `root` runsc's state directory, `platform` `ptrace` or `kvm`. */
+  constructor(runsc: string, root: string, platform: string) {
+    this.root = root;
+    this.runtime = [runsc, '--root', root, `--platform=${platform}`, '--network=sandbox'];
+  }
+
+  /** Runs `runsc <global flags> <args…>`. */
+  call(args: string[]): Promise<RunResult> {
+    return run(this.runtime[0] as string, [...this.runtime.slice(1), ...args]);
+  }
+
+  /** True while runsc keeps state for box `id` (`<root>/<id>_sandbox:<id>.state`, from run to delete). */
+  known(id: string): boolean {
+    return existsSync(join(this.root, `${id}_sandbox:${id}.state`));
+  }
+
+  /** `runsc state <id>`; undefined when runsc does not know the box, `unknown` when its answer is unreadable. */
+  async state(id: string): Promise<RunscState | undefined> {
+    const r = await this.call(['state', id]);
+    if (r.code !== 0) return undefined;
+    try {
+      const s = JSON.parse(r.stdout) as { status: string; pid?: number };
+      const status =
+        s.status === 'running' || s.status === 'created' || s.status === 'stopped' ? s.status : 'unknown';
+      return s.pid ? { status, pid: s.pid } : { status };
+    } catch {
+      return { status: 'unknown' };
+    }
+  }
+
+  /** Pids (inside the sandbox) of the box's processes, from `runsc ps`; empty when it is not running. */
+  async guestPids(id: string): Promise<number[]> {
+    const r = await this.call(['ps', '--format', 'json', id]);
+    if (r.code !== 0) return [];
+    try {
+      return (JSON.parse(r.stdout) as number[] | null) ?? [];
+    } catch {
+      return [];
+    }
+  }
+
+  /**
+   * Sends SIGTERM to every process of the box but its init (pid 1: its exit would end the sandbox at
+   * once) and waits up to `graceMs` ms, polling every 50 ms, for them to exit.
+   */
+  async terminateCommands(id: string, graceMs: number): Promise<void> {
+    const others = async () => (await this.guestPids(id)).filter((p) => p !== 1);
+    let pids = await others();
+    if (pids.length === 0) return;
+    await Promise.all(pids.map((p) => this.call(['kill', '--pid', String(p), id, 'TERM'])));
+    const deadline = performance.now() + graceMs;
+    while (pids.length > 0 && performance.now() < deadline) {
+      await sleep(50);
+      pids = await others();
+    }
+  }
+
+  /**
+   * Ids of the boxes runsc has state for (`runsc list`); empty when it fails.
+   * @throws SyntaxError when runsc's output is not JSON.
+   */
+  async list(): Promise<string[]> {
+    const r = await this.call(['list', '--format', 'json']);
+    if (r.code !== 0 || !r.stdout.trim()) return [];
+    return ((JSON.parse(r.stdout) as { id: string }[] | null) ?? []).map((c) => c.id);
+  }
+}
