@@ -6,7 +6,7 @@
  * Replay protection (§11.1): every accepted proof's `jti` is claimed in a {@link ReplayCache}; with the
  * store-backed cache, two server instances sharing one store refuse each other's replays.
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { JWK, JWTPayload } from 'jose';
 import { InvalidTokenError } from '../errors.ts';
 import { cryptoPool } from './crypto-pool.ts';
@@ -236,11 +236,8 @@ export class DpopProofVerifier {
     if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH)
       throw invalid(`DPoP proof 'jti' must be a string of 1-${MAX_JTI_LENGTH} characters`);
     if (htm !== expected.method) throw invalid("DPoP proof 'htm' does not match the request method");
-    if (
-      typeof htu !== 'string' ||
-      normalizeHtu(htu) === undefined ||
-      normalizeHtu(htu) !== normalizeHtu(expected.url)
-    )
+    const proofHtu = typeof htu === 'string' ? normalizeHtu(htu) : undefined;
+    if (proofHtu === undefined || proofHtu !== normalizeHtu(expected.url))
       throw invalid("DPoP proof 'htu' does not match the request URL");
     if (expected.accessToken !== undefined) {
       if (typeof payload.ath !== 'string') throw invalid("DPoP proof lacks 'ath' (access token hash)");
@@ -261,7 +258,7 @@ export class DpopProofVerifier {
     // Recorded last: a proof refused for another reason does not use up its jti. Kept until no clock could
     // accept the proof again (iat + max age + skew).
     const until = (iat + this.#maxAge + this.#skew) * 1000;
-    const key = createHash('sha256').update(`${jkt}\n${jti}`).digest('base64url');
+    const key = hash('sha256', `${jkt}\n${jti}`, 'base64url');
     if (!(await this.#replay.claim('dpop', key, until)))
       throw invalid("DPoP proof was already used ('jti' replay)");
     return { jkt, jti, iat, jwk };
