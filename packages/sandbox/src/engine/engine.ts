@@ -8,7 +8,7 @@
  * at `/.sandbox/init`, so images need no binary of their own. Commands run with `<runtime> exec`
  * and plain pipes. The supervisor of a non-detached box stays behind as the parent-death watch.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
@@ -41,10 +41,14 @@ import {
   alive,
   drain,
   type FileIdentity,
+  processAgeMs,
+  type RunResult,
+  run,
   sleep,
   startSupervisor,
   supervisorFailure,
   waitForExec,
+  waitForPidFile,
   writeIfChanged,
 } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
@@ -128,12 +132,6 @@ interface BoxMeta {
   idMap?: IdMapping | null;
 }
 
-interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
 /** Default search path (as execvp(3)'s): the host's when `PATH` is unset, a box's for tty commands. */
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -211,23 +209,6 @@ export function isHybridCgroupHost(): boolean {
   } catch {
     return false;
   }
-}
-
-function run(file: string, args: string[], timeoutMs = 30_000): Promise<RunResult> {
-  return new Promise((resolve) => {
-    execFile(file, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err
-        ? typeof (err as { code?: unknown }).code === 'number'
-          ? (err as { code: number }).code
-          : 1
-        : 0;
-      resolve({
-        code,
-        stdout: String(stdout),
-        stderr: String(stderr || (err && !stderr ? err.message : '')),
-      });
-    });
-  });
 }
 
 /** Host mount points at or under `dir`, deepest first (from `/proc/self/mountinfo`). */
@@ -774,16 +755,7 @@ export class OciEngine implements Engine {
       },
     );
     /** The command's host pid from the runtime's pid file (waits up to 1 s for it to appear). */
-    const commandPid = async (): Promise<number | undefined> => {
-      for (let i = 0; i < 200 && !done; i++) {
-        try {
-          const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
-          if (pid > 0) return pid;
-        } catch {}
-        await sleep(5);
-      }
-      return undefined;
-    };
+    const commandPid = () => waitForPidFile(pidFile, 1000, () => done);
     const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
       const pid = await commandPid();
       if (pid === undefined || done) return;
@@ -1155,18 +1127,5 @@ function boxPids(pid: number): number[] {
     return readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number);
   } catch {
     return [];
-  }
-}
-
-/** How long `pid` has been running, ms (from `/proc/<pid>/stat` start time). */
-function processAgeMs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const startTicks = Number(fields[19]);
-    const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
-    return Math.max(1, (uptime - startTicks / 100) * 1000);
-  } catch {
-    return 1000;
   }
 }

@@ -192,3 +192,22 @@ export function processAgeMs(pid: number): number {
     return 1000;
   }
 }
+
+/**
+ * The pid a runtime wrote to `pidFile` (`crun exec --pid-file`, `runsc exec --internal-pid-file`),
+ * polled every 5 ms for up to `timeoutMs` ms or until `stop()` is true; undefined when none appeared.
+ */
+export async function waitForPidFile(
+  pidFile: string,
+  timeoutMs: number,
+  stop: () => boolean,
+): Promise<number | undefined> {
+  for (let i = 0; i < Math.ceil(timeoutMs / 5) && !stop(); i++) {
+    try {
+      const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
+      if (pid > 0) return pid;
+    } catch {}
+    await sleep(5);
+  }
+  return undefined;
+}

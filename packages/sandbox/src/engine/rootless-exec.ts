@@ -9,14 +9,14 @@
  */
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { lstatInRoot } from './confined.ts';
 import { resolveUser } from './engine.ts';
-import { drain, sleep } from './host-process.ts';
+import { drain, waitForPidFile } from './host-process.ts';
 import { BOX_RLIMITS, TTY_HELPER_PATH } from './oci.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
@@ -198,16 +198,8 @@ export async function rootlessExec(
     });
   });
   exited.catch(() => {});
-  const commandPid = async (): Promise<number | undefined> => {
-    for (let i = 0; i < 200 && !done; i++) {
-      try {
-        const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
-        if (pid > 0) return pid;
-      } catch {}
-      await sleep(5);
-    }
-    return undefined;
-  };
+  /** The command's pid from crun's pid file (waits up to 1 s for it to appear). */
+  const commandPid = () => waitForPidFile(pidFile, 1000, () => done);
   child.stdin.on('error', () => {});
   const proc: EngineProcess = {
     stdin: child.stdin,
