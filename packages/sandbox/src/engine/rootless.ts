@@ -24,6 +24,7 @@ import {
   readlinkSync,
   rmdirSync,
   rmSync,
+  statSync,
   symlinkSync,
   unlinkSync,
   writeFileSync,
@@ -34,7 +35,7 @@ import { performance } from 'node:perf_hooks';
 import { BoxError } from '../errors.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import { type CreateEngineOptions, findExecutable } from './engine.ts';
-import { alive, sleep } from './host-process.ts';
+import { alive, type FileIdentity, sleep, waitForExec } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
@@ -270,7 +271,9 @@ export class RootlessEngine implements Engine {
     child.unref();
     this.#metas.set(spec.id, { ...meta, boxDir: spec.boxDir });
     const pid = this.#initPid(spec.id);
-    if (pid === undefined) {
+    // Until the init has exec'd catatonit it is still crun's own non-dumpable process, which crun 1.8.1's
+    // exec cannot join (host-process.ts `waitForExec`; ENGINE.md "Start path").
+    if (pid === undefined || !(await waitForExec(pid, this.#initIdentity()))) {
       await this.stop(spec.id, 0).catch(() => {});
       throw new BoxError(`box ${spec.id}: init process exited right after start`);
     }
@@ -314,6 +317,12 @@ export class RootlessEngine implements Engine {
     } catch {
       return undefined;
     }
+  }
+
+  /** Device and inode of the init binary: a started box's init runs it once it has exec'd. */
+  #initIdentity(): FileIdentity {
+    const st = statSync(this.#initPath);
+    return { dev: st.dev, ino: st.ino };
   }
 
   #initPid(id: string): number | undefined {
