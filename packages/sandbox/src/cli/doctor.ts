@@ -9,9 +9,10 @@
  * caller's: they create a namespace and a temporary directory and leave nothing behind.
  */
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { cgroupMounts as cgroupMountOptions } from '../engine/cgroup-tuning.ts';
 import {
   cgroupDelegation,
   cgroupMounts,
@@ -234,6 +235,22 @@ export function runDoctor(options: DoctorOptions = {}): DoctorReport {
         false,
       ),
     );
+    const cgroups = cgroupMountOptions(readFileSync('/proc/self/mountinfo', 'utf8'));
+    const v1 = cgroups.filter((m) => m.type === 'cgroup');
+    if (v1.length > 0) {
+      const set = cgroups.some((m) => m.superOptions.includes('favordynmods'));
+      const target = (cgroups.find((m) => m.type === 'cgroup2') ?? v1[0])?.mountPoint ?? '/sys/fs/cgroup';
+      checks.push(
+        check(
+          'favordynmods',
+          'cgroup favordynmods (fast exec on cgroup v1 and hybrid hosts)',
+          set,
+          set ? 'set' : 'not set: an exec can wait ≈ 10 ms for an RCU grace period to join the box cgroups',
+          `sudo mount -o remount,favordynmods ${target}`,
+          false,
+        ),
+      );
+    }
   }
   checks.push(
     check(
