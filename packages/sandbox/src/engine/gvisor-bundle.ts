@@ -247,7 +247,8 @@ export async function stageGVisorBoxFiles(
   rmSync(p.pidFile, { force: true });
   writeFileSync(p.log, '');
   rmSync(p.binds, { recursive: true, force: true });
-  if (opened.length > 0) mkdirSync(p.binds, { mode: 0o700 });
+  // runsc and its gofer look the bind targets up as the gVisor namespace's root: traverse, not list.
+  if (opened.length > 0) mkdirSync(p.binds, { mode: 0o711 });
   const binds: string[] = [];
   for (const [i, o] of opened.entries()) {
     const target = join(p.binds, String(i));
@@ -258,9 +259,19 @@ export async function stageGVisorBoxFiles(
   return binds;
 }
 
+/** How the supervisor of a gVisor box mounts its root for the gVisor user namespace (idmap.ts). */
+export interface GVisorIdmapEnv {
+  /** `[perl, idmap-mount.pl, hostUid, hostGid, size]`: the helper with the namespace's mapping. */
+  helper: string[];
+}
+
 /**
  * The environment of `supervisor.sh` (scripts.ts) for a gVisor box: `runtime` is the runsc command
- * line (launcher included, joined with spaces), `binds` the list from `stageGVisorBoxFiles`.
+ * line (launcher included, joined with spaces), `binds` the list from `stageGVisorBoxFiles`. With
+ * `idmap` the root is an overlay over idmapped layer clones, the writable layer and /etc files are
+ * handed to the mapped root, host paths are bound idmapped (a managed volume as it is), and the
+ * launcher makes, limits and joins the box's cgroup (`SB_CG_*`, from `config.json`'s resources).
+ * @throws the fs error when the bundle's `config.json` cannot be read.
  */
 export function gvisorSupervisorEnv(
   spec: EngineBoxSpec,
@@ -268,8 +279,40 @@ export function gvisorSupervisorEnv(
   diskSizeGb: number | undefined,
   runtime: string[],
   binds: string[],
+  idmap?: GVisorIdmapEnv,
 ): Record<string, string> {
+  const etcDir = diskSizeGb !== undefined ? p.diskDir : p.bundle;
+  const resources = (
+    JSON.parse(readFileSync(join(p.bundle, 'config.json'), 'utf8')) as {
+      linux: {
+        resources: {
+          memory: { limit: number };
+          cpu: { quota: number; period: number };
+          pids: { limit: number };
+        };
+      };
+    }
+  ).linux.resources;
+  const idmapEnv: Record<string, string> = idmap
+    ? {
+        SB_IDMAP: idmap.helper.join(' '),
+        SB_IDMAP_OWN: [p.upper, p.work, join(etcDir, 'hosts'), join(etcDir, 'hostname')]
+          .flatMap((f) => ['own', f])
+          .join(' '),
+        SB_IDMAP_BINDS: binds
+          .flatMap((b, i) => {
+            const [fd, target] = b.split(/:(.*)/s) as [string, string];
+            return ['bind', `/proc/self/fd/${fd}`, target, spec.mounts[i]?.ownedByBox === true ? '0' : '1'];
+          })
+          .join(' '),
+        SB_CG_ID: spec.id,
+        SB_CG_MEM: String(resources.memory.limit),
+        SB_CG_CPU: `${resources.cpu.quota} ${resources.cpu.period}`,
+        SB_CG_PIDS: String(resources.pids.limit),
+      }
+    : {};
   return {
+    ...idmapEnv,
     PATH: process.env.PATH ?? DEFAULT_PATH,
     SB_ID: spec.id,
     SB_RT: runtime.join(' '),

@@ -1,6 +1,6 @@
 /**
- * The runsc command line of one gVisor engine (`runsc --root <stateRoot>/runsc --platform=<p>
- * --network=sandbox`) and the runsc subcommands the engine's lifecycle uses: `state`, `ps`, `kill`,
+ * The runsc command line of one gVisor engine (`nsenter --user=… --net=… -- runsc --root
+ * <stateRoot>/runsc --platform=<p> --network=sandbox --ignore-cgroups`, gvisor-userns.ts) and the runsc subcommands the engine's lifecycle uses: `state`, `ps`, `kill`,
  * `delete`, `list`. Every call runs runsc to completion (host-process.ts `run`, 30 s at most); the
  * caller reads the exit code.
  */
@@ -17,14 +17,21 @@ export interface RunscState {
 
 /** runsc with the engine's global flags; `runtime` is the full command line before a subcommand. */
 export class Runsc {
-  /** `[runsc, --root, <root>, --platform=…, --network=sandbox]`. */
+  /**
+   * `[...prefix, runsc, --root, <root>, --platform=…, --network=sandbox]`, plus `--ignore-cgroups`
+   * with a prefix (the engine makes and joins the box's cgroup, gvisor-netns.ts).
+   */
   readonly runtime: string[];
   private readonly root: string;
 
-  /** `runsc` is the binary's absolute path, `root` runsc's state directory, `platform` `ptrace` or `kvm`. */
-  constructor(runsc: string, root: string, platform: string) {
+  /**
+   * `runsc` is the binary's absolute path, `root` runsc's state directory, `platform` `ptrace` or
+   * `kvm`, `prefix` the command that enters the gVisor user namespace (`inGVisorNamespaces`).
+   */
+  constructor(runsc: string, root: string, platform: string, prefix: string[] = []) {
     this.root = root;
-    this.runtime = [runsc, '--root', root, `--platform=${platform}`, '--network=sandbox'];
+    this.runtime = [...prefix, runsc, '--root', root, `--platform=${platform}`, '--network=sandbox'];
+    if (prefix.length > 0) this.runtime.push('--ignore-cgroups');
   }
 
   /** Runs `runsc <global flags> <args…>`. */

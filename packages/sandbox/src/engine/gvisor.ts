@@ -9,10 +9,16 @@
  * --network=sandbox run --detach` through the launcher of gvisor-netns.ts. The platform is chosen
  * once per boot (gvisor-platform.ts).
  *
- * Host privileges: with `--network=sandbox` runsc runs the Sentry (which runs the box's code) as
- * `nobody` (host uid/gid 65534) in a user namespace of its own that maps only that id, chrooted, with
- * a seccomp filter; the gofer (which opens the box's files for it) stays host root, chrooted to the
- * box root, with a seccomp filter and no_new_privs (SECURITY.md "gVisor tier").
+ * Host privileges: every runsc call runs in the gVisor user namespace (gvisor-userns.ts), which maps
+ * ids `0..65535` to the sandbox's subordinate range (default host 100000..165535). The gofer (which
+ * opens the box's files for the Sentry) is that namespace's root, host uid/gid 100000, chrooted to the
+ * box root, with a seccomp filter and no_new_privs; with `--network=sandbox` runsc runs the Sentry
+ * (which runs the box's code) and its stubs as `nobody` of that namespace (host uid/gid 165534) in a
+ * user namespace of its own that maps only that id, chrooted, with a seccomp filter. No process in a
+ * box's cgroup is host root (SECURITY.md "gVisor tier"). The box root is an overlay over idmapped
+ * layer clones (idmap.ts), so the gofer reads image files owned by host root as its own; the
+ * launcher (gvisor-netns.ts) makes, limits and joins the box's cgroup as host root, and runsc runs
+ * with `--ignore-cgroups`.
  *
  * Network: the box's network namespace is made before runsc runs (`<bundle>/netns`, `lo` up) and
  * the `networkPrepare` hook links it to its gateway (`eth0`, gateway.ts); runsc copies `lo` and
@@ -49,8 +55,18 @@ import { chooseGVisorPlatform, type GVisorPlatform, type GVisorPlatformChoice } 
 import { Runsc } from './gvisor-runsc.ts';
 import { type CpuSample, sandboxStats } from './gvisor-stats.ts';
 import { forgetSandbox, registerSandbox } from './gvisor-tunnel.ts';
+import {
+  allowTraversal,
+  ensureGVisorNamespaces,
+  type GVisorNamespaces,
+  inGVisorNamespaces,
+  ownByNamespaceRoot,
+  removeBoxCgroups,
+  stageForNamespace,
+} from './gvisor-userns.ts';
 import { alive, sleep, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
+import { ensureSandboxIdRange, idmapHelperArgs, installIdmapHelper } from './idmap.ts';
 import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { SUPERVISOR_SH } from './scripts.ts';
@@ -91,8 +107,10 @@ const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /**
  * Creates the gVisor engine: finds `runsc`, chooses the platform (probe at most once per boot),
- * creates the state directories and the supervisor script.
- * @throws BoxError when runsc or the init binary is missing, or the platform option is invalid.
+ * makes the gVisor user namespace of the sandbox id range (gvisor-userns.ts), creates the state
+ * directories and the supervisor script.
+ * @throws BoxError when runsc or the init binary is missing, the platform option is invalid, the
+ *   sandbox id range is missing, or the namespaces cannot be made.
  */
 export async function createGVisorEngine(options: CreateGVisorEngineOptions = {}): Promise<GVisorEngine> {
   const runsc = findExecutable('runsc');
@@ -100,7 +118,8 @@ export async function createGVisorEngine(options: CreateGVisorEngineOptions = {}
   const stateRoot = options.stateRoot ?? DEFAULT_STATE_ROOT;
   mkdirSync(stateRoot, { recursive: true, mode: 0o700 });
   const choice = await chooseGVisorPlatform(runsc, stateRoot, options.platform);
-  return new GVisorEngine(runsc, choice, options);
+  const ns = await ensureGVisorNamespaces(ensureSandboxIdRange());
+  return new GVisorEngine(runsc, choice, options, ns);
 }
 
 /** An `Engine` running each box under gVisor (`runsc`). Construct with `createGVisorEngine()`. */
@@ -121,14 +140,27 @@ export class GVisorEngine implements Engine {
   private readonly initPath: string;
   private readonly busybox: string | undefined;
   private readonly opts: CreateGVisorEngineOptions;
+  /** The gVisor user namespace every runsc call runs in (undefined: runsc runs as host root). */
+  private readonly ns: GVisorNamespaces | undefined;
+  /** `[perl, idmap-mount.pl, hostUid, hostGid, size]` when `ns` is set. */
+  private readonly idmapHelper: string[] | undefined;
   private readonly supervisors = new Map<string, ChildProcess>();
   private readonly metas = new Map<string, GVisorBoxMeta>();
   private readonly cpuSamples = new Map<string, CpuSample>();
   private execSeq = 0;
 
-  /** Use `createGVisorEngine()`. @throws BoxError when the init binary is missing or stateRoot is invalid. */
-  constructor(runsc: string, platform: GVisorPlatformChoice, options: CreateGVisorEngineOptions = {}) {
+  /**
+   * Use `createGVisorEngine()`. With `ns`, every runsc call runs in that user namespace.
+   * @throws BoxError when the init binary or perl is missing or stateRoot is invalid.
+   */
+  constructor(
+    runsc: string,
+    platform: GVisorPlatformChoice,
+    options: CreateGVisorEngineOptions = {},
+    ns?: GVisorNamespaces,
+  ) {
     this.opts = options;
+    this.ns = ns;
     this.platform = platform;
     this.stateRoot = options.stateRoot ?? DEFAULT_STATE_ROOT;
     if (!this.stateRoot.startsWith('/') || /\s/.test(this.stateRoot)) {
@@ -149,7 +181,18 @@ export class GVisorEngine implements Engine {
     const launcher = join(binDir, 'runsc-netns.sh');
     writeIfChanged(launcher, RUNSC_NETNS_SH);
     cleanStaleExecFiles(this.execDir);
-    this.rs = new Runsc(runsc, rtRoot, platform.platform);
+    if (ns) {
+      // runsc writes its state and the exec pid files as the namespace's root; it looks the bundles
+      // up through the state directory (traverse, not list).
+      ownByNamespaceRoot(ns, rtRoot);
+      ownByNamespaceRoot(ns, this.execDir);
+      allowTraversal(this.stateRoot);
+      const perl = findExecutable('perl');
+      if (!perl) throw new BoxError("isolation: 'gvisor' needs perl on the host (perl-base)");
+      const helper = installIdmapHelper(binDir, perl);
+      this.idmapHelper = [helper.perl, helper.script, ...idmapHelperArgs(ns.mapping)];
+    }
+    this.rs = new Runsc(runsc, rtRoot, platform.platform, ns ? inGVisorNamespaces(ns) : []);
     const unshare = findExecutable('unshare');
     if (!unshare) throw new BoxError("isolation: 'gvisor' needs unshare on the host (util-linux)");
     this.rtNetns = [unshare, '-m', '--', '/bin/sh', launcher, ...this.rs.runtime];
@@ -192,10 +235,18 @@ export class GVisorEngine implements Engine {
 
     const tFs0 = performance.now();
     const binds = await stageGVisorBoxFiles(this.stateRoot, this.boxesDir, spec, p, diskSizeGb, opened);
+    if (this.ns) stageForNamespace(this.ns, spec, p.bundle, opened);
 
-    await prepareBoxNetns(spec, p.netns, this.opts.networkPrepare, this.opts.networkTeardown);
+    await prepareBoxNetns(spec, p.netns, this.opts.networkPrepare, this.opts.networkTeardown, this.ns);
 
-    const env = gvisorSupervisorEnv(spec, p, diskSizeGb, this.rtNetns, binds);
+    const env = gvisorSupervisorEnv(
+      spec,
+      p,
+      diskSizeGb,
+      this.rtNetns,
+      binds,
+      this.idmapHelper ? { helper: this.idmapHelper } : undefined,
+    );
     const old = this.supervisors.get(spec.id);
     if (old) this.release(spec.id, old);
     const { child, outcome, tMounted, tStarted } = await startSupervisor(
@@ -214,6 +265,7 @@ export class GVisorEngine implements Engine {
       );
       // The supervisor's own cleanup can lose the race with runsc's gofer for the root mount.
       await this.rs.call(['delete', '--force', spec.id]);
+      await removeBoxCgroups(spec.id);
       await this.opts.networkTeardown?.(spec.id).catch(() => {});
       await removeBoxNetns(p.netns);
       await unmountBoxDir(spec.boxDir).catch(() => {});
@@ -313,6 +365,7 @@ export class GVisorEngine implements Engine {
         throw new BoxError(`box ${id}: deleting the gVisor sandbox failed: ${del.stderr.trim()}`);
       }
     }
+    if (this.ns) await removeBoxCgroups(id);
     if (meta) {
       rmSync(join(meta.boxDir, 'bundle', 'init.pid'), { force: true });
       await unmountBoxDir(meta.boxDir);

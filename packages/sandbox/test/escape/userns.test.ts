@@ -9,13 +9,15 @@
  * Host-side helpers that are by design outside the box, named here: the box supervisor (`sh
  * supervisor.sh`, host root, not in the box's namespaces or cgroup) and the `crun exec` / `runsc exec`
  * / tty relay processes on the host side of each exec. For the gVisor tier (runsc 0.0~20221219 with
- * `--network=sandbox`), every process that runs the box's code — the sandbox process (the Sentry) and,
- * on the ptrace platform, the stubs it forks, in which the box's instructions execute — is host uid
- * and gid 65534 (`nobody`) in a user namespace of runsc's own that maps only that id; the one other
- * process in the box's cgroup, the gofer (which opens the box's files for the Sentry and runs no box
- * code), is host uid 0, confined (chrooted to the box root, no_new_privs, a seccomp filter, only the
- * file capabilities listed in `GOFER_CAPS`). The test asserts exactly that, so a Sentry or stub with
- * host uid 0, or any other process in a gVisor box's cgroup, fails it (SECURITY.md "gVisor tier").
+ * `--network=sandbox`, run in the gVisor user namespace that maps the sandbox range), no process in
+ * the box's cgroup has a host id outside the sandbox range: every process that runs the box's code —
+ * the sandbox process (the Sentry) and, on the ptrace platform, the stubs it forks, in which the
+ * box's instructions execute — is the range's `nobody` (host uid/gid start + 65534) in a user
+ * namespace of runsc's own that maps only that id; the one other process, the gofer (which opens the
+ * box's files for the Sentry and runs no box code), is the range's root (host uid/gid start),
+ * confined (chrooted to the box root, no_new_privs, a seccomp filter, only the file capabilities
+ * listed in `GOFER_CAPS`, of its own namespace). A gofer, Sentry or stub with host uid 0, or any other
+ * process in a gVisor box's cgroup, fails the test (SECURITY.md "gVisor tier").
  */
 import assert from 'node:assert/strict';
 import {
@@ -50,11 +52,11 @@ let engine: TieredEngine;
 let range: IdMapping;
 const CAP_SYS_ADMIN = 21n;
 /**
- * The gofer's effective capabilities (host namespace): CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER,
- * FSETID (bits 0-4) and SYS_CHROOT (18), as runsc 20221219 gives it.
+ * The gofer's effective capabilities (in the gVisor user namespace): CHOWN, DAC_OVERRIDE,
+ * DAC_READ_SEARCH, FOWNER, FSETID (bits 0-4) and SYS_CHROOT (18), as runsc 20221219 gives it.
  */
 const GOFER_CAPS = 0x4001fn;
-/** Host uid and gid of `nobody`, the only id runsc maps into the Sentry's user namespace. */
+/** `nobody`, the only id runsc maps into the Sentry's user namespace (host id: range start + 65534). */
 const NOBODY = 65534;
 
 before(async () => {
@@ -98,15 +100,21 @@ function hostView(pid: number): HostView | undefined {
   }
 }
 
-/** Every process of the box of `initPid`: the members of its pids cgroup (all tiers put the box there). */
+/**
+ * Every process of the box of `initPid`: the members of its pids cgroup (all tiers put the box there),
+ * of cgroup v1's pids hierarchy or of the v2 hierarchy.
+ */
 function boxProcesses(initPid: number): HostView[] {
-  const line = readFileSync(`/proc/${initPid}/cgroup`, 'utf8')
-    .split('\n')
-    .find((l) => /^\d+:([^:]*,)?pids(,[^:]*)?:/.test(l));
+  const lines = readFileSync(`/proc/${initPid}/cgroup`, 'utf8').split('\n');
+  const v1 = lines.find((l) => /^\d+:([^:]*,)?pids(,[^:]*)?:/.test(l));
+  const line = v1 ?? lines.find((l) => l.startsWith('0::'));
   assert.ok(line, 'the box init has a pids cgroup');
   const path = line.slice(line.indexOf(':', line.indexOf(':') + 1) + 1);
   assert.match(path, /seed-sandbox/, 'the init is in a box cgroup');
-  const procs = readFileSync(join('/sys/fs/cgroup/pids', path, 'cgroup.procs'), 'utf8')
+  const procs = readFileSync(
+    join(v1 ? '/sys/fs/cgroup/pids' : '/sys/fs/cgroup', path, 'cgroup.procs'),
+    'utf8',
+  )
     .split('\n')
     .filter(Boolean)
     .map(Number);
@@ -165,7 +173,7 @@ describe('host ids of every box process (/proc/<pid>/status read from the host)'
     }
   });
 
-  test('gVisor tier: every process running box code is host uid 65534 in its own user namespace; the gofer is confined', {
+  test('gVisor tier: no process in the box cgroup has host uid 0; the gofer is the range root, the Sentry and stubs its nobody', {
     skip: findExecutable('runsc') ? false : 'runsc is not installed',
   }, async () => {
     const s = specFactory(tmp, rootfs, 'unsg')({ isolation: 'gvisor' });
@@ -187,27 +195,38 @@ describe('host ids of every box process (/proc/<pid>/status read from the host)'
           p === gofer || boxCode.includes(p),
           `an unexpected process in the box: ${p.pid} ${p.cmdline}`,
         );
+        // No process of the box is host root: every id is one of the sandbox range.
+        for (const id of [...p.uids, ...p.gids]) {
+          assert.ok(
+            id >= range.hostUid && id < range.hostUid + range.size,
+            `${p.pid} ${p.cmdline}: host ids\n${list}`,
+          );
+        }
+        assert.notEqual(p.userns, hostUserns, `${p.pid} ${p.cmdline} is in the host user namespace`);
         assert.ok(p.noNewPrivs, `${p.cmdline}: no_new_privs`);
         assert.equal(p.seccomp, 2, `${p.cmdline}: seccomp filter`);
       }
       for (const p of boxCode) {
-        // No process that runs box code is host root, or holds a host capability.
-        assert.deepEqual(p.uids, Array(4).fill(NOBODY), `${p.pid} ${p.cmdline}: host uids\n${list}`);
-        assert.deepEqual(p.gids, Array(4).fill(NOBODY), `${p.pid} ${p.cmdline}: host gids`);
-        assert.notEqual(p.userns, hostUserns, `${p.pid} is in the host user namespace`);
+        // Every process that runs box code is the range's nobody, in runsc's own user namespace.
+        assert.deepEqual(
+          p.uids,
+          Array(4).fill(range.hostUid + NOBODY),
+          `${p.pid} ${p.cmdline}: host uids\n${list}`,
+        );
+        assert.deepEqual(p.gids, Array(4).fill(range.hostGid + NOBODY), `${p.pid} ${p.cmdline}: host gids`);
         assert.equal(p.userns, sandbox.userns, 'one user namespace for the Sentry and its stubs');
       }
-      assert.equal(
-        readFileSync(`/proc/${pid}/uid_map`, 'utf8').trim().split(/\s+/).join(' '),
-        '65534 65534 1',
-      );
-      assert.equal(
-        readFileSync(`/proc/${pid}/gid_map`, 'utf8').trim().split(/\s+/).join(' '),
-        '65534 65534 1',
-      );
-      // The gofer: host root, but chrooted into the box root, seccomp-filtered, file capabilities only.
-      assert.deepEqual(gofer.uids, [0, 0, 0, 0]);
-      assert.equal(gofer.userns, hostUserns);
+      const idMap = (p: number, kind: string) =>
+        readFileSync(`/proc/${p}/${kind}_map`, 'utf8').trim().split(/\s+/).join(' ');
+      assert.equal(idMap(pid, 'uid'), `${NOBODY} ${range.hostUid + NOBODY} 1`);
+      assert.equal(idMap(pid, 'gid'), `${NOBODY} ${range.hostGid + NOBODY} 1`);
+      // The gofer: the range's root, in the gVisor user namespace (the range mapped), chrooted into
+      // the box root, seccomp-filtered, file capabilities of that namespace only.
+      assert.deepEqual(gofer.uids, Array(4).fill(range.hostUid));
+      assert.deepEqual(gofer.gids, Array(4).fill(range.hostGid));
+      assert.equal(idMap(gofer.pid, 'uid'), `0 ${range.hostUid} ${range.size}`);
+      assert.equal(idMap(gofer.pid, 'gid'), `0 ${range.hostGid} ${range.size}`);
+      assert.notEqual(gofer.userns, sandbox.userns);
       assert.equal(gofer.capEff, GOFER_CAPS, `gofer capabilities ${gofer.capEff.toString(16)}`);
       assert.equal((gofer.capEff >> CAP_SYS_ADMIN) & 1n, 0n);
       assert.notEqual(readlinkSync(`/proc/${gofer.pid}/root`), '/', 'the gofer is chrooted');

@@ -1,0 +1,242 @@
+/**
+ * The host user namespace every runsc call of the gVisor tier runs in, so that no process of a
+ * gVisor box is host root (SECURITY.md "gVisor tier").
+ *
+ * One user namespace per host maps ids `0..size-1` to the sandbox's subordinate range (idmap.ts
+ * `ensureSandboxIdRange`, default host `100000..165535`), the same mapping as container-tier boxes.
+ * It is kept as an nsfs bind mount, `<GVISOR_NS_DIR>/userns`, with a network namespace it owns,
+ * `<GVISOR_NS_DIR>/netns`, in which runsc runs (its control sockets are abstract unix sockets of that
+ * namespace, and runsc must be able to return to its own network namespace after joining the box's).
+ * Every runsc command line is `nsenter --user=<userns> --net=<netns> -- runsc …`: runsc then runs as
+ * namespace root, host uid `hostUid`, with capabilities over that namespace only; the gofer it starts
+ * is host uid `hostUid`, and the Sentry and its stubs, in the user namespace runsc makes for them
+ * (mapping only `nobody`), host uid `hostUid + 65534`.
+ *
+ * What runsc can no longer do itself as namespace root is done by the engine as host root: the box's
+ * root is an overlay over idmapped layer clones (idmap.ts), the box's network namespace is made by a
+ * process of the user namespace (so runsc may join it), and the box's cgroup is made, limited and
+ * joined by the launcher before runsc runs with `--ignore-cgroups` (gvisor-netns.ts).
+ */
+import { spawn } from 'node:child_process';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  readdirSync,
+  rmdirSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
+import { BoxError } from '../errors.ts';
+import { findExecutable, mountsUnder } from './engine.ts';
+import { CGROUP_PARENT } from './gvisor-bundle.ts';
+import { run, sleep } from './host-process.ts';
+import type { OpenedHostPath } from './hostpath.ts';
+import type { IdMapping } from './idmap.ts';
+import type { EngineBoxSpec } from './types.ts';
+
+/** Host directory of the gVisor tier's user and network namespace files (shared by every engine). */
+export const GVISOR_NS_DIR = '/run/seed-sandbox-gvisor';
+
+/** The namespace files of `ensureGVisorNamespaces`, absolute. */
+export interface GVisorNamespaces {
+  /** nsfs bind mount of the user namespace (ids `0..size-1` → the sandbox range). */
+  userns: string;
+  /** nsfs bind mount of a network namespace owned by `userns`, where runsc itself runs. */
+  netns: string;
+  mapping: IdMapping;
+}
+
+/** How long making one namespace may take, ms. */
+const NS_TIMEOUT_MS = 10_000;
+
+/** True when `path` is a mount point (an nsfs bind mount here). */
+function mounted(path: string): boolean {
+  return mountsUnder(path).includes(path);
+}
+
+/**
+ * Runs `argv` (which must end in a new namespace of `kind`, then print `ready` and wait on stdin),
+ * then binds that namespace onto `target` (`/proc/<pid>/ns/<kind>`), with `setup(pid)` run in between.
+ * @throws BoxError when the process, `setup` or the bind fails.
+ */
+async function holdNamespace(
+  argv: string[],
+  kind: 'user' | 'net',
+  target: string,
+  setup: (pid: number) => void = () => {},
+): Promise<void> {
+  const child = spawn(argv[0] as string, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('timed out')), NS_TIMEOUT_MS);
+      child.stdout.on('data', (d: Buffer) => {
+        if (d.toString().includes('ready')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.on('error', reject);
+      child.on('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`exited ${code}: ${err.trim()}`));
+      });
+    });
+    const pid = child.pid as number;
+    setup(pid);
+    if (!existsSync(target)) writeFileSync(target, '', { mode: 0o600 });
+    const bind = await run(findExecutable('mount') ?? '/bin/mount', [
+      '--bind',
+      `/proc/${pid}/ns/${kind}`,
+      target,
+    ]);
+    if (bind.code !== 0) throw new Error(bind.stderr.trim());
+  } catch (e) {
+    throw new BoxError(
+      `isolation: 'gvisor': making the ${kind} namespace ${target} failed: ${(e as Error).message}`,
+    );
+  } finally {
+    child.stdin.end();
+    child.kill('SIGKILL');
+  }
+}
+
+/**
+ * Makes (once per boot; idempotent) the user namespace of the sandbox range and the network namespace
+ * runsc runs in, as nsfs bind mounts under `dir`. Needs host root.
+ * @throws BoxError when `unshare`/`nsenter` is missing or a namespace cannot be made.
+ */
+export async function ensureGVisorNamespaces(
+  mapping: IdMapping,
+  dir: string = GVISOR_NS_DIR,
+): Promise<GVisorNamespaces> {
+  const unshare = findExecutable('unshare');
+  const nsenter = findExecutable('nsenter');
+  if (!unshare || !nsenter) throw new BoxError("isolation: 'gvisor' needs unshare and nsenter (util-linux)");
+  mkdirSync(dir, { recursive: true, mode: 0o711 });
+  const ns: GVisorNamespaces = { userns: join(dir, 'userns'), netns: join(dir, 'netns'), mapping };
+  const wait = ['/bin/sh', '-c', 'echo ready; read x'];
+  if (!mounted(ns.userns)) {
+    await holdNamespace([unshare, '--user', '--', ...wait], 'user', ns.userns, (pid) => {
+      writeFileSync(`/proc/${pid}/uid_map`, `0 ${mapping.hostUid} ${mapping.size}\n`);
+      writeFileSync(`/proc/${pid}/gid_map`, `0 ${mapping.hostGid} ${mapping.size}\n`);
+    });
+  }
+  if (!mounted(ns.netns)) {
+    await holdNamespace(
+      [nsenter, `--user=${ns.userns}`, '--', unshare, '--net', '--', ...wait],
+      'net',
+      ns.netns,
+    );
+  }
+  return ns;
+}
+
+/** The command-line prefix that runs a program in the namespaces (`nsenter --user=… --net=… --`). */
+export function inGVisorNamespaces(ns: GVisorNamespaces): string[] {
+  return [findExecutable('nsenter') ?? '/usr/bin/nsenter', `--user=${ns.userns}`, `--net=${ns.netns}`, '--'];
+}
+
+/**
+ * Makes a box's network namespace owned by the gVisor user namespace (runsc, as its root, must join
+ * it) with `lo` up, kept as an nsfs bind mount on `path` (made by host root).
+ * @throws BoxError when the namespace cannot be made.
+ */
+export async function createOwnedNetns(ns: GVisorNamespaces, path: string): Promise<void> {
+  const unshare = findExecutable('unshare') ?? '/usr/bin/unshare';
+  const ip = findExecutable('ip') ?? '/sbin/ip';
+  await holdNamespace(
+    [
+      findExecutable('nsenter') ?? '/usr/bin/nsenter',
+      `--user=${ns.userns}`,
+      '--',
+      unshare,
+      '--net',
+      '--',
+      '/bin/sh',
+      '-c',
+      `${ip} link set lo up && echo ready && read x`,
+    ],
+    'net',
+    path,
+  );
+}
+
+/**
+ * Hands a host directory or file to the namespace's root (host `hostUid:hostGid`): runsc writes its
+ * state, pid files and exec pid files there.
+ */
+export function ownByNamespaceRoot(ns: GVisorNamespaces, path: string): void {
+  chownSync(path, ns.mapping.hostUid, ns.mapping.hostGid);
+}
+
+/**
+ * Readies a box's host files for runsc running as the namespace's root: search permission on the box
+ * directory and its ancestors (`allowTraversal`), the bundle (runsc's pid file) handed to it, and
+ * each fresh managed volume (`ownedByBox`, still host root's) handed to it; the chown follows the
+ * opened descriptor's magic link, never a path the box controls.
+ */
+export function stageForNamespace(
+  ns: GVisorNamespaces,
+  spec: Pick<EngineBoxSpec, 'boxDir' | 'mounts'>,
+  bundle: string,
+  opened: OpenedHostPath[],
+): void {
+  allowTraversal(spec.boxDir);
+  ownByNamespaceRoot(ns, bundle);
+  for (const [i, o] of opened.entries()) {
+    if (spec.mounts[i]?.ownedByBox !== true) continue;
+    const st = fstatSync(o.fd);
+    if (st.uid === 0 && st.gid === 0)
+      chownSync(`/proc/self/fd/${o.fd}`, ns.mapping.hostUid, ns.mapping.hostGid);
+  }
+}
+
+/** The cgroup directories of box `id` on this host (`/<hierarchy>/seed-sandbox/<id>`, v1 or v2). */
+export function boxCgroupDirs(id: string): string[] {
+  const root = '/sys/fs/cgroup';
+  if (existsSync(join(root, 'cgroup.controllers'))) return [join(root, CGROUP_PARENT, id)];
+  const out: string[] = [];
+  for (const h of readdirSync(root)) {
+    if (h === 'unified' || !existsSync(join(root, h, 'cgroup.procs'))) continue;
+    out.push(join(root, h, CGROUP_PARENT, id));
+  }
+  return out;
+}
+
+/**
+ * Removes the cgroup directories of box `id` (made by the launcher), waiting up to 2 s for the
+ * sandbox's processes to leave them. Idempotent; a directory still busy after that is left.
+ */
+export async function removeBoxCgroups(id: string): Promise<void> {
+  for (const dir of boxCgroupDirs(id)) {
+    for (let i = 0; i < 200 && existsSync(dir); i++) {
+      try {
+        rmdirSync(dir);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EBUSY') break;
+        await sleep(10);
+      }
+    }
+  }
+}
+
+/**
+ * Gives everyone search permission (`o+x`, not read) on `dir` and each of its ancestors lacking it,
+ * as the container tier does for its user namespaces: runsc runs as the gVisor namespace's root and
+ * looks up the bundle, the box root and bind sources, none of which it owns.
+ */
+export function allowTraversal(dir: string): void {
+  for (let d = dir; ; d = dirname(d)) {
+    const mode = statSync(d).mode;
+    if ((mode & 0o001) === 0) chmodSync(d, (mode & 0o7777) | 0o001);
+    if (d === '/') return;
+  }
+}
