@@ -25,6 +25,7 @@ import { findExecutable } from '../src/engine/engine.ts';
 import { gvisorOciConfig, SENTRY_TASKS } from '../src/engine/gvisor.ts';
 import { chooseGVisorPlatform, probeKvm } from '../src/engine/gvisor-platform.ts';
 import { createTieredEngine, type TieredEngine } from '../src/engine/gvisor-tiers.ts';
+import { boxCgroupDirs } from '../src/engine/gvisor-userns.ts';
 import { makeBusyboxRootfs, mountsUnder } from '../src/engine/index.ts';
 import { collect, execSh, specFactory } from './helpers/engine.ts';
 
@@ -299,10 +300,17 @@ setInterval(() => {}, 1000);
     const attached = spec({ detach: false });
     const pid = await startInChild(attached);
     // The supervisor's cleanup runs when the pipe from the dead process ends (polled here up to 20 s).
-    for (let i = 0; i < 400 && !(gone(pid) && mountsUnder(attached.boxDir).length === 0); i++)
+    const cgroupsLeft = (id: string) => boxCgroupDirs(id).filter((d) => existsSync(d));
+    for (
+      let i = 0;
+      i < 400 &&
+      !(gone(pid) && mountsUnder(attached.boxDir).length === 0 && cgroupsLeft(attached.id).length === 0);
+      i++
+    )
       await sleep(50);
     assert.ok(gone(pid), 'the sandbox of the non-detached box ended');
     assert.deepEqual(mountsUnder(attached.boxDir), []);
+    assert.deepEqual(cgroupsLeft(attached.id), [], "the supervisor's cleanup removes the box's cgroup");
     assert.equal((await engine.state(attached.id)).status, 'stopped');
     await engine.remove(attached.id, attached.boxDir);
 
@@ -312,6 +320,7 @@ setInterval(() => {}, 1000);
     assert.equal((await sh(detached.id, 'echo still here')).stdout, 'still here\n');
     await engine.remove(detached.id, detached.boxDir);
     assert.ok(gone(dpid));
+    assert.deepEqual(cgroupsLeft(detached.id), [], "remove deletes the box's cgroup");
   });
 
   test('a start failure names the stage and leaves nothing mounted; symlinked host paths are refused', async () => {

@@ -20,10 +20,11 @@
  * still work, the test answers "not the root namespace", and nothing changes outside that mount
  * namespace. The sandbox and the gofer get mount namespaces of their own and mount a fresh `/proc`,
  * which the kernel allows a user namespace only while a proc mount is fully visible: the launcher
- * leaves a plain bind of `/proc` at `/proc/sys/.proc`. Before that, when `SB_CG_ID` is set, the
- * launcher (host root) makes the box's cgroup `/seed-sandbox/<id>` (v1 hierarchies or v2), writes its
- * limits (`SB_CG_MEM` bytes, `SB_CG_CPU` "quota period" µs, `SB_CG_PIDS`) and moves itself in, so
- * runsc (`--ignore-cgroups`) and every process it starts are in it.
+ * leaves a plain bind of `/proc` at `/proc/sys/.proc`. Before that, when `SB_CG_ID` is set and the
+ * command is `run --detach`, the launcher (host root) makes the box's cgroup `/seed-sandbox/<id>` (v1
+ * hierarchies or v2), writes its limits (`SB_CG_MEM` bytes, `SB_CG_CPU` "quota period" µs,
+ * `SB_CG_PIDS`) and moves itself in, so runsc (`--ignore-cgroups`) and every process it starts are in
+ * it; for `delete --force` (the supervisor's cleanup) it runs the command, then removes that cgroup.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { BoxError } from '../errors.ts';
@@ -46,7 +47,19 @@ export interface GVisorNetnsContext {
  */
 export const RUNSC_NETNS_SH = `#!/bin/sh
 # Runs runsc with /proc/sys/net hidden, in the box's cgroup (generated; see src/engine/gvisor-netns.ts)
-if [ -n "$SB_CG_ID" ]; then
+# The supervisor's own cleanup deletes the sandbox through this launcher: the box's cgroup goes too.
+case " $* " in *" delete --force "*)
+  [ -n "$SB_CG_ID" ] || exec "$@"
+  "$@"
+  rc=$?
+  for d in /sys/fs/cgroup/seed-sandbox/"$SB_CG_ID" /sys/fs/cgroup/*/seed-sandbox/"$SB_CG_ID"; do
+    n=0
+    while [ -d "$d" ] && ! rmdir "$d" 2>/dev/null && [ $n -lt 20 ]; do n=$((n + 1)); sleep 0.1; done
+  done
+  exit $rc
+esac
+case " $* " in *" run --detach "*) cg=$SB_CG_ID ;; *) cg= ;; esac
+if [ -n "$cg" ]; then
   # The box's cgroup, limited and joined by host root (runsc runs with --ignore-cgroups).
   if [ -e /sys/fs/cgroup/cgroup.controllers ]; then
     p=/sys/fs/cgroup/seed-sandbox
