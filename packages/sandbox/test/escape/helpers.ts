@@ -114,6 +114,9 @@ function walk(path: string, out: Map<string, FileFacts>): void {
 function isEngineMount(mountPoint: string): boolean {
   return (
     /^\/run\/netns\/sbx-[0-9A-Za-z]+$/.test(mountPoint) ||
+    // The gVisor tier's user and network namespace pair, made once per boot by the first gVisor box
+    // (src/engine/gvisor-userns.ts) and kept for the boot: new on a fresh host, never box-controlled.
+    /^\/run\/seed-sandbox-gvisor\/(userns|netns)$/.test(mountPoint) ||
     /\/boxes\/[0-9A-Za-z_-]+\/(rootfs|disk|binds\/\d+)$/.test(mountPoint)
   );
 }
