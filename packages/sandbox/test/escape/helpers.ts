@@ -108,8 +108,8 @@ function walk(path: string, out: Map<string, FileFacts>): void {
  * True for a mount the engine makes for a box of any runtime (other test files run boxes at the same
  * time, and a box being created may not have its bundle yet): a box's root, disk or checked host binds
  * directly in an engine box directory (`<home>/boxes/<id>/rootfs`, `…/disk`, `…/binds/<i>`), or a box's
- * network namespace
- * (`/run/netns/sbx-<id>`). A box that escaped would mount where it chose, not at these names.
+ * network namespace (`/run/netns/sbx-<id>`, or `<home>/boxes/<id>/bundle/netns` while a gVisor box
+ * starts). A box that escaped would mount where it chose, not at these names.
  */
 function isEngineMount(mountPoint: string): boolean {
   return (
@@ -117,7 +117,7 @@ function isEngineMount(mountPoint: string): boolean {
     // The gVisor tier's user and network namespace pair, made once per boot by the first gVisor box
     // (src/engine/gvisor-userns.ts) and kept for the boot: new on a fresh host, never box-controlled.
     /^\/run\/seed-sandbox-gvisor\/(userns|netns)$/.test(mountPoint) ||
-    /\/boxes\/[0-9A-Za-z_-]+\/(rootfs|disk|binds\/\d+)$/.test(mountPoint)
+    /\/boxes\/[0-9A-Za-z_-]+\/(rootfs|disk|binds\/\d+|bundle\/netns)$/.test(mountPoint)
   );
 }
 
