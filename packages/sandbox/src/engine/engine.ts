@@ -133,6 +133,43 @@ interface BoxMeta {
 }
 
 const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
+
+/** Absolute host paths of one box's files in its box directory (both isolation tiers; see `boxPaths`). */
+export interface BoxPaths {
+  /** The OCI bundle: `config.json`, `init.pid` (and `hosts`, `hostname` when the box has no disk). */
+  bundle: string;
+  /** Where the supervisor mounts the box's overlay root. */
+  rootfs: string;
+  /** `<i>`: the bind target of `spec.mounts[i]`. */
+  binds: string;
+  /** The overlay's writable layer and work directory (on the disk when the box has one). */
+  upper: string;
+  work: string;
+  /** The box's disk image and where it is mounted. */
+  diskImg: string;
+  diskDir: string;
+  /** The runtime's and the supervisor's log. */
+  log: string;
+  /** Host pid of the box's init (crun) or sandbox process (runsc), written by `--pid-file`. */
+  pidFile: string;
+}
+
+/** The files of the box in `boxDir`; `diskSizeGb` absent puts the writable layer in `boxDir` itself. */
+export function boxPaths(boxDir: string, diskSizeGb?: number): BoxPaths {
+  const diskDir = join(boxDir, 'disk');
+  const base = diskSizeGb !== undefined ? diskDir : boxDir;
+  return {
+    bundle: join(boxDir, 'bundle'),
+    rootfs: join(boxDir, 'rootfs'),
+    binds: join(boxDir, 'binds'),
+    upper: join(base, 'upper'),
+    work: join(base, 'work'),
+    diskImg: join(boxDir, 'disk.img'),
+    diskDir,
+    log: join(boxDir, 'runtime.log'),
+    pidFile: join(boxDir, 'bundle', 'init.pid'),
+  };
+}
 /** Default search path (as execvp(3)'s): the host's when `PATH` is unset, a box's for tty commands. */
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const CGROUP_PARENT = 'seed-sandbox';
@@ -372,22 +409,6 @@ export class OciEngine implements Engine {
     return run(cmd[0] as string, [...cmd.slice(1), ...args]);
   }
 
-  private paths(boxDir: string, diskSizeGb?: number) {
-    const diskDir = join(boxDir, 'disk');
-    const base = diskSizeGb !== undefined ? diskDir : boxDir;
-    return {
-      bundle: join(boxDir, 'bundle'),
-      rootfs: join(boxDir, 'rootfs'),
-      binds: join(boxDir, 'binds'),
-      upper: join(base, 'upper'),
-      work: join(base, 'work'),
-      diskImg: join(boxDir, 'disk.img'),
-      diskDir,
-      log: join(boxDir, 'runtime.log'),
-      pidFile: join(boxDir, 'bundle', 'init.pid'),
-    };
-  }
-
   /**
    * Starts a box; see `Engine.start`. Host paths of `mounts` are opened first (hostpath.ts: a symlink
    * anywhere on one is refused) and bound through their descriptors.
@@ -415,7 +436,7 @@ export class OciEngine implements Engine {
       existsSync(join(spec.boxDir, 'upper')) &&
       !existsSync(join(spec.boxDir, 'disk.img'));
     const diskSizeGb = spec.diskSizeGb ?? (legacy ? undefined : DEFAULT_DISK_SIZE_GB);
-    const p = this.paths(spec.boxDir, diskSizeGb);
+    const p = boxPaths(spec.boxDir, diskSizeGb);
     // /etc/hosts and /etc/hostname live on the box disk, inside its limit.
     const etcDir = diskSizeGb !== undefined ? p.diskDir : p.bundle;
     // A box keeps the user namespace of its first start: its writable layer is owned accordingly.

@@ -16,7 +16,7 @@ import {
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 import { DEFAULT_DISK_SIZE_GB, DISK_MOUNT_OPTIONS, ensureDiskImage } from './disk.ts';
-import { mountsUnder } from './engine.ts';
+import { type BoxPaths, boxPaths, mountsUnder } from './engine.ts';
 import type { GVisorPlatform } from './gvisor-platform.ts';
 import { alive, run } from './host-process.ts';
 import type { OpenedHostPath } from './hostpath.ts';
@@ -54,44 +54,15 @@ export interface GVisorMeta {
 /** `GVisorMeta` with where the box lives on the host (absolute paths). */
 export type GVisorBoxMeta = GVisorMeta & { boxDir: string; rootfs: string };
 
-/** Absolute host paths of one gVisor box's files (see `gvisorBoxPaths`). */
-export interface GVisorBoxPaths {
-  /** The OCI bundle: `config.json`, `engine.json`, `init.pid`, `netns` (and `hosts`, `hostname` without a disk). */
-  bundle: string;
-  /** Where the supervisor mounts the box's overlay root. */
-  rootfs: string;
-  /** The overlay's writable layer and work directory (on the disk when the box has one). */
-  upper: string;
-  work: string;
-  /** The box's disk image and where it is mounted. */
-  diskImg: string;
-  diskDir: string;
-  /** runsc's and the supervisor's log. */
-  log: string;
-  /** Host pid of the sandbox process, written by `runsc run --pid-file`. */
-  pidFile: string;
-  /** `<i>`: the bind target of `spec.mounts[i]`. */
-  binds: string;
+/** Absolute host paths of one gVisor box's files: the engine's `BoxPaths` plus its network namespace file. */
+export type GVisorBoxPaths = BoxPaths & {
   /** The box's network namespace file until the sandbox holds it. */
   netns: string;
-}
+};
 
-/** The files of the box in `boxDir`; `diskSizeGb` absent puts the writable layer in `boxDir` itself. */
+/** The files of the gVisor box in `boxDir` (`boxPaths`, and `bundle/netns`). */
 export function gvisorBoxPaths(boxDir: string, diskSizeGb?: number): GVisorBoxPaths {
-  const diskDir = join(boxDir, 'disk');
-  const base = diskSizeGb !== undefined ? diskDir : boxDir;
-  return {
-    bundle: join(boxDir, 'bundle'),
-    rootfs: join(boxDir, 'rootfs'),
-    upper: join(base, 'upper'),
-    work: join(base, 'work'),
-    diskImg: join(boxDir, 'disk.img'),
-    diskDir,
-    log: join(boxDir, 'runtime.log'),
-    pidFile: join(boxDir, 'bundle', 'init.pid'),
-    binds: join(boxDir, 'binds'),
-    netns: join(boxDir, 'bundle', 'netns'),
-  };
+  return { ...boxPaths(boxDir, diskSizeGb), netns: join(boxDir, 'bundle', 'netns') };
 }
 
 /**
