@@ -5,13 +5,13 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 import { resolveUser } from './engine.ts';
 import type { GVisorBoxMeta } from './gvisor-bundle.ts';
-import { alive, drain, run, sleep } from './host-process.ts';
+import { alive, drain, run, waitForPidFile } from './host-process.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
 /** Exit code of a command that could not be started (as in the container tier). */
@@ -91,16 +91,7 @@ export function gvisorExec(
   });
   exited.catch(() => {});
   /** The command's pid inside the sandbox (waits up to 2 s for runsc to write it). */
-  const commandPid = async (): Promise<number | undefined> => {
-    for (let i = 0; i < 400 && !done; i++) {
-      try {
-        const pid = Number.parseInt(await readFile(pidFile, 'utf8'), 10);
-        if (pid > 0) return pid;
-      } catch {}
-      await sleep(5);
-    }
-    return undefined;
-  };
+  const commandPid = () => waitForPidFile(pidFile, 2000, () => done);
   const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
     const pid = await commandPid();
     if (pid === undefined || done) return;
