@@ -25,6 +25,7 @@ import { execFile } from 'node:child_process';
 import {
   closeSync,
   existsSync,
+  linkSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -119,7 +120,7 @@ function run(file: string, args: string[]): Promise<{ code: number; stderr: stri
 
 /**
  * `<stateRoot>/disks/<bytes>.img` formatted ext4, or `<bytes>.btrfs.img` formatted btrfs with the
- * `upper` subvolume, made once (concurrent makers rename atomically).
+ * `upper` subvolume, made once (of concurrent makers, the first to finish publishes it: `publishTemplate`).
  */
 async function template(stateRoot: string, bytes: number, format: DiskFormat): Promise<string> {
   const dir = join(stateRoot, 'disks');
@@ -136,7 +137,7 @@ async function template(stateRoot: string, bytes: number, format: DiskFormat): P
       rmSync(tmp, { force: true });
       throw error;
     }
-    renameSync(tmp, path);
+    publishTemplate(tmp, path);
     return path;
   }
   const mkfs = await run('mkfs.ext4', [
@@ -152,8 +153,25 @@ async function template(stateRoot: string, bytes: number, format: DiskFormat): P
     rmSync(tmp, { force: true });
     throw new BoxError(`diskSizeGb: formatting a ${bytes}-byte disk failed: ${mkfs.stderr.trim()}`);
   }
-  renameSync(tmp, path);
+  publishTemplate(tmp, path);
   return path;
+}
+
+/**
+ * Puts the freshly formatted `tmp` in place as the template `path` unless a concurrent maker already
+ * did: `link` never replaces an existing file, so a template another box is being copied from is never
+ * swapped under it (a `rename` would be). `tmp` is removed either way.
+ */
+function publishTemplate(tmp: string, path: string): void {
+  try {
+    linkSync(tmp, path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+      rmSync(tmp, { force: true });
+      throw error;
+    }
+  }
+  rmSync(tmp, { force: true });
 }
 
 /**
