@@ -27,8 +27,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { findExecutable } from '../src/engine/engine.ts';
 import { chooseGVisorPlatform } from '../src/engine/gvisor-platform.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import type { JsBox } from '../src/runtime/box.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import { RawRunsc } from './gvisor.ts';
 import { percentile, type RawContainer, RawContainers } from './raw.ts';
 

@@ -12,8 +12,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { JsRuntime } from '../src/js-runtime.ts';
 import type { JsBox } from '../src/runtime/box.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import { percentile } from './raw.ts';
 import { ensureRegistry, serve } from './rest-server.ts';
 

@@ -5,7 +5,7 @@
  * Usage: `node bench/network.ts [rounds=15]`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { JsRuntime } from '../src/runtime/runtime.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import type { JsBoxOptions } from '../src/types.ts';
 
 const rounds = Number(process.argv[2] ?? 15);

@@ -7,7 +7,7 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { JsRuntime } from '../src/runtime/runtime.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import { percentile } from './raw.ts';
 import { ensureRegistry, serve } from './rest-server.ts';
 

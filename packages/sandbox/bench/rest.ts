@@ -13,8 +13,8 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { WebSocket } from 'ws';
+import { JsRuntime } from '../src/js-runtime.ts';
 import type { JsBox } from '../src/runtime/box.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import { percentile } from './raw.ts';
 import { ensureRegistry, serve } from './rest-server.ts';
 

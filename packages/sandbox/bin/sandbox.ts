@@ -19,7 +19,7 @@ import type { JsBoxOptions, JsImageRegistry, JsVolumeSpec } from '../src/types.t
 module.enableCompileCache?.();
 const { BoxError } = await import('../src/errors.ts');
 const { renderPullProgress } = await import('../src/images/index.ts');
-const { JsRuntime, defaultHomeDir } = await import('../src/runtime/runtime.ts');
+const { JsRuntime, defaultHomeDir } = await import('../src/js-runtime.ts');
 const { addHostCommands } = await import('../src/cli/host-commands.ts');
 type JsRuntime = InstanceType<typeof JsRuntime>;
 

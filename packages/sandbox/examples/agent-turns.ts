@@ -13,7 +13,7 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { JsRuntime } from '../src/runtime/runtime.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import type { JsImageRegistry } from '../src/types.ts';
 
 const registry = process.env.SANDBOX_EXAMPLE_REGISTRY;

@@ -8,7 +8,7 @@
  */
 import { parseArgs } from 'node:util';
 import { renderPullProgress } from '../src/images/index.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 
 const { values, positionals } = parseArgs({ options: { home: { type: 'string' } }, allowPositionals: true });
 if (!values.home || positionals.length === 0) {

@@ -56,6 +56,13 @@ export {
   type PullProgress,
   renderPullProgress,
 } from './images/index.ts';
+export {
+  defaultHomeDir,
+  JsRuntime,
+  type RuntimeBackend,
+  type RuntimeImages,
+  type RuntimeVolumes,
+} from './js-runtime.ts';
 export { RestBox, RestExecution, RestRuntime, type RestRuntimeOptions } from './rest/client.ts';
 export {
   type AccessToken,
@@ -82,13 +89,6 @@ export type {
 export { LocalRuntime } from './runtime/local.ts';
 export { type NormalizedBoxOptions, type ValidateContext, validateBoxOptions } from './runtime/options.ts';
 export type { JsBoxPool, PoolSpec } from './runtime/pool.ts';
-export {
-  defaultHomeDir,
-  JsRuntime,
-  type RuntimeBackend,
-  type RuntimeImages,
-  type RuntimeVolumes,
-} from './runtime/runtime.ts';
 export { BoxSnapshots, type CloneOptions, type SnapshotInfo } from './runtime/snapshots.ts';
 export type { VolumeRecord } from './runtime/state.ts';
 export type * from './types.ts';

@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { CodeBox } from '../src/boxes/code.ts';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError, ExecError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/runtime/runtime.ts';
+import type { JsRuntime } from '../src/js-runtime.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
 /** Python that writes a minimal pure-Python wheel `hello_box` (PEP 427) to /tmp. */

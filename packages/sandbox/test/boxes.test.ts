@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError, TimeoutError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/runtime/runtime.ts';
+import type { JsRuntime } from '../src/js-runtime.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
 describe('SimpleBox', () => {

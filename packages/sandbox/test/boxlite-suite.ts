@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError } from '../src/errors.ts';
+import type { JsRuntime } from '../src/js-runtime.ts';
 import type { JsBox } from '../src/runtime/box.ts';
-import type { JsRuntime } from '../src/runtime/runtime.ts';
 import { BUSYBOX } from './runtime-helpers.ts';
 
 async function output(box: JsBox, ...exec: Parameters<JsBox['exec']>) {

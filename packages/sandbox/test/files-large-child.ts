@@ -12,8 +12,8 @@ import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { JsRuntime } from '../src/js-runtime.ts';
 import { startRestServer } from '../src/rest/server.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import { REGISTRIES } from './runtime-helpers.ts';
 
 const [mode, homeDir, workDir, sizeArg] = process.argv.slice(2) as [string, string, string, string];

@@ -11,8 +11,8 @@ import { createServer, get, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { findExecutable } from '../src/engine/engine.ts';
 import { BoxError } from '../src/errors.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import { startRestServer } from '../src/rest/server.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, run, tempHome } from './runtime-helpers.ts';
 
 const skip = findExecutable('runsc') ? false : 'runsc is not installed (npm run test:setup installs it)';

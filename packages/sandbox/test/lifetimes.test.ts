@@ -9,9 +9,9 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { JsRuntime } from '../src/js-runtime.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { ensureReaper, reaperRunning } from '../src/runtime/reaper.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import {
   BUSYBOX,
   cleanupAll,
@@ -119,7 +119,7 @@ describe('box lifetimes (reaper)', () => {
 
   it('holds for a detached box whose creating process has exited (the reaper outlives its starter)', async () => {
     const script = `
-      import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '../src/runtime/runtime.ts'))};
+      import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '../src/js-runtime.ts'))};
       const runtime = new JsRuntime({ homeDir: process.argv[1], imageRegistries: ${JSON.stringify(REGISTRIES)} });
       const box = await runtime.create({ image: 'busybox:latest', network: { mode: 'disabled' }, detach: true,
         timeoutMs: 1000, onTimeout: 'remove' }, 'orphan');

@@ -15,7 +15,7 @@ import tls from 'node:tls';
 import forge from 'node-forge';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/runtime/runtime.ts';
+import type { JsRuntime } from '../src/js-runtime.ts';
 import {
   BUSYBOX,
   cleanupAll,

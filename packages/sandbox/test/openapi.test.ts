@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv } from 'ajv';
+import { JsRuntime } from '../src/js-runtime.ts';
 import { openApiDocument, type RestServer, startRestServer } from '../src/rest/server.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
 interface Parameter {

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { BoxError } from '../src/errors.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import type { JsBox } from '../src/runtime/box.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import { processIdentity } from '../src/runtime/state.ts';
 import { BUSYBOX, run } from './runtime-helpers.ts';
 

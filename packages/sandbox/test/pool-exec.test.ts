@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { JsRuntime } from '../src/js-runtime.ts';
 import { REFILL_DELAY_MS } from '../src/runtime/pool.ts';
-import type { JsRuntime } from '../src/runtime/runtime.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
 
 const options = { network: { mode: 'disabled' as const }, memoryMib: 128 };

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { BoxError } from '../src/errors.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import {
   BUSYBOX,
   boxDirs,

@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { JsRuntime } from '../src/js-runtime.ts';
 import { RestServer, startRestServer } from '../src/rest/server.ts';
-import type { JsRuntime } from '../src/runtime/runtime.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
 const API_KEY = 'metrics-key-0123456789abcdef';

@@ -14,11 +14,11 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { WebSocket } from 'ws';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError } from '../src/errors.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import { type RestExecution, restOptionsFrom } from '../src/rest/client.ts';
 import { RemoteProcess } from '../src/rest/process.ts';
 import { RestServer, startRestServer } from '../src/rest/server.ts';
 import type { JsBox } from '../src/runtime/box.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import type { JsNetworkHandle } from '../src/types.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
 

@@ -9,7 +9,9 @@ import { after, before, describe, it } from 'node:test';
 import { CodeBox } from '../src/boxes/code.ts';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError, ExecError, TimeoutError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/runtime/runtime.ts';
+import type { JsRuntime } from '../src/js-runtime.ts';
+import { JsBox } from '../src/runtime/box.ts';
+import { JsExecution } from '../src/runtime/execution.ts';
 import { BUSYBOX, run } from './runtime-helpers.ts';
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
@@ -44,6 +46,8 @@ export function runtimeSuite(title: string, prefix: string, setup: () => Promise
 
     it('create with the spec defaults; info, getInfo, get and listInfo', async () => {
       const box = await runtime.create({ image: BUSYBOX }, name('defaults'));
+      // One handle class for both runtimes: users and wrappers may check it.
+      assert.ok(box instanceof JsBox);
       assert.match(box.id, ULID);
       assert.equal(box.name, name('defaults'));
       const info = await box.info();
@@ -71,6 +75,7 @@ export function runtimeSuite(title: string, prefix: string, setup: () => Promise
       const loaded = await runtime.get(name('defaults'));
       assert.equal(loaded?.id, box.id);
       assert.equal(loaded?.name, name('defaults'));
+      assert.ok(loaded instanceof JsBox);
       // Spec: a loaded local handle does not know the publications (null); REST reads the server's
       // current record, and the server created this box with no publications ([]).
       assert.deepEqual((await loaded!.info()).network?.publishedPorts, target.kind === 'rest' ? [] : null);
@@ -127,6 +132,7 @@ export function runtimeSuite(title: string, prefix: string, setup: () => Promise
         ['-c', 'printf "one\\ntwö\\nlast"; echo "$A $B $1" >&2; exit 42', 'sh', 'arg 1'],
         { B: 'exec' },
       );
+      assert.ok(execution instanceof JsExecution);
       assert.match(await execution.id(), ULID);
       const stdout = await execution.stdout();
       const stderr = await execution.stderr();
@@ -145,6 +151,19 @@ export function runtimeSuite(title: string, prefix: string, setup: () => Promise
       const missing = await box.exec('/no/such/binary');
       assert.notEqual((await missing.wait()).exitCode, 0);
       await assert.rejects(box.exec(''), (e: unknown) => e instanceof BoxError && e.field === 'cmd');
+      // Arguments are checked once, by the handle, with the same field named on both runtimes.
+      await assert.rejects(
+        box.exec('true', [], { 'A=B': 'x' }),
+        (e: unknown) => e instanceof BoxError && e.code === 'invalid_option' && e.field === 'env',
+      );
+      await assert.rejects(
+        box.exec('true', [], undefined, false, undefined, undefined, 'relative'),
+        (e: unknown) => e instanceof BoxError && e.field === 'cwd',
+      );
+      await assert.rejects(
+        box.setTimeout(-1),
+        (e: unknown) => e instanceof BoxError && e.code === 'invalid_option' && e.field === 'timeoutMs',
+      );
     });
 
     it('stdin reaches the command; stdout and stderr never deadlock (2 MB on stderr, stdout read first)', async () => {

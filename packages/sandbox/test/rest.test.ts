@@ -3,8 +3,8 @@
  * and the REST `JsRuntime` (`new JsRuntime({ url })`) talking to a `RestServer` over the same homeDir.
  */
 import { after } from 'node:test';
+import { JsRuntime } from '../src/js-runtime.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import { runtimeSuite } from './rest-suite.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 

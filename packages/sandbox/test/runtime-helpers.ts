@@ -5,8 +5,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { JsRuntime } from '../src/js-runtime.ts';
 import type { JsBox } from '../src/runtime/box.ts';
-import { JsRuntime } from '../src/runtime/runtime.ts';
 import type { JsImageRegistry } from '../src/types.ts';
 
 /** The local registry of the test images (`busybox:latest`, `library/python:slim`). */

@@ -15,7 +15,7 @@ import {
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/runtime/runtime.ts';
+import type { JsRuntime } from '../src/js-runtime.ts';
 import { StateDb } from '../src/runtime/state.ts';
 import {
   BUSYBOX,

@@ -5,11 +5,11 @@
  * `runCommand()` and `box` to build their operations.
  */
 import { BoxError, TimeoutError } from '../errors.ts';
+import { JsRuntime } from '../js-runtime.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { DeferredFiles } from '../runtime/files/deferred.ts';
 import { BoxFiles } from '../runtime/files/files.ts';
 import type { CopyOptions } from '../runtime/files/types.ts';
-import { JsRuntime } from '../runtime/runtime.ts';
 import type {
   AdvancedBoxOptions,
   ExecResult,

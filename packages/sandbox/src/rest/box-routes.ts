@@ -12,9 +12,9 @@
  * | `GET /v1/boxes/{box}/metrics` | `sandbox.boxes.read` | box metrics |
  */
 import type { FastifyInstance } from 'fastify';
+import type { JsRuntime } from '../js-runtime.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
-import type { JsRuntime } from '../runtime/runtime.ts';
 import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';

@@ -1,197 +1,31 @@
 /**
- * The REST flavour of the runtime (issue 10; spec 002 "remote through a REST runtime"): the same methods
- * as the local `JsRuntime`, returning `JsBox` and `JsExecution` objects (subclasses) that behave like the
- * local ones, over the server in `server.ts`.
+ * The REST flavour of the runtime (issue 10; spec 002 "remote through a REST runtime"): `RestRuntime`,
+ * the `RuntimeBackend` of `new JsRuntime({ url })`, over the server in `server.ts`. Its boxes are `JsBox`
+ * facades over `RestBoxBackend` (`box-client.ts`), so they behave like local ones.
  *
  * Spec rules for REST: host bind mounts (and `rootfsPath`) are refused before any request leaves
  * (rejection 4); port publication is refused (local runtime only); `info()` fetches the current server
- * record, so `startedAt` is present when the server recorded it and `publishedPorts` is what the server
- * knows (`[]` for boxes created through it, null otherwise); tunnels use HTTP `CONNECT`.
+ * record; tunnels use HTTP `CONNECT`.
  *
- * The HTTP plumbing is `connection.ts`, tunnels `tunnel-client.ts`, files `files-client.ts`, warm pools
- * `pool-client.ts`, snapshots `snapshot-client.ts`, exec streams `process.ts` and `mux.ts`.
+ * The HTTP plumbing is `connection.ts`, boxes `box-client.ts`, tunnels `tunnel-client.ts`, files
+ * `files-client.ts`, warm pools `pool-client.ts`, snapshots `snapshot-client.ts`, exec streams
+ * `process.ts` and `mux.ts`.
  */
 
 import { BoxError } from '../errors.ts';
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from '../runtime/backend.ts';
-import { type ExecEnv, type ExecOptions, envEntries, JsBox, validateExecRequest } from '../runtime/box.ts';
-import type { RuntimeContext } from '../runtime/context.ts';
-import { JsExecution, signalName } from '../runtime/execution.ts';
-import { BoxFiles } from '../runtime/files/files.ts';
-import { checkTimeoutAction, checkTimeoutMs } from '../runtime/lifetimes.ts';
+import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { JsBoxPool, PoolSpec } from '../runtime/pool.ts';
-import { BoxSnapshots, type CloneOptions } from '../runtime/snapshots.ts';
-import type { BoxRecord } from '../runtime/state.ts';
-import type { JsBoxInfo, JsBoxMetrics, JsBoxOptions, JsRuntimeMetrics, TimeoutAction } from '../types.ts';
+import type { CloneOptions } from '../runtime/snapshots.ts';
+import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
+import { boxPath, RestBox } from './box-client.ts';
 import { Connection, type RestRuntimeOptions } from './connection.ts';
-import { RestFiles } from './files-client.ts';
 import { RestPool } from './pool-client.ts';
-import { RemoteProcess } from './process.ts';
-import { restExport, restImport, restSnapshotOps } from './snapshot-client.ts';
-import { RestNetworkHandle } from './tunnel-client.ts';
+import { restImport } from './snapshot-client.ts';
 
+export { RestBox, RestBoxBackend, RestExecution } from './box-client.ts';
 export { Connection, type RestRuntimeOptions, restOptionsFrom } from './connection.ts';
-
-const NO_CONTEXT: RuntimeContext = {
-  engine: () => Promise.reject(new BoxError('a REST box has no local engine', { code: 'unsupported' })),
-  refresh: () => Promise.reject(new BoxError('a REST box has no local state', { code: 'unsupported' })),
-  countCommand: () => {},
-  countExecEnd: () => {},
-  stopBox: () => Promise.reject(new BoxError('a REST box has no local state', { code: 'unsupported' })),
-  startBox: () => Promise.reject(new BoxError('a REST box has no local state', { code: 'unsupported' })),
-};
-
-function boxPath(id: string): string {
-  return `/v1/boxes/${encodeURIComponent(id)}`;
-}
-
-/** A command started over REST (spec 002 `JsExecution`); `id()` is the server's execution id. */
-export class RestExecution extends JsExecution {
-  readonly #serverId: string;
-  readonly #process: RemoteProcess;
-
-  /** @internal Created by `RestBox.exec`. */
-  constructor(process: RemoteProcess, serverId: string) {
-    super(process, () => {});
-    this.#serverId = serverId;
-    this.#process = process;
-  }
-
-  /** Execution id (ULID, assigned by the server). */
-  override id(): Promise<string> {
-    return Promise.resolve(this.#serverId);
-  }
-
-  /** Sends a signal (`SIGTERM`, or a number such as 15) to the command. @throws BoxError for an unknown signal. */
-  override async signal(signal: NodeJS.Signals | number): Promise<void> {
-    return this.#process.kill(signalName(signal));
-  }
-
-  /** @internal The transport (tests drop its WebSocket to exercise reconnection). */
-  get transport(): RemoteProcess {
-    return this.#process;
-  }
-}
-
-/** A box of a REST runtime (spec 002 `JsBox`): every call goes to the server. */
-export class RestBox extends JsBox {
-  readonly #conn: Connection;
-  #files: BoxFiles | null = null;
-  #snapshot: BoxSnapshots | null = null;
-
-  /** @internal Use `JsRuntime.create` or `get` of a REST runtime. */
-  constructor(conn: Connection, info: JsBoxInfo) {
-    super(NO_CONTEXT, { id: info.id, name: info.name ?? null } as BoxRecord, null);
-    this.#conn = conn;
-    // `box.network` (spec 002 "Network tunnels"): tunnels prepared on the server, consumed with CONNECT.
-    // Defined on the instance so that it replaces the local handle whatever form the base class gives it.
-    Object.defineProperty(this, 'network', {
-      value: new RestNetworkHandle(conn, info.id),
-      enumerable: true,
-      writable: false,
-    });
-  }
-
-  /** The server's current record of the box (spec 002 REST rule). @throws BoxError when it was removed. */
-  override async info(): Promise<JsBoxInfo> {
-    const info = await this.#conn.call<JsBoxInfo | null>('GET', boxPath(this.id), undefined, true);
-    if (!info) throw new BoxError(`box ${this.id} no longer exists`, { code: 'not_found' });
-    return info;
-  }
-
-  /** @internal `exec` with per-command `cwd` and `user` (used by the wrapper boxes). */
-  override async execWith(
-    cmd: string,
-    args: string[] = [],
-    env: ExecEnv | undefined,
-    options: ExecOptions,
-  ): Promise<JsExecution> {
-    validateExecRequest(cmd, args, options);
-    const entries = envEntries(env).map((entry) => {
-      const eq = entry.indexOf('=');
-      return { key: entry.slice(0, eq), value: entry.slice(eq + 1) };
-    });
-    const path = `${boxPath(this.id)}/executions`;
-    const conn = this.#conn;
-    const process = new RemoteProcess(
-      {
-        executionsUrl: `${conn.url.replace(/^http/, 'ws')}${path}`,
-        headers: conn.headers,
-        mux: { mux: conn.mux, box: this.id },
-        signal: async (id, signal) => {
-          await conn.call('POST', `${path}/${id}/signal`, { signal });
-        },
-        resize: async (id, cols, rows) => {
-          await conn.call('POST', `${path}/${id}/resize`, { cols, rows });
-        },
-      },
-      {
-        cmd,
-        args,
-        env: entries,
-        tty: options.tty === true,
-        ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
-        ...(options.user !== undefined ? { user: options.user } : {}),
-      },
-    );
-    return new RestExecution(process, await process.ready);
-  }
-
-  /** Starts a stopped box again on the server (see `JsBox.start`). */
-  override async start(): Promise<void> {
-    await this.#conn.call('POST', `${boxPath(this.id)}/start`);
-  }
-
-  /** @internal `stop()` with `graceMs` for the commands after SIGTERM (the stop route's `timeout`). */
-  override async stopWithin(graceMs: number): Promise<void> {
-    await this.#conn.call('POST', `${boxPath(this.id)}/stop?timeout=${graceMs / 1000}`);
-  }
-
-  /** Stops the box on the server (removed there when created with `autoRemove`). */
-  override async stop(): Promise<void> {
-    await this.#conn.call('POST', `${boxPath(this.id)}/stop`);
-  }
-
-  /** Pauses the box on the server (see `JsBox.pause`; `lifecycle-routes.ts`). */
-  override async pause(): Promise<void> {
-    await this.#conn.call('POST', `${boxPath(this.id)}/pause`);
-  }
-
-  /** Resumes the paused box on the server (see `JsBox.resume`). */
-  override async resume(): Promise<void> {
-    await this.#conn.call('POST', `${boxPath(this.id)}/resume`);
-  }
-
-  /** Sets the box's timeout on the server (see `JsBox.setTimeout`); checked here before the request. */
-  override async setTimeout(timeoutMs: number, onTimeout?: TimeoutAction): Promise<void> {
-    const body: Record<string, unknown> = { timeoutMs: checkTimeoutMs(timeoutMs, 'timeoutMs') };
-    if (onTimeout !== undefined) body.onTimeout = checkTimeoutAction(onTimeout, 'onTimeout');
-    await this.#conn.call('POST', `${boxPath(this.id)}/timeout`, body);
-  }
-
-  /** Box metrics from the server (spec 002 `JsBoxMetrics`). */
-  override metrics(): Promise<JsBoxMetrics> {
-    return this.#conn.call<JsBoxMetrics>('GET', `${boxPath(this.id)}/metrics`);
-  }
-
-  /** The box's snapshots on the server (see `JsBox.snapshot`; `snapshot-routes.ts`). */
-  override get snapshot(): BoxSnapshots {
-    this.#snapshot ??= new BoxSnapshots(restSnapshotOps(this.#conn, boxPath(this.id)));
-    return this.#snapshot;
-  }
-
-  /** Writes the box's archive, streamed from the server, to the local file `path` (see `JsBox.export`). */
-  override async export(path: string): Promise<void> {
-    await restExport(this.#conn, boxPath(this.id), path);
-  }
-
-  /** A box's files on the server (`files-routes.ts`; streamed both ways). */
-  override get files(): BoxFiles {
-    this.#files ??= new BoxFiles(new RestFiles(this.#conn, boxPath(this.id)));
-    return this.#files;
-  }
-}
 
 /** Managed volumes of a REST runtime (same shape as the local `runtime.volumes`). */
 export type RestVolumes = RuntimeVolumes;

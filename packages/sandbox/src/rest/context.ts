@@ -4,8 +4,8 @@
  * end so that clients can read their status and reattach), and timers that die with the server.
  */
 import { notFound } from '../errors.ts';
+import type { JsRuntime } from '../js-runtime.ts';
 import type { JsBox } from '../runtime/box.ts';
-import type { JsRuntime } from '../runtime/runtime.ts';
 import type { JsBoxInfo } from '../types.ts';
 import type { RestMetrics } from './metrics.ts';
 import { ExecSession } from './sessions.ts';

@@ -20,7 +20,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { JsRuntime } from '../runtime/runtime.ts';
+import type { JsRuntime } from '../js-runtime.ts';
 import { route } from './openapi.ts';
 import type { ExecSession } from './sessions.ts';
 import { Permission } from './wire.ts';

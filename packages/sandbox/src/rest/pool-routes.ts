@@ -14,9 +14,9 @@
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { ulid } from 'ulid';
 import { BoxError, notFound } from '../errors.ts';
+import type { JsRuntime } from '../js-runtime.ts';
 import { validateBoxOptions } from '../runtime/options.ts';
 import { type JsBoxPool, MAX_POOL_SIZE, type PoolSpec } from '../runtime/pool.ts';
-import type { JsRuntime } from '../runtime/runtime.ts';
 import type { JsBoxOptions } from '../types.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';

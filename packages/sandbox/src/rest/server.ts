@@ -15,8 +15,8 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { BoxError } from '../errors.ts';
+import type { JsRuntime } from '../js-runtime.ts';
 import type { JsBox } from '../runtime/box.ts';
-import type { JsRuntime } from '../runtime/runtime.ts';
 import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
 import { boxRoutes } from './box-routes.ts';
 import { ServerContext } from './context.ts';

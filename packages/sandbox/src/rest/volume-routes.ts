@@ -9,7 +9,7 @@
  * | `DELETE /v1/volumes/{volume}` | `sandbox.boxes.write` | delete → 204 (409 while mounted) |
  */
 import type { FastifyInstance } from 'fastify';
-import type { JsRuntime } from '../runtime/runtime.ts';
+import type { JsRuntime } from '../js-runtime.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { HttpError, Permission, toSnake } from './wire.ts';

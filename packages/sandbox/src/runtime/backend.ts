@@ -1,11 +1,13 @@
 /**
  * The one runtime interface under `JsRuntime` (spec 002 "Runtime (`JsRuntime`)"; issue: "one runtime
  * interface"). `LocalRuntime` (`local.ts`, boxes on this host) and `RestRuntime` (`rest/client.ts`, boxes
- * on a `sandbox serve` server) implement it; `JsRuntime` (`runtime.ts`) is a facade that picks one and
- * forwards every call, so no method checks "am I remote?".
+ * on a `sandbox serve` server) implement it; `JsRuntime` (`src/js-runtime.ts`, above both) is a facade
+ * that picks one and forwards every call, so no method checks "am I remote?".
  *
- * Boxes and executions: both backends return `JsBox` handles and `JsExecution`s (the REST ones are
- * subclasses overriding the transport), so callers see one type per concept.
+ * Boxes and executions: both backends return `JsBox` handles, facades over a `BoxBackend`
+ * (`box-backend.ts`: `LocalBox` here, `RestBoxBackend` in `rest/box-client.ts`), and `JsExecution`s over
+ * the command's process (an engine process, or the REST client's remote process), so callers see one
+ * type per concept.
  */
 import type { ImageInfo, ImageStore, PullOptions } from '../images/index.ts';
 import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';

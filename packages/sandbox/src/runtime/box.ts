@@ -1,38 +1,21 @@
 /**
- * Box handle (spec 002 "Box handle (`JsBox`)"): metadata, commands, stop and metrics of one box.
- * A handle reads its record from the state database on every call, so handles in several processes
- * agree on a box's state.
+ * Box handle (spec 002 "Box handle (`JsBox`)"): metadata, commands, files, lifecycle, snapshots and
+ * metrics of one box. `JsBox` is a facade over one `BoxBackend` (`box-backend.ts`): `LocalBox`
+ * (`box-local.ts`, a box of this host) or the REST client's box (`rest/box-client.ts`). The facade checks
+ * every argument once, for both, and forwards.
  */
 
-import type { EngineExecOptions } from '../engine/types.ts';
-import { BoxError, conflict, notFound } from '../errors.ts';
-import { LocalNetworkHandle } from '../network/tunnel.ts';
-import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle, JsNetworkInfo, JsPublishedPort } from '../types.ts';
-import type { BoxLifecycle, RuntimeContext } from './context.ts';
-import { JsExecution } from './execution.ts';
+import { BoxError } from '../errors.ts';
+import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle } from '../types.ts';
+import type { BoxBackend, ExecEnv, ExecOptions } from './box-backend.ts';
+import type { JsExecution } from './execution.ts';
 import { copyIn, copyOut } from './files/copy.ts';
 import { BoxFiles } from './files/files.ts';
-import { LocalFiles } from './files/local.ts';
 import type { CopyOptions } from './files/types.ts';
-import { initialHealth, publicHealth } from './health.ts';
 import { checkTimeoutAction, checkTimeoutMs, type TimeoutAction } from './lifetimes.ts';
-import { BoxSnapshots, type SnapshotService } from './snapshots.ts';
-import type { BoxRecord } from './state.ts';
+import { BoxSnapshots } from './snapshots.ts';
 
-/** Environment of one command: `{ KEY: value }`, `[key, value]` pairs or `{ key, value }` entries. */
-export type ExecEnv = Record<string, string> | [string, string][] | { key: string; value: string }[];
-
-/** Per-command options beyond the spec's `exec(cmd, args?, env?, tty?)`, used by the wrapper boxes. */
-export interface ExecOptions {
-  /** Working directory of the command (absolute); default the box's `workingDir`. */
-  cwd?: string;
-  /** User of the command: `uid[:gid]` or a name known in the image; default the image's user, else root. */
-  user?: string;
-  /** Allocate a pseudo-terminal. */
-  tty?: boolean;
-  /** Initial size of that terminal, in character cells (with `tty`); default 80×24. */
-  ttySize?: { cols: number; rows: number };
-}
+export type { BoxBackend, ExecEnv, ExecOptions } from './box-backend.ts';
 
 /**
  * Checks the command, arguments and options of an exec before anything runs (local and REST boxes).
@@ -75,122 +58,41 @@ export function envEntries(env: ExecEnv | undefined | null): string[] {
   });
 }
 
-/**
- * Maps a record's status to spec 002 `JsBoxStateInfo.status`: `configured`, `running`, `stopped`, `failed`,
- * and `paused` (a frozen box, issue 18).
- */
-function publicStatus(status: BoxRecord['status']): string {
-  return status === 'creating' ? 'configured' : status;
-}
-
-/** Builds `JsBoxInfo` from a record; `publishedPorts` as known to the handle (null when unknown). */
-export function boxInfo(record: BoxRecord, publishedPorts: JsPublishedPort[] | null): JsBoxInfo {
-  const { mode, allowNet } = record.options.network;
-  const network: JsNetworkInfo = {
-    outbound: { mode, allowNet: [...allowNet] },
-    inbound: { mode, allowNet: [] },
-    publishedPorts,
-    mode,
-    allowNet: [...allowNet],
-  };
-  const running = record.status === 'running';
-  return {
-    id: record.id,
-    ...(record.name !== null ? { name: record.name } : {}),
-    state: {
-      status: publicStatus(record.status),
-      running,
-      ...((running || record.status === 'paused') && record.pid ? { pid: record.pid } : {}),
-    },
-    createdAt: record.createdAt,
-    ...(record.startedAt ? { startedAt: record.startedAt } : {}),
-    image: record.image,
-    cpus: record.options.cpus,
-    memoryMib: record.options.memoryMib,
-    network,
-    // Records written before the isolation option existed are container boxes.
-    isolation: {
-      tier: record.options.isolation ?? 'container',
-      ...(record.options.gvisorPlatform ? { platform: record.options.gvisorPlatform } : {}),
-    },
-    // The latest recorded check since the box's last start (`starting` before the first one).
-    healthStatus: record.options.healthCheck
-      ? record.health
-        ? publicHealth(record.health)
-        : initialHealth(running)
-      : initialHealth(false),
-    ...(record.options.limitsEnforced === false ? { limitsEnforced: false as const } : {}),
-  };
-}
-
 /** A handle to one box (spec 002 `JsBox`). Obtained from `JsRuntime.create` or `JsRuntime.get`. */
 export class JsBox {
   /** Box id (ULID). */
   readonly id: string;
   /** Box name, or null when the box has none. */
   readonly name: string | null;
-  readonly #ctx: RuntimeContext;
+  readonly #backend: BoxBackend;
   #network: JsNetworkHandle | null = null;
   #files: BoxFiles | null = null;
   #snapshot: BoxSnapshots | null = null;
-  /** Port publications this handle made; null when it only loaded the box from the state database. */
-  readonly #publishedPorts: JsPublishedPort[] | null;
 
-  /** @internal Use `JsRuntime.create` or `JsRuntime.get`. */
-  constructor(ctx: RuntimeContext, record: BoxRecord, publishedPorts: JsPublishedPort[] | null) {
-    this.#ctx = ctx;
-    this.id = record.id;
-    this.name = record.name;
-    this.#publishedPorts = publishedPorts;
+  /** @internal Use `JsRuntime.create` or `JsRuntime.get`; `backend` is the box's flavour. */
+  constructor(backend: BoxBackend) {
+    this.#backend = backend;
+    this.id = backend.id;
+    this.name = backend.name;
   }
 
-  /** Tunnels to TCP ports of the box (spec 002 `JsNetworkHandle`; `src/network/tunnel.ts`). */
+  /**
+   * Tunnels to TCP ports of the box (spec 002 `JsNetworkHandle`): locally through the box's network
+   * namespace (`src/network/tunnel.ts`), over REST prepared on the server and opened with HTTP `CONNECT`.
+   */
   get network(): JsNetworkHandle {
-    this.#network ??= new LocalNetworkHandle(async () => {
-      const current = await this.#record();
-      if (current.status !== 'running' || !current.pid) {
-        throw conflict(
-          `box ${this.id} is ${publicStatus(current.status)}, not running; cannot open a tunnel`,
-        );
-      }
-      return current.pid;
-    });
+    this.#network ??= this.#backend.network();
     return this.#network;
-  }
-
-  async #record(): Promise<BoxRecord> {
-    const record = await this.#ctx.refresh(this.id);
-    if (!record) throw notFound(`box ${this.id} no longer exists`);
-    return record;
   }
 
   /**
    * The box's files (read, write, list, stat, exists, makeDir, remove, rename, watchDir; `files/files.ts`).
    * Locally every path is resolved inside the box root by this process without following box-controlled
-   * symlinks out of it; new files belong to the box's user.
+   * symlinks out of it; new files belong to the box's user. Over REST the server does the same, and file
+   * contents are streamed both ways.
    */
   get files(): BoxFiles {
-    this.#files ??= new BoxFiles(
-      new LocalFiles({
-        initPid: async () => {
-          const record = await this.#record();
-          // A paused box's files are reachable: the host reads them, no box process runs for it.
-          if ((record.status !== 'running' && record.status !== 'paused') || !record.pid) {
-            throw conflict(
-              `box ${this.id} is ${publicStatus(record.status)}, not running; its files are not reachable`,
-            );
-          }
-          // The host pid of a gVisor box is its Sentry, whose /proc/<pid>/root is not the box root.
-          if (record.options.isolation === 'gvisor') {
-            throw new BoxError(
-              `files: not supported by the gvisor isolation tier (box ${this.id}); read and write files with exec`,
-              { code: 'unsupported' },
-            );
-          }
-          return { pid: record.pid, identity: record.init };
-        },
-      }),
-    );
+    this.#files ??= new BoxFiles(this.#backend.files());
     return this.#files;
   }
 
@@ -208,12 +110,12 @@ export class JsBox {
     return copyOut(this.files, guestPath, hostPath, options);
   }
 
-  /** Metadata of the box (spec 002 `JsBoxInfo`), read fresh. @throws BoxError when the box was removed. */
-  async info(): Promise<JsBoxInfo> {
-    const record = await this.#record();
-    // Publications end with the box: a stopped box has none active ([]), unknown stays null.
-    const up = record.status === 'running' || record.status === 'paused';
-    return boxInfo(record, up ? this.#publishedPorts : this.#publishedPorts && []);
+  /**
+   * Metadata of the box (spec 002 `JsBoxInfo`), read fresh: locally from the state database, over REST the
+   * server's current record. @throws BoxError `not_found` when the box was removed.
+   */
+  info(): Promise<JsBoxInfo> {
+    return this.#backend.info();
   }
 
   /**
@@ -273,43 +175,7 @@ export class JsBox {
     options: ExecOptions,
   ): Promise<JsExecution> {
     validateExecRequest(cmd, args, options);
-    const entries = envEntries(env);
-    let record = await this.#record();
-    if (record.status === 'paused') {
-      if (!(await this.#ctx.lifecycle?.autoResume(this.id))) {
-        throw conflict(
-          `box ${this.id} is paused; resume() it first (or create it with autoResume) to exec '${cmd}'`,
-        );
-      }
-      record = await this.#record();
-    }
-    if (record.status !== 'running') {
-      throw conflict(`box ${this.id} is ${publicStatus(record.status)}, not running; cannot exec '${cmd}'`);
-    }
-    const engineOptions: EngineExecOptions = {
-      cmd,
-      args: [...args],
-      env: entries,
-      tty: options.tty === true,
-    };
-    if (options.cwd !== undefined) engineOptions.cwd = options.cwd;
-    if (options.user !== undefined) engineOptions.user = options.user;
-    if (options.tty && options.ttySize) engineOptions.ttySize = options.ttySize;
-    const engine = await this.#ctx.engine();
-    this.#ctx.countCommand(this.id);
-    this.#ctx.lifecycle?.touch(this.id);
-    let process: Awaited<ReturnType<typeof engine.exec>>;
-    try {
-      process = await engine.exec(this.id, engineOptions);
-    } catch (error) {
-      this.#ctx.countExecEnd(this.id, { bytesSent: 0, bytesReceived: 0, exitCode: -1 });
-      if (error instanceof BoxError) throw error;
-      throw new BoxError(`cannot exec '${cmd}' in box ${this.id}: ${(error as Error).message}`, {
-        cause: error,
-        code: 'exec',
-      });
-    }
-    return new JsExecution(process, (report) => this.#ctx.countExecEnd(this.id, report));
+    return this.#backend.exec(cmd, [...args], envEntries(env), options);
   }
 
   /**
@@ -319,7 +185,7 @@ export class JsBox {
    *   whose values only the creating runtime held).
    */
   async start(): Promise<void> {
-    await this.#ctx.startBox(this.id);
+    await this.#backend.start();
   }
 
   /**
@@ -331,7 +197,7 @@ export class JsBox {
    *   `unsupported` when its processes are not in a freezable cgroup of their own.
    */
   async pause(): Promise<void> {
-    await this.#lifecycle().pause(this.id);
+    await this.#backend.pause();
   }
 
   /**
@@ -340,7 +206,7 @@ export class JsBox {
    * @throws BoxError `conflict` when the box is stopped, `not_found` when it was removed.
    */
   async resume(): Promise<void> {
-    await this.#lifecycle().resume(this.id);
+    await this.#backend.resume();
   }
 
   /**
@@ -353,7 +219,7 @@ export class JsBox {
   async setTimeout(timeoutMs: number, onTimeout?: TimeoutAction): Promise<void> {
     const ms = checkTimeoutMs(timeoutMs, 'timeoutMs');
     const action = onTimeout === undefined ? undefined : checkTimeoutAction(onTimeout, 'onTimeout');
-    await this.#lifecycle().setTimeout(this.id, ms, action);
+    await this.#backend.setTimeout(ms, action);
   }
 
   /**
@@ -361,13 +227,7 @@ export class JsBox {
    * `get(name)`, `restore(name)`, `remove(name)`; see `BoxSnapshots` (`snapshots.ts`).
    */
   get snapshot(): BoxSnapshots {
-    this.#snapshot ??= new BoxSnapshots({
-      create: (name) => this.#snapshotService().create(this.id, name),
-      list: () => this.#snapshotService().list(this.id),
-      get: (name) => this.#snapshotService().get(this.id, name),
-      restore: (name) => this.#snapshotService().restore(this.id, name),
-      remove: (name) => this.#snapshotService().remove(this.id, name),
-    });
+    this.#snapshot ??= new BoxSnapshots(this.#backend.snapshots());
     return this.#snapshot;
   }
 
@@ -379,24 +239,12 @@ export class JsBox {
    * @throws BoxError `invalid_option` (field `path`), `unsupported` (see `BoxSnapshots`), `not_found`.
    */
   async export(path: string): Promise<void> {
-    await this.#snapshotService().export(this.id, path);
-  }
-
-  #snapshotService(): SnapshotService {
-    const service = this.#ctx.snapshots;
-    if (!service) throw new BoxError('this runtime cannot snapshot boxes', { code: 'unsupported' });
-    return service;
-  }
-
-  #lifecycle(): BoxLifecycle {
-    const lifecycle = this.#ctx.lifecycle;
-    if (!lifecycle) throw new BoxError('this runtime cannot pause boxes', { code: 'unsupported' });
-    return lifecycle;
+    await this.#backend.export(path);
   }
 
   /** Stops the box; with `autoRemove` the box is then removed. Stopping a stopped box is a no-op. */
   async stop(): Promise<void> {
-    await this.#ctx.stopBox(this.id);
+    await this.#backend.stop();
   }
 
   /**
@@ -404,37 +252,14 @@ export class JsBox {
    * `shutdown(timeout)` and the REST stop route's `timeout`).
    */
   async stopWithin(graceMs: number): Promise<void> {
-    await this.#ctx.stopBox(this.id, graceMs);
+    await this.#backend.stop(graceMs);
   }
 
   /**
    * Counters, resource usage and creation stage timings of the box (spec 002 `JsBoxMetrics`).
    * `cpuPercent` is the usage since the previous sample (first sample: since the box started).
    */
-  async metrics(): Promise<JsBoxMetrics> {
-    this.#ctx.flushCounters?.();
-    const record = await this.#record();
-    const metrics: JsBoxMetrics = {
-      commandsExecutedTotal: record.commandsExecuted,
-      execErrorsTotal: record.execErrors,
-      bytesSentTotal: record.bytesSent,
-      bytesReceivedTotal: record.bytesReceived,
-      ...record.timings,
-    };
-    if (record.status === 'running' || record.status === 'paused') {
-      const engine = await this.#ctx.engine();
-      const stats = await engine.stats(this.id).catch(() => null);
-      if (stats) {
-        if (stats.cpuPercent !== undefined) metrics.cpuPercent = stats.cpuPercent;
-        if (stats.memoryBytes !== undefined) metrics.memoryBytes = stats.memoryBytes;
-        if (stats.networkBytesSent !== undefined) metrics.networkBytesSent = stats.networkBytesSent;
-        if (stats.networkBytesReceived !== undefined)
-          metrics.networkBytesReceived = stats.networkBytesReceived;
-        if (stats.networkTcpConnections !== undefined)
-          metrics.networkTcpConnections = stats.networkTcpConnections;
-        if (stats.networkTcpErrors !== undefined) metrics.networkTcpErrors = stats.networkTcpErrors;
-      }
-    }
-    return metrics;
+  metrics(): Promise<JsBoxMetrics> {
+    return this.#backend.metrics();
   }
 }

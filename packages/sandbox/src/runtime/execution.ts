@@ -212,7 +212,7 @@ export interface ExecutionReport {
  * taking it again rejects with `BoxError`.
  */
 export class JsExecution {
-  readonly #id = ulid();
+  readonly #id: string;
   readonly #process: EngineProcess;
   readonly #stdout: LineBuffer;
   readonly #stderr: LineBuffer;
@@ -223,8 +223,13 @@ export class JsExecution {
   #bytesReceived = 0;
   #errorMessage: string | undefined;
 
-  /** @internal Created by `JsBox.exec`; `onEnd` receives the execution's counters once it has exited. */
-  constructor(process: EngineProcess, onEnd: (report: ExecutionReport) => void) {
+  /**
+   * @internal Created by a box backend's `exec`: `process` is the command (an engine process locally, the
+   * remote process of `rest/process.ts` over REST), `onEnd` receives the execution's counters once it has
+   * exited, `id` is the execution id (a new ULID when absent; the server's over REST).
+   */
+  constructor(process: EngineProcess, onEnd: (report: ExecutionReport) => void, id: string = ulid()) {
+    this.#id = id;
     this.#process = process;
     const received = (n: number) => {
       this.#bytesReceived += n;

@@ -29,7 +29,8 @@ import { BoxNetworking, secretsEnv } from '../network/index.ts';
 import { RootlessNetworking } from '../network/rootless.ts';
 import type { JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
 import { type RuntimeBackend, type RuntimeImages, type RuntimeVolumes, splitReference } from './backend.ts';
-import { boxInfo, JsBox } from './box.ts';
+import { JsBox } from './box.ts';
+import { boxInfo, LocalBox } from './box-local.ts';
 import type { RuntimeContext } from './context.ts';
 import { PendingCounters } from './counters.ts';
 import type { ExecutionReport } from './execution.ts';
@@ -654,7 +655,7 @@ export class LocalRuntime implements RuntimeBackend {
           this.#lifetimes.create(record.id, lifetimes);
           ensureReaper(this.homeDir);
         }
-        return new JsBox(this.#ctx, record, []);
+        return new JsBox(new LocalBox(this.#ctx, record, []));
       }
     }
     return this.#createNew(options, name);
@@ -767,7 +768,7 @@ export class LocalRuntime implements RuntimeBackend {
       if (normalized.secrets.length > 0) this.#secretValues.set(id, normalized.secrets);
       this.#counters.created++;
       const record = this.#db.getBox(id)!;
-      return new JsBox(this.#ctx, record, this.#networking().publishedPorts(id) ?? []);
+      return new JsBox(new LocalBox(this.#ctx, record, this.#networking().publishedPorts(id) ?? []));
     } catch (error) {
       this.#counters.failed++;
       await this.#teardown(id).catch(() => {});
@@ -812,7 +813,7 @@ export class LocalRuntime implements RuntimeBackend {
   /** A handle to the box with this id or name, or null (spec 002 `get`). Works across processes. */
   async get(idOrName: string): Promise<JsBox | null> {
     const record = await this.#find(idOrName);
-    return record ? new JsBox(this.#ctx, record, null) : null;
+    return record ? new JsBox(new LocalBox(this.#ctx, record, null)) : null;
   }
 
   async #find(idOrName: string): Promise<BoxRecord | null> {

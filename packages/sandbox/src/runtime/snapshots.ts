@@ -2,7 +2,7 @@
  * `box.snapshot` (BoxLite #205 / E2B naming): named, copy-on-write snapshots of a
  * box's filesystem state (its writable layer; managed volumes are not included). The handle is the same
  * for local and REST boxes; a `SnapshotOps` does the work (`snapshot-local.ts` on this host, REST calls in
- * `rest/client.ts`).
+ * `rest/snapshot-client.ts`).
  */
 import { checkSnapshotName } from '../engine/snapshot.ts';
 import type { JsBoxOptions, JsVolumeSpec } from '../types.ts';

@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { defaultSeccompProfile } from '../../src/engine/seccomp.ts';
+import type { JsRuntime } from '../../src/js-runtime.ts';
 import type { JsBox } from '../../src/runtime/box.ts';
-import type { JsRuntime } from '../../src/runtime/runtime.ts';
 import { cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
 import { type HostListeners, hostListeners } from './network-listeners.ts';

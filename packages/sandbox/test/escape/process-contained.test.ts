@@ -12,8 +12,8 @@ import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import { findExecutable } from '../../src/engine/engine.ts';
+import type { JsRuntime } from '../../src/js-runtime.ts';
 import type { JsBox } from '../../src/runtime/box.ts';
-import type { JsRuntime } from '../../src/runtime/runtime.ts';
 import { cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, boxProcessHostUids, type HostSnapshot, snapshotHost } from './helpers.ts';
 

@@ -1,21 +1,23 @@
 /**
  * `JsRuntime` (spec 002 "Runtime (`JsRuntime`)"): the public runtime class, a thin facade over one
- * `RuntimeBackend` — `LocalRuntime` (`local.ts`: boxes on this host, state in `<homeDir>/state.db`) or
- * `RestRuntime` (`rest/client.ts`: boxes on a `sandbox serve` server). The facade validates the runtime
- * options, picks the backend and forwards every call; it holds the process-wide default runtime.
+ * `RuntimeBackend` (`runtime/backend.ts`) — `LocalRuntime` (`runtime/local.ts`: boxes on this host, state
+ * in `<homeDir>/state.db`) or `RestRuntime` (`rest/client.ts`: boxes on a `sandbox serve` server). The
+ * facade validates the runtime options, picks the backend and forwards every call; it holds the
+ * process-wide default runtime. It sits above both backends (imports point one way: this facade →
+ * rest → runtime → engine/images/network), so the runtime layer never loads the REST client.
  */
-import { BoxError } from '../errors.ts';
-import { RestRuntime, restOptionsFrom } from '../rest/client.ts';
-import { type Credential, RuntimeRestOptions } from '../rest/credential.ts';
-import type { IsolationTier, JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
-import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
-import type { JsBox } from './box.ts';
-import { LocalRuntime } from './local.ts';
-import type { JsBoxPool, PoolSpec } from './pool.ts';
-import type { CloneOptions } from './snapshots.ts';
+import { BoxError } from './errors.ts';
+import { RestRuntime, restOptionsFrom } from './rest/client.ts';
+import { type Credential, RuntimeRestOptions } from './rest/credential.ts';
+import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './runtime/backend.ts';
+import type { JsBox } from './runtime/box.ts';
+import { LocalRuntime } from './runtime/local.ts';
+import type { JsBoxPool, PoolSpec } from './runtime/pool.ts';
+import type { CloneOptions } from './runtime/snapshots.ts';
+import type { IsolationTier, JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from './types.ts';
 
-export type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
-export { defaultHomeDir } from './local.ts';
+export type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './runtime/backend.ts';
+export { defaultHomeDir } from './runtime/local.ts';
 
 /**
  * A runtime (spec 002 `JsRuntime`): local over one `homeDir` (several runtimes, in one process or in
