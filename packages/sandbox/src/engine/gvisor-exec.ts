@@ -6,10 +6,9 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { resolveUser } from './engine.ts';
+import { execRequest, exitCode } from './exec-process.ts';
 import type { GVisorBoxMeta } from './gvisor-bundle.ts';
 import { alive, drain, run, waitForPidFile } from './host-process.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
@@ -55,22 +54,12 @@ export function gvisorExec(
 ): EngineProcess {
   const id = meta.id;
   refuseTty(options);
-  if (typeof options.cmd !== 'string' || options.cmd.length === 0)
-    throw new BoxError('cmd: must be a non-empty string');
+  const req = execRequest(meta.rootfs, meta, options);
   const pidFile = join(ctx.execDir, `${id}.${process.pid}.${ctx.seq}.ipid`);
   const args = ['exec', '--internal-pid-file', pidFile];
-  const user = options.user ?? meta.user;
-  if (user !== undefined && user !== '') args.push('--user', resolveUser(meta.rootfs, user, 'user'));
-  const cwd = options.cwd ?? meta.workingDir;
-  if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
-  args.push('--cwd', cwd);
-  const env = new Map<string, string>();
-  for (const e of meta.env) env.set(e.slice(0, e.indexOf('=')), e);
-  for (const e of options.env) {
-    if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
-    env.set(e.slice(0, e.indexOf('=')), e);
-  }
-  for (const e of env.values()) args.push('--env', e);
+  if (req.user !== undefined) args.push('--user', req.user);
+  args.push('--cwd', req.cwd);
+  for (const e of req.env.values()) args.push('--env', e);
   args.push(id, options.cmd, ...options.args);
   const [runsc, ...runscArgs] = ctx.runtime as [string, ...string[]];
   const child = spawn(runsc, [...runscArgs, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -86,7 +75,7 @@ export function gvisorExec(
       const started = existsSync(pidFile);
       rm(pidFile, { force: true }).catch(() => {});
       if (!started && code === 128) resolve(EXEC_START_FAILED);
-      else resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0));
+      else resolve(exitCode(code, signal));
     });
   });
   exited.catch(() => {});

@@ -28,9 +28,9 @@
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { BoxError } from '../errors.ts';
-import { findExecutable } from './engine.ts';
 import { createOwnedNetns, type GVisorNamespaces } from './gvisor-userns.ts';
 import { run } from './host-process.ts';
+import { findExecutable } from './host-system.ts';
 import type { EngineBoxSpec } from './types.ts';
 
 /** What the `networkPrepare` hook of a gVisor engine gets, before runsc starts the box. */

@@ -1,12 +1,14 @@
 /**
  * The runsc command line of one gVisor engine (`nsenter --user=… --net=… -- runsc --root
- * <stateRoot>/runsc --platform=<p> --network=sandbox --ignore-cgroups`, gvisor-userns.ts) and the runsc subcommands the engine's lifecycle uses: `state`, `ps`, `kill`,
- * `delete`, `list`. Every call runs runsc to completion (host-process.ts `run`, 30 s at most); the
+ * <stateRoot>/runsc --platform=<p> --network=sandbox --ignore-cgroups`, gvisor-userns.ts) and the
+ * runsc subcommands the engine's lifecycle uses: `state`, `ps`, `kill` (stopping a box), `delete`,
+ * `list`. Every call runs runsc to completion (host-process.ts `run`, 30 s at most); the
  * caller reads the exit code.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { type RunResult, run, sleep } from './host-process.ts';
+import { BoxError } from '../errors.ts';
+import { alive, type RunResult, run, sleep } from './host-process.ts';
 
 /** A box's state as runsc reports it (`runsc state`), before the engine checks the pid. */
 export interface RunscState {
@@ -82,6 +84,28 @@ export class Runsc {
     while (pids.length > 0 && performance.now() < deadline) {
       await sleep(50);
       pids = await others();
+    }
+  }
+
+  /**
+   * Stops box `id` whose sandbox process is host pid `pid`: with `graceMs` > 0 SIGTERM to its
+   * commands first (`terminateCommands`), then SIGKILL to its init, which ends the sandbox; waits up
+   * to 5 s for the sandbox process to be gone.
+   */
+  async stopSandbox(id: string, pid: number, graceMs: number): Promise<void> {
+    if (graceMs > 0) await this.terminateCommands(id, graceMs);
+    if (alive(pid)) await this.call(['kill', id, 'KILL']);
+    for (let i = 0; i < 500 && alive(pid); i++) await sleep(10);
+  }
+
+  /**
+   * `runsc delete --force <id>`.
+   * @throws BoxError when runsc fails for another reason than not knowing the box.
+   */
+  async delete(id: string): Promise<void> {
+    const del = await this.call(['delete', '--force', id]);
+    if (del.code !== 0 && !/does not exist|not exist|No such file|not found/i.test(del.stderr)) {
+      throw new BoxError(`box ${id}: deleting the gVisor sandbox failed: ${del.stderr.trim()}`);
     }
   }
 

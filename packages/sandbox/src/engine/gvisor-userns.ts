@@ -18,24 +18,15 @@
  * joined by the launcher before runsc runs with `--ignore-cgroups` (gvisor-netns.ts).
  */
 import { spawn } from 'node:child_process';
-import {
-  chmodSync,
-  chownSync,
-  existsSync,
-  fstatSync,
-  mkdirSync,
-  readdirSync,
-  rmdirSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { dirname, join } from 'node:path';
+import { chownSync, existsSync, mkdirSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { findExecutable, mountsUnder } from './engine.ts';
-import { CGROUP_PARENT } from './gvisor-bundle.ts';
+import { CGROUP_PARENT } from './box-bundle.ts';
+import { handVolumesToMappedRoot } from './box-files.ts';
 import { run, sleep } from './host-process.ts';
+import { allowTraversal, findExecutable, mountsUnder } from './host-system.ts';
 import type { OpenedHostPath } from './hostpath.ts';
-import type { IdMapping } from './idmap.ts';
+import { type IdMapping, idmapHelperArgs, installIdmapHelper } from './idmap.ts';
 import type { EngineBoxSpec } from './types.ts';
 
 /** Host directory of the gVisor tier's user and network namespace files (shared by every engine). */
@@ -178,6 +169,28 @@ export function ownByNamespaceRoot(ns: GVisorNamespaces, path: string): void {
 }
 
 /**
+ * Readies the engine's state directory for runsc running as the namespace's root: `owned` (runsc's
+ * state and exec pid file directories, which runsc writes) handed to it, search permission on
+ * `stateRoot` and its ancestors (runsc looks the bundles up through it: traverse, not list), and the
+ * idmapped-mount helper installed in `binDir` (idmap.ts).
+ * @returns the helper command with the namespace's mapping: `[perl, idmap-mount.pl, hostUid, hostGid, size]`.
+ * @throws BoxError when the host has no perl; the file system error when a chown or chmod fails.
+ */
+export function prepareStateForNamespace(
+  ns: GVisorNamespaces,
+  stateRoot: string,
+  owned: string[],
+  binDir: string,
+): string[] {
+  for (const dir of owned) ownByNamespaceRoot(ns, dir);
+  allowTraversal(stateRoot);
+  const perl = findExecutable('perl');
+  if (!perl) throw new BoxError("isolation: 'gvisor' needs perl on the host (perl-base)");
+  const helper = installIdmapHelper(binDir, perl);
+  return [helper.perl, helper.script, ...idmapHelperArgs(ns.mapping)];
+}
+
+/**
  * Readies a box's host files for runsc running as the namespace's root: search permission on the box
  * directory and its ancestors (`allowTraversal`), the bundle (runsc's pid file) handed to it, and
  * each fresh managed volume (`ownedByBox`, still host root's) handed to it; the chown follows the
@@ -191,12 +204,7 @@ export function stageForNamespace(
 ): void {
   allowTraversal(spec.boxDir);
   ownByNamespaceRoot(ns, bundle);
-  for (const [i, o] of opened.entries()) {
-    if (spec.mounts[i]?.ownedByBox !== true) continue;
-    const st = fstatSync(o.fd);
-    if (st.uid === 0 && st.gid === 0)
-      chownSync(`/proc/self/fd/${o.fd}`, ns.mapping.hostUid, ns.mapping.hostGid);
-  }
+  handVolumesToMappedRoot(spec, opened, ns.mapping.hostUid, ns.mapping.hostGid);
 }
 
 /** The cgroup directories of box `id` on this host (`/<hierarchy>/seed-sandbox/<id>`, v1 or v2). */
@@ -225,18 +233,5 @@ export async function removeBoxCgroups(id: string): Promise<void> {
         await sleep(10);
       }
     }
-  }
-}
-
-/**
- * Gives everyone search permission (`o+x`, not read) on `dir` and each of its ancestors lacking it,
- * as the container tier does for its user namespaces: runsc runs as the gVisor namespace's root and
- * looks up the bundle, the box root and bind sources, none of which it owns.
- */
-export function allowTraversal(dir: string): void {
-  for (let d = dir; ; d = dirname(d)) {
-    const mode = statSync(d).mode;
-    if ((mode & 0o001) === 0) chmodSync(d, (mode & 0o7777) | 0o001);
-    if (d === '/') return;
   }
 }

@@ -27,46 +27,43 @@
  * namespace, on the far side of the veth link), the DNS resolver, the secrets proxy and published
  * ports apply as in the container tier. A network `disabled` box has netstack's loopback only.
  *
- * This module holds the engine's lifecycle (start, stop, remove, state, list). The box's files and
- * bundle are in gvisor-bundle.ts, the runsc subcommands in gvisor-runsc.ts, commands (`exec`) in
- * gvisor-exec.ts, resource usage in gvisor-stats.ts.
+ * This module holds the engine's lifecycle (start, stop, remove, state, list). The box's files are
+ * laid out as the container tier's (box-files.ts), its bundle in gvisor-bundle.ts, the runsc
+ * subcommands in gvisor-runsc.ts, commands (`exec`) in gvisor-exec.ts; resource usage is read from
+ * the sandbox's cgroup as for a container (cgroup-stats.ts).
  */
-import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, unlinkSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { type EngineNetworkContext, findExecutable, mountsUnder } from './engine.ts';
+import { roundMs } from './box-bundle.ts';
+import { BOX_FILES, boxDiskSizeGb, checkBoxId, isBoxId, readLivePid, stageBoxFiles } from './box-files.ts';
+import { type CpuSample, cgroupStats } from './cgroup-stats.ts';
+import type { CreateGVisorEngineOptions } from './engine-options.ts';
 import {
-  GVISOR_BOX_FILES,
   type GVisorBoxMeta,
   gvisorBoxPaths,
-  gvisorDiskSizeGb,
   gvisorSupervisorEnv,
   readGVisorMeta,
-  readSandboxPid,
-  stageGVisorBoxFiles,
-  unmountBoxDir,
   writeGVisorBundle,
 } from './gvisor-bundle.ts';
 import { cleanStaleExecFiles, gvisorExec, refuseTty } from './gvisor-exec.ts';
-import { type GVisorNetnsContext, prepareBoxNetns, RUNSC_NETNS_SH, removeBoxNetns } from './gvisor-netns.ts';
-import { chooseGVisorPlatform, type GVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
+import { prepareBoxNetns, RUNSC_NETNS_SH, removeBoxNetns } from './gvisor-netns.ts';
+import { chooseGVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
 import { Runsc } from './gvisor-runsc.ts';
-import { type CpuSample, sandboxStats } from './gvisor-stats.ts';
 import { forgetSandbox, registerSandbox } from './gvisor-tunnel.ts';
 import {
-  allowTraversal,
   ensureGVisorNamespaces,
   type GVisorNamespaces,
   inGVisorNamespaces,
-  ownByNamespaceRoot,
+  prepareStateForNamespace,
   removeBoxCgroups,
   stageForNamespace,
 } from './gvisor-userns.ts';
-import { alive, sleep, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
-import { type OpenedHostPath, openHostPath } from './hostpath.ts';
-import { ensureSandboxIdRange, idmapHelperArgs, installIdmapHelper } from './idmap.ts';
+import { alive, Supervisors, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
+import { findExecutable, mountsUnder, unmountBoxDir } from './host-system.ts';
+import { type OpenedHostPath, withOpenedHostPaths } from './hostpath.ts';
+import { ensureSandboxIdRange } from './idmap.ts';
 import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { SUPERVISOR_SH } from './scripts.ts';
@@ -81,29 +78,10 @@ import type {
   EngineStats,
 } from './types.ts';
 
+export type { CreateGVisorEngineOptions } from './engine-options.ts';
 export { gvisorOciConfig, SENTRY_TASKS } from './gvisor-bundle.ts';
 
-/** Options of `createGVisorEngine`. */
-export interface CreateGVisorEngineOptions {
-  /** The engine state directory (shared with the container tier); default `/run/seed-sandbox`. */
-  stateRoot?: string;
-  /** Host path of the static init bound at `/.sandbox/init`; default `/usr/bin/catatonit`. */
-  initPath?: string;
-  /** gVisor platform; default: probed (gvisor-platform.ts), env `SEED_SANDBOX_GVISOR_PLATFORM`. */
-  platform?: GVisorPlatform;
-  /**
-   * Runs before runsc starts the box, with the box's network namespace file: makes the interfaces
-   * netstack will take over (runsc copies them at start only). Not called for a `disabled` network.
-   */
-  networkPrepare?: (ctx: GVisorNetnsContext) => Promise<void>;
-  /** As `CreateEngineOptions.networkSetup`: runs once the sandbox runs, with its host pid. */
-  networkSetup?: (ctx: EngineNetworkContext) => Promise<void>;
-  /** As `CreateEngineOptions.networkTeardown`. */
-  networkTeardown?: (id: string) => Promise<void>;
-}
-
 const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
-const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /**
  * Creates the gVisor engine: finds `runsc`, chooses the platform (probe at most once per boot),
@@ -144,7 +122,8 @@ export class GVisorEngine implements Engine {
   private readonly ns: GVisorNamespaces | undefined;
   /** `[perl, idmap-mount.pl, hostUid, hostGid, size]` when `ns` is set. */
   private readonly idmapHelper: string[] | undefined;
-  private readonly supervisors = new Map<string, ChildProcess>();
+  /** Parent-death watches of this process's non-detached boxes. */
+  private readonly supervisors = new Supervisors();
   private readonly metas = new Map<string, GVisorBoxMeta>();
   private readonly cpuSamples = new Map<string, CpuSample>();
   private execSeq = 0;
@@ -181,17 +160,7 @@ export class GVisorEngine implements Engine {
     const launcher = join(binDir, 'runsc-netns.sh');
     writeIfChanged(launcher, RUNSC_NETNS_SH);
     cleanStaleExecFiles(this.execDir);
-    if (ns) {
-      // runsc writes its state and the exec pid files as the namespace's root; it looks the bundles
-      // up through the state directory (traverse, not list).
-      ownByNamespaceRoot(ns, rtRoot);
-      ownByNamespaceRoot(ns, this.execDir);
-      allowTraversal(this.stateRoot);
-      const perl = findExecutable('perl');
-      if (!perl) throw new BoxError("isolation: 'gvisor' needs perl on the host (perl-base)");
-      const helper = installIdmapHelper(binDir, perl);
-      this.idmapHelper = [helper.perl, helper.script, ...idmapHelperArgs(ns.mapping)];
-    }
+    if (ns) this.idmapHelper = prepareStateForNamespace(ns, this.stateRoot, [rtRoot, this.execDir], binDir);
     this.rs = new Runsc(runsc, rtRoot, platform.platform, ns ? inGVisorNamespaces(ns) : []);
     const unshare = findExecutable('unshare');
     if (!unshare) throw new BoxError("isolation: 'gvisor' needs unshare on the host (util-linux)");
@@ -203,19 +172,12 @@ export class GVisorEngine implements Engine {
     validateSpec(spec);
     // Host paths are opened first (hostpath.ts: a symlink anywhere on one is refused) and bound from
     // their descriptors, as in the container tier.
-    const opened: OpenedHostPath[] = [];
-    try {
-      for (const [i, m] of spec.mounts.entries())
-        opened.push(openHostPath(m.hostPath, `mounts[${i}].hostPath`));
-      return await this.startOpened(spec, opened);
-    } finally {
-      for (const o of opened) o.close();
-    }
+    return withOpenedHostPaths(spec.mounts, (opened) => this.startOpened(spec, opened));
   }
 
   /** `start` once the host paths are open; `opened[i]` is the host object of `spec.mounts[i]`. */
   private async startOpened(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<EngineStarted> {
-    const diskSizeGb = gvisorDiskSizeGb(spec);
+    const diskSizeGb = boxDiskSizeGb(spec);
     const p = gvisorBoxPaths(spec.boxDir, diskSizeGb);
     if (this.rs.known(spec.id)) {
       const st = await this.state(spec.id);
@@ -234,7 +196,11 @@ export class GVisorEngine implements Engine {
     const stageBoxConfigMs = performance.now() - tConfig0;
 
     const tFs0 = performance.now();
-    const binds = await stageGVisorBoxFiles(this.stateRoot, this.boxesDir, spec, p, diskSizeGb, opened);
+    // runsc and its gofer look the bind targets up as the gVisor namespace's root: traverse, not list.
+    const binds = await stageBoxFiles(this.stateRoot, this.boxesDir, spec, p, diskSizeGb, opened, {
+      snapshots: false,
+      bindsMode: 0o711,
+    });
     if (this.ns) stageForNamespace(this.ns, spec, p.bundle, opened);
 
     await prepareBoxNetns(spec, p.netns, this.opts.networkPrepare, this.opts.networkTeardown, this.ns);
@@ -247,8 +213,7 @@ export class GVisorEngine implements Engine {
       binds,
       this.idmapHelper ? { helper: this.idmapHelper } : undefined,
     );
-    const old = this.supervisors.get(spec.id);
-    if (old) this.release(spec.id, old);
+    this.supervisors.release(spec.id);
     const { child, outcome, tMounted, tStarted } = await startSupervisor(
       '/bin/sh',
       [this.supervisorPath],
@@ -271,15 +236,9 @@ export class GVisorEngine implements Engine {
       await unmountBoxDir(spec.boxDir).catch(() => {});
       throw error;
     }
-    if (!spec.detach) {
-      this.supervisors.set(spec.id, child);
-      (child.stdin as unknown as { unref?: () => void }).unref?.();
-    } else {
-      child.stdin?.destroy();
-    }
-    child.unref();
+    this.supervisors.keep(spec.id, child, spec.detach);
 
-    const pid = readSandboxPid(p.pidFile);
+    const pid = readLivePid(p.pidFile);
     if (pid === undefined) {
       await this.stop(spec.id, 0).catch(() => {});
       throw new BoxError(`box ${spec.id}: the gVisor sandbox exited right after start`);
@@ -298,14 +257,13 @@ export class GVisorEngine implements Engine {
       }
     }
     const tEnd = performance.now();
-    const round = (ms: number) => Math.round(ms * 100) / 100;
     return {
       pid,
       timings: {
-        stageBoxConfigMs: round(stageBoxConfigMs),
-        stageFilesystemSetupMs: round(tMounted - tFs0),
-        stageBoxSpawnMs: round(tStarted - tMounted),
-        stageContainerInitMs: round(tEnd - tStarted),
+        stageBoxConfigMs: roundMs(stageBoxConfigMs),
+        stageFilesystemSetupMs: roundMs(tMounted - tFs0),
+        stageBoxSpawnMs: roundMs(tStarted - tMounted),
+        stageContainerInitMs: roundMs(tEnd - tStarted),
       },
     };
   }
@@ -322,7 +280,7 @@ export class GVisorEngine implements Engine {
   /** Host pid of the box's sandbox process (the Sentry) while it runs. */
   private sandboxPid(id: string): number | undefined {
     const meta = this.meta(id);
-    return meta ? readSandboxPid(gvisorBoxPaths(meta.boxDir).pidFile) : undefined;
+    return meta ? readLivePid(gvisorBoxPaths(meta.boxDir).pidFile) : undefined;
   }
 
   /**
@@ -332,7 +290,7 @@ export class GVisorEngine implements Engine {
    *   `tty` is requested (not supported by the gVisor tier).
    */
   async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     refuseTty(options);
     const meta = this.meta(id);
     if (!meta || this.sandboxPid(id) === undefined) throw new BoxError(`box ${id}: not running`);
@@ -349,43 +307,29 @@ export class GVisorEngine implements Engine {
    * sandbox; then `runsc delete --force` and the root is unmounted. Idempotent.
    */
   async stop(id: string, graceMs = 2000): Promise<void> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     const meta = this.meta(id);
     const st = await this.state(id);
     if (st.status === 'running' && st.pid) {
-      if (graceMs > 0) await this.rs.terminateCommands(id, graceMs);
-      if (alive(st.pid)) await this.rs.call(['kill', id, 'KILL']);
-      for (let i = 0; i < 500 && alive(st.pid); i++) await sleep(10);
+      await this.rs.stopSandbox(id, st.pid, graceMs);
     }
-    const inRuntime = this.rs.known(id);
-    if (inRuntime && this.opts.networkTeardown) await this.opts.networkTeardown(id).catch(() => {});
-    if (inRuntime) {
-      const del = await this.rs.call(['delete', '--force', id]);
-      if (del.code !== 0 && !/does not exist|not exist|No such file|not found/i.test(del.stderr)) {
-        throw new BoxError(`box ${id}: deleting the gVisor sandbox failed: ${del.stderr.trim()}`);
-      }
+    if (this.rs.known(id)) {
+      if (this.opts.networkTeardown) await this.opts.networkTeardown(id).catch(() => {});
+      await this.rs.delete(id);
     }
     if (this.ns) await removeBoxCgroups(id);
     if (meta) {
       rmSync(join(meta.boxDir, 'bundle', 'init.pid'), { force: true });
       await unmountBoxDir(meta.boxDir);
     }
-    const sup = this.supervisors.get(id);
-    if (sup) this.release(id, sup);
+    this.supervisors.release(id);
     this.cpuSamples.delete(id);
     forgetSandbox(id);
   }
 
-  private release(id: string, child: ChildProcess): void {
-    this.supervisors.delete(id);
-    try {
-      child.stdin?.end('release\n');
-    } catch {}
-  }
-
   /** Deletes the sandbox, its mounts and the engine's files under `boxDir`; see `Engine.remove`. Idempotent. */
   async remove(id: string, boxDir: string): Promise<void> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     if (!this.meta(id)) {
       this.metas.set(id, {
         id,
@@ -401,9 +345,7 @@ export class GVisorEngine implements Engine {
     await this.stop(id, 0);
     await unmountBoxDir(boxDir);
     if (mountsUnder(boxDir).length > 0) throw new BoxError(`box ${id}: ${boxDir} is still mounted`);
-    for (const name of GVISOR_BOX_FILES) {
-      await rm(join(boxDir, name), { recursive: true, force: true });
-    }
+    for (const name of BOX_FILES) await rm(join(boxDir, name), { recursive: true, force: true });
     try {
       unlinkSync(join(this.boxesDir, id));
     } catch {}
@@ -412,7 +354,7 @@ export class GVisorEngine implements Engine {
 
   /** runsc's view of the box; see `Engine.state`. `pid` is the host pid of the sandbox process. */
   async state(id: string): Promise<EngineState> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     const s = await this.rs.state(id);
     if (!s) return { status: this.meta(id) ? 'stopped' : 'unknown' };
     const { status } = s;
@@ -427,10 +369,10 @@ export class GVisorEngine implements Engine {
    * Sentry's host sockets carry all of the box's traffic. Empty when the box is not running.
    */
   async stats(id: string): Promise<EngineStats> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     const pid = this.sandboxPid(id);
     if (pid === undefined) return {};
-    return sandboxStats(pid, this.meta(id)?.cpus ?? 1, this.cpuSamples.get(id), (sample) =>
+    return cgroupStats(pid, this.meta(id)?.cpus ?? 1, this.cpuSamples.get(id), (sample) =>
       this.cpuSamples.set(id, sample),
     );
   }
@@ -443,7 +385,7 @@ export class GVisorEngine implements Engine {
     for (const id of await this.rs.list()) ids.add(id);
     const out: EngineBoxRecord[] = [];
     for (const id of ids) {
-      if (!ID_RE.test(id)) continue;
+      if (!isBoxId(id)) continue;
       const meta = this.meta(id);
       const st = await this.state(id);
       out.push({

@@ -1,13 +1,14 @@
 /**
  * Small host-side helpers every engine (crun, gVisor, rootless) uses around the processes it starts:
  * waiting, telling a live process from a zombie, writing its generated scripts, reading a command's
- * pipes without deadlock, running a host command to completion, a process's age, and starting a box
- * supervisor and reading how its start went.
+ * pipes without deadlock, running a host command to completion, a process's age, starting a box
+ * supervisor and reading how its start went, and ending another process's supervisor of a box.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
@@ -154,6 +155,71 @@ export async function supervisorFailure(
   return new BoxError(
     `box ${id}: start failed at ${outcome.replace(/^error /, '')}${detail}${text ? `: ${text.slice(-800)}` : ''}`,
   );
+}
+
+/**
+ * The box supervisors this process started and still keeps, by box id: the stdin of each is the
+ * parent-death pipe of a non-detached box (the supervisor tears the box down when it closes without
+ * a `release` line).
+ */
+export class Supervisors {
+  readonly #children = new Map<string, ChildProcess>();
+
+  /**
+   * Takes the supervisor of a box that has started: kept (its stdin unreferenced, so it does not hold
+   * this process open) unless the box is `detach`ed, whose supervisor's stdin is closed at once.
+   */
+  keep(id: string, child: ChildProcess, detach: boolean): void {
+    if (!detach) {
+      this.#children.set(id, child);
+      (child.stdin as unknown as { unref?: () => void }).unref?.();
+    } else {
+      child.stdin?.destroy();
+    }
+    child.unref();
+  }
+
+  /**
+   * Tells the supervisor of box `id` to let go (`release` on its stdin: it exits without touching the
+   * box) and forgets it.
+   * @returns false when this process keeps no supervisor of that box.
+   */
+  release(id: string): boolean {
+    const child = this.#children.get(id);
+    if (!child) return false;
+    this.#children.delete(id);
+    try {
+      child.stdin?.end('release\n');
+    } catch {}
+    return true;
+  }
+}
+
+/**
+ * Ends the parent-death watch of box `id` that another process's engine started (its supervisor
+ * script, pid in `<boxDir>/bundle/supervisor.pid`, which is removed), with SIGTERM: the box was
+ * stopped or removed by this process, so the watch has nothing left to guard. The pid is only
+ * signalled when it still runs a supervisor of this box: its environment names the box (`SB_ID`) and
+ * its bundle (`SB_BUNDLE`), and, when `script` is given, its command line runs that script.
+ */
+export function endForeignSupervisor(id: string, boxDir: string, script?: string): void {
+  const bundle = join(boxDir, 'bundle');
+  const file = join(bundle, 'supervisor.pid');
+  let pid: number;
+  try {
+    pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
+  } catch {
+    return;
+  }
+  rmSync(file, { force: true });
+  if (!(pid > 0) || pid === process.pid) return;
+  try {
+    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    if (!environ.includes(`SB_ID=${id}`) || !environ.includes(`SB_BUNDLE=${bundle}`)) return;
+    if (script !== undefined && readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[1] !== script)
+      return;
+    process.kill(pid, 'SIGTERM');
+  } catch {}
 }
 
 /** What `run` gives back: the exit code (1 when killed or not started) and the decoded output. */

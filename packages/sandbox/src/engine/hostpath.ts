@@ -88,3 +88,22 @@ export function openHostPath(hostPath: string, field: string): OpenedHostPath {
     },
   };
 }
+
+/**
+ * Opens the host path of every mount of a box (`openHostPath`, field `mounts[i].hostPath`), runs
+ * `use` with them (`opened[i]` is the host object of `mounts[i]`), and closes them all once it has
+ * settled, whether it resolved or threw.
+ * @throws BoxError naming `mounts[i].hostPath` when a path cannot be opened; whatever `use` throws.
+ */
+export async function withOpenedHostPaths<T>(
+  mounts: readonly { hostPath: string }[],
+  use: (opened: OpenedHostPath[]) => Promise<T>,
+): Promise<T> {
+  const opened: OpenedHostPath[] = [];
+  try {
+    for (const [i, m] of mounts.entries()) opened.push(openHostPath(m.hostPath, `mounts[${i}].hostPath`));
+    return await use(opened);
+  } finally {
+    for (const o of opened) o.close();
+  }
+}

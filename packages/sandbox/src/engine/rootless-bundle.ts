@@ -2,12 +2,13 @@
  * The files of a rootless box (rootless.ts) and the run of its supervisor: `bundle/config.json` from
  * `buildOciConfig` adapted to a box that lives in the caller's user namespace, the box's `hosts`,
  * `hostname`, `resolv.conf` and `engine.json`, the writable layer directories and the staging points
- * of host binds, and the spawn of `rootless-supervisor.sh` up to its `started` line.
+ * of host binds, and the environment and spawn of `rootless-supervisor.sh` up to its `started` line.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startSupervisor, supervisorFailure } from './host-process.ts';
+import { DEFAULT_PATH } from './host-system.ts';
 import type { OpenedHostPath } from './hostpath.ts';
 import { buildOciConfig, etcHosts } from './oci.ts';
 import type { EngineBoxSpec } from './types.ts';
@@ -90,6 +91,35 @@ export function stageBoxFiles(boxDir: string, opened: OpenedHostPath[]): string[
     else writeFileSync(target, '');
     return `${3 + i}:${target}`;
   });
+}
+
+/**
+ * The environment of `rootless-supervisor.sh` (rootless-scripts.ts) for a box: its files under
+ * `spec.boxDir`, the bind list from `stageBoxFiles` with each host path's checked path
+ * (`SB_BIND_SRC_<i>`), and `cgroupEnv`, the delegated cgroups' view (rootless-ns.ts `cgroupViewEnv`).
+ */
+export function rootlessSupervisorEnv(
+  spec: EngineBoxSpec,
+  binds: string[],
+  opened: OpenedHostPath[],
+  cgroupEnv: Record<string, string>,
+): Record<string, string> {
+  const bundle = join(spec.boxDir, 'bundle');
+  return {
+    PATH: process.env.PATH ?? DEFAULT_PATH,
+    ...cgroupEnv,
+    SB_ID: spec.id,
+    SB_BUNDLE: bundle,
+    SB_ROOTFS: join(spec.boxDir, 'rootfs'),
+    SB_LOWER: [...spec.layerDirs].reverse().join(':'),
+    SB_UPPER: join(spec.boxDir, 'upper'),
+    SB_WORK: join(spec.boxDir, 'work'),
+    SB_LOG: join(spec.boxDir, 'runtime.log'),
+    SB_PIDFILE: join(bundle, 'init.pid'),
+    SB_BINDS: binds.join(' '),
+    ...Object.fromEntries(opened.map((o, i) => [`SB_BIND_SRC_${i}`, o.path])),
+    SB_WATCH: spec.detach ? '0' : '1',
+  };
 }
 
 /**

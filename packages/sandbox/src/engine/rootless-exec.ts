@@ -10,14 +10,20 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { lstatInRoot } from './confined.ts';
-import { resolveUser } from './engine.ts';
+import {
+  checkTerminalSize,
+  execRequest,
+  exitCode,
+  ociExecProcess,
+  resolveInBox,
+  searchPath,
+} from './exec-process.ts';
 import { drain, waitForPidFile } from './host-process.ts';
-import { BOX_RLIMITS, TTY_HELPER_PATH } from './oci.ts';
+import { TTY_HELPER_PATH } from './oci.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
 /** What an exec needs to know about the box. */
@@ -41,8 +47,6 @@ export interface RootlessExecContext {
   seq: number;
 }
 
-const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-
 /** `nsenter` argv prefix entering the user namespace of the box (as its root). */
 export function inBoxUserns(initPid: number): string[] {
   return ['nsenter', `--user=/proc/${initPid}/ns/user`, '--'];
@@ -61,20 +65,6 @@ export function signalInBox(initPid: number, pids: number[], signal: NodeJS.Sign
   });
 }
 
-/** Resolves `cmd` on the box's PATH through its root (`/proc/<init>/root`), without following links. */
-function resolveInBox(root: string, cmd: string, path: string): string | undefined {
-  if (cmd.includes('/')) return cmd;
-  for (const dir of path.split(':')) {
-    if (!dir.startsWith('/')) continue;
-    const inBox = join(dir, cmd);
-    try {
-      const st = lstatInRoot(root, inBox);
-      if (st && (st.isSymbolicLink() || (st.isFile() && (st.mode & 0o111) !== 0))) return inBox;
-    } catch {}
-  }
-  return undefined;
-}
-
 /**
  * Starts a command in a running rootless box (see the module comment and `Engine.exec`).
  * @throws BoxError naming `cmd`, `cwd`, `env`, `user` or `ttySize` for bad options.
@@ -83,38 +73,12 @@ export async function rootlessExec(
   ctx: RootlessExecContext,
   options: EngineExecOptions,
 ): Promise<EngineProcess> {
-  if (typeof options.cmd !== 'string' || options.cmd.length === 0)
-    throw new BoxError('cmd: must be a non-empty string');
   const boxRoot = `/proc/${ctx.initPid}/root`;
-  const user = options.user ?? ctx.user;
-  const [uid, gid] = (user !== undefined && user !== '' ? resolveUser(boxRoot, user, 'user') : '0:0')
-    .split(':')
-    .map(Number);
-  const cwd = options.cwd ?? ctx.workingDir;
-  if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
-  const env = new Map<string, string>();
-  for (const e of ctx.env) env.set(e.slice(0, e.indexOf('=')), e);
-  for (const e of options.env) {
-    if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
-    env.set(e.slice(0, e.indexOf('=')), e);
-  }
+  const req = execRequest(boxRoot, ctx, options);
   const base = join(ctx.execDir, `${ctx.id}.${process.pid}.${ctx.seq}`);
   const pidFile = `${base}.pid`;
   const processFile = `${base}.json`;
-  const ociProcess = {
-    terminal: false,
-    user: { uid, gid },
-    args: [options.cmd, ...options.args],
-    env: [...env.values()],
-    cwd,
-    noNewPrivileges: true,
-    rlimits: BOX_RLIMITS,
-    capabilities: {
-      bounding: ctx.capabilities,
-      effective: uid === 0 ? ctx.capabilities : [],
-      permitted: uid === 0 ? ctx.capabilities : [],
-    },
-  };
+  const ociProcess = ociExecProcess(req, options, ctx.capabilities);
   // crun joins the box's cgroups through the delegated subtree (freezer included, which it reads on
   // every exec); the hybrid layout it refuses for `run` does not stop `exec`.
   const crunArgv = [
@@ -132,13 +96,11 @@ export async function rootlessExec(
   let argv = crunArgv;
   if (options.tty) {
     const size = options.ttySize ?? { cols: 80, rows: 24 };
-    if (!(Number.isInteger(size.cols) && size.cols > 0 && Number.isInteger(size.rows) && size.rows > 0)) {
-      throw new BoxError(`ttySize: cols ${size.cols} and rows ${size.rows} must be positive integers`);
-    }
+    checkTerminalSize('ttySize', size.cols, size.rows);
     if (!ctx.ttyRelay || !lstatInRoot(boxRoot, TTY_HELPER_PATH)) {
       throw new BoxError('tty: needs perl and a static busybox (busybox-static) on the host');
     }
-    const inBox = resolveInBox(boxRoot, options.cmd, env.get('PATH')?.slice(5) ?? DEFAULT_PATH);
+    const inBox = resolveInBox(boxRoot, options.cmd, searchPath(req.env));
     if (inBox) ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];
     argv = [
       ctx.ttyRelay.perl,
@@ -194,7 +156,7 @@ export async function rootlessExec(
       done = true;
       rm(pidFile, { force: true }).catch(() => {});
       rm(processFile, { force: true }).catch(() => {});
-      resolve(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0));
+      resolve(exitCode(code, signal));
     });
   });
   exited.catch(() => {});
@@ -215,9 +177,7 @@ export async function rootlessExec(
     let queue: Promise<void> = Promise.resolve();
     proc.resize = (cols: number, rows: number): Promise<void> => {
       const next = queue.then(async () => {
-        if (!(Number.isInteger(cols) && cols > 0 && Number.isInteger(rows) && rows > 0)) {
-          throw new BoxError(`resize: cols ${cols} and rows ${rows} must be positive integers`);
-        }
+        checkTerminalSize('resize', cols, rows);
         const pid = await commandPid();
         if (pid === undefined || done) return;
         // The terminal is the command's stdin; stty runs in the box's user namespace (the command may

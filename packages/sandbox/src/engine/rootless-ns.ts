@@ -1,14 +1,12 @@
 /**
  * Namespace helpers of the rootless engine (rootless.ts): the host prerequisites of an account, the
  * `unshare` arguments of a box's user namespace, the environment that gives crun its view of the
- * delegated cgroups (rootless-scripts.ts), crun run in such a namespace, and the end of another
- * process's supervisor.
+ * delegated cgroups (rootless-scripts.ts), and crun run in such a namespace.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { BoxError } from '../errors.ts';
-import { findExecutable } from './engine.ts';
+import { findExecutable } from './host-system.ts';
 import {
   type CgroupDelegation,
   cgroupMounts,
@@ -125,26 +123,4 @@ export function crunInUserns(
     child.on('error', (e) => resolve({ code: 1, stderr: e.message }));
     child.on('exit', (code) => resolve({ code: code ?? 1, stderr }));
   });
-}
-
-/**
- * Ends the parent-death watch another process started for box `id` (pid in
- * `<boxDir>/bundle/supervisor.pid`) with SIGTERM, only when that pid still runs a supervisor of this
- * box (its environment names the box and its bundle).
- */
-export function endForeignSupervisor(id: string, boxDir: string): void {
-  const file = join(boxDir, 'bundle', 'supervisor.pid');
-  try {
-    const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-    rmSync(file, { force: true });
-    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-    if (
-      pid > 0 &&
-      pid !== process.pid &&
-      environ.includes(`SB_ID=${id}`) &&
-      environ.includes(`SB_BUNDLE=${join(boxDir, 'bundle')}`)
-    ) {
-      process.kill(pid, 'SIGTERM');
-    }
-  } catch {}
 }

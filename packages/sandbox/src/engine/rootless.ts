@@ -1,27 +1,8 @@
-/**
- * The rootless engine (issue 16): boxes of an ordinary account, run by crun inside a user namespace
- * mapped from the caller's subordinate ids. Box uid 0 is the caller's own uid, box ids 1…65536 are
- * the caller's `/etc/subuid`/`/etc/subgid` block (newuidmap/newgidmap through `unshare --map-users`);
- * image layers, unpacked by the caller, are owned by box root.
- *
- * Start: `config.json` from `buildOciConfig` (no user namespace entry: crun runs inside the one the
- * supervisor made; cgroups under the delegated subtree, or none when the caller allowed unlimited
- * boxes), then `rootless-supervisor.sh` (rootless-scripts.ts) mounts the overlay root, binds the host
- * paths and runs `crun run --detach` — all inside the namespace: nothing is mounted on the host.
- * Limits: `cpus`, `memoryMib` and the pids limit need a cgroup subtree delegated to the caller
- * (`sandbox setup <user>`); without one `start` fails with a `BoxError` saying so, unless the spec
- * has `allowUnlimited` (then the box runs without limits and `limitsEnforced` is false).
- * Not available rootless, refused with a `BoxError`: the gVisor tier, `diskSizeGb` (no loop devices in
- * a user namespace; the writable layer is on the caller's file system, bounded by its quota).
- */
-import type { ChildProcess } from 'node:child_process';
 import {
   accessSync,
   constants,
   existsSync,
   mkdirSync,
-  readFileSync,
-  readlinkSync,
   rmdirSync,
   rmSync,
   statSync,
@@ -33,13 +14,22 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { BoxError } from '../errors.ts';
+import { checkBoxId, isBoxId, readBoxMeta, readLivePid } from './box-files.ts';
 import { resolveCapabilities } from './capabilities.ts';
-import { type CreateEngineOptions, findExecutable } from './engine.ts';
-import { alive, type FileIdentity, sleep, waitForExec } from './host-process.ts';
+import type { CreateEngineOptions } from './engine-options.ts';
+import {
+  alive,
+  endForeignSupervisor,
+  type FileIdentity,
+  Supervisors,
+  sleep,
+  waitForExec,
+} from './host-process.ts';
+import { findExecutable } from './host-system.ts';
 import { type OpenedHostPath, openHostPath } from './hostpath.ts';
 import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
-import { runSupervisor, stageBoxFiles, writeBundle } from './rootless-bundle.ts';
+import { rootlessSupervisorEnv, runSupervisor, stageBoxFiles, writeBundle } from './rootless-bundle.ts';
 import { rootlessExec, signalInBox } from './rootless-exec.ts';
 import {
   type CgroupDelegation,
@@ -52,7 +42,6 @@ import {
 import {
   cgroupViewEnv,
   crunInUserns,
-  endForeignSupervisor,
   idMapArgs,
   limitsNotDelegatedMessage,
   rootlessPrerequisites,
@@ -95,8 +84,6 @@ interface RootlessMeta {
   limitsEnforced: boolean;
 }
 
-const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-
 /** An `Engine` for an ordinary account (see the module comment). */
 export class RootlessEngine implements Engine {
   readonly name = 'crun-rootless';
@@ -113,7 +100,8 @@ export class RootlessEngine implements Engine {
   readonly #cgsave: string;
   readonly #initPath: string;
   readonly #ttyRelay?: { perl: string; script: string };
-  readonly #supervisors = new Map<string, ChildProcess>();
+  /** Parent-death watches of this process's non-detached boxes. */
+  readonly #supervisors = new Supervisors();
   readonly #metas = new Map<string, RootlessMeta & { boxDir: string }>();
   #execSeq = 0;
 
@@ -214,7 +202,6 @@ export class RootlessEngine implements Engine {
     delegation: CgroupDelegation,
     enforce: boolean,
   ): Promise<EngineStarted> {
-    const bundle = join(spec.boxDir, 'bundle');
     const log = join(spec.boxDir, 'runtime.log');
     if (this.#initPid(spec.id) !== undefined) throw new BoxError(`box ${spec.id}: already running`);
     if (existsSync(join(this.#crunRoot, spec.id)))
@@ -241,21 +228,7 @@ export class RootlessEngine implements Engine {
     rmSync(link, { force: true });
     symlinkSync(spec.boxDir, link);
     const binds = stageBoxFiles(spec.boxDir, opened);
-    const env = {
-      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
-      ...this.#cgroupEnv(delegation, enforce),
-      SB_ID: spec.id,
-      SB_BUNDLE: bundle,
-      SB_ROOTFS: join(spec.boxDir, 'rootfs'),
-      SB_LOWER: [...spec.layerDirs].reverse().join(':'),
-      SB_UPPER: join(spec.boxDir, 'upper'),
-      SB_WORK: join(spec.boxDir, 'work'),
-      SB_LOG: log,
-      SB_PIDFILE: join(bundle, 'init.pid'),
-      SB_BINDS: binds.join(' '),
-      ...Object.fromEntries(opened.map((o, i) => [`SB_BIND_SRC_${i}`, o.path])),
-      SB_WATCH: spec.detach ? '0' : '1',
-    };
+    const env = rootlessSupervisorEnv(spec, binds, opened, this.#cgroupEnv(delegation, enforce));
     this.#endSupervisor(spec.id, spec.boxDir);
     const { child, tMounted, tStarted } = await runSupervisor(
       spec.id,
@@ -264,11 +237,7 @@ export class RootlessEngine implements Engine {
       opened.map((o) => o.fd),
       log,
     );
-    if (!spec.detach) {
-      this.#supervisors.set(spec.id, child);
-      (child.stdin as unknown as { unref?: () => void }).unref?.();
-    } else child.stdin?.destroy();
-    child.unref();
+    this.#supervisors.keep(spec.id, child, spec.detach);
     this.#metas.set(spec.id, { ...meta, boxDir: spec.boxDir });
     const pid = this.#initPid(spec.id);
     // Until the init has exec'd catatonit it is still crun's own non-dumpable process, which crun 1.8.1's
@@ -306,17 +275,9 @@ export class RootlessEngine implements Engine {
   #meta(id: string): (RootlessMeta & { boxDir: string }) | undefined {
     const known = this.#metas.get(id);
     if (known) return known;
-    try {
-      const boxDir = readlinkSync(join(this.#boxesDir, id));
-      const meta = {
-        ...(JSON.parse(readFileSync(join(boxDir, 'bundle', 'engine.json'), 'utf8')) as RootlessMeta),
-        boxDir,
-      };
-      this.#metas.set(id, meta);
-      return meta;
-    } catch {
-      return undefined;
-    }
+    const read = readBoxMeta<RootlessMeta>(this.#boxesDir, id);
+    if (read) this.#metas.set(id, read);
+    return read;
   }
 
   /** Device and inode of the init binary: a started box's init runs it once it has exec'd. */
@@ -327,13 +288,7 @@ export class RootlessEngine implements Engine {
 
   #initPid(id: string): number | undefined {
     const meta = this.#meta(id);
-    if (!meta) return undefined;
-    try {
-      const pid = Number.parseInt(readFileSync(join(meta.boxDir, 'bundle', 'init.pid'), 'utf8'), 10);
-      return pid > 0 && alive(pid) ? pid : undefined;
-    } catch {
-      return undefined;
-    }
+    return meta ? readLivePid(join(meta.boxDir, 'bundle', 'init.pid')) : undefined;
   }
 
   /** Whether the box's cpu, memory and pids limits are enforced (false: created with `allowUnlimited`). */
@@ -343,7 +298,7 @@ export class RootlessEngine implements Engine {
 
   /** Runs a command; see `Engine.exec` and rootless-exec.ts. @throws BoxError when the box is not running. */
   async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     const meta = this.#meta(id);
     const initPid = this.#initPid(id);
     if (!meta || initPid === undefined) throw new BoxError(`box ${id}: not running`, { code: 'conflict' });
@@ -366,7 +321,7 @@ export class RootlessEngine implements Engine {
 
   /** SIGTERM to the box's commands (up to `graceMs`), SIGKILL to its init, then `crun delete`. Idempotent. */
   async stop(id: string, graceMs = 2000): Promise<void> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     const meta = this.#meta(id);
     const init = this.#initPid(id);
     if (init !== undefined) {
@@ -399,20 +354,12 @@ export class RootlessEngine implements Engine {
 
   /** Tells this process's supervisor of `id` to let go, or ends another process's with SIGTERM. */
   #endSupervisor(id: string, boxDir: string | undefined): void {
-    const own = this.#supervisors.get(id);
-    this.#supervisors.delete(id);
-    if (own) {
-      try {
-        own.stdin?.end('release\n');
-      } catch {}
-      return;
-    }
-    if (boxDir) endForeignSupervisor(id, boxDir);
+    if (!this.#supervisors.release(id) && boxDir) endForeignSupervisor(id, boxDir);
   }
 
   /** Stops the box and deletes its files (writable layer files of any box uid included). Idempotent. */
   async remove(id: string, boxDir: string): Promise<void> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     if (!this.#meta(id))
       this.#metas.set(id, {
         id,
@@ -436,7 +383,7 @@ export class RootlessEngine implements Engine {
 
   /** `running` while the init lives (a zombie counts as gone), `stopped` when only the files remain. */
   async state(id: string): Promise<EngineState> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     const pid = this.#initPid(id);
     if (pid !== undefined) return { status: 'running', pid };
     return { status: this.#meta(id) ? 'stopped' : 'unknown' };
@@ -444,7 +391,7 @@ export class RootlessEngine implements Engine {
 
   /** Memory from the box's cgroup, CPU from its processes, network from its namespace. */
   async stats(id: string): Promise<EngineStats> {
-    if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+    checkBoxId(id);
     const pid = this.#initPid(id);
     return pid === undefined ? {} : boxStats(id, pid, this.#meta(id)?.cpus ?? 1);
   }
@@ -453,7 +400,7 @@ export class RootlessEngine implements Engine {
   async list(): Promise<EngineBoxRecord[]> {
     const out: EngineBoxRecord[] = [];
     for (const id of await readdir(this.#boxesDir).catch(() => [] as string[])) {
-      if (!ID_RE.test(id)) continue;
+      if (!isBoxId(id)) continue;
       const st = await this.state(id);
       out.push({
         id,

@@ -33,7 +33,7 @@ import {
 import { join } from 'node:path';
 import { BoxError, conflict, notFound } from '../errors.ts';
 import { diskFormat, diskMountOptions } from './disk.ts';
-import { mountsUnder } from './engine.ts';
+import { mountsUnder } from './host-system.ts';
 
 /** A snapshot as the SDK reports it. */
 export interface SnapshotInfo {

@@ -1,0 +1,139 @@
+/**
+ * What every engine's `exec` (crun/runc in oci-exec.ts, gVisor in gvisor-exec.ts, rootless in
+ * rootless-exec.ts) does alike before it starts a command: checking `cmd`, `cwd`, `env` and the
+ * terminal size, resolving the user against the box image, the command's full environment, the OCI
+ * process it is given as (the box's rlimits, capabilities and `noNewPrivileges`), finding a command on
+ * the box's `PATH` through the box root without following its links from the host, and the exit
+ * code of a finished runtime process.
+ */
+import { constants as osConstants } from 'node:os';
+import { join } from 'node:path';
+import { BoxError } from '../errors.ts';
+import { resolveUser } from './box-user.ts';
+import { lstatInRoot } from './confined.ts';
+import { DEFAULT_PATH } from './host-system.ts';
+import { BOX_RLIMITS } from './oci.ts';
+import type { EngineExecOptions } from './types.ts';
+
+/** A box's defaults for its commands (from its spec, kept in its `engine.json`). */
+export interface ExecDefaults {
+  /** The box's `KEY=value` environment. */
+  env: string[];
+  /** Default user (`name`, `uid` or `uid:gid`, as in the box spec). */
+  user?: string;
+  /** Default working directory, absolute. */
+  workingDir: string;
+}
+
+/** A checked command request (see `execRequest`). */
+export interface ExecRequest {
+  /** `uid:gid` of the command's user; undefined when neither the box nor the call names one (root). */
+  user: string | undefined;
+  /** Working directory, absolute. */
+  cwd: string;
+  /** Full environment by key: the box's overlaid with the call's, one `KEY=value` entry per key. */
+  env: Map<string, string>;
+}
+
+/**
+ * Checks the options of `Engine.exec` against the box's defaults and resolves the user against the
+ * image's `/etc/passwd` and `/etc/group` under `rootfs` (read confined to it, box-user.ts).
+ * @throws BoxError naming `cmd` (empty), `user` (unknown), `cwd` (relative) or `env` (not `KEY=value`).
+ */
+export function execRequest(rootfs: string, box: ExecDefaults, options: EngineExecOptions): ExecRequest {
+  if (typeof options.cmd !== 'string' || options.cmd.length === 0)
+    throw new BoxError('cmd: must be a non-empty string');
+  const name = options.user ?? box.user;
+  const user = name !== undefined && name !== '' ? resolveUser(rootfs, name, 'user') : undefined;
+  const cwd = options.cwd ?? box.workingDir;
+  if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
+  const env = new Map<string, string>();
+  for (const e of box.env) env.set(e.slice(0, e.indexOf('=')), e);
+  for (const e of options.env) {
+    if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
+    env.set(e.slice(0, e.indexOf('=')), e);
+  }
+  return { user, cwd, env };
+}
+
+/** The OCI `process` of a command (runtime spec "process"), as given to `<runtime> exec --process`. */
+export interface OciExecProcess {
+  terminal: boolean;
+  user: { uid: number; gid: number };
+  args: string[];
+  env: string[];
+  cwd: string;
+  noNewPrivileges: true;
+  rlimits: typeof BOX_RLIMITS;
+  capabilities?: { bounding: string[]; effective: string[]; permitted: string[] };
+}
+
+/**
+ * The OCI process of a checked request running `options.cmd` with `options.args`: the box's rlimits
+ * and `noNewPrivileges`; with `capabilities` (the box's bounding set), as Docker does, a command of
+ * uid 0 gets them effective and permitted, any other user the bounding set only.
+ */
+export function ociExecProcess(
+  req: ExecRequest,
+  options: Pick<EngineExecOptions, 'cmd' | 'args'>,
+  capabilities: string[] | undefined,
+): OciExecProcess {
+  const [uid = 0, gid = 0] = (req.user ?? '0:0').split(':').map(Number);
+  return {
+    terminal: false,
+    user: { uid, gid },
+    args: [options.cmd, ...options.args],
+    env: [...req.env.values()],
+    cwd: req.cwd,
+    noNewPrivileges: true,
+    rlimits: BOX_RLIMITS,
+    ...(capabilities
+      ? {
+          capabilities: {
+            bounding: capabilities,
+            effective: uid === 0 ? capabilities : [],
+            permitted: uid === 0 ? capabilities : [],
+          },
+        }
+      : {}),
+  };
+}
+
+/**
+ * Checks a terminal size in character cells: `cols` and `rows` must be positive integers.
+ * @throws BoxError naming `field` (`ttySize` or `resize`) otherwise.
+ */
+export function checkTerminalSize(field: string, cols: number, rows: number): void {
+  if (!(Number.isInteger(cols) && cols > 0 && Number.isInteger(rows) && rows > 0)) {
+    throw new BoxError(`${field}: cols ${cols} and rows ${rows} must be positive integers`);
+  }
+}
+
+/** The command's search path: `PATH` of its environment, else `DEFAULT_PATH`. */
+export function searchPath(env: Map<string, string>): string {
+  return env.get('PATH')?.slice('PATH='.length) ?? DEFAULT_PATH;
+}
+
+/**
+ * Resolves `cmd` the way execvp(3) would inside a box, through the box root `root` (a
+ * `/proc/<pid>/root` path): a name with a slash is kept; otherwise the first `path` directory with an
+ * entry of that name (a file, or a symlink, which is not followed from the host) wins.
+ * @returns the path inside the box, or undefined when nothing matches.
+ */
+export function resolveInBox(root: string, cmd: string, path: string): string | undefined {
+  if (cmd.includes('/')) return cmd;
+  for (const dir of path.split(':')) {
+    if (!dir.startsWith('/')) continue;
+    const inBox = join(dir, cmd);
+    try {
+      const st = lstatInRoot(root, inBox);
+      if (st && (st.isSymbolicLink() || (st.isFile() && (st.mode & 0o111) !== 0))) return inBox;
+    } catch {}
+  }
+  return undefined;
+}
+
+/** Exit code of a finished process as a shell reports it: its code, or 128 + the signal's number. */
+export function exitCode(code: number | null, signal: NodeJS.Signals | null): number {
+  return code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
+}

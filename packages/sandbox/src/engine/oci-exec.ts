@@ -1,0 +1,244 @@
+/**
+ * Commands in a running box of the container tier (engine.ts): `<runtime> exec --process` with plain
+ * pipes, the command given as an OCI process file (the box's rlimits, capabilities and
+ * `noNewPrivileges`; exec-process.ts). A terminal (`tty`) is made by `tty-relay.pl` (scripts.ts) in
+ * the box's own devpts with crun, or by the runtime's `exec --tty` under script(1) otherwise. A
+ * background command (`detach`) is started by `exec --detach` and outlives this process.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { BoxError } from '../errors.ts';
+import {
+  checkTerminalSize,
+  type ExecDefaults,
+  execRequest,
+  exitCode,
+  ociExecProcess,
+  resolveInBox,
+  searchPath,
+} from './exec-process.ts';
+import { alive, drain, run, sleep, waitForPidFile } from './host-process.ts';
+import { findExecutable } from './host-system.ts';
+import type { IdMapping } from './idmap.ts';
+import { TTY_HELPER_PATH } from './oci.ts';
+import type { EngineExecOptions, EngineProcess } from './types.ts';
+
+/** What `ociExec` needs of its engine. */
+export interface OciExecContext {
+  /** The runtime command line before the subcommand: `[crun, --root, …]`. */
+  runtime: string[];
+  /** Directory of the commands' pid and process files (`<id>.<node pid>.<n>.pid` / `.json`). */
+  execDir: string;
+  /** A number unique among this process's commands, for the files' names. */
+  seq: number;
+  /** Host `perl` running the terminal relay; undefined when the relay cannot serve (runc, no busybox). */
+  ttyPerl: string | undefined;
+  /** Host path of `tty-relay.pl`. */
+  ttyRelayPath: string;
+}
+
+/** The running box a command goes into. */
+export interface OciExecBox extends ExecDefaults {
+  id: string;
+  /** Host path of the box's root mount point (its image files, read confined for `user`). */
+  rootfs: string;
+  /** Host pid of the box init. */
+  initPid: number;
+  /** The box's capability names (bounding set); undefined: the runtime's defaults. */
+  capabilities?: string[];
+  /** The box's user namespace mapping; null or undefined: none. */
+  idMap?: IdMapping | null;
+}
+
+/** Shell-quotes one word for `script -c`. */
+function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * Runs a command in the running box `box`; see `Engine.exec`. The exit code is the command's, or
+ * 128 + signal when a signal ended it.
+ * @throws BoxError naming `cmd`, `user`, `cwd`, `env`, `ttySize`, `tty` (no script(1) on the host) or
+ *   `detach` (with a tty); code `exec` when a background command could not be started. `exited`
+ *   rejects with a BoxError when the runtime cannot be spawned.
+ */
+export async function ociExec(
+  ctx: OciExecContext,
+  box: OciExecBox,
+  options: EngineExecOptions,
+): Promise<EngineProcess> {
+  const { id } = box;
+  const req = execRequest(box.rootfs, box, options);
+  const pidFile = join(ctx.execDir, `${id}.${process.pid}.${ctx.seq}.pid`);
+  // The command is given as an OCI process (`exec --process`): the runtime's command-line form
+  // would leave out the box's rlimits and `noNewPrivileges`, and give the command the caller's limits.
+  const processFile = join(ctx.execDir, `${id}.${process.pid}.${ctx.seq}.json`);
+  const ociProcess = ociExecProcess(req, options, box.capabilities);
+  const uid = ociProcess.user.uid;
+  let file = ctx.runtime[0] as string;
+  let argv = [...ctx.runtime.slice(1), 'exec', '--pid-file', pidFile, '--process', processFile, id];
+  let resizeAfterStart: { cols: number; rows: number } | undefined;
+  let ttyEnv: NodeJS.ProcessEnv | undefined;
+  if (options.tty) {
+    const size = options.ttySize ?? { cols: 80, rows: 24 };
+    checkTerminalSize('ttySize', size.cols, size.rows);
+    const boxRoot = `/proc/${box.initPid}/root`;
+    const perl = ctx.ttyPerl;
+    if (perl && existsSync(join(boxRoot, TTY_HELPER_PATH))) {
+      // The terminal is made by tty-relay.pl in the box's own devpts (so the command sees
+      // /dev/pts/<n> of its box), sized before anything runs; the runtime passes it on as plain
+      // stdio and busybox `setsid -c` makes the command a session leader owning it (Ctrl-C, job
+      // control). The runtime's own `exec --tty` is not used: it sizes its terminal only after the
+      // command has started, and crun 1.8.1 prints output still unread when the command exits as
+      // its own red error line.
+      // The command is resolved on the box's PATH here: busybox would run its own applet of that
+      // name instead. One not found is left to the runtime, which reports it.
+      const inBox = resolveInBox(boxRoot, options.cmd, searchPath(req.env));
+      if (inBox) ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];
+      if (box.idMap) ttyEnv = { ...process.env, SB_TTY_UID: String(box.idMap.hostUid + uid) };
+      argv = [
+        ctx.ttyRelayPath,
+        join(boxRoot, 'dev/pts'),
+        String(size.cols),
+        String(size.rows),
+        file,
+        ...argv,
+      ];
+      file = perl;
+    } else {
+      // runc (which copies a foreground command's plain stdio through pipes) or boxes started
+      // without the helper: the runtime's `exec --tty` under script(1), whose terminal it needs on
+      // its stdin. The box terminal gets its size from script's only after the command started.
+      const script = findExecutable('script');
+      if (!script) throw new BoxError('tty: needs script(1) from util-linux on the host');
+      ociProcess.terminal = true;
+      const line = [file, ...argv].map(shellQuote).join(' ');
+      file = script;
+      argv = [
+        '-q',
+        '-e',
+        '-f',
+        '-c',
+        `stty cols ${size.cols} rows ${size.rows} && exec ${line}`,
+        '/dev/null',
+      ];
+      resizeAfterStart = size;
+    }
+  }
+  writeFileSync(processFile, JSON.stringify(ociProcess));
+  if (options.detach) {
+    if (options.tty) throw new BoxError('detach: a background command cannot have a tty');
+    argv.splice(argv.indexOf('exec') + 1, 0, '--detach');
+    return execDetached(id, file, argv, pidFile, processFile);
+  }
+  const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'], ...(ttyEnv ? { env: ttyEnv } : {}) });
+  let done = false;
+  const exited = new Promise<number>((resolve, reject) => {
+    child.on('error', (err) => {
+      done = true;
+      reject(new BoxError(`box ${id}: exec failed: ${err.message}`, { cause: err }));
+    });
+    child.on('exit', (code, signal) => {
+      done = true;
+      rm(pidFile, { force: true }).catch(() => {});
+      rm(processFile, { force: true }).catch(() => {});
+      resolve(exitCode(code, signal));
+    });
+  });
+  exited.catch(() => {});
+  /** The command's host pid from the runtime's pid file (waits up to 1 s for it to appear). */
+  const commandPid = () => waitForPidFile(pidFile, 1000, () => done);
+  const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
+    const pid = await commandPid();
+    if (pid === undefined || done) return;
+    try {
+      process.kill(pid, signal);
+    } catch {}
+  };
+  child.stdin.on('error', () => {});
+  const proc: EngineProcess = {
+    stdin: child.stdin,
+    stdout: drain(child.stdout),
+    stderr: drain(child.stderr),
+    exited,
+    kill,
+  };
+  if (options.tty) {
+    // Sets the size of the command's own terminal (opened through /proc/<pid>/fd/0 from the
+    // host); the kernel then sends SIGWINCH to its foreground process group.
+    const setSize = async (cols: number, rows: number): Promise<void> => {
+      checkTerminalSize('resize', cols, rows);
+      const pid = await commandPid();
+      if (pid === undefined || done) return;
+      const r = await run('stty', ['-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)]);
+      if (r.code !== 0 && !done) throw new BoxError(`resize: ${r.stderr.trim()}`);
+    };
+    // Resizes run one after the other, so the last request wins.
+    let queue: Promise<void> = Promise.resolve();
+    proc.resize = (cols: number, rows: number): Promise<void> => {
+      const next = queue.then(() => setSize(cols, rows));
+      queue = next.catch(() => {});
+      return next;
+    };
+    if (resizeAfterStart) proc.resize(resizeAfterStart.cols, resizeAfterStart.rows).catch(() => {});
+  }
+  return proc;
+}
+
+/**
+ * `exec` with `detach`: the runtime starts the command in the background, with /dev/null as its stdio,
+ * and returns; the command is then a child of the box init and outlives this process.
+ * @throws BoxError code `exec` when the runtime could not start it (e.g. no such program).
+ */
+async function execDetached(
+  id: string,
+  file: string,
+  argv: string[],
+  pidFile: string,
+  processFile: string,
+): Promise<EngineProcess> {
+  // The runtime's own error goes to a log file: its stderr becomes the command's.
+  const logFile = `${pidFile.slice(0, -'.pid'.length)}.log`;
+  argv.splice(argv.indexOf('exec'), 0, `--log=${logFile}`);
+  let pid: number | undefined;
+  // A failed start whose command is not running is tried once more (a transient runtime failure); a
+  // command that cannot start fails both times.
+  for (let attempt = 1; ; attempt++) {
+    const code = await new Promise<number>((resolve) => {
+      const child = spawn(file, argv, { stdio: 'ignore' });
+      child.on('error', () => resolve(-1));
+      child.on('exit', (c, signal) => resolve(exitCode(c, signal)));
+    });
+    try {
+      pid = Number.parseInt(readFileSync(pidFile, 'utf8'), 10) || undefined;
+    } catch {}
+    const log = await readFile(logFile, 'utf8').catch(() => '');
+    await Promise.all([pidFile, logFile].map((f) => rm(f, { force: true }).catch(() => {})));
+    if (code === 0 || (pid !== undefined && alive(pid))) break;
+    if (attempt < 2) {
+      await sleep(100);
+      continue;
+    }
+    await rm(processFile, { force: true }).catch(() => {});
+    const why = log.trim().split('\n').slice(-3).join('; ').slice(-600);
+    throw new BoxError(
+      `box ${id}: the background command could not be started (runtime exit ${code}${why ? `: ${why}` : ''})`,
+      { code: 'exec' },
+    );
+  }
+  await rm(processFile, { force: true }).catch(() => {});
+  const stdin = new PassThrough();
+  stdin.resume();
+  return {
+    stdin,
+    stdout: PassThrough.from([]) as Readable,
+    stderr: PassThrough.from([]) as Readable,
+    exited: Promise.resolve(0),
+    kill: async (signal: NodeJS.Signals = 'SIGKILL') => {
+      if (pid !== undefined && alive(pid)) process.kill(pid, signal);
+    },
+  };
+}
