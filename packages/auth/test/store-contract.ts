@@ -276,8 +276,11 @@ export function storeContract(name: string, opener: StoreOpener): void {
       assert.equal(await store.markRefreshTokenUsed('h1', 10, 'h2'), true);
       await store.insertRefreshToken({ ...base, tokenHash: 'h2' });
       assert.equal(await store.markRefreshTokenUsed('h1', 11, 'h3'), false, 'replay detected');
-      assert.equal(await store.revokeRefreshTokenFamily('f1', 12), 2);
+      assert.equal(await store.revokeRefreshTokenFamily('f1', 12), 1, 'the usable token h2 (h1 is used)');
       assert.equal(await store.markRefreshTokenUsed('h2', 13, null), false, 'revoked');
+      assert.equal((await store.findRefreshToken('h2'))?.revokedAt, 12);
+      assert.equal((await store.findRefreshToken('h1'))?.revokedAt, null, 'a used token stays used');
+      assert.equal(await store.revokeRefreshTokenFamily('f1', 14), 0, 'nothing left to revoke');
       assert.equal((await store.findRefreshToken('h1'))?.replacedBy, 'h2');
 
       await store.insertAuthorizationCode({
@@ -421,7 +424,7 @@ export function storeContract(name: string, opener: StoreOpener): void {
       assert.equal(used.usedAt, 5);
       assert.equal(rotations.indexOf(true), Number(used.replacedBy?.slice(3)));
       // Reuse detection: the replaying instance revokes the whole family, seen by the other one.
-      assert.equal(await b.revokeRefreshTokenFamily('fam', 6), 2);
+      assert.equal(await b.revokeRefreshTokenFamily('fam', 6), 1, 'the successor, the one usable token');
       assert.equal(await a.rotateRefreshToken(used.replacedBy!, token('r2'), 7), false, 'successor revoked');
       const owner = await a.findRefreshTokenWithOwner(used.replacedBy!);
       assert.equal(owner?.token.revokedAt, 6);

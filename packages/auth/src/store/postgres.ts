@@ -326,7 +326,7 @@ export class PostgresAuthStore implements AuthStore {
     return tokens.revokeRefreshToken(this.#sql, tokenHash, now);
   }
   revokeRefreshTokenFamily(familyId: string, now: number): Promise<number> {
-    return tokens.revokeRefreshTokensBy(this.#sql, 'family_id', familyId, now);
+    return tokens.revokeUsableFamilyTokens(this.#sql, familyId, now);
   }
   revokeUserRefreshTokens(userId: string, now: number): Promise<number> {
     return tokens.revokeRefreshTokensBy(this.#sql, 'user_id', userId, now);

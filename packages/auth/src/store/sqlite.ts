@@ -105,7 +105,7 @@ export class SqliteAuthStore extends SqliteClients implements AuthStore {
 
   async revokeRefreshTokenFamily(familyId: string, now: number): Promise<number> {
     return this.sqlRun(
-      'UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL',
+      'UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND used_at IS NULL AND revoked_at IS NULL',
       now,
       familyId,
     );

@@ -693,7 +693,11 @@ export interface AuthStore {
   rotateRefreshToken(tokenHash: string, next: NewRefreshToken, now: number): Promise<boolean>;
   /** Revokes one token. @returns whether it was found and not yet revoked. */
   revokeRefreshToken(tokenHash: string, now: number): Promise<boolean>;
-  /** Revokes every token of a family. @returns the number newly revoked. */
+  /**
+   * Revokes the tokens of a family that can still be exchanged (neither used nor revoked): RFC 9700
+   * §4.14.2 "revoke the active refresh token". Used tokens stay as they are; presenting one again is a
+   * replay either way. @returns the number newly revoked.
+   */
   revokeRefreshTokenFamily(familyId: string, now: number): Promise<number>;
   /** Revokes every refresh token of a user (e.g. on password reset). @returns the number newly revoked. */
   revokeUserRefreshTokens(userId: string, now: number): Promise<number>;

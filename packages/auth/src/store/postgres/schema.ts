@@ -263,6 +263,16 @@ CREATE TRIGGER client_metadata_notify AFTER INSERT OR UPDATE OR DELETE ON client
   FOR EACH ROW EXECUTE FUNCTION seed_auth_notify_client();
 `,
   },
+  {
+    version: 3,
+    name: 'refresh-token families indexed by their usable tokens only',
+    // See the SQLite migration of the same name: the family index holds the usable tokens alone.
+    sql: `
+DROP INDEX refresh_tokens_family;
+CREATE INDEX refresh_tokens_family_usable ON refresh_tokens(family_id)
+  WHERE used_at IS NULL AND revoked_at IS NULL;
+`,
+  },
 ];
 
 /**

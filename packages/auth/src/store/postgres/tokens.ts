@@ -124,10 +124,20 @@ export async function revokeRefreshToken(q: Q, tokenHash: string, now: number): 
   return changed > 0;
 }
 
+/** See `AuthStore.revokeRefreshTokenFamily`: the family's usable tokens. @returns how many. */
+export function revokeUsableFamilyTokens(q: Q, familyId: string, now: number): Promise<number> {
+  return run(
+    q,
+    'UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND used_at IS NULL AND revoked_at IS NULL',
+    now,
+    String(familyId),
+  );
+}
+
 /** Revokes the unrevoked refresh tokens whose `column` is `value`. @returns how many. */
 export function revokeRefreshTokensBy(
   q: Q,
-  column: 'family_id' | 'user_id' | 'session_id',
+  column: 'user_id' | 'session_id',
   value: string,
   now: number,
 ): Promise<number> {
