@@ -5,27 +5,24 @@
  * leaves only `lo`, and `diskSizeGb` bounds the writable layer.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { createEngine, type EngineBoxSpec, makeBusyboxRootfs, type OciEngine } from '../src/engine/index.ts';
-import { collect, execSh, specFactory } from './helpers/engine.ts';
+import type { EngineBoxSpec } from '../src/engine/index.ts';
+import { collect, engineTestBed, execSh } from './helpers/engine.ts';
 
-const tmp = mkdtempSync(join(tmpdir(), 'engine-iso-'));
-const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
-let engine: OciEngine;
-const spec = specFactory(tmp, rootfs, 'iso');
-const sh = (id: string, script: string) => execSh(engine, id, script);
+const bed = engineTestBed('engine-iso-', 'iso');
+const { tmp, spec } = bed;
+const sh = (id: string, script: string) => execSh(bed.engine, id, script);
 
 /** Starts a box for the test and removes it afterwards. */
 async function withBox<T>(o: Partial<EngineBoxSpec>, fn: (s: EngineBoxSpec) => Promise<T>): Promise<T> {
   const s = spec(o);
-  await engine.start(s);
+  await bed.engine.start(s);
   try {
     return await fn(s);
   } finally {
-    await engine.remove(s.id, s.boxDir);
+    await bed.engine.remove(s.id, s.boxDir);
   }
 }
 
@@ -39,23 +36,14 @@ const CAP_NET_ADMIN = 12n;
 const CAP_NET_RAW = 13n;
 const CAP_CHOWN = 0n;
 
-before(async () => {
-  engine = await createEngine({ stateRoot: join(tmp, 'state') });
-});
-
-after(async () => {
-  for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id));
-  rmSync(tmp, { recursive: true, force: true });
-});
-
 describe('box isolation', () => {
   let box: EngineBoxSpec;
   before(async () => {
     box = spec();
-    await engine.start(box);
+    await bed.engine.start(box);
   });
   after(async () => {
-    await engine.remove(box.id, box.boxDir);
+    await bed.engine.remove(box.id, box.boxDir);
   });
 
   test('host files are not visible', async () => {
@@ -139,7 +127,7 @@ test('memory limit: an allocation beyond memoryMib is OOM-killed, a smaller one 
     const small = await sh(s.id, 'dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null; echo ok');
     assert.equal(small.stdout, 'ok\n');
     const big = await collect(
-      await engine.exec(s.id, {
+      await bed.engine.exec(s.id, {
         cmd: 'dd',
         args: ['if=/dev/zero', 'of=/dev/null', 'bs=200M', 'count=1'],
         env: [],
@@ -157,7 +145,7 @@ test('pids limit: a fork bomb is stopped and the box survives it', async () => {
       'i=0; while [ $i -lt 60 ]; do sleep 1000 >/dev/null 2>&1 & i=$((i+1)); done; echo done',
     );
     assert.match(r.stderr, /can't fork|Resource temporarily unavailable/);
-    const init = (await engine.state(s.id)).pid as number;
+    const init = (await bed.engine.state(s.id)).pid as number;
     const cgroups = readFileSync(`/proc/${init}/cgroup`, 'utf8');
     const v1 = cgroups.match(/^\d+:pids:(.*)$/m)?.[1];
     const procsFile = v1
@@ -198,16 +186,16 @@ test('bind mounts: read-only is enforced, read-write writes through to the host'
 
 test('diskSizeGb bounds the writable layer; the layer survives a restart', async () => {
   const s = spec({ diskSizeGb: 0.05 });
-  await engine.start(s);
+  await bed.engine.start(s);
   try {
     const full = await sh(s.id, 'dd if=/dev/zero of=/root/big bs=1M count=80 2>&1; echo rc=$?');
     assert.match(full.stdout, /No space left on device/);
     const small = await sh(s.id, 'rm /root/big; echo kept > /root/k && cat /root/k');
     assert.equal(small.stdout, 'kept\n');
-    await engine.stop(s.id, 0);
-    await engine.start(s);
+    await bed.engine.stop(s.id, 0);
+    await bed.engine.start(s);
     assert.equal((await sh(s.id, 'cat /root/k')).stdout, 'kept\n');
   } finally {
-    await engine.remove(s.id, s.boxDir);
+    await bed.engine.remove(s.id, s.boxDir);
   }
 });

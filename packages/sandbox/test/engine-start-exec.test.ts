@@ -7,27 +7,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { statSync } from 'node:fs';
+import { describe, test } from 'node:test';
 import { waitForExec } from '../src/engine/host-process.ts';
-import { createEngine, makeBusyboxRootfs, type OciEngine } from '../src/engine/index.ts';
-import { collect, specFactory } from './helpers/engine.ts';
+import { collect, engineTestBed } from './helpers/engine.ts';
 
-const tmp = mkdtempSync(join(tmpdir(), 'engine-start-exec-'));
-const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
-const spec = specFactory(tmp, rootfs, 'sx');
-let engine: OciEngine;
-
-before(async () => {
-  engine = await createEngine({ stateRoot: join(tmp, 'state') });
-});
-
-after(async () => {
-  for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id));
-  rmSync(tmp, { recursive: true, force: true });
-});
+const bed = engineTestBed('engine-start-exec-', 'sx');
+const { spec } = bed;
 
 describe('start → exec', () => {
   test('concurrent rounds of start → exec true → remove (network disabled) all succeed', async () => {
@@ -39,16 +25,16 @@ describe('start → exec', () => {
       for (let round = 0; round < 8; round++) {
         const s = spec();
         try {
-          const { pid } = await engine.start(s);
+          const { pid } = await bed.engine.start(s);
           const exe = statSync(`/proc/${pid}/exe`);
           if (exe.ino !== init.ino || exe.dev !== init.dev)
             failures.push(`${s.id}: init not exec'd at start`);
-          const r = await collect(await engine.exec(s.id, { cmd: 'true', args: [], env: [] }));
+          const r = await collect(await bed.engine.exec(s.id, { cmd: 'true', args: [], env: [] }));
           if (r.code !== 0) failures.push(`${s.id}: exec exit ${r.code}: ${r.stderr.trim()}`);
         } catch (error) {
           failures.push(`${s.id}: ${(error as Error).message}`);
         } finally {
-          await engine.remove(s.id, s.boxDir);
+          await bed.engine.remove(s.id, s.boxDir);
         }
       }
     };

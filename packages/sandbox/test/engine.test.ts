@@ -4,35 +4,16 @@
  * Runs as root with crun or runc installed (the package's test:setup installs them).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import {
-  createEngine,
-  type EngineBoxSpec,
-  makeBusyboxRootfs,
-  mountsUnder,
-  type OciEngine,
-} from '../src/engine/index.ts';
+import { describe, test } from 'node:test';
+import { type EngineBoxSpec, mountsUnder, type OciEngine } from '../src/engine/index.ts';
 import { BoxError } from '../src/errors.ts';
-import { collect, execSh, specFactory } from './helpers/engine.ts';
+import { collect, engineTestBed, execSh } from './helpers/engine.ts';
 
-const tmp = mkdtempSync(join(tmpdir(), 'engine-test-'));
-const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
-let engine: OciEngine;
-const spec = specFactory(tmp, rootfs, 'eng', { env: ['PATH=/bin', 'HOME=/root'] });
+const bed = engineTestBed('engine-test-', 'eng', { env: ['PATH=/bin', 'HOME=/root'] });
+const { spec } = bed;
 const sh = (id: string, script: string, extra: Partial<Parameters<OciEngine['exec']>[1]> = {}) =>
-  execSh(engine, id, script, extra);
-
-before(async () => {
-  engine = await createEngine({ stateRoot: join(tmp, 'state') });
-});
-
-after(async () => {
-  for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id));
-  rmSync(tmp, { recursive: true, force: true });
-});
+  execSh(bed.engine, id, script, extra);
 
 describe('engine lifecycle', () => {
   const s = spec({
@@ -42,7 +23,7 @@ describe('engine lifecycle', () => {
   });
 
   test('start reports the init pid and the four stage timings', async () => {
-    const started = await engine.start(s);
+    const started = await bed.engine.start(s);
     assert.ok(started.pid > 1);
     for (const k of [
       'stageFilesystemSetupMs',
@@ -53,8 +34,8 @@ describe('engine lifecycle', () => {
       assert.equal(typeof started.timings[k], 'number', k);
       assert.ok(started.timings[k] >= 0, k);
     }
-    assert.deepEqual(await engine.state(s.id), { status: 'running', pid: started.pid });
-    await assert.rejects(engine.start(s), /already running/);
+    assert.deepEqual(await bed.engine.state(s.id), { status: 'running', pid: started.pid });
+    await assert.rejects(bed.engine.start(s), /already running/);
   });
 
   test('exec streams stdout and stderr separately and returns the exit code', async () => {
@@ -73,7 +54,7 @@ describe('engine lifecycle', () => {
     assert.equal((await sh(s.id, 'id -u; id -g', { user: 'nobody' })).stdout, '65534\n65534\n');
     assert.equal((await sh(s.id, 'id -u; id -g', { user: '1234:5678' })).stdout, '1234\n5678\n');
     await assert.rejects(
-      engine.exec(s.id, { cmd: 'id', args: [], env: [], user: 'nosuchuser' }),
+      bed.engine.exec(s.id, { cmd: 'id', args: [], env: [], user: 'nosuchuser' }),
       (e: Error) => {
         return e instanceof BoxError && /user: user 'nosuchuser'/.test(e.message);
       },
@@ -81,22 +62,22 @@ describe('engine lifecycle', () => {
   });
 
   test('stdin is piped to the command', async () => {
-    const p = await engine.exec(s.id, { cmd: 'tr', args: ['a-z', 'A-Z'], env: [] });
+    const p = await bed.engine.exec(s.id, { cmd: 'tr', args: ['a-z', 'A-Z'], env: [] });
     p.stdin.end('shout\n');
     assert.deepEqual(await collect(p), { code: 0, stdout: 'SHOUT\n', stderr: '' });
   });
 
   test('kill delivers the signal to the command (TERM → 143, default KILL → 137)', async () => {
-    const a = await engine.exec(s.id, { cmd: 'sleep', args: ['100'], env: [] });
+    const a = await bed.engine.exec(s.id, { cmd: 'sleep', args: ['100'], env: [] });
     await a.kill('SIGTERM');
     assert.equal((await collect(a)).code, 143);
-    const b = await engine.exec(s.id, { cmd: 'sleep', args: ['100'], env: [] });
+    const b = await bed.engine.exec(s.id, { cmd: 'sleep', args: ['100'], env: [] });
     await b.kill();
     assert.equal((await collect(b)).code, 137);
   });
 
   test('10 MB on stderr while the caller reads only stdout does not deadlock', async () => {
-    const p = await engine.exec(s.id, {
+    const p = await bed.engine.exec(s.id, {
       cmd: 'sh',
       args: ['-c', 'dd if=/dev/zero bs=1048576 count=10 >&2 2>/dev/null; echo done'],
       env: [],
@@ -111,7 +92,7 @@ describe('engine lifecycle', () => {
   });
 
   test('tty: the command sees a terminal, resized on request', async () => {
-    const p = await engine.exec(s.id, {
+    const p = await bed.engine.exec(s.id, {
       cmd: 'sh',
       args: ['-c', 'test -t 0 && test -t 1 && echo is-a-tty; read line; stty size'],
       env: [],
@@ -127,7 +108,7 @@ describe('engine lifecycle', () => {
   });
 
   test('tty: ttySize gives the terminal its size before the command starts', async () => {
-    const p = await engine.exec(s.id, {
+    const p = await bed.engine.exec(s.id, {
       cmd: 'stty',
       args: ['size'],
       env: [],
@@ -138,7 +119,7 @@ describe('engine lifecycle', () => {
     assert.equal(r.code, 0);
     assert.match(r.stdout, /\b30 100\r?\n/);
     await assert.rejects(
-      engine.exec(s.id, { cmd: 'true', args: [], env: [], tty: true, ttySize: { cols: 0, rows: 30 } }),
+      bed.engine.exec(s.id, { cmd: 'true', args: [], env: [], tty: true, ttySize: { cols: 0, rows: 30 } }),
       /ttySize/,
     );
   });
@@ -150,7 +131,7 @@ describe('engine lifecycle', () => {
     const results = await Promise.all(
       Array.from({ length: 12 }, async (_, i) =>
         collect(
-          await engine.exec(s.id, {
+          await bed.engine.exec(s.id, {
             cmd: 'sh',
             args: ['-c', `stty size; echo out-${i}`],
             env: [],
@@ -167,7 +148,7 @@ describe('engine lifecycle', () => {
   });
 
   test('tty: the terminal is one of the box, owned by the command (tty, /dev/tty, Ctrl-C)', async () => {
-    const p = await engine.exec(s.id, {
+    const p = await bed.engine.exec(s.id, {
       cmd: 'sh',
       args: ['-c', 'tty; echo via-dev-tty > /dev/tty; sleep 30; echo not-interrupted'],
       env: [],
@@ -185,7 +166,7 @@ describe('engine lifecycle', () => {
     assert.equal(code, 130, 'Ctrl-C on the terminal interrupts the command');
     // A command not on PATH is reported as such.
     const missing = await collect(
-      await engine.exec(s.id, { cmd: 'no-such-command', args: [], env: [], tty: true }),
+      await bed.engine.exec(s.id, { cmd: 'no-such-command', args: [], env: [], tty: true }),
     );
     assert.notEqual(missing.code, 0);
     assert.match(missing.stdout + missing.stderr, /no-such-command/);
@@ -193,14 +174,14 @@ describe('engine lifecycle', () => {
 
   test('stats reads memory and cpu from the cgroup', async () => {
     await sh(s.id, 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done');
-    const st = await engine.stats(s.id);
+    const st = await bed.engine.stats(s.id);
     assert.ok((st.memoryBytes ?? 0) > 0);
     assert.ok(st.cpuPercent !== undefined && st.cpuPercent >= 0 && st.cpuPercent <= 100);
     assert.equal(st.networkBytesSent, 0);
   });
 
   test('list shows the box with its mounted root and disk', async () => {
-    const rec = (await engine.list()).find((b) => b.id === s.id);
+    const rec = (await bed.engine.list()).find((b) => b.id === s.id);
     assert.ok(rec);
     assert.equal(rec.status, 'running');
     assert.equal(rec.boxDir, s.boxDir);
@@ -209,19 +190,19 @@ describe('engine lifecycle', () => {
 
   test('stop unmounts; a restart keeps the writable layer; remove is idempotent', async () => {
     await sh(s.id, 'echo kept > /root/file');
-    await engine.stop(s.id, 500);
-    assert.equal((await engine.state(s.id)).status, 'stopped');
+    await bed.engine.stop(s.id, 500);
+    assert.equal((await bed.engine.state(s.id)).status, 'stopped');
     assert.deepEqual(mountsUnder(s.boxDir), []);
-    await assert.rejects(engine.exec(s.id, { cmd: 'true', args: [], env: [] }), /not running/);
-    await engine.stop(s.id);
-    await engine.start(s);
+    await assert.rejects(bed.engine.exec(s.id, { cmd: 'true', args: [], env: [] }), /not running/);
+    await bed.engine.stop(s.id);
+    await bed.engine.start(s);
     assert.equal((await sh(s.id, 'cat /root/file')).stdout, 'kept\n');
-    await engine.remove(s.id, s.boxDir);
-    await engine.remove(s.id, s.boxDir);
-    assert.equal((await engine.state(s.id)).status, 'unknown');
+    await bed.engine.remove(s.id, s.boxDir);
+    await bed.engine.remove(s.id, s.boxDir);
+    assert.equal((await bed.engine.state(s.id)).status, 'unknown');
     assert.deepEqual(mountsUnder(s.boxDir), []);
     assert.equal(
-      (await engine.list()).some((b) => b.id === s.id),
+      (await bed.engine.list()).some((b) => b.id === s.id),
       false,
     );
   });
@@ -242,7 +223,7 @@ describe('engine input validation', () => {
       const s = spec(o.id ? {} : o);
       const bad = { ...s, ...o };
       await assert.rejects(
-        engine.start(bad),
+        bed.engine.start(bad),
         (e: Error) => e instanceof BoxError && re.test(e.message),
         re.source,
       );
@@ -251,8 +232,8 @@ describe('engine input validation', () => {
   });
 
   test('operations on an unknown box', async () => {
-    assert.deepEqual(await engine.state('nosuchbox'), { status: 'unknown' });
-    await assert.rejects(engine.exec('nosuchbox', { cmd: 'true', args: [], env: [] }), /not running/);
-    assert.deepEqual(await engine.stats('nosuchbox'), {});
+    assert.deepEqual(await bed.engine.state('nosuchbox'), { status: 'unknown' });
+    await assert.rejects(bed.engine.exec('nosuchbox', { cmd: 'true', args: [], env: [] }), /not running/);
+    assert.deepEqual(await bed.engine.stats('nosuchbox'), {});
   });
 });

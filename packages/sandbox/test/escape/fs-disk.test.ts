@@ -5,28 +5,16 @@
  * directories loses no more than the box's limit.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, statfsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { btrfsAvailable, DEFAULT_DISK_SIZE_GB } from '../../src/engine/disk.ts';
-import { createEngine, makeBusyboxRootfs, type OciEngine } from '../../src/engine/index.ts';
-import { execSh, specFactory } from '../helpers/engine.ts';
+import { engineTestBed, execSh } from '../helpers/engine.ts';
 import { assertHostUntouched, snapshotHost } from './helpers.ts';
 
-const tmp = mkdtempSync(join(tmpdir(), 'escape-disk-'));
-const rootfs = makeBusyboxRootfs(join(tmp, 'layer'));
-const spec = specFactory(tmp, rootfs, 'escd');
-let engine: OciEngine;
-
-before(async () => {
-  engine = await createEngine({ stateRoot: join(tmp, 'state') });
-});
-after(async () => {
-  for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id));
-  rmSync(tmp, { recursive: true, force: true });
-});
+const bed = engineTestBed('escape-disk-', 'escd');
+const { tmp, spec } = bed;
 
 /** Free bytes and free inodes of the host filesystem holding `dir`. */
 function hostFree(dir: string): { bytes: number; inodes: number } {
@@ -37,9 +25,9 @@ function hostFree(dir: string): { bytes: number; inodes: number } {
 describe('disk limits', () => {
   test('a box without diskSizeGb has a disk of the default size, holding its root, /etc/hosts and /etc/hostname', async () => {
     const s = spec();
-    await engine.start(s);
+    await bed.engine.start(s);
     try {
-      const r = await execSh(engine, s.id, 'df -k / /etc/hosts /etc/hostname | tail -n 3');
+      const r = await execSh(bed.engine, s.id, 'df -k / /etc/hosts /etc/hostname | tail -n 3');
       assert.equal(r.code, 0, r.stderr);
       const rows = r.stdout
         .trim()
@@ -52,7 +40,11 @@ describe('disk limits', () => {
       }
       // The same filesystem: /etc/hosts counts against the box's disk, not the host's.
       assert.equal(new Set(rows.map((row) => row[0])).size <= 2, true);
-      const hosts = await execSh(engine, s.id, 'echo "10.1.2.3 extra" >> /etc/hosts && grep -c . /etc/hosts');
+      const hosts = await execSh(
+        bed.engine,
+        s.id,
+        'echo "10.1.2.3 extra" >> /etc/hosts && grep -c . /etc/hosts',
+      );
       assert.equal(hosts.code, 0, hosts.stderr);
       // A formatted copy is made ready for the next box, in the engine's state directory (btrfs when
       // btrfs-progs is installed, disk.ts).
@@ -61,7 +53,7 @@ describe('disk limits', () => {
       for (let i = 0; i < 250 && !existsSync(spare); i++) await sleep(20);
       assert.ok(existsSync(spare), 'a spare disk is ready');
     } finally {
-      await engine.remove(s.id, s.boxDir);
+      await bed.engine.remove(s.id, s.boxDir);
     }
   });
 
@@ -69,22 +61,26 @@ describe('disk limits', () => {
     const snap = snapshotHost();
     const free = hostFree(tmp);
     const s = spec({ diskSizeGb: 0.06 });
-    await engine.start(s);
+    await bed.engine.start(s);
     try {
-      const root = await execSh(engine, s.id, 'dd if=/dev/zero of=/fill bs=1M count=200 2>&1; echo rc=$?');
+      const root = await execSh(
+        bed.engine,
+        s.id,
+        'dd if=/dev/zero of=/fill bs=1M count=200 2>&1; echo rc=$?',
+      );
       assert.match(root.stdout, /No space left on device/);
       const hosts = await execSh(
-        engine,
+        bed.engine,
         s.id,
         'rm /fill; dd if=/dev/zero of=/etc/hosts bs=1M count=200 2>&1; echo rc=$?',
       );
       assert.match(hosts.stdout, /No space left on device/);
-      const size = await execSh(engine, s.id, 'wc -c < /etc/hosts');
+      const size = await execSh(bed.engine, s.id, 'wc -c < /etc/hosts');
       assert.ok(Number(size.stdout) <= 60e6, `/etc/hosts grew to ${size.stdout.trim()} bytes`);
       const used = free.bytes - hostFree(tmp).bytes;
       assert.ok(used < 60e6 + 32 * 1024 * 1024, `the host lost ${used} bytes`);
     } finally {
-      await engine.remove(s.id, s.boxDir);
+      await bed.engine.remove(s.id, s.boxDir);
     }
     assertHostUntouched(snap, { allowMountsUnder: [tmp] });
   });
@@ -92,10 +88,10 @@ describe('disk limits', () => {
   test('inode exhaustion stops in the box; host inodes are not consumed', async () => {
     const free = hostFree(tmp);
     const s = spec({ diskSizeGb: 0.02 });
-    await engine.start(s);
+    await bed.engine.start(s);
     try {
       const r = await execSh(
-        engine,
+        bed.engine,
         s.id,
         'mkdir /m && cd /m && i=0; while touch f$i 2>/dev/null; do i=$((i+1)); done; echo $i',
       );
@@ -108,7 +104,7 @@ describe('disk limits', () => {
       const used = free.inodes - hostFree(tmp).inodes;
       assert.ok(used < made, `the host lost ${used} inodes for ${made} files made in the box`);
     } finally {
-      await engine.remove(s.id, s.boxDir);
+      await bed.engine.remove(s.id, s.boxDir);
     }
   });
 });

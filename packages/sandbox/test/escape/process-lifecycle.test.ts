@@ -5,29 +5,18 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createEngine, makeBusyboxRootfs, type OciEngine } from '../../src/engine/index.ts';
+import { createEngine } from '../../src/engine/index.ts';
 import { BOX_RLIMITS } from '../../src/engine/oci.ts';
 import { ownerAlive, processIdentity } from '../../src/runtime/state.ts';
-import { execSh, specFactory } from '../helpers/engine.ts';
+import { engineTestBed, execSh } from '../helpers/engine.ts';
 import { assertHostUntouched, snapshotHost } from './helpers.ts';
 
-const tmp = mkdtempSync(join(tmpdir(), 'escape-proc-'));
-const rootfs = makeBusyboxRootfs(join(tmp, 'layer'));
-const spec = specFactory(tmp, rootfs, 'escp');
-let engine: OciEngine;
-
-before(async () => {
-  engine = await createEngine({ stateRoot: join(tmp, 'state') });
-});
-after(async () => {
-  for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id));
-  rmSync(tmp, { recursive: true, force: true });
-});
+const bed = engineTestBed('escape-proc-', 'escp');
+const { tmp, spec } = bed;
 
 /** `Max open files` etc. of /proc/<pid>/limits as `soft/hard`. */
 function limits(text: string): Record<string, string> {
@@ -58,7 +47,7 @@ async function eventually(cond: () => boolean, ms = 5000): Promise<boolean> {
 describe('limits of box processes', () => {
   test('init and commands have the box rlimits and no_new_privs, not the caller’s; fds run out in the box only', async () => {
     const s = spec();
-    const { pid } = await engine.start(s);
+    const { pid } = await bed.engine.start(s);
     try {
       const want = {
         'Max open files': '1024/4096',
@@ -67,20 +56,20 @@ describe('limits of box processes', () => {
       };
       assert.equal(BOX_RLIMITS.length, 3);
       assert.deepEqual(limits(readFileSync(`/proc/${pid}/limits`, 'utf8')), want, 'init');
-      const r = await execSh(engine, s.id, 'cat /proc/self/limits; grep NoNewPrivs /proc/self/status');
+      const r = await execSh(bed.engine, s.id, 'cat /proc/self/limits; grep NoNewPrivs /proc/self/status');
       assert.deepEqual(limits(r.stdout), want, 'exec');
       assert.match(r.stdout, /NoNewPrivs:\s+1/);
-      const u = await execSh(engine, s.id, 'grep -E "NoNewPrivs|CapEff" /proc/self/status', {
+      const u = await execSh(bed.engine, s.id, 'grep -E "NoNewPrivs|CapEff" /proc/self/status', {
         user: '65534',
       });
       assert.match(u.stdout, /CapEff:\s+0+\n/, 'a non-root command has no effective capabilities');
       assert.match(u.stdout, /NoNewPrivs:\s+1/);
       // Raising the hard limit fails; opening descriptors stops at it.
-      const raise = await execSh(engine, s.id, 'ulimit -n 100000');
+      const raise = await execSh(bed.engine, s.id, 'ulimit -n 100000');
       assert.notEqual(raise.code, 0);
       const before = Number(readFileSync('/proc/sys/fs/file-nr', 'utf8').split('\t')[0]);
       const fill = await execSh(
-        engine,
+        bed.engine,
         s.id,
         'ulimit -n 4096; (i=3; while [ $i -lt 5000 ]; do eval "exec $i</dev/null" 2>/dev/null || exit; echo $i; i=$((i+1)); done) | tail -n 1',
       );
@@ -89,7 +78,7 @@ describe('limits of box processes', () => {
       const after = Number(readFileSync('/proc/sys/fs/file-nr', 'utf8').split('\t')[0]);
       assert.ok(after - before < 20_000, 'the host file table did not fill');
     } finally {
-      await engine.remove(s.id, s.boxDir);
+      await bed.engine.remove(s.id, s.boxDir);
     }
   });
 });
@@ -98,7 +87,7 @@ describe('lifecycle across processes', () => {
   test('a box removed by another process leaves no supervisor behind', async () => {
     const snap = snapshotHost();
     const s = spec({ detach: false });
-    await engine.start(s);
+    await bed.engine.start(s);
     const pidFile = join(s.boxDir, 'bundle', 'supervisor.pid');
     assert.ok(await eventually(() => existsSync(pidFile)), 'the watch wrote its pid');
     const supervisor = Number(readFileSync(pidFile, 'utf8'));
@@ -134,11 +123,11 @@ describe('lifecycle across processes', () => {
     }
     // A box whose init was SIGKILLed is stopped for the engine even before its zombie is reaped.
     const s = spec();
-    const { pid } = await engine.start(s);
+    const { pid } = await bed.engine.start(s);
     process.kill(pid, 'SIGKILL');
     assert.ok(await eventually(() => !['S', 'R', 'D'].includes(procState(pid) ?? 'gone')));
-    assert.equal((await engine.state(s.id)).status === 'running', false);
-    await assert.rejects(engine.exec(s.id, { cmd: 'true', args: [], env: [] }), /not running/);
-    await engine.remove(s.id, s.boxDir);
+    assert.equal((await bed.engine.state(s.id)).status === 'running', false);
+    await assert.rejects(bed.engine.exec(s.id, { cmd: 'true', args: [], env: [] }), /not running/);
+    await bed.engine.remove(s.id, s.boxDir);
   });
 });

@@ -1,10 +1,19 @@
 /**
- * Test helpers shared by the engine test files: a box-spec factory over a busybox rootfs, and
- * collecting the stdout/stderr/exit code of an engine process or of `sh -c` run in a box.
+ * Test helpers shared by the engine test files: a test bed (temporary directory, busybox layer,
+ * spec factory and an engine with its own state root, removed after the file's tests), a box-spec
+ * factory over a busybox rootfs, and collecting the stdout/stderr/exit code of an engine process or
+ * of `sh -c` run in a box.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { EngineBoxSpec, OciEngine } from '../../src/engine/index.ts';
+import { after, before } from 'node:test';
+import {
+  createEngine,
+  type EngineBoxSpec,
+  makeBusyboxRootfs,
+  type OciEngine,
+} from '../../src/engine/index.ts';
 import type { EngineProcess } from '../../src/engine/types.ts';
 
 /** What a finished process wrote and its exit code (128+signal when killed by a signal). */
@@ -48,6 +57,50 @@ export function specFactory(
       ...defaults,
       ...overrides,
     };
+  };
+}
+
+/** What `engineTestBed` gives a test file. */
+export interface EngineTestBed {
+  /** The file's temporary directory: `layer0` (busybox), `boxes/<id>`, `state` (the engine's). */
+  tmp: string;
+  /** The busybox layer every spec uses. */
+  rootfs: string;
+  /** `specFactory(tmp, rootfs, idPrefix, defaults)`. */
+  spec: (overrides?: Partial<EngineBoxSpec>) => EngineBoxSpec;
+  /** The engine (state root `<tmp>/state`), made by the bed's `before` hook. */
+  readonly engine: OciEngine;
+}
+
+/**
+ * Sets up the test file's engine test bed: a temporary directory `<os tmpdir>/<tmpPrefix>XXXXXX` with
+ * a busybox layer, a spec factory, and `node:test` hooks that make the engine before the file's tests
+ * and afterwards remove every box it lists and the directory. Call at the top level of a test file.
+ */
+export function engineTestBed(
+  tmpPrefix: string,
+  idPrefix: string,
+  defaults: Partial<EngineBoxSpec> = {},
+): EngineTestBed {
+  const tmp = mkdtempSync(join(tmpdir(), tmpPrefix));
+  const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
+  let engine: OciEngine | undefined;
+  before(async () => {
+    engine = await createEngine({ stateRoot: join(tmp, 'state') });
+  });
+  after(async () => {
+    if (engine)
+      for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(tmp, 'boxes', b.id));
+    rmSync(tmp, { recursive: true, force: true });
+  });
+  return {
+    tmp,
+    rootfs,
+    spec: specFactory(tmp, rootfs, idPrefix, defaults),
+    get engine(): OciEngine {
+      if (!engine) throw new Error('the engine is made by the test bed before hook');
+      return engine;
+    },
   };
 }
 
