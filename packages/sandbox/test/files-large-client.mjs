@@ -4,16 +4,18 @@
  * MiB (random bytes, by `dd`), copies it into a box with `copyIn` and back out with `copyOut` on the
  * local runtime (`target` = homeDir) or over REST (`target` = server URL), and prints one JSON line:
  * SHA-256 of both host files, their sizes, and this process's peak RSS (`VmHWM`, KiB) at start, after the
- * SDK import, after the box was created and after the copy (hashing comes after that last reading).
- * Usage: node files-large-client.mjs <sdk index.js> <local|rest> <homeDir|url> <workDir> <sizeMiB>
+ * SDK import, after the box was created and after the copy (hashing comes after that last reading); with
+ * `serverPid`, the peaks of that process (the REST server) after the box was created and after the copy.
+ * Usage: node files-large-client.mjs <sdk index.js> <local|rest> <homeDir|url> <workDir> <sizeMiB> [serverPid]
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-const [sdkPath, mode, target, workDir, sizeMiB] = process.argv.slice(2);
-const peakKiB = () => Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))[1]);
+const [sdkPath, mode, target, workDir, sizeMiB, serverPid] = process.argv.slice(2);
+const peakKiB = (pid = 'self') =>
+  Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
 
 async function sha256(path) {
   const hash = createHash('sha256');
@@ -22,6 +24,7 @@ async function sha256(path) {
 }
 
 const peaks = { start: peakKiB() };
+const serverPeaks = {};
 const { JsRuntime } = await import(sdkPath);
 peaks.imported = peakKiB();
 const source = join(workDir, 'big.bin');
@@ -37,9 +40,11 @@ const runtime =
 const box = await runtime.create({ image: 'busybox:latest', network: { mode: 'disabled' } });
 try {
   peaks.created = peakKiB();
+  if (serverPid) serverPeaks.created = peakKiB(serverPid);
   await box.copyIn(source, '/big.bin');
   await box.copyOut('/big.bin', back);
   peaks.copied = peakKiB();
+  if (serverPid) serverPeaks.copied = peakKiB(serverPid);
 } finally {
   await runtime.remove(box.id, true);
 }
@@ -50,5 +55,6 @@ console.log(
     sourceSize: statSync(source).size,
     backSize: statSync(back).size,
     peaks,
+    ...(serverPid ? { serverPeaks } : {}),
   }),
 );

@@ -4,9 +4,9 @@
  * `runtime.cloneBox` and `runtime.importBox(path)` (the local archive is streamed to the server).
  */
 
-import { once } from 'node:events';
-import { createReadStream, createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { BoxError } from '../errors.ts';
+import { fdSink } from '../runtime/files/pump.ts';
 import type { SnapshotInfo, SnapshotOps } from '../runtime/snapshots.ts';
 import type { JsBoxInfo } from '../types.ts';
 import type { Connection } from './client.ts';
@@ -30,7 +30,8 @@ export function restSnapshotOps(conn: Connection, boxPath: string): SnapshotOps 
 
 /**
  * Downloads the box's archive (`GET <boxPath>/export`) into `path` (written to `<path>.part`, renamed
- * when complete).
+ * when complete). Each chunk is written to the file before the next is read (`fdSink`): the download
+ * reuses one buffer.
  * @throws BoxError `invalid_option` (field `path`) when it cannot be written; server errors as mapped.
  */
 export async function restExport(conn: Connection, boxPath: string, path: string): Promise<void> {
@@ -38,21 +39,20 @@ export async function restExport(conn: Connection, boxPath: string, path: string
     throw new BoxError('invalid export path: must be a file path', { field: 'path' });
   }
   const part = `${path}.part`;
-  const file = createWriteStream(part);
+  let fd: number;
   try {
-    await once(file, 'open');
+    fd = openSync(part, 'w');
   } catch (error) {
     throw new BoxError(`export: cannot write '${path}': ${(error as Error).message}`, { field: 'path' });
   }
   try {
-    await conn.download(`${boxPath}/export`, async (chunk) => {
-      if (!file.write(chunk)) await once(file, 'drain');
-    });
-    file.end();
-    await once(file, 'close');
+    await conn.download(`${boxPath}/export`, fdSink(fd));
+    closeSync(fd);
     renameSync(part, path);
   } catch (error) {
-    file.destroy();
+    try {
+      closeSync(fd);
+    } catch {}
     rmSync(part, { force: true });
     throw error;
   }
