@@ -2,11 +2,13 @@
  * The admin web page at `{BasePath}/` (issue 6): static files from `./web/` (HTML, two ES modules — the
  * page and its client OAuth settings form — and one stylesheet; no build step, no CDN), served with a strict Content-Security-Policy. The page signs in
  * through this server's authorization-code + PKCE flow as the public client `clientId` (its redirect URI
- * must be `{origin}{BasePath}/`) and then calls `{BasePath}/api` with the access token.
+ * must be `{origin}{BasePath}/`) and then calls `{BasePath}/api` with the access token. The page gets the
+ * grant types a client may be allowed from the store's `GRANT_TYPES` (an attribute of its `<html>` element).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { GRANT_TYPES } from '../store/types.ts';
 
 /** Options of the admin page. */
 export interface AdminPageOptions {
@@ -47,7 +49,8 @@ export function registerAdminPage(
   const index = readFileSync(join(WEB_DIR, 'index.html'), 'utf8')
     .replace('%BASE_PATH%', attr(basePath))
     .replace('%CLIENT_ID%', attr(options.clientId ?? DEFAULT_ADMIN_PAGE_CLIENT_ID))
-    .replace('%SCOPE%', attr(options.scope ?? DEFAULT_ADMIN_PAGE_SCOPE));
+    .replace('%SCOPE%', attr(options.scope ?? DEFAULT_ADMIN_PAGE_SCOPE))
+    .replace('%GRANT_TYPES%', attr(GRANT_TYPES.join(' ')));
   const script = readFileSync(join(WEB_DIR, 'app.js'), 'utf8');
   const settingsScript = readFileSync(join(WEB_DIR, 'client-settings.js'), 'utf8');
   const style = readFileSync(join(WEB_DIR, 'app.css'), 'utf8');

@@ -3,6 +3,7 @@
  * limits that mirror the store's rules, shared field schemas, the record helper and the error bodies.
  */
 import { MAX_PERMISSION_CODE_LENGTH } from '../permissions.ts';
+import { GRANT_TYPES } from '../store/types.ts';
 
 /** Longest user name, in characters (store rule). */
 export const MAX_USER_NAME = 256;
@@ -39,14 +40,7 @@ export const grantTypes: Schema = {
   maxItems: 10,
   items: {
     type: 'string',
-    enum: [
-      'authorization_code',
-      'refresh_token',
-      'password',
-      'client_credentials',
-      'urn:ietf:params:oauth:grant-type:token-exchange',
-      'urn:ietf:params:oauth:grant-type:device_code',
-    ],
+    enum: [...GRANT_TYPES],
   },
   description: '`AllowedGrantTypes`.',
 };

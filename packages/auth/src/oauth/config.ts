@@ -3,7 +3,7 @@
  * shown"); the defaults follow common practice and RFC 9700 (short access tokens, rotated refresh tokens,
  * authorization codes valid for at most a minute).
  */
-import type { GrantType } from '../store/types.ts';
+import { GRANT_TYPES, type GrantType } from '../store/types.ts';
 import { MIN_CLIENT_SECRET_KEY_LENGTH } from './client-secrets.ts';
 
 /** Options accepted by {@link resolveOAuthConfig}; every field is optional. */
@@ -23,7 +23,7 @@ export interface OAuthOptions {
   authorizationCodeTtlSeconds?: number;
   /** Login-session lifetime, seconds. Default 8 hours. */
   sessionTtlSeconds?: number;
-  /** Grant types enabled on the server; others answer `unsupported_grant_type`. Default: all of them (the four of RFC 6749 and token exchange, RFC 8693). */
+  /** Grant types enabled on the server; others answer `unsupported_grant_type`. Default: all of {@link GRANT_TYPES} (the four of RFC 6749, token exchange RFC 8693, device code RFC 8628). */
   grantTypes?: readonly GrantType[];
   /** Accept PKCE `plain` (RFC 7636 §4.2) for confidential clients. Default false (S256 only). */
   allowPlainPkce?: boolean;
@@ -142,14 +142,7 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
       60,
     ),
     sessionTtlSeconds: positiveInt('sessionTtlSeconds', options.sessionTtlSeconds, 8 * 3600),
-    grantTypes: options.grantTypes ?? [
-      'authorization_code',
-      'refresh_token',
-      'password',
-      'client_credentials',
-      'urn:ietf:params:oauth:grant-type:token-exchange',
-      'urn:ietf:params:oauth:grant-type:device_code',
-    ],
+    grantTypes: options.grantTypes ?? [...GRANT_TYPES],
     allowPlainPkce: options.allowPlainPkce ?? false,
     dpop:
       options.dpop === false

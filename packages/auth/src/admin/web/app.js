@@ -9,6 +9,8 @@ const html = document.documentElement;
 const BASE = html.dataset.basePath;
 const CLIENT_ID = html.dataset.clientId;
 const SCOPE = html.dataset.scope;
+/** The grant types a client may be allowed, space-separated by the server (its `GRANT_TYPES`). */
+const GRANTS = html.dataset.grantTypes.split(' ').filter(Boolean);
 const API = `${BASE}/api`;
 const REDIRECT_URI = `${location.origin}${BASE}/`;
 const TOKENS_KEY = 'seed-auth-admin.tokens';
@@ -639,15 +641,6 @@ function roleEditor(role) {
     },
   );
 }
-
-const GRANTS = [
-  'authorization_code',
-  'refresh_token',
-  'password',
-  'client_credentials',
-  'urn:ietf:params:oauth:grant-type:token-exchange',
-  'urn:ietf:params:oauth:grant-type:device_code',
-];
 
 /** The label of a grant type: the short name of the URN ones (RFC 8693 token exchange, RFC 8628 device code). */
 const grantLabel = (grant) =>
