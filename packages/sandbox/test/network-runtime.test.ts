@@ -28,7 +28,7 @@ import {
 
 /** Runs `body` in a child Node process with `runtime` on `homeDir`; resolves its stdout (after `READY`) and a kill. */
 function child(homeDir: string, body: string): { ready: Promise<string>; kill: () => Promise<void> } {
-  const runtimeModule = join(import.meta.dirname, '..', 'src', 'runtime', 'runtime.ts');
+  const runtimeModule = join(import.meta.dirname, '..', 'src', 'js-runtime.ts');
   const source = `
     import { JsRuntime } from ${JSON.stringify(runtimeModule)};
     const runtime = new JsRuntime({ homeDir: ${JSON.stringify(homeDir)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });

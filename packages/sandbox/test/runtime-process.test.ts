@@ -20,7 +20,7 @@ import {
   testRuntime,
 } from './runtime-helpers.ts';
 
-const runtimeModule = join(import.meta.dirname, '..', 'src', 'runtime', 'runtime.ts');
+const runtimeModule = join(import.meta.dirname, '..', 'src', 'js-runtime.ts');
 
 /** Runs a child Node process that creates a box; resolves with its stdout and exit status. */
 function child(
