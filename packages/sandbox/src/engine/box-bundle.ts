@@ -141,8 +141,3 @@ export function idmapSupervisorEnv(
       .join(' '),
   };
 }
-
-/** Rounds a duration to 0.01 ms for `EngineStarted.timings`. */
-export function roundMs(ms: number): number {
-  return Math.round(ms * 100) / 100;
-}

@@ -16,19 +16,19 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync } fr
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { idmapSupervisorEnv, ociConfigInput, roundMs, supervisorEnv, writeBundle } from './box-bundle.ts';
+import { idmapSupervisorEnv, ociConfigInput, supervisorEnv, writeBundle } from './box-bundle.ts';
 import {
   BOX_FILES,
   boxDiskSizeGb,
   boxPaths,
   checkBoxId,
   handVolumesToMappedRoot,
-  isBoxId,
   readBoxMeta,
   readBundleMeta,
   readLivePid,
   stageBoxFiles,
 } from './box-files.ts';
+import { boxRecords, setUpNetwork, startTimings } from './box-lifecycle.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import { type CpuSample, cgroupStats } from './cgroup-stats.ts';
 import type { CreateEngineOptions, OciBoxMeta } from './engine-options.ts';
@@ -258,24 +258,10 @@ export class OciEngine implements Engine {
     }
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     this.cpuSamples.delete(spec.id);
-    if (this.opts.networkSetup) {
-      try {
-        await this.opts.networkSetup({ id: spec.id, pid, boxDir: spec.boxDir, network: spec.network });
-      } catch (err) {
-        await this.stop(spec.id, 0).catch(() => {});
-        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
-      }
-    }
-    const tEnd = performance.now();
-    return {
-      pid,
-      timings: {
-        stageBoxConfigMs: roundMs(stageBoxConfigMs),
-        stageFilesystemSetupMs: roundMs(tMounted - tFs0),
-        stageBoxSpawnMs: roundMs(tStarted - tMounted),
-        stageContainerInitMs: roundMs(tEnd - tStarted),
-      },
-    };
+    const ctx = { id: spec.id, pid, boxDir: spec.boxDir, network: spec.network };
+    await setUpNetwork(this.opts.networkSetup, ctx, () => this.stop(spec.id, 0));
+    const clock = { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted };
+    return { pid, timings: startTimings({ ...clock, end: performance.now() }) };
   }
 
   /** The box's meta, cached; read through its index link otherwise. */
@@ -373,19 +359,10 @@ export class OciEngine implements Engine {
     const ids = new Set<string>();
     for (const name of await readdir(this.boxesDir).catch(() => [] as string[])) ids.add(name);
     for (const id of await this.rt.list()) ids.add(id);
-    const out: EngineBoxRecord[] = [];
-    for (const id of ids) {
-      if (!isBoxId(id)) continue;
-      const meta = this.meta(id);
-      const st = await this.state(id);
-      out.push({
-        id,
-        boxDir: meta?.boxDir,
-        status: st.status === 'unknown' && meta ? 'stopped' : st.status,
-        pid: st.pid,
-        mounts: meta ? mountsUnder(meta.boxDir) : [],
-      });
-    }
-    return out;
+    return boxRecords(
+      ids,
+      (id) => this.meta(id)?.boxDir,
+      (id) => this.state(id),
+    );
   }
 }

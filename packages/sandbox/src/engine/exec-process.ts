@@ -3,17 +3,19 @@
  * rootless-exec.ts) does alike before it starts a command: checking `cmd`, `cwd`, `env` and the
  * terminal size, resolving the user against the box image, the command's full environment, the OCI
  * process it is given as (the box's rlimits, capabilities and `noNewPrivileges`), finding a command on
- * the box's `PATH` through the box root without following its links from the host, and the exit
- * code of a finished runtime process.
+ * the box's `PATH` through the box root without following its links from the host, the exit code
+ * of a finished runtime process, and the `EngineProcess` made of a running one.
  */
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 import { resolveUser } from './box-user.ts';
 import { lstatInRoot } from './confined.ts';
+import { drain, waitForPidFile } from './host-process.ts';
 import { DEFAULT_PATH } from './host-system.ts';
 import { BOX_RLIMITS } from './oci.ts';
-import type { EngineExecOptions } from './types.ts';
+import type { EngineExecOptions, EngineProcess } from './types.ts';
 
 /** A box's defaults for its commands (from its spec, kept in its `engine.json`). */
 export interface ExecDefaults {
@@ -136,4 +138,72 @@ export function resolveInBox(root: string, cmd: string, path: string): string | 
 /** Exit code of a finished process as a shell reports it: its code, or 128 + the signal's number. */
 export function exitCode(code: number | null, signal: NodeJS.Signals | null): number {
   return code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
+}
+
+/** How `commandProcess` treats one spawned runtime `exec` (see there). */
+export interface CommandHandling {
+  /** Box id, for error messages. */
+  id: string;
+  /** The runtime's pid file of the command. */
+  pidFile: string;
+  /** How long `kill` and `resize` wait for the pid file to appear, ms. */
+  pidWaitMs: number;
+  /** The exit code from the runtime process's own code and signal (and where per-exec files go away). */
+  exitOf: (code: number | null, signal: NodeJS.Signals | null) => number;
+  /** Sends `signal` to the command, `pid` as read from the pid file. */
+  signal: (pid: number, signal: NodeJS.Signals) => Promise<void>;
+  /**
+   * Sets the size of the command's terminal (`pid` as above; `done()` tells whether the command has
+   * exited meanwhile); absent for a command without one: the process then has no `resize`.
+   */
+  setSize?: (pid: number, cols: number, rows: number, done: () => boolean) => Promise<void>;
+}
+
+/**
+ * The `EngineProcess` of the runtime process `child` running a command (`<runtime> exec`): its pipes
+ * (stdout and stderr drained so a caller reading one never blocks the other), `exited` resolving to
+ * `h.exitOf` of its exit (rejecting with a BoxError when it cannot be spawned), `kill` through
+ * `h.signal` and, with `h.setSize`, `resize`, run one after the other so the last request wins;
+ * both are no-ops once the command has exited or when its pid file never appears.
+ * @throws (from `resize`) BoxError naming `resize` for a size that is not positive integers.
+ */
+export function commandProcess(child: ChildProcessWithoutNullStreams, h: CommandHandling): EngineProcess {
+  let done = false;
+  const exited = new Promise<number>((resolve, reject) => {
+    child.on('error', (err) => {
+      done = true;
+      reject(new BoxError(`box ${h.id}: exec failed: ${err.message}`, { cause: err }));
+    });
+    child.on('exit', (code, signal) => {
+      done = true;
+      resolve(h.exitOf(code, signal));
+    });
+  });
+  exited.catch(() => {});
+  const commandPid = () => waitForPidFile(h.pidFile, h.pidWaitMs, () => done);
+  child.stdin.on('error', () => {});
+  const proc: EngineProcess = {
+    stdin: child.stdin,
+    stdout: drain(child.stdout),
+    stderr: drain(child.stderr),
+    exited,
+    kill: async (signal: NodeJS.Signals = 'SIGKILL') => {
+      const pid = await commandPid();
+      if (pid !== undefined && !done) await h.signal(pid, signal);
+    },
+  };
+  const setSize = h.setSize;
+  if (setSize) {
+    let queue: Promise<void> = Promise.resolve();
+    proc.resize = (cols: number, rows: number): Promise<void> => {
+      const next = queue.then(async () => {
+        checkTerminalSize('resize', cols, rows);
+        const pid = await commandPid();
+        if (pid !== undefined && !done) await setSize(pid, cols, rows, () => done);
+      });
+      queue = next.catch(() => {});
+      return next;
+    };
+  }
+  return proc;
 }

@@ -8,9 +8,9 @@ import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { execRequest, exitCode } from './exec-process.ts';
+import { commandProcess, execRequest, exitCode } from './exec-process.ts';
 import type { GVisorBoxMeta } from './gvisor-bundle.ts';
-import { alive, drain, run, waitForPidFile } from './host-process.ts';
+import { alive, run } from './host-process.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
 /** Exit code of a command that could not be started (as in the container tier). */
@@ -63,31 +63,21 @@ export function gvisorExec(
   args.push(id, options.cmd, ...options.args);
   const [runsc, ...runscArgs] = ctx.runtime as [string, ...string[]];
   const child = spawn(runsc, [...runscArgs, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let done = false;
-  const exited = new Promise<number>((resolve, reject) => {
-    child.on('error', (err) => {
-      done = true;
-      reject(new BoxError(`box ${id}: exec failed: ${err.message}`, { cause: err }));
-    });
-    child.on('exit', (code, signal) => {
-      done = true;
+  return commandProcess(child, {
+    id,
+    pidFile,
+    pidWaitMs: 2000,
+    exitOf: (code, signal) => {
       // runsc writes the command's pid once the command runs: without it, it never started.
       const started = existsSync(pidFile);
       rm(pidFile, { force: true }).catch(() => {});
-      if (!started && code === 128) resolve(EXEC_START_FAILED);
-      else resolve(exitCode(code, signal));
-    });
+      return !started && code === 128 ? EXEC_START_FAILED : exitCode(code, signal);
+    },
+    // The pid is the command's inside the sandbox.
+    signal: async (pid, signal) => {
+      await run(runsc, [...runscArgs, 'kill', '--pid', String(pid), id, signal.replace(/^SIG/, '')]);
+    },
   });
-  exited.catch(() => {});
-  /** The command's pid inside the sandbox (waits up to 2 s for runsc to write it). */
-  const commandPid = () => waitForPidFile(pidFile, 2000, () => done);
-  const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
-    const pid = await commandPid();
-    if (pid === undefined || done) return;
-    await run(runsc, [...runscArgs, 'kill', '--pid', String(pid), id, signal.replace(/^SIG/, '')]);
-  };
-  child.stdin.on('error', () => {});
-  return { stdin: child.stdin, stdout: drain(child.stdout), stderr: drain(child.stderr), exited, kill };
 }
 
 /** Removes exec pid files of Node processes that died mid-exec (`<id>.<node pid>.<n>.ipid`). */

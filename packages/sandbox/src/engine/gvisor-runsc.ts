@@ -9,13 +9,14 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 import { alive, type RunResult, run, sleep } from './host-process.ts';
+import { parseRuntimeState } from './oci-runtime.ts';
+import type { EngineState } from './types.ts';
 
-/** A box's state as runsc reports it (`runsc state`), before the engine checks the pid. */
-export interface RunscState {
-  status: 'running' | 'created' | 'stopped' | 'unknown';
-  /** Host pid of the sandbox process (the Sentry), when runsc gives one. */
-  pid?: number;
-}
+/**
+ * A box's state as runsc reports it (`runsc state`, oci-runtime.ts `parseRuntimeState`), before the
+ * engine checks the pid: `pid` is the host pid of the sandbox process (the Sentry).
+ */
+export type RunscState = EngineState;
 
 /** runsc with the engine's global flags; `runtime` is the full command line before a subcommand. */
 export class Runsc {
@@ -49,15 +50,7 @@ export class Runsc {
   /** `runsc state <id>`; undefined when runsc does not know the box, `unknown` when its answer is unreadable. */
   async state(id: string): Promise<RunscState | undefined> {
     const r = await this.call(['state', id]);
-    if (r.code !== 0) return undefined;
-    try {
-      const s = JSON.parse(r.stdout) as { status: string; pid?: number };
-      const status =
-        s.status === 'running' || s.status === 'created' || s.status === 'stopped' ? s.status : 'unknown';
-      return s.pid ? { status, pid: s.pid } : { status };
-    } catch {
-      return { status: 'unknown' };
-    }
+    return r.code === 0 ? parseRuntimeState(r.stdout) : undefined;
   }
 
   /** Pids (inside the sandbox) of the box's processes, from `runsc ps`; empty when it is not running. */

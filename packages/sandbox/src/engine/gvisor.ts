@@ -36,8 +36,8 @@ import { existsSync, mkdirSync, rmSync, unlinkSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { roundMs } from './box-bundle.ts';
-import { BOX_FILES, boxDiskSizeGb, checkBoxId, isBoxId, readLivePid, stageBoxFiles } from './box-files.ts';
+import { BOX_FILES, boxDiskSizeGb, checkBoxId, readLivePid, stageBoxFiles } from './box-files.ts';
+import { boxRecords, setUpNetwork, startTimings } from './box-lifecycle.ts';
 import { type CpuSample, cgroupStats } from './cgroup-stats.ts';
 import type { CreateGVisorEngineOptions } from './engine-options.ts';
 import {
@@ -248,24 +248,10 @@ export class GVisorEngine implements Engine {
     registerSandbox(pid, this.rs.runtime, spec.id);
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     this.cpuSamples.delete(spec.id);
-    if (this.opts.networkSetup) {
-      try {
-        await this.opts.networkSetup({ id: spec.id, pid, boxDir: spec.boxDir, network: spec.network });
-      } catch (err) {
-        await this.stop(spec.id, 0).catch(() => {});
-        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
-      }
-    }
-    const tEnd = performance.now();
-    return {
-      pid,
-      timings: {
-        stageBoxConfigMs: roundMs(stageBoxConfigMs),
-        stageFilesystemSetupMs: roundMs(tMounted - tFs0),
-        stageBoxSpawnMs: roundMs(tStarted - tMounted),
-        stageContainerInitMs: roundMs(tEnd - tStarted),
-      },
-    };
+    const ctx = { id: spec.id, pid, boxDir: spec.boxDir, network: spec.network };
+    await setUpNetwork(this.opts.networkSetup, ctx, () => this.stop(spec.id, 0));
+    const clock = { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted };
+    return { pid, timings: startTimings({ ...clock, end: performance.now() }) };
   }
 
   /** The box's meta, cached; read from its `engine.json` otherwise. Undefined for a box not of this tier. */
@@ -357,10 +343,9 @@ export class GVisorEngine implements Engine {
     checkBoxId(id);
     const s = await this.rs.state(id);
     if (!s) return { status: this.meta(id) ? 'stopped' : 'unknown' };
-    const { status } = s;
-    if (status === 'running' && s.pid && !alive(s.pid)) return { status: 'stopped' };
-    if (status === 'running' && s.pid) registerSandbox(s.pid, this.rs.runtime, id);
-    return s.pid && status !== 'stopped' ? { status, pid: s.pid } : { status };
+    if (s.status === 'running' && s.pid && !alive(s.pid)) return { status: 'stopped' };
+    if (s.status === 'running' && s.pid) registerSandbox(s.pid, this.rs.runtime, id);
+    return s;
   }
 
   /**
@@ -383,19 +368,10 @@ export class GVisorEngine implements Engine {
     for (const name of await readdir(this.boxesDir).catch(() => [] as string[]))
       if (this.meta(name)) ids.add(name);
     for (const id of await this.rs.list()) ids.add(id);
-    const out: EngineBoxRecord[] = [];
-    for (const id of ids) {
-      if (!isBoxId(id)) continue;
-      const meta = this.meta(id);
-      const st = await this.state(id);
-      out.push({
-        id,
-        boxDir: meta?.boxDir,
-        status: st.status === 'unknown' && meta ? 'stopped' : st.status,
-        pid: st.pid,
-        mounts: meta ? mountsUnder(meta.boxDir) : [],
-      });
-    }
-    return out;
+    return boxRecords(
+      ids,
+      (id) => this.meta(id)?.boxDir,
+      (id) => this.state(id),
+    );
   }
 }

@@ -13,6 +13,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import {
   checkTerminalSize,
+  commandProcess,
   type ExecDefaults,
   execRequest,
   exitCode,
@@ -20,7 +21,7 @@ import {
   resolveInBox,
   searchPath,
 } from './exec-process.ts';
-import { alive, drain, run, sleep, waitForPidFile } from './host-process.ts';
+import { alive, run, sleep } from './host-process.ts';
 import { findExecutable } from './host-system.ts';
 import type { IdMapping } from './idmap.ts';
 import { TTY_HELPER_PATH } from './oci.ts';
@@ -135,56 +136,39 @@ export async function ociExec(
     return execDetached(id, file, argv, pidFile, processFile);
   }
   const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'], ...(ttyEnv ? { env: ttyEnv } : {}) });
-  let done = false;
-  const exited = new Promise<number>((resolve, reject) => {
-    child.on('error', (err) => {
-      done = true;
-      reject(new BoxError(`box ${id}: exec failed: ${err.message}`, { cause: err }));
-    });
-    child.on('exit', (code, signal) => {
-      done = true;
+  const proc = commandProcess(child, {
+    id,
+    pidFile,
+    pidWaitMs: 1000,
+    exitOf: (code, signal) => {
       rm(pidFile, { force: true }).catch(() => {});
       rm(processFile, { force: true }).catch(() => {});
-      resolve(exitCode(code, signal));
-    });
-  });
-  exited.catch(() => {});
-  /** The command's host pid from the runtime's pid file (waits up to 1 s for it to appear). */
-  const commandPid = () => waitForPidFile(pidFile, 1000, () => done);
-  const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
-    const pid = await commandPid();
-    if (pid === undefined || done) return;
-    try {
-      process.kill(pid, signal);
-    } catch {}
-  };
-  child.stdin.on('error', () => {});
-  const proc: EngineProcess = {
-    stdin: child.stdin,
-    stdout: drain(child.stdout),
-    stderr: drain(child.stderr),
-    exited,
-    kill,
-  };
-  if (options.tty) {
+      return exitCode(code, signal);
+    },
+    signal: async (pid, signal) => {
+      try {
+        process.kill(pid, signal);
+      } catch {}
+    },
     // Sets the size of the command's own terminal (opened through /proc/<pid>/fd/0 from the
     // host); the kernel then sends SIGWINCH to its foreground process group.
-    const setSize = async (cols: number, rows: number): Promise<void> => {
-      checkTerminalSize('resize', cols, rows);
-      const pid = await commandPid();
-      if (pid === undefined || done) return;
-      const r = await run('stty', ['-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)]);
-      if (r.code !== 0 && !done) throw new BoxError(`resize: ${r.stderr.trim()}`);
-    };
-    // Resizes run one after the other, so the last request wins.
-    let queue: Promise<void> = Promise.resolve();
-    proc.resize = (cols: number, rows: number): Promise<void> => {
-      const next = queue.then(() => setSize(cols, rows));
-      queue = next.catch(() => {});
-      return next;
-    };
-    if (resizeAfterStart) proc.resize(resizeAfterStart.cols, resizeAfterStart.rows).catch(() => {});
-  }
+    ...(options.tty
+      ? {
+          setSize: async (pid: number, cols: number, rows: number, done: () => boolean) => {
+            const r = await run('stty', [
+              '-F',
+              `/proc/${pid}/fd/0`,
+              'cols',
+              String(cols),
+              'rows',
+              String(rows),
+            ]);
+            if (r.code !== 0 && !done()) throw new BoxError(`resize: ${r.stderr.trim()}`);
+          },
+        }
+      : {}),
+  });
+  if (resizeAfterStart) proc.resize?.(resizeAfterStart.cols, resizeAfterStart.rows).catch(() => {});
   return proc;
 }
 

@@ -16,6 +16,22 @@ import type { EngineState } from './types.ts';
 /** OCI runtimes the engine can drive. */
 export type OciRuntimeName = 'crun' | 'runc';
 
+/**
+ * The state an OCI runtime (crun, runc, runsc) prints for `state <id>` (runtime spec "State"):
+ * `running`, `created` or `stopped` (anything else, or unreadable JSON, is `unknown`), with the host
+ * pid of the container's init (runsc: its sandbox process) unless it is stopped.
+ */
+export function parseRuntimeState(stdout: string): EngineState {
+  try {
+    const s = JSON.parse(stdout) as { status: string; pid?: number };
+    const status =
+      s.status === 'running' || s.status === 'created' || s.status === 'stopped' ? s.status : 'unknown';
+    return s.pid && status !== 'stopped' ? { status, pid: s.pid } : { status };
+  } catch {
+    return { status: 'unknown' };
+  }
+}
+
 /** One OCI runtime with the engine's state directory (`<stateRoot>/<name>`). */
 export class OciRuntime {
   /** `crun` or `runc`. */
@@ -72,15 +88,7 @@ export class OciRuntime {
    */
   async state(id: string): Promise<EngineState | undefined> {
     const r = await this.call(['state', id]);
-    if (r.code !== 0) return undefined;
-    try {
-      const s = JSON.parse(r.stdout) as { status: string; pid?: number };
-      const status =
-        s.status === 'running' || s.status === 'created' || s.status === 'stopped' ? s.status : 'unknown';
-      return s.pid && status !== 'stopped' ? { status, pid: s.pid } : { status };
-    } catch {
-      return { status: 'unknown' };
-    }
+    return r.code === 0 ? parseRuntimeState(r.stdout) : undefined;
   }
 
   /**

@@ -16,13 +16,13 @@ import { BoxError } from '../errors.ts';
 import { lstatInRoot } from './confined.ts';
 import {
   checkTerminalSize,
+  commandProcess,
   execRequest,
   exitCode,
   ociExecProcess,
   resolveInBox,
   searchPath,
 } from './exec-process.ts';
-import { drain, waitForPidFile } from './host-process.ts';
 import { TTY_HELPER_PATH } from './oci.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
@@ -147,55 +147,32 @@ export async function rootlessExec(
     stdio: ['pipe', 'pipe', 'pipe'],
     env: childEnv,
   });
-  let done = false;
-  const exited = new Promise<number>((resolve, reject) => {
-    child.on('error', (err) =>
-      reject(new BoxError(`box ${ctx.id}: exec failed: ${err.message}`, { cause: err })),
-    );
-    child.on('exit', (code, signal) => {
-      done = true;
+  return commandProcess(child, {
+    id: ctx.id,
+    pidFile,
+    pidWaitMs: 1000,
+    exitOf: (code, signal) => {
       rm(pidFile, { force: true }).catch(() => {});
       rm(processFile, { force: true }).catch(() => {});
-      resolve(exitCode(code, signal));
-    });
-  });
-  exited.catch(() => {});
-  /** The command's pid from crun's pid file (waits up to 1 s for it to appear). */
-  const commandPid = () => waitForPidFile(pidFile, 1000, () => done);
-  child.stdin.on('error', () => {});
-  const proc: EngineProcess = {
-    stdin: child.stdin,
-    stdout: drain(child.stdout),
-    stderr: drain(child.stderr),
-    exited,
-    kill: async (signal: NodeJS.Signals = 'SIGKILL') => {
-      const pid = await commandPid();
-      if (pid !== undefined && !done) await signalInBox(ctx.initPid, [pid], signal);
+      return exitCode(code, signal);
     },
-  };
-  if (options.tty) {
-    let queue: Promise<void> = Promise.resolve();
-    proc.resize = (cols: number, rows: number): Promise<void> => {
-      const next = queue.then(async () => {
-        checkTerminalSize('resize', cols, rows);
-        const pid = await commandPid();
-        if (pid === undefined || done) return;
-        // The terminal is the command's stdin; stty runs in the box's user namespace (the command may
-        // run as a box user the caller cannot reach from outside).
-        await new Promise<void>((resolve) => {
-          const [file, ...args] = inBoxUserns(ctx.initPid);
-          const stty = spawn(
-            file!,
-            [...args, 'stty', '-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)],
-            { stdio: 'ignore' },
-          );
-          stty.on('error', () => resolve());
-          stty.on('exit', () => resolve());
-        });
-      });
-      queue = next.catch(() => {});
-      return next;
-    };
-  }
-  return proc;
+    signal: (pid, signal) => signalInBox(ctx.initPid, [pid], signal),
+    // The terminal is the command's stdin; stty runs in the box's user namespace (the command may
+    // run as a box user the caller cannot reach from outside).
+    ...(options.tty
+      ? {
+          setSize: (pid: number, cols: number, rows: number) =>
+            new Promise<void>((resolve) => {
+              const [file, ...args] = inBoxUserns(ctx.initPid);
+              const stty = spawn(
+                file!,
+                [...args, 'stty', '-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)],
+                { stdio: 'ignore' },
+              );
+              stty.on('error', () => resolve());
+              stty.on('exit', () => resolve());
+            }),
+        }
+      : {}),
+  });
 }
