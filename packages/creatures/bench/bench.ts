@@ -10,21 +10,25 @@
  * - `precomputed`: a bare `node:http` server writing a precomputed answer (the upper bound of any server
  *   on this HTTP stack).
  *
- * Each server runs in its own process; one target is loaded at a time, in interleaved rounds (the order
- * rotates every round), and req/s is the total of requests over the total time per target. All four must
- * give the same answer first. Prints req/s per target and query, four ratios per query (caches off and on
- * vs Mercurius, caches on and off vs the precomputed bound) and the load average before and after.
+ * Each server runs in its own process; one target is loaded at a time, in interleaved rounds: every round
+ * loads each target once for `BENCH_ROUND` seconds, in an order that rotates every round, so that load
+ * from elsewhere on the machine drifts over all four alike. All four must give the same answer first.
+ * Each ratio is taken round by round (the two targets of a ratio ran seconds apart) and the median over
+ * the rounds is printed with the lowest and highest round; req/s per target is the median over the
+ * rounds. Prints four ratios per query (caches off and on vs Mercurius, caches on and off vs the
+ * precomputed bound), whether the goals are met, and the load average before and after.
  *
  * The load generator runs in this process, on the same cores as the servers, so req/s also depends on
  * how fast autocannon is and on what else the machine runs. The bench therefore also reads each server
  * process's own CPU time (user + system, all threads, from `/proc/<pid>/stat` on Linux) over its load
- * slices and prints the CPU microseconds each request cost it, with the same ratios: the server's own
- * cost per request, whatever the client and the neighbours do.
+ * slices and prints the CPU microseconds each request cost it (all its CPU time over all its requests),
+ * with the same ratios round by round: the server's own cost per request, whatever the client and the
+ * neighbours do.
  *
  * Environment: `BENCH_DURATION` seconds per target per query (default 10), `BENCH_CONNECTIONS` (default
  * 100), `BENCH_PIPELINING` (requests in flight per connection, default 10: Fastify's benchmark settings),
- * `BENCH_WARMUP` seconds of warm-up per target per query (default 2), `BENCH_ROUND` seconds per round
- * (default 2).
+ * `BENCH_WARMUP` seconds of warm-up per target per query (default 2), `BENCH_ROUND` seconds per target
+ * per round (default 1; `BENCH_DURATION / BENCH_ROUND` rounds).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -37,7 +41,7 @@ const duration = Number(process.env.BENCH_DURATION ?? 10);
 const warmup = Number(process.env.BENCH_WARMUP ?? 2);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 100);
 const pipelining = Number(process.env.BENCH_PIPELINING ?? 10);
-const roundSeconds = Number(process.env.BENCH_ROUND ?? 2);
+const roundSeconds = Number(process.env.BENCH_ROUND ?? 1);
 
 const QUERIES = {
   'creature(name:"Pikachu") full shape': `{ creature(name: "Pikachu") { id name classification types resistant weaknesses
@@ -158,7 +162,47 @@ const servers: Record<Target, { url: string; pid: number | undefined }> = {
 };
 const urls = Object.fromEntries(TARGETS.map((t) => [t, servers[t].url])) as Record<Target, string>;
 
-const rows: { query: string; rate: Record<Target, number>; cpu: Record<Target, number> }[] = [];
+/** The ratios printed, each as `[numerator, denominator]` targets. */
+const RATIOS: readonly { label: string; of: Target; over: Target; goal: number }[] = [
+  { label: 'off / Mercurius', of: 'ours, caches off', over: 'mercurius', goal: 1.5 },
+  { label: 'on / Mercurius', of: 'ours, caches on', over: 'mercurius', goal: 0 },
+  { label: 'on / precomputed', of: 'ours, caches on', over: 'precomputed', goal: 0.8 },
+  { label: 'off / precomputed', of: 'ours, caches off', over: 'precomputed', goal: 0 },
+];
+
+/** One target's load slice of one round: requests, seconds, server CPU seconds. */
+interface Slice {
+  requests: number;
+  seconds: number;
+  cpu: number;
+}
+
+const median = (values: readonly number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+/** A ratio over the rounds: median, lowest and highest round. */
+interface Spread {
+  median: number;
+  min: number;
+  max: number;
+}
+const spreadOf = (values: readonly number[]): Spread => ({
+  median: median(values),
+  min: Math.min(...values),
+  max: Math.max(...values),
+});
+
+const rows: {
+  query: string;
+  rate: Record<Target, number>;
+  cpu: Record<Target, number>;
+  rateRatios: Spread[];
+  cpuRatios: Spread[];
+  rounds: number;
+}[] = [];
 try {
   for (const [name, query] of Object.entries(QUERIES)) {
     const body = JSON.stringify({ query });
@@ -176,34 +220,43 @@ try {
       if (texts[i] !== texts[0])
         throw new Error(`${TARGETS[i]} answers ${name} differently from ${TARGETS[0]}`);
     }
-    const totals = Object.fromEntries(TARGETS.map((t) => [t, { requests: 0, seconds: 0, cpu: 0 }])) as Record<
-      Target,
-      { requests: number; seconds: number; cpu: number }
-    >;
     if (warmup > 0) for (const t of TARGETS) await load(urls[t], body, warmup);
     const rounds = Math.max(1, Math.round(duration / roundSeconds));
+    const slices: Record<Target, Slice>[] = [];
     for (let round = 0; round < rounds; round++) {
       // Rotate the order so that load from elsewhere on the machine hits every target alike.
       const order = TARGETS.map((_, i) => TARGETS[(i + round) % TARGETS.length]!);
+      const slice = {} as Record<Target, Slice>;
       for (const t of order) {
         const cpuBefore = cpuSeconds(servers[t].pid);
         const r = await load(urls[t], body, duration / rounds);
         if (r.errors > 0) throw new Error(`${t} had ${r.errors} errors/non-2xx on ${name}`);
-        totals[t].requests += r.requests;
-        totals[t].seconds += r.seconds;
-        totals[t].cpu += cpuSeconds(servers[t].pid) - cpuBefore;
+        slice[t] = { requests: r.requests, seconds: r.seconds, cpu: cpuSeconds(servers[t].pid) - cpuBefore };
       }
+      slices.push(slice);
     }
+    const rateOf = (s: Slice) => s.requests / s.seconds;
+    const cpuOf = (s: Slice) => (s.cpu / s.requests) * 1e6;
     const rate = Object.fromEntries(
-      TARGETS.map((t) => [t, totals[t].requests / totals[t].seconds]),
+      TARGETS.map((t) => [t, median(slices.map((s) => rateOf(s[t])))]),
     ) as Record<Target, number>;
     const cpu = Object.fromEntries(
-      TARGETS.map((t) => [t, (totals[t].cpu / totals[t].requests) * 1e6]),
+      TARGETS.map((t) => {
+        const total = slices.reduce((sum, s) => sum + s[t].cpu, 0);
+        return [t, (total / slices.reduce((sum, s) => sum + s[t].requests, 0)) * 1e6];
+      }),
     ) as Record<Target, number>;
+    // req/s ratios: ours over the other; CPU ratios: the other's cost over ours (both: higher is better).
+    const rateRatios = RATIOS.map(({ of, over }) =>
+      spreadOf(slices.map((s) => rateOf(s[of]) / rateOf(s[over]))),
+    );
+    const cpuRatios = RATIOS.map(({ of, over }) =>
+      spreadOf(slices.map((s) => cpuOf(s[over]) / cpuOf(s[of]))),
+    );
     console.log(
       `${name}: ${TARGETS.map((t) => `${t} ${rate[t].toFixed(0)} req/s (${cpu[t].toFixed(1)} µs CPU/req)`).join(', ')}`,
     );
-    rows.push({ query: name, rate, cpu });
+    rows.push({ query: name, rate, cpu, rateRatios, cpuRatios, rounds });
   }
 } finally {
   await Promise.all([off, on, peer, bound].map((s) => stop(s.child)));
@@ -212,36 +265,47 @@ const loadAfter = loadavg();
 
 const f = (n: number) => n.toFixed(0);
 const x = (n: number) => `${n.toFixed(2)}×`;
+const spread = (r: Spread) => `${x(r.median)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
 console.log(
-  `\n${duration} s per target per query, ${connections} connections × ${pipelining} pipelined, Node ${process.version}, ` +
+  `\n${duration} s per target per query in ${rows[0]?.rounds ?? 0} rounds of ${roundSeconds} s, ${connections} connections × ${pipelining} pipelined, Node ${process.version}, ` +
     `load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')} before, ${loadAfter.map((l) => l.toFixed(2)).join(' ')} after\n`,
 );
 console.log(CACHING);
-console.log('\nThroughput (req/s; ratios of req/s):\n');
 console.log(
-  '| query | ours, caches off | ours, caches on | Mercurius+jit | precomputed | off / Mercurius | on / Mercurius | on / precomputed | off / precomputed |',
+  '\nThroughput (req/s: median over the rounds; ratios: median over the rounds of the ratio within a round, lowest–highest round in brackets):\n',
+);
+console.log(
+  `| query | ours, caches off | ours, caches on | Mercurius+jit | precomputed | ${RATIOS.map((r) => r.label).join(' | ')} |`,
 );
 console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
-for (const { query, rate: r } of rows) {
+for (const { query, rate: r, rateRatios } of rows) {
   console.log(
     `| \`${query}\` | ${f(r['ours, caches off'])} | ${f(r['ours, caches on'])} | ${f(r.mercurius)} | ${f(r.precomputed)} | ` +
-      `${x(r['ours, caches off'] / r.mercurius)} | ${x(r['ours, caches on'] / r.mercurius)} | ` +
-      `${x(r['ours, caches on'] / r.precomputed)} | ${x(r['ours, caches off'] / r.precomputed)} |`,
+      `${rateRatios.map(spread).join(' | ')} |`,
   );
 }
 console.log(
-  "\nServer CPU per request (µs; ratios are speed-ups, the peer's cost over ours — higher is better for ours):\n",
+  "\nServer CPU per request (µs: all of a server's CPU time over all its requests; ratios are speed-ups, the peer's cost over ours within a round — higher is better for ours — median and lowest–highest round):\n",
 );
 console.log(
-  '| query | ours, caches off | ours, caches on | Mercurius+jit | precomputed | off vs Mercurius | on vs Mercurius | on vs precomputed | off vs precomputed |',
+  `| query | ours, caches off | ours, caches on | Mercurius+jit | precomputed | ${RATIOS.map((r) => r.label.replace(' / ', ' vs ')).join(' | ')} |`,
 );
 console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
 const u = (n: number) => n.toFixed(1);
-for (const { query, cpu: c } of rows) {
+for (const { query, cpu: c, cpuRatios } of rows) {
   console.log(
     `| \`${query}\` | ${u(c['ours, caches off'])} | ${u(c['ours, caches on'])} | ${u(c.mercurius)} | ${u(c.precomputed)} | ` +
-      `${x(c.mercurius / c['ours, caches off'])} | ${x(c.mercurius / c['ours, caches on'])} | ` +
-      `${x(c.precomputed / c['ours, caches on'])} | ${x(c.precomputed / c['ours, caches off'])} |`,
+      `${cpuRatios.map(spread).join(' | ')} |`,
   );
 }
-console.log('\nGoals: off / Mercurius ≥ 1.50×, on / precomputed ≥ 0.80×.');
+console.log(
+  '\nGoals (median req/s ratio): off / Mercurius ≥ 1.50×, on / precomputed ≥ 0.80×, on both queries.',
+);
+for (const { query, rateRatios } of rows) {
+  const verdicts = RATIOS.flatMap((r, i) =>
+    r.goal > 0
+      ? [`${r.label} ${x(rateRatios[i]!.median)} ${rateRatios[i]!.median >= r.goal ? 'met' : 'NOT met'}`]
+      : [],
+  );
+  console.log(`- \`${query}\`: ${verdicts.join(', ')}`);
+}

@@ -292,11 +292,11 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     const path = q < 0 ? url : url.slice(0, q);
     if (cors === '*' || cors.length > 0) corsHeaders(req, res);
     if (path === '/graphql') {
-      metrics?.track(req, res, 'graphql');
+      metrics?.track(res, 'graphql');
       graphqlRoute(req, res, url);
       return;
     }
-    metrics?.track(req, res, routeOf(path));
+    metrics?.track(res, routeOf(path));
     if (req.method === 'GET' || req.method === 'HEAD') {
       if (path === '/metrics' && metrics) {
         metrics.serve(req, res);
@@ -345,27 +345,31 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     sendError(res, 404, `Nothing at ${req.method} ${path}; the GraphQL endpoint is /graphql`);
   }
 
-  const httpServer = createHttpServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, (req, res) => {
-    if (logger.isLevelEnabled('debug')) {
-      const started = performance.now();
-      res.once('finish', () =>
-        logger.debug(
-          {
-            method: req.method,
-            url: req.url,
-            status: res.statusCode,
-            ms: +(performance.now() - started).toFixed(3),
-          },
-          'request',
-        ),
-      );
-    }
-    try {
-      handle(req, res);
-    } catch (err) {
-      fail(req, res, err);
-    }
-  });
+  const httpOptions = { requestTimeout: 30_000, headersTimeout: 10_000 };
+  const httpServer = createHttpServer(
+    metrics ? { ...httpOptions, ServerResponse: metrics.Response } : httpOptions,
+    (req: IncomingMessage, res: ServerResponse) => {
+      if (logger.isLevelEnabled('debug')) {
+        const started = performance.now();
+        res.once('finish', () =>
+          logger.debug(
+            {
+              method: req.method,
+              url: req.url,
+              status: res.statusCode,
+              ms: +(performance.now() - started).toFixed(3),
+            },
+            'request',
+          ),
+        );
+      }
+      try {
+        handle(req, res);
+      } catch (err) {
+        fail(req, res, err);
+      }
+    },
+  );
 
   let url = '';
   let closing: Promise<void> | undefined;

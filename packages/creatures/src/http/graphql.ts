@@ -16,8 +16,8 @@ import type { ServerMetrics } from './metrics.ts';
 import { answerBatch, answerIncremental } from './multi-part-answers.ts';
 import { type MultipartSubscriptions, wantsMultipartSubscription } from './multipart.ts';
 import { mediaTypeOf } from './params.ts';
-import { readBodyWithin, sendError } from './respond.ts';
-import { ResponseCache } from './response-cache.ts';
+import { endWith, readBodyWithin, sendError } from './respond.ts';
+import { ResponseCache, writeCached } from './response-cache.ts';
 import {
   answerExplorer,
   answerOptions,
@@ -221,8 +221,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     if (responses && variant >= 0) {
       const hit = responses.getBytes(bytes, variant);
       if (hit) {
-        res.writeHead(200, hit.headers);
-        res.end(hit.body);
+        writeCached(res, hit);
         return true;
       }
     }
@@ -261,8 +260,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     const headers = ['content-type', contentType, 'content-length', String(length)];
     if (key !== undefined && generation === startGeneration)
       responses!.set(key, variant, { body: bytes, headers });
-    res.writeHead(200, headers);
-    res.end(bytes);
+    endWith(res, 200, headers, bytes);
   }
 
   /** Answers from the response cache, or runs the request through the engine (caching a cacheable answer). */
@@ -283,8 +281,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       const hit = responses!.getText(key);
       if (hit) {
         if (method === 'GET' && notModified(req, res, hit.headers)) return;
-        res.writeHead(200, hit.headers);
-        res.end(hit.body);
+        writeCached(res, hit);
         return;
       }
     }
@@ -394,8 +391,8 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       responses!.set(key, variant, { body: bytes ?? text!, headers });
     }
     if (method === 'GET' && cacheable && notModified(req, res, headers)) return;
-    res.writeHead(status, statusText, headers);
-    res.end(bytes ?? text);
+    if (statusText !== undefined) res.statusMessage = statusText;
+    endWith(res, status, headers, bytes ?? text);
   }
 
   return Object.assign(handle, {

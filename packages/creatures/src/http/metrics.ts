@@ -9,9 +9,10 @@
  * - `creatures_persisted_queries_total{result="hit"|"miss"|"registered"}`: APQ lookups and registrations;
  * - `creatures_event_streams_open`: subscription event streams open now.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { type IncomingMessage, ServerResponse } from 'node:http';
+import { Counter, collectDefaultMetrics, Gauge, type Histogram, Registry } from 'prom-client';
 import type { EventStreamHandler } from '../subscriptions.ts';
+import { DurationHistogram } from './duration-histogram.ts';
 import type { PersistedQueries } from './persisted.ts';
 
 /** The route label of a request path. */
@@ -19,18 +20,25 @@ export type RouteLabel = 'graphql' | 'images' | 'explorer' | 'web' | 'health' | 
 
 /** The metrics of one server. */
 export interface ServerMetrics {
-  /** Counts and times a request once its response has finished. */
-  track(req: IncomingMessage, res: ServerResponse, route: RouteLabel): void;
+  /**
+   * The `ServerResponse` class the server creates its responses with (`http.createServer`'s
+   * `ServerResponse` option): each response counts and times itself when it ends.
+   */
+  Response: typeof ServerResponse<IncomingMessage>;
+  /** Labels a response created by {@link ServerMetrics.Response} with its route. */
+  track(res: ServerResponse, route: RouteLabel): void;
   /** Counts one response-cache lookup. */
   cacheLookup(hit: boolean): void;
   /** Answers `GET /metrics`. */
   serve(req: IncomingMessage, res: ServerResponse): void;
 }
 
-const ROUTE = Symbol('route');
-const STARTED = Symbol('started');
-/** A response being tracked: its route label and start time (`performance.now()`, ms). */
-type TrackedResponse = ServerResponse & { [ROUTE]: RouteLabel; [STARTED]: number };
+/** A response of {@link ServerMetrics.Response}: its route label and when its request arrived. */
+interface MeteredResponse extends ServerResponse {
+  route: RouteLabel;
+  /** `performance.now()` (ms) when node created the response, right after parsing the request head. */
+  readonly started: number;
+}
 
 /** Creates the registry and metrics of one server; `persisted` and `streams` are read at scrape time. */
 export function createMetrics(
@@ -54,13 +62,12 @@ export function createMetrics(
       for (const { labels, count } of answered.values()) this.inc(labels, count.n);
     },
   });
-  const duration = new Histogram({
-    name: 'creatures_http_request_duration_seconds',
-    help: 'Time from request to the end of the response, in seconds',
-    labelNames: ['route'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers: [register],
-  });
+  const duration = new DurationHistogram(
+    'creatures_http_request_duration_seconds',
+    'Time from the request to the end of its response (its last write), in seconds',
+  );
+  // A metric object of prom-client's shape (name, help, type, get, reset); the registry formats it.
+  register.registerMetric(duration as unknown as Histogram);
   const lookups = { hit: 0, miss: 0 };
   new Counter({
     name: 'creatures_response_cache_total',
@@ -97,7 +104,6 @@ export function createMetrics(
   // Label sets resolved once: prom-client hashes a label object on every call otherwise. Counts are
   // found by route, then method, then status (short strings the parser and this server reuse).
   const counts = new Map<string, Map<string, Map<number, { n: number }>>>();
-  const timers = new Map<string, { observe(value: number): void }>();
   const countOf = (route: string, method: string, status: number) => {
     let byMethod = counts.get(route);
     if (!byMethod) {
@@ -121,26 +127,30 @@ export function createMetrics(
     }
     return count;
   };
-  const timerOf = (route: string) => {
-    let timer = timers.get(route);
-    if (!timer) {
-      timer = duration.labels(route);
-      timers.set(route, timer);
-    }
-    return timer;
+  /** Counts and times a response whose `end()` has just been called. */
+  const ended = (res: MeteredResponse) => {
+    countOf(res.route, res.req.method ?? '', res.statusCode).n++;
+    duration.observe(res.route, (performance.now() - res.started) / 1000);
   };
-  /** The `finish` listener of every tracked response (one shared function: no closure per request). */
-  function finished(this: TrackedResponse) {
-    countOf(this[ROUTE], this.req.method ?? '', this.statusCode).n++;
-    timerOf(this[ROUTE]).observe((performance.now() - this[STARTED]) / 1000);
+
+  /**
+   * node:http's `ServerResponse` with the route label and start time as fields (no property added and no
+   * `finish` listener per request), counting itself once, when `end()` is first called.
+   */
+  class Response extends ServerResponse implements MeteredResponse {
+    route: RouteLabel = 'other';
+    readonly started = performance.now();
+
+    override end(chunk?: unknown, encoding?: unknown, callback?: unknown): this {
+      if (!this.writableEnded) ended(this);
+      return super.end(chunk as never, encoding as never, callback as never);
+    }
   }
 
   return {
-    track(_req, res, route) {
-      const tracked = res as TrackedResponse;
-      tracked[ROUTE] = route;
-      tracked[STARTED] = performance.now();
-      res.on('finish', finished);
+    Response,
+    track(res, route) {
+      (res as MeteredResponse).route = route;
     },
     cacheLookup(hit) {
       if (hit) lookups.hit++;

@@ -7,6 +7,29 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 /** `application/json; charset=utf-8`. */
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
+/** Bodies of bytes up to this size are written in one `write` with the head (see {@link endWith}). */
+export const ONE_WRITE_BYTES = 16 * 1024;
+
+/**
+ * Writes the status line, `headers` (a flat name/value list for `writeHead`) and `body`, and ends the
+ * response. A body of bytes up to 16 KiB is handed to node as a latin1 string of the same bytes (one
+ * character per byte): node appends a string body to the head's text and writes both in one `write`
+ * (node writes the head and a `Buffer` body as a `writev` of two chunks), and latin1 encodes every
+ * character back to its byte, so the bytes on the wire are those of `body`. A text body is written as
+ * UTF-8 (also in one `write`); larger byte bodies are written as they are.
+ */
+export function endWith(
+  res: ServerResponse,
+  status: number,
+  headers: readonly string[],
+  body: string | Buffer | undefined,
+): void {
+  res.writeHead(status, headers as string[]);
+  if (body !== undefined && typeof body !== 'string' && body.length <= ONE_WRITE_BYTES)
+    res.end(body.toString('latin1'), 'latin1');
+  else res.end(body);
+}
+
 /**
  * Answers `{"errors":[{"message", "extensions": {"code"}}]}` with `status` (GraphQL-shaped, so GraphQL
  * clients show the message). `code` is omitted when not given.

@@ -5,9 +5,11 @@
  * (`Accept`, `Content-Type`) variant ({@link BytesKeyedCache}: no string is made or hashed per request).
  */
 
+import type { ServerResponse } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import { BytesKeyedCache } from '../bytes-cache.ts';
 import type { ServerMetrics } from './metrics.ts';
+import { endWith, ONE_WRITE_BYTES } from './respond.ts';
 
 /** One cached answer. */
 export interface CachedResponse {
@@ -15,6 +17,23 @@ export interface CachedResponse {
   body: string | Buffer;
   /** Flat name/value list for `writeHead`. */
   headers: string[];
+  /**
+   * For a body of bytes up to `ONE_WRITE_BYTES`: the same bytes as a latin1 string, made once when the
+   * answer is kept, for {@link writeCached}'s single write.
+   */
+  latin1?: string;
+}
+
+/**
+ * Answers 200 with a cached answer: a small byte body as its kept latin1 string (status line, headers
+ * and body in one `write`, as `endWith` does), anything else through `endWith`.
+ */
+export function writeCached(res: ServerResponse, hit: CachedResponse): void {
+  if (hit.latin1 === undefined) endWith(res, 200, hit.headers, hit.body);
+  else {
+    res.writeHead(200, hit.headers);
+    res.end(hit.latin1, 'latin1');
+  }
 }
 
 /** Most bytes kept in all, per key kind. */
@@ -24,7 +43,8 @@ const MAX_KEY_BYTES = 64 * 1024;
 /** Most (`Accept`, `Content-Type`) pairs told apart for POST keys; further pairs are not cached. */
 const MAX_VARIANTS = 64;
 
-const sizeOf = (v: CachedResponse) => (typeof v.body === 'string' ? v.body.length * 2 : v.body.length) + 1;
+const sizeOf = (v: CachedResponse) =>
+  (typeof v.body === 'string' ? v.body.length * 2 : v.body.length) + (v.latin1?.length ?? 0) + 1;
 
 /** A response cache of `size` entries per key kind, counting lookups in `metrics`. */
 export class ResponseCache {
@@ -83,12 +103,18 @@ export class ResponseCache {
 
   /**
    * Keeps an answer under a text key, or under body bytes and variant. A body that is a view of a larger
-   * buffer (a query plan's slab) is kept as a copy, so that the cache holds only its own bytes.
+   * buffer (a query plan's slab) is kept as a copy, so that the cache holds only its own bytes; a small
+   * byte body also as latin1 text ({@link CachedResponse.latin1}).
    */
   set(key: string | Uint8Array, variant: number, value: CachedResponse): void {
     const body = value.body;
-    if (typeof body !== 'string' && body.buffer.byteLength > body.length)
-      value = { body: Buffer.from(body), headers: value.headers };
+    if (typeof body !== 'string') {
+      value = {
+        body: body.buffer.byteLength > body.length ? Buffer.from(body) : body,
+        headers: value.headers,
+        latin1: body.length <= ONE_WRITE_BYTES ? body.toString('latin1') : undefined,
+      };
+    }
     if (typeof key === 'string') this.#texts.set(key, value);
     else if (variant >= 0) this.#bodies.set(key, value, variant);
   }
