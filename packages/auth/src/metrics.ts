@@ -19,20 +19,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import type { CredentialValidationEvent } from './credentials.ts';
+import { GRANT_TYPES } from './store/types.ts';
 
 /** Path of the metrics endpoint. */
 export const METRICS_PATH = '/metrics';
 
-/** Grant types counted by name; any other `grant_type` value is counted as `other`. */
-const KNOWN_GRANT_TYPES = new Set([
-  'authorization_code',
-  'client_credentials',
-  'password',
-  'refresh_token',
-  'urn:ietf:params:oauth:grant-type:device_code',
-  'urn:ietf:params:oauth:grant-type:token-exchange',
-  'urn:ietf:params:oauth:grant-type:jwt-bearer',
-]);
+/** Grant types counted by name (the store's {@link GRANT_TYPES}); any other `grant_type` value is counted as `other`. */
+const KNOWN_GRANT_TYPES: ReadonlySet<string> = new Set(GRANT_TYPES);
 
 /** Error codes counted by name (RFC 6749 section 5.2, RFC 8628 section 3.5, RFC 9449, RFC 8707). */
 const KNOWN_ERRORS = new Set([
