@@ -3,9 +3,9 @@
  * (`restOptionsFrom`), JSON calls with the server's errors mapped back to `BoxError`s (`wire.ts`), and the
  * streamed raw bodies of file contents (`download`, `upload`: bounded memory, one chunk in flight).
  *
- * JSON calls go through `node:http` (keep-alive, the global agent) rather than `fetch`: undici's fetch
- * costs a REST client process about 15 MiB more RSS over a few dozen calls, and `node:http` is loaded
- * for the streamed bodies anyway. `fetch` serves only the bodies read as web streams (`raw`).
+ * Every request goes through `node:http` (keep-alive, the global agent) rather than `fetch`: undici's
+ * fetch cost a REST client process about 15 MiB more RSS over a few dozen calls, and `node:http` is
+ * loaded for the streamed bodies anyway.
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -138,28 +138,31 @@ export class Connection {
   }
 
   /**
-   * A request whose response is raw (file contents, event streams): resolves with the `Response` once
-   * its status is 2xx; the body is read as it arrives.
+   * A GET whose response is raw (file contents, event streams): resolves with the response once its
+   * status is 2xx; the body is read as it arrives (`response.destroy()` ends it early).
    * @throws BoxError mapped from the error body (`boxErrorOf`), or `unavailable` when unreachable.
    */
-  async raw(method: string, path: string, signal?: AbortSignal): Promise<Response> {
-    let response: Response;
-    try {
-      response = await fetch(this.url + path, {
-        method,
+  raw(path: string): Promise<IncomingMessage> {
+    const target = new URL(this.url + path);
+    return new Promise<IncomingMessage>((resolve, reject) => {
+      const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
+        method: 'GET',
         headers: this.headers,
-        ...(signal ? { signal } : {}),
       });
-    } catch (error) {
-      const cause = (error as Error & { cause?: Error }).cause?.message ?? (error as Error).message;
-      throw new BoxError(`cannot reach the REST runtime at ${this.url}: ${cause}`, {
-        cause: error,
-        code: 'unavailable',
+      request.on('error', (error) => reject(this.#unreachable(error)));
+      request.on('response', (response) => {
+        const status = response.statusCode ?? 500;
+        if (status >= 200 && status < 300) {
+          resolve(response);
+          return;
+        }
+        bodyText(response).then(
+          (text) => reject(boxErrorOf(status, parseJson(text), `GET ${path}`)),
+          (error: Error) => reject(this.#unreachable(error)),
+        );
       });
-    }
-    if (!response.ok)
-      throw boxErrorOf(response.status, parseJson(await response.text()), `${method} ${path}`);
-    return response;
+      request.end();
+    });
   }
 
   /**

@@ -3,8 +3,7 @@
  * are streamed both ways (request body sent chunked as it is read; response body read as it arrives).
  */
 import { fstatSync } from 'node:fs';
-import { Readable } from 'node:stream';
-import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import type { Readable } from 'node:stream';
 import { type ChunkSink, type HostFileSource, isHostFile, pumpFd } from '../runtime/files/pump.ts';
 import type {
   FilesBackend,
@@ -38,10 +37,8 @@ export class RestFiles implements FilesBackend {
     this.#base = `${base}/files`;
   }
 
-  async readStream(path: string): Promise<Readable> {
-    const response = await this.#conn.raw('GET', `${this.#base}/content${q({ path })}`);
-    if (!response.body) return Readable.from([]);
-    return Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
+  readStream(path: string): Promise<Readable> {
+    return this.#conn.raw(`${this.#base}/content${q({ path })}`);
   }
 
   readInto(path: string, sink: ChunkSink): Promise<void> {
@@ -88,13 +85,8 @@ export class RestFiles implements FilesBackend {
     onEvent: (e: FilesystemEvent) => void,
     onExit: (error?: Error) => void,
   ): Promise<WatchHandle> {
-    const abort = new AbortController();
-    const response = await this.#conn.raw(
-      'GET',
-      `${this.#base}/watch${q({ path, recursive })}`,
-      abort.signal,
-    );
-    const lines = Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
+    const lines = await this.#conn.raw(`${this.#base}/watch${q({ path, recursive })}`);
+    lines.setEncoding('utf8'); // a character split across two chunks is decoded whole
     let stopped = false;
     let ready!: () => void;
     const isReady = new Promise<void>((resolve) => {
@@ -104,7 +96,7 @@ export class RestFiles implements FilesBackend {
       let buffered = '';
       try {
         for await (const chunk of lines) {
-          buffered += chunk.toString('utf8');
+          buffered += chunk;
           let nl = buffered.indexOf('\n');
           while (nl >= 0) {
             const line = buffered.slice(0, nl);
@@ -126,7 +118,7 @@ export class RestFiles implements FilesBackend {
     return {
       stop: async () => {
         stopped = true;
-        abort.abort();
+        lines.destroy();
       },
     };
   }
