@@ -9,6 +9,7 @@ import { generateKeyPairSync, sign, verify } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { resolveOAuthConfig } from '../src/oauth/config.ts';
+import { p1363ToDer } from '../src/oauth/jws-sign.ts';
 import { derToP1363, KeyManager, SUPPORTED_SIGNING_ALGS } from '../src/oauth/keys.ts';
 import { TokenIssuer } from '../src/oauth/tokens.ts';
 import { SqliteAuthStore } from '../src/store/sqlite.ts';
@@ -133,5 +134,23 @@ describe('ECDSA signature encoding (DER to R‖S, RFC 7518 §3.4)', () => {
         `signature ${i}`,
       );
     }
+  });
+
+  test('R‖S to DER: 500 real P-256 signatures round-trip and verify as DER; zero and high-bit integers', () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    for (let i = 0; i < 500; i++) {
+      const data = Buffer.from(`message ${i}`);
+      const der = sign('sha256', data, privateKey);
+      const p1363 = derToP1363(der, 32);
+      assert.deepEqual(p1363ToDer(p1363), der, `signature ${i}`);
+      assert.ok(verify('sha256', data, publicKey, p1363ToDer(p1363)), `signature ${i} verifies`);
+    }
+    // r with its high bit set gets a zero byte; s with leading zero bytes loses them (one byte left of 0).
+    const r = Buffer.alloc(32, 0x80);
+    const s = Buffer.concat([Buffer.alloc(31, 0), Buffer.from([0x05])]);
+    assert.deepEqual(
+      p1363ToDer(Buffer.concat([r, s])),
+      Buffer.concat([Buffer.from([0x30, 2 + 33 + 2 + 1, 0x02, 33, 0x00]), r, Buffer.from([0x02, 1, 0x05])]),
+    );
   });
 });

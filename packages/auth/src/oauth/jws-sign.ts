@@ -84,3 +84,27 @@ export function derToP1363(der: Buffer, size: number): Buffer {
   }
   return out;
 }
+
+/**
+ * Converts a JWS ECDSA signature R‖S (RFC 7518 §3.4: two big-endian integers of `signature.length / 2`
+ * bytes each) into the DER `ECDSA-Sig-Value` that `node:crypto` `verify()` takes by default (RFC 3279
+ * §2.2.3): each integer without leading zero bytes, with one zero byte before a set high bit. Lengths fit
+ * one DER length byte for the curves of this server (P-256, P-384, P-521: at most 66 bytes per integer).
+ */
+export function p1363ToDer(signature: Buffer): Buffer {
+  const size = signature.length / 2;
+  const integer = (from: number): Buffer => {
+    let start = from;
+    const end = from + size;
+    while (start < end - 1 && signature[start] === 0) start++;
+    const body = signature.subarray(start, end);
+    return (body[0]! & 0x80) !== 0
+      ? Buffer.concat([Buffer.of(0x02, body.length + 1, 0), body])
+      : Buffer.concat([Buffer.of(0x02, body.length), body]);
+  };
+  const r = integer(0);
+  const s = integer(size);
+  const length = r.length + s.length;
+  const prefix = length < 0x80 ? Buffer.of(0x30, length) : Buffer.of(0x30, 0x81, length);
+  return Buffer.concat([prefix, r, s]);
+}
