@@ -90,18 +90,24 @@ export function openHostPath(hostPath: string, field: string): OpenedHostPath {
 }
 
 /**
- * Opens the host path of every mount of a box (`openHostPath`, field `mounts[i].hostPath`), runs
- * `use` with them (`opened[i]` is the host object of `mounts[i]`), and closes them all once it has
- * settled, whether it resolved or threw.
- * @throws BoxError naming `mounts[i].hostPath` when a path cannot be opened; whatever `use` throws.
+ * Opens the host path of every mount of a box (`openHostPath`, field `mounts[i].hostPath`), checks
+ * each opened object with `check` (when given), runs `use` with them (`opened[i]` is the host object
+ * of `mounts[i]`), and closes them all once it has settled, whether it resolved or threw.
+ * @throws BoxError naming `mounts[i].hostPath` when a path cannot be opened; whatever `check` or
+ *   `use` throws.
  */
-export async function withOpenedHostPaths<T>(
-  mounts: readonly { hostPath: string }[],
+export async function withOpenedHostPaths<M extends { hostPath: string }, T>(
+  mounts: readonly M[],
   use: (opened: OpenedHostPath[]) => Promise<T>,
+  check?: (o: OpenedHostPath, m: M, i: number) => void,
 ): Promise<T> {
   const opened: OpenedHostPath[] = [];
   try {
-    for (const [i, m] of mounts.entries()) opened.push(openHostPath(m.hostPath, `mounts[${i}].hostPath`));
+    for (const [i, m] of mounts.entries()) {
+      const o = openHostPath(m.hostPath, `mounts[${i}].hostPath`);
+      opened.push(o);
+      check?.(o, m, i);
+    }
     return await use(opened);
   } finally {
     for (const o of opened) o.close();

@@ -2,16 +2,18 @@
  * The files of a rootless box (rootless.ts) and the run of its supervisor: `bundle/config.json` from
  * `buildOciConfig` adapted to a box that lives in the caller's user namespace, the box's `hosts`,
  * `hostname`, `resolv.conf` and `engine.json`, the writable layer directories and the staging points
- * of host binds, and the environment and spawn of `rootless-supervisor.sh` up to its `started` line.
+ * of host binds (each host path checked against the account's access), and the environment and spawn
+ * of `rootless-supervisor.sh` up to its `started` line.
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { BoxError } from '../errors.ts';
 import { startSupervisor, supervisorFailure } from './host-process.ts';
 import { DEFAULT_PATH } from './host-system.ts';
 import type { OpenedHostPath } from './hostpath.ts';
 import { buildOciConfig, etcHosts } from './oci.ts';
-import type { EngineBoxSpec } from './types.ts';
+import type { EngineBoxSpec, EngineMount } from './types.ts';
 
 /** What the config needs besides the spec. */
 export interface RootlessConfigOptions {
@@ -70,6 +72,26 @@ export function writeBundle(spec: EngineBoxSpec, meta: object, options: Rootless
   writeFileSync(join(bundle, 'resolv.conf'), `nameserver ${ROOTLESS_DNS}\noptions attempts:1 timeout:2\n`);
   writeFileSync(join(bundle, 'config.json'), JSON.stringify(config));
   writeFileSync(join(bundle, 'engine.json'), JSON.stringify(meta));
+}
+
+/**
+ * Checks that the account `user` may use the opened host object `o` of mount `m` (`mounts[i]`) as
+ * the mount asks: read (and search, for a directory), and write unless it is read-only. Checked on
+ * the descriptor's magic link, so on the very object that will be bound.
+ * @throws BoxError naming `mounts[i].hostPath` otherwise.
+ */
+export function checkAccess(o: OpenedHostPath, m: EngineMount, i: number, user: string): void {
+  try {
+    accessSync(
+      `/proc/self/fd/${o.fd}`,
+      constants.R_OK | (m.readOnly ? 0 : constants.W_OK) | (o.isDirectory ? constants.X_OK : 0),
+    );
+  } catch {
+    throw new BoxError(
+      `mounts[${i}].hostPath: '${m.hostPath}' is not ${m.readOnly ? 'readable' : 'readable and writable'} by ${user}`,
+      { field: `mounts[${i}].hostPath` },
+    );
+  }
 }
 
 /**

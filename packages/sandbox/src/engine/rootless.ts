@@ -1,6 +1,4 @@
 import {
-  accessSync,
-  constants,
   existsSync,
   mkdirSync,
   rmdirSync,
@@ -26,10 +24,16 @@ import {
   waitForExec,
 } from './host-process.ts';
 import { findExecutable } from './host-system.ts';
-import { type OpenedHostPath, openHostPath } from './hostpath.ts';
+import { type OpenedHostPath, withOpenedHostPaths } from './hostpath.ts';
 import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
-import { rootlessSupervisorEnv, runSupervisor, stageBoxFiles, writeBundle } from './rootless-bundle.ts';
+import {
+  checkAccess,
+  rootlessSupervisorEnv,
+  runSupervisor,
+  stageBoxFiles,
+  writeBundle,
+} from './rootless-bundle.ts';
 import { rootlessExec, signalInBox } from './rootless-exec.ts';
 import {
   type CgroupDelegation,
@@ -173,27 +177,11 @@ export class RootlessEngine implements Engine {
     const enforce = delegation.missing.length === 0;
     if (!enforce && spec.allowUnlimited !== true)
       throw new BoxError(limitsNotDelegatedMessage(this.user.name, delegation), { code: 'unsupported' });
-    const opened: OpenedHostPath[] = [];
-    try {
-      for (const [i, m] of spec.mounts.entries()) {
-        const o = openHostPath(m.hostPath, `mounts[${i}].hostPath`);
-        opened.push(o);
-        try {
-          accessSync(
-            `/proc/self/fd/${o.fd}`,
-            constants.R_OK | (m.readOnly ? 0 : constants.W_OK) | (o.isDirectory ? constants.X_OK : 0),
-          );
-        } catch {
-          throw new BoxError(
-            `mounts[${i}].hostPath: '${m.hostPath}' is not ${m.readOnly ? 'readable' : 'readable and writable'} by ${this.user.name}`,
-            { field: `mounts[${i}].hostPath` },
-          );
-        }
-      }
-      return await this.#startOpened(spec, opened, delegation, enforce);
-    } finally {
-      for (const o of opened) o.close();
-    }
+    return withOpenedHostPaths(
+      spec.mounts,
+      (opened) => this.#startOpened(spec, opened, delegation, enforce),
+      (o, m, i) => checkAccess(o, m, i, this.user.name),
+    );
   }
 
   async #startOpened(
