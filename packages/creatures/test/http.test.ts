@@ -486,3 +486,56 @@ describe('shutdown', () => {
     ]);
   });
 });
+
+describe('answer bytes', () => {
+  test('plan answers and cached answers go out byte for byte, with the right length, non-ASCII and escapes included, several per connection', async () => {
+    const query =
+      '{ a: creature(name: "Nidoran♀") { name classification } b: creature(name: "Pikachu") { name } }';
+    const expected = Buffer.from(
+      JSON.stringify({
+        data: {
+          a: { name: 'Nidoran♀', classification: 'Poison Pin Pokémon' },
+          b: { name: 'Pikachu' },
+        },
+      }),
+    );
+    for (const responseCacheSize of [0, 1000]) {
+      const s = await start({ responseCacheSize });
+      try {
+        // Two rounds: the second answer of the cached server comes from its response cache.
+        for (let round = 0; round < 2; round++) {
+          const answers = await Promise.all(
+            [0, 1, 2].map(
+              () =>
+                new Promise<{ length: string; bytes: Buffer }>((resolve, reject) => {
+                  const body = JSON.stringify({ query });
+                  const req = request(
+                    s.endpoint,
+                    { method: 'POST', headers: { 'content-type': 'application/json' } },
+                    (res) => {
+                      const chunks: Buffer[] = [];
+                      res.on('data', (c: Buffer) => chunks.push(c));
+                      res.on('end', () =>
+                        resolve({
+                          length: String(res.headers['content-length']),
+                          bytes: Buffer.concat(chunks),
+                        }),
+                      );
+                    },
+                  );
+                  req.on('error', reject);
+                  req.end(body);
+                }),
+            ),
+          );
+          for (const { length, bytes } of answers) {
+            assert.deepEqual(bytes, expected, `cache size ${responseCacheSize}, round ${round}`);
+            assert.equal(length, String(expected.length));
+          }
+        }
+      } finally {
+        await s.server.close();
+      }
+    }
+  });
+});

@@ -158,10 +158,37 @@ describe('error codes, GET caching and metrics', () => {
       );
       return Number(match?.[1] ?? 0);
     };
+    const timed = async () => {
+      const text = await (await fetch(`${s.server.url}/metrics`)).text();
+      const series = (name: string) =>
+        Number(
+          new RegExp(`creatures_http_request_duration_seconds_${name}\\{[^}]*route="graphql"\\} (\\S+)`).exec(
+            text,
+          )?.[1] ?? 0,
+        );
+      const inf = /creatures_http_request_duration_seconds_bucket\{le="\+Inf",route="graphql"\} (\d+)/.exec(
+        text,
+      );
+      const buckets = [
+        ...text.matchAll(
+          /creatures_http_request_duration_seconds_bucket\{le="[^"]+",route="graphql"\} (\d+)/g,
+        ),
+      ].map((m) => Number(m[1]));
+      return { count: series('count'), sum: series('sum'), inf: Number(inf?.[1]), buckets };
+    };
     const before = await answered();
+    const timedBefore = await timed();
     await s.gql('{ creature(name: "Mew") { id } }');
     await s.gql('{ creature(name: "Mew") { id } }');
     assert.equal(await answered(), before + 2, 'each answered request is counted once');
+    const timedAfter = await timed();
+    // The two queries and the /metrics scrape before them (route metrics, not graphql) are not mixed up.
+    assert.equal(timedAfter.count, timedBefore.count + 2, 'each answered request is timed once');
+    assert.ok(timedAfter.sum > timedBefore.sum, 'the durations add up');
+    assert.equal(timedAfter.inf, timedAfter.count, 'the +Inf bucket holds every request');
+    assert.equal(timedAfter.buckets.length, 13);
+    for (let i = 1; i < timedAfter.buckets.length; i++)
+      assert.ok(timedAfter.buckets[i]! >= timedAfter.buckets[i - 1]!, 'buckets are cumulative');
     const res = await fetch(`${s.server.url}/metrics`);
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type')!, /^text\/plain; version=0.0.4/);
