@@ -1,11 +1,14 @@
-/** What a box handle needs from its runtime (internal; keeps `JsBox` free of the runtime class). */
+/**
+ * What a local box backend (`LocalBox`, `box-local.ts`) needs from its runtime (internal; keeps the box
+ * free of the runtime class).
+ */
 import type { Engine } from '../engine/types.ts';
 import type { ExecutionReport } from './execution.ts';
 import type { TimeoutAction } from './lifetimes.ts';
 import type { SnapshotService } from './snapshots.ts';
 import type { BoxRecord } from './state.ts';
 
-/** Runtime services shared by the box handles of one `JsRuntime`. */
+/** Runtime services shared by the local boxes of one `LocalRuntime`. */
 export interface RuntimeContext {
   /** The isolation engine (created on first use). */
   engine(): Promise<Engine>;
