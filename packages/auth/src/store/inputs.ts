@@ -8,11 +8,8 @@ import { ConstraintError, ValidationError } from '../errors.ts';
 import type {
   ClientOidcInput,
   ClientPatch,
-  DeviceCodeRecord,
   NewAuditEvent,
-  NewAuthorizationCode,
   NewClient,
-  NewRefreshToken,
   NewRole,
   NewUser,
   RolePatch,
@@ -283,76 +280,4 @@ export function auditFilter(query: {
       throw new ValidationError(field, 'timestamp', `${field}: ms epoch number`);
   }
   return { equal, from: query.from, to: query.to };
-}
-
-/** A SQL parameter both stores bind as is (`node:sqlite` and `postgres`). */
-type SqlValue = string | number | null;
-
-/** Columns of a refresh-token insert, in the order of {@link refreshTokenValues} (both stores). */
-export const REFRESH_TOKEN_COLUMNS = `token_hash, family_id, client_id, user_id, scope, created_at, expires_at,
-  dpop_jkt, session_id, auth_time`;
-
-/** The values of a refresh-token insert, in the order of {@link REFRESH_TOKEN_COLUMNS}. */
-export function refreshTokenValues(input: NewRefreshToken): SqlValue[] {
-  return [
-    input.tokenHash,
-    input.familyId,
-    input.clientId,
-    input.userId ?? null,
-    input.scope ?? '',
-    input.createdAt,
-    input.expiresAt,
-    input.dpopJkt ?? null,
-    input.sessionId ?? null,
-    input.authTime ?? null,
-  ];
-}
-
-/** Inserts an authorization code and returns its row; parameters: {@link authorizationCodeValues}. */
-export const INSERT_AUTHORIZATION_CODE = `INSERT INTO authorization_codes (code_hash, client_id, user_id,
-  redirect_uri, scope, code_challenge, code_challenge_method, nonce, created_at, expires_at, auth_time,
-  session_id, amr) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`;
-
-/**
- * The parameters of {@link INSERT_AUTHORIZATION_CODE}; `encodeAmr` turns the authentication methods into
- * the store's column value (JSON text in SQLite, a JSON value in PostgreSQL).
- */
-export function authorizationCodeValues<A>(
-  input: NewAuthorizationCode,
-  encodeAmr: (amr: readonly string[]) => A,
-): (SqlValue | A)[] {
-  return [
-    input.codeHash,
-    input.clientId,
-    input.userId,
-    input.redirectUri,
-    input.scope ?? '',
-    input.codeChallenge ?? null,
-    input.codeChallengeMethod ?? null,
-    input.nonce ?? null,
-    input.createdAt,
-    input.expiresAt,
-    input.authTime ?? null,
-    input.sessionId ?? null,
-    input.amr ? encodeAmr(input.amr) : null,
-  ];
-}
-
-/** Inserts a device authorization (RFC 8628 §3.2) and returns its row; parameters: {@link deviceCodeValues}. */
-export const INSERT_DEVICE_CODE = `INSERT INTO device_codes (device_code_hash, user_code, client_id, scope,
-  interval_s, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`;
-
-/** The parameters of {@link INSERT_DEVICE_CODE}. */
-export function deviceCodeValues(
-  input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
-): SqlValue[] {
-  return [
-    input.deviceCodeHash,
-    input.userCode,
-    input.clientId,
-    input.scope,
-    input.intervalSeconds,
-    input.createdAt,
-    input.expiresAt,
-  ];
 }

@@ -6,7 +6,7 @@ import {
   INSERT_DEVICE_CODE,
   REFRESH_TOKEN_COLUMNS,
   refreshTokenValues,
-} from './inputs.ts';
+} from './inserts.ts';
 import {
   toCode,
   toDeviceCode,

@@ -12,6 +12,7 @@ import {
   newClientValues,
   paging,
 } from '../inputs.ts';
+import { clientValues, INSERT_CLIENT, POSTGRES_VALUES } from '../inserts.ts';
 import { json, toClient, toConsent } from '../rows.ts';
 import type {
   ChangeOptions,
@@ -61,22 +62,7 @@ export async function createClient(
   const { clientId } = values;
   const now = ctx.now();
   return change(ctx, 'client', { field: 'clientId', value: clientId }, options, async (q) => {
-    await run(
-      q,
-      `INSERT INTO clients (client_id, display_name, client_type, secret_hash, is_enabled, redirect_uris,
-        allowed_grant_types, allowed_scopes, permissions, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      clientId,
-      values.displayName,
-      values.clientType,
-      values.secretHash,
-      values.isEnabled,
-      values.redirectUris,
-      values.grantTypes,
-      values.scopes,
-      values.permissions,
-      now,
-      now,
-    );
+    await run(q, INSERT_CLIENT, ...clientValues(values, now, POSTGRES_VALUES));
     await setClientOidc(q, clientId, values.oidc);
     return (await client(q, clientId))!;
   });

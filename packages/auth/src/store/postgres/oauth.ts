@@ -3,7 +3,8 @@
  * pushed authorization requests (RFC 9126), the one-time-key replay cache shared by every instance
  * (DPoP `jti`, RFC 9449 §11.1; client assertion `jti`, RFC 7523 §3), and expiry purging.
  */
-import { auditFilter, deviceCodeValues, INSERT_DEVICE_CODE, paging } from '../inputs.ts';
+import { auditFilter, paging } from '../inputs.ts';
+import { deviceCodeValues, INSERT_DEVICE_CODE } from '../inserts.ts';
 import { toAudit, toDeviceCode, toPushedRequest } from '../rows.ts';
 import type { AuditEvent, AuditQuery, DeviceCodeRecord, Page, PushedRequestRecord } from '../types.ts';
 import { all, get, getAs, type Param, type PgContext, type Q, run, tx, write } from './db.ts';

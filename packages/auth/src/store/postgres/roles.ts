@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { ConstraintError, NotFoundError, ValidationError } from '../../errors.ts';
 import { normalizePermissionCode } from '../../permissions.ts';
 import { checkRoleUpdate, newRoleValues, rolePatchValues } from '../inputs.ts';
+import { INSERT_ROLE, POSTGRES_VALUES, roleValues } from '../inserts.ts';
 import { toRole } from '../rows.ts';
 import type {
   ChangeOptions,
@@ -65,23 +66,12 @@ export async function createRole(
   input: NewRole,
   options?: ChangeOptions,
 ): Promise<RoleRecord> {
-  const { name, description, permissions, denied, parents } = newRoleValues(input);
+  const values = newRoleValues(input);
+  const { name, parents } = values;
   const id = randomUUID();
   const now = ctx.now();
   return change(ctx, 'role', { field: 'name', value: name }, options, async (q) => {
-    await run(
-      q,
-      `INSERT INTO roles (id, name, name_key, description, permissions, denied_permissions, created_at, updated_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      id,
-      name,
-      v.nameKey(name),
-      description,
-      permissions,
-      denied,
-      now,
-      now,
-    );
+    await run(q, INSERT_ROLE, ...roleValues(id, values, now, POSTGRES_VALUES));
     if (parents.length > 0) await setRoleParents(q, id, parents);
     return (await role(q, id))!;
   });

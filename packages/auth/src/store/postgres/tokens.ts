@@ -13,7 +13,7 @@ import {
   INSERT_AUTHORIZATION_CODE,
   REFRESH_TOKEN_COLUMNS,
   refreshTokenValues,
-} from '../inputs.ts';
+} from '../inserts.ts';
 import { toCode, toKey, toRefresh, toRefreshWithOwner, toSession } from '../rows.ts';
 import type {
   AuthorizationCodeRecord,

@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { NotFoundError, ValidationError } from '../../errors.ts';
 import { newStamp, newUserValues, userPatchValues } from '../inputs.ts';
+import { INSERT_USER, POSTGRES_VALUES, userValues } from '../inserts.ts';
 import { num, toRole, toUser } from '../rows.ts';
 import type {
   AccessAttempt,
@@ -72,32 +73,12 @@ export async function createUser(
   input: NewUser,
   options?: ChangeOptions,
 ): Promise<UserRecord> {
-  const { userName, isEnabled, roles, direct, denied, passwordHash, profile } = newUserValues(input);
+  const values = newUserValues(input);
   const id = randomUUID();
   const now = ctx.now();
-  return change(ctx, 'user', { field: 'userName', value: userName }, options, async (q) => {
-    const ids = await roleIds(q, roles, 'roles');
-    await run(
-      q,
-      `INSERT INTO users (id, user_name, user_name_key, password_hash, is_enabled, security_stamp,
-        direct_permissions, denied_permissions, created_at, updated_at, display_name, given_name, family_name,
-        email, email_verified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      id,
-      userName,
-      v.nameKey(userName),
-      passwordHash,
-      isEnabled,
-      newStamp(),
-      direct,
-      denied,
-      now,
-      now,
-      profile.displayName ?? null,
-      profile.givenName ?? null,
-      profile.familyName ?? null,
-      profile.email ?? null,
-      profile.emailVerified ?? false,
-    );
+  return change(ctx, 'user', { field: 'userName', value: values.userName }, options, async (q) => {
+    const ids = await roleIds(q, values.roles, 'roles');
+    await run(q, INSERT_USER, ...userValues(id, values, newStamp(), now, POSTGRES_VALUES));
     await setUserRoles(q, id, ids);
     return (await user(q, id))!;
   });

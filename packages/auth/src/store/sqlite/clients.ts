@@ -7,6 +7,7 @@ import {
   newClientValues,
   paging,
 } from '../inputs.ts';
+import { clientValues, INSERT_CLIENT, SQLITE_VALUES } from '../inserts.ts';
 import { json, toClient, toConsent } from '../rows.ts';
 import type {
   ChangeOptions,
@@ -47,25 +48,11 @@ export abstract class SqliteClients extends SqliteUsers {
 
   async createClient(input: NewClient, options?: ChangeOptions): Promise<ClientRecord> {
     const values = newClientValues(input);
-    const { clientId, secretHash, oidc } = values;
+    const { clientId, oidc } = values;
     const now = this.clock();
     this.#clientCache.clear();
     return this.change('client', { field: 'clientId', value: clientId }, options, () => {
-      this.sqlRun(
-        `INSERT INTO clients (client_id, display_name, client_type, secret_hash, is_enabled, redirect_uris,
-          allowed_grant_types, allowed_scopes, permissions, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        clientId,
-        values.displayName,
-        values.clientType,
-        secretHash,
-        values.isEnabled ? 1 : 0,
-        JSON.stringify(values.redirectUris),
-        JSON.stringify(values.grantTypes),
-        JSON.stringify(values.scopes),
-        JSON.stringify(values.permissions),
-        now,
-        now,
-      );
+      this.sqlRun(INSERT_CLIENT, ...clientValues(values, now, SQLITE_VALUES));
       this.#setClientOidc(clientId, oidc);
       return this.clientRecord(clientId)!;
     });

@@ -13,6 +13,7 @@ import {
   rolePatchValues,
   userPatchValues,
 } from '../inputs.ts';
+import { INSERT_ROLE, INSERT_USER, roleValues, SQLITE_VALUES, userValues } from '../inserts.ts';
 import { num, toRole, toUser } from '../rows.ts';
 import type {
   AccessAttempt,
@@ -84,31 +85,12 @@ export abstract class SqliteUsers extends SqliteCore {
   }
 
   async createUser(input: NewUser, options?: ChangeOptions): Promise<UserRecord> {
-    const { userName, isEnabled, roles, direct, denied, passwordHash, profile } = newUserValues(input);
+    const values = newUserValues(input);
     const id = randomUUID();
     const now = this.clock();
-    return this.change('user', { field: 'userName', value: userName }, options, () => {
-      const roleIds = this.roleIds(roles, 'roles');
-      this.sqlRun(
-        `INSERT INTO users (id, user_name, user_name_key, password_hash, is_enabled, security_stamp,
-          direct_permissions, denied_permissions, created_at, updated_at, display_name, given_name, family_name,
-          email, email_verified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        id,
-        userName,
-        v.nameKey(userName),
-        passwordHash,
-        isEnabled ? 1 : 0,
-        newStamp(),
-        JSON.stringify(direct),
-        JSON.stringify(denied),
-        now,
-        now,
-        profile.displayName ?? null,
-        profile.givenName ?? null,
-        profile.familyName ?? null,
-        profile.email ?? null,
-        profile.emailVerified ? 1 : 0,
-      );
+    return this.change('user', { field: 'userName', value: values.userName }, options, () => {
+      const roleIds = this.roleIds(values.roles, 'roles');
+      this.sqlRun(INSERT_USER, ...userValues(id, values, newStamp(), now, SQLITE_VALUES));
       this.#setUserRoles(id, roleIds);
       return this.requireUser(id);
     });
@@ -309,22 +291,12 @@ export abstract class SqliteUsers extends SqliteCore {
   }
 
   async createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord> {
-    const { name, description, permissions, denied, parents } = newRoleValues(input);
+    const values = newRoleValues(input);
+    const { name, parents } = values;
     const id = randomUUID();
     const now = this.clock();
     return this.change('role', { field: 'name', value: name }, options, () => {
-      this.sqlRun(
-        `INSERT INTO roles (id, name, name_key, description, permissions, denied_permissions, created_at, updated_at)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        id,
-        name,
-        v.nameKey(name),
-        description,
-        JSON.stringify(permissions),
-        JSON.stringify(denied),
-        now,
-        now,
-      );
+      this.sqlRun(INSERT_ROLE, ...roleValues(id, values, now, SQLITE_VALUES));
       if (parents.length > 0) this.#setRoleParents(id, parents);
       return this.roleRecord(id)!;
     });
