@@ -3,10 +3,12 @@
  * and in a `gvisor` box (runsc), each followed by the host-untouched assertions of `helpers.ts`
  * (marker files, host mounts, host listeners, box processes left behind). Cases: host files through
  * `/proc` and `..`, writes to `/proc/sys` and `/proc/sysrq-trigger`, device nodes, mounts, packet
- * sockets, a fork bomb and a memory bomb. The gVisor tier is skipped only when runsc is missing.
+ * sockets, a stale host bind at a box's bind target, a fork bomb and a memory bomb. The gVisor tier
+ * is skipped only when runsc is missing.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -129,6 +131,27 @@ function attackCases(tier: IsolationTier): void {
     test('packet sockets (arping on an interface) are refused', async () => {
       const r = await inBox('arping -c 1 -w 1 -I lo 127.0.0.1 >/dev/null 2>&1 && echo RAW-OK; exit 0');
       assert.doesNotMatch(r.stdout, /RAW-OK/);
+    });
+
+    test('a start never deletes through a host directory still bound at one of its bind targets', async () => {
+      // A stale bind of a host directory at <boxDir>/binds/0 (as a crash mid-start could leave): the
+      // container tier unmounts whatever is under the box directory before it starts; the gVisor tier
+      // refuses to start. Neither removes the bind target recursively, which would empty the host
+      // directory through the mount.
+      const before = snapshotHost({ paths: [marker.dir] });
+      const s = spec();
+      const target = join(s.boxDir, 'binds', '0');
+      mkdirSync(target, { recursive: true });
+      const bound = spawnSync('mount', ['--bind', marker.dir, target], { encoding: 'utf8' });
+      assert.equal(bound.status, 0, bound.stderr);
+      try {
+        if (tier === 'container') await engine.start(s);
+        else await assert.rejects(engine.start(s), /binds\/0 is still mounted/);
+        assert.equal(readFileSync(join(marker.dir, 'secret'), 'utf8'), marker.secret);
+      } finally {
+        await engine.remove(s.id, s.boxDir);
+      }
+      assertHostUntouched(before, { allowMountsUnder: [tmp] });
     });
 
     test('a fork bomb stays in its box (pids limit); the host keeps running and nothing is left', async () => {
