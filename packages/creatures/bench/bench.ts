@@ -30,9 +30,9 @@
  * `BENCH_WARMUP` seconds of warm-up per target per query (default 2), `BENCH_ROUND` seconds per target
  * per round (default 1; `BENCH_DURATION / BENCH_ROUND` rounds).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -109,7 +109,14 @@ function cpuSeconds(pid: number | undefined): number {
   }
 }
 
-async function load(url: string, body: string, seconds: number) {
+/** One load slice's outcome: requests answered, seconds taken, errors and non-2xx answers. */
+interface LoadResult {
+  requests: number;
+  seconds: number;
+  errors: number;
+}
+
+async function loadWithAutocannon(url: string, body: string, seconds: number): Promise<LoadResult> {
   const result = await autocannon({
     url,
     method: 'POST',
@@ -121,6 +128,67 @@ async function load(url: string, body: string, seconds: number) {
   });
   return { requests: result.requests.total, seconds: result.duration, errors: result.errors + result.non2xx };
 }
+
+/**
+ * wrk's Lua script: every connection sends `WRK_PIPELINE` copies of the POST at once and sends them again
+ * once all are answered (wrk's own pipelining example, with the body read from `WRK_BODY`).
+ */
+const WRK_SCRIPT = `local depth = tonumber(os.getenv("WRK_PIPELINE"))
+local body = io.open(os.getenv("WRK_BODY")):read("*a")
+local batch
+init = function(args)
+  wrk.method = "POST"
+  wrk.body = body
+  wrk.headers["Content-Type"] = "application/json"
+  local r = {}
+  for i = 1, depth do r[i] = wrk.format() end
+  batch = table.concat(r)
+end
+request = function() return batch end
+`;
+const wrkScript = join(tmpdir(), `creatures-bench-wrk-${process.pid}.lua`);
+
+async function loadWithWrk(url: string, body: string, seconds: number): Promise<LoadResult> {
+  const bodyFile = `${wrkScript}.body`;
+  writeFileSync(wrkScript, WRK_SCRIPT);
+  writeFileSync(bodyFile, body);
+  const child = spawn(
+    'wrk',
+    ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', wrkScript, url],
+    {
+      env: { ...process.env, WRK_PIPELINE: String(pipelining), WRK_BODY: bodyFile },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  const [code] = await once(child, 'exit');
+  const done = /(\d+) requests in ([\d.]+)(m?s)/.exec(out);
+  if (code !== 0 || !done) throw new Error(`wrk exited with ${code}: ${out}`);
+  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
+  const errors =
+    (socket ? socket.slice(1).reduce((sum, n) => sum + Number(n), 0) : 0) + Number(non2xx?.[1] ?? 0);
+  return {
+    requests: Number(done[1]),
+    seconds: Number(done[2]) / (done[3] === 'ms' ? 1000 : 1),
+    errors,
+  };
+}
+
+/** Whether `wrk` runs here. */
+function hasWrk(): boolean {
+  try {
+    return spawnSync('wrk', ['--version']).error === undefined;
+  } catch {
+    return false;
+  }
+}
+
+const client = process.env.BENCH_CLIENT ?? (hasWrk() ? 'wrk' : 'autocannon');
+if (client !== 'wrk' && client !== 'autocannon')
+  throw new Error(`BENCH_CLIENT must be wrk or autocannon, got ${client}`);
+const load = client === 'wrk' ? loadWithWrk : loadWithAutocannon;
 
 async function stop(child: ChildProcess) {
   child.kill('SIGTERM');
@@ -262,12 +330,15 @@ try {
   await Promise.all([off, on, peer, bound].map((s) => stop(s.child)));
 }
 const loadAfter = loadavg();
+rmSync(wrkScript, { force: true });
+rmSync(`${wrkScript}.body`, { force: true });
+rmSync(answersFile, { force: true });
 
 const f = (n: number) => n.toFixed(0);
 const x = (n: number) => `${n.toFixed(2)}×`;
 const spread = (r: Spread) => `${x(r.median)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
 console.log(
-  `\n${duration} s per target per query in ${rows[0]?.rounds ?? 0} rounds of ${roundSeconds} s, ${connections} connections × ${pipelining} pipelined, Node ${process.version}, ` +
+  `\n${duration} s per target per query in ${rows[0]?.rounds ?? 0} rounds of ${roundSeconds} s, load from ${client} (${connections} connections × ${pipelining} pipelined), Node ${process.version}, ` +
     `load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')} before, ${loadAfter.map((l) => l.toFixed(2)).join(' ')} after\n`,
 );
 console.log(CACHING);

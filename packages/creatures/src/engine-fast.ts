@@ -19,8 +19,13 @@ import type { Plan } from './plan.ts';
 
 /** A complete answer of the fast path: always status 200. */
 export interface FastAnswer {
-  /** The JSON answer: UTF-8 bytes from a query plan, text from graphql-jit. */
+  /**
+   * The JSON answer: UTF-8 bytes from a query plan, text from graphql-jit; with `latin1` true, a query
+   * plan's UTF-8 bytes as a latin1 string (one character per byte).
+   */
   body: string | Buffer;
+  /** `body` is a string of latin1 characters standing for the answer's bytes (write it with `'latin1'`). */
+  latin1: boolean;
   contentType: string;
   /** A query that completed without errors (its answer may be cached). */
   cacheable: true;
@@ -28,7 +33,8 @@ export interface FastAnswer {
 
 /**
  * Answers a well-formed, valid query without errors: `method` GET (parameters from `url`) or POST with a
- * JSON body (`body`: its UTF-8 bytes, or its text). Returns `undefined` for anything else — malformed
+ * JSON body (`body`: its UTF-8 bytes, or its text). With `latin1Text`, a query plan's answer up to 16 KiB
+ * comes as latin1 text of its bytes ({@link FastAnswer.latin1}). Returns `undefined` for anything else — malformed
  * requests, persisted-query fields, invalid or too costly documents, `@defer`/`@stream`, mutations,
  * results with errors — which the caller then hands to the full handler.
  */
@@ -37,6 +43,7 @@ export type FastPath = (
   url: string,
   body: string | Uint8Array,
   accept: string | undefined,
+  latin1Text?: boolean,
 ) => FastAnswer | undefined | Promise<FastAnswer | undefined>;
 
 /** A parsed and validated document with its per-operation caches (`engine.ts`). */
@@ -146,7 +153,7 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
     return params;
   };
 
-  const run = (request: FastRequest<E>, contentType: string) => {
+  const run = (request: FastRequest<E>, contentType: string, latin1Text: boolean) => {
     const { entry, operation, key } = request;
     let coerced = request.coerced;
     if (coerced === undefined) {
@@ -160,7 +167,15 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
     const plan = deps.planOf(entry, operation, key);
     if (plan) {
       try {
-        return { body: plan(undefined, context, coerced), contentType, cacheable: true } as FastAnswer;
+        if (!latin1Text)
+          return {
+            body: plan(undefined, context, coerced),
+            latin1: false,
+            contentType,
+            cacheable: true,
+          } as FastAnswer;
+        const body = plan.text(undefined, context, coerced);
+        return { body, latin1: typeof body === 'string', contentType, cacheable: true } as FastAnswer;
       } catch {
         // PlanBailout: the answer holds an error; graphql-jit below reports it the standard way.
       }
@@ -168,12 +183,14 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
     const compiled = deps.compiledOf(entry.document as DocumentNode, request.operationName);
     if (!isCompiledQuery(compiled)) return undefined;
     const finish = (result: ExecutionResult): FastAnswer | undefined =>
-      result.errors ? undefined : { body: compiled.stringify(result), contentType, cacheable: true };
+      result.errors
+        ? undefined
+        : { body: compiled.stringify(result), latin1: false, contentType, cacheable: true };
     const result = compiled.query(undefined, context, request.variables);
     return result instanceof Promise ? result.then(finish) : finish(result as ExecutionResult);
   };
 
-  return (method, url, body, accept) => {
+  return (method, url, body, accept, latin1Text = false) => {
     const contentType = deps.contentTypeFor(accept);
     if (contentType === null || !deps.automatic) return undefined;
     let request: FastRequest<E> | null | undefined;
@@ -187,6 +204,6 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
     } else if (method === 'POST') request = requestOf(jsonParams(body));
     else if (method === 'GET') request = requestOf(searchParams(url));
     else return undefined;
-    return request === null ? undefined : run(request, contentType);
+    return request === null ? undefined : run(request, contentType, latin1Text);
   };
 }

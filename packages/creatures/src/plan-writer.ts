@@ -22,6 +22,11 @@ const SLAB_SIZE = 64 * 1024;
 const MIN_FREE = 8 * 1024;
 /** Answers up to this many bytes are views of the slab; larger ones are copies. */
 const MAX_VIEW = 4 * 1024;
+/**
+ * {@link writtenText} hands out answers up to this many bytes as latin1 text (the HTTP layer writes such
+ * a string in one `write` with the response head).
+ */
+export const MAX_TEXT_BYTES = 16 * 1024;
 /** A slab grown past this (by a huge answer) is left after the plan that grew it. */
 const MAX_KEPT_SIZE = 4 * 1024 * 1024;
 
@@ -116,6 +121,58 @@ export function writeJson(b: Buffer, n: number, text: string): number {
   return n + b.write(text, n, 'utf8');
 }
 
+/** The signature of a plan's generated writer: writes from `start`, returns the end position. */
+type Write = (
+  b: Buffer,
+  start: number,
+  root: unknown,
+  context: unknown,
+  variables: Record<string, unknown>,
+) => number;
+
+/** A copy of the answer at `start`–`end` of the slab; drops a slab grown past {@link MAX_KEPT_SIZE}. */
+function copyOut(start: number, end: number): Buffer {
+  const copy = Buffer.allocUnsafe(end - start);
+  WRITER.b.copy(copy, 0, start, end);
+  if (WRITER.b.length > MAX_KEPT_SIZE) {
+    WRITER.b = Buffer.allocUnsafeSlow(SLAB_SIZE);
+    WRITER.next = 0;
+  }
+  return copy;
+}
+
+/**
+ * Like {@link written}, but an answer up to {@link MAX_TEXT_BYTES} comes back as a latin1 string of its
+ * bytes (one character per byte: `Buffer.from(text, 'latin1')` gives the bytes back, and node writes
+ * such a string with `'latin1'` encoding as those bytes), and its place in the slab is written over by
+ * the next answer (no view of the slab is handed out, so the slab is never left behind). A larger answer
+ * is a copy, as from {@link written}.
+ */
+export function writtenText(
+  write: Write,
+  root: unknown,
+  context: unknown,
+  variables: Record<string, unknown>,
+  busy: Error,
+): string | Buffer {
+  if (WRITER.busy) throw busy;
+  WRITER.busy = true;
+  const start = WRITER.next;
+  WRITER.start = start;
+  try {
+    const end = write(WRITER.b, start, root, context, variables);
+    if (end - start > MAX_TEXT_BYTES) return copyOut(start, end);
+    const text = WRITER.b.toString('latin1', start, end);
+    if (WRITER.b.length > MAX_KEPT_SIZE) {
+      WRITER.b = Buffer.allocUnsafeSlow(SLAB_SIZE);
+      WRITER.next = 0;
+    }
+    return text;
+  } finally {
+    WRITER.busy = false;
+  }
+}
+
 /**
  * Runs `write(b, start, root, context, variables)` over the slab (writing from `start`, returning the end
  * position) and returns the bytes it wrote: a view that nothing writes over later, or for a large answer
@@ -124,13 +181,7 @@ export function writeJson(b: Buffer, n: number, text: string): number {
  * the caller falls back as on any bailout.
  */
 export function written(
-  write: (
-    b: Buffer,
-    start: number,
-    root: unknown,
-    context: unknown,
-    variables: Record<string, unknown>,
-  ) => number,
+  write: Write,
   root: unknown,
   context: unknown,
   variables: Record<string, unknown>,
@@ -142,15 +193,7 @@ export function written(
   WRITER.start = start;
   try {
     const end = write(WRITER.b, start, root, context, variables);
-    if (end - start > MAX_VIEW) {
-      const copy = Buffer.allocUnsafe(end - start);
-      WRITER.b.copy(copy, 0, start, end);
-      if (WRITER.b.length > MAX_KEPT_SIZE) {
-        WRITER.b = Buffer.allocUnsafeSlow(SLAB_SIZE);
-        WRITER.next = 0;
-      }
-      return copy;
-    }
+    if (end - start > MAX_VIEW) return copyOut(start, end);
     const out = WRITER.b.subarray(start, end);
     const next = (end + 7) & ~7;
     if (WRITER.b.length - next < MIN_FREE || WRITER.b.length > MAX_KEPT_SIZE) {

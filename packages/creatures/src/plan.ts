@@ -37,7 +37,16 @@ import {
 } from 'graphql';
 import { collectFields, collectSubfields } from 'graphql/execution/collectFields.js';
 import { getArgumentValues } from 'graphql/execution/values.js';
-import { grow, WRITER, writeAscii, writeBytes, writeJson, writeString, written } from './plan-writer.ts';
+import {
+  grow,
+  WRITER,
+  writeAscii,
+  writeBytes,
+  writeJson,
+  writeString,
+  written,
+  writtenText,
+} from './plan-writer.ts';
 
 /** Thrown by a plan when the answer needs the full executor (an error, a promise, a bad value). */
 export class PlanBailout extends Error {}
@@ -47,7 +56,14 @@ const BAIL = new PlanBailout('plan bailout');
  * A compiled plan: `(rootValue, contextValue, coercedVariables) =>` the UTF-8 bytes of the JSON text of
  * the whole response (`{"data":…}`). Throws {@link PlanBailout} where the answer needs the full executor.
  */
-export type Plan = (root: unknown, context: unknown, variables: Record<string, unknown>) => Buffer;
+export type Plan = ((root: unknown, context: unknown, variables: Record<string, unknown>) => Buffer) & {
+  /**
+   * The same answer, up to `MAX_TEXT_BYTES` (16 KiB) as a latin1 string of its UTF-8 bytes (one
+   * character per byte; `plan-writer.ts` `writtenText`), larger as bytes. Throws {@link PlanBailout} as
+   * the plan does.
+   */
+  text(root: unknown, context: unknown, variables: Record<string, unknown>): string | Buffer;
+};
 
 /** Serializes a leaf value to its JSON text, or throws {@link PlanBailout}. */
 type Writer = (value: unknown) => string;
@@ -244,8 +260,10 @@ export function compilePlan(
   const source =
     `${functions.join('\n')}\n` +
     `function run(b, n, p, c, v) { try { ${put('{"data":')} n = ${data}(p ?? {}, c, v, n); b = W.b; ${put('}')} return n; } catch { throw B.bailout; } }\n` +
-    'return function plan(p, c, v) { return X(run, p, c, v, B.bailout); };';
-  return new Function('h', 'W', 'G', 'WB', 'WS', 'WA', 'WJ', 'X', 'B', source)(
+    'function plan(p, c, v) { return X(run, p, c, v, B.bailout); }\n' +
+    'plan.text = function text(p, c, v) { return XT(run, p, c, v, B.bailout); };\n' +
+    'return plan;';
+  return new Function('h', 'W', 'G', 'WB', 'WS', 'WA', 'WJ', 'X', 'XT', 'B', source)(
     helpers,
     WRITER,
     grow,
@@ -254,6 +272,7 @@ export function compilePlan(
     writeAscii,
     writeJson,
     written,
+    writtenText,
     bail,
   ) as Plan;
 }

@@ -103,6 +103,31 @@ test('answers a plan handed out earlier are never written over by later plans, b
     assert.equal(bytes.toString('utf8'), text, `answer ${i} unchanged`);
 });
 
+test('plan.text gives the same bytes as latin1 text up to 16 KiB, a copy of the bytes above, and views handed out before stay intact', () => {
+  const small = parse(
+    '{ a: creature(name: "Nidoran♀") { name classification } b: creature(name: "Pikachu") { name } }',
+  );
+  const large = parse('{ creatures { id name weight { maximum } attacks { fast { name } } } }');
+  const [smallPlan, largePlan] = [small, large].map((d) => compilePlan(schema, d, getOperationAST(d)!)!);
+  const [smallText, largeText] = [small, large].map((document) =>
+    JSON.stringify(execute({ schema, document, contextValue: context })),
+  );
+  const view = smallPlan!(undefined, context, {});
+  for (let i = 0; i < 200; i++) {
+    const text = smallPlan!.text(undefined, context, {});
+    assert.equal(typeof text, 'string');
+    assert.deepEqual(
+      Buffer.from(text as string, 'latin1'),
+      Buffer.from(smallText!),
+      'the bytes, one character each',
+    );
+    const bytes = largePlan!.text(undefined, context, {});
+    assert.ok(Buffer.isBuffer(bytes), 'an answer over 16 KiB is bytes');
+    assert.equal(bytes.toString('utf8'), largeText);
+  }
+  assert.equal(view.toString('utf8'), smallText, 'a view handed out before is not written over');
+});
+
 test('a plan bails out where the answer would hold an error; mutations and variable directives get no plan', () => {
   const document = parse('{ creatures(first: -1) { id } }');
   const plan = compilePlan(schema, document, getOperationAST(document)!)!;

@@ -227,7 +227,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
     }
     let answer: ReturnType<Engine['fast']>;
     try {
-      answer = engine.fast('POST', url, bytes, req.headers.accept);
+      answer = engine.fast('POST', url, bytes, req.headers.accept, true);
     } catch (err) {
       fail(req, res, err);
       return true;
@@ -238,23 +238,35 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       const startGeneration = generation;
       answer
         .then((done) => {
-          if (done) sendAnswer(res, done.contentType, done.body, key, variant, startGeneration);
+          if (done) sendAnswer(res, done, key, variant, startGeneration);
           else return execute(req, res, 'POST', url, bytes.toString('utf8'), key, variant);
         })
         .catch((err: unknown) => fail(req, res, err));
-    } else sendAnswer(res, answer.contentType, answer.body, key, variant, generation);
+    } else sendAnswer(res, answer, key, variant, generation);
     return true;
   }
 
-  /** Writes a fast-path answer to a POST (status 200), keeping it in the response cache when there is one. */
+  /**
+   * Writes a fast-path answer to a POST (status 200), keeping it in the response cache when there is one:
+   * latin1 text of a plan's bytes in one write with the head, other answers through `endWith`.
+   */
   function sendAnswer(
     res: ServerResponse,
-    contentType: string,
-    body: string | Buffer,
+    answer: FastAnswer,
     key: Uint8Array | undefined,
     variant: number,
     startGeneration: number,
   ): void {
+    const { body, contentType } = answer;
+    if (answer.latin1) {
+      const text = body as string;
+      const headers = ['content-type', contentType, 'content-length', String(text.length)];
+      if (key !== undefined && generation === startGeneration)
+        responses!.set(key, variant, { body: Buffer.from(text, 'latin1'), headers, latin1: text });
+      res.writeHead(200, headers);
+      res.end(text, 'latin1');
+      return;
+    }
     const bytes = typeof body === 'string' && body.length > 2048 ? Buffer.from(body) : body;
     const length = typeof bytes === 'string' ? Buffer.byteLength(bytes) : bytes.length;
     const headers = ['content-type', contentType, 'content-length', String(length)];

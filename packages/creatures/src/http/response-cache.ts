@@ -112,7 +112,7 @@ export class ResponseCache {
       value = {
         body: body.buffer.byteLength > body.length ? Buffer.from(body) : body,
         headers: value.headers,
-        latin1: body.length <= ONE_WRITE_BYTES ? body.toString('latin1') : undefined,
+        latin1: value.latin1 ?? (body.length <= ONE_WRITE_BYTES ? body.toString('latin1') : undefined),
       };
     }
     if (typeof key === 'string') this.#texts.set(key, value);
