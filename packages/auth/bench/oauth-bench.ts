@@ -24,7 +24,9 @@
  * Run: `npm run bench:oauth -w @seed/auth` (or `node packages/auth/bench/oauth-bench.ts`).
  * Env: BENCH_GRANTS (comma-separated, default `client_credentials,refresh_token,dpop_refresh_token`),
  * BENCH_OPENID (default on; `0`: refresh tokens without `openid`, so no ID token on refresh),
- * BENCH_SECONDS (per case and round, default 3), BENCH_ROUNDS (default 3), BENCH_CONNECTIONS
+ * BENCH_SECONDS (per case and round, default 3), BENCH_ROUNDS (default 3), BENCH_WARMUP (unmeasured rounds
+ * of every case on both servers before the measured ones, default 1: V8 compiles the hot paths of both
+ * servers during the first seconds of load; `0` measures from a cold start), BENCH_CONNECTIONS
  * (default 16), BENCH_ALG (default ES256; RS256, PS256, EdDSA also work), BENCH_SEED_DB (`file`, the
  * default: a SQLite file in WAL mode as in production; or `memory`, like oidc-provider's memory adapter),
  * BENCH_CPU_PROF (a directory: each server process writes `seed.cpuprofile` / `oidc-provider.cpuprofile`
@@ -42,6 +44,8 @@ import { importJWK, type JWK, SignJWT } from 'jose';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Unmeasured rounds before the measured ones (both servers, every case). */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 const SEED_DB = process.env.BENCH_SEED_DB === 'memory' ? 'memory' : 'file';
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const ALG = process.env.BENCH_ALG ?? 'ES256';
@@ -51,7 +55,7 @@ const OPENID = process.env.BENCH_OPENID !== '0';
 // autocannon builds each connection's first request at start-up and builds it again before sending, the
 // answers still in flight when a case ends are not read, and a chain whose token is presented twice is
 // revoked by both servers (reuse detection): chains are lost every case. Provision generously.
-const POOL = CONNECTIONS * (4 * ROUNDS + 4);
+const POOL = CONNECTIONS * (4 * (ROUNDS + WARMUP) + 4);
 
 interface Started {
   readonly child: ChildProcess;
@@ -282,7 +286,7 @@ process.once('uncaughtException', (error) => {
   process.exit(1);
 });
 try {
-  for (let round = 0; round < ROUNDS; round++) {
+  for (let round = -WARMUP; round < ROUNDS; round++) {
     for (const grant of GRANTS) {
       const order = round % 2 === 0 ? KINDS : ([...KINDS].reverse() as unknown as typeof KINDS);
       for (const kind of order) {
@@ -290,7 +294,8 @@ try {
         const run = RUNNERS[grant];
         if (!run) throw new Error(`BENCH_GRANTS: unknown grant '${grant}'`);
         const result = await run(servers[kind], name);
-        runs[name] = [...(runs[name] ?? []), result];
+        // Warm-up rounds (negative numbers) are run the same way and not counted.
+        if (round >= 0) runs[name] = [...(runs[name] ?? []), result];
       }
     }
   }
@@ -299,7 +304,8 @@ try {
 }
 
 console.log(
-  `\nToken endpoint, ${ALG} JWT access tokens, ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per case, ` +
+  `\nToken endpoint, ${ALG} JWT access tokens, ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per case ` +
+    `after ${WARMUP} unmeasured warm-up round(s), ` +
     `loopback HTTP/1.1; seed store: SQLite ${SEED_DB === 'file' ? 'file (WAL)' : 'in memory'}, oidc-provider: unbounded in-memory adapter; ` +
     `refresh_token scope: ${OPENID ? 'openid (an ID token on every refresh)' : 'no openid'}`,
 );
