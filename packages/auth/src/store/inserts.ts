@@ -1,31 +1,42 @@
 /**
  * The INSERT statements the SQLite and the PostgreSQL store share, with their parameter lists in column
- * order (spec 001's records: users, roles, clients, refresh tokens, authorization codes, device codes).
+ * order (spec 001's records: users, roles, clients, refresh tokens, authorization codes, device codes,
+ * login sessions, pushed authorization requests).
  * Both drivers take `?` placeholders; the values the two databases represent differently (lists of
  * strings, booleans) go through the store's {@link ValueEncoding}. Inputs are validated before (`inputs.ts`).
  */
 import type { newClientValues, newRoleValues, newUserValues } from './inputs.ts';
-import type { DeviceCodeRecord, NewAuthorizationCode, NewRefreshToken } from './types.ts';
+import type {
+  DeviceCodeRecord,
+  NewAuthorizationCode,
+  NewLoginSession,
+  NewRefreshToken,
+  PushedRequestRecord,
+} from './types.ts';
 import * as v from './validation.ts';
 
 /** How a store binds the values SQLite and PostgreSQL represent differently. */
-export interface ValueEncoding<L, B> {
+export interface ValueEncoding<L, B, J = unknown> {
   /** A list of strings: JSON text in SQLite, the array itself for PostgreSQL's `jsonb` columns. */
   list(values: readonly string[]): L;
   /** A boolean: 1 or 0 in SQLite, the boolean in PostgreSQL. */
   bool(value: boolean): B;
+  /** A JSON object: JSON text in SQLite, the object itself for a `jsonb` column. */
+  json(value: Readonly<Record<string, string>>): J;
 }
 
 /** {@link ValueEncoding} of the SQLite store. */
-export const SQLITE_VALUES: ValueEncoding<string, number> = {
+export const SQLITE_VALUES: ValueEncoding<string, number, string> = {
   list: (values) => JSON.stringify(values),
   bool: (value) => (value ? 1 : 0),
+  json: (value) => JSON.stringify(value),
 };
 
 /** {@link ValueEncoding} of the PostgreSQL store. */
-export const POSTGRES_VALUES: ValueEncoding<readonly string[], boolean> = {
+export const POSTGRES_VALUES: ValueEncoding<readonly string[], boolean, Readonly<Record<string, string>>> = {
   list: (values) => values,
   bool: (value) => value,
+  json: (value) => value,
 };
 
 /** Inserts a user; parameters: {@link userValues}. */
@@ -180,4 +191,35 @@ export function deviceCodeValues(
     input.createdAt,
     input.expiresAt,
   ];
+}
+
+/** Inserts a login session and returns its row; parameters: {@link loginSessionValues}. */
+export const INSERT_LOGIN_SESSION = `INSERT INTO login_sessions (session_hash, user_id, created_at, expires_at, sid,
+  amr) VALUES (?, ?, ?, ?, ?, ?) RETURNING *`;
+
+/** The parameters of {@link INSERT_LOGIN_SESSION}; `amr` defaults to `['pwd']`. */
+export function loginSessionValues<L>(
+  input: NewLoginSession,
+  encode: ValueEncoding<L, unknown>,
+): (SqlValue | L)[] {
+  return [
+    input.sessionHash,
+    input.userId,
+    input.createdAt,
+    input.expiresAt,
+    input.sid ?? null,
+    encode.list(input.amr ?? ['pwd']),
+  ];
+}
+
+/** Inserts a pushed authorization request (RFC 9126 §2.2) and returns its row; parameters: {@link pushedRequestValues}. */
+export const INSERT_PUSHED_REQUEST = `INSERT INTO pushed_authorization_requests (request_hash, client_id, params,
+  created_at, expires_at) VALUES (?, ?, ?, ?, ?) RETURNING *`;
+
+/** The parameters of {@link INSERT_PUSHED_REQUEST}. */
+export function pushedRequestValues<J>(
+  input: Omit<PushedRequestRecord, 'usedAt'>,
+  encode: ValueEncoding<unknown, unknown, J>,
+): (SqlValue | J)[] {
+  return [input.requestHash, input.clientId, encode.json(input.params), input.createdAt, input.expiresAt];
 }

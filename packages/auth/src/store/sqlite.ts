@@ -4,8 +4,13 @@ import {
   deviceCodeValues,
   INSERT_AUTHORIZATION_CODE,
   INSERT_DEVICE_CODE,
+  INSERT_LOGIN_SESSION,
+  INSERT_PUSHED_REQUEST,
+  loginSessionValues,
+  pushedRequestValues,
   REFRESH_TOKEN_COLUMNS,
   refreshTokenValues,
+  SQLITE_VALUES,
 } from './inserts.ts';
 import {
   toCode,
@@ -186,16 +191,7 @@ export class SqliteAuthStore extends SqliteClients implements AuthStore {
 
   async createLoginSession(input: NewLoginSession): Promise<LoginSessionRecord> {
     return this.change('login session', { field: 'sessionHash', value: '…' }, undefined, () => {
-      const row = this.sqlGet(
-        `INSERT INTO login_sessions (session_hash, user_id, created_at, expires_at, sid, amr)
-          VALUES (?, ?, ?, ?, ?, ?) RETURNING *`,
-        input.sessionHash,
-        input.userId,
-        input.createdAt,
-        input.expiresAt,
-        input.sid ?? null,
-        JSON.stringify(input.amr ?? ['pwd']),
-      );
+      const row = this.sqlGet(INSERT_LOGIN_SESSION, ...loginSessionValues(input, SQLITE_VALUES));
       return toSession(row!);
     });
   }
@@ -330,15 +326,7 @@ export class SqliteAuthStore extends SqliteClients implements AuthStore {
 
   async insertPushedRequest(input: Omit<PushedRequestRecord, 'usedAt'>): Promise<PushedRequestRecord> {
     return this.change('pushed request', { field: 'requestHash', value: '…' }, undefined, () => {
-      const row = this.sqlGet(
-        `INSERT INTO pushed_authorization_requests (request_hash, client_id, params, created_at, expires_at)
-          VALUES (?, ?, ?, ?, ?) RETURNING *`,
-        input.requestHash,
-        input.clientId,
-        JSON.stringify(input.params),
-        input.createdAt,
-        input.expiresAt,
-      );
+      const row = this.sqlGet(INSERT_PUSHED_REQUEST, ...pushedRequestValues(input, SQLITE_VALUES));
       return toPushedRequest(row!);
     });
   }

@@ -4,7 +4,13 @@
  * (DPoP `jti`, RFC 9449 §11.1; client assertion `jti`, RFC 7523 §3), and expiry purging.
  */
 import { auditFilter, paging } from '../inputs.ts';
-import { deviceCodeValues, INSERT_DEVICE_CODE } from '../inserts.ts';
+import {
+  deviceCodeValues,
+  INSERT_DEVICE_CODE,
+  INSERT_PUSHED_REQUEST,
+  POSTGRES_VALUES,
+  pushedRequestValues,
+} from '../inserts.ts';
 import { toAudit, toDeviceCode, toPushedRequest } from '../rows.ts';
 import type { AuditEvent, AuditQuery, DeviceCodeRecord, Page, PushedRequestRecord } from '../types.ts';
 import { all, get, getAs, type Param, type PgContext, type Q, run, tx, write } from './db.ts';
@@ -122,16 +128,7 @@ export function insertPushedRequest(
   input: Omit<PushedRequestRecord, 'usedAt'>,
 ): Promise<PushedRequestRecord> {
   return write('pushed request', { field: 'requestHash', value: '…' }, async () => {
-    const row = await get(
-      q,
-      `INSERT INTO pushed_authorization_requests (request_hash, client_id, params, created_at, expires_at)
-        VALUES (?, ?, ?, ?, ?) RETURNING *`,
-      input.requestHash,
-      input.clientId,
-      input.params,
-      input.createdAt,
-      input.expiresAt,
-    );
+    const row = await get(q, INSERT_PUSHED_REQUEST, ...pushedRequestValues(input, POSTGRES_VALUES));
     return toPushedRequest(row!);
   });
 }

@@ -11,6 +11,9 @@ import { NotFoundError } from '../../errors.ts';
 import {
   authorizationCodeValues,
   INSERT_AUTHORIZATION_CODE,
+  INSERT_LOGIN_SESSION,
+  loginSessionValues,
+  POSTGRES_VALUES,
   REFRESH_TOKEN_COLUMNS,
   refreshTokenValues,
 } from '../inserts.ts';
@@ -233,17 +236,7 @@ export async function retireSigningKey(
 /** See `AuthStore.createLoginSession`. */
 export function createLoginSession(q: Q, input: NewLoginSession): Promise<LoginSessionRecord> {
   return write('login session', { field: 'sessionHash', value: '…' }, async () => {
-    const row = await get(
-      q,
-      `INSERT INTO login_sessions (session_hash, user_id, created_at, expires_at, sid, amr)
-        VALUES (?, ?, ?, ?, ?, ?) RETURNING *`,
-      input.sessionHash,
-      input.userId,
-      input.createdAt,
-      input.expiresAt,
-      input.sid ?? null,
-      input.amr ?? ['pwd'],
-    );
+    const row = await get(q, INSERT_LOGIN_SESSION, ...loginSessionValues(input, POSTGRES_VALUES));
     return toSession(row!);
   });
 }
