@@ -1,5 +1,5 @@
 /**
- * Benchmark (`npm run bench -w @seed/creatures`): autocannon against four servers, in the same run, for
+ * Benchmark (`npm run bench -w @seed/creatures`): HTTP load against four servers, in the same run, for
  * the two queries of the issue (Pikachu's full shape; every creature with a few fields):
  *
  * - `ours, caches off`: the creature server with `RESPONSE_CACHE_SIZE=0` — the engine itself (fast path,
@@ -18,15 +18,20 @@
  * rounds. Prints four ratios per query (caches off and on vs Mercurius, caches on and off vs the
  * precomputed bound), whether the goals are met, and the load average before and after.
  *
- * The load generator runs in this process, on the same cores as the servers, so req/s also depends on
- * how fast autocannon is and on what else the machine runs. The bench therefore also reads each server
- * process's own CPU time (user + system, all threads, from `/proc/<pid>/stat` on Linux) over its load
- * slices and prints the CPU microseconds each request cost it (all its CPU time over all its requests),
- * with the same ratios round by round: the server's own cost per request, whatever the client and the
- * neighbours do.
+ * The load comes from wrk (`npm run bench:setup` installs it; one thread, each connection sending
+ * `BENCH_PIPELINING` requests at once by a Lua script) when it is on the PATH, else from autocannon in
+ * this process (`BENCH_CLIENT=wrk|autocannon` chooses). The client runs on the same cores as the
+ * servers: autocannon (a Node program parsing every answer in JavaScript) needs about as much CPU per
+ * request as the fastest servers, so with it req/s of the fast targets is held back by the client and
+ * their ratios shrink toward 1; wrk needs a fraction of that. req/s still depends on what else the
+ * machine runs. The bench therefore also reads each server process's own CPU time (user + system, all
+ * threads, from `/proc/<pid>/stat` on Linux) over its load slices and prints the CPU microseconds each
+ * request cost it (all its CPU time over all its requests), with the same ratios round by round: the
+ * server's own cost per request, whatever the client and the neighbours do.
  *
- * Environment: `BENCH_DURATION` seconds per target per query (default 10), `BENCH_CONNECTIONS` (default
- * 100), `BENCH_PIPELINING` (requests in flight per connection, default 10: Fastify's benchmark settings),
+ * Environment: `BENCH_DURATION` seconds per target per query (default 10), `BENCH_CLIENT` (`wrk` or
+ * `autocannon`; default wrk when installed), `BENCH_CONNECTIONS` (default 100), `BENCH_PIPELINING`
+ * (requests in flight per connection, default 10: Fastify's benchmark settings),
  * `BENCH_WARMUP` seconds of warm-up per target per query (default 2), `BENCH_ROUND` seconds per target
  * per round (default 1; `BENCH_DURATION / BENCH_ROUND` rounds).
  */
