@@ -99,6 +99,26 @@ function port(value: unknown, field: string, allowZero: boolean): number {
   return value;
 }
 
+/**
+ * Maps an optional array option (`[]` when absent) item by item, in order: each item must be an object,
+ * handed to `check` with its field name `<field>[i]`.
+ * @throws BoxError naming `field` (not an array: `arrayRule`) or `<field>[i]` (not an object).
+ */
+function mapObjects<T>(
+  value: unknown,
+  field: string,
+  arrayRule: string,
+  check: (item: Record<string, unknown>, itemField: string) => T,
+): T[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) reject(field, arrayRule);
+  return value.map((item, i) => {
+    const itemField = `${field}[${i}]`;
+    if (!isObject(item)) reject(itemField, 'must be an object');
+    return check(item, itemField);
+  });
+}
+
 /** `env`: an array of `{ key, value }` (key without `=` or NUL, value without NUL); default empty. */
 export function validateEnv(env: unknown): JsEnvVar[] {
   if (env === undefined || env === null) return [];
@@ -121,12 +141,8 @@ export function validateEnv(env: unknown): JsEnvVar[] {
  * is false (rejection 4).
  */
 export function validateVolumes(volumes: unknown, allowHostBinds: boolean): JsVolumeSpec[] {
-  if (volumes === undefined || volumes === null) return [];
-  if (!Array.isArray(volumes)) reject('volumes', 'must be an array of volume specs');
   const guestPaths = new Set<string>();
-  return volumes.map((item, i) => {
-    const field = `volumes[${i}]`;
-    if (!isObject(item)) reject(field, 'must be an object');
+  return mapObjects(volumes, 'volumes', 'must be an array of volume specs', (item, field) => {
     const hasManaged = item.managedVolume !== undefined && item.managedVolume !== null;
     const hasHost = item.hostPath !== undefined && item.hostPath !== null;
     // Spec 002 rejection 1: exactly one origin.
@@ -170,12 +186,8 @@ export function validateNetwork(network: unknown): NormalizedNetwork {
 
 /** `ports`: TCP mappings only (rejection 3), each host address and port mapped once. */
 export function validatePorts(ports: unknown): NormalizedPort[] {
-  if (ports === undefined || ports === null) return [];
-  if (!Array.isArray(ports)) reject('ports', 'must be an array of port specs');
   const seen = new Set<string>();
-  return ports.map((item, i) => {
-    const field = `ports[${i}]`;
-    if (!isObject(item)) reject(field, 'must be an object');
+  return mapObjects(ports, 'ports', 'must be an array of port specs', (item, field) => {
     const spec = item as Partial<JsPortSpec>;
     const protocol = spec.protocol === undefined || spec.protocol === null ? 'tcp' : spec.protocol;
     if (typeof protocol !== 'string') reject(`${field}.protocol`, "must be 'tcp'");
@@ -203,11 +215,7 @@ export function validatePorts(ports: unknown): NormalizedPort[] {
 
 /** `secrets`: `name` (an environment variable name) and `value` required; `placeholder` `<SECRET:name>`. */
 export function validateSecrets(secrets: unknown): NormalizedSecret[] {
-  if (secrets === undefined || secrets === null) return [];
-  if (!Array.isArray(secrets)) reject('secrets', 'must be an array of secrets');
-  return secrets.map((item, i) => {
-    const field = `secrets[${i}]`;
-    if (!isObject(item)) reject(field, 'must be an object');
+  return mapObjects(secrets, 'secrets', 'must be an array of secrets', (item, field) => {
     const spec = item as Partial<Secret>;
     const name = optionalString(spec.name, `${field}.name`);
     if (name === undefined) reject(`${field}.name`, 'is required');
