@@ -139,13 +139,8 @@ export class LocalLifecycle {
    * @throws BoxError `not_found`, `conflict` (not running), `unsupported` (no freezable cgroup).
    */
   async pause(id: string): Promise<void> {
-    const record = await this.refresh(id);
-    if (!record) throw notFound(`box ${id} no longer exists`);
-    if (record.status === 'paused') return;
-    if (record.status !== 'running' || !record.pid) {
-      throw conflict(`box ${record.name ?? id} is ${record.status}; only a running box can be paused`);
-    }
-    await freezeBox(id, record.pid);
+    const pid = await this.#freezerTarget(id, 'running');
+    if (pid !== null) await freezeBox(id, pid);
   }
 
   /**
@@ -153,14 +148,26 @@ export class LocalLifecycle {
    * @throws BoxError `not_found`, `conflict` (stopped or failed).
    */
   async resume(id: string): Promise<void> {
+    const pid = await this.#freezerTarget(id, 'paused');
+    if (pid === null) return;
+    thawBox(id, pid);
+    this.#parts.lifetimes.touch(id);
+  }
+
+  /**
+   * The init pid of box `id` when it is `from` (`running` to be paused, `paused` to be resumed); null when
+   * it already is in the other state.
+   * @throws BoxError `not_found` when the box is gone, `conflict` when it is in neither state.
+   */
+  async #freezerTarget(id: string, from: 'running' | 'paused'): Promise<number | null> {
     const record = await this.refresh(id);
     if (!record) throw notFound(`box ${id} no longer exists`);
-    if (record.status === 'running') return;
-    if (record.status !== 'paused' || !record.pid) {
-      throw conflict(`box ${record.name ?? id} is ${record.status}; only a paused box can be resumed`);
+    if (record.status === (from === 'running' ? 'paused' : 'running')) return null;
+    if (record.status !== from || !record.pid) {
+      const change = from === 'running' ? 'paused' : 'resumed';
+      throw conflict(`box ${record.name ?? id} is ${record.status}; only a ${from} box can be ${change}`);
     }
-    thawBox(id, record.pid);
-    this.#parts.lifetimes.touch(id);
+    return record.pid;
   }
 
   /**
