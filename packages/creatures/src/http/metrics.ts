@@ -4,7 +4,9 @@
  * apart). Besides Node's process metrics (`creatures_process_*`, `creatures_nodejs_*`):
  *
  * - `creatures_http_requests_total{route,method,status}` and `creatures_http_request_duration_seconds{route}`
- *   (route: `graphql`, `images`, `explorer`, `web`, `health`, `metrics`, `other`);
+ *   (route: `graphql`, `images`, `explorer`, `web`, `health`, `metrics`, `other`), counted when a
+ *   response's `end()` is called; a duration runs from the request's arrival (its response's creation,
+ *   right after node parsed the head) to that call;
  * - `creatures_response_cache_total{result="hit"|"miss"}`: read-only query answers from the response cache;
  * - `creatures_persisted_queries_total{result="hit"|"miss"|"registered"}`: APQ lookups and registrations;
  * - `creatures_event_streams_open`: subscription event streams open now.
