@@ -63,6 +63,8 @@ export interface FastPathDeps<E extends PreparedDocument> {
   automatic: boolean;
   /** The response media type for an `Accept` value, or null when graphql-http would answer 406. */
   contentTypeFor(accept: string | undefined): string | null;
+  /** The store's data version: it changes with every write (cost estimates hold for one version). */
+  version(): number;
   /** The cached document entry of a query text. */
   prepare(query: string): E;
   operationOf(entry: E, operationName: string | null | undefined): OperationDefinitionNode | null;
@@ -90,6 +92,13 @@ interface FastRequest<E> {
   variables: Record<string, unknown>;
   /** The coerced variables when the operation defines none (shared, never written to). */
   coerced: Record<string, unknown> | undefined;
+  /**
+   * For an operation without variables: the data version at which its cost was last found within the
+   * limit (-1: not yet), and its plan then. While the version holds, a repeated body skips the cost
+   * check and the plan look-up (neither depends on anything but the document and the data).
+   */
+  checkedAt: number;
+  plan: Plan | null;
 }
 
 const NO_VARIABLES: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
@@ -126,6 +135,8 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
       key: (operationName as string | null | undefined) ?? '',
       variables: (variables ?? {}) as Record<string, unknown>,
       coerced: operation.variableDefinitions?.length ? undefined : NO_VARIABLES,
+      checkedAt: -1,
+      plan: null,
     };
   };
 
@@ -156,15 +167,24 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
   const run = (request: FastRequest<E>, contentType: string, latin1Text: boolean) => {
     const { entry, operation, key } = request;
     let coerced = request.coerced;
-    if (coerced === undefined) {
-      const result = getVariableValues(schema, operation.variableDefinitions ?? [], request.variables, {
-        maxErrors: 50,
-      });
-      if (result.errors) return undefined;
-      coerced = result.coerced;
+    let plan: Plan | null;
+    const version = deps.version();
+    if (coerced !== undefined && request.checkedAt === version) plan = request.plan;
+    else {
+      if (coerced === undefined) {
+        const result = getVariableValues(schema, operation.variableDefinitions ?? [], request.variables, {
+          maxErrors: 50,
+        });
+        if (result.errors) return undefined;
+        coerced = result.coerced;
+      }
+      if (deps.costOf(entry, operation, key, coerced).cost > maxCost) return undefined;
+      plan = deps.planOf(entry, operation, key);
+      if (request.coerced !== undefined) {
+        request.checkedAt = version;
+        request.plan = plan;
+      }
     }
-    if (deps.costOf(entry, operation, key, coerced).cost > maxCost) return undefined;
-    const plan = deps.planOf(entry, operation, key);
     if (plan) {
       try {
         if (!latin1Text)

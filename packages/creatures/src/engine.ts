@@ -262,6 +262,7 @@ export function createEngine(options: EngineOptions): Engine {
     context,
     maxCost: limits.maxCost,
     automatic: options.persisted === undefined || !options.persisted.allowListMode,
+    version: () => store.version,
     contentTypeFor,
     prepare,
     operationOf,

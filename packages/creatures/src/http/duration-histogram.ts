@@ -35,6 +35,9 @@ export class DurationHistogram {
   readonly name: string;
   readonly help: string;
   readonly #routes = new Map<string, RouteCounts>();
+  /** The route last observed and its counts (consecutive requests mostly share a route). */
+  #lastRoute = '';
+  #last: RouteCounts | undefined;
 
   constructor(name: string, help: string) {
     this.name = name;
@@ -43,10 +46,15 @@ export class DurationHistogram {
 
   /** Counts one request of `route` that took `seconds` (≥ 0). */
   observe(route: string, seconds: number): void {
-    let entry = this.#routes.get(route);
+    let entry = route === this.#lastRoute ? this.#last : undefined;
     if (entry === undefined) {
-      entry = { buckets: new Float64Array(DURATION_BUCKETS.length + 1), sum: 0, count: 0 };
-      this.#routes.set(route, entry);
+      entry = this.#routes.get(route);
+      if (entry === undefined) {
+        entry = { buckets: new Float64Array(DURATION_BUCKETS.length + 1), sum: 0, count: 0 };
+        this.#routes.set(route, entry);
+      }
+      this.#lastRoute = route;
+      this.#last = entry;
     }
     let i = 0;
     while (i < DURATION_BUCKETS.length && seconds > DURATION_BUCKETS[i]!) i++;
@@ -75,5 +83,6 @@ export class DurationHistogram {
   /** Forgets every count (`Registry.resetMetrics()`). */
   reset(): void {
     this.#routes.clear();
+    this.#last = undefined;
   }
 }

@@ -105,6 +105,19 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
 
   function handle(req: IncomingMessage, res: ServerResponse, url: string): void {
     const method = req.method ?? '';
+    const contentType = req.headers['content-type'] ?? '';
+    // The common request first: a JSON POST (no CSRF concern) that asks for no event stream.
+    if (
+      method === 'POST' &&
+      contentType === 'application/json' &&
+      req.headers.accept !== 'text/event-stream'
+    ) {
+      const accept = req.headers.accept ?? '';
+      readBodyWithin(req, res, bodyLimit, (bytes) =>
+        answerPost(req, res, url, accept, contentType, contentType, true, bytes),
+      );
+      return;
+    }
     if (streams && isEventStreamRequest(req)) {
       const run = (body: string | undefined) => {
         const params = isIncremental(body ?? decodeURIComponentSafe(url))
@@ -137,7 +150,6 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       answerOptions(req, res);
       return;
     }
-    const contentType = req.headers['content-type'] ?? '';
     if (method !== 'POST') {
       respond(req, res, method, url, accept, contentType, '');
       return;
@@ -154,50 +166,66 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       return;
     }
     const json = isJson(contentType);
-    withBody(req, res, (bytes) => {
-      if (json && answerFast(req, res, url, accept, contentType, bytes)) return;
-      const body = bytes.toString('utf8');
-      if (mediaType === 'application/json' && body.trimStart().startsWith('[')) {
-        answerBatch(
-          (item, state) => engineRequest(req, 'POST', url, item, state),
-          maxBatch,
-          res,
-          accept,
-          body,
-        ).catch((err: unknown) => fail(req, res, err));
+    withBody(req, res, (bytes) => answerPost(req, res, url, accept, contentType, mediaType, json, bytes));
+  }
+
+  /**
+   * Answers a POST whose body has been read: by {@link answerFast} for JSON, else as a batch, an
+   * incremental delivery, a multipart subscription, or through the engine's full handler.
+   */
+  function answerPost(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: string,
+    accept: string,
+    contentType: string,
+    mediaType: string,
+    json: boolean,
+    bytes: Buffer,
+  ): void {
+    const method = 'POST';
+    if (json && answerFast(req, res, url, accept, contentType, bytes)) return;
+    const body = bytes.toString('utf8');
+    if (mediaType === 'application/json' && body.trimStart().startsWith('[')) {
+      answerBatch(
+        (item, state) => engineRequest(req, 'POST', url, item, state),
+        maxBatch,
+        res,
+        accept,
+        body,
+      ).catch((err: unknown) => fail(req, res, err));
+      return;
+    }
+    if (
+      mediaType === 'application/json' &&
+      (isIncremental(body) || (options.multipartSubscriptions && wantsMultipartSubscription(accept)))
+    ) {
+      const params = paramsOf(method, url, body);
+      if (params && isIncremental(String(params.query ?? ''))) {
+        answerIncremental(options.incremental!, req, res, method, params, false).catch((err: unknown) =>
+          fail(req, res, err),
+        );
         return;
       }
-      if (
-        mediaType === 'application/json' &&
-        (isIncremental(body) || (options.multipartSubscriptions && wantsMultipartSubscription(accept)))
-      ) {
-        const params = paramsOf(method, url, body);
-        if (params && isIncremental(String(params.query ?? ''))) {
-          answerIncremental(options.incremental!, req, res, method, params, false).catch((err: unknown) =>
-            fail(req, res, err),
-          );
+      if (params && options.multipartSubscriptions && wantsMultipartSubscription(accept)) {
+        const { query, variables, operationName } = checkParamsOrUndefined(params) ?? {};
+        if (query !== undefined && isSubscription(query, operationName ?? undefined)) {
+          options
+            .multipartSubscriptions(req, res, {
+              query,
+              variables: variables ?? undefined,
+              operationName: operationName ?? undefined,
+            })
+            .catch((err: unknown) => fail(req, res, err));
           return;
         }
-        if (params && options.multipartSubscriptions && wantsMultipartSubscription(accept)) {
-          const { query, variables, operationName } = checkParamsOrUndefined(params) ?? {};
-          if (query !== undefined && isSubscription(query, operationName ?? undefined)) {
-            options
-              .multipartSubscriptions(req, res, {
-                query,
-                variables: variables ?? undefined,
-                operationName: operationName ?? undefined,
-              })
-              .catch((err: unknown) => fail(req, res, err));
-            return;
-          }
-        }
       }
-      if (json) {
-        execute(req, res, method, url, body, responses && bytes, variantOf(accept, contentType)).catch(
-          (err: unknown) => fail(req, res, err),
-        );
-      } else respond(req, res, method, url, accept, contentType, body);
-    });
+    }
+    if (json) {
+      execute(req, res, method, url, body, responses && bytes, variantOf(accept, contentType)).catch(
+        (err: unknown) => fail(req, res, err),
+      );
+    } else respond(req, res, method, url, accept, contentType, body);
   }
 
   const variantOf = (accept: string, contentType: string) =>

@@ -129,10 +129,24 @@ export function createMetrics(
     }
     return count;
   };
+  // The count of the last label set used: consecutive requests mostly share route, method and status.
+  let lastRoute = '';
+  let lastMethod = '';
+  let lastStatus = 0;
+  let lastCount: { n: number } | undefined;
   /** Counts and times a response whose `end()` has just been called. */
   const ended = (res: MeteredResponse) => {
-    countOf(res.route, res.req.method ?? '', res.statusCode).n++;
-    duration.observe(res.route, (performance.now() - res.started) / 1000);
+    const route = res.route;
+    const method = res.req.method ?? '';
+    const status = res.statusCode;
+    if (lastCount === undefined || route !== lastRoute || method !== lastMethod || status !== lastStatus) {
+      lastCount = countOf(route, method, status);
+      lastRoute = route;
+      lastMethod = method;
+      lastStatus = status;
+    }
+    lastCount.n++;
+    duration.observe(route, (performance.now() - res.started) / 1000);
   };
 
   /**

@@ -7,6 +7,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 /** `application/json; charset=utf-8`. */
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
+const EMPTY = Buffer.alloc(0);
+
 /** Bodies of bytes up to this size are written in one `write` with the head (see {@link endWith}). */
 export const ONE_WRITE_BYTES = 16 * 1024;
 
@@ -56,7 +58,9 @@ export function readBody(
   limit: number,
   done: (body: Buffer | undefined) => void,
 ): void {
-  const chunks: Buffer[] = [];
+  // The first chunk is kept on its own: most bodies arrive in one, and need no list and no concatenation.
+  let first: Buffer | undefined;
+  let more: Buffer[] | undefined;
   let size = 0;
   let over = false;
   req.on('data', (chunk: Buffer) => {
@@ -64,14 +68,17 @@ export function readBody(
     size += chunk.length;
     if (size > limit) {
       over = true;
-      chunks.length = 0;
+      first = undefined;
+      more = undefined;
       done(undefined);
       return;
     }
-    chunks.push(chunk);
+    if (first === undefined) first = chunk;
+    else if (more === undefined) more = [first, chunk];
+    else more.push(chunk);
   });
   req.on('end', () => {
-    if (!over) done(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    if (!over) done(more !== undefined ? Buffer.concat(more) : (first ?? EMPTY));
   });
   // An aborted upload: the client is gone, nothing to answer.
   req.on('error', () => {});
