@@ -30,7 +30,8 @@
  * (default 16), BENCH_ALG (default ES256; RS256, PS256, EdDSA also work), BENCH_SEED_DB (`file`, the
  * default: a SQLite file in WAL mode as in production; or `memory`, like oidc-provider's memory adapter),
  * BENCH_CPU_PROF (a directory: each server process writes `seed.cpuprofile` / `oidc-provider.cpuprofile`
- * there, V8 CPU profiles to open in Chrome DevTools or VS Code).
+ * there, V8 CPU profiles to open in Chrome DevTools or VS Code), BENCH_NODE_FLAGS (Node/V8 flags for both
+ * server processes, e.g. `--max-semi-space-size=32`).
  *
  * The run prints "goal met" or "goal NOT met" per grant and exits 0 either way: a ratio below the goal is
  * a finding, not a failure. It exits non-zero only on real errors (a server that does not start, a
@@ -50,6 +51,11 @@ const SEED_DB = process.env.BENCH_SEED_DB === 'memory' ? 'memory' : 'file';
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const ALG = process.env.BENCH_ALG ?? 'ES256';
 const PROFILE_DIR = process.env.BENCH_CPU_PROF;
+/**
+ * Node/V8 flags given to both server processes alike (`BENCH_NODE_FLAGS`, space-separated, e.g.
+ * `--max-semi-space-size=32`), so that a runtime setting is compared with both servers tuned.
+ */
+const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== '');
 /** The refresh case's tokens carry `openid`: each refresh also issues an ID token (default on; `0` off). */
 const OPENID = process.env.BENCH_OPENID !== '0';
 // autocannon builds each connection's first request at start-up and builds it again before sending, the
@@ -73,6 +79,7 @@ async function start(kind: 'seed' | 'oidc-provider'): Promise<Started> {
   const child = spawn(
     process.execPath,
     [
+      ...NODE_FLAGS,
       ...(PROFILE_DIR
         ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${kind}.cpuprofile`]
         : []),

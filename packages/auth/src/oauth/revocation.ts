@@ -8,7 +8,7 @@ import { familyMatchesStamp, type OAuthContext, userActive } from './context.ts'
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { registerFormParser, requireForm } from './form.ts';
 import { ENDPOINT_PATHS } from './metadata.ts';
-import { hashToken, SECURITY_STAMP_CLAIM } from './tokens.ts';
+import { hashRefreshToken, SECURITY_STAMP_CLAIM } from './tokens.ts';
 
 /** Registers the revocation and introspection endpoints on an encapsulated context. */
 export function registerRevocationAndIntrospection(app: FastifyInstance, ctx: OAuthContext): void {
@@ -29,7 +29,7 @@ export function registerRevocationAndIntrospection(app: FastifyInstance, ctx: OA
             `token_type_hint '${hint.slice(0, 32)}' is not supported`,
           );
         }
-        const stored = await ctx.store.findRefreshToken(hashToken(token));
+        const stored = await ctx.store.findRefreshToken(hashRefreshToken(token));
         if (stored && stored.clientId === client.clientId) {
           // RFC 7009 §2.1: revoking a refresh token also ends the grant it belongs to.
           await ctx.store.revokeRefreshTokenFamily(stored.familyId, ctx.now());
@@ -81,7 +81,7 @@ async function introspect(
   token: string,
 ): Promise<Record<string, unknown>> {
   const now = ctx.now();
-  const stored = await ctx.store.findRefreshToken(hashToken(token));
+  const stored = await ctx.store.findRefreshToken(hashRefreshToken(token));
   if (stored) {
     if (
       stored.clientId !== client.clientId ||

@@ -17,7 +17,7 @@ import { issueIdToken } from './id-token.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
 import type { TokenResponse } from './token-endpoint.ts';
-import { hashToken, newOpaqueToken, type TokenSubject } from './tokens.ts';
+import { hashRefreshToken, hashToken, newRefreshToken, type TokenSubject } from './tokens.ts';
 
 const INVALID_USER_CREDENTIALS = 'invalid username or password';
 
@@ -82,7 +82,7 @@ export async function refreshGrant(
   const presented = form.get('refresh_token');
   if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required');
   const now = ctx.now();
-  const tokenHash = hashToken(presented);
+  const tokenHash = hashRefreshToken(presented);
   // One query: the token and its user's status (enabled, lockout, security stamp).
   const found = await ctx.store.findRefreshTokenWithOwner(tokenHash);
   const stored = found?.token;
@@ -109,8 +109,8 @@ export async function refreshGrant(
       throw new OAuthError('invalid_grant', 'the user of this refresh token is missing or disabled');
     }
   }
-  const next = newOpaqueToken();
-  const nextHash = hashToken(next);
+  const next = newRefreshToken(now);
+  const nextHash = hashRefreshToken(next);
   const subject: TokenSubject = user
     ? { kind: 'user', id: user.id, userName: user.userName, securityStamp: user.securityStamp }
     : { kind: 'client', id: client.clientId };
@@ -321,9 +321,9 @@ export async function issue(
     scope,
   };
   if (client.allowedGrantTypes.includes('refresh_token')) {
-    const refresh = newOpaqueToken();
+    const refresh = newRefreshToken(now);
     await ctx.store.insertRefreshToken({
-      tokenHash: hashToken(refresh),
+      tokenHash: hashRefreshToken(refresh),
       familyId,
       clientId: client.clientId,
       userId: user.id,
