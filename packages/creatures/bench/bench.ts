@@ -64,7 +64,8 @@ const CACHING = `What is cached:
   graphql-jit) and its cost estimate while the data is unchanged; per exact JSON body (LRU, 1000 bodies,
   found by a fingerprint of the bytes and one byte comparison) what the body asks for: its document,
   operation and variables, so a repeated body is not JSON-parsed again. Every request still reads the
-  body, checks the cost, coerces variables (if the operation has any), runs the resolvers over the
+  body, checks the cost (a repeated body of an operation without variables keeps its check while the
+  data is unchanged), coerces variables (if the operation has any), runs the resolvers over the
   store's in-memory creatures and writes the answer.
 - ours, caches on (RESPONSE_CACHE_SIZE=1000): the same, plus whole answers of read-only queries, keyed by
   Accept, Content-Type and the URL (GET) or the body bytes (POST), dropped on every data change.

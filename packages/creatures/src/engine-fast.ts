@@ -6,8 +6,10 @@
  * A JSON POST body comes as bytes; what it asks for (its document entry, operation, variables, and for an
  * operation without variable definitions the coerced, empty variables) is kept per exact body in a
  * {@link BytesKeyedCache}, so a repeated body is neither decoded nor JSON-parsed nor hashed as text
- * again. Nothing of the data or the answer is kept: every request still runs the cost check, resolves
- * the fields over the store and writes the answer.
+ * again. For an operation without variables the body also keeps the data version its cost was found
+ * within the limit at, and its plan: while the data is unchanged a repeated body skips the cost check
+ * (whose estimate depends only on the document and the data) and the plan look-up. Nothing of the data
+ * or the answer is kept: every request resolves the fields over the store and writes the answer.
  */
 import type { DocumentNode, ExecutionResult, GraphQLSchema, OperationDefinitionNode } from 'graphql';
 import { getVariableValues } from 'graphql/execution/values.js';
