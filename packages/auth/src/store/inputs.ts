@@ -255,29 +255,41 @@ export function auditValues(event: NewAuditEvent, now: number) {
   ] as const;
 }
 
-/** The audit filter columns of a query: `[column, value]` pairs. @throws ValidationError. */
-export function auditFilter(query: {
+/**
+ * The WHERE clause (with `?` placeholders, both stores' dialect) and its parameters for an audit-log
+ * query (spec 001 "Audit log"): equality on `category`, `outcome`, `subjectId` and `clientId`, and the
+ * half-open time range `from <= time < to` in ms since the epoch. `clause` is `''` when nothing filters.
+ * @throws ValidationError naming the field when a filter is not a string or a bound not a finite number.
+ */
+export function auditWhere(query: {
   category?: string;
   outcome?: string;
   subjectId?: string;
   clientId?: string;
   from?: number;
   to?: number;
-}): { equal: [string, string][]; from?: number; to?: number } {
-  const equal: [string, string][] = [];
+}): { clause: string; params: (string | number)[] } {
+  const where: string[] = [];
+  const params: (string | number)[] = [];
   const eq = (column: string, value: unknown, field: string) => {
     if (value === undefined) return;
     if (typeof value !== 'string') throw new ValidationError(field, 'string');
-    equal.push([column, value]);
+    where.push(`${column} = ?`);
+    params.push(value);
   };
   eq('category', query.category, 'category');
   eq('outcome', query.outcome, 'outcome');
   eq('subject_id', query.subjectId, 'subjectId');
   eq('client_id', query.clientId, 'clientId');
-  for (const field of ['from', 'to'] as const) {
+  for (const [field, test] of [
+    ['from', 'time >= ?'],
+    ['to', 'time < ?'],
+  ] as const) {
     const value = query[field];
-    if (value !== undefined && !Number.isFinite(value))
-      throw new ValidationError(field, 'timestamp', `${field}: ms epoch number`);
+    if (value === undefined) continue;
+    if (!Number.isFinite(value)) throw new ValidationError(field, 'timestamp', `${field}: ms epoch number`);
+    where.push(test);
+    params.push(value);
   }
-  return { equal, from: query.from, to: query.to };
+  return { clause: where.length ? `WHERE ${where.join(' AND ')}` : '', params };
 }

@@ -37,6 +37,7 @@ import type {
   RefreshTokenWithOwner,
   SigningKeyRecord,
 } from './types.ts';
+import { devicePoll, UPDATE_DEVICE_POLL } from './updates.ts';
 
 export type { SqliteAuthStoreOptions } from './sqlite/core.ts';
 
@@ -288,16 +289,8 @@ export class SqliteAuthStore extends SqliteClients implements AuthStore {
         String(deviceCodeHash),
       );
       if (!record) return undefined;
-      const slowDown =
-        record.status === 'pending' &&
-        record.lastPolledAt !== null &&
-        now - record.lastPolledAt < record.intervalSeconds * 1000;
-      this.sqlRun(
-        'UPDATE device_codes SET last_polled_at = ?, interval_s = interval_s + ? WHERE device_code_hash = ?',
-        now,
-        slowDown ? 5 : 0,
-        record.deviceCodeHash,
-      );
+      const { slowDown, params } = devicePoll(record, now);
+      this.sqlRun(UPDATE_DEVICE_POLL, ...params);
       return { record, slowDown };
     });
   }

@@ -3,7 +3,7 @@
  * pushed authorization requests (RFC 9126), the one-time-key replay cache shared by every instance
  * (DPoP `jti`, RFC 9449 §11.1; client assertion `jti`, RFC 7523 §3), and expiry purging.
  */
-import { auditFilter, paging } from '../inputs.ts';
+import { auditWhere, paging } from '../inputs.ts';
 import {
   deviceCodeValues,
   INSERT_DEVICE_CODE,
@@ -13,27 +13,13 @@ import {
 } from '../inserts.ts';
 import { toAudit, toDeviceCode, toPushedRequest } from '../rows.ts';
 import type { AuditEvent, AuditQuery, DeviceCodeRecord, Page, PushedRequestRecord } from '../types.ts';
-import { all, get, getAs, type Param, type PgContext, type Q, run, tx, write } from './db.ts';
+import { devicePoll, UPDATE_DEVICE_POLL } from '../updates.ts';
+import { all, get, getAs, type PgContext, type Q, run, tx, write } from './db.ts';
 
 /** See `AuthStore.listAudit`. */
 export async function listAudit(q: Q, query?: AuditQuery): Promise<Page<AuditEvent>> {
   const { offset, limit } = paging(query);
-  const filter = auditFilter(query ?? {});
-  const where: string[] = [];
-  const params: Param[] = [];
-  for (const [column, value] of filter.equal) {
-    where.push(`${column} = ?`);
-    params.push(value);
-  }
-  if (filter.from !== undefined) {
-    where.push('time >= ?');
-    params.push(filter.from);
-  }
-  if (filter.to !== undefined) {
-    where.push('time < ?');
-    params.push(filter.to);
-  }
-  const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
+  const { clause, params } = auditWhere(query ?? {});
   const [count, rows] = await Promise.all([
     get(q, `SELECT count(*) AS n FROM audit_events ${clause}`, ...params),
     all(
@@ -77,17 +63,8 @@ export function pollDeviceCode(
       String(deviceCodeHash),
     );
     if (!record) return undefined;
-    const slowDown =
-      record.status === 'pending' &&
-      record.lastPolledAt !== null &&
-      now - record.lastPolledAt < record.intervalSeconds * 1000;
-    await run(
-      q,
-      'UPDATE device_codes SET last_polled_at = ?, interval_s = interval_s + ? WHERE device_code_hash = ?',
-      now,
-      slowDown ? 5 : 0,
-      record.deviceCodeHash,
-    );
+    const { slowDown, params } = devicePoll(record, now);
+    await run(q, UPDATE_DEVICE_POLL, ...params);
     return { record, slowDown };
   });
 }

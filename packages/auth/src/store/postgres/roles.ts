@@ -4,7 +4,7 @@
  * updates on different instances can never close a cycle between them.
  */
 import { randomUUID } from 'node:crypto';
-import { ConstraintError, NotFoundError, ValidationError } from '../../errors.ts';
+import { ConstraintError, NotFoundError } from '../../errors.ts';
 import { normalizePermissionCode } from '../../permissions.ts';
 import { checkRoleUpdate, newRoleValues, rolePatchValues } from '../inputs.ts';
 import { INSERT_ROLE, POSTGRES_VALUES, roleValues } from '../inserts.ts';
@@ -19,6 +19,7 @@ import type {
   RolePatch,
   RoleRecord,
 } from '../types.ts';
+import { DELETE_ROLE_PARENTS, INSERT_ROLE_PARENT, roleCycleError, roleInheritsSql } from '../updates.ts';
 import * as v from '../validation.ts';
 import { change, get, getAs, type PgContext, page, type Q, run } from './db.ts';
 import { ROLE_SELECT, roleIds } from './users.ts';
@@ -40,24 +41,10 @@ async function setRoleParents(q: Q, roleId: string, names: readonly string[]): P
   await get(q, 'SELECT pg_advisory_xact_lock(?)', ROLE_GRAPH_LOCK_KEY);
   const parentIds = await roleIds(q, names, 'parentRoles');
   for (const [i, parentId] of parentIds.entries()) {
-    const inherits = await get(
-      q,
-      `WITH RECURSIVE up(id) AS (SELECT ?::text UNION SELECT rp.parent_id FROM role_parents rp JOIN up ON rp.role_id = up.id)
-        SELECT 1 AS hit FROM up WHERE id = ?`,
-      parentId,
-      roleId,
-    );
-    if (inherits) {
-      throw new ValidationError(
-        `parentRoles[${i}]`,
-        'cycle',
-        `parentRoles[${i}]: role '${names[i]}' is this role or inherits from it (cycles are not allowed)`,
-      );
-    }
+    if (await get(q, roleInheritsSql('?::text'), parentId, roleId)) throw roleCycleError(names, i);
   }
-  await run(q, 'DELETE FROM role_parents WHERE role_id = ?', roleId);
-  for (const parentId of parentIds)
-    await run(q, 'INSERT INTO role_parents (role_id, parent_id) VALUES (?, ?)', roleId, parentId);
+  await run(q, DELETE_ROLE_PARENTS, roleId);
+  for (const parentId of parentIds) await run(q, INSERT_ROLE_PARENT, roleId, parentId);
 }
 
 /** See `AuthStore.createRole`. */

@@ -1,7 +1,7 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from 'node:sqlite';
 import { Worker } from 'node:worker_threads';
 import { ConflictError, ConstraintError } from '../../errors.ts';
-import { auditFilter, auditValues, likePattern, paging } from '../inputs.ts';
+import { auditValues, auditWhere, likePattern, paging } from '../inputs.ts';
 import { MIGRATIONS } from '../migrations.ts';
 import { toAudit } from '../rows.ts';
 import type { AuditEvent, AuditQuery, ChangeOptions, ListQuery, NewAuditEvent, Page } from '../types.ts';
@@ -252,22 +252,7 @@ export abstract class SqliteCore {
 
   async listAudit(query?: AuditQuery): Promise<Page<AuditEvent>> {
     const { offset, limit } = paging(query);
-    const where: string[] = [];
-    const params: SQLInputValue[] = [];
-    const filter = auditFilter(query ?? {});
-    for (const [column, value] of filter.equal) {
-      where.push(`${column} = ?`);
-      params.push(value);
-    }
-    if (filter.from !== undefined) {
-      where.push('time >= ?');
-      params.push(filter.from);
-    }
-    if (filter.to !== undefined) {
-      where.push('time < ?');
-      params.push(filter.to);
-    }
-    const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
+    const { clause, params } = auditWhere(query ?? {});
     const total = Number(
       this.database.prepare(`SELECT count(*) AS n FROM audit_events ${clause}`).get(...params)?.n,
     );

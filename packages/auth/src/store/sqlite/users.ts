@@ -30,6 +30,7 @@ import type {
   UserRecord,
   UserSubject,
 } from '../types.ts';
+import { DELETE_ROLE_PARENTS, INSERT_ROLE_PARENT, roleCycleError, roleInheritsSql } from '../updates.ts';
 import * as v from '../validation.ts';
 import { SqliteCore } from './core.ts';
 
@@ -271,23 +272,10 @@ export abstract class SqliteUsers extends SqliteCore {
   #setRoleParents(roleId: string, names: readonly string[]): void {
     const parentIds = this.roleIds(names, 'parentRoles');
     parentIds.forEach((parentId, i) => {
-      const inherits = this.sqlGet(
-        `WITH RECURSIVE up(id) AS (SELECT ? UNION SELECT rp.parent_id FROM role_parents rp JOIN up ON rp.role_id = up.id)
-          SELECT 1 AS hit FROM up WHERE id = ?`,
-        parentId,
-        roleId,
-      );
-      if (inherits) {
-        throw new ValidationError(
-          `parentRoles[${i}]`,
-          'cycle',
-          `parentRoles[${i}]: role '${names[i]}' is this role or inherits from it (cycles are not allowed)`,
-        );
-      }
+      if (this.sqlGet(roleInheritsSql('?'), parentId, roleId)) throw roleCycleError(names, i);
     });
-    this.sqlRun('DELETE FROM role_parents WHERE role_id = ?', roleId);
-    for (const parentId of parentIds)
-      this.sqlRun('INSERT INTO role_parents (role_id, parent_id) VALUES (?, ?)', roleId, parentId);
+    this.sqlRun(DELETE_ROLE_PARENTS, roleId);
+    for (const parentId of parentIds) this.sqlRun(INSERT_ROLE_PARENT, roleId, parentId);
   }
 
   async createRole(input: NewRole, options?: ChangeOptions): Promise<RoleRecord> {
