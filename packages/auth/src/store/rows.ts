@@ -88,6 +88,25 @@ export function toRole(row: Row): RoleRecord {
   };
 }
 
+/** Clients with their OAuth extension metadata (`metadata`, or null), the row {@link toClient} reads; alias `c`. */
+export const CLIENT_SELECT =
+  'SELECT c.*, m.metadata FROM clients c LEFT JOIN client_metadata m ON m.client_id = c.client_id';
+
+/**
+ * Freezes a client record and its arrays in place, for the stores' client caches, which hand the same
+ * object to every caller; returns it.
+ */
+export function freezeClient(record: ClientRecord): ClientRecord {
+  for (const list of [
+    record.redirectUris,
+    record.allowedGrantTypes,
+    record.allowedScopes,
+    record.permissions,
+  ])
+    Object.freeze(list);
+  return Object.freeze(record);
+}
+
 /** `clients` row (with `metadata` from `client_metadata`, or null). */
 export function toClient(row: Row): ClientRecord {
   return {

@@ -4,7 +4,10 @@
  * keeps only its locking, transactions and value binding.
  */
 import { ValidationError } from '../errors.ts';
-import type { DeviceCodeRecord } from './types.ts';
+import { newStamp, type rolePatchValues, type userPatchValues } from './inputs.ts';
+import type { ValueEncoding } from './inserts.ts';
+import type { DeviceCodeRecord, RoleRecord, UserRecord } from './types.ts';
+import * as v from './validation.ts';
 
 /** Seconds a `slow_down` answer adds to a device code's polling interval (RFC 8628 §3.5). */
 export const DEVICE_SLOW_DOWN_SECONDS = 5;
@@ -56,3 +59,93 @@ export function roleCycleError(names: readonly string[], i: number): ValidationE
     `parentRoles[${i}]: role '${names[i]}' is this role or inherits from it (cycles are not allowed)`,
   );
 }
+
+/** Updates a user's profile, name, flags, permissions and stamp; parameters: {@link userUpdateValues}. */
+export const UPDATE_USER = `UPDATE users SET display_name = ?, given_name = ?, family_name = ?, email = ?,
+  email_verified = ?, user_name = ?, user_name_key = ?, is_enabled = ?, direct_permissions = ?,
+  denied_permissions = ?, security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?`;
+
+/**
+ * The parameters of {@link UPDATE_USER} applying a validated patch to `current` at `now` (ms): what the
+ * patch leaves out keeps its value, and disabling an enabled user rotates its security stamp (spec 001
+ * "User": sessions and tokens of a disabled user stop working).
+ */
+export function userUpdateValues<L, B>(
+  current: UserRecord,
+  patch: ReturnType<typeof userPatchValues>,
+  now: number,
+  encode: ValueEncoding<L, B>,
+): (string | number | null | L | B)[] {
+  const { userName, isEnabled, direct, denied, profile } = patch;
+  const keep = <T>(value: T | undefined, old: T) => (value === undefined ? old : value);
+  const name = userName ?? current.userName;
+  return [
+    keep(profile.displayName, current.displayName),
+    keep(profile.givenName, current.givenName),
+    keep(profile.familyName, current.familyName),
+    keep(profile.email, current.email),
+    encode.bool(keep(profile.emailVerified, current.emailVerified)),
+    name,
+    v.nameKey(name),
+    encode.bool(isEnabled ?? current.isEnabled),
+    encode.list(direct ?? current.directPermissions),
+    encode.list(denied ?? current.deniedPermissions),
+    isEnabled === false && current.isEnabled ? newStamp() : current.securityStamp,
+    now,
+    current.id,
+  ];
+}
+
+/**
+ * Sets a user's password hash: parameters `[hash, rotate (encoded boolean), new stamp, now ms, id]`;
+ * the security stamp changes only when `rotate` is true.
+ */
+export const UPDATE_PASSWORD = `UPDATE users SET password_hash = ?, security_stamp = CASE WHEN ? THEN ? ELSE security_stamp END,
+  version = version + 1, updated_at = ? WHERE id = ?`;
+
+/** Locks a user out and rotates its stamp: parameters `[lockout end ms, new stamp, now ms, id]`. */
+export const LOCK_USER = `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?,
+  version = version + 1, updated_at = ? WHERE id = ?`;
+
+/** Lifts a user's lockout: parameters `[now ms, id]`. */
+export const UNLOCK_USER = `UPDATE users SET lockout_end = NULL, access_failed_count = 0, version = version + 1,
+  updated_at = ? WHERE id = ?`;
+
+/**
+ * Counts a sign-in attempt when the user is not locked out and under the failure limit: parameters
+ * `[user id, now ms, max failures]`; returns `access_failed_count`, or no row when the attempt is refused.
+ */
+export const BEGIN_ACCESS_ATTEMPT = `UPDATE users SET access_failed_count = access_failed_count + 1, lockout_end = NULL
+  WHERE id = ? AND (lockout_end IS NULL OR lockout_end <= ?) AND access_failed_count < ?
+  RETURNING access_failed_count`;
+
+/** Clears a user's failure count and lockout after a good sign-in: parameters `[user id]`. */
+export const SUCCEED_ACCESS_ATTEMPT = `UPDATE users SET access_failed_count = 0, lockout_end = NULL
+  WHERE id = ? AND (access_failed_count <> 0 OR lockout_end IS NOT NULL)`;
+
+/** Updates a role's name, description and permissions; parameters: {@link roleUpdateValues}. */
+export const UPDATE_ROLE = `UPDATE roles SET name = ?, name_key = ?, description = ?, permissions = ?,
+  denied_permissions = ?, version = version + 1, updated_at = ? WHERE id = ?`;
+
+/** The parameters of {@link UPDATE_ROLE} applying a validated patch to `current` at `now` (ms). */
+export function roleUpdateValues<L>(
+  current: RoleRecord,
+  patch: ReturnType<typeof rolePatchValues>,
+  now: number,
+  encode: ValueEncoding<L, unknown>,
+): (string | number | null | L)[] {
+  const name = patch.name ?? current.name;
+  return [
+    name,
+    v.nameKey(name),
+    patch.description ?? current.description,
+    encode.list(patch.permissions ?? current.permissions),
+    encode.list(patch.denied ?? current.deniedPermissions),
+    now,
+    current.id,
+  ];
+}
+
+/** Bumps the version of every holder of a role (parameter `[role id]`), so cached matchers are rebuilt. */
+export const BUMP_ROLE_HOLDERS =
+  'UPDATE users SET version = version + 1 WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)';

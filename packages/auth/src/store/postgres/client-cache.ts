@@ -6,6 +6,7 @@
  * listening (it is emptied on every (re)connect, since notifications sent meanwhile are lost), and an
  * entry lives at most `ttlMs` whatever happens, which bounds the staleness if a notification is ever lost.
  */
+import { freezeClient } from '../rows.ts';
 import type { ClientRecord } from '../types.ts';
 
 interface Entry {
@@ -62,16 +63,7 @@ export class ClientCache {
     if (hit && now - hit.at < this.#ttlMs) return hit.record;
     const generation = this.#generation;
     const record = await load();
-    if (record) {
-      for (const list of [
-        record.redirectUris,
-        record.allowedGrantTypes,
-        record.allowedScopes,
-        record.permissions,
-      ])
-        Object.freeze(list);
-      Object.freeze(record);
-    }
+    if (record) freezeClient(record);
     if (this.#live && generation === this.#generation) {
       if (this.#entries.size >= this.#limit) this.#entries.clear();
       this.#entries.set(clientId, { record, at: now });

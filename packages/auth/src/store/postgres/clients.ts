@@ -13,7 +13,7 @@ import {
   paging,
 } from '../inputs.ts';
 import { clientValues, INSERT_CLIENT, POSTGRES_VALUES } from '../inserts.ts';
-import { json, toClient, toConsent } from '../rows.ts';
+import { CLIENT_SELECT, json, toClient, toConsent } from '../rows.ts';
 import type {
   ChangeOptions,
   ClientMetadata,
@@ -26,10 +26,6 @@ import type {
 } from '../types.ts';
 import * as v from '../validation.ts';
 import { all, change, get, getAs, type PgContext, page, type Q, run } from './db.ts';
-
-/** Clients with their OAuth extension metadata (`metadata`, or null); alias `c`. */
-const CLIENT_SELECT =
-  'SELECT c.*, m.metadata FROM clients c LEFT JOIN client_metadata m ON m.client_id = c.client_id';
 
 /** The client with that id (case-sensitive), or undefined. */
 export async function client(q: Q, clientId: string): Promise<ClientRecord | undefined> {

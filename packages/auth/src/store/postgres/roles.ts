@@ -19,7 +19,15 @@ import type {
   RolePatch,
   RoleRecord,
 } from '../types.ts';
-import { DELETE_ROLE_PARENTS, INSERT_ROLE_PARENT, roleCycleError, roleInheritsSql } from '../updates.ts';
+import {
+  BUMP_ROLE_HOLDERS,
+  DELETE_ROLE_PARENTS,
+  INSERT_ROLE_PARENT,
+  roleCycleError,
+  roleInheritsSql,
+  roleUpdateValues,
+  UPDATE_ROLE,
+} from '../updates.ts';
 import * as v from '../validation.ts';
 import { change, get, getAs, type PgContext, page, type Q, run } from './db.ts';
 import { ROLE_SELECT, roleIds } from './users.ts';
@@ -84,26 +92,13 @@ export async function updateRole(
   options?: ChangeOptions,
 ): Promise<RoleRecord> {
   const values = rolePatchValues(patch);
-  const { name, description, permissions, denied, parents } = values;
-  return change(ctx, 'role', { field: 'name', value: name ?? '' }, options, async (q) => {
+  return change(ctx, 'role', { field: 'name', value: values.name ?? '' }, options, async (q) => {
     await get(q, 'SELECT 1 FROM roles WHERE id = ? FOR UPDATE', id);
     const current = await role(q, id);
     if (!current) throw new NotFoundError('role', id);
     const sameParents = checkRoleUpdate(current, values);
-    const newName = name ?? current.name;
-    await run(
-      q,
-      `UPDATE roles SET name = ?, name_key = ?, description = ?, permissions = ?, denied_permissions = ?,
-        version = version + 1, updated_at = ? WHERE id = ?`,
-      newName,
-      v.nameKey(newName),
-      description ?? current.description,
-      permissions ?? current.permissions,
-      denied ?? current.deniedPermissions,
-      ctx.now(),
-      id,
-    );
-    if (!sameParents && parents !== undefined) await setRoleParents(q, id, parents);
+    await run(q, UPDATE_ROLE, ...roleUpdateValues(current, values, ctx.now(), POSTGRES_VALUES));
+    if (!sameParents && values.parents !== undefined) await setRoleParents(q, id, values.parents);
     return (await role(q, id))!;
   });
 }
@@ -120,11 +115,7 @@ export async function deleteRole(ctx: PgContext, id: string, options?: ChangeOpt
       );
     }
     // Holders lose the role: bump their version so cached matchers are rebuilt.
-    await run(
-      q,
-      'UPDATE users SET version = version + 1 WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)',
-      id,
-    );
+    await run(q, BUMP_ROLE_HOLDERS, id);
     await run(q, 'DELETE FROM roles WHERE id = ? AND NOT is_system', id);
   });
 }

@@ -20,6 +20,15 @@ import type {
   UserRecord,
   UserSubject,
 } from '../types.ts';
+import {
+  BEGIN_ACCESS_ATTEMPT,
+  LOCK_USER,
+  SUCCEED_ACCESS_ATTEMPT,
+  UNLOCK_USER,
+  UPDATE_PASSWORD,
+  UPDATE_USER,
+  userUpdateValues,
+} from '../updates.ts';
 import * as v from '../validation.ts';
 import { all, change, get, getAs, type PgContext, page, type Q, run } from './db.ts';
 
@@ -103,32 +112,11 @@ export async function updateUser(
   patch: UserPatch,
   options?: ChangeOptions,
 ): Promise<UserRecord> {
-  const { userName, isEnabled, roles, direct, denied, profile } = userPatchValues(patch);
-  return change(ctx, 'user', { field: 'userName', value: userName ?? '' }, options, async (q) => {
+  const values = userPatchValues(patch);
+  return change(ctx, 'user', { field: 'userName', value: values.userName ?? '' }, options, async (q) => {
     const current = await lockedUser(q, id);
-    const ids = roles === undefined ? undefined : await roleIds(q, roles, 'roles');
-    const disabling = isEnabled === false && current.isEnabled;
-    const name = userName ?? current.userName;
-    const keep = <T>(value: T | undefined, old: T) => (value === undefined ? old : value);
-    await run(
-      q,
-      `UPDATE users SET display_name = ?, given_name = ?, family_name = ?, email = ?, email_verified = ?,
-        user_name = ?, user_name_key = ?, is_enabled = ?, direct_permissions = ?, denied_permissions = ?,
-        security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?`,
-      keep(profile.displayName, current.displayName),
-      keep(profile.givenName, current.givenName),
-      keep(profile.familyName, current.familyName),
-      keep(profile.email, current.email),
-      keep(profile.emailVerified, current.emailVerified),
-      name,
-      v.nameKey(name),
-      isEnabled ?? current.isEnabled,
-      direct ?? current.directPermissions,
-      denied ?? current.deniedPermissions,
-      disabling ? newStamp() : current.securityStamp,
-      ctx.now(),
-      id,
-    );
+    const ids = values.roles === undefined ? undefined : await roleIds(q, values.roles, 'roles');
+    await run(q, UPDATE_USER, ...userUpdateValues(current, values, ctx.now(), POSTGRES_VALUES));
     if (ids) await setUserRoles(q, id, ids);
     return (await user(q, id))!;
   });
@@ -146,16 +134,7 @@ export async function setPasswordHash(
   }
   const rotate = options?.rotateStamp ?? true;
   return change(ctx, 'user', { field: 'id', value: id }, options, async (q) => {
-    const changed = await run(
-      q,
-      `UPDATE users SET password_hash = ?, security_stamp = CASE WHEN ? THEN ? ELSE security_stamp END,
-        version = version + 1, updated_at = ? WHERE id = ?`,
-      passwordHash,
-      rotate,
-      newStamp(),
-      ctx.now(),
-      id,
-    );
+    const changed = await run(q, UPDATE_PASSWORD, passwordHash, rotate, newStamp(), ctx.now(), id);
     if (changed === 0) throw new NotFoundError('user', id);
     return (await user(q, id))!;
   });
@@ -171,15 +150,7 @@ export async function lockUser(
   if (!Number.isFinite(until))
     throw new ValidationError('lockoutEnd', 'timestamp', 'lockoutEnd: ms epoch number');
   return change(ctx, 'user', { field: 'id', value: id }, options, async (q) => {
-    const changed = await run(
-      q,
-      `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?, version = version + 1,
-        updated_at = ? WHERE id = ?`,
-      Math.trunc(until),
-      newStamp(),
-      ctx.now(),
-      id,
-    );
+    const changed = await run(q, LOCK_USER, Math.trunc(until), newStamp(), ctx.now(), id);
     if (changed === 0) throw new NotFoundError('user', id);
     return (await user(q, id))!;
   });
@@ -188,13 +159,7 @@ export async function lockUser(
 /** See `AuthStore.unlockUser`. */
 export async function unlockUser(ctx: PgContext, id: string, options?: ChangeOptions): Promise<UserRecord> {
   return change(ctx, 'user', { field: 'id', value: id }, options, async (q) => {
-    const changed = await run(
-      q,
-      `UPDATE users SET lockout_end = NULL, access_failed_count = 0, version = version + 1, updated_at = ?
-        WHERE id = ?`,
-      ctx.now(),
-      id,
-    );
+    const changed = await run(q, UNLOCK_USER, ctx.now(), id);
     if (changed === 0) throw new NotFoundError('user', id);
     return (await user(q, id))!;
   });
@@ -231,15 +196,7 @@ export async function beginAccessAttempt(
   now: number,
   maxFailures: number,
 ): Promise<AccessAttempt> {
-  const row = await get(
-    q,
-    `UPDATE users SET access_failed_count = access_failed_count + 1, lockout_end = NULL
-      WHERE id = ? AND (lockout_end IS NULL OR lockout_end <= ?) AND access_failed_count < ?
-      RETURNING access_failed_count`,
-    userId,
-    now,
-    maxFailures,
-  );
+  const row = await get(q, BEGIN_ACCESS_ATTEMPT, userId, now, maxFailures);
   if (row) return { allowed: true, attempt: Number(row.access_failed_count), lockoutEnd: null };
   const current = await get(q, 'SELECT lockout_end FROM users WHERE id = ?', userId);
   return { allowed: false, attempt: 0, lockoutEnd: current ? num(current.lockout_end) : null };
@@ -255,24 +212,11 @@ export async function failAccessAttempt(
   lockoutMs: number,
 ): Promise<boolean> {
   if (attempt < maxFailures) return false;
-  const changed = await run(
-    q,
-    `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?, version = version + 1,
-      updated_at = ? WHERE id = ?`,
-    now + lockoutMs,
-    newStamp(),
-    now,
-    userId,
-  );
+  const changed = await run(q, LOCK_USER, now + lockoutMs, newStamp(), now, userId);
   return changed > 0;
 }
 
 /** See `AuthStore.succeedAccessAttempt`. */
 export async function succeedAccessAttempt(q: Q, userId: string): Promise<void> {
-  await run(
-    q,
-    `UPDATE users SET access_failed_count = 0, lockout_end = NULL
-      WHERE id = ? AND (access_failed_count <> 0 OR lockout_end IS NOT NULL)`,
-    userId,
-  );
+  await run(q, SUCCEED_ACCESS_ATTEMPT, userId);
 }

@@ -8,7 +8,7 @@ import {
   paging,
 } from '../inputs.ts';
 import { clientValues, INSERT_CLIENT, SQLITE_VALUES } from '../inserts.ts';
-import { json, toClient, toConsent } from '../rows.ts';
+import { CLIENT_SELECT, freezeClient, json, toClient, toConsent } from '../rows.ts';
 import type {
   ChangeOptions,
   ClientMetadata,
@@ -24,10 +24,6 @@ import { SqliteUsers } from './users.ts';
 
 /** Entries of the client cache (clients and misses); it is emptied when full. */
 const CLIENT_CACHE_LIMIT = 1024;
-
-/** Clients with their OAuth extension metadata (`metadata`, JSON or null); alias `c`. */
-const CLIENT_SELECT =
-  'SELECT c.*, m.metadata FROM clients c LEFT JOIN client_metadata m ON m.client_id = c.client_id';
 
 /** Clients and consent on {@link SqliteUsers}. */
 export abstract class SqliteClients extends SqliteUsers {
@@ -68,16 +64,7 @@ export abstract class SqliteClients extends SqliteUsers {
     }
     if (this.#clientCache.has(clientId)) return this.#clientCache.get(clientId);
     const client = this.clientRecord(clientId);
-    if (client) {
-      for (const list of [
-        client.redirectUris,
-        client.allowedGrantTypes,
-        client.allowedScopes,
-        client.permissions,
-      ])
-        Object.freeze(list);
-      Object.freeze(client);
-    }
+    if (client) freezeClient(client);
     if (this.#clientCache.size >= CLIENT_CACHE_LIMIT) this.#clientCache.clear();
     this.#clientCache.set(clientId, client);
     return client;

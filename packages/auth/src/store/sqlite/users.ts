@@ -30,7 +30,22 @@ import type {
   UserRecord,
   UserSubject,
 } from '../types.ts';
-import { DELETE_ROLE_PARENTS, INSERT_ROLE_PARENT, roleCycleError, roleInheritsSql } from '../updates.ts';
+import {
+  BEGIN_ACCESS_ATTEMPT,
+  BUMP_ROLE_HOLDERS,
+  DELETE_ROLE_PARENTS,
+  INSERT_ROLE_PARENT,
+  LOCK_USER,
+  roleCycleError,
+  roleInheritsSql,
+  roleUpdateValues,
+  SUCCEED_ACCESS_ATTEMPT,
+  UNLOCK_USER,
+  UPDATE_PASSWORD,
+  UPDATE_ROLE,
+  UPDATE_USER,
+  userUpdateValues,
+} from '../updates.ts';
 import * as v from '../validation.ts';
 import { SqliteCore } from './core.ts';
 
@@ -112,35 +127,11 @@ export abstract class SqliteUsers extends SqliteCore {
   }
 
   async updateUser(id: string, patch: UserPatch, options?: ChangeOptions): Promise<UserRecord> {
-    const { userName, isEnabled, roles, direct, denied, profile } = userPatchValues(patch);
-    return this.change('user', { field: 'userName', value: userName ?? '' }, options, () => {
+    const values = userPatchValues(patch);
+    return this.change('user', { field: 'userName', value: values.userName ?? '' }, options, () => {
       const current = this.requireUser(id);
-      const roleIds = roles === undefined ? undefined : this.roleIds(roles, 'roles');
-      const disabling = isEnabled === false && current.isEnabled;
-      const name = userName ?? current.userName;
-      const keep = <T>(value: T | undefined, old: T) => (value === undefined ? old : value);
-      this.sqlRun(
-        `UPDATE users SET display_name = ?, given_name = ?, family_name = ?, email = ?, email_verified = ?
-          WHERE id = ?`,
-        keep(profile.displayName, current.displayName),
-        keep(profile.givenName, current.givenName),
-        keep(profile.familyName, current.familyName),
-        keep(profile.email, current.email),
-        keep(profile.emailVerified, current.emailVerified) ? 1 : 0,
-        id,
-      );
-      this.sqlRun(
-        `UPDATE users SET user_name = ?, user_name_key = ?, is_enabled = ?, direct_permissions = ?,
-          denied_permissions = ?, security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?`,
-        name,
-        v.nameKey(name),
-        (isEnabled ?? current.isEnabled) ? 1 : 0,
-        JSON.stringify(direct ?? current.directPermissions),
-        JSON.stringify(denied ?? current.deniedPermissions),
-        disabling ? newStamp() : current.securityStamp,
-        this.clock(),
-        id,
-      );
+      const roleIds = values.roles === undefined ? undefined : this.roleIds(values.roles, 'roles');
+      this.sqlRun(UPDATE_USER, ...userUpdateValues(current, values, this.clock(), SQLITE_VALUES));
       if (roleIds) this.#setUserRoles(id, roleIds);
       return this.requireUser(id);
     });
@@ -156,14 +147,8 @@ export abstract class SqliteUsers extends SqliteCore {
     }
     const rotate = options?.rotateStamp ?? true;
     return this.change('user', { field: 'id', value: id }, options, () => {
-      const current = this.requireUser(id);
-      this.sqlRun(
-        'UPDATE users SET password_hash = ?, security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?',
-        passwordHash,
-        rotate ? newStamp() : current.securityStamp,
-        this.clock(),
-        id,
-      );
+      this.requireUser(id);
+      this.sqlRun(UPDATE_PASSWORD, passwordHash, rotate ? 1 : 0, newStamp(), this.clock(), id);
       return this.requireUser(id);
     });
   }
@@ -173,14 +158,7 @@ export abstract class SqliteUsers extends SqliteCore {
       throw new ValidationError('lockoutEnd', 'timestamp', 'lockoutEnd: ms epoch number');
     return this.change('user', { field: 'id', value: id }, options, () => {
       this.requireUser(id);
-      this.sqlRun(
-        `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?, version = version + 1,
-          updated_at = ? WHERE id = ?`,
-        Math.trunc(until),
-        newStamp(),
-        this.clock(),
-        id,
-      );
+      this.sqlRun(LOCK_USER, Math.trunc(until), newStamp(), this.clock(), id);
       return this.requireUser(id);
     });
   }
@@ -188,11 +166,7 @@ export abstract class SqliteUsers extends SqliteCore {
   async unlockUser(id: string, options?: ChangeOptions): Promise<UserRecord> {
     return this.change('user', { field: 'id', value: id }, options, () => {
       this.requireUser(id);
-      this.sqlRun(
-        'UPDATE users SET lockout_end = NULL, access_failed_count = 0, version = version + 1, updated_at = ? WHERE id = ?',
-        this.clock(),
-        id,
-      );
+      this.sqlRun(UNLOCK_USER, this.clock(), id);
       return this.requireUser(id);
     });
   }
@@ -216,14 +190,7 @@ export abstract class SqliteUsers extends SqliteCore {
   // ── lockout ──
 
   async beginAccessAttempt(userId: string, now: number, maxFailures: number): Promise<AccessAttempt> {
-    const row = this.sqlGet(
-      `UPDATE users SET access_failed_count = access_failed_count + 1, lockout_end = NULL
-        WHERE id = ? AND (lockout_end IS NULL OR lockout_end <= ?) AND access_failed_count < ?
-        RETURNING access_failed_count`,
-      userId,
-      now,
-      maxFailures,
-    );
+    const row = this.sqlGet(BEGIN_ACCESS_ATTEMPT, userId, now, maxFailures);
     if (row) return { allowed: true, attempt: Number(row.access_failed_count), lockoutEnd: null };
     const current = this.sqlGet('SELECT lockout_end FROM users WHERE id = ?', userId);
     return { allowed: false, attempt: 0, lockoutEnd: current ? num(current.lockout_end) : null };
@@ -237,24 +204,11 @@ export abstract class SqliteUsers extends SqliteCore {
     lockoutMs: number,
   ): Promise<boolean> {
     if (attempt < maxFailures) return false;
-    return (
-      this.sqlRun(
-        `UPDATE users SET lockout_end = ?, access_failed_count = 0, security_stamp = ?, version = version + 1,
-          updated_at = ? WHERE id = ?`,
-        now + lockoutMs,
-        newStamp(),
-        now,
-        userId,
-      ) > 0
-    );
+    return this.sqlRun(LOCK_USER, now + lockoutMs, newStamp(), now, userId) > 0;
   }
 
   async succeedAccessAttempt(userId: string): Promise<void> {
-    this.sqlRun(
-      `UPDATE users SET access_failed_count = 0, lockout_end = NULL
-        WHERE id = ? AND (access_failed_count <> 0 OR lockout_end IS NOT NULL)`,
-      userId,
-    );
+    this.sqlRun(SUCCEED_ACCESS_ATTEMPT, userId);
   }
 
   // ── roles ──
@@ -306,24 +260,12 @@ export abstract class SqliteUsers extends SqliteCore {
 
   async updateRole(id: string, patch: RolePatch, options?: ChangeOptions): Promise<RoleRecord> {
     const values = rolePatchValues(patch);
-    const { name, description, permissions, denied, parents } = values;
-    return this.change('role', { field: 'name', value: name ?? '' }, options, () => {
+    return this.change('role', { field: 'name', value: values.name ?? '' }, options, () => {
       const current = this.roleRecord(id);
       if (!current) throw new NotFoundError('role', id);
       const sameParents = checkRoleUpdate(current, values);
-      const newName = name ?? current.name;
-      this.sqlRun(
-        `UPDATE roles SET name = ?, name_key = ?, description = ?, permissions = ?, denied_permissions = ?,
-          version = version + 1, updated_at = ? WHERE id = ?`,
-        newName,
-        v.nameKey(newName),
-        description ?? current.description,
-        JSON.stringify(permissions ?? current.permissions),
-        JSON.stringify(denied ?? current.deniedPermissions),
-        this.clock(),
-        id,
-      );
-      if (!sameParents && parents !== undefined) this.#setRoleParents(id, parents);
+      this.sqlRun(UPDATE_ROLE, ...roleUpdateValues(current, values, this.clock(), SQLITE_VALUES));
+      if (!sameParents && values.parents !== undefined) this.#setRoleParents(id, values.parents);
       return this.roleRecord(id)!;
     });
   }
@@ -339,10 +281,7 @@ export abstract class SqliteUsers extends SqliteCore {
         );
       }
       // Holders lose the role: bump their version so cached matchers are rebuilt.
-      this.sqlRun(
-        'UPDATE users SET version = version + 1 WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)',
-        id,
-      );
+      this.sqlRun(BUMP_ROLE_HOLDERS, id);
       this.sqlRun('DELETE FROM roles WHERE id = ? AND is_system = 0', id);
     });
   }
