@@ -149,3 +149,21 @@ export function roleUpdateValues<L>(
 /** Bumps the version of every holder of a role (parameter `[role id]`), so cached matchers are rebuilt. */
 export const BUMP_ROLE_HOLDERS =
   'UPDATE users SET version = version + 1 WHERE id IN (SELECT user_id FROM user_roles WHERE role_id = ?)';
+
+/**
+ * The validated inputs of `AuthStore.setPasswordHash`: the hash and whether the security stamp rotates
+ * (`options.rotateStamp`, default true). @throws ValidationError `passwordHash` (`required`) when the
+ * hash is not a non-empty string.
+ */
+export function passwordChange(passwordHash: unknown, options?: { rotateStamp?: boolean }) {
+  if (typeof passwordHash !== 'string' || passwordHash.length === 0) {
+    throw new ValidationError('passwordHash', 'required');
+  }
+  return { passwordHash, rotate: options?.rotateStamp ?? true };
+}
+
+/** The key (trimmed, lower-case) a permission code is stored under. */
+export const permissionKey = (code: string): string => String(code).trim().toLowerCase();
+
+/** Sets a permission's description: parameters `[description or null, permission key]`. */
+export const UPDATE_PERMISSION = 'UPDATE permissions SET description = ? WHERE code = ?';

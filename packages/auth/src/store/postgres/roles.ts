@@ -23,9 +23,11 @@ import {
   BUMP_ROLE_HOLDERS,
   DELETE_ROLE_PARENTS,
   INSERT_ROLE_PARENT,
+  permissionKey,
   roleCycleError,
   roleInheritsSql,
   roleUpdateValues,
+  UPDATE_PERMISSION,
   UPDATE_ROLE,
 } from '../updates.ts';
 import * as v from '../validation.ts';
@@ -169,10 +171,10 @@ export async function updatePermission(
   patch: { description?: string },
   options?: ChangeOptions,
 ): Promise<PermissionRecord> {
-  const key = String(code).trim().toLowerCase();
+  const key = permissionKey(code);
   const description = v.optionalText(patch.description, 'description');
   return change(ctx, 'permission', { field: 'code', value: key }, options, async (q) => {
-    if ((await run(q, 'UPDATE permissions SET description = ? WHERE code = ?', description, key)) === 0) {
+    if ((await run(q, UPDATE_PERMISSION, description, key)) === 0) {
       throw new NotFoundError('permission', key);
     }
     return (await permission(q, key))!;
@@ -181,7 +183,7 @@ export async function updatePermission(
 
 /** See `AuthStore.deletePermission`. */
 export async function deletePermission(ctx: PgContext, code: string, options?: ChangeOptions): Promise<void> {
-  const key = String(code).trim().toLowerCase();
+  const key = permissionKey(code);
   await change(ctx, 'permission', { field: 'code', value: key }, options, async (q) => {
     if ((await run(q, 'DELETE FROM permissions WHERE code = ?', key)) === 0)
       throw new NotFoundError('permission', key);

@@ -23,6 +23,7 @@ import type {
 import {
   BEGIN_ACCESS_ATTEMPT,
   LOCK_USER,
+  passwordChange,
   SUCCEED_ACCESS_ATTEMPT,
   UNLOCK_USER,
   UPDATE_PASSWORD,
@@ -129,10 +130,7 @@ export async function setPasswordHash(
   passwordHash: string,
   options?: ChangeOptions & { rotateStamp?: boolean },
 ): Promise<UserRecord> {
-  if (typeof passwordHash !== 'string' || passwordHash.length === 0) {
-    throw new ValidationError('passwordHash', 'required');
-  }
-  const rotate = options?.rotateStamp ?? true;
+  const { rotate } = passwordChange(passwordHash, options);
   return change(ctx, 'user', { field: 'id', value: id }, options, async (q) => {
     const changed = await run(q, UPDATE_PASSWORD, passwordHash, rotate, newStamp(), ctx.now(), id);
     if (changed === 0) throw new NotFoundError('user', id);

@@ -36,12 +36,15 @@ import {
   DELETE_ROLE_PARENTS,
   INSERT_ROLE_PARENT,
   LOCK_USER,
+  passwordChange,
+  permissionKey,
   roleCycleError,
   roleInheritsSql,
   roleUpdateValues,
   SUCCEED_ACCESS_ATTEMPT,
   UNLOCK_USER,
   UPDATE_PASSWORD,
+  UPDATE_PERMISSION,
   UPDATE_ROLE,
   UPDATE_USER,
   userUpdateValues,
@@ -142,13 +145,10 @@ export abstract class SqliteUsers extends SqliteCore {
     passwordHash: string,
     options?: ChangeOptions & { rotateStamp?: boolean },
   ): Promise<UserRecord> {
-    if (typeof passwordHash !== 'string' || passwordHash.length === 0) {
-      throw new ValidationError('passwordHash', 'required');
-    }
-    const rotate = options?.rotateStamp ?? true;
+    const { rotate } = passwordChange(passwordHash, options);
     return this.change('user', { field: 'id', value: id }, options, () => {
       this.requireUser(id);
-      this.sqlRun(UPDATE_PASSWORD, passwordHash, rotate ? 1 : 0, newStamp(), this.clock(), id);
+      this.sqlRun(UPDATE_PASSWORD, passwordHash, SQLITE_VALUES.bool(rotate), newStamp(), this.clock(), id);
       return this.requireUser(id);
     });
   }
@@ -328,10 +328,10 @@ export abstract class SqliteUsers extends SqliteCore {
     patch: { description?: string },
     options?: ChangeOptions,
   ): Promise<PermissionRecord> {
-    const key = String(code).trim().toLowerCase();
+    const key = permissionKey(code);
     const description = v.optionalText(patch.description, 'description');
     return this.change('permission', { field: 'code', value: key }, options, () => {
-      if (this.sqlRun('UPDATE permissions SET description = ? WHERE code = ?', description, key) === 0) {
+      if (this.sqlRun(UPDATE_PERMISSION, description, key) === 0) {
         throw new NotFoundError('permission', key);
       }
       return this.#permission(key)!;
@@ -339,7 +339,7 @@ export abstract class SqliteUsers extends SqliteCore {
   }
 
   async deletePermission(code: string, options?: ChangeOptions): Promise<void> {
-    const key = String(code).trim().toLowerCase();
+    const key = permissionKey(code);
     this.change('permission', { field: 'code', value: key }, options, () => {
       if (this.sqlRun('DELETE FROM permissions WHERE code = ?', key) === 0)
         throw new NotFoundError('permission', key);
