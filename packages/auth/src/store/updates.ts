@@ -4,9 +4,16 @@
  * keeps only its locking, transactions and value binding.
  */
 import { ValidationError } from '../errors.ts';
-import { newStamp, type rolePatchValues, type userPatchValues } from './inputs.ts';
+import {
+  type clientPatchValues,
+  clientSecret,
+  newStamp,
+  type rolePatchValues,
+  type userPatchValues,
+} from './inputs.ts';
 import type { ValueEncoding } from './inserts.ts';
-import type { DeviceCodeRecord, RoleRecord, UserRecord } from './types.ts';
+import { CLIENT_SELECT } from './rows.ts';
+import type { ClientRecord, DeviceCodeRecord, RoleRecord, UserRecord } from './types.ts';
 import * as v from './validation.ts';
 
 /** Seconds a `slow_down` answer adds to a device code's polling interval (RFC 8628 §3.5). */
@@ -167,3 +174,52 @@ export const permissionKey = (code: string): string => String(code).trim().toLow
 
 /** Sets a permission's description: parameters `[description or null, permission key]`. */
 export const UPDATE_PERMISSION = 'UPDATE permissions SET description = ? WHERE code = ?';
+
+/** Updates a client's settings; parameters: {@link clientUpdateValues}. */
+export const UPDATE_CLIENT = `UPDATE clients SET display_name = ?, secret_hash = ?, is_enabled = ?, redirect_uris = ?,
+  allowed_grant_types = ?, allowed_scopes = ?, permissions = ?, version = version + 1, updated_at = ?
+  WHERE client_id = ?`;
+
+/**
+ * The parameters of {@link UPDATE_CLIENT} applying a validated patch to `current` at `now` (ms); a
+ * `secretHash` in the raw patch is checked against the client type (spec 001 "Client": public clients
+ * have no secret). @throws ValidationError `secretHash` as `clientSecret` does.
+ */
+export function clientUpdateValues<L, B>(
+  current: ClientRecord,
+  values: ReturnType<typeof clientPatchValues>,
+  secretHash: unknown,
+  now: number,
+  encode: ValueEncoding<L, B>,
+): (string | number | null | L | B)[] {
+  return [
+    values.displayName ?? current.displayName,
+    secretHash === undefined ? current.secretHash : clientSecret(current.clientType, secretHash),
+    encode.bool(values.isEnabled ?? current.isEnabled),
+    encode.list(values.redirectUris ?? current.redirectUris),
+    encode.list(values.grantTypes ?? current.allowedGrantTypes),
+    encode.list(values.scopes ?? current.allowedScopes),
+    encode.list(values.permissions ?? current.permissions),
+    now,
+    current.clientId,
+  ];
+}
+
+/** How the stores page through clients (`page` helpers): search on the lower-cased id, order by id. */
+export const CLIENT_LIST = {
+  table: 'clients c',
+  select: CLIENT_SELECT,
+  search: 'lower(c.client_id)',
+  order: 'c.client_id',
+} as const;
+
+/** Bumps a client's version: parameters `[now ms, client id]`. */
+export const BUMP_CLIENT = 'UPDATE clients SET version = version + 1, updated_at = ? WHERE client_id = ?';
+
+/** Sets a client's extension metadata: parameters `[client id, metadata (JSON)]`. */
+export const UPSERT_CLIENT_METADATA = `INSERT INTO client_metadata (client_id, metadata) VALUES (?, ?)
+  ON CONFLICT (client_id) DO UPDATE SET metadata = excluded.metadata`;
+
+/** Sets a client's registration access token hash (RFC 7592): parameters `[client id, hash, now ms]`. */
+export const UPSERT_REGISTRATION_TOKEN = `INSERT INTO client_registrations (client_id, access_token_hash, created_at)
+  VALUES (?, ?, ?) ON CONFLICT (client_id) DO UPDATE SET access_token_hash = excluded.access_token_hash`;

@@ -5,13 +5,7 @@
  */
 import { NotFoundError } from '../../errors.ts';
 import { clientMetadata } from '../client-metadata.ts';
-import {
-  type ClientOidcValues,
-  clientPatchValues,
-  clientSecret,
-  newClientValues,
-  paging,
-} from '../inputs.ts';
+import { type ClientOidcValues, clientPatchValues, newClientValues, paging } from '../inputs.ts';
 import { clientValues, INSERT_CLIENT, POSTGRES_VALUES } from '../inserts.ts';
 import { CLIENT_SELECT, json, toClient, toConsent } from '../rows.ts';
 import type {
@@ -24,6 +18,14 @@ import type {
   NewClient,
   Page,
 } from '../types.ts';
+import {
+  BUMP_CLIENT,
+  CLIENT_LIST,
+  clientUpdateValues,
+  UPDATE_CLIENT,
+  UPSERT_CLIENT_METADATA,
+  UPSERT_REGISTRATION_TOKEN,
+} from '../updates.ts';
 import * as v from '../validation.ts';
 import { all, change, get, getAs, type PgContext, page, type Q, run } from './db.ts';
 
@@ -66,13 +68,7 @@ export async function createClient(
 
 /** See `AuthStore.listClients`. */
 export function listClients(q: Q, query?: ListQuery): Promise<Page<ClientRecord>> {
-  const sql = {
-    table: 'clients c',
-    select: CLIENT_SELECT,
-    search: 'lower(c.client_id)',
-    order: 'c.client_id',
-  };
-  return page(q, query, sql, toClient);
+  return page(q, query, CLIENT_LIST, toClient);
 }
 
 /** See `AuthStore.updateClient`. */
@@ -87,25 +83,8 @@ export async function updateClient(
     await get(q, 'SELECT 1 FROM clients WHERE client_id = ? FOR UPDATE', clientId);
     const current = await client(q, clientId);
     if (!current) throw new NotFoundError('client', clientId);
-    const secretHash =
-      patch.secretHash === undefined
-        ? current.secretHash
-        : clientSecret(current.clientType, patch.secretHash);
-    await run(
-      q,
-      `UPDATE clients SET display_name = ?, secret_hash = ?, is_enabled = ?, redirect_uris = ?,
-        allowed_grant_types = ?, allowed_scopes = ?, permissions = ?, version = version + 1, updated_at = ?
-        WHERE client_id = ?`,
-      values.displayName ?? current.displayName,
-      secretHash,
-      values.isEnabled ?? current.isEnabled,
-      values.redirectUris ?? current.redirectUris,
-      values.grantTypes ?? current.allowedGrantTypes,
-      values.scopes ?? current.allowedScopes,
-      values.permissions ?? current.permissions,
-      ctx.now(),
-      clientId,
-    );
+    const params = clientUpdateValues(current, values, patch.secretHash, ctx.now(), POSTGRES_VALUES);
+    await run(q, UPDATE_CLIENT, ...params);
     await setClientOidc(q, clientId, values.oidc);
     return (await client(q, clientId))!;
   });
@@ -128,20 +107,9 @@ export async function setClientMetadata(
 ): Promise<ClientRecord> {
   const value = clientMetadata(metadata);
   return change(ctx, 'client', { field: 'clientId', value: clientId }, options, async (q) => {
-    const bumped = await run(
-      q,
-      'UPDATE clients SET version = version + 1, updated_at = ? WHERE client_id = ?',
-      ctx.now(),
-      clientId,
-    );
+    const bumped = await run(q, BUMP_CLIENT, ctx.now(), clientId);
     if (bumped === 0) throw new NotFoundError('client', clientId);
-    await run(
-      q,
-      `INSERT INTO client_metadata (client_id, metadata) VALUES (?, ?)
-        ON CONFLICT (client_id) DO UPDATE SET metadata = excluded.metadata`,
-      clientId,
-      { ...value },
-    );
+    await run(q, UPSERT_CLIENT_METADATA, clientId, { ...value });
     return (await client(q, clientId))!;
   });
 }
@@ -155,14 +123,7 @@ export async function setRegistrationAccessToken(
 ): Promise<void> {
   await change(ctx, 'client', { field: 'clientId', value: clientId }, undefined, async (q) => {
     if (!(await client(q, clientId))) throw new NotFoundError('client', clientId);
-    await run(
-      q,
-      `INSERT INTO client_registrations (client_id, access_token_hash, created_at) VALUES (?, ?, ?)
-        ON CONFLICT (client_id) DO UPDATE SET access_token_hash = excluded.access_token_hash`,
-      clientId,
-      tokenHash,
-      now,
-    );
+    await run(q, UPSERT_REGISTRATION_TOKEN, clientId, tokenHash, now);
   });
 }
 

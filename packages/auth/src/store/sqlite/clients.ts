@@ -1,12 +1,6 @@
 import { NotFoundError } from '../../errors.ts';
 import { clientMetadata } from '../client-metadata.ts';
-import {
-  type ClientOidcValues,
-  clientPatchValues,
-  clientSecret,
-  newClientValues,
-  paging,
-} from '../inputs.ts';
+import { type ClientOidcValues, clientPatchValues, newClientValues, paging } from '../inputs.ts';
 import { clientValues, INSERT_CLIENT, SQLITE_VALUES } from '../inserts.ts';
 import { CLIENT_SELECT, freezeClient, json, toClient, toConsent } from '../rows.ts';
 import type {
@@ -19,6 +13,14 @@ import type {
   NewClient,
   Page,
 } from '../types.ts';
+import {
+  BUMP_CLIENT,
+  CLIENT_LIST,
+  clientUpdateValues,
+  UPDATE_CLIENT,
+  UPSERT_CLIENT_METADATA,
+  UPSERT_REGISTRATION_TOKEN,
+} from '../updates.ts';
 import * as v from '../validation.ts';
 import { SqliteUsers } from './users.ts';
 
@@ -71,13 +73,7 @@ export abstract class SqliteClients extends SqliteUsers {
   }
 
   async listClients(query?: ListQuery): Promise<Page<ClientRecord>> {
-    const sql = {
-      table: 'clients c',
-      select: CLIENT_SELECT,
-      search: 'lower(c.client_id)',
-      order: 'c.client_id',
-    };
-    return this.page(query, sql, toClient);
+    return this.page(query, CLIENT_LIST, toClient);
   }
 
   async updateClient(clientId: string, patch: ClientPatch, options?: ChangeOptions): Promise<ClientRecord> {
@@ -87,23 +83,8 @@ export abstract class SqliteClients extends SqliteUsers {
     return this.change('client', { field: 'clientId', value: clientId }, options, () => {
       const current = this.clientRecord(clientId);
       if (!current) throw new NotFoundError('client', clientId);
-      const secretHash =
-        patch.secretHash === undefined
-          ? current.secretHash
-          : clientSecret(current.clientType, patch.secretHash);
-      this.sqlRun(
-        `UPDATE clients SET display_name = ?, secret_hash = ?, is_enabled = ?, redirect_uris = ?, allowed_grant_types = ?,
-          allowed_scopes = ?, permissions = ?, version = version + 1, updated_at = ? WHERE client_id = ?`,
-        values.displayName ?? current.displayName,
-        secretHash,
-        (values.isEnabled ?? current.isEnabled) ? 1 : 0,
-        JSON.stringify(values.redirectUris ?? current.redirectUris),
-        JSON.stringify(values.grantTypes ?? current.allowedGrantTypes),
-        JSON.stringify(values.scopes ?? current.allowedScopes),
-        JSON.stringify(values.permissions ?? current.permissions),
-        this.clock(),
-        clientId,
-      );
+      const params = clientUpdateValues(current, values, patch.secretHash, this.clock(), SQLITE_VALUES);
+      this.sqlRun(UPDATE_CLIENT, ...params);
       this.#setClientOidc(clientId, oidc);
       return this.clientRecord(clientId)!;
     });
@@ -212,13 +193,7 @@ export abstract class SqliteClients extends SqliteUsers {
   async setRegistrationAccessToken(clientId: string, tokenHash: string, now: number): Promise<void> {
     this.change('client', { field: 'clientId', value: clientId }, undefined, () => {
       if (!this.clientRecord(clientId)) throw new NotFoundError('client', clientId);
-      this.sqlRun(
-        `INSERT INTO client_registrations (client_id, access_token_hash, created_at) VALUES (?, ?, ?)
-          ON CONFLICT (client_id) DO UPDATE SET access_token_hash = excluded.access_token_hash`,
-        clientId,
-        tokenHash,
-        now,
-      );
+      this.sqlRun(UPSERT_REGISTRATION_TOKEN, clientId, tokenHash, now);
     });
   }
 
@@ -239,17 +214,8 @@ export abstract class SqliteClients extends SqliteUsers {
     this.#clientCache.clear();
     return this.change('client', { field: 'clientId', value: clientId }, options, () => {
       if (!this.clientRecord(clientId)) throw new NotFoundError('client', clientId);
-      this.sqlRun(
-        `INSERT INTO client_metadata (client_id, metadata) VALUES (?, ?)
-          ON CONFLICT (client_id) DO UPDATE SET metadata = excluded.metadata`,
-        clientId,
-        JSON.stringify(value),
-      );
-      this.sqlRun(
-        'UPDATE clients SET version = version + 1, updated_at = ? WHERE client_id = ?',
-        this.clock(),
-        clientId,
-      );
+      this.sqlRun(UPSERT_CLIENT_METADATA, clientId, JSON.stringify(value));
+      this.sqlRun(BUMP_CLIENT, this.clock(), clientId);
       return this.clientRecord(clientId)!;
     });
   }
