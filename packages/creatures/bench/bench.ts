@@ -20,8 +20,8 @@
  *
  * The load comes from wrk (`npm run bench:setup` installs it; one thread, each connection sending
  * `BENCH_PIPELINING` requests at once by a Lua script) when it is on the PATH, else from autocannon in
- * this process (`BENCH_CLIENT=wrk|autocannon` chooses). The client runs on the same cores as the
- * servers: autocannon (a Node program parsing every answer in JavaScript) needs about as much CPU per
+ * this process (`BENCH_CLIENT=wrk|autocannon` chooses). wrk runs on core 0 and the servers on core 1
+ * where `taskset` works (see `pin`); autocannon runs in this process, on any core: autocannon (a Node program parsing every answer in JavaScript) needs about as much CPU per
  * request as the fastest servers, so with it req/s of the fast targets is held back by the client and
  * their ratios shrink toward 1; wrk needs a fraction of that. req/s still depends on what else the
  * machine runs. The bench therefore also reads each server process's own CPU time (user + system, all
