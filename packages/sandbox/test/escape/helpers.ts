@@ -109,7 +109,8 @@ function walk(path: string, out: Map<string, FileFacts>): void {
  * time, and a box being created may not have its bundle yet): a box's root, disk or checked host binds
  * directly in an engine box directory (`<home>/boxes/<id>/rootfs`, `…/disk`, `…/binds/<i>`), or a box's
  * network namespace (`/run/netns/sbx-<id>`, or `<home>/boxes/<id>/bundle/netns` while a gVisor box
- * starts). A box that escaped would mount where it chose, not at these names.
+ * starts), or a disk template being formatted (`<stateRoot>/disks/mnt-XXXXXX`). A box that escaped
+ * would mount where it chose, not at these names.
  */
 function isEngineMount(mountPoint: string): boolean {
   return (
@@ -117,7 +118,10 @@ function isEngineMount(mountPoint: string): boolean {
     // The gVisor tier's user and network namespace pair, made once per boot by the first gVisor box
     // (src/engine/gvisor-userns.ts) and kept for the boot: new on a fresh host, never box-controlled.
     /^\/run\/seed-sandbox-gvisor\/(userns|netns)$/.test(mountPoint) ||
-    /\/boxes\/[0-9A-Za-z_-]+\/(rootfs|disk|binds\/\d+|bundle\/netns)$/.test(mountPoint)
+    /\/boxes\/[0-9A-Za-z_-]+\/(rootfs|disk|binds\/\d+|bundle\/netns)$/.test(mountPoint) ||
+    // A btrfs disk template being laid out (src/engine/disk.ts formatBtrfs), mounted for a moment at a
+    // fresh `<stateRoot>/disks/mnt-XXXXXX` while another test file's engine makes its first disk.
+    /\/disks\/mnt-[0-9A-Za-z]{6}$/.test(mountPoint)
   );
 }
 
