@@ -1,12 +1,12 @@
 /**
  * `@seed/auth` — the authorization and token service of spec 001 as a library.
  *
- * - The server (issue 5): {@link buildAuthServer} builds the whole Fastify app (OAuth 2.0 token,
+ * - The server: {@link buildAuthServer} builds the whole Fastify app (OAuth 2.0 token,
  *   authorization, revocation and introspection endpoints, discovery, JWKS, login page, administration
  *   API) over the SQLite store; {@link configFromEnv} reads the `AUTH_*` environment the `auth-server`
  *   command uses; {@link oauthServer} is the OAuth part alone as a Fastify plugin for an app of your own.
  *   Embedding: `const server = await buildAuthServer(configFromEnv().options); await server.listen(0)`.
- * - The core (issue 4): storage, password hashing, credential validation with lockout and audit, permission
+ * - The core: storage, password hashing, credential validation with lockout and audit, permission
  *   evaluation with compiled matchers, ABAC policies, and the permission middleware (Fastify plugin and
  *   plain Node adapter).
  *

@@ -1,6 +1,6 @@
 /**
- * Password hashing with scrypt from `node:crypto` (issue 4: "scrypt at OWASP parameters, hash parameters
- * stored with the hash so they can be raised later").
+ * Password hashing with scrypt from `node:crypto` at OWASP parameters, the parameters stored with the hash
+ * so that they can be raised later.
  *
  * Encoded form (PHC string format): `$scrypt$ln=<log2 N>,r=<r>,p=<p>$<salt base64>$<hash base64>`
  * (unpadded standard base64). Defaults follow the OWASP Password Storage Cheat Sheet: N = 2^17, r = 8,

@@ -1,5 +1,5 @@
 /**
- * Permission codes and their compiled matchers (spec 001 permission evaluation, issue 4).
+ * Permission codes and their compiled matchers (spec 001 permission evaluation).
  *
  * Syntax: a code is dot-separated segments, e.g. `auth.admin.users`. A segment is 1–64 characters of
  * `a-z`, `0-9`, `_`, `-`, starting with a letter or digit; codes are case-insensitive and normalized to

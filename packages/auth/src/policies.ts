@@ -1,5 +1,5 @@
 /**
- * Attribute-based policies (issue 4 "Permission evaluation"): named predicates over the subject, the resource
+ * Attribute-based policies (spec 001 "Permission evaluation"): named predicates over the subject, the resource
  * and the request, registered in code ({@link PolicyRegistry.register}) or from configuration
  * ({@link PolicyRegistry.registerConfig}). An endpoint naming a policy gets `GrantedByPolicy` when it holds,
  * `PolicyNotSatisfied` when it does not (or throws — policies fail closed), `PolicyNotFound` when no policy has

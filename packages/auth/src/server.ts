@@ -131,7 +131,7 @@ export function demoSpaRedirectUris(issuer: string, adminBasePath = '/auth-admin
 const generated = () => randomBytes(18).toString('base64url');
 
 /**
- * Seeds an empty store (spec 001 issue 5): with no user, an administrator holding the built-in
+ * Seeds an empty store (spec 001): with no user, an administrator holding the built-in
  * `administrator` role (`auth.admin.**`); with no client, `demo-spa` (public: authorization code + PKCE,
  * refresh) and `demo-service` (confidential: password, client credentials, refresh). Missing secrets are
  * generated and returned (never logged here).

@@ -1,7 +1,7 @@
 /**
- * Bearer-token verification for the permission middleware (issue 4 "Middleware": signature, expiry; the subject
+ * Bearer-token verification for the permission middleware (spec 001 "Middleware": signature, expiry; the subject
  * checks — enabled, not locked, security stamp unchanged — are done by `AuthorizationService` against the
- * store). The OAuth server (issue 5) plugs its keys into {@link JwtTokenVerifier}, or supplies its own
+ * store). The OAuth server plugs its keys into {@link JwtTokenVerifier}, or supplies its own
  * {@link TokenVerifier}.
  */
 import {

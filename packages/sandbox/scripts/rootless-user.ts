@@ -1,6 +1,6 @@
 /**
  * `node scripts/rootless-user.ts` (root; run by `npm run test:setup`): the account `sbxuser` the
- * rootless tests and bench run as (issue 16), with a home directory it owns, prepared by
+ * rootless tests and bench run as, with a home directory it owns, prepared by
  * `sandbox setup sbxuser` (subordinate ids, delegated cgroup subtree). Idempotent. The root sandbox's
  * own id range is reserved first, so that useradd's automatic subordinate ids never overlap it. The
  * account runs the tests from this checkout: every directory above it gets search permission for

@@ -225,7 +225,7 @@ export class JsRuntime {
   }
 
   /**
-   * Keeps `size` boxes of `image` and `options` created and running (issue 18 warm pools; `pool.ts`):
+   * Keeps `size` boxes of `image` and `options` created and running (warm pools; `pool.ts`):
    * `create()` with the same options (name and lifetimes aside) hands one out at once and the pool refills
    * in the background; `shutdown()` drains it, `pool.close()` too. On a REST runtime the server keeps the
    * pool (`rest/pool-routes.ts`) and hands its boxes to this runtime's `create()`; `ready()` is the count
@@ -246,7 +246,7 @@ export class JsRuntime {
     return this.#backend.pool(spec);
   }
 
-  /** Image operations (issue 7); a REST runtime rejects them with code `unsupported`. */
+  /** Image operations; a REST runtime rejects them with code `unsupported`. */
   get images(): RuntimeImages {
     return this.#backend.images;
   }

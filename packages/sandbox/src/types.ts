@@ -3,7 +3,7 @@
  * fields". Behaviour lives elsewhere; this module only declares shapes.
  */
 
-/** Registry configuration (spec 002 `JsImageRegistry`; fields per issue 7). */
+/** Registry configuration (spec 002 `JsImageRegistry`). */
 export interface JsImageRegistry {
   /** Registry host, with port when not the default, e.g. `127.0.0.1:5000` or `registry-1.docker.io`. */
   host: string;
@@ -196,7 +196,7 @@ export interface JsHealthStatus {
 export type TimeoutAction = 'stop' | 'pause' | 'remove';
 
 /**
- * Lifetimes of a box (issue 18): BoxLite's `autoPause`, `autoDelete` and `autoResume`, E2B's `timeoutMs`.
+ * Lifetimes of a box: BoxLite's `autoPause`, `autoDelete` and `autoResume`, E2B's `timeoutMs`.
  * Stored with the box and enforced by the reaper process of the `homeDir`, so they hold for detached
  * boxes with no SDK process alive and across restarts of the runtime.
  */

@@ -1,6 +1,5 @@
 /**
- * Routes of the administration REST API under `{BasePath}/api` (spec 001 "Administration REST API",
- * issue 6): users, roles, permissions, clients and the audit log, one file per resource
+ * Routes of the administration REST API under `{BasePath}/api` (spec 001 "Administration REST API"): users, roles, permissions, clients and the audit log, one file per resource
  * (`users-routes.ts`, `roles-routes.ts`, `clients-routes.ts`, `audit-routes.ts`, `oidc-routes.ts`) over
  * the shared helpers of `route-kit.ts`.
  *

@@ -1,5 +1,5 @@
 /**
- * Administration API: clients (`/clients`, secret rotation, OAuth extension settings `PUT /clients/{clientId}/metadata`), spec 001 "Administration REST API", issue 20.
+ * Administration API: clients (`/clients`, secret rotation, OAuth extension settings `PUT /clients/{clientId}/metadata`), spec 001 "Administration REST API".
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';

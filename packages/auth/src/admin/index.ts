@@ -1,6 +1,5 @@
 /**
- * The administration REST API and admin page of the auth service (spec 001 "Administration REST API",
- * issue 6), as one Fastify plugin: {@link adminApi}.
+ * The administration REST API and admin page of the auth service (spec 001 "Administration REST API"), as one Fastify plugin: {@link adminApi}.
  *
  * Wiring (in the server):
  * ```ts

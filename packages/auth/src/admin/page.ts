@@ -1,5 +1,5 @@
 /**
- * The admin web page at `{BasePath}/` (issue 6): static files from `./web/` (HTML, two ES modules — the
+ * The admin web page at `{BasePath}/`: static files from `./web/` (HTML, two ES modules — the
  * page and its client OAuth settings form — and one stylesheet; no build step, no CDN), served with a strict Content-Security-Policy. The page signs in
  * through this server's authorization-code + PKCE flow as the public client `clientId` (its redirect URI
  * must be `{origin}{BasePath}/`) and then calls `{BasePath}/api` with the access token. The page gets the

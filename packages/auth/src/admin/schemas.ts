@@ -1,6 +1,6 @@
 /**
  * JSON Schemas (draft 2020-12 subset understood by Ajv 8 and OpenAPI 3.1) of the administration API's
- * requests and responses (spec 001 "Administration REST API", issue 6). They drive request validation
+ * requests and responses (spec 001 "Administration REST API"). They drive request validation
  * (wrong types, unknown fields and oversized strings give 400 before any handler runs), response
  * serialization (only the listed fields leave the server — never a password or secret hash) and the
  * OpenAPI document served at `{BasePath}/api/openapi.json`.

@@ -1,5 +1,5 @@
 /**
- * PostgreSQL implementation of {@link AuthStore} on the `postgres` driver (issue 21): several auth server
+ * PostgreSQL implementation of {@link AuthStore} on the `postgres` driver: several auth server
  * instances share one database, and every guarantee of the store holds across them because it is enforced
  * by the database, not by process memory — lockout counting, refresh-token rotation and reuse detection,
  * single-use codes and pushed requests, the replay cache, login sessions, signing keys.

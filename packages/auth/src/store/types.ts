@@ -1,5 +1,5 @@
 /**
- * Records and the storage interface of the auth core (spec 001 "Resources and their fields", issue 4).
+ * Records and the storage interface of the auth core (spec 001 "Resources and their fields").
  *
  * Every method is async so that a PostgreSQL implementation can follow without touching callers. Every
  * mutating method is one transaction: it either fully applies (including the optional audit event passed in
@@ -669,7 +669,7 @@ export interface AuthStore {
   /** Audit events, newest first, filtered and paged. @throws ValidationError (bad filter or paging). */
   listAudit(query?: AuditQuery): Promise<Page<AuditEvent>>;
 
-  // ── token lifecycle (issue 5) ──
+  // ── token lifecycle ──
   /** @throws ConflictError when the hash exists. */
   insertRefreshToken(input: NewRefreshToken): Promise<RefreshTokenRecord>;
   /** The refresh token with that hash, or undefined. */

@@ -1,5 +1,5 @@
 /**
- * `sandbox doctor` (issue 16): checks every prerequisite of the sandbox for one account — the caller by
+ * `sandbox doctor`: checks every prerequisite of the sandbox for one account — the caller by
  * default — and says, for each missing one, the exact command that fixes it. Rootless prerequisites
  * (user namespaces, `newuidmap`, subordinate ids, a delegated cgroup subtree, overlayfs inside a user
  * namespace) are checked for an ordinary account; root runs boxes with the root engine and only needs

@@ -1,5 +1,5 @@
 /**
- * The host commands of the `sandbox` command line (issue 16): `sandbox doctor` checks the prerequisites
+ * The host commands of the `sandbox` command line: `sandbox doctor` checks the prerequisites
  * of the caller's account (exit status 1 when a required one is missing), `sandbox setup <user>`
  * prepares the host for an ordinary account (root).
  */

@@ -1,5 +1,5 @@
 /**
- * `sandbox setup <user>` (issue 16; run once as root): prepares the host so that `user` can run boxes
+ * `sandbox setup <user>` (run once as root): prepares the host so that `user` can run boxes
  * rootless, and prints what it did. Idempotent: a second run changes nothing and says so.
  *
  * 1. Installs the missing Debian packages of the rootless runtime ({@link ROOTLESS_PACKAGES}, apt-get).

@@ -1,5 +1,5 @@
 /**
- * Pausing and resuming a box with the kernel's cgroup freezer (issue 18 "pause/resume").
+ * Pausing and resuming a box with the kernel's cgroup freezer.
  *
  * Every box of both tiers runs in the cgroup `/seed-sandbox/<id>` (engine.ts and gvisor.ts set it as the
  * OCI `cgroupsPath`). On a cgroup v2 host the box is frozen by writing `1` to `<cgroup>/cgroup.freeze`

@@ -1,5 +1,5 @@
 /**
- * Isolation engines of the sandbox (issue 8). `createEngine()` returns the OCI container engine
+ * Isolation engines of the sandbox. `createEngine()` returns the OCI container engine
  * (crun or runc); the `Engine` contract is in types.ts.
  */
 import { type CreateEngineOptions, OciEngine } from './engine.ts';

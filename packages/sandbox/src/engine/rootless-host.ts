@@ -1,5 +1,5 @@
 /**
- * Host facts the rootless engine, `sandbox doctor` and `sandbox setup` share (issue 16): the caller's
+ * Host facts the rootless engine, `sandbox doctor` and `sandbox setup` share: the caller's
  * account, its subordinate id ranges (`/etc/subuid`, `/etc/subgid`, subuid(5)), the cgroup layout and
  * the cgroup subtree delegated to an ordinary user, the kernel version and the lowest unprivileged port.
  *

@@ -51,7 +51,7 @@ export interface EngineBoxSpec {
    * to the caller (engine/rootless.ts); otherwise such a start fails.
    */
   allowUnlimited?: boolean;
-  /** `disabled`: only `lo`; `enabled`: user-mode networking (issue 9 extends this). */
+  /** `disabled`: only `lo`; `enabled`: user-mode networking. */
   network: { mode: 'enabled' | 'disabled'; allowNet: string[] };
   /** When false the box is stopped when the creating process exits, even on SIGKILL. */
   detach: boolean;

@@ -1,5 +1,5 @@
 /**
- * Networking of rootless boxes (issue 16), the counterpart of `network/manager.ts` for an ordinary
+ * Networking of rootless boxes, the counterpart of `network/manager.ts` for an ordinary
  * account, with the same surface for the runtime (`prepare`, `hooks`, `publishedPorts`, `teardown`):
  *
  * - `disabled`: nothing is added; the box has only `lo`.

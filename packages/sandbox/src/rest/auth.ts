@@ -1,5 +1,5 @@
 /**
- * Authentication of the REST runtime (issue 10): a bearer API key compared in constant time, and
+ * Authentication of the REST runtime: a bearer API key compared in constant time, and
  * optionally JWT access tokens of the auth service verified against its JWKS (RFC 7517, RFC 9068) with
  * the permission codes `sandbox.boxes.read`, `sandbox.boxes.write`, `sandbox.exec`. Without any
  * credential configured the server only serves loopback clients.

@@ -1,5 +1,5 @@
 /**
- * The REST flavour of the runtime (issue 10; spec 002 "remote through a REST runtime"): `RestRuntime`,
+ * The REST flavour of the runtime (spec 002 "remote through a REST runtime"): `RestRuntime`,
  * the `RuntimeBackend` of `new JsRuntime({ url })`, over the server in `server.ts`. Its boxes are `JsBox`
  * facades over `RestBoxBackend` (`box-client.ts`), so they behave like local ones.
  *

@@ -1,5 +1,5 @@
 /**
- * The REST runtime (issue 10): `RestServer` exposes a local `JsRuntime` over HTTP (`sandbox serve`);
+ * The REST runtime: `RestServer` exposes a local `JsRuntime` over HTTP (`sandbox serve`);
  * `RestRuntime` is the client behind `new JsRuntime({ url, apiKey })`.
  */
 export { Authenticator, type AuthOptions, isLoopback, type JwtAuthOptions, type Principal } from './auth.ts';

@@ -1,5 +1,5 @@
 /**
- * HTTP routes of box pause/resume and lifetimes on the REST runtime server (a Fastify plugin; issue 18).
+ * HTTP routes of box pause/resume and lifetimes on the REST runtime server (a Fastify plugin).
  * Every route needs the `boxes:write` permission; bodies are snake_case JSON; errors are `BoxError`s mapped
  * by code (`wire.ts`: `conflict` 409, `not_found` 404, `invalid_option` 400).
  *

@@ -1,5 +1,5 @@
 /**
- * Warm pools of a REST runtime (issue 18; the server side is `pool-routes.ts`): `runtime.pool(spec)` on a
+ * Warm pools of a REST runtime (the server side is `pool-routes.ts`): `runtime.pool(spec)` on a
  * REST runtime asks the server to keep the boxes ready, and `create()` with matching options on that
  * runtime is handed one by the server. The handle is returned at once, as a local pool's is: its id is
  * chosen here (a ULID) and sent with the create request, whose outcome `filled()` and `close()` report.

@@ -1,5 +1,5 @@
 /**
- * Warm pools kept by the REST runtime server (issue 18; `runtime/pool.ts`), as a Fastify plugin: a pool
+ * Warm pools kept by the REST runtime server (`runtime/pool.ts`), as a Fastify plugin: a pool
  * created here keeps `size` boxes of its options running in the server's runtime, and `POST /v1/boxes`
  * with matching options hands one out (the server runtime's `create` does the matching). Pools live as
  * long as the server: `close()` removes the boxes they hold ready.

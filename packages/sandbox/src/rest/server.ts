@@ -1,5 +1,5 @@
 /**
- * The REST runtime server (issue 10; spec 002 "The runtime is local, or remote through a REST runtime"):
+ * The REST runtime server (spec 002 "The runtime is local, or remote through a REST runtime"):
  * one local `JsRuntime` exposed over HTTP under `/v1`, JSON in snake_case, errors as
  * `{ "error": { "message", "type", "code" } }`, exec streams over WebSocket (`exec-sockets.ts`), one-shot
  * box tunnels over HTTP `CONNECT` (`tunnel-routes.ts`), and an OpenAPI 3.1 document at `/v1/openapi.json`

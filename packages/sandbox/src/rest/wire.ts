@@ -1,5 +1,5 @@
 /**
- * Wire format of the REST runtime (issue 10): JSON bodies in snake_case, the error body
+ * Wire format of the REST runtime: JSON bodies in snake_case, the error body
  * `{ "error": { "message", "type", "code", "field"? } }`, and the exec WebSocket framing.
  *
  * WebSocket framing of `GET /v1/boxes/{box}/executions/{execution}/attach`:
@@ -52,7 +52,7 @@ export function isStreamNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 0xffffffff;
 }
 
-/** Permission codes of the auth service accepted in access tokens (issue 10). */
+/** Permission codes of the auth service accepted in access tokens. */
 export const Permission = {
   boxesRead: 'sandbox.boxes.read',
   boxesWrite: 'sandbox.boxes.write',

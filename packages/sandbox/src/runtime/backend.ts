@@ -55,7 +55,7 @@ export interface ImagePullResult {
   resolvedReference: string;
 }
 
-/** Image operations of a runtime (issue 7: `images.pull`, `images.list`, `images.remove`). */
+/** Image operations of a runtime (`images.pull`, `images.list`, `images.remove`). */
 export interface RuntimeImages {
   /**
    * Pulls an image (or finds it in the store) and prepares its layers; `options.onProgress` and
@@ -118,6 +118,6 @@ export interface RuntimeBackend {
   cloneBox(idOrName: string, options?: CloneOptions, name?: string): Promise<JsBox>;
   /** A new box from an archive written by `box.export`. */
   importBox(path: string, name?: string): Promise<JsBox>;
-  /** A warm pool of ready boxes (issue 18; `pool.ts`); absent where the flavour keeps none. */
+  /** A warm pool of ready boxes (`pool.ts`); absent where the flavour keeps none. */
   pool?(spec: PoolSpec): JsBoxPool;
 }

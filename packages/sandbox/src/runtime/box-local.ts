@@ -26,7 +26,7 @@ import type { BoxRecord } from './state.ts';
 
 /**
  * Maps a record's status to spec 002 `JsBoxStateInfo.status`: `configured`, `running`, `stopped`, `failed`,
- * and `paused` (a frozen box, issue 18).
+ * and `paused` (a frozen box).
  */
 function publicStatus(status: BoxRecord['status']): string {
   return status === 'creating' ? 'configured' : status;

@@ -189,7 +189,7 @@ export class JsBox {
   }
 
   /**
-   * Pauses the box (issue 18): every process of it is frozen with the cgroup freezer and uses no CPU;
+   * Pauses the box: every process of it is frozen with the cgroup freezer and uses no CPU;
    * memory stays resident (no checkpoint: see ENGINE.md "Pause and resume"). `info()` then reports status
    * `paused` in every process; `exec` is refused with `conflict` unless the box has `autoResume`; files stay
    * readable and writable. Pausing a paused box is a no-op.

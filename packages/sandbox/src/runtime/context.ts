@@ -24,7 +24,7 @@ export interface RuntimeContext {
   stopBox(id: string, graceMs?: number): Promise<void>;
   /** Starts a stopped box again with its writable layer and volumes (no-op when running). */
   startBox(id: string): Promise<void>;
-  /** Pause, resume and lifetimes of boxes (issue 18; `lifetimes.ts`); absent: `unsupported`. */
+  /** Pause, resume and lifetimes of boxes (`lifetimes.ts`); absent: `unsupported`. */
   lifecycle?: BoxLifecycle;
   /** Snapshots and export of boxes (`snapshot-local.ts`); absent: `unsupported`. */
   snapshots?: SnapshotService;

@@ -1,5 +1,5 @@
 /**
- * Box lifetimes (issue 18): BoxLite's `autoPause` (idle seconds), `autoDelete` (seconds after stop) and
+ * Box lifetimes: BoxLite's `autoPause` (idle seconds), `autoDelete` (seconds after stop) and
  * `autoResume`, and E2B's box timeout (`timeoutMs` at create, `box.setTimeout(ms)` later) with what happens
  * at expiry (`onTimeout`: `stop`, `pause` or `remove`).
  *

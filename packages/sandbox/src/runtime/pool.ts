@@ -1,5 +1,5 @@
 /**
- * Warm pools (issue 18): `runtime.pool({ image, size, options })` keeps `size` boxes of those options
+ * Warm pools: `runtime.pool({ image, size, options })` keeps `size` boxes of those options
  * created and running, so that `runtime.create()` with the same options hands one out at once instead of
  * starting a box (a box start is ~50 ms; a hand-out is a row update), and the pool refills in the
  * background once the handed-out box's first command has ended (`REFILL_DELAY_MS` at the latest), so the

@@ -1,5 +1,5 @@
 /**
- * The lifetime reaper (issue 18): one process per `homeDir` that enforces the stored box lifetimes
+ * The lifetime reaper: one process per `homeDir` that enforces the stored box lifetimes
  * (`lifetimes.ts`) — pauses idle `autoPause` boxes, applies `onTimeout` when a box's timeout passes, and
  * removes `autoDelete` boxes once they have been stopped long enough.
  *

@@ -1,4 +1,4 @@
-// Admin page of the auth service (spec 001, issue 6). Plain ES module, no build step, no external assets.
+// Admin page of the auth service (spec 001). Plain ES module, no build step, no external assets.
 // Sign-in: the server's own OAuth 2.0 authorization-code flow with PKCE S256 (RFC 6749 §4.1, RFC 7636) as a
 // public client; the access token is kept in sessionStorage and sent as a bearer token to `{BasePath}/api`.
 // All record data is written with textContent (never innerHTML): names come from other administrators.
