@@ -2,9 +2,17 @@
  * Offline images for tests and demos, built from Debian packages (no Docker Hub here), and the local
  * registries (Debian's `docker-registry`) that serve them:
  * - `busybox:latest` from `/bin/busybox` (package busybox-static) with one symlink per applet;
- * - `library/python:slim` from `mmdebstrap --variant=minbase` bookworm with python3-minimal and pip.
+ * - `base:latest` (E2B's `base` template) from `mmdebstrap --variant=minbase` bookworm: bash, coreutils,
+ *   python3 and sudo, the user `user` (uid 1000, home and working directory `/home/user`, passwordless sudo)
+ *   as the default user; `root` stays selectable per command;
+ * - `library/python:slim` (default image of `SimpleBox` and `CodeBox`): the same root plus pip, Debian's
+ *   Jupyter Server and ipykernel (the stateful interpreter of `src/interpreter/`), numpy, pandas,
+ *   matplotlib and pillow; runs as root. The same layer is also pushed as `code-interpreter-v1:latest`
+ *   (E2B's code-interpreter template) with `user` as default user and `/home/user` as working directory.
  * Built layers are cached outside the repository (`/var/cache/seed-sandbox` as root, else
  * `~/.cache/seed-sandbox`; `SEED_SANDBOX_CACHE` overrides) so repeated runs only push (or do nothing).
+ * A cached build records the hash of its recipe (packages, hooks, config): changing the recipe rebuilds
+ * the image, and a registry tag whose manifest differs from the cached build is pushed again.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -39,29 +47,67 @@ export const AUTH_USER = 'seed';
 /** Password of `AUTH_USER` on the auth registry (test-only, loopback only). */
 export const AUTH_PASSWORD = 'seed-sandbox-test';
 
-/** A built image in the cache: one gzip layer with its digest, size and diff id, plus the config. */
+/** PATH of the offline images. */
+export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * A built image in the cache: one gzip layer with its digest, size (bytes) and diff id, plus the config;
+ * `recipe` is the sha256 of what the image was built from (mmdebstrap builds only).
+ */
 export interface BuiltImage {
   layerPath: string;
   digest: string;
   size: number;
   diffId: string;
   config: ImageConfig;
+  recipe?: string;
 }
 
-/** Offline images and the repository:tag names they are published under. */
-export const OFFLINE_IMAGES = {
-  busybox: { repos: ['library/busybox', 'busybox'], tag: 'latest' },
-  python: { repos: ['library/python', 'python'], tag: 'slim' },
-  /** Built only on request (BrowserBox, ComputerBox tests): see `images-desktop.ts`. */
-  chromium: { repos: ['seed/chromium'], tag: 'latest' },
-  firefox: { repos: ['seed/firefox'], tag: 'latest' },
-  desktop: { repos: ['seed/desktop'], tag: 'latest' },
-} as const;
-/** `busybox`, `python`, `chromium`, `firefox` or `desktop`. */
-export type OfflineImageName = keyof typeof OFFLINE_IMAGES;
+/**
+ * One name an offline image is published under: repositories, tag, and optionally a runtime config that
+ * replaces the build's (same layer, other default user or working directory).
+ */
+export interface OfflineImageTag {
+  repos: readonly string[];
+  tag: string;
+  config?: ImageConfig['config'];
+}
 
-/** PATH of the offline images. */
-export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/** The default user of the E2B templates (`base`, `code-interpreter-v1`): uid 1000, home `/home/user`. */
+export const TEMPLATE_USER = 'user';
+
+/** Runtime config of the E2B templates: `user` in `/home/user`. */
+const TEMPLATE_CONFIG: ImageConfig['config'] = {
+  Env: [PATH_ENV, 'LANG=C.UTF-8', 'HOME=/home/user'],
+  Cmd: ['/bin/bash'],
+  User: TEMPLATE_USER,
+  WorkingDir: '/home/user',
+};
+
+/** Offline images and the repository:tag names they are published under. */
+export const OFFLINE_IMAGES: Record<
+  'busybox' | 'python' | 'base' | 'chromium' | 'firefox' | 'desktop',
+  { tags: readonly OfflineImageTag[] }
+> = {
+  busybox: { tags: [{ repos: ['library/busybox', 'busybox'], tag: 'latest' }] },
+  python: {
+    tags: [
+      { repos: ['library/python', 'python'], tag: 'slim' },
+      {
+        repos: ['library/code-interpreter-v1', 'code-interpreter-v1'],
+        tag: 'latest',
+        config: TEMPLATE_CONFIG,
+      },
+    ],
+  },
+  base: { tags: [{ repos: ['library/base', 'base'], tag: 'latest' }] },
+  /** Built only on request (BrowserBox, ComputerBox tests): see `images-desktop.ts`. */
+  chromium: { tags: [{ repos: ['seed/chromium'], tag: 'latest' }] },
+  firefox: { tags: [{ repos: ['seed/firefox'], tag: 'latest' }] },
+  desktop: { tags: [{ repos: ['seed/desktop'], tag: 'latest' }] },
+};
+/** `busybox`, `python`, `base`, `chromium`, `firefox` or `desktop`. */
+export type OfflineImageName = keyof typeof OFFLINE_IMAGES;
 
 /** Hashes what flows through (sha256), counting bytes. */
 function hasher(): Transform & { digest(): string; bytes: number } {
@@ -79,7 +125,12 @@ function hasher(): Transform & { digest(): string; bytes: number } {
 }
 
 /** Compresses a tar stream to `dir/layer.tar.gz` and writes `dir/image.json`; atomic (temp dir + rename). */
-export async function storeLayer(dir: string, tarStream: Readable, config: ImageConfig): Promise<BuiltImage> {
+export async function storeLayer(
+  dir: string,
+  tarStream: Readable,
+  config: ImageConfig,
+  recipe?: string,
+): Promise<BuiltImage> {
   const tmp = `${dir}.tmp-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
@@ -98,6 +149,7 @@ export async function storeLayer(dir: string, tarStream: Readable, config: Image
     size: comp.bytes,
     diffId: diff.digest(),
     config,
+    ...(recipe ? { recipe } : {}),
   };
   await writeFile(join(tmp, 'image.json'), JSON.stringify(built, null, 2));
   await rm(dir, { recursive: true, force: true });
@@ -105,11 +157,12 @@ export async function storeLayer(dir: string, tarStream: Readable, config: Image
   return built;
 }
 
-async function cached(name: OfflineImageName): Promise<BuiltImage | null> {
+/** The cached build of `name`, if any and (when `recipe` is given) built from that recipe. */
+async function cached(name: OfflineImageName, recipe?: string): Promise<BuiltImage | null> {
   const dir = join(cacheDir(), 'images', name);
   try {
     const built = JSON.parse(await readFile(join(dir, 'image.json'), 'utf8')) as BuiltImage;
-    if (existsSync(built.layerPath)) return built;
+    if (existsSync(built.layerPath) && (recipe === undefined || built.recipe === recipe)) return built;
   } catch {
     // not built yet
   }
@@ -178,6 +231,7 @@ export async function buildWithMmdebstrap(
   options: string[],
   config: ImageConfig['config'],
 ): Promise<BuiltImage> {
+  const recipe = recipeOf(options, config);
   const child = spawn('mmdebstrap', [...options, 'bookworm', '-'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => {
@@ -185,7 +239,12 @@ export async function buildWithMmdebstrap(
   });
   const exited = new Promise<number>((res) => child.on('close', (code) => res(code ?? 1)));
   const dir = join(cacheDir(), 'images', name);
-  const built = await storeLayer(dir, child.stdout, { architecture: hostArch(), os: 'linux', config });
+  const built = await storeLayer(
+    dir,
+    child.stdout,
+    { architecture: hostArch(), os: 'linux', config },
+    recipe,
+  );
   if ((await exited) !== 0) {
     await rm(dir, { recursive: true, force: true });
     throw new Error(`mmdebstrap (${name} image) failed:\n${stderr}`);
@@ -193,32 +252,85 @@ export async function buildWithMmdebstrap(
   return built;
 }
 
-/** Builds library/python:slim with mmdebstrap (≈ 30 s here). */
-function buildPython(): Promise<BuiltImage> {
-  return buildWithMmdebstrap(
-    'python',
-    [
-      '--variant=minbase',
-      '--include=python3-minimal,python3-pip,python-is-python3',
-      '--skip=output/dev',
-      '--customize-hook=rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
-      '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*',
-    ],
-    { Env: [PATH_ENV, 'LANG=C.UTF-8'], Cmd: ['python3'] },
-  );
+/** sha256 of an mmdebstrap image's options and config: what `BuiltImage.recipe` records. */
+export function recipeOf(options: readonly string[], config: ImageConfig['config']): string {
+  return createHash('sha256').update(JSON.stringify({ options, config })).digest('hex');
+}
+
+/** Debian packages of the `base` image (E2B's base template; the SDK runs commands as `/bin/bash -l -c`). */
+export const BASE_PACKAGES = ['bash', 'coreutils', 'python3', 'sudo'] as const;
+
+/**
+ * Debian packages `python:slim` adds to `BASE_PACKAGES`: pip, Jupyter Server and ipykernel (driven by
+ * `src/interpreter/`), numpy, pandas, matplotlib and pillow.
+ */
+export const INTERPRETER_PACKAGES = [
+  'python3-minimal',
+  'python3-pip',
+  'python-is-python3',
+  'python3-jupyter-server',
+  'python3-ipykernel',
+  'python3-numpy',
+  'python3-pandas',
+  'python3-matplotlib',
+  'python3-pil',
+  // Satisfies python3-fonttools' `python3-scipy | python3-munkres` (matplotlib) without scipy, whose
+  // pythran pulls gcc, boost and OpenBLAS headers (≈ 300 MiB) into the image.
+  'python3-munkres',
+] as const;
+
+/**
+ * mmdebstrap options of a Debian image with `packages` (no recommends): the user `user` (uid 1000, group
+ * `user`, home `/home/user`, shell bash) with passwordless sudo, pip allowed to install system-wide (a box
+ * is disposable), no apt lists, caches, docs or man pages.
+ */
+function debianOptions(packages: readonly string[]): string[] {
+  return [
+    '--variant=minbase',
+    '--aptopt=APT::Install-Recommends "false"',
+    `--include=${packages.join(',')}`,
+    '--skip=output/dev',
+    `--customize-hook=chroot "$1" useradd --create-home --uid 1000 --user-group --shell /bin/bash ${TEMPLATE_USER}`,
+    `--customize-hook=echo '${TEMPLATE_USER} ALL=(ALL:ALL) NOPASSWD: ALL' > "$1"/etc/sudoers.d/${TEMPLATE_USER} && chmod 0440 "$1"/etc/sudoers.d/${TEMPLATE_USER}`,
+    '--customize-hook=rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
+    '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/usr/share/doc/* "$1"/usr/share/man/*',
+  ];
+}
+
+/** mmdebstrap recipes (options, config) of the Debian-built offline images `python` and `base`. */
+const DEBIAN_RECIPES = {
+  python: {
+    options: debianOptions([...BASE_PACKAGES, ...INTERPRETER_PACKAGES]),
+    config: { Env: [PATH_ENV, 'LANG=C.UTF-8'], Cmd: ['python3'] },
+  },
+  base: { options: debianOptions(BASE_PACKAGES), config: TEMPLATE_CONFIG },
+} satisfies Record<string, { options: string[]; config: ImageConfig['config'] }>;
+
+/** `python` or `base`: the images built by `buildWithMmdebstrap` from `DEBIAN_RECIPES`. */
+type DebianImageName = keyof typeof DEBIAN_RECIPES;
+
+function isDebianImage(name: string): name is DebianImageName {
+  return Object.hasOwn(DEBIAN_RECIPES, name);
+}
+
+/** The recipe hash an image's cached build must carry (`undefined`: any build is current). */
+function expectedRecipe(name: OfflineImageName): string | undefined {
+  if (!isDebianImage(name)) return undefined;
+  const r = DEBIAN_RECIPES[name];
+  return recipeOf(r.options, r.config);
 }
 
 /** Returns the cached build of an offline image, building it when missing. */
 export async function buildImage(name: OfflineImageName, log = (_: string) => {}): Promise<BuiltImage> {
-  const hit = await cached(name);
+  const hit = await cached(name, expectedRecipe(name));
   if (hit) return hit;
   log(`building ${name} image…`);
   const t = Date.now();
   const built =
     name === 'busybox'
       ? await buildBusybox()
-      : name === 'python'
-        ? await buildPython()
+      : isDebianImage(name)
+        ? await buildWithMmdebstrap(name, DEBIAN_RECIPES[name].options, DEBIAN_RECIPES[name].config)
         : await buildDesktopImage(name);
   log(
     `built ${name} in ${((Date.now() - t) / 1000).toFixed(1)} s (${(built.size / 1048576).toFixed(1)} MiB compressed)`,
@@ -277,33 +389,76 @@ export async function startRegistry(auth: boolean, log = (_: string) => {}): Pro
   throw new Error(`docker-registry did not answer on ${host}; see ${join(runDir, `${name}.log`)}`);
 }
 
-/** Pushes an offline image to the anonymous registry unless all its tags are there already. */
+/** The config blob `pushImage` writes for a one-layer image (its digest identifies layer and config). */
+function configDigest(built: BuiltImage, config: ImageConfig['config']): string {
+  const full: ImageConfig = { ...built.config, config, rootfs: { type: 'layers', diff_ids: [built.diffId] } };
+  return `sha256:${createHash('sha256').update(JSON.stringify(full)).digest('hex')}`;
+}
+
+/** True when `repo:tag` on the anonymous registry is a manifest with the config digest `digest`. */
+async function tagIsCurrent(
+  client: RegistryClient,
+  repo: string,
+  tag: string,
+  digest: string,
+): Promise<boolean> {
+  const res = await client.request(repo, `${repo}/manifests/${tag}`, {
+    accept: [404],
+    headers: { accept: 'application/vnd.oci.image.manifest.v1+json' },
+  });
+  const chunks: Buffer[] = [];
+  for await (const chunk of res) chunks.push(chunk as Buffer);
+  if (res.statusCode !== 200) return false;
+  try {
+    const manifest = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { config?: { digest?: string } };
+    return manifest.config?.digest === digest;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Pushes an offline image to the anonymous registry under each of its names whose manifest differs from
+ * the cached build (built first when missing or built from another recipe).
+ */
 export async function publishImage(name: OfflineImageName, log = (_: string) => {}): Promise<void> {
-  const { repos, tag } = OFFLINE_IMAGES[name];
   const client = new RegistryClient(endpointFor(REGISTRY_HOST));
-  let present = true;
-  for (const repo of repos) {
-    const res = await client.request(repo, `${repo}/manifests/${tag}`, {
-      method: 'HEAD',
-      accept: [404],
-      headers: { accept: 'application/vnd.oci.image.manifest.v1+json' },
-    });
-    res.resume();
-    if (res.statusCode !== 200) present = false;
-  }
-  if (present) return;
   const built = await buildImage(name, log);
-  const t = Date.now();
-  for (const repo of repos) {
-    await pushImage(
-      { host: REGISTRY_HOST },
-      repo,
-      [tag],
-      [{ blob: { path: built.layerPath, digest: built.digest, size: built.size }, diffId: built.diffId }],
-      built.config,
-    );
+  for (const { repos, tag, config = built.config.config ?? {} } of OFFLINE_IMAGES[name].tags) {
+    const digest = configDigest(built, config);
+    for (const repo of repos) {
+      if (await tagIsCurrent(client, repo, tag, digest)) continue;
+      const t = Date.now();
+      await pushImage(
+        { host: REGISTRY_HOST },
+        repo,
+        [tag],
+        [{ blob: { path: built.layerPath, digest: built.digest, size: built.size }, diffId: built.diffId }],
+        { ...built.config, config },
+      );
+      log(`pushed ${name} as ${repo}:${tag} in ${Date.now() - t} ms`);
+    }
   }
-  log(`pushed ${name} as ${repos.map((r) => `${r}:${tag}`).join(', ')} in ${Date.now() - t} ms`);
+}
+
+/**
+ * Builds the requested Debian images (`python`, `base`) whose cached build is missing or from another
+ * recipe, each in a child process under its own `flock` (`<cache>/build-<name>.lock`), before the caller
+ * takes the registry lock: a build takes minutes, and holding the registry lock that long would stall
+ * every other user of the registry (parallel test files). Other names are ignored.
+ * @throws Error when a build fails.
+ */
+export async function prebuildDebianImages(names: readonly string[]): Promise<void> {
+  for (const name of names) {
+    if (!isDebianImage(name) || (await cached(name, expectedRecipe(name)))) continue;
+    await mkdir(cacheDir(), { recursive: true });
+    const r = spawnSync(
+      'flock',
+      [join(cacheDir(), `build-${name}.lock`), process.execPath, import.meta.filename, name],
+      { stdio: ['ignore', 'inherit', 'inherit'] },
+    );
+    if (r.status !== 0) throw new Error(`building the ${name} image failed`);
+  }
 }
 
 /** Re-runs the current script under `flock` so that concurrent callers (parallel tests) serialize. */
@@ -317,4 +472,20 @@ export function underLock(): boolean {
   });
   process.exitCode = r.status ?? 1;
   return true;
+}
+
+/** `node scripts/offline-images.ts NAME…` (run under the build lock): builds each image not cached yet. */
+if (import.meta.main) {
+  for (const name of process.argv.slice(2)) {
+    if (!Object.hasOwn(OFFLINE_IMAGES, name)) {
+      console.error(`[sandbox registry] unknown image '${name}'`);
+      process.exit(2);
+    }
+    await buildImage(name as OfflineImageName, (m) => console.error(`[sandbox registry] ${m}`)).catch(
+      (error: Error) => {
+        console.error(`[sandbox registry] error: ${error.message}`);
+        process.exit(1);
+      },
+    );
+  }
 }

@@ -5,8 +5,8 @@
  *
  * Options: `--auth` also starts the htpasswd registry on 127.0.0.1:5001 (user `seed`, password
  * `seed-sandbox-test`; same storage); `--images busybox,python` limits what is built and pushed
- * (default busybox,python; `chromium`, `firefox` and `desktop` are big and built
- * only when asked for); `--quiet`.
+ * (default busybox,python,base: `python` is `python:slim` and `code-interpreter-v1:latest`, `base` is
+ * `base:latest`; `chromium`, `firefox` and `desktop` are big and built only when asked for); `--quiet`.
  */
 import { parseArgs } from 'node:util';
 import { prebuildDesktopImages } from './images-desktop.ts';
@@ -14,6 +14,7 @@ import {
   AUTH_REGISTRY_HOST,
   OFFLINE_IMAGES,
   type OfflineImageName,
+  prebuildDebianImages,
   publishImage,
   REGISTRY_HOST,
   startRegistry,
@@ -23,7 +24,7 @@ import {
 const { values } = parseArgs({
   options: {
     auth: { type: 'boolean', default: false },
-    images: { type: 'string', default: 'busybox,python' },
+    images: { type: 'string', default: 'busybox,python,base' },
     quiet: { type: 'boolean', default: false },
   },
 });
@@ -41,12 +42,16 @@ async function main(): Promise<void> {
   log(`ready: http://${REGISTRY_HOST}${values.auth ? ` and http://${AUTH_REGISTRY_HOST} (auth)` : ''}`);
 }
 
-// Big images (chromium, desktop) are built before the registry lock is taken (see images-desktop.ts).
+// Images that take minutes to build (python, base, chromium, desktop) are built before the registry lock
+// is taken (see prebuildDebianImages and images-desktop.ts).
 if (process.env.SEED_SANDBOX_REGISTRY_LOCKED !== '1') {
-  await prebuildDesktopImages(values.images.split(',')).catch((err: Error) => {
-    console.error(`[sandbox registry] error: ${err.message}`);
-    process.exit(1);
-  });
+  const names = values.images.split(',');
+  await prebuildDebianImages(names)
+    .then(() => prebuildDesktopImages(names))
+    .catch((err: Error) => {
+      console.error(`[sandbox registry] error: ${err.message}`);
+      process.exit(1);
+    });
 }
 
 if (!underLock()) {
