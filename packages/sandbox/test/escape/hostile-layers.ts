@@ -1,0 +1,302 @@
+/**
+ * Test helper: hostile layer content aimed at a host canary tree, and the oracle that the tree did not
+ * change. `makeCanary` makes the tree, `canaryFacts` records everything an escape could change in it
+ * (type, mode with setuid bits, owner, size, mtime, content hash, link target, device number, extended
+ * attributes), `HOSTILE_CASES` are the hand-written classes of issue 27 and `hostileLayer` is the
+ * fast-check arbitrary that generates orderings of the same entry types.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  chmodSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import tar from 'tar-stream';
+import type { FixtureEntry } from '../helpers/registry.ts';
+
+/**
+ * Creates `<parent>/canary`: `victim` (0644), `secret` (0600), `bin/tool` (0755), `d/` (0755) with `d/f`.
+ * @returns its absolute path.
+ */
+export function makeCanary(parent: string): string {
+  const dir = join(parent, 'canary');
+  mkdirSync(join(dir, 'bin'), { recursive: true });
+  mkdirSync(join(dir, 'd'));
+  writeFileSync(join(dir, 'victim'), 'victim\n', { mode: 0o644 });
+  writeFileSync(join(dir, 'secret'), 'secret\n', { mode: 0o600 });
+  writeFileSync(join(dir, 'bin/tool'), '#!/bin/sh\n', { mode: 0o755 });
+  writeFileSync(join(dir, 'd/f'), 'f\n');
+  chmodSync(dir, 0o755);
+  return dir;
+}
+
+/** Extended attributes of every file under `dir` (`getfattr`, all namespaces, symlinks not followed). */
+function xattrs(dir: string): string {
+  try {
+    return execFileSync('getfattr', ['-R', '-h', '-d', '-m', '-', '--absolute-names', dir], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+  } catch (error) {
+    return String((error as { stdout?: string }).stdout ?? '');
+  }
+}
+
+/**
+ * Everything an escape could change under `dir` (including `dir` itself), one line per file, sorted.
+ */
+export function canaryFacts(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (path: string, rel: string) => {
+    const st = lstatSync(path);
+    const head = `${rel} ${st.mode.toString(8)} ${st.uid}:${st.gid} ${st.size} ${st.mtimeMs} ${st.rdev}`;
+    if (st.isSymbolicLink()) out.push(`${head} -> ${readlinkSync(path)}`);
+    else if (st.isFile())
+      out.push(`${head} ${createHash('sha256').update(readFileSync(path)).digest('hex')}`);
+    else out.push(head);
+    if (st.isDirectory())
+      for (const name of readdirSync(path).sort()) walk(join(path, name), `${rel}/${name}`);
+  };
+  walk(dir, '.');
+  out.push(xattrs(dir));
+  return out;
+}
+
+/** Raw (uncompressed) tar of `entries` in order; `size` overrides a file's declared size (with no body). */
+export async function tarOf(entries: (FixtureEntry & { sparse?: boolean })[]): Promise<Buffer> {
+  const pack = tar.pack();
+  const sparse: number[] = [];
+  let offset = 0;
+  for (const e of entries) {
+    const type = e.type ?? 'file';
+    const content = type === 'file' ? Buffer.from(e.content ?? '') : Buffer.alloc(0);
+    if (e.sparse) sparse.push(offset);
+    pack.entry(
+      {
+        name: e.name,
+        type,
+        linkname: e.linkname,
+        mode: e.mode ?? (type === 'directory' ? 0o755 : 0o644),
+        uid: e.uid ?? 0,
+        gid: e.gid ?? 0,
+        mtime: new Date('2024-01-01T00:00:00Z'),
+      },
+      content,
+    );
+    offset += 512 + Math.ceil(content.length / 512) * 512;
+  }
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack) chunks.push(c as Buffer);
+  const raw = Buffer.concat(chunks);
+  // GNU sparse entries ('S'): the same header with its type flag changed and the checksum redone.
+  for (const at of sparse) {
+    raw[at + 156] = 'S'.charCodeAt(0);
+    raw.fill(' ', at + 148, at + 156);
+    let sum = 0;
+    for (let i = at; i < at + 512; i++) sum += raw[i]!;
+    raw.write(`${sum.toString(8).padStart(6, '0')}\0 `, at + 148, 'latin1');
+  }
+  return raw;
+}
+
+/** A hand-written hostile layer: its entries (aimed at `canary`) and what must come of it. */
+export interface HostileCase {
+  name: string;
+  entries: (canary: string) => (FixtureEntry & { sparse?: boolean })[];
+  /** `refused`: the unpack fails with code `image`; `confined`: it succeeds inside the target. */
+  expect: 'refused' | 'confined' | 'either';
+}
+
+const up = '../'.repeat(12);
+
+/** Every class of issue 27 for layers: swaps before and after deferred work, links, names, devices. */
+export const HOSTILE_CASES: HostileCase[] = [
+  {
+    name: 'directory mode then swapped for a symlink to the host',
+    entries: (c) => [
+      { name: 'd/', type: 'directory', mode: 0o777 },
+      { name: 'd', type: 'symlink', linkname: c },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'setuid directory mode then swapped for a symlink to a host file',
+    entries: (c) => [
+      { name: 'd/', type: 'directory', mode: 0o4777 },
+      { name: 'd', type: 'symlink', linkname: `${c}/victim` },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'whiteout then its directory swapped for a symlink',
+    entries: (c) => [
+      { name: 'd/', type: 'directory' },
+      { name: 'd/.wh.victim' },
+      { name: 'd', type: 'symlink', linkname: c },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'whiteout then a relative symlink swap',
+    entries: () => [
+      { name: 'd/', type: 'directory', mode: 0o777 },
+      { name: 'd/.wh.victim' },
+      { name: 'd', type: 'symlink', linkname: '../canary' },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'opaque marker then its directory swapped for a symlink',
+    entries: (c) => [
+      { name: 'd/', type: 'directory' },
+      { name: 'd/.wh..wh..opq' },
+      { name: 'd', type: 'symlink', linkname: c },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'nested directory swapped through its parent',
+    entries: (c) => [
+      { name: 'a/', type: 'directory' },
+      { name: 'a/b/', type: 'directory', mode: 0o777 },
+      { name: 'a/b/.wh.secret' },
+      { name: 'a', type: 'symlink', linkname: c },
+      { name: 'b', type: 'symlink', linkname: `${c}/d` },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'symlink then a whiteout through it',
+    entries: (c) => [{ name: 'd', type: 'symlink', linkname: c }, { name: 'd/.wh.victim' }],
+    expect: 'refused',
+  },
+  {
+    name: 'symlink then an opaque marker through it',
+    entries: (c) => [{ name: 'd', type: 'symlink', linkname: c }, { name: 'd/.wh..wh..opq' }],
+    expect: 'refused',
+  },
+  {
+    name: 'symlink then a directory entry of the same name',
+    entries: (c) => [
+      { name: 'd', type: 'symlink', linkname: c },
+      { name: 'd/', type: 'directory', mode: 0o777 },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'symlink then a file written through it',
+    entries: (c) => [
+      { name: 'd', type: 'symlink', linkname: c },
+      { name: 'd/victim', content: 'pwned' },
+    ],
+    expect: 'refused',
+  },
+  {
+    name: 'symlink to a host file then a file of the same name',
+    entries: (c) => [
+      { name: 'victim', type: 'symlink', linkname: `${c}/victim` },
+      { name: 'victim', content: 'pwned', mode: 0o4777 },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'hard link to an absolute host path',
+    entries: (c) => [{ name: 'h', type: 'link', linkname: `${c}/victim` }],
+    expect: 'refused',
+  },
+  {
+    name: 'hard link climbing out',
+    entries: () => [{ name: 'h', type: 'link', linkname: `${up}canary/victim` }],
+    expect: 'refused',
+  },
+  {
+    name: 'hard link through a symlink the layer planted',
+    entries: (c) => [
+      { name: 's', type: 'symlink', linkname: c },
+      { name: 'h', type: 'link', linkname: 's/victim' },
+    ],
+    expect: 'refused',
+  },
+  {
+    name: 'name climbing out with ..',
+    entries: () => [{ name: `${up}canary/victim`, content: 'pwned' }],
+    expect: 'refused',
+  },
+  {
+    name: 'name climbing out from inside a directory',
+    entries: () => [
+      { name: 'a/', type: 'directory' },
+      { name: `a/${up}canary/new`, content: 'pwned' },
+    ],
+    expect: 'refused',
+  },
+  {
+    name: 'absolute name',
+    entries: (c) => [{ name: `${c}/victim`, content: 'pwned' }],
+    expect: 'confined',
+  },
+  {
+    name: 'whiteout named ..',
+    entries: () => [{ name: 'd/.wh...' }],
+    expect: 'refused',
+  },
+  {
+    name: 'device nodes and FIFOs',
+    entries: () => [
+      { name: 'mem', type: 'character-device', mode: 0o666 },
+      { name: 'fifo', type: 'fifo' },
+    ],
+    expect: 'confined',
+  },
+  {
+    name: 'GNU sparse entry',
+    entries: () => [{ name: 'sparse', content: 'x'.repeat(1000), sparse: true }],
+    expect: 'either',
+  },
+];
+
+/** fast-check arbitrary: a layer of 1–12 entries over a few names, of every entry type, aimed at `canary`. */
+export function hostileLayer(canary: string): fc.Arbitrary<FixtureEntry[]> {
+  const name = fc.constantFrom(
+    'd',
+    'a',
+    'd/a',
+    'a/d',
+    'd/victim',
+    'a/b/c',
+    'victim',
+    `${up}canary`,
+    canary.slice(1),
+  );
+  const target = fc.constantFrom(
+    canary,
+    `${canary}/victim`,
+    `${canary}/d`,
+    '../canary',
+    '../../canary/d',
+    '/',
+    'd',
+    'a/d',
+    '.',
+  );
+  const mode = fc.constantFrom(0o777, 0o4777, 0o2755, 0o000, 0o755, 0o644);
+  const entry: fc.Arbitrary<FixtureEntry> = fc.oneof(
+    fc.record({ name: name.map((n) => `${n}/`), type: fc.constant('directory' as const), mode }),
+    fc.record({ name, content: fc.constant('pwned'), mode }),
+    fc.record({ name, type: fc.constant('symlink' as const), linkname: target }),
+    fc.record({ name, type: fc.constant('link' as const), linkname: fc.oneof(name, target) }),
+    fc.record({ name: name.map((n) => `${n}/.wh.victim`) }),
+    fc.record({ name: name.map((n) => `${n}/.wh.d`) }),
+    fc.record({ name: name.map((n) => `${n}/.wh..wh..opq`) }),
+    fc.record({ name, type: fc.constantFrom('character-device' as const, 'fifo' as const) }),
+  );
+  return fc.array(entry, { minLength: 1, maxLength: 12 });
+}
