@@ -262,6 +262,35 @@ export function filesSuite(title: string, prefix: string, setup: () => Promise<F
       assert.equal(existsSync(join(hostDir, 'missing-back')), false);
     });
 
+    it('copyIn and copyOut never follow a host symlink below the named path', async () => {
+      const canary = join(hostDir, 'canary');
+      mkdirSync(canary, { recursive: true });
+      writeFileSync(join(canary, 'secret.txt'), 'host only');
+      const src = join(hostDir, 'links');
+      mkdirSync(join(src, 'real'), { recursive: true });
+      writeFileSync(join(src, 'real', 'r.txt'), 'R');
+      symlinkSync(canary, join(src, 'abs')); // absolute: copied as a link even with followSymlinks
+      symlinkSync('../canary', join(src, 'up')); // climbs out: copied as a link
+      symlinkSync('real/r.txt', join(src, 'rel')); // stays below the link's directory: followed
+      await box.copyIn(src, '/links', { followSymlinks: true });
+      assert.equal((await box.files.stat('/links/abs')).symlinkTarget, canary);
+      assert.equal((await box.files.stat('/links/up')).symlinkTarget, '../canary');
+      assert.equal((await box.files.stat('/links/rel')).type, 'file');
+      assert.equal(await box.files.read('/links/rel'), 'R');
+      assert.equal((await run(box, 'grep', ['-rl', 'host only', '/links'])).stdout, '');
+      // Out: a host symlink where a directory or file of the copy goes is not written through.
+      await box.files.write('/outsrc/sub/secret.txt', 'from the box');
+      const out = join(hostDir, 'links-out');
+      mkdirSync(out);
+      symlinkSync(canary, join(out, 'sub'));
+      await rejectsCode(box.copyOut('/outsrc', out, { includeParent: false }), 'conflict');
+      symlinkSync(join(canary, 'secret.txt'), join(out, 'file'));
+      await box.copyOut('/outsrc/sub/secret.txt', join(out, 'file'));
+      assert.equal(readFileSync(join(canary, 'secret.txt'), 'utf8'), 'host only');
+      assert.equal(lstatSync(join(out, 'file')).isFile(), true);
+      assert.equal(readFileSync(join(out, 'file'), 'utf8'), 'from the box');
+    });
+
     it('SimpleBox has the same files API and copyIn/copyOut, starting its box on first use', async () => {
       await using simple = new SimpleBox({ runtime, image: BUSYBOX, name: `${prefix}-files-simple` });
       await simple.files.write('/work/in.txt', 'via SimpleBox');

@@ -4,24 +4,19 @@
  * defaults (`recursive`, `overwrite`, `includeParent` true; `followSymlinks` false) and `docker cp`
  * placement: a source copied onto an existing directory lands in `<dest>/<basename>` (directories only
  * with `includeParent`), otherwise it becomes `<dest>`. Files are streamed one at a time.
+ *
+ * On the host, the named path is resolved up to its parent by the kernel as given, and everything at
+ * and below its last component is opened from held directory descriptors without following symlinks
+ * (host.ts), so a box sharing the host directory (a `hostPath` volume) that swaps a directory for a
+ * symlink mid-copy makes the copy fail with `conflict`, never read or write another host file.
  */
-import {
-  closeSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readlinkSync,
-  rmSync,
-  type Stats,
-  statSync,
-  symlinkSync,
-} from 'node:fs';
-import { basename, join } from 'node:path';
+import { closeSync, realpathSync, type Stats } from 'node:fs';
+import { basename } from 'node:path';
 import { BoxError, conflict, notFound } from '../../errors.ts';
 import type { BoxFiles } from './files.ts';
+import { type HostEntry, HostTree, hostError, MAX_HOST_DEPTH } from './host.ts';
 import { fdSink } from './pump.ts';
-import { checkBoxPath, joinPath } from './root.ts';
+import { checkBoxPath, components, joinPath } from './root.ts';
 import type { CopyOptions, JsEntryInfo } from './types.ts';
 
 interface Resolved {
@@ -46,14 +41,6 @@ export function copyOptions(options: CopyOptions | undefined): Resolved {
     out[key as keyof Resolved] = value;
   }
   return out;
-}
-
-function hostStat(path: string, follow: boolean): Stats | null {
-  try {
-    return follow ? statSync(path) : lstatSync(path);
-  } catch {
-    return null;
-  }
 }
 
 async function boxStat(files: BoxFiles, path: string): Promise<JsEntryInfo | null> {
@@ -81,33 +68,103 @@ export async function copyIn(
     throw new BoxError('invalid copy option hostPath: must be a non-empty path', { field: 'hostPath' });
   }
   checkBoxPath(guestPath, 'guestPath');
-  const src = hostStat(hostPath, o.followSymlinks);
-  if (!src) throw notFound(`host path '${hostPath}' does not exist`);
-  if (src.isDirectory() && !o.recursive) {
-    throw new BoxError('invalid copy option recursive: the source is a directory; set recursive: true', {
-      field: 'recursive',
+  const tree = new HostTree();
+  try {
+    let top = tree.top(hostPath, 'hostPath');
+    let src = tree.lstat(top);
+    // `followSymlinks` follows the named path itself as the kernel resolves it (the caller's choice).
+    if (src?.isSymbolicLink() && o.followSymlinks) {
+      top = tree.top(realpathSync(hostPath), 'hostPath');
+      src = tree.lstat(top);
+    }
+    if (!src) throw notFound(`host path '${hostPath}' does not exist`);
+    if (src.isDirectory() && !o.recursive) {
+      throw new BoxError('invalid copy option recursive: the source is a directory; set recursive: true', {
+        field: 'recursive',
+      });
+    }
+    const dest = await boxStat(files, guestPath);
+    let target = guestPath;
+    if (dest?.type === 'dir' && (!src.isDirectory() || o.includeParent))
+      target = joinPath(guestPath.replace(/\/+$/, '') || '/', basename(top.path));
+    await copyInEntry(files, tree, top, target, src, o, 0);
+  } catch (error) {
+    throw hostError(hostPath, error);
+  } finally {
+    tree.close();
+  }
+}
+
+/** @throws BoxError `conflict` when a copied tree is nested deeper than `MAX_HOST_DEPTH`. */
+function checkDepth(depth: number, path: string): void {
+  if (depth > MAX_HOST_DEPTH) {
+    throw new BoxError(`'${path}' is nested more than ${MAX_HOST_DEPTH} directories deep; copy a subtree`, {
+      code: 'conflict',
     });
   }
-  const dest = await boxStat(files, guestPath);
-  let target = guestPath;
-  if (dest?.type === 'dir' && (!src.isDirectory() || o.includeParent))
-    target = joinPath(guestPath.replace(/\/+$/, '') || '/', basename(hostPath));
-  await copyInEntry(files, hostPath, target, src, o);
+}
+
+/**
+ * The entry a host symlink below the copied source leads to, for `followSymlinks`: only a relative
+ * target without `..` (it stays in the link's directory), looked up one component at a time from
+ * the link's directory without following further symlinks. Null otherwise (the link is copied as a
+ * link). `opened` receives the directories opened on the way, for the caller to close.
+ */
+function followBelow(
+  tree: HostTree,
+  link: HostEntry,
+  opened: number[],
+): { entry: HostEntry; st: Stats } | null {
+  const target = tree.readlink(link);
+  const parts = components(target);
+  if (target.startsWith('/') || parts.length === 0 || parts.includes('..')) return null;
+  let dirFd = link.dirFd;
+  let dirPath = link.path.slice(0, link.path.lastIndexOf('/'));
+  for (const name of parts.slice(0, -1)) {
+    try {
+      dirFd = tree.openDir(tree.child(dirFd, dirPath, name));
+    } catch {
+      return null;
+    }
+    opened.push(dirFd);
+    dirPath = `${dirPath}/${name}`;
+  }
+  const entry = tree.child(dirFd, dirPath, parts[parts.length - 1]!);
+  const st = tree.lstat(entry);
+  return st && !st.isSymbolicLink() ? { entry, st } : null;
 }
 
 async function copyInEntry(
   files: BoxFiles,
-  hostPath: string,
+  tree: HostTree,
+  host: HostEntry,
   guestPath: string,
   st: Stats,
   o: Resolved,
+  depth: number,
 ): Promise<void> {
+  checkDepth(depth, host.path);
   if (st.isDirectory()) {
-    await files.makeDir(guestPath);
-    for (const name of readdirSync(hostPath).sort()) {
-      const child = join(hostPath, name);
-      const childSt = hostStat(child, o.followSymlinks);
-      if (childSt) await copyInEntry(files, child, joinPath(guestPath, name), childSt, o);
+    const dirFd = tree.openDir(host);
+    try {
+      await files.makeDir(guestPath);
+      for (const name of tree.names(dirFd)) {
+        let child = tree.child(dirFd, host.path, name);
+        let childSt = tree.lstat(child);
+        const opened: number[] = [];
+        try {
+          if (childSt?.isSymbolicLink() && o.followSymlinks) {
+            const followed = followBelow(tree, child, opened);
+            if (followed) ({ entry: child, st: childSt } = followed);
+          }
+          if (childSt)
+            await copyInEntry(files, tree, child, joinPath(guestPath, name), childSt, o, depth + 1);
+        } finally {
+          for (const fd of opened) tree.closeDir(fd);
+        }
+      }
+    } finally {
+      tree.closeDir(dirFd);
     }
     return;
   }
@@ -115,15 +172,16 @@ async function copyInEntry(
     throw conflict(`'${guestPath}' already exists in the box (overwrite: false)`);
   }
   if (st.isSymbolicLink()) {
-    await files.symlink(guestPath, readlinkSync(hostPath));
+    await files.symlink(guestPath, tree.readlink(host));
     return;
   }
   if (!st.isFile()) return; // fifos, sockets, devices are not copied
-  const fd = openSync(hostPath, 'r');
+  const opened = tree.openFile(host);
+  if (!opened) return; // no longer a regular file: replaced meanwhile, nothing is read through it
   try {
-    await files.writeFromFd(guestPath, fd, st.mode & 0o7777);
+    await files.writeFromFd(guestPath, opened.fd, opened.st.mode & 0o7777);
   } finally {
-    closeSync(fd);
+    closeSync(opened.fd);
   }
 }
 
@@ -152,10 +210,19 @@ export async function copyOut(
       field: 'recursive',
     });
   }
-  const dest = hostStat(hostPath, true);
-  let target = hostPath;
-  if (dest?.isDirectory() && (src.type !== 'dir' || o.includeParent)) target = join(hostPath, src.name);
-  await copyOutEntry(files, src, target, o);
+  const tree = new HostTree();
+  try {
+    const top = tree.top(hostPath, 'hostPath');
+    const dest = tree.lstat(top);
+    let target = top;
+    if (dest?.isDirectory() && (src.type !== 'dir' || o.includeParent))
+      target = tree.child(tree.openDir(top), top.path, src.name);
+    await copyOutEntry(files, tree, src, target, o, 0);
+  } catch (error) {
+    throw hostError(hostPath, error);
+  } finally {
+    tree.close();
+  }
 }
 
 /** The entry a symlink leads to, as the box resolves it (files.list of its target is not needed). */
@@ -169,38 +236,45 @@ async function followed(files: BoxFiles, link: JsEntryInfo): Promise<JsEntryInfo
 
 async function copyOutEntry(
   files: BoxFiles,
+  tree: HostTree,
   entry: JsEntryInfo,
-  hostPath: string,
+  host: HostEntry,
   o: Resolved,
+  depth: number,
 ): Promise<void> {
-  const existing = hostStat(hostPath, false);
+  checkDepth(depth, entry.path);
+  const existing = tree.lstat(host);
   if (entry.type === 'dir') {
     if (existing && !existing.isDirectory()) {
-      throw conflict(`host path '${hostPath}' exists and is not a directory`);
+      throw conflict(`host path '${host.path}' exists and is not a directory`);
     }
-    if (!existing) mkdirSync(hostPath, { mode: entry.mode & 0o777 });
-    for (let child of await files.list(entry.path)) {
-      if (child.type === 'symlink' && o.followSymlinks)
-        child = await followed(files, child).catch(() => child);
-      await copyOutEntry(files, child, join(hostPath, child.name), o);
+    const dirFd = existing ? tree.openDir(host) : tree.makeDir(host, entry.mode);
+    try {
+      for (let child of await files.list(entry.path)) {
+        if (child.type === 'symlink' && o.followSymlinks)
+          child = await followed(files, child).catch(() => child);
+        await copyOutEntry(files, tree, child, tree.child(dirFd, host.path, child.name), o, depth + 1);
+      }
+    } finally {
+      tree.closeDir(dirFd);
     }
     return;
   }
   if (entry.type === 'other') return;
   if (existing) {
-    if (!o.overwrite) throw conflict(`host path '${hostPath}' already exists (overwrite: false)`);
-    if (existing.isDirectory()) throw conflict(`host path '${hostPath}' is a directory`);
-    rmSync(hostPath, { force: true }); // a host symlink is replaced, never written through
+    if (!o.overwrite) throw conflict(`host path '${host.path}' already exists (overwrite: false)`);
+    if (existing.isDirectory()) throw conflict(`host path '${host.path}' is a directory`);
+    tree.unlink(host); // a host symlink is replaced, never written through
   }
   if (entry.type === 'symlink') {
-    symlinkSync(entry.symlinkTarget!, hostPath);
+    tree.symlink(host, entry.symlinkTarget!);
     return;
   }
-  const fd = openSync(hostPath, 'wx', entry.mode & 0o777);
+  const fd = tree.createFile(host, entry.mode);
   try {
     await files.readInto(entry.path, fdSink(fd));
   } catch (error) {
-    rmSync(hostPath, { force: true }); // no half-written host file is left behind
+    tree.unlink(host); // no half-written host file is left behind
     throw error;
   } finally {
     closeSync(fd);
