@@ -61,7 +61,14 @@ describe('openid-client', () => {
   test('discovery advertises UserInfo, the scopes and claims that work', () => {
     const metadata = config.serverMetadata();
     assert.equal(metadata.userinfo_endpoint, `${s.t.base}/connect/userinfo`);
-    assert.deepEqual(metadata.scopes_supported, ['openid', 'profile', 'email', 'roles', 'offline_access']);
+    assert.deepEqual(metadata.scopes_supported, [
+      'openid',
+      'profile',
+      'email',
+      'roles',
+      'permissions',
+      'offline_access',
+    ]);
     for (const claim of ['nonce', 'auth_time', 'amr', 'sid', 'at_hash', 'email', 'roles', 'permissions'])
       assert.ok(metadata.claims_supported?.includes(claim), claim);
     assert.deepEqual(metadata.response_types_supported, ['code']);

@@ -83,6 +83,18 @@ export const clientMetadataSchema: Schema = {
       },
       description: "RFC 8693 policy: whose users' tokens the client may exchange ('*': any), and how.",
     },
+    webOrigins: {
+      type: 'array',
+      maxItems: 32,
+      items: { type: 'string', maxLength: 2048 },
+      description:
+        'Origins (https, or http on loopback; no path) allowed to call the token, UserInfo, revocation, end-session, discovery and JWKS endpoints from a browser (CORS). Unset: the origins of the redirect URIs; empty: none.',
+    },
+    claimsInIdToken: {
+      type: 'boolean',
+      description:
+        'Default true: the ID token carries the claims of the granted profile, email, roles and permissions scopes; false keeps them UserInfo-only (OIDC Core §5.4).',
+    },
   },
 };
 

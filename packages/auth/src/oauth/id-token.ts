@@ -7,22 +7,39 @@
  */
 import { hash } from 'node:crypto';
 import type { JWTPayload } from 'jose';
-import type { AuthStore, UserRecord } from '../store/types.ts';
+import { PermissionMatcher } from '../permissions.ts';
+import type { AuthStore, ClientRecord, UserRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 
 /** The scope of this server that releases a user's effective roles and permission patterns. */
 export const ROLES_SCOPE = 'roles';
 
-/** Scopes of OpenID Connect handled by this server (OIDC Core §5.4 plus {@link ROLES_SCOPE}). */
-export const OIDC_SCOPES = Object.freeze(['openid', 'profile', 'email', ROLES_SCOPE] as const);
+/**
+ * The scope of this server that releases a user's roles and effective permission codes (the concrete codes
+ * the user is granted, deny rules applied) for a client's own permission checks.
+ */
+export const PERMISSIONS_SCOPE = 'permissions';
 
-/** Claims each scope releases (OIDC Core §5.4; `roles` is this server's). */
+/** Scopes of OpenID Connect handled by this server (OIDC Core §5.4 plus {@link ROLES_SCOPE}, {@link PERMISSIONS_SCOPE}). */
+export const OIDC_SCOPES = Object.freeze([
+  'openid',
+  'profile',
+  'email',
+  ROLES_SCOPE,
+  PERMISSIONS_SCOPE,
+] as const);
+
+/** Claims each scope releases (OIDC Core §5.4; `roles` and `permissions` are this server's). */
 export const SCOPE_CLAIMS: Readonly<Record<string, readonly string[]>> = Object.freeze({
   openid: ['sub'],
   profile: ['name', 'given_name', 'family_name', 'preferred_username', 'updated_at'],
   email: ['email', 'email_verified'],
   [ROLES_SCOPE]: ['roles', 'permissions', 'denied_permissions'],
+  [PERMISSIONS_SCOPE]: ['roles', 'effective_permissions'],
 });
+
+/** Most catalog codes checked for the `effective_permissions` claim (the catalog's first 1000, by code). */
+export const MAX_EFFECTIVE_PERMISSIONS = 1000;
 
 /**
  * The left half of the hash of `value` in base64url (OIDC Core §3.1.3.6 `at_hash`, §3.3.2.11 `c_hash`): the
@@ -51,17 +68,24 @@ export interface IdTokenInput {
   readonly sid?: string | null;
   /** The access token issued with it: `at_hash` is computed over it. */
   readonly accessToken?: string;
+  /**
+   * Claims released by the granted scopes ({@link userClaims}), added unless the client keeps them
+   * UserInfo-only (`claimsInIdToken: false`); the registered claims above take precedence.
+   */
+  readonly userClaims?: Readonly<Record<string, unknown>>;
 }
 
 /**
  * Signs an ID token (OIDC Core §2): `iss`, `sub`, `aud` (the client), `exp` (access-token lifetime), `iat`,
- * `preferred_username`, and when known `auth_time`, `nonce`, `amr`, `sid`, `at_hash`. No `acr`: this server
+ * `preferred_username`, and when known `auth_time`, `nonce`, `amr`, `sid`, `at_hash`, plus the scope claims
+ * given as `userClaims` (§5.4, §5.5). No `acr`: this server
  * has one authentication level (passwords) and does not claim an assurance level.
  */
 export async function issueIdToken(ctx: OAuthContext, input: IdTokenInput): Promise<string> {
   const key = ctx.keys.active();
   const iat = Math.floor(ctx.now() / 1000);
   const claims: JWTPayload = {
+    ...input.userClaims,
     iss: ctx.config.issuer,
     sub: input.user.id,
     aud: input.clientId,
@@ -77,12 +101,52 @@ export async function issueIdToken(ctx: OAuthContext, input: IdTokenInput): Prom
   return key.signJwt('JWT', claims);
 }
 
+/** True when `scopes` release claims beyond `sub` (any of {@link SCOPE_CLAIMS} but `openid`). */
+export function releasesClaims(scopes: readonly string[]): boolean {
+  return scopes.some((scope) => scope !== 'openid' && Object.hasOwn(SCOPE_CLAIMS, scope));
+}
+
+/**
+ * The scope claims to put into an ID token for `client` (undefined when the client keeps them UserInfo-only
+ * with `claimsInIdToken: false`, or the user is gone).
+ */
+export async function idTokenUserClaims(
+  store: AuthStore,
+  client: Pick<ClientRecord, 'metadata'>,
+  userId: string,
+  scopes: readonly string[],
+): Promise<Record<string, unknown> | undefined> {
+  if (client.metadata.claimsInIdToken === false) return undefined;
+  const user = await store.getUser(userId);
+  return user ? userClaims(store, user, scopes) : undefined;
+}
+
+/**
+ * The concrete permission codes `user` is granted (deny rules applied): the catalog's codes (at most
+ * {@link MAX_EFFECTIVE_PERMISSIONS}) and the user's and roles' concrete grant codes, each checked with the
+ * same matcher as the permission middleware; sorted.
+ */
+async function effectivePermissions(
+  store: AuthStore,
+  allow: ReadonlySet<string>,
+  deny: ReadonlySet<string>,
+): Promise<string[]> {
+  const matcher = new PermissionMatcher(allow, deny, false);
+  const candidates = new Set(
+    [...allow].filter((code) => !code.split('.').some((s) => s === '*' || s === '**')),
+  );
+  const catalog = await store.listPermissions({ limit: MAX_EFFECTIVE_PERMISSIONS });
+  for (const permission of catalog.items) candidates.add(permission.code);
+  return [...candidates].filter((code) => matcher.evaluate(code) === 'allow').sort();
+}
+
 /**
  * The claims the granted `scopes` release about `user` (OIDC Core §5.1, §5.4): always `sub`; `profile`:
  * `name`, `given_name`, `family_name` (when set), `preferred_username`, `updated_at` (seconds); `email`:
  * `email` and `email_verified` (when an address is set); {@link ROLES_SCOPE}: `roles` (held roles and their
  * ancestors, sorted), `permissions` and `denied_permissions` (the grant and deny patterns of the user and
- * those roles, sorted). Absent values are left out, never sent as null (§5.3.2).
+ * those roles, sorted); {@link PERMISSIONS_SCOPE}: `roles` and `effective_permissions` (concrete codes the
+ * user is granted, deny rules applied, sorted). Absent values are left out, never sent as null (§5.3.2).
  */
 export async function userClaims(
   store: AuthStore,
@@ -101,7 +165,7 @@ export async function userClaims(
     claims.email = user.email;
     claims.email_verified = user.emailVerified;
   }
-  if (scopes.includes(ROLES_SCOPE)) {
+  if (scopes.includes(ROLES_SCOPE) || scopes.includes(PERMISSIONS_SCOPE)) {
     const subject = await store.getUserSubject(user.id);
     const roles = subject?.roles ?? [];
     const allow = new Set(user.directPermissions);
@@ -111,8 +175,12 @@ export async function userClaims(
       for (const code of role.deniedPermissions) deny.add(code);
     }
     claims.roles = roles.map((role) => role.name).sort();
-    claims.permissions = [...allow].sort();
-    claims.denied_permissions = [...deny].sort();
+    if (scopes.includes(ROLES_SCOPE)) {
+      claims.permissions = [...allow].sort();
+      claims.denied_permissions = [...deny].sort();
+    }
+    if (scopes.includes(PERMISSIONS_SCOPE))
+      claims.effective_permissions = await effectivePermissions(store, allow, deny);
   }
   return claims;
 }

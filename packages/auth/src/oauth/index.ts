@@ -14,11 +14,12 @@ import { ClientSecrets } from './client-secrets.ts';
 import { ClientAuthenticator } from './clients.ts';
 import type { OAuthConfig } from './config.ts';
 import type { OAuthContext } from './context.ts';
+import { corsEndpoints, registerCors } from './cors.ts';
 import { DEVICE_CODE_GRANT, registerDeviceAuthorizationEndpoint } from './device.ts';
 import { registerDeviceVerificationPage } from './device-page.ts';
 import { createDpopVerifier, storeReplayCache } from './dpop-token.ts';
 import type { KeyManager } from './keys.ts';
-import { assertionAudiences, registerMetadataEndpoints } from './metadata.ts';
+import { assertionAudiences, ENDPOINT_PATHS, registerMetadataEndpoints } from './metadata.ts';
 import { registerParEndpoint } from './par.ts';
 import { registerRegistrationEndpoints } from './registration.ts';
 import { registerRevocationAndIntrospection } from './revocation.ts';
@@ -36,6 +37,7 @@ export { ClientSecrets, isSealedSecret } from './client-secrets.ts';
 export { type AuthenticatedClient, ClientAuthenticator, type ClientAuthMethod } from './clients.ts';
 export { type OAuthConfig, type OAuthOptions, resolveOAuthConfig } from './config.ts';
 export type { OAuthContext } from './context.ts';
+export { CORS_ALLOWED_HEADERS, CORS_EXPOSED_HEADERS, clientWebOrigins } from './cors.ts';
 export {
   accessTokenHash,
   DPOP_SIGNING_ALGS,
@@ -110,11 +112,13 @@ export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
  * Fastify plugin: registers `@fastify/cookie` and every OAuth route and the login page on `app`.
  * Routes: `POST /connect/token`, `GET /connect/authorize`, `POST /connect/revocation`,
  * `POST /connect/introspect`, `GET /.well-known/oauth-authorization-server`,
- * `GET /.well-known/openid-configuration`, `GET /.well-known/jwks.json`, `GET|POST /login`, `POST /logout`.
+ * `GET /.well-known/openid-configuration`, `GET /.well-known/jwks.json`, `GET|POST /login`, `POST /logout`,
+ * and CORS with `OPTIONS` preflights on the endpoints browser apps call (see `cors.ts`).
  */
 export async function oauthServer(app: FastifyInstance, options: OAuthServerOptions): Promise<void> {
   const ctx = createOAuthContext(options);
   if (!app.hasDecorator('parseCookie')) await app.register(cookie);
+  registerCors(app, ctx, corsEndpoints(ENDPOINT_PATHS));
   registerMetadataEndpoints(app, ctx);
   registerAuthorizeEndpoint(app, ctx);
   registerTokenEndpoint(app, ctx);

@@ -13,7 +13,7 @@ import type { DpopProof } from './dpop.ts';
 import { codeDpopJkt } from './dpop-code.ts';
 import { OAuthError } from './errors.ts';
 import type { FormParams } from './form.ts';
-import { issueIdToken } from './id-token.ts';
+import { idTokenUserClaims, issueIdToken, releasesClaims, userClaims } from './id-token.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
 import type { TokenResponse } from './token-endpoint.ts';
@@ -143,12 +143,18 @@ export async function refreshGrant(
     // OIDC Core §12.2: a refresh of an `openid` grant returns a new ID token (same `auth_time` and `sid`;
     // no `at_hash`, optional at the token endpoint, so that both tokens are signed in parallel).
     user && scopeTokens(scope).includes('openid')
-      ? issueIdToken(ctx, {
-          user,
-          clientId: client.clientId,
-          authTime: stored.authTime,
-          sid: stored.sessionId,
-        })
+      ? (releasesClaims(scopeTokens(scope))
+          ? idTokenUserClaims(ctx.store, client, user.id, scopeTokens(scope))
+          : Promise.resolve(undefined)
+        ).then((claims) =>
+          issueIdToken(ctx, {
+            user,
+            clientId: client.clientId,
+            authTime: stored.authTime,
+            sid: stored.sessionId,
+            userClaims: claims,
+          }),
+        )
       : undefined,
   ]);
   if (!rotated) {
@@ -337,7 +343,12 @@ export async function issue(
     response.refresh_token = refresh;
   }
   if (scopeTokens(scope).includes('openid')) {
+    const scopes = scopeTokens(scope);
     response.id_token = await issueIdToken(ctx, {
+      userClaims:
+        client.metadata.claimsInIdToken !== false && releasesClaims(scopes)
+          ? await userClaims(ctx.store, user, scopes)
+          : undefined,
       user,
       clientId: client.clientId,
       nonce: oidc.nonce,

@@ -21,7 +21,11 @@ const FIELDS = new Set([
   'jwksUri',
   'allowedResources',
   'tokenExchange',
+  'webOrigins',
+  'claimsInIdToken',
 ]);
+/** Most web origins per client. */
+const MAX_WEB_ORIGINS = 32;
 
 function bool(value: unknown, field: string): boolean | undefined {
   if (value === undefined) return undefined;
@@ -48,6 +52,18 @@ export function httpsUrl(value: unknown, field: string): string {
   if (url.hash || value.includes('#'))
     throw new ValidationError(field, 'url', `${field}: must not have a fragment`);
   return value;
+}
+
+/**
+ * A web origin (RFC 6454 §6.2 serialization): `https://host[:port]`, or `http` on a loopback host, without
+ * path, query or fragment. @returns the serialized origin. @throws ValidationError (`origin`).
+ */
+export function webOrigin(value: unknown, field: string): string {
+  const url = httpsUrl(value, field);
+  const origin = new URL(url).origin;
+  if (origin !== url && `${origin}/` !== url)
+    throw new ValidationError(field, 'origin', `${field}: must be an origin (scheme://host[:port], no path)`);
+  return origin;
 }
 
 /**
@@ -185,5 +201,16 @@ export function clientMetadata(value: unknown, field = 'metadata'): ClientMetada
   if (resources) out.allowedResources = [...new Set(resources)];
   if (input.tokenExchange !== undefined)
     out.tokenExchange = tokenExchange(input.tokenExchange, `${field}.tokenExchange`);
+  if (input.webOrigins !== undefined) {
+    if (!Array.isArray(input.webOrigins) || input.webOrigins.length > MAX_WEB_ORIGINS)
+      throw new ValidationError(
+        `${field}.webOrigins`,
+        'array',
+        `${field}.webOrigins: an array of at most ${MAX_WEB_ORIGINS} origins`,
+      );
+    out.webOrigins = [...new Set(input.webOrigins.map((o, i) => webOrigin(o, `${field}.webOrigins[${i}]`)))];
+  }
+  const claimsInIdToken = bool(input.claimsInIdToken, `${field}.claimsInIdToken`);
+  if (claimsInIdToken !== undefined) out.claimsInIdToken = claimsInIdToken;
   return out;
 }

@@ -252,6 +252,18 @@ export interface ClientMetadata {
     readonly impersonation?: boolean;
     readonly delegation?: boolean;
   };
+  /**
+   * Origins (`scheme://host[:port]`, https or loopback http) whose browser scripts may call the token,
+   * UserInfo, revocation, end-session, discovery and JWKS endpoints for this client (CORS, Fetch Standard
+   * §3.2). Unset: the origins of its redirect URIs (as Keycloak's `+`); `[]`: none.
+   */
+  readonly webOrigins?: readonly string[];
+  /**
+   * Put the claims of the granted `profile`, `email`, `roles` and `permissions` scopes
+   * into the ID token too (default true, as Auth.js and most relying parties expect); false keeps them
+   * UserInfo-only (OIDC Core §5.4 when an access token is issued, node-oidc-provider's conformant mode).
+   */
+  readonly claimsInIdToken?: boolean;
 }
 
 /** Audit event categories used by the core (free text is accepted; these are the conventional ones). */
