@@ -107,4 +107,10 @@ export class UnpackBudget {
     this.usedBytes += bytes;
     this.usedEntries += entries;
   }
+
+  /** Gives back what `take` took (an unpack that failed, a layer removed). */
+  give(bytes: number, entries = 0): void {
+    this.usedBytes = Math.max(0, this.usedBytes - bytes);
+    this.usedEntries = Math.max(0, this.usedEntries - entries);
+  }
 }

@@ -268,8 +268,15 @@ export async function extractLayer(
       { name: 'maxLayerEntries', max: DEFAULT_IMAGE_LIMITS.maxLayerEntries },
     ),
   ];
+  // All budgets or none: a refusal by one gives back what the others took for the same entry.
   const take = (bytes: number, entries: number) => {
-    for (const b of budgets) b.take(bytes, entries);
+    let i = 0;
+    try {
+      for (; i < budgets.length; i++) budgets[i]!.take(bytes, entries);
+    } catch (error) {
+      for (let j = 0; j < i; j++) budgets[j]!.give(bytes, entries);
+      throw error;
+    }
   };
   const tree = new Tree(root);
   const extract = tar.extract();

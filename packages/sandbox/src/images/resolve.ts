@@ -1,0 +1,179 @@
+/**
+ * Manifest and platform resolution (image-spec manifest.md, image-index.md): a reference's manifest,
+ * following an index to this machine's platform, every document checked against its digest; the image
+ * config blob fetched, verified and stored; and the runtime settings read from the config.
+ */
+import { readFile } from 'node:fs/promises';
+import { BoxError } from '../errors.ts';
+import type { RegistryClient } from './client.ts';
+import { digestOf, digestParts } from './digest.ts';
+import { readBody } from './http.ts';
+import type { ImageRuntimeConfig } from './image-types.ts';
+import {
+  type Descriptor,
+  hostArchitecture,
+  type ImageConfig,
+  type Index,
+  MANIFEST_ACCEPT,
+  type Manifest,
+  MediaType,
+} from './oci.ts';
+import type { QualifiedReference } from './reference.ts';
+import type { StoreFiles } from './store-files.ts';
+
+/** Picks the manifest for linux and this machine's architecture from an index (image-index.md). */
+export function selectPlatform(index: Index): Descriptor | undefined {
+  const host = hostArchitecture();
+  const linux = (index.manifests ?? []).filter(
+    (m) => m.platform?.os === 'linux' && m.platform.architecture === host.architecture,
+  );
+  return (
+    linux.find((m) => m.platform?.variant === host.variant) ??
+    linux.find((m) => !m.platform?.variant) ??
+    linux[0] ??
+    // Indexes without platform fields (e.g. a plain OCI layout): a single manifest is taken as is.
+    (index.manifests?.length === 1 && !index.manifests[0]!.platform ? index.manifests[0] : undefined)
+  );
+}
+
+/** The runtime settings of an image config (image-spec config.md `config`). */
+export function runtimeConfig(cfg: ImageConfig): ImageRuntimeConfig {
+  const c = cfg.config ?? {};
+  return {
+    env: c.Env ?? [],
+    entrypoint: c.Entrypoint && c.Entrypoint.length > 0 ? c.Entrypoint : null,
+    cmd: c.Cmd && c.Cmd.length > 0 ? c.Cmd : null,
+    workingDir: c.WorkingDir ? c.WorkingDir : null,
+    user: c.User ? c.User : null,
+    exposedPorts: Object.keys(c.ExposedPorts ?? {}),
+    healthcheck: healthTest(c.Healthcheck?.Test),
+  };
+}
+
+/** A usable `Healthcheck.Test`: `['CMD', program, …]` or `['CMD-SHELL', script]`; else null. */
+function healthTest(test: unknown): string[] | null {
+  if (!Array.isArray(test) || !test.every((t) => typeof t === 'string')) return null;
+  if (test[0] === 'CMD' && test.length > 1 && test[1] !== '') return test;
+  if (test[0] === 'CMD-SHELL' && test.length === 2 && test[1] !== '') return test;
+  return null;
+}
+
+/** A resolved manifest, its digest and the raw documents read on the way (index, manifest). */
+export interface ResolvedManifest {
+  manifest: Manifest;
+  digest: string;
+  raw: Buffer[];
+}
+
+/**
+ * Fetches the manifest of a reference (following an index to this platform, 3 levels at most); verifies
+ * digests. Documents are read up to 4 MiB.
+ * @throws RegistryError for registry answers; BoxError `image` for a digest mismatch, schema 1, no manifest
+ *   for this platform or a malformed document.
+ */
+export async function resolveManifest(
+  client: RegistryClient,
+  ref: QualifiedReference,
+  signal: AbortSignal,
+): Promise<ResolvedManifest> {
+  const bad = (message: string) => new BoxError(message, { code: 'image' });
+  const raw: Buffer[] = [];
+  let want = ref.digest ?? ref.tag ?? 'latest';
+  for (let depth = 0; depth < 3; depth++) {
+    const res = await client.request(ref.repository, `${ref.repository}/manifests/${want}`, {
+      headers: { accept: MANIFEST_ACCEPT },
+      signal,
+    });
+    const body = await readBody(res, 4 * 1024 * 1024);
+    let digest: string;
+    if (want.includes(':')) {
+      const { alg } = digestParts(want);
+      digest = digestOf(alg, body);
+      if (digest !== want) throw bad(`manifest digest mismatch: expected ${want}, got ${digest}`);
+    } else digest = digestOf('sha256', body);
+    raw.push(body);
+    let doc: (Manifest & Index) | undefined;
+    try {
+      doc = JSON.parse(body.toString('utf8')) as Manifest & Index;
+    } catch {
+      throw bad('manifest is not valid JSON');
+    }
+    const type = doc.mediaType ?? String(res.headers['content-type'] ?? '').split(';')[0];
+    if (type === MediaType.dockerManifestV1 || doc.schemaVersion === 1) {
+      throw bad('Docker schema 1 manifests are not supported');
+    }
+    if (
+      type === MediaType.ociIndex ||
+      type === MediaType.dockerManifestList ||
+      Array.isArray(doc.manifests)
+    ) {
+      const pick = selectPlatform(doc);
+      if (!pick) {
+        const arch = hostArchitecture().architecture;
+        const have = doc.manifests.map((m) => `${m.platform?.os}/${m.platform?.architecture}`).join(', ');
+        throw bad(`no manifest for platform linux/${arch} in the image index (has: ${have})`);
+      }
+      want = pick.digest;
+      continue;
+    }
+    if (!doc.config?.digest || !Array.isArray(doc.layers)) throw bad('manifest has no config or layers');
+    return { manifest: doc, digest, raw };
+  }
+  throw bad('image index nesting deeper than 3 levels');
+}
+
+/**
+ * Fetches small blobs (image configs) by digest, verified and stored; concurrent fetches of one digest
+ * share one download, which ends only once the blob is on disk (a later caller finds the stored copy).
+ */
+export class BlobFetcher {
+  private readonly jobs = new Map<string, Promise<Buffer>>();
+  private readonly files: StoreFiles;
+
+  /** @param files the store's files. */
+  constructor(files: StoreFiles) {
+    this.files = files;
+  }
+
+  /**
+   * The blob of `desc` from the store, or downloaded (at most `limit` bytes).
+   * @throws BoxError `image` on a digest mismatch; RegistryError for registry answers.
+   */
+  fetch(
+    client: RegistryClient,
+    repository: string,
+    desc: Descriptor,
+    limit: number,
+    signal: AbortSignal,
+  ): Promise<Buffer> {
+    let job = this.jobs.get(desc.digest);
+    if (!job) {
+      job = (async () => {
+        const body = await this.fetchOnce(client, repository, desc, limit, signal);
+        await this.files.saveBlob(desc.digest, body);
+        return body;
+      })().finally(() => this.jobs.delete(desc.digest));
+      this.jobs.set(desc.digest, job);
+    }
+    return job;
+  }
+
+  private async fetchOnce(
+    client: RegistryClient,
+    repository: string,
+    desc: Descriptor,
+    limit: number,
+    signal: AbortSignal,
+  ): Promise<Buffer> {
+    const { alg } = digestParts(desc.digest);
+    const cached = await readFile(this.files.blobPath(desc.digest)).catch(() => null);
+    if (cached && digestOf(alg, cached) === desc.digest) return cached;
+    const res = await client.request(repository, `${repository}/blobs/${desc.digest}`, { signal });
+    const body = await readBody(res, limit);
+    const got = digestOf(alg, body);
+    if (got !== desc.digest) {
+      throw new BoxError(`digest mismatch for blob ${desc.digest}: got ${got}`, { code: 'image' });
+    }
+    return body;
+  }
+}
