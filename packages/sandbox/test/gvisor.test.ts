@@ -165,12 +165,54 @@ describe('gVisor boxes', { skip }, () => {
     await engine.remove(s.id, s.boxDir);
   });
 
-  test('tty is refused with an error naming it', async () => {
+  test('tty: a terminal of ttySize before the command starts, resized on request, Ctrl-C interrupts', async () => {
     const s = spec();
     await engine.start(s);
+    const sized = await collect(
+      await engine.exec(s.id, {
+        cmd: 'sh',
+        args: ['-c', 'test -t 0 && test -t 1 && echo is-a-tty; stty size'],
+        env: [],
+        tty: true,
+        ttySize: { cols: 100, rows: 30 },
+      }),
+    );
+    assert.equal(sized.code, 0);
+    assert.equal(sized.stdout, 'is-a-tty\r\n30 100\r\n');
+    // A resize reaches the command as SIGWINCH with the new size.
+    const p = await engine.exec(s.id, {
+      cmd: 'sh',
+      args: ['-c', "trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.1; done"],
+      env: [],
+      tty: true,
+    });
+    assert.ok(p.resize);
+    let out = '';
+    p.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    while (!out.includes('ready')) await sleep(20);
+    await p.resize(120, 40);
+    assert.equal(await p.exited, 0);
+    assert.equal(out, 'ready\r\n40 120\r\n');
+    // Ctrl-C on the terminal interrupts the command (as a user at a shell would).
+    const c = await engine.exec(s.id, {
+      cmd: 'sh',
+      args: ['-c', 'echo waiting; sleep 30; echo not-interrupted'],
+      env: [],
+      tty: true,
+      user: '1000',
+    });
+    let seen = '';
+    c.stdout.on('data', (chunk: Buffer) => {
+      seen += chunk.toString();
+      if (seen.includes('waiting')) c.stdin.write('\x03');
+    });
+    assert.equal(await c.exited, 130);
+    assert.doesNotMatch(seen, /not-interrupted/);
     await assert.rejects(
-      engine.exec(s.id, { cmd: 'sh', args: [], env: [], tty: true }),
-      /tty: not supported by the gvisor isolation tier/,
+      engine.exec(s.id, { cmd: 'true', args: [], env: [], tty: true, ttySize: { cols: 0, rows: 30 } }),
+      /ttySize/,
     );
     await engine.remove(s.id, s.boxDir);
   });

@@ -47,7 +47,7 @@ import {
   readGVisorMeta,
   writeGVisorBundle,
 } from './gvisor-bundle.ts';
-import { cleanStaleExecFiles, gvisorExec, refuseTty } from './gvisor-exec.ts';
+import { cleanStaleExecFiles, gvisorExec } from './gvisor-exec.ts';
 import { prepareBoxNetns, RUNSC_NETNS_SH, removeBoxNetns } from './gvisor-netns.ts';
 import { chooseGVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
 import { Runsc } from './gvisor-runsc.ts';
@@ -272,12 +272,11 @@ export class GVisorEngine implements Engine {
   /**
    * Runs a command in the box; see `Engine.exec`. The exit code is the command's, 128 + signal when
    * a signal ended it, or 255 when it could not be started (runsc's message on stderr).
-   * @throws BoxError when the box is not running, `user` is unknown, `cwd` or `env` is malformed, or
-   *   `tty` is requested (not supported by the gVisor tier).
+   * @throws BoxError when the box is not running, `user` is unknown, `cwd`, `env` or `ttySize` is
+   *   malformed, or `tty` is asked without script(1) on the host (gvisor-exec.ts).
    */
   async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
     checkBoxId(id);
-    refuseTty(options);
     const meta = this.meta(id);
     if (!meta || this.sandboxPid(id) === undefined) throw new BoxError(`box ${id}: not running`);
     return gvisorExec(

@@ -54,8 +54,8 @@ export interface OciExecBox extends ExecDefaults {
   idMap?: IdMapping | null;
 }
 
-/** Shell-quotes one word for `script -c`. */
-function shellQuote(s: string): string {
+/** Shell-quotes one word for `script -c` (also used by gvisor-exec.ts). */
+export function shellQuote(s: string): string {
   return /^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 

@@ -15,7 +15,7 @@ import { after, before, describe, test } from 'node:test';
 import { BoxError } from '../../src/errors.ts';
 import type { JsRuntime } from '../../src/js-runtime.ts';
 import type { JsBox } from '../../src/runtime/box.ts';
-import type { Execution } from '../../src/runtime/execution.ts';
+import type { JsExecution } from '../../src/runtime/execution.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostMarker, makeHostMarker, snapshotHost } from './helpers.ts';
 
@@ -94,7 +94,7 @@ after(async () => {
 describe('a box racing copyIn/copyOut in a shared folder', () => {
   test('the host canary is unchanged and no host-only file reaches the box', async () => {
     const hostBefore = snapshotHost({ paths: [marker.dir] });
-    const flips: Execution = await box.exec('sh', ['-c', flipper(marker.dir)]);
+    const flips: JsExecution = await box.exec('sh', ['-c', flipper(marker.dir)]);
     // The flipper has laid its entries out once `L` of /shared/out exists.
     for (let i = 0; i < 400 && (await run(box, 'test', ['-L', '/shared/out/L'])).exitCode !== 0; i++);
     let copiedIn = 0;
