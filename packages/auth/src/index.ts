@@ -120,6 +120,22 @@ export {
   type PolicyRequest,
 } from './policies.ts';
 export {
+  DEFAULT_RATE_LIMITS,
+  type KindLimits,
+  LIMIT_KINDS,
+  type LimitDecision,
+  type LimitKeys,
+  type LimitKind,
+  type LimitRule,
+  type LimitScope,
+  type PgQueryClient,
+  RATE_LIMIT_TABLE,
+  type RateLimitSettings,
+  RateLimits,
+  rateLimitsFromEnv,
+  resolveRateLimits,
+} from './ratelimit.ts';
+export {
   type AuthorizationDecision,
   AuthorizationReason,
   type AuthorizationReasonName,

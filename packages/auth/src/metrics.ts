@@ -11,7 +11,9 @@
  *   error code of RFC 6749 section 5.2 and its extensions);
  * - `auth_credential_validations_total{result}`: credential checks (login page, password grant) by result
  *   (`success`, `invalid_credentials`, `account_disabled`, `locked_out`);
- * - `auth_lockouts_total`: accounts locked by a failed validation (spec 001 "States and transitions").
+ * - `auth_lockouts_total`: accounts locked by a failed validation (spec 001 "States and transitions");
+ * - `auth_rate_limit_refusals_total{kind,scope}`: attempts refused by the brute-force limits (`kind`
+ *   `password`, `totp`, `reset`; `scope` `ip` or `account`).
  *
  * Values and secrets of requests are never labels: only route templates, methods, statuses and codes.
  */
@@ -29,6 +31,7 @@ const KNOWN_GRANT_TYPES: ReadonlySet<string> = new Set(GRANT_TYPES);
 
 /** Error codes counted by name (RFC 6749 section 5.2, RFC 8628 section 3.5, RFC 9449, RFC 8707). */
 const KNOWN_ERRORS = new Set([
+  'temporarily_unavailable',
   'invalid_request',
   'invalid_client',
   'invalid_grant',
@@ -55,6 +58,7 @@ export class AuthMetrics {
   readonly #grants: Counter<'grant_type' | 'outcome'>;
   readonly #validations: Counter<'result'>;
   readonly #lockouts: Counter;
+  readonly #refusals: Counter<'kind' | 'scope'>;
 
   constructor() {
     const registers = [this.registry];
@@ -89,7 +93,18 @@ export class AuthMetrics {
       help: 'Accounts locked out by a failed credential validation',
       registers,
     });
+    this.#refusals = new Counter({
+      name: 'auth_rate_limit_refusals_total',
+      help: 'Attempts refused by the brute-force limits, by kind and by the counter (ip, account) that refused',
+      labelNames: ['kind', 'scope'] as const,
+      registers,
+    });
   }
+
+  /** Counts one refusal of the brute-force limits; pass it to `RateLimits.onRefused`. */
+  readonly rateLimitRefused = (kind: string, scope: string): void => {
+    this.#refusals.inc({ kind, scope });
+  };
 
   /** Counts one credential validation; pass it as `CredentialValidatorOptions.onValidated`. */
   readonly credentialValidated = (event: CredentialValidationEvent): void => {

@@ -20,6 +20,13 @@ import { createDpopVerifier } from './oauth/dpop-token.ts';
 import { oauthServer } from './oauth/index.ts';
 import { KeyManager, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './oauth/keys.ts';
 import { PasswordHasher, type ScryptParams } from './passwords.ts';
+import {
+  type KindLimits,
+  type LimitKind,
+  RateLimits,
+  rateLimitsFromEnv,
+  resolveRateLimits,
+} from './ratelimit.ts';
 import { ADMINISTRATOR_ROLE_NAME } from './store/migrations.ts';
 import { checkPostgresUrl, PostgresAuthStore } from './store/postgres.ts';
 import { SqliteAuthStore } from './store/sqlite.ts';
@@ -74,6 +81,12 @@ export interface AuthServerOptions {
   logger?: boolean;
   /** Serve Prometheus metrics at `GET /metrics` (default true; `AUTH_METRICS=0` turns it off). */
   metrics?: boolean;
+  /**
+   * Brute-force limits per kind (`password`, `totp`, `reset`) and counter (`ip`, `account`), merged over
+   * `DEFAULT_RATE_LIMITS`; `false` turns them all off. In memory on SQLite, in the database on
+   * PostgreSQL (shared by the instances); see `RateLimits`.
+   */
+  rateLimits?: Partial<Record<LimitKind, Partial<KindLimits>>> | false;
   /** Clock, ms since epoch. */
   now?: () => number;
 }
@@ -113,6 +126,8 @@ export interface AuthServer {
   readonly bootstrap: BootstrapResult;
   /** The server's metrics (served at `GET /metrics`); undefined with `metrics: false`. */
   readonly metrics: AuthMetrics | undefined;
+  /** The brute-force limits (TOTP and reset checks call `limits.consume`); undefined with `rateLimits: false`. */
+  readonly limits: RateLimits | undefined;
   /** Listens and, when no issuer was configured, sets it to `http://<host>:<port>`. @returns the base URL. */
   listen(port?: number, host?: string): Promise<string>;
 }
@@ -234,6 +249,14 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
   }
   const hasher = new PasswordHasher(options.hashParams ? { params: options.hashParams } : {});
   const metrics = options.metrics === false ? undefined : new AuthMetrics();
+  let limits: RateLimits | undefined;
+  if (options.rateLimits !== false) {
+    const settings = resolveRateLimits(options.rateLimits);
+    limits = store.rateLimitClient
+      ? RateLimits.postgres(store.rateLimitClient(), settings)
+      : RateLimits.memory(settings);
+    if (metrics) limits.onRefused(metrics.rateLimitRefused);
+  }
   const credentials = new CredentialValidator({
     store,
     hasher,
@@ -259,7 +282,7 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     ...adminServerOptions(adminBasePath),
   });
   if (metrics) await app.register(metricsPlugin, { metrics });
-  await app.register(oauthServer, { config, store, keys, credentials, hasher, now });
+  await app.register(oauthServer, { config, store, keys, credentials, hasher, now, limits });
   registerHealthRoutes(app, store);
   const tokenVerifier = new IssuerTokenVerifier(config, keys, now, createDpopVerifier(config, store, now));
   // Denials (of guests too) are audited as `Authorization` / `Denied` events.
@@ -296,6 +319,7 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     tokenVerifier,
     config,
     metrics,
+    limits,
     get bootstrap() {
       return bootstrap;
     },
@@ -402,6 +426,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
         refreshTokenTtlSeconds: seconds('AUTH_REFRESH_TOKEN_TTL'),
         clientSecretKey: env.AUTH_CLIENT_SECRET_KEY || undefined,
       },
+      rateLimits: rateLimitsFromEnv(env),
       bootstrap: {
         adminUserName: env.AUTH_ADMIN_USERNAME || undefined,
         adminPassword: env.AUTH_ADMIN_PASSWORD || undefined,

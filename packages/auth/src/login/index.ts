@@ -3,7 +3,8 @@
  * `POST /login` validates the credentials. On failure it answers 302 back to `/login?err=1` (keeping the
  * pending authorization request) and the real reason goes only to the audit log (Category `Login`,
  * Outcome `Denied`, written by credential validation). On success it sets the session cookie and
- * continues the authorization request. `POST /logout` ends the session.
+ * continues the authorization request, unless a second factor is due (`./second-factor.ts`: TOTP or a
+ * recovery code, or TOTP enrolment). `POST /logout` ends the session.
  */
 import csrf from '@fastify/csrf-protection';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -12,9 +13,11 @@ import { registerConsentPage } from '../oauth/consent.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { DEVICE_VERIFICATION_PATH } from '../oauth/device.ts';
 import { NOT_FORM, registerFormParser } from '../oauth/form.ts';
+import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
 import { logout, registerEndSessionEndpoint } from '../oauth/logout.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import { loginForm, signedIn } from './page.ts';
+import { type LoginPageKit, registerSecondFactorPages, secondFactorAfterPassword } from './second-factor.ts';
 import { readSession, secureCookies, startSession } from './session.ts';
 
 /** Name of the cookie holding the CSRF secret (double-submit with the form's `_csrf` field). */
@@ -78,6 +81,7 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
 
     const page = (reply: FastifyReply, html: string) =>
       reply.headers(PAGE_HEADERS).type('text/html; charset=utf-8').send(html);
+    const kit: LoginPageKit = { safeReturnTo, formField, page };
 
     scope.get(LOGIN_PATH, async (req, reply) => {
       const query = req.query as Record<string, unknown>;
@@ -110,17 +114,24 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
         });
         return back();
       }
+      const limited = await limitAttempt(req, ctx, 'password', userName);
+      if (!limited.ok) return refuseLimitedPage(reply, limited);
       const outcome = await ctx.credentials.validate(userName, password, {
         category: AuditCategory.Login,
         clientId: null,
         remoteAddress: req.ip,
       });
       if (!outcome.ok) return back();
+      await attemptSucceeded(req, ctx, 'password', userName);
+      const factorStep = await secondFactorAfterPassword(req, reply, ctx, outcome.user, returnTo, kit);
+      if (factorStep) return factorStep;
       await startSession(req, reply, ctx, outcome.user.id);
       return reply.header('cache-control', 'no-store').redirect(returnTo ?? LOGIN_PATH, 302);
     });
 
     registerConsentPage(scope, ctx, safeReturnTo, formField, page);
+
+    registerSecondFactorPages(scope, ctx, kit);
 
     registerEndSessionEndpoint(scope, ctx, page, formField);
 

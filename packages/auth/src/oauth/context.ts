@@ -1,6 +1,7 @@
 /** The shared dependencies of the OAuth endpoints and the login page. */
 import { hash } from 'node:crypto';
 import type { CredentialValidator } from '../credentials.ts';
+import type { RateLimits } from '../ratelimit.ts';
 import type { AuthStore, UserRecord } from '../store/types.ts';
 import type { ClientSecrets } from './client-secrets.ts';
 import type { ClientAuthenticator } from './clients.ts';
@@ -24,6 +25,11 @@ export interface OAuthContext {
   readonly now: () => number;
   /** DPoP proof verification (RFC 9449), undefined when DPoP is off. */
   readonly dpop?: DpopProofVerifier;
+  /**
+   * Brute-force limits: password checks, TOTP codes, reset requests (`limits.consume('totp', { ip,
+   * account })` before a check, `limits.reward(…)` after a success; see `limitAttempt`). Undefined: off.
+   */
+  readonly limits?: RateLimits;
 }
 
 /** True when the account may receive tokens now: enabled and not locked out. */

@@ -19,9 +19,10 @@ export type OAuthErrorCode =
   | 'authorization_pending'
   | 'slow_down'
   | 'access_denied'
-  | 'expired_token';
+  | 'expired_token'
+  | 'temporarily_unavailable';
 
-/** HTTP status per error code, exactly as spec 001's token-endpoint error table. */
+/** HTTP status per error code: spec 001's token-endpoint error table, plus 429 for the brute-force limits. */
 export const OAUTH_ERROR_STATUS: Readonly<Record<OAuthErrorCode, number>> = Object.freeze({
   invalid_request: 400,
   invalid_client: 401,
@@ -37,6 +38,9 @@ export const OAUTH_ERROR_STATUS: Readonly<Record<OAuthErrorCode, number>> = Obje
   slow_down: 400,
   access_denied: 400,
   expired_token: 400,
+  // RFC 6749 §4.1.2.1's code for a server that cannot answer for now, here with 429 and `Retry-After`
+  // (RFC 6585 §4): the brute-force limits refused the attempt.
+  temporarily_unavailable: 429,
 });
 
 /**

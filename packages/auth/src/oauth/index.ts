@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { CredentialValidator } from '../credentials.ts';
 import { registerLoginPage } from '../login/index.ts';
 import type { PasswordHasher } from '../passwords.ts';
+import type { RateLimits } from '../ratelimit.ts';
 import type { AuthStore } from '../store/types.ts';
 import { registerAuthorizeEndpoint } from './authorize.ts';
 import { ClientAssertionVerifier } from './client-auth-jwt.ts';
@@ -80,6 +81,8 @@ export interface OAuthServerOptions {
   readonly hasher: PasswordHasher;
   /** Clock, ms since epoch (default `Date.now`). */
   readonly now?: () => number;
+  /** Brute-force limits (password, TOTP, reset); undefined turns them off. */
+  readonly limits?: RateLimits;
 }
 
 /** Builds the shared endpoint context. */
@@ -105,6 +108,7 @@ export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
     credentials: options.credentials,
     now,
     dpop: createDpopVerifier(options.config, options.store, now),
+    limits: options.limits,
   };
 }
 

@@ -14,6 +14,7 @@ import { codeDpopJkt } from './dpop-code.ts';
 import { OAuthError } from './errors.ts';
 import type { FormParams } from './form.ts';
 import { idTokenUserClaims, issueIdToken, releasesClaims, userClaims } from './id-token.ts';
+import { attemptSucceeded, limitAttempt, limitedOAuthError } from './limits.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
 import type { TokenResponse } from './token-endpoint.ts';
@@ -43,6 +44,8 @@ export async function passwordGrant(
   if (userName === undefined) throw new OAuthError('invalid_request', 'username is required');
   if (password === undefined) throw new OAuthError('invalid_request', 'password is required');
   const scope = resolveScope(form.get('scope'), client.allowedScopes);
+  const limited = await limitAttempt(req, ctx, 'password', userName, client.clientId);
+  if (!limited.ok) throw limitedOAuthError(limited);
   // Spec 001 "Events": every credential validation writes one audit event, a failed one with Category
   // `Login`, Outcome `Denied` and the failure code; the client id tells password-grant validations apart
   // from login-page ones.
@@ -52,6 +55,7 @@ export async function passwordGrant(
     remoteAddress: req.ip,
   });
   if (!outcome.ok) throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
+  await attemptSucceeded(req, ctx, 'password', userName);
   const familyId = familyIdFor(randomUUID(), outcome.user.securityStamp);
   return issue(
     ctx,

@@ -10,6 +10,7 @@
  * rows and input validation are shared with the SQLite store (`./rows.ts`, `./inputs.ts`).
  */
 import postgres from 'postgres';
+import type { PgQueryClient } from '../ratelimit.ts';
 import { ClientCache } from './postgres/client-cache.ts';
 import * as clients from './postgres/clients.ts';
 import { insertAudit, type PgContext } from './postgres/db.ts';
@@ -136,6 +137,22 @@ export class PostgresAuthStore implements AuthStore {
   /** Versions this build knows, ascending. */
   static get migrations(): number[] {
     return PG_MIGRATIONS.map((m) => m.version);
+  }
+
+  /**
+   * The brute-force counters' query client (`RateLimits.postgres`): runs rate-limiter-flexible's
+   * statements on this pool as prepared statements and answers in `pg`'s `{ rows, rowCount }` shape.
+   */
+  rateLimitClient(): PgQueryClient {
+    const sql = this.#sql;
+    return {
+      async query({ text, values }) {
+        const rows = await sql.unsafe(text, (values ?? []) as postgres.ParameterOrJSON<never>[], {
+          prepare: true,
+        });
+        return { rows: [...rows], rowCount: rows.count };
+      },
+    };
   }
 
   /**

@@ -8,6 +8,7 @@
  * Errors: `ValidationError` (bad field, names it), `NotFoundError`, `ConflictError` (unique constraint),
  * `ConstraintError` (e.g. deleting a built-in system role) — see `../errors.ts`.
  */
+import type { PgQueryClient } from '../ratelimit.ts';
 
 /** A user account. `isLockedOut` is derived: `lockoutEnd !== null && lockoutEnd > now`. */
 export interface UserRecord {
@@ -832,6 +833,13 @@ export interface AuthStore {
    * one process uses (SQLite) leaves it out. @returns a function that stops watching.
    */
   watchSigningKeys?(listener: () => void): Promise<() => Promise<void>>;
+
+  /**
+   * A `pg`-style query client over this store's database for the shared brute-force counters (the
+   * `rate_limits` table; see `RateLimits.postgres`). Optional: a store only one process uses (SQLite)
+   * leaves it out and the counters stay in memory.
+   */
+  rateLimitClient?(): PgQueryClient;
 
   /** Releases the storage (closes the database). */
   close(): Promise<void>;

@@ -273,6 +273,20 @@ CREATE INDEX refresh_tokens_family_usable ON refresh_tokens(family_id)
   WHERE used_at IS NULL AND revoked_at IS NULL;
 `,
   },
+  {
+    version: 4,
+    name: 'brute-force counters shared by instances',
+    // The layout rate-limiter-flexible's PostgreSQL limiter reads and upserts: key (kind, scope and a
+    // SHA-256 of the IP or account), points consumed in the window, window end (ms epoch).
+    sql: `
+CREATE TABLE rate_limits (
+  key varchar(255) PRIMARY KEY,
+  points integer NOT NULL DEFAULT 0,
+  expire bigint
+);
+CREATE INDEX rate_limits_expire ON rate_limits(expire);
+`,
+  },
 ];
 
 /**
