@@ -20,6 +20,8 @@
  * | `unavailable` | the REST server cannot be reached | 503 |
  * | `unauthenticated` | the REST server refused the credential | 401 |
  * | `permission_denied` | the credential lacks a permission | 403 |
+ * | `quota_exceeded` | the tenant is over a quota or rate limit (`field` names it; `retryAfterMs` when known) | 429 |
+ * | `capacity` | the node cannot hold the box now (`field` names the resource; `retryAfterMs` hint) | 503 |
  * | `internal` | anything else (a bug, or a host failure) | 500 |
  */
 export const BOX_ERROR_CODES = [
@@ -34,6 +36,8 @@ export const BOX_ERROR_CODES = [
   'unavailable',
   'unauthenticated',
   'permission_denied',
+  'quota_exceeded',
+  'capacity',
   'internal',
 ] as const;
 /** One of {@link BOX_ERROR_CODES}. */
@@ -50,6 +54,8 @@ export interface BoxErrorOptions extends ErrorOptions {
   field?: string;
   /** Stable code; default `invalid_option` when `field` is given, else `internal`. */
   code?: BoxErrorCode;
+  /** When retrying may succeed, ms from now (`quota_exceeded`, `capacity`: HTTP `Retry-After`). */
+  retryAfterMs?: number;
 }
 
 /**
@@ -62,12 +68,15 @@ export class BoxError extends Error {
   readonly code: BoxErrorCode;
   /** Path of the rejected option (`volumes[0].hostPath`), when the error is about one. */
   readonly field?: string;
+  /** When retrying may succeed, ms from now (`quota_exceeded`, `capacity`); absent: no hint. */
+  readonly retryAfterMs?: number;
   /** @param message human-readable description naming the offending field, image or box. */
   constructor(message: string, options?: BoxErrorOptions) {
     super(message, options);
     this.name = 'BoxError';
     this.code = options?.code ?? (options?.field !== undefined ? 'invalid_option' : 'internal');
     if (options?.field !== undefined) this.field = options.field;
+    if (options?.retryAfterMs !== undefined) this.retryAfterMs = options.retryAfterMs;
   }
 }
 

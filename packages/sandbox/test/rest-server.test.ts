@@ -695,9 +695,10 @@ describe('authentication', () => {
         .setExpirationTime('5m')
         .sign(key);
     try {
+      // Boxes made outside the server (rest-main) belong to the operator tenant.
       const reader = new JsRuntime({
         url: tokenServer.url,
-        accessToken: await token({ scope: 'openid sandbox.boxes.read' }),
+        accessToken: await token({ scope: 'openid sandbox.boxes.read', tenant: 'operator' }),
       });
       assert.ok((await reader.listInfo()).some((i) => i.name === 'rest-main'));
       await assert.rejects(
@@ -708,7 +709,7 @@ describe('authentication', () => {
       await assert.rejects(readerBox.exec('true'), /sandbox.exec/);
       const runner = new JsRuntime({
         url: tokenServer.url,
-        accessToken: await token({ permissions: ['sandbox.boxes.read', 'sandbox.exec'] }),
+        accessToken: await token({ permissions: ['sandbox.boxes.read', 'sandbox.exec'], tenant: 'operator' }),
       });
       assert.equal((await run((await runner.get('rest-main'))!, 'echo', ['jwt'])).stdout, 'jwt');
       const other = await generateKeyPair('ES256');

@@ -1,14 +1,19 @@
 /**
- * Authentication of the REST runtime: a bearer API key compared in constant time, and
- * optionally JWT access tokens of the auth service verified against its JWKS (RFC 7517, RFC 9068) with
- * the permission codes `sandbox.boxes.read`, `sandbox.boxes.write`, `sandbox.exec`. Without any
- * credential configured the server only serves loopback clients.
+ * Authentication of the REST runtime: the operator's API key compared in constant time, managed API keys
+ * (`tenancy/keys.ts`, `e2b_<40 hex>`, stored hashed), and optionally JWT access tokens of the auth service
+ * verified against its JWKS (RFC 7517, RFC 9068) with the permission codes `sandbox.boxes.read`,
+ * `sandbox.boxes.write`, `sandbox.exec` (and `sandbox.operator`). A credential travels as
+ * `Authorization: Bearer <credential>` or, as E2B clients send it, `X-API-KEY: <credential>`. Without the
+ * operator key or a JWKS configured the server only serves loopback clients (as the operator, unless
+ * they present a managed key). Every caller is a {@link Principal} with a tenant (issue 28).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
-import { HttpError, type Permission } from './wire.ts';
+import type { KeyStore } from './tenancy/keys.ts';
+import { isTenant, OPERATOR_TENANT } from './tenancy/tenant.ts';
+import { HttpError, Permission } from './wire.ts';
 
 /** Access tokens of the auth service: where its keys are and what the tokens must say. */
 export interface JwtAuthOptions {
@@ -20,21 +25,64 @@ export interface JwtAuthOptions {
   audience?: string | string[];
 }
 
-/** Credentials the server accepts. Neither set: loopback clients only, no credential needed. */
+/** Credentials the server accepts. Neither `apiKey` nor `jwt` set: loopback clients only. */
 export interface AuthOptions {
-  /** Bearer API key (any non-empty string; compare is constant-time). */
+  /** The operator's API key (any non-empty string; compare is constant-time): every permission, every tenant. */
   apiKey?: string;
-  /** Accept JWT access tokens of the auth service. */
+  /** Accept JWT access tokens of the auth service (tenant: the `tenant` claim, else `sub`). */
   jwt?: JwtAuthOptions;
+  /** Managed API keys (`sandbox keys`); absent: none accepted. */
+  keys?: KeyStore;
 }
 
-/** Who made a request: the API key holder or loopback client (every permission), or a token subject. */
+/**
+ * Who made a request (issue 28): the credential's kind, subject, tenant and permissions.
+ * - `api_key`: the operator key (`--api-key`); `loopback`: a loopback client of a server without
+ *   credentials. Both are operators of tenant `operator` with every permission.
+ * - `managed_key`: a managed API key (`keyId` names it); its tenant and permissions are the key's.
+ * - `token`: an access token; tenant from its `tenant` claim, else its `sub`.
+ * `operator` is true for the operator key, loopback clients, and credentials holding `sandbox.operator`:
+ * an operator sees and acts on every tenant's resources.
+ */
 export interface Principal {
-  kind: 'api_key' | 'loopback' | 'token';
+  kind: 'api_key' | 'loopback' | 'token' | 'managed_key';
   subject: string;
+  /** The tenant owning what this caller creates and the only one whose resources it sees (unless operator). */
+  tenant: string;
+  /** True when the caller sees every tenant (see above). */
+  operator: boolean;
+  /** Id of the managed API key used (`managed_key` only). */
+  keyId?: string;
   permissions: ReadonlySet<string> | 'all';
-  /** When the credential stops being valid (a token's `exp`), ms since the epoch; absent: no expiry. */
+  /** When the credential stops being valid (a token's `exp`, a key's expiry), ms since the epoch; absent: no expiry. */
   expiresAt?: number;
+}
+
+/** True when `principal` holds `permission` (`sandbox.operator` holds every permission). */
+export function holds(principal: Principal, permission: string): boolean {
+  return (
+    principal.permissions === 'all' ||
+    principal.permissions.has(permission) ||
+    principal.permissions.has(Permission.operator)
+  );
+}
+
+/** The principal of the operator key and of loopback clients of a server without credentials. */
+export function operatorPrincipal(kind: 'api_key' | 'loopback'): Principal {
+  return { kind, subject: kind, tenant: OPERATOR_TENANT, operator: true, permissions: 'all' };
+}
+
+/**
+ * The credential of a request: `Authorization: Bearer <credential>`, else `X-API-KEY: <credential>`;
+ * null when neither is present.
+ */
+export function presentedCredential(request: IncomingMessage): string | null {
+  const header = request.headers.authorization;
+  const match = typeof header === 'string' ? /^Bearer +([^\s]+) *$/i.exec(header) : null;
+  if (match) return match[1]!;
+  const key = request.headers['x-api-key'];
+  if (typeof key === 'string' && key.trim() !== '') return key.trim();
+  return null;
 }
 
 /** True for `127.0.0.0/8`, `::1`, IPv4-mapped loopback and `localhost`. */
@@ -63,6 +111,7 @@ export class Authenticator {
   readonly #apiKeyDigest: Buffer | null;
   readonly #jwt: JwtAuthOptions | null;
   readonly #jwks: ReturnType<typeof createRemoteJWKSet> | null;
+  readonly #keys: KeyStore | null;
 
   /** @throws Error when `apiKey` is an empty string or `jwt.jwksUrl` is not an http(s) URL. */
   constructor(options: AuthOptions) {
@@ -71,6 +120,7 @@ export class Authenticator {
     }
     this.#apiKeyDigest = options.apiKey ? digest(options.apiKey) : null;
     this.#jwt = options.jwt ?? null;
+    this.#keys = options.keys ?? null;
     if (this.#jwt) {
       let url: URL;
       try {
@@ -92,11 +142,13 @@ export class Authenticator {
   }
 
   /**
-   * Authenticates a request and checks that it holds `permission`.
-   * @throws HttpError 401 (missing or invalid credential; `WWW-Authenticate` is the caller's job), 403
-   *   (a valid token without the permission, or a non-loopback client of a server without credentials).
+   * Authenticates a request and checks that it holds `permission` (see {@link Principal}).
+   * @throws HttpError 401 (missing or invalid credential, a token whose tenant claim is missing or
+   *   malformed; `WWW-Authenticate` is the caller's job), 403 (a valid credential without the permission,
+   *   or a non-loopback client of a server without credentials).
    */
   async check(request: IncomingMessage, permission: Permission): Promise<Principal> {
+    const presented = presentedCredential(request);
     if (!this.required) {
       if (!isLoopback(request.socket.remoteAddress)) {
         throw new HttpError(
@@ -106,21 +158,31 @@ export class Authenticator {
           'this server only serves loopback clients',
         );
       }
-      return { kind: 'loopback', subject: 'loopback', permissions: 'all' };
+      if (presented === null) return operatorPrincipal('loopback');
     }
-    const header = request.headers.authorization;
-    const match = typeof header === 'string' ? /^Bearer +([^\s]+) *$/i.exec(header) : null;
-    if (!match) {
+    if (presented === null) {
       throw new HttpError(
         401,
         'authentication_error',
         'missing_credentials',
-        'missing bearer credentials (Authorization: Bearer <api key or access token>)',
+        'missing credentials (Authorization: Bearer <API key or access token>, or X-API-KEY: <API key>)',
       );
     }
-    const presented = match[1]!;
     if (this.#apiKeyDigest && timingSafeEqual(digest(presented), this.#apiKeyDigest)) {
-      return { kind: 'api_key', subject: 'api_key', permissions: 'all' };
+      return operatorPrincipal('api_key');
+    }
+    const managed = this.#keys?.verify(presented) ?? null;
+    if (managed) {
+      const principal: Principal = {
+        kind: 'managed_key',
+        subject: `key:${managed.id}`,
+        tenant: managed.tenant,
+        operator: managed.permissions.includes(Permission.operator),
+        keyId: managed.id,
+        permissions: new Set(managed.permissions),
+        ...(managed.expiresAt ? { expiresAt: Date.parse(managed.expiresAt) } : {}),
+      };
+      return this.#permitted(principal, permission, 'API key');
     }
     if (this.#jwks && this.#jwt && presented.split('.').length === 3) {
       let claims: JWTPayload;
@@ -138,21 +200,25 @@ export class Authenticator {
           `invalid access token: ${(error as Error).message}`,
         );
       }
-      const granted = tokenPermissions(claims);
-      if (!granted.has(permission)) {
+      const tenant = claims.tenant === undefined ? claims.sub : claims.tenant;
+      if (!isTenant(tenant)) {
         throw new HttpError(
-          403,
-          'permission_error',
-          'missing_permission',
-          `the access token lacks the permission ${permission}`,
+          401,
+          'authentication_error',
+          'invalid_tenant',
+          `the access token's ${claims.tenant === undefined ? 'sub' : 'tenant'} claim is not a tenant id (1-128 characters of letters, digits, "_", ".", "@", ":", "|" or "-")`,
         );
       }
-      return {
+      const granted = tokenPermissions(claims);
+      const principal: Principal = {
         kind: 'token',
         subject: String(claims.sub),
+        tenant,
+        operator: granted.has(Permission.operator),
         permissions: granted,
         ...(typeof claims.exp === 'number' ? { expiresAt: claims.exp * 1000 } : {}),
       };
+      return this.#permitted(principal, permission, 'access token');
     }
     throw new HttpError(
       401,
@@ -160,5 +226,17 @@ export class Authenticator {
       'invalid_credentials',
       'invalid API key or access token',
     );
+  }
+
+  #permitted(principal: Principal, permission: Permission, what: string): Principal {
+    if (!holds(principal, permission)) {
+      throw new HttpError(
+        403,
+        'permission_error',
+        'missing_permission',
+        `the ${what} lacks the permission ${permission}`,
+      );
+    }
+    return principal;
   }
 }

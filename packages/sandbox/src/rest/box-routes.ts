@@ -10,12 +10,15 @@
  * | `DELETE /v1/boxes/{box}[?force=true]` | `sandbox.boxes.write` | remove → 204 |
  * | `POST /v1/boxes/{box}/start`, `POST …/stop[?timeout=s]` | `sandbox.boxes.write` | start, stop → box (204 once an `autoRemove` box is gone) |
  * | `GET /v1/boxes/{box}/metrics` | `sandbox.boxes.read` | box metrics |
+ *
+ * Every route acts as the caller's tenant (`ServerContext`): lists show its boxes, another tenant's box
+ * is 404, names are unique per tenant, and creation applies its quotas and the node's admission.
  */
 import type { FastifyInstance } from 'fastify';
-import type { JsRuntime } from '../js-runtime.ts';
-import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
-import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
+import type { JsBoxOptions } from '../types.ts';
+import type { ServerContext } from './context.ts';
+import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { documentedBody } from './validation.ts';
@@ -54,22 +57,8 @@ export const BOX_OPTION_FIELDS: ReadonlySet<string> = new Set([
   'healthCheck',
 ]);
 
-/** What the box routes need from the server. */
-export interface BoxRoutesOptions {
-  /** The server's runtime. */
-  runtime: JsRuntime;
-  /** The box with this id or name. @throws BoxError `not_found`. */
-  box(idOrName: string): Promise<JsBox>;
-  /** A box's metadata as the server answers it (snake_case; publications as the server knows them). */
-  info(info: JsBoxInfo): unknown;
-  /** Remembers a handle of a box this server created. */
-  created(box: JsBox): void;
-  /** Forgets a removed box: its handle and its executions. */
-  forget(boxId: string): void;
-}
-
 /** Registers the box routes (see the module comment). */
-export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions): Promise<void> {
+export async function boxRoutes(app: FastifyInstance, ctx: ServerContext): Promise<void> {
   const read = Permission.boxesRead;
   const write = Permission.boxesWrite;
 
@@ -83,7 +72,7 @@ export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions)
           'A warm pool of the server with the same options (name and lifetimes aside) hands out a ready box instead (`POST /v1/pools`).',
         body: ref('BoxOptions'),
         response: { 201: { description: 'created', ...ref('BoxInfo') } },
-        errors: [409, 422],
+        errors: [409, 422, 429, 503],
       }),
       // Box options are checked by the SDK's option rules (errors name the camelCase option, as locally).
       validatorCompiler: documentedBody,
@@ -111,9 +100,8 @@ export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions)
           'ports',
         );
       }
-      const box = await options.runtime.create(rest, name ?? undefined);
-      options.created(box);
-      return reply.code(201).send(options.info(await box.info()));
+      const box = await ctx.createBox(principalOf(request), rest, name ?? undefined);
+      return reply.code(201).send(ctx.info(await box.info()));
     },
   );
 
@@ -122,17 +110,19 @@ export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions)
     route(read, {
       tags,
       summary: 'list boxes',
-      description: 'Every box of the runtime, oldest first (boxes held ready by a warm pool are not listed).',
+      description:
+        "The caller's boxes (every tenant's for the operator), oldest first (boxes held ready by a warm pool are not listed).",
       response: { 200: { description: 'boxes', type: 'array', items: ref('BoxInfo') } },
     }),
-    async () => (await options.runtime.listInfo()).map((info) => options.info(info)),
+    async (request) => (await ctx.listBoxes(principalOf(request))).map((info) => ctx.info(info)),
   );
 
   app.get<{ Params: { box: string } }>(
     '/v1/boxes/:box',
     route(read, { tags, summary: 'box metadata', params: boxParams, response: { 200: boxAnswer } }),
     async (request) => {
-      const info = await options.runtime.getInfo(request.params.box);
+      const box = await ctx.box(request.params.box, principalOf(request));
+      const info = await ctx.runtime.getInfo(box.id);
       if (!info)
         throw new HttpError(
           404,
@@ -140,7 +130,7 @@ export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions)
           'box_not_found',
           `no box with id or name '${request.params.box}'`,
         );
-      return options.info(info);
+      return ctx.info(info);
     },
   );
 
@@ -157,10 +147,7 @@ export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions)
       errors: [409],
     }),
     async (request, reply) => {
-      const force = request.query.force;
-      const box = await options.box(request.params.box);
-      await options.runtime.remove(box.id, force === 'true');
-      options.forget(box.id);
+      await ctx.removeBox(principalOf(request), request.params.box, request.query.force === 'true');
       return reply.code(204).send();
     },
   );
@@ -173,12 +160,11 @@ export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions)
       description: 'Its writable layer and volumes are kept; a running box is left as is.',
       params: boxParams,
       response: { 200: boxAnswer },
-      errors: [409],
+      errors: [409, 429, 503],
     }),
     async (request) => {
-      const box = await options.box(request.params.box);
-      await box.start();
-      return options.info(await box.info());
+      const box = await ctx.startBox(principalOf(request), request.params.box);
+      return ctx.info(await box.info());
     },
   );
 
@@ -202,15 +188,15 @@ export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions)
     }),
     async (request, reply) => {
       const timeout = request.query.timeout;
-      const box = await options.box(request.params.box);
+      const box = await ctx.box(request.params.box, principalOf(request));
       if (timeout === undefined) await box.stop();
       else await box.stopWithin(Math.round(timeout * 1000));
-      const info = await options.runtime.getInfo(box.id);
+      const info = await ctx.runtime.getInfo(box.id);
       if (!info) {
-        options.forget(box.id);
+        ctx.forget(box.id);
         return reply.code(204).send();
       }
-      return options.info(info);
+      return ctx.info(info);
     },
   );
 
@@ -223,7 +209,7 @@ export async function boxRoutes(app: FastifyInstance, options: BoxRoutesOptions)
       response: { 200: { description: 'metrics', ...ref('BoxMetrics') } },
     }),
     async (request) => {
-      const box = await options.box(request.params.box);
+      const box = await ctx.box(request.params.box, principalOf(request));
       return toSnake(await box.metrics());
     },
   );

@@ -1,14 +1,31 @@
 /**
  * What the REST runtime server's route plugins share: the exposed runtime, the handles of the boxes
  * created through the server, the executions started over REST (`ExecSession`s, kept a while after they
- * end so that clients can read their status and reattach), and timers that die with the server.
+ * end so that clients can read their status and reattach), timers that die with the server, and the
+ * shared service's tenancy (issue 28): who owns each box (`tenancy/owners.ts`), quotas and admission
+ * (`tenancy/admission.ts`), managed keys and preview URLs.
+ *
+ * CONTRACT for every route plugin (the `/v1` routes, the E2B routes, MCP): boxes are created, listed,
+ * looked up and removed ONLY through {@link ServerContext.createBox}, {@link ServerContext.listBoxes},
+ * {@link ServerContext.box} and {@link ServerContext.removeBox} with the caller's `Principal`, so that
+ * tenancy, quotas and names per tenant hold on every route. Another tenant's box is `not_found` (404),
+ * never 403: its existence is not disclosed.
  */
+import { join } from 'node:path';
 import { notFound } from '../errors.ts';
 import type { JsRuntime } from '../js-runtime.ts';
 import type { JsBox } from '../runtime/box.ts';
-import type { JsBoxInfo } from '../types.ts';
+import { validateBoxName } from '../runtime/options.ts';
+import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
+import type { Principal } from './auth.ts';
 import type { RestMetrics } from './metrics.ts';
 import { ExecSession } from './sessions.ts';
+import { Admission, boxRequestOf } from './tenancy/admission.ts';
+import { KeyStore } from './tenancy/keys.ts';
+import { LimitsFile } from './tenancy/limits.ts';
+import { Owners } from './tenancy/owners.ts';
+import { type PreviewInfo, PreviewStore } from './tenancy/previews.ts';
+import { tenantVolumeOptions } from './tenancy/volumes.ts';
 import { bodyValidator } from './validation.ts';
 import { HttpError, isObject, toSnake } from './wire.ts';
 
@@ -25,6 +42,32 @@ export interface ExecRequest {
   user?: string;
 }
 
+/** Where the shared service keeps its state and what it is configured with. */
+export interface TenancyOptions {
+  /** Directory of `keys.json`, `owners.json`, `previews.json` and `audit.jsonl` (created 0700). */
+  stateDir: string;
+  /** The limits file (`tenancy/limits.ts`), re-read on change; absent: the default limits. */
+  limitsFile?: string;
+  /** Told when a changed limits file is invalid (the last valid limits stay). */
+  onLimitsError?: (error: Error) => void;
+  /** Base URL preview URLs start with (e.g. `https://sandbox.example.com`); default the server's URL. */
+  publicUrl?: string;
+  /** Wildcard domain of Host-routed preview URLs (`<port>-<boxId>.<domain>`); absent: path URLs. */
+  previewDomain?: string;
+}
+
+/** A signed preview URL (see {@link ServerContext.previewUrl}). */
+export interface PreviewUrl {
+  /** The URL, token included; works without an API key until `expiresAt` or revocation. */
+  url: string;
+  /** The bearer token of the URL (`pv_…`), shown once. */
+  token: string;
+  /** When it stops working, RFC 3339. */
+  expiresAt: string;
+  /** Id of the preview (to revoke it). */
+  id: string;
+}
+
 const checkExecRequest = bodyValidator<ExecRequest>('ExecRequest');
 
 /** The state of one REST runtime server, shared by its route plugins. */
@@ -37,14 +80,45 @@ export class ServerContext {
   readonly sessions = new Map<string, ExecSession>();
   /** The server's metrics (absent when turned off). */
   metrics: RestMetrics | undefined;
+  /** Owners of boxes, volumes and pools (persisted). */
+  readonly owners: Owners;
+  /** Managed API keys (persisted). */
+  readonly keys: KeyStore;
+  /** Signed preview URLs (persisted). */
+  readonly previews: PreviewStore;
+  /** Per-tenant quotas and rates, node margins (re-read on change). */
+  readonly limits: LimitsFile;
+  /** Quota and node admission of box creation. */
+  readonly admission: Admission;
+  /** Base URL of preview URLs; set by the server once listening unless configured. */
+  publicUrl: string | null;
+  /** Wildcard domain of Host-routed preview URLs, or null. */
+  readonly previewDomain: string | null;
   /** Handles of boxes created through this server (they know their port publications: none). */
   readonly #handles = new Map<string, JsBox>();
   readonly #timers = new Set<NodeJS.Timeout>();
+  /** Names being created, `tenant NUL name`: two creations of one name never both pass. */
+  readonly #creatingNames = new Set<string>();
 
-  /** @param backlogBytes output kept per execution, bytes. */
-  constructor(runtime: JsRuntime, backlogBytes: number) {
+  /**
+   * @param backlogBytes output kept per execution, bytes.
+   * @throws Error when the limits file exists and is invalid.
+   */
+  constructor(runtime: JsRuntime, backlogBytes: number, tenancy: TenancyOptions) {
     this.runtime = runtime;
     this.backlogBytes = backlogBytes;
+    this.owners = new Owners(join(tenancy.stateDir, 'owners.json'));
+    this.keys = new KeyStore(join(tenancy.stateDir, 'keys.json'));
+    this.previews = new PreviewStore(join(tenancy.stateDir, 'previews.json'));
+    this.limits = new LimitsFile(tenancy.limitsFile ?? null, tenancy.onLimitsError);
+    this.admission = new Admission(
+      this.limits,
+      this.owners,
+      () => this.runtime.listInfo(),
+      () => this.runtime.homeDir,
+    );
+    this.publicUrl = tenancy.publicUrl?.replace(/\/+$/, '') ?? null;
+    this.previewDomain = tenancy.previewDomain ?? null;
   }
 
   /** Runs `fn` after `ms` milliseconds unless the server closes first (the timer never holds the process). */
@@ -57,30 +131,174 @@ export class ServerContext {
     this.#timers.add(timer);
   }
 
-  /** The box with this id or name. @throws BoxError `not_found`. */
-  async box(idOrName: string): Promise<JsBox> {
-    // Fast path: a box this server created, addressed by id (its handle reads fresh state on every call).
-    const known = this.#handles.get(idOrName);
-    if (known) return known;
-    const info = await this.runtime.getInfo(idOrName);
-    if (!info) throw notFound(`no box with id or name '${idOrName}'`);
-    const handle = this.#handles.get(info.id) ?? (await this.runtime.get(info.id));
-    if (!handle) throw notFound(`no box with id or name '${idOrName}'`);
+  /**
+   * The tenant owning box `boxId`: the tenant recorded when it was created over REST, else `operator`
+   * (boxes made outside the server, e.g. `sandbox run`).
+   */
+  ownerOf(boxId: string): string {
+    return this.owners.tenantOf('box', boxId);
+  }
+
+  /** True when `principal` may see box `boxId` (its tenant's, or any for the operator). */
+  sees(principal: Principal, boxId: string): boolean {
+    return principal.operator || this.ownerOf(boxId) === principal.tenant;
+  }
+
+  /**
+   * The box `idOrName` as `principal` sees it: by id (ULID), or by name — the tenant's own name for its
+   * boxes, the runtime's name for the operator. Another tenant's box is not found.
+   * @throws BoxError `not_found` (404).
+   */
+  async box(idOrName: string, principal: Principal): Promise<JsBox> {
+    const missing = () => notFound(`no box with id or name '${idOrName}'`);
+    // A tenant's own names first; then ids and runtime names (the operator tenant's names).
+    let id = principal.operator ? undefined : this.owners.byName('box', principal.tenant, idOrName);
+    id ??=
+      this.#handles.get(idOrName)?.id ??
+      (await this.runtime.getInfo(idOrName))?.id ??
+      this.owners.byName('box', principal.tenant, idOrName);
+    if (!id || !this.sees(principal, id)) throw missing();
+    const handle = this.#handles.get(id) ?? (await this.runtime.get(id));
+    if (!handle) {
+      // Removed outside the server (CLI, `autoRemove`): its record goes too.
+      this.owners.delete('box', id);
+      throw missing();
+    }
     return handle;
   }
 
-  /** `JsBoxInfo` as the server answers it (snake_case): boxes created here have no publications (`[]`), others null. */
+  /** `info` with the name its tenant gave the box (tenant boxes are unnamed in the runtime). */
+  view(info: JsBoxInfo): JsBoxInfo {
+    const record = this.owners.get('box', info.id);
+    if (record?.name == null) return info;
+    return { ...info, name: record.name };
+  }
+
+  /** Every box `principal` sees (its tenant's; all for the operator), oldest first, as {@link view}. */
+  async listBoxes(principal: Principal): Promise<JsBoxInfo[]> {
+    const all = await this.runtime.listInfo();
+    return all.filter((info) => this.sees(principal, info.id)).map((info) => this.view(info));
+  }
+
+  /**
+   * Creates and starts a box for `principal`: `options` as `JsRuntime.create` takes them (already
+   * validated by the caller), `name` unique per tenant. Applies the tenant's quotas and the node's
+   * admission (`tenancy/admission.ts`), maps managed volume names to the tenant's volumes, records the
+   * owner (persisted) and returns the box.
+   * @throws BoxError `invalid_option` (field `name`, `cpus`, `memoryMib`, a volume), `conflict` (the
+   *   tenant has a box of that name), `quota_exceeded` (429), `capacity` (503), or what `create` throws.
+   */
+  async createBox(principal: Principal, options: JsBoxOptions, name?: string): Promise<JsBox> {
+    return this.createWith(principal, options, name, (runtimeName, resolved) =>
+      this.runtime.create(resolved, runtimeName),
+    );
+  }
+
+  /**
+   * The common part of every box creation (create, clone, import; `createBox` uses it): the name is
+   * checked and held for the tenant, quotas and admission are applied to what `options` ask for, and
+   * `make` creates the box with its runtime name (the operator's name; none for a tenant box) and the
+   * options with the tenant's volumes; the box is then recorded as the tenant's.
+   * @throws as {@link createBox}.
+   */
+  async createWith<O extends Pick<JsBoxOptions, 'cpus' | 'memoryMib' | 'diskSizeGb' | 'volumes'>>(
+    principal: Principal,
+    options: O,
+    name: string | undefined,
+    make: (runtimeName: string | undefined, options: O) => Promise<JsBox>,
+  ): Promise<JsBox> {
+    validateBoxName(name);
+    const key = name === undefined || principal.operator ? null : `${principal.tenant}\0${name}`;
+    if (key !== null) {
+      if (this.#creatingNames.has(key) || this.owners.byName('box', principal.tenant, name!)) {
+        throw new HttpError(409, 'conflict_error', 'conflict', `a box named '${name}' exists`, 'name');
+      }
+      this.#creatingNames.add(key);
+    }
+    try {
+      const request = boxRequestOf(options);
+      const box = await this.admission.admit(principal.tenant, principal.operator, request, async () => {
+        const resolved = await tenantVolumeOptions(this.runtime, this.owners, principal, options);
+        const made = await make(principal.operator ? name : undefined, resolved);
+        this.owners.set('box', made.id, {
+          tenant: principal.tenant,
+          name: principal.operator ? null : (name ?? null),
+          cpus: request.cpus,
+          memoryMib: request.memoryMib,
+          diskGb: request.diskGb,
+        });
+        return made;
+      });
+      this.#handles.set(box.id, box);
+      return box;
+    } finally {
+      if (key !== null) this.#creatingNames.delete(key);
+    }
+  }
+
+  /**
+   * Starts `principal`'s stopped box `idOrName` again under its tenant's quotas and the node's admission
+   * (a running box is left as is, without a check).
+   * @throws BoxError `not_found`, `quota_exceeded`, `capacity`, or as `JsBox.start`.
+   */
+  async startBox(principal: Principal, idOrName: string): Promise<JsBox> {
+    const box = await this.box(idOrName, principal);
+    const info = await box.info();
+    if (info.state.running) return box;
+    const record = this.owners.get('box', box.id);
+    const request = { cpus: info.cpus, memoryMib: info.memoryMib, diskGb: 0 };
+    await this.admission.admit(record?.tenant ?? this.ownerOf(box.id), principal.operator, request, () =>
+      box.start(),
+    );
+    return box;
+  }
+
+  /**
+   * Removes `principal`'s box `idOrName` (`force`: a running one too): the box, its executions
+   * (terminated), its preview URLs and its ownership record.
+   * @throws BoxError `not_found`, `conflict` (running without `force`).
+   */
+  async removeBox(principal: Principal, idOrName: string, force = false): Promise<void> {
+    const box = await this.box(idOrName, principal);
+    await this.runtime.remove(box.id, force);
+    this.forget(box.id);
+  }
+
+  /**
+   * Issues a signed preview URL for `port` of `principal`'s box `boxId` (id or name), valid `expiresInMs`
+   * (default 1 hour, at most 7 days): path form `<publicUrl>/preview/<token>/`, or with a preview domain
+   * `<scheme>://<port>-<boxId>.<domain>/?preview_token=<token>`.
+   * @throws BoxError `not_found` (another tenant's box), `invalid_option` naming `port` or `expires_in_ms`.
+   */
+  async previewUrl(
+    principal: Principal,
+    boxId: string,
+    port: number,
+    options: { expiresInMs?: number } = {},
+  ): Promise<PreviewUrl> {
+    const box = await this.box(boxId, principal);
+    const { token, info } = this.previews.create(this.ownerOf(box.id), box.id, port, options.expiresInMs);
+    return { url: this.previewLink(info, token), token, expiresAt: info.expiresAt, id: info.id };
+  }
+
+  /** The URL of preview `info` carrying `token` (see {@link previewUrl}). */
+  previewLink(info: PreviewInfo, token: string): string {
+    const base = this.publicUrl ?? 'http://127.0.0.1';
+    if (this.previewDomain) {
+      const scheme = new URL(base).protocol;
+      return `${scheme}//${info.port}-${info.boxId.toLowerCase()}.${this.previewDomain}/?preview_token=${token}`;
+    }
+    return `${base}/preview/${token}/`;
+  }
+
+  /** `JsBoxInfo` as the server answers it (snake_case, tenant name): boxes created here have no publications (`[]`), others null. */
   info(info: JsBoxInfo): unknown {
-    if (this.#handles.has(info.id) && info.network) info.network.publishedPorts = [];
-    return toSnake(info);
+    const viewed = this.view(info);
+    if (this.#handles.has(info.id) && viewed.network) viewed.network.publishedPorts = [];
+    return toSnake(viewed);
   }
 
-  /** Remembers the handle of a box created through the server. */
-  created(box: JsBox): void {
-    this.#handles.set(box.id, box);
-  }
-
-  /** Forgets a removed box: its handle, and its executions (terminated). */
+  /** Forgets a removed box: its handle, its executions (terminated), its previews and its owner record. */
   forget(boxId: string): void {
     this.#handles.delete(boxId);
     for (const session of this.sessions.values()) {
@@ -89,6 +307,8 @@ export class ServerContext {
         this.sessions.delete(session.id);
       }
     }
+    this.previews.revokeBox(boxId);
+    this.owners.delete('box', boxId);
   }
 
   /** The execution `executionId` of box `boxId`. @throws BoxError `not_found`. */
@@ -100,17 +320,21 @@ export class ServerContext {
     return session;
   }
 
-  /** The execution named by route params `box` (id or name) and `execution`. @throws BoxError `not_found`. */
-  async execution(params: { box: string; execution: string }): Promise<ExecSession> {
-    const box = await this.box(params.box);
+  /**
+   * The execution named by route params `box` (id or name) and `execution`, of `principal`'s box.
+   * @throws BoxError `not_found`.
+   */
+  async execution(params: { box: string; execution: string }, principal: Principal): Promise<ExecSession> {
+    const box = await this.box(params.box, principal);
     return this.session(box.id, params.execution);
   }
 
   /**
-   * Validates an exec request against the `ExecRequest` schema and starts its session in box `idOrName`.
-   * @throws HttpError 400 naming the field; BoxError as `JsBox.execWith`.
+   * Validates an exec request against the `ExecRequest` schema and starts its session in `principal`'s
+   * box `idOrName`.
+   * @throws HttpError 400 naming the field; BoxError `not_found`, or as `JsBox.execWith`.
    */
-  async startExecution(idOrName: string, body: unknown): Promise<ExecSession> {
+  async startExecution(idOrName: string, body: unknown, principal: Principal): Promise<ExecSession> {
     if (!isObject(body)) {
       throw new HttpError(
         400,
@@ -120,7 +344,7 @@ export class ServerContext {
       );
     }
     const { cmd, args, env, tty, cwd, user } = checkExecRequest(body);
-    const box = await this.box(idOrName);
+    const box = await this.box(idOrName, principal);
     const execution = await box.execWith(cmd, args ?? [], env, {
       tty: tty === true,
       ...(cwd !== undefined ? { cwd } : {}),

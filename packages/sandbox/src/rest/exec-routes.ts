@@ -14,6 +14,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { ServerContext } from './context.ts';
+import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { type ExecSession, normalizeSignal } from './sessions.ts';
@@ -67,7 +68,7 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       errors: [409, 422],
     }),
     async (request, reply) => {
-      const session = await ctx.startExecution(request.params.box, request.body);
+      const session = await ctx.startExecution(request.params.box, request.body, principalOf(request));
       return reply.code(201).send({ id: session.id, box_id: session.boxId, status: session.status });
     },
   );
@@ -81,14 +82,14 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       params: executionParams,
       response: { 200: status },
     }),
-    async (request) => statusOf(await ctx.execution(request.params)),
+    async (request) => statusOf(await ctx.execution(request.params, principalOf(request))),
   );
 
   app.post<{ Params: P }>(
     '/v1/boxes/:box/executions/:execution/kill',
     route(exec, { tags, summary: 'SIGKILL the command', params: executionParams, response: { 200: status } }),
     async (request) => {
-      const session = await ctx.execution(request.params);
+      const session = await ctx.execution(request.params, principalOf(request));
       await session.execution.kill();
       return statusOf(session);
     },
@@ -104,7 +105,7 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       response: { 200: status },
     }),
     async (request) => {
-      const session = await ctx.execution(request.params);
+      const session = await ctx.execution(request.params, principalOf(request));
       const { signal } = request.body;
       try {
         normalizeSignal(signal);
@@ -133,7 +134,7 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       response: { 200: status },
     }),
     async (request) => {
-      const session = await ctx.execution(request.params);
+      const session = await ctx.execution(request.params, principalOf(request));
       await session.resize(request.body.cols, request.body.rows);
       return statusOf(session);
     },

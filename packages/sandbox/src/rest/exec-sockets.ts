@@ -77,8 +77,8 @@ export class ExecSockets {
     }
     const start = /^\/v1\/boxes\/([^/]+)\/executions\/attach$/.exec(url.pathname);
     if (start) {
-      await this.#auth.check(req, Permission.exec);
-      const box = await this.#ctx.box(decodeURIComponent(start[1]!));
+      const principal = await this.#auth.check(req, Permission.exec);
+      const box = await this.#ctx.box(decodeURIComponent(start[1]!), principal);
       const header = req.headers['sandbox-exec'];
       if (typeof header === 'string') {
         // The start request in the upgrade itself: started and attached in one round trip.
@@ -88,21 +88,21 @@ export class ExecSockets {
         } catch {
           throw invalidBody('invalid header sandbox-exec: must be base64url-encoded JSON');
         }
-        const session = await this.#ctx.startExecution(box.id, request);
+        const session = await this.#ctx.startExecution(box.id, request, principal);
         this.#upgrade(req, socket, head, (ws) => {
           ws.send(JSON.stringify({ type: 'started', id: session.id, box_id: session.boxId }));
           session.attach(ws, 0);
         });
         return;
       }
-      this.#upgrade(req, socket, head, (ws) => this.#startOverSocket(ws, box.id));
+      this.#upgrade(req, socket, head, (ws) => this.#startOverSocket(ws, box.id, principal));
       return;
     }
     const match = /^\/v1\/boxes\/([^/]+)\/executions\/([^/]+)\/attach$/.exec(url.pathname);
     if (!match)
       throw new HttpError(404, 'not_found_error', 'route_not_found', `no WebSocket route ${url.pathname}`);
-    await this.#auth.check(req, Permission.exec);
-    const box = await this.#ctx.box(decodeURIComponent(match[1]!));
+    const principal = await this.#auth.check(req, Permission.exec);
+    const box = await this.#ctx.box(decodeURIComponent(match[1]!), principal);
     const session = this.#ctx.session(box.id, decodeURIComponent(match[2]!));
     if (session.sink) {
       throw new HttpError(
@@ -146,7 +146,7 @@ export class ExecSockets {
    * frame is `{"type":"start", cmd, …}`; the server answers `{"type":"started","id"}` and streams as an
    * attach at offset 0, or `{"type":"error","error"}` and closes.
    */
-  #startOverSocket(ws: WebSocket, boxId: string): void {
+  #startOverSocket(ws: WebSocket, boxId: string, principal: Principal): void {
     ws.on('error', () => {});
     ws.once('message', (data, isBinary) => {
       (async () => {
@@ -161,7 +161,7 @@ export class ExecSockets {
           throw invalidBody('the first frame must be {"type":"start", cmd, ...}');
         }
         const { type: _type, ...request } = message;
-        const session = await this.#ctx.startExecution(boxId, request);
+        const session = await this.#ctx.startExecution(boxId, request, principal);
         ws.send(JSON.stringify({ type: 'started', id: session.id, box_id: session.boxId }));
         session.attach(ws, 0);
       })().catch((error) => {
@@ -244,7 +244,7 @@ export class ExecSockets {
             'box',
           );
         }
-        const session = await this.#ctx.startExecution(box, request);
+        const session = await this.#ctx.startExecution(box, request, principal);
         if (ws.readyState !== ws.OPEN) return; // gone while starting: reattach with …/attach
         const sink: ExecSink = {
           get open() {

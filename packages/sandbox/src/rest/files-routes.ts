@@ -22,6 +22,8 @@ import { BoxError } from '../errors.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { streamSink } from '../runtime/files/pump.ts';
 import type { JsEntryInfo } from '../runtime/files/types.ts';
+import type { Principal } from './auth.ts';
+import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { documentedBody } from './validation.ts';
@@ -29,8 +31,8 @@ import { type Permission, toSnake } from './wire.ts';
 
 /** What the file routes need from the server. */
 export interface FileRoutesOptions {
-  /** The box with this id or name. @throws BoxError `not_found`. */
-  box(idOrName: string): Promise<JsBox>;
+  /** The box with this id or name as `principal` sees it. @throws BoxError `not_found` (another tenant's too). */
+  box(idOrName: string, principal: Principal): Promise<JsBox>;
   /** Route config carrying the permission every file route requires. */
   config: { permission: Permission };
 }
@@ -57,7 +59,8 @@ export function wireEntry(entry: JsEntryInfo): unknown {
 /** Registers the file routes (see the module comment) in their own scope (raw-body parser). */
 export async function fileRoutes(app: FastifyInstance, options: FileRoutesOptions): Promise<void> {
   const { config } = options;
-  const files = async (params: P) => (await options.box(params.box)).files;
+  const files = async (request: { params: P; principal?: Principal }) =>
+    (await options.box(request.params.box, principalOf(request))).files;
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
 
   app.get<{ Params: P; Querystring: Q }>(
@@ -80,7 +83,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
       const send = streamSink(raw);
       let started = false;
       try {
-        await (await files(request.params)).readInto(request.query.path, (chunk) => {
+        await (await files(request)).readInto(request.query.path, (chunk) => {
           if (!started) {
             started = true;
             reply.hijack();
@@ -135,7 +138,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
         });
       }
       const mode = request.query.mode;
-      const info = await (await files(request.params)).write(
+      const info = await (await files(request)).write(
         request.query.path,
         body,
         mode !== undefined ? { mode } : {},
@@ -158,7 +161,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
     }),
     async (request) => {
       const depth = request.query.depth;
-      const entries = await (await files(request.params)).list(
+      const entries = await (await files(request)).list(
         request.query.path,
         depth !== undefined ? { depth } : {},
       );
@@ -176,7 +179,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
       response: { 204: { description: 'removed', type: 'null' } },
     }),
     async (request, reply) => {
-      await (await files(request.params)).remove(request.query.path);
+      await (await files(request)).remove(request.query.path);
       return reply.code(204).send();
     },
   );
@@ -190,7 +193,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
       querystring: pathQuery,
       response: { 200: entry },
     }),
-    async (request) => wireEntry(await (await files(request.params)).stat(request.query.path)),
+    async (request) => wireEntry(await (await files(request)).stat(request.query.path)),
   );
 
   app.post<{ Params: P; Body: { path: string } }>(
@@ -208,7 +211,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
       },
       errors: [409],
     }),
-    async (request) => ({ created: await (await files(request.params)).makeDir(request.body.path) }),
+    async (request) => ({ created: await (await files(request)).makeDir(request.body.path) }),
   );
 
   app.post<{ Params: P; Body: { from: string; to: string } }>(
@@ -221,8 +224,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
       response: { 200: { description: 'the entry at its new path', ...ref('EntryInfo') } },
       errors: [409],
     }),
-    async (request) =>
-      wireEntry(await (await files(request.params)).rename(request.body.from, request.body.to)),
+    async (request) => wireEntry(await (await files(request)).rename(request.body.from, request.body.to)),
   );
 
   app.post<{ Params: P; Body: { path: string; target: string } }>(
@@ -239,7 +241,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
       errors: [409],
     }),
     async (request, reply) => {
-      await (await files(request.params)).symlink(request.body.path, request.body.target);
+      await (await files(request)).symlink(request.body.path, request.body.target);
       return reply.code(204).send();
     },
   );
@@ -269,7 +271,7 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
     async (request, reply) => {
       const recursive = request.query.recursive;
       const out = new PassThrough();
-      const handle = await (await files(request.params)).watchDir(
+      const handle = await (await files(request)).watchDir(
         request.query.path,
         (event) => out.write(`${JSON.stringify(event)}\n`),
         { recursive: recursive === 'true', onExit: () => out.end() },

@@ -1,14 +1,16 @@
 /**
  * Request hooks of the REST runtime server that hold for every route: the permission check of each
  * route's `config.permission` (`auth.ts`; unknown routes need `sandbox.boxes.read`, so that they do not
- * reveal what exists), `cache-control: no-store` on every answer, and the error mapping — every failure
+ * reveal what exists) leaving the caller in `request.principal`, `cache-control: no-store` on every
+ * answer, and the error mapping (with `Retry-After` on 429 and 503 answers that carry a hint) — every failure
  * leaves as the `Error` body with the status of its code (`wire.ts` `httpErrorOf`), never a 500 for a
  * client mistake. Also the raw-socket form of an error, for refused upgrades and CONNECTs.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { BoxError } from '../errors.ts';
-import type { Authenticator } from './auth.ts';
+import type { Authenticator, Principal } from './auth.ts';
 import { HttpError, httpErrorOf, Permission } from './wire.ts';
 
 declare module 'fastify' {
@@ -18,6 +20,31 @@ declare module 'fastify' {
     /** Error statuses the route answers beyond the common ones (the OpenAPI document lists them). */
     errors?: number[];
   }
+  interface FastifyRequest {
+    /** Who made the request; set by the permission hook on every route with a permission. */
+    principal?: Principal;
+  }
+}
+
+const current = new AsyncLocalStorage<Principal>();
+
+/**
+ * The caller of the request being handled, for route plugins whose lookups take no principal (the
+ * principal travels with the request's async context from the `preHandler` hook on).
+ * @throws HttpError 401 outside a request that went through a permission check.
+ */
+export function currentPrincipal(): Principal {
+  return principalOf({ principal: current.getStore() });
+}
+
+/**
+ * The caller of a route that declares a permission.
+ * @throws HttpError 401 when the request went through no permission check (a public route).
+ */
+export function principalOf(request: { principal?: Principal }): Principal {
+  if (!request.principal)
+    throw new HttpError(401, 'authentication_error', 'missing_credentials', 'this route needs a credential');
+  return request.principal;
 }
 
 /** Installs the hooks, error handler and not-found handler on the server's root instance. */
@@ -27,12 +54,16 @@ export function installHooks(app: FastifyInstance, auth: Authenticator): void {
       request.routeOptions.config?.permission ?? (request.is404 ? Permission.boxesRead : undefined);
     if (!permission) return;
     try {
-      await auth.check(request.raw, permission);
+      request.principal = await auth.check(request.raw, permission);
     } catch (error) {
       const http = httpErrorOf(error);
       if (http.status === 401) reply.header('www-authenticate', 'Bearer realm="sandbox"');
       return reply.code(http.status).send(http.body());
     }
+  });
+  app.addHook('preHandler', (request, _reply, done) => {
+    if (request.principal) current.run(request.principal, done);
+    else done();
   });
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store');
@@ -55,7 +86,8 @@ export function installHooks(app: FastifyInstance, auth: Authenticator): void {
     } else {
       http = httpErrorOf(error);
     }
-    if (http.status >= 500) app.log.error({ err: error }, 'request failed');
+    if (http.status >= 500 && http.code !== 'capacity') app.log.error({ err: error }, 'request failed');
+    if (http.retryAfterS !== undefined) reply.header('retry-after', String(http.retryAfterS));
     return reply.code(http.status).send(http.body());
   });
   app.setNotFoundHandler((request, reply) => {
@@ -75,8 +107,10 @@ const REASON: Record<number, string> = {
   403: 'Forbidden',
   404: 'Not Found',
   409: 'Conflict',
+  429: 'Too Many Requests',
   501: 'Not Implemented',
   502: 'Bad Gateway',
+  503: 'Service Unavailable',
 };
 
 /** Answers a raw upgrade/CONNECT socket with an HTTP error and the JSON error body, then closes it. */
@@ -85,7 +119,8 @@ export function rejectSocket(socket: Duplex, error: HttpError): void {
   const body = JSON.stringify(error.body());
   const reason = REASON[error.status] ?? 'Error';
   const auth = error.status === 401 ? 'WWW-Authenticate: Bearer realm="sandbox"\r\n' : '';
+  const retry = error.retryAfterS === undefined ? '' : `Retry-After: ${error.retryAfterS}\r\n`;
   socket.end(
-    `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n${auth}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n${auth}${retry}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }

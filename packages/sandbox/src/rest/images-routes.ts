@@ -7,7 +7,10 @@
  * |---|---|---|
  * | `POST /v1/images/pull` `{ reference }` | `sandbox.boxes.write` | pull → `{ reference, config_digest, layer_count, digest, resolved_reference }` |
  * | `GET /v1/images` | `sandbox.boxes.read` | stored images (`images.list()` entries) |
- * | `DELETE /v1/images?reference=` | `sandbox.boxes.write` | remove a reference → 204 |
+ * | `DELETE /v1/images?reference=` | `sandbox.operator` | remove a reference → 204 |
+ *
+ * The image store is the node's, shared by every tenant (images are not tenant resources): tenants pull
+ * and list; only the operator removes.
  */
 import type { FastifyInstance } from 'fastify';
 import type { RuntimeImages } from '../runtime/backend.ts';
@@ -56,10 +59,11 @@ export async function imageRoutes(app: FastifyInstance, options: ImageRoutesOpti
 
   app.delete<{ Querystring: { reference: string } }>(
     '/v1/images',
-    route(Permission.boxesWrite, {
+    route(Permission.operator, {
       tags,
       summary: 'remove an image reference',
-      description: 'Refused (409) while a box uses it.',
+      description:
+        'Refused (409) while a box uses it. The image store is shared by every tenant: operators only.',
       querystring: obj({ reference: REFERENCE_SCHEMA }, ['reference']),
       response: { 204: { description: 'removed', type: 'null' } },
       errors: [404, 409],

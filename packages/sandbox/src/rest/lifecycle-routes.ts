@@ -12,14 +12,16 @@
 import type { FastifyInstance } from 'fastify';
 import type { JsBox } from '../runtime/box.ts';
 import type { TimeoutAction } from '../types.ts';
+import type { Principal } from './auth.ts';
+import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj } from './schemas.ts';
 import type { Permission } from './wire.ts';
 
 /** What the lifecycle routes need from the server. */
 export interface LifecycleRoutesOptions {
-  /** The box with this id or name. @throws BoxError `not_found`. */
-  box(idOrName: string): Promise<JsBox>;
+  /** The box with this id or name as `principal` sees it. @throws BoxError `not_found` (another tenant's too). */
+  box(idOrName: string, principal: Principal): Promise<JsBox>;
   /** Route config carrying the permission every route requires (`boxes:write`). */
   config: { permission: Permission };
 }
@@ -45,7 +47,7 @@ export async function lifecycleRoutes(app: FastifyInstance, options: LifecycleRo
       errors: [409],
     }),
     async (request, reply) => {
-      await (await options.box(request.params.box)).pause();
+      await (await options.box(request.params.box, principalOf(request))).pause();
       return reply.code(204).send();
     },
   );
@@ -61,7 +63,7 @@ export async function lifecycleRoutes(app: FastifyInstance, options: LifecycleRo
       errors: [409],
     }),
     async (request, reply) => {
-      await (await options.box(request.params.box)).resume();
+      await (await options.box(request.params.box, principalOf(request))).resume();
       return reply.code(204).send();
     },
   );
@@ -88,7 +90,7 @@ export async function lifecycleRoutes(app: FastifyInstance, options: LifecycleRo
       errors: [409],
     }),
     async (request, reply) => {
-      const box = await options.box(request.params.box);
+      const box = await options.box(request.params.box, principalOf(request));
       await box.setTimeout(request.body.timeout_ms, request.body.on_timeout);
       return reply.code(204).send();
     },

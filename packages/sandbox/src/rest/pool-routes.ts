@@ -10,6 +10,9 @@
  * | `GET /v1/pools`, `GET /v1/pools/{pool}` | `sandbox.boxes.read` | list, get |
  * | `GET /v1/pools/{pool}/filled` | `sandbox.boxes.read` | waits until `size` boxes are ready → pool |
  * | `DELETE /v1/pools/{pool}` | `sandbox.boxes.write` | close: ready boxes removed → 204 |
+ *
+ * A pool belongs to the caller's tenant: another tenant's pool is 404 and lists show the caller's
+ * (every tenant's for the operator).
  */
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { ulid } from 'ulid';
@@ -18,6 +21,8 @@ import type { JsRuntime } from '../js-runtime.ts';
 import { validateBoxOptions } from '../runtime/options.ts';
 import { type JsBoxPool, MAX_POOL_SIZE, type PoolSpec } from '../runtime/pool.ts';
 import type { JsBoxOptions } from '../types.ts';
+import type { Principal } from './auth.ts';
+import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { validatorCompiler } from './validation.ts';
@@ -27,6 +32,8 @@ import { Permission, toCamel, toSnake } from './wire.ts';
 export const POOL_ID = '^[0-9A-HJKMNP-TV-Z]{26}$';
 
 interface Entry {
+  /** The tenant that created the pool. */
+  tenant: string;
   pool: JsBoxPool;
   image: string;
   options: Omit<JsBoxOptions, 'image'>;
@@ -71,9 +78,10 @@ export class ServerPools {
     await Promise.all(entries.map((entry) => entry.pool.close().catch(() => {})));
   }
 
-  #get(id: string): Entry {
+  #get(id: string, principal: Principal): Entry {
     const entry = this.#pools.get(id);
-    if (!entry) throw notFound(`no pool '${id}'`);
+    if (!entry || !(principal.operator || entry.tenant === principal.tenant))
+      throw notFound(`no pool '${id}'`);
     return entry;
   }
 
@@ -91,13 +99,21 @@ export class ServerPools {
    * Creates a pool in the server's runtime. Host paths (`rootfsPath`, bind mounts) are refused as for
    * `POST /v1/boxes`. @throws BoxError `invalid_option` naming the field, `conflict` for a taken id.
    */
-  #create(body: { image: string; size: number; options?: Record<string, unknown>; id?: string }): string {
+  #create(
+    body: { image: string; size: number; options?: Record<string, unknown>; id?: string },
+    principal: Principal,
+  ): string {
     const id = body.id ?? ulid();
     if (this.#pools.has(id)) throw new BoxError(`a pool '${id}' exists`, { code: 'conflict', field: 'id' });
     const options = toCamel<Omit<JsBoxOptions, 'image'>>(body.options ?? {});
     validateBoxOptions({ ...options, image: body.image }, { allowHostBinds: false });
     const spec: PoolSpec = { image: body.image, size: body.size, options };
-    this.#pools.set(id, { pool: this.#runtime.pool(spec), image: body.image, options });
+    this.#pools.set(id, {
+      tenant: principal.tenant,
+      pool: this.#runtime.pool(spec),
+      image: body.image,
+      options,
+    });
     return id;
   }
 
@@ -126,8 +142,9 @@ export class ServerPools {
           ),
       },
       async (request, reply) => {
-        const id = this.#create(request.body);
-        return reply.code(201).send(this.#wire(id, this.#get(id)));
+        const principal = principalOf(request);
+        const id = this.#create(request.body, principal);
+        return reply.code(201).send(this.#wire(id, this.#get(id, principal)));
       },
     );
 
@@ -138,7 +155,12 @@ export class ServerPools {
         summary: 'list the warm pools',
         response: { 200: { description: 'pools', type: 'array', items: ref('Pool') } },
       }),
-      async () => [...this.#pools].map(([id, entry]) => this.#wire(id, entry)),
+      async (request) => {
+        const principal = principalOf(request);
+        return [...this.#pools]
+          .filter(([, entry]) => principal.operator || entry.tenant === principal.tenant)
+          .map(([id, entry]) => this.#wire(id, entry));
+      },
     );
 
     app.get<{ Params: { pool: string } }>(
@@ -149,7 +171,8 @@ export class ServerPools {
         params: poolParams,
         response: { 200: answer },
       }),
-      async (request) => this.#wire(request.params.pool, this.#get(request.params.pool)),
+      async (request) =>
+        this.#wire(request.params.pool, this.#get(request.params.pool, principalOf(request))),
     );
 
     app.get<{ Params: { pool: string } }>(
@@ -163,7 +186,7 @@ export class ServerPools {
         errors: [409, 422],
       }),
       async (request) => {
-        const entry = this.#get(request.params.pool);
+        const entry = this.#get(request.params.pool, principalOf(request));
         await entry.pool.filled();
         return this.#wire(request.params.pool, entry);
       },
@@ -179,7 +202,7 @@ export class ServerPools {
         response: { 204: { description: 'closed', type: 'null' } },
       }),
       async (request, reply) => {
-        const entry = this.#get(request.params.pool);
+        const entry = this.#get(request.params.pool, principalOf(request));
         this.#pools.delete(request.params.pool);
         await entry.pool.close();
         return reply.code(204).send();

@@ -13,13 +13,13 @@
  * rejection 4), nor do host port publications (local runtime only). Without an API key or JWKS the server
  * refuses to listen on anything but a loopback address and answers loopback clients only.
  */
+import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { BoxError } from '../errors.ts';
 import type { JsRuntime } from '../js-runtime.ts';
-import type { JsBox } from '../runtime/box.ts';
 import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
 import { boxRoutes } from './box-routes.ts';
-import { ServerContext } from './context.ts';
+import { ServerContext, type TenancyOptions } from './context.ts';
 import { execRoutes } from './exec-routes.ts';
 import { ExecSockets } from './exec-sockets.ts';
 import { fileRoutes } from './files-routes.ts';
@@ -47,7 +47,7 @@ export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_PORT = 8100;
 
 /** Options of {@link RestServer}. */
-export interface RestServerOptions extends AuthOptions {
+export interface RestServerOptions extends AuthOptions, Partial<TenancyOptions> {
   /** The local runtime to expose. */
   runtime: JsRuntime;
   /** Listen address; default `127.0.0.1`. A non-loopback address needs `apiKey` or `jwt`. */
@@ -60,6 +60,11 @@ export interface RestServerOptions extends AuthOptions {
   logger?: boolean | { level: string };
   /** Serve Prometheus metrics at `GET /metrics` (`metrics.ts`); default true. */
   metrics?: boolean;
+  /**
+   * Directory of the shared service's state (managed keys, ownership, preview URLs, audit log); default
+   * `<runtime homeDir>/serve`.
+   */
+  stateDir?: string;
 }
 
 /** A running REST runtime server. */
@@ -84,7 +89,11 @@ export class RestServer {
    */
   constructor(options: RestServerOptions) {
     this.#runtime = options.runtime;
-    this.#auth = new Authenticator(options);
+    this.#ctx = new ServerContext(this.#runtime, options.backlogBytes ?? DEFAULT_BACKLOG_BYTES, {
+      ...options,
+      stateDir: options.stateDir ?? join(this.#runtime.homeDir, 'serve'),
+    });
+    this.#auth = new Authenticator({ ...options, keys: this.#ctx.keys });
     this.#host = options.host ?? DEFAULT_HOST;
     this.#port = options.port ?? DEFAULT_PORT;
     if (!this.#auth.required && !isLoopback(this.#host)) {
@@ -92,7 +101,6 @@ export class RestServer {
         `refusing to listen on ${this.#host} without an API key: set --api-key (or SANDBOX_API_KEY), or listen on 127.0.0.1`,
       );
     }
-    this.#ctx = new ServerContext(this.#runtime, options.backlogBytes ?? DEFAULT_BACKLOG_BYTES);
     this.#sockets = new ExecSockets(this.#ctx, this.#auth);
     this.#tunnels = new Tunnels(this.#ctx, this.#auth);
     this.#pools = new ServerPools(this.#runtime);
@@ -130,6 +138,7 @@ export class RestServer {
     if (address === null || typeof address === 'string') throw new Error('unexpected listen address');
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     this.#url = `http://${host}:${address.port}`;
+    this.#ctx.publicUrl ??= this.#url;
     return this.#url;
   }
 
@@ -145,11 +154,6 @@ export class RestServer {
     await this.app.close();
   }
 
-  /** The box with this id or name. @throws BoxError `not_found`. */
-  #box(idOrName: string): Promise<JsBox> {
-    return this.#ctx.box(idOrName);
-  }
-
   /** Registers every route plugin (the OpenAPI document lists each route they add). */
   #routes(): void {
     const app = this.app;
@@ -158,17 +162,12 @@ export class RestServer {
     const ctx = this.#ctx;
 
     app.register(async (scope) => this.#serverRoutes(scope));
-    app.register(fileRoutes, { box: (idOrName: string) => this.#box(idOrName), config: exec });
-    app.register(lifecycleRoutes, { box: (idOrName: string) => this.#box(idOrName), config: write });
+    const box = ctx.box.bind(ctx);
+    app.register(fileRoutes, { box, config: exec });
+    app.register(lifecycleRoutes, { box, config: write });
     app.register(imageRoutes, { images: () => this.#runtime.images });
-    app.register(boxRoutes, {
-      runtime: this.#runtime,
-      box: (idOrName: string) => this.#box(idOrName),
-      info: (info) => ctx.info(info),
-      created: (box: JsBox) => ctx.created(box),
-      forget: (boxId: string) => ctx.forget(boxId),
-    });
-    app.register(volumeRoutes, { runtime: this.#runtime });
+    app.register(boxRoutes, ctx);
+    app.register(volumeRoutes, ctx);
     app.register(execRoutes, ctx);
     app.register(this.#tunnels.routes);
     app.register(this.#pools.routes);
@@ -245,7 +244,7 @@ export async function openApiDocument(): Promise<Record<string, unknown>> {
       throw new BoxError('openApiDocument() has no runtime', { code: 'unsupported' });
     },
   });
-  const server = new RestServer({ runtime: unused, port: 0 });
+  const server = new RestServer({ runtime: unused, port: 0, stateDir: '/nonexistent/openapi-only' });
   try {
     await server.app.ready();
     return server.app.swagger() as unknown as Record<string, unknown>;

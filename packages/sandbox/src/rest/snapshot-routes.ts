@@ -28,7 +28,9 @@ import { BoxError, notFound } from '../errors.ts';
 import { validateBoxName } from '../runtime/options.ts';
 import type { CloneOptions } from '../runtime/snapshots.ts';
 import { BOX_OPTION_FIELDS } from './box-routes.ts';
+import type { Principal } from './auth.ts';
 import type { ServerContext } from './context.ts';
+import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { documentedBody } from './validation.ts';
@@ -72,7 +74,8 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
   app.addContentTypeParser([TAR, 'application/octet-stream'], (_request, payload, done) =>
     done(null, payload),
   );
-  const snapshots = async (box: string) => (await ctx.box(box)).snapshot;
+  const snapshots = async (request: { params: P; principal?: Principal }) =>
+    (await ctx.box(request.params.box, principalOf(request))).snapshot;
 
   app.post<{ Params: P; Body: { name?: string } | undefined }>(
     '/v1/boxes/:box/snapshots',
@@ -88,7 +91,7 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
     }),
     async (request, reply) => {
       const name = request.body?.name;
-      const taken = await (await snapshots(request.params.box)).create(name);
+      const taken = await (await snapshots(request)).create(name);
       return reply.code(201).send(toSnake(taken));
     },
   );
@@ -103,7 +106,7 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       response: { 200: { description: 'snapshots', type: 'array', items: snapshotSchema } },
       errors: [501],
     }),
-    async (request) => (await (await snapshots(request.params.box)).list()).map((s) => toSnake(s)),
+    async (request) => (await (await snapshots(request)).list()).map((s) => toSnake(s)),
   );
 
   app.get<{ Params: PN }>(
@@ -116,7 +119,7 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       errors: [501],
     }),
     async (request) => {
-      const found = await (await snapshots(request.params.box)).get(request.params.name);
+      const found = await (await snapshots(request)).get(request.params.name);
       if (!found) throw notFound(`box '${request.params.box}' has no snapshot '${request.params.name}'`);
       return toSnake(found);
     },
@@ -134,7 +137,7 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       errors: [409, 501],
     }),
     async (request, reply) => {
-      await (await snapshots(request.params.box)).restore(request.params.name);
+      await (await snapshots(request)).restore(request.params.name);
       return reply.code(204).send();
     },
   );
@@ -149,7 +152,7 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       errors: [501],
     }),
     async (request, reply) => {
-      await (await snapshots(request.params.box)).remove(request.params.name);
+      await (await snapshots(request)).remove(request.params.name);
       return reply.code(204).send();
     },
   );
@@ -216,9 +219,11 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
           },
         );
       }
-      const source = await ctx.box(request.params.box);
-      const box = await ctx.runtime.cloneBox(source.id, rest, name ?? undefined);
-      ctx.created(box);
+      const principal = principalOf(request);
+      const source = await ctx.box(request.params.box, principal);
+      const box = await ctx.createWith(principal, rest, name ?? undefined, (runtimeName, options) =>
+        ctx.runtime.cloneBox(source.id, options, runtimeName),
+      );
       return reply.code(201).send(ctx.info(await box.info()));
     },
   );
@@ -235,7 +240,7 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       errors: [501],
     }),
     async (request, reply) => {
-      const box = await ctx.box(request.params.box);
+      const box = await ctx.box(request.params.box, principalOf(request));
       const dir = join(ctx.runtime.homeDir, 'exports');
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       const file = join(dir, `${ulid()}.tar`);
@@ -278,8 +283,9 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       const file = join(dir, `upload-${ulid()}.tar`);
       try {
         await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
-        const box = await ctx.runtime.importBox(file, name);
-        ctx.created(box);
+        const box = await ctx.createWith(principalOf(request), {}, name, (runtimeName) =>
+          ctx.runtime.importBox(file, runtimeName),
+        );
         return reply.code(201).send(ctx.info(await box.info()));
       } finally {
         rmSync(file, { force: true });

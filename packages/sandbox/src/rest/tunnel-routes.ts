@@ -14,6 +14,7 @@ import type { JsBox } from '../runtime/box.ts';
 import type { JsNetworkHandle } from '../types.ts';
 import type { Authenticator } from './auth.ts';
 import type { ServerContext } from './context.ts';
+import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { HttpError, Permission } from './wire.ts';
@@ -23,6 +24,8 @@ export const TUNNEL_TTL_MS = 60_000;
 
 interface PreparedTunnel {
   boxId: string;
+  /** Tenant of the caller that prepared it: only a caller of that tenant (or the operator) may CONNECT. */
+  tenant: string;
   port: number;
   expires: number;
 }
@@ -63,11 +66,17 @@ export class Tunnels {
       }),
       async (request, reply) => {
         const port = request.body.port;
-        const box = await this.#ctx.box(request.params.box);
+        const principal = principalOf(request);
+        const box = await this.#ctx.box(request.params.box, principal);
         if (!(await box.info()).state.running)
           throw new HttpError(409, 'conflict_error', 'conflict', `box ${box.id} is not running`);
         const id = ulid();
-        this.#prepared.set(id, { boxId: box.id, port, expires: Date.now() + TUNNEL_TTL_MS });
+        this.#prepared.set(id, {
+          boxId: box.id,
+          tenant: principal.tenant,
+          port,
+          expires: Date.now() + TUNNEL_TTL_MS,
+        });
         this.#ctx.later(TUNNEL_TTL_MS, () => this.#prepared.delete(id));
         return reply.code(201).send({
           id,
@@ -94,9 +103,11 @@ export class Tunnels {
         'route_not_found',
         'CONNECT target must be /v1/tunnels/{tunnel id}',
       );
-    await this.#auth.check(req, Permission.exec);
-    const tunnel = this.#prepared.get(match[1]!);
-    this.#prepared.delete(match[1]!);
+    const principal = await this.#auth.check(req, Permission.exec);
+    const found = this.#prepared.get(match[1]!);
+    // Another tenant's tunnel is not found, and stays prepared for its owner.
+    const tunnel = found && (principal.operator || found.tenant === principal.tenant) ? found : undefined;
+    if (tunnel) this.#prepared.delete(match[1]!);
     if (!tunnel || tunnel.expires < Date.now())
       throw new HttpError(
         404,
@@ -104,7 +115,7 @@ export class Tunnels {
         'tunnel_not_found',
         'no such tunnel (tunnels are one-shot and expire after 60 s)',
       );
-    const box = await this.#ctx.box(tunnel.boxId);
+    const box = await this.#ctx.box(tunnel.boxId, principal);
     const network =
       (box as JsBox & { network?: JsNetworkHandle }).network ??
       new LocalNetworkHandle(async () => {

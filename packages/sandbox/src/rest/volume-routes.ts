@@ -7,31 +7,30 @@
  * | `POST /v1/volumes` `{ name? }` | `sandbox.boxes.write` | create → 201 volume |
  * | `GET /v1/volumes`, `GET /v1/volumes/{volume}` | `sandbox.boxes.read` | list, get (by id or name) |
  * | `DELETE /v1/volumes/{volume}` | `sandbox.boxes.write` | delete → 204 (409 while mounted) |
+ *
+ * Volumes belong to the caller's tenant (`tenancy/volumes.ts`): names are unique per tenant, another
+ * tenant's volume is 404, lists show the caller's (every tenant's for the operator).
  */
 import type { FastifyInstance } from 'fastify';
-import type { JsRuntime } from '../js-runtime.ts';
+import type { ServerContext } from './context.ts';
+import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
+import { createVolume, findVolume, listVolumes, removeVolume, volumeView } from './tenancy/volumes.ts';
 import { HttpError, Permission, toSnake } from './wire.ts';
-
-/** What the volume routes need from the server. */
-export interface VolumeRoutesOptions {
-  /** The server's runtime. */
-  runtime: JsRuntime;
-}
 
 const tags = ['volumes'];
 const volumeParams = obj({ volume: { type: 'string', description: 'volume id or name' } }, ['volume']);
 const volume = { description: 'the volume', ...ref('Volume') };
 
 /** Registers the volume routes (see the module comment). */
-export async function volumeRoutes(app: FastifyInstance, options: VolumeRoutesOptions): Promise<void> {
+export async function volumeRoutes(app: FastifyInstance, ctx: ServerContext): Promise<void> {
   app.post<{ Body: { name?: string | null } | null }>(
     '/v1/volumes',
     route(Permission.boxesWrite, {
       tags,
       summary: 'create a managed volume',
-      description: 'Names are unique: an existing name answers that volume.',
+      description: "Names are unique per tenant: an existing name answers the caller's volume of that name.",
       body: {
         type: ['object', 'null'],
         properties: { name: { type: ['string', 'null'], minLength: 1 } },
@@ -40,8 +39,9 @@ export async function volumeRoutes(app: FastifyInstance, options: VolumeRoutesOp
       response: { 201: { description: 'created', ...ref('Volume') } },
     }),
     async (request, reply) => {
-      const created = await options.runtime.volumes.create(request.body?.name ?? undefined);
-      return reply.code(201).send(toSnake(created));
+      const name = request.body?.name ?? undefined;
+      const created = await createVolume(ctx.runtime, ctx.owners, principalOf(request), name);
+      return reply.code(201).send(toSnake(volumeView(ctx.owners, created)));
     },
   );
   app.get(
@@ -51,7 +51,12 @@ export async function volumeRoutes(app: FastifyInstance, options: VolumeRoutesOp
       summary: 'list managed volumes',
       response: { 200: { description: 'volumes', type: 'array', items: ref('Volume') } },
     }),
-    async () => toSnake(await options.runtime.volumes.list()),
+    async (request) =>
+      toSnake(
+        (await listVolumes(ctx.runtime, ctx.owners, principalOf(request))).map((v) =>
+          volumeView(ctx.owners, v),
+        ),
+      ),
   );
   app.get<{ Params: { volume: string } }>(
     '/v1/volumes/:volume',
@@ -62,7 +67,7 @@ export async function volumeRoutes(app: FastifyInstance, options: VolumeRoutesOp
       response: { 200: volume },
     }),
     async (request) => {
-      const found = await options.runtime.volumes.get(request.params.volume);
+      const found = await findVolume(ctx.runtime, ctx.owners, principalOf(request), request.params.volume);
       if (!found)
         throw new HttpError(
           404,
@@ -70,7 +75,7 @@ export async function volumeRoutes(app: FastifyInstance, options: VolumeRoutesOp
           'volume_not_found',
           `no volume with id or name '${request.params.volume}'`,
         );
-      return toSnake(found);
+      return toSnake(volumeView(ctx.owners, found));
     },
   );
   app.delete<{ Params: { volume: string } }>(
@@ -84,7 +89,7 @@ export async function volumeRoutes(app: FastifyInstance, options: VolumeRoutesOp
       errors: [409],
     }),
     async (request, reply) => {
-      await options.runtime.volumes.remove(request.params.volume);
+      await removeVolume(ctx.runtime, ctx.owners, principalOf(request), request.params.volume);
       return reply.code(204).send();
     },
   );

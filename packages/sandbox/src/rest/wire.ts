@@ -52,11 +52,15 @@ export function isStreamNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 0xffffffff;
 }
 
-/** Permission codes of the auth service accepted in access tokens. */
+/**
+ * Permission codes of the auth service accepted in access tokens and managed keys. `sandbox.operator`
+ * holds every other one and sees every tenant (issue 28).
+ */
 export const Permission = {
   boxesRead: 'sandbox.boxes.read',
   boxesWrite: 'sandbox.boxes.write',
   exec: 'sandbox.exec',
+  operator: 'sandbox.operator',
 } as const;
 /** One of the sandbox permission codes. */
 export type Permission = (typeof Permission)[keyof typeof Permission];
@@ -119,6 +123,8 @@ export class HttpError extends Error {
   readonly type: string;
   readonly code: string;
   readonly field?: string;
+  /** Seconds for the `Retry-After` header (429, 503); absent: no header. */
+  retryAfterS?: number;
   /**
    * @param status HTTP status code.
    * @param type error category (`invalid_request_error`, `authentication_error`, `permission_error`,
@@ -163,6 +169,8 @@ export const STATUS_OF_CODE: Record<BoxErrorCode, { status: number; type: string
   unavailable: { status: 503, type: 'sandbox_error' },
   unauthenticated: { status: 401, type: 'authentication_error' },
   permission_denied: { status: 403, type: 'permission_error' },
+  quota_exceeded: { status: 429, type: 'rate_limit_error' },
+  capacity: { status: 503, type: 'capacity_error' },
   internal: { status: 500, type: 'internal_error' },
 };
 
@@ -174,7 +182,10 @@ export function httpErrorOf(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
   if (error instanceof BoxError || error instanceof OptionTypeError) {
     const { status, type } = STATUS_OF_CODE[error.code] ?? STATUS_OF_CODE.internal;
-    return new HttpError(status, type, error.code, error.message, error.field);
+    const http = new HttpError(status, type, error.code, error.message, error.field);
+    const retry = error instanceof BoxError ? error.retryAfterMs : undefined;
+    if (retry !== undefined) http.retryAfterS = Math.max(1, Math.ceil(retry / 1000));
+    return http;
   }
   return new HttpError(500, 'internal_error', 'internal', 'internal server error');
 }
@@ -187,24 +198,47 @@ export function codeOfStatus(status: number): BoxErrorCode {
   if (status === 404) return 'not_found';
   if (status === 409) return 'conflict';
   if (status === 422) return 'exec';
+  if (status === 429) return 'quota_exceeded';
   if (status === 501) return 'unsupported';
   if (status === 503 || status === 502) return 'unavailable';
   if (status === 504) return 'timeout';
   return 'internal';
 }
 
+/** The `Retry-After` header value (delay seconds or an HTTP date, RFC 9110 §10.2.3) in ms from now, or undefined. */
+export function retryAfterMsOf(header: string | null | undefined, now = Date.now()): number | undefined {
+  if (!header) return undefined;
+  if (/^\d+$/.test(header.trim())) return Number(header.trim()) * 1000;
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
 /**
  * Turns an error body received by the client back into a `BoxError`: its `code` is the body's code when
- * that is a stable `BoxErrorCode`, else derived from the status; `field` when given.
+ * that is a stable `BoxErrorCode`, else derived from the status; `field` when given; `retryAfterMs` from
+ * the answer's `Retry-After` header (`retryAfter`, when the caller passes it).
  */
-export function boxErrorOf(status: number, body: unknown, what: string): BoxError {
+export function boxErrorOf(
+  status: number,
+  body: unknown,
+  what: string,
+  retryAfter?: string | null,
+): BoxError {
   const error = (body as Partial<ErrorBody> | null)?.error;
+  const retryAfterMs = retryAfterMsOf(retryAfter);
+  const retry = retryAfterMs === undefined ? {} : { retryAfterMs };
   if (error && typeof error.message === 'string') {
     const code = isBoxErrorCode(error.code) ? error.code : codeOfStatus(status);
-    const result = new BoxError(error.message, { code, ...(error.field ? { field: error.field } : {}) });
+    const result = new BoxError(error.message, {
+      code,
+      ...(error.field ? { field: error.field } : {}),
+      ...retry,
+    });
     // The server's own code (e.g. `invalid_token`, `not_restartable`) stays readable beside the stable one.
     Object.assign(result, { status, type: error.type, serverCode: error.code });
     return result;
   }
-  return Object.assign(new BoxError(`${what}: HTTP ${status}`, { code: codeOfStatus(status) }), { status });
+  return Object.assign(new BoxError(`${what}: HTTP ${status}`, { code: codeOfStatus(status), ...retry }), {
+    status,
+  });
 }
