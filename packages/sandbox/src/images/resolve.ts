@@ -123,8 +123,9 @@ export async function resolveManifest(
 }
 
 /**
- * Fetches small blobs (image configs) by digest, verified and stored; concurrent fetches of one digest
- * share one download, which ends only once the blob is on disk (a later caller finds the stored copy).
+ * Fetches small blobs (image configs) by digest, verified, from the store or the registry; concurrent
+ * fetches of one digest share one download. The caller stores the blob once the image it belongs to is
+ * complete, so a failed pull leaves the store as it was.
  */
 export class BlobFetcher {
   private readonly jobs = new Map<string, Promise<Buffer>>();
@@ -148,11 +149,9 @@ export class BlobFetcher {
   ): Promise<Buffer> {
     let job = this.jobs.get(desc.digest);
     if (!job) {
-      job = (async () => {
-        const body = await this.fetchOnce(client, repository, desc, limit, signal);
-        await this.files.saveBlob(desc.digest, body);
-        return body;
-      })().finally(() => this.jobs.delete(desc.digest));
+      job = this.fetchOnce(client, repository, desc, limit, signal).finally(() =>
+        this.jobs.delete(desc.digest),
+      );
       this.jobs.set(desc.digest, job);
     }
     return job;

@@ -215,7 +215,6 @@ export class ImageStore {
         signal,
       );
       const cfg = JSON.parse(cfgBytes.toString('utf8')) as ImageConfig;
-      for (const raw of resolved.raw) await this.files.saveBlob(digestOf('sha256', raw), raw);
       const layers = manifest.layers ?? [];
       progress.layersTotal = layers.length;
       progress.bytesTotal = layers.reduce((a, l) => a + (l.size ?? 0), 0);
@@ -229,6 +228,9 @@ export class ImageStore {
         emit,
         signal,
       );
+      // Documents are stored once every layer is: a failed pull leaves the store as it was.
+      for (const raw of resolved.raw) await this.files.saveBlob(digestOf('sha256', raw), raw);
+      await this.files.saveBlob(manifest.config.digest, cfgBytes);
       const rec: RefRecord = {
         reference: normalized,
         digest,

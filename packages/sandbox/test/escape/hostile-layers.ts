@@ -300,3 +300,60 @@ export function hostileLayer(canary: string): fc.Arbitrary<FixtureEntry[]> {
   );
   return fc.array(entry, { minLength: 1, maxLength: 12 });
 }
+
+/** sha256 digest of `data`. */
+function sha256(data: Buffer): string {
+  return `sha256:${createHash('sha256').update(data).digest('hex')}`;
+}
+
+/**
+ * Writes a box archive (the format of `runtime/archive.ts`) made by hand: `imageLayers` and `boxLayer` are
+ * raw layer tars (hostile ones allowed), `options` the box options label as the archive carries it.
+ */
+export async function handMadeArchive(
+  path: string,
+  parts: { imageLayers: Buffer[]; boxLayer: Buffer; options: Record<string, unknown> },
+): Promise<void> {
+  const LAYER = 'application/vnd.oci.image.layer.v1.tar';
+  const blobs = new Map<string, Buffer>();
+  const put = (data: Buffer) => {
+    const digest = sha256(data);
+    blobs.set(digest, data);
+    return { digest, size: data.length };
+  };
+  const layers = parts.imageLayers.map((l) => ({ mediaType: LAYER, ...put(l) }));
+  const box = { mediaType: LAYER, ...put(parts.boxLayer), annotations: { 'org.seed.sandbox.layer': 'box' } };
+  const all = [...layers, box];
+  const labels = {
+    'org.seed.sandbox.options': JSON.stringify(parts.options),
+    'org.seed.sandbox.image': 'hostile',
+  };
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: process.arch === 'x64' ? 'amd64' : process.arch,
+      os: 'linux',
+      config: { Env: ['PATH=/bin:/usr/bin'], Cmd: ['sleep', '3600'], Labels: labels },
+      rootfs: { type: 'layers', diff_ids: all.map((l) => l.digest) },
+    }),
+  );
+  const configDesc = { mediaType: 'application/vnd.oci.image.config.v1+json', ...put(config) };
+  const manifest = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.manifest.v1+json',
+      config: configDesc,
+      layers: all,
+      annotations: labels,
+    }),
+  );
+  const manifestDesc = { mediaType: 'application/vnd.oci.image.manifest.v1+json', ...put(manifest) };
+  const pack = tar.pack();
+  const entry = (name: string, data: Buffer) => pack.entry({ name, mode: 0o644, mtime: new Date(0) }, data);
+  entry('oci-layout', Buffer.from('{"imageLayoutVersion":"1.0.0"}'));
+  entry('index.json', Buffer.from(JSON.stringify({ schemaVersion: 2, manifests: [manifestDesc] })));
+  for (const [digest, data] of blobs) entry(`blobs/sha256/${digest.slice(7)}`, data);
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack) chunks.push(c as Buffer);
+  writeFileSync(path, Buffer.concat(chunks));
+}
