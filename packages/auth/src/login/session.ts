@@ -47,8 +47,8 @@ export function newSessionId(): string {
 }
 
 /**
- * Creates a session for `userId` (with a public id `sid` and `amr` `['pwd']`, RFC 8176 §2) and sets the
- * cookie on `reply`. A session the request already carried is revoked first, so a cookie planted before
+ * Creates a session for `userId` (with a public id `sid` and the `amr` of the factors passed, RFC 8176 §2:
+ * `['pwd']` by default, `['pwd', 'otp', 'mfa']` after a second factor) and sets the cookie on `reply`. A session the request already carried is revoked first, so a cookie planted before
  * sign-in never becomes an authenticated session (fixation).
  */
 export async function startSession(
@@ -56,6 +56,7 @@ export async function startSession(
   reply: FastifyReply,
   ctx: OAuthContext,
   userId: string,
+  amr: readonly string[] = ['pwd'],
 ): Promise<void> {
   const previous = req.cookies[SESSION_COOKIE];
   if (previous && previous.length <= 128) await ctx.store.revokeLoginSession(hashToken(previous), ctx.now());
@@ -68,7 +69,7 @@ export async function startSession(
     createdAt: now,
     expiresAt: now + ttl * 1000,
     sid: newSessionId(),
-    amr: ['pwd'],
+    amr: [...amr],
   });
   reply.setCookie(SESSION_COOKIE, value, {
     httpOnly: true,

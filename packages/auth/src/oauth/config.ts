@@ -3,6 +3,7 @@
  * shown"); the defaults follow common practice and RFC 9700 (short access tokens, rotated refresh tokens,
  * authorization codes valid for at most a minute).
  */
+import { type MfaOptions, type MfaSettings, resolveMfaConfig } from '../mfa/config.ts';
 import { GRANT_TYPES, type GrantType } from '../store/types.ts';
 import { MIN_CLIENT_SECRET_KEY_LENGTH } from './client-secrets.ts';
 
@@ -35,6 +36,8 @@ export interface OAuthOptions {
   par?: ParOptions | false;
   /** Dynamic client registration (RFC 7591/7592); off unless given. */
   registration?: RegistrationOptions;
+  /** Two-factor sign-in (TOTP); off without `mfa.key` (see `../mfa/config.ts`). */
+  mfa?: MfaOptions;
   /**
    * The server's client-secret key (`AUTH_CLIENT_SECRET_KEY`, at least 32 characters, e.g. 32 random bytes
    * in base64url): seals the secrets of `client_secret_jwt` clients at rest (AES-256-GCM, see
@@ -110,6 +113,8 @@ export interface OAuthConfig {
   readonly par: Readonly<Required<ParOptions>> | null;
   /** The client-secret key, or undefined when `client_secret_jwt` is off. */
   readonly clientSecretKey: string | undefined;
+  /** Two-factor sign-in settings, or null when TOTP is off (no MFA key). */
+  readonly mfa: MfaSettings | null;
 }
 
 function positiveInt(name: string, value: number | undefined, fallback: number): number {
@@ -170,6 +175,7 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
             ),
           },
     clientSecretKey: resolveClientSecretKey(options.clientSecretKey),
+    mfa: resolveMfaConfig(options.mfa),
   };
 }
 

@@ -7,6 +7,7 @@
  */
 import { hash } from 'node:crypto';
 import type { JWTPayload } from 'jose';
+import { acrFor } from '../mfa/assurance.ts';
 import { PermissionMatcher } from '../permissions.ts';
 import type { AuthStore, ClientRecord, UserRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
@@ -78,8 +79,8 @@ export interface IdTokenInput {
 /**
  * Signs an ID token (OIDC Core §2): `iss`, `sub`, `aud` (the client), `exp` (access-token lifetime), `iat`,
  * `preferred_username`, and when known `auth_time`, `nonce`, `amr`, `sid`, `at_hash`, plus the scope claims
- * given as `userClaims` (§5.4, §5.5). No `acr`: this server
- * has one authentication level (passwords) and does not claim an assurance level.
+ * given as `userClaims` (§5.4, §5.5). With `amr`, also `acr` (§2): `urn:seed:acr:mfa` when `amr` holds
+ * `mfa`, else `urn:seed:acr:pwd` (`../mfa/assurance.ts`).
  */
 export async function issueIdToken(ctx: OAuthContext, input: IdTokenInput): Promise<string> {
   const key = ctx.keys.active();
@@ -95,7 +96,10 @@ export async function issueIdToken(ctx: OAuthContext, input: IdTokenInput): Prom
   };
   if (input.authTime !== undefined && input.authTime !== null) claims.auth_time = input.authTime;
   if (input.nonce) claims.nonce = input.nonce;
-  if (input.amr && input.amr.length > 0) claims.amr = [...input.amr];
+  if (input.amr && input.amr.length > 0) {
+    claims.amr = [...input.amr];
+    claims.acr = acrFor(input.amr);
+  }
   if (input.sid) claims.sid = input.sid;
   if (input.accessToken !== undefined) claims.at_hash = leftHalfHash(input.accessToken, key.alg);
   return key.signJwt('JWT', claims);

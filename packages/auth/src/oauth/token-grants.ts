@@ -321,6 +321,7 @@ export async function issue(
     clientId: client.clientId,
     scope,
     authTime: oidc.authTime,
+    amr: oidc.amr,
     jkt: proof?.jkt,
     audience,
   });

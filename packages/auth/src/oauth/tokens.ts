@@ -5,6 +5,7 @@
  */
 import { hash, randomFillSync, randomUUID } from 'node:crypto';
 import { type JWTPayload, jwtVerify } from 'jose';
+import { acrFor } from '../mfa/assurance.ts';
 import { SECURITY_STAMP_CLAIM } from '../token-verifier.ts';
 import type { OAuthConfig } from './config.ts';
 import type { KeyManager } from './keys.ts';
@@ -84,6 +85,8 @@ export interface AccessTokenInput {
   readonly scope: string;
   /** Time of the user authentication, seconds since epoch, when known. */
   readonly authTime?: number;
+  /** Authentication methods of the sign-in (RFC 8176), when known: the token gets `amr` and `acr`. */
+  readonly amr?: readonly string[];
   /** DPoP key thumbprint: the token gets `cnf: { jkt }` (RFC 9449 §6.1). */
   readonly jkt?: string;
   /** `aud` from resource indicators (RFC 8707 §2.2); default the configured audience. */
@@ -112,8 +115,8 @@ export class TokenIssuer {
 
   /**
    * A JWT access token (RFC 9068 §2): header `typ: at+jwt`, claims `iss`, `exp`, `aud`, `sub`, `client_id`,
-   * `iat`, `jti`, `scope`, plus `auth_time`, `preferred_username` and the security stamp ({@link
-   * SECURITY_STAMP_CLAIM}) for user tokens, and `cnf.jkt` for DPoP-bound tokens (RFC 9449 §6.1). For
+   * `iat`, `jti`, `scope`, plus `auth_time`, `amr` and `acr` (§2.2.1), `preferred_username` and the security
+   * stamp ({@link SECURITY_STAMP_CLAIM}) for user tokens, and `cnf.jkt` for DPoP-bound tokens (RFC 9449 §6.1). For
    * client-credentials tokens `sub` is the client id (§2.2).
    */
   async accessToken(input: AccessTokenInput): Promise<string> {
@@ -138,6 +141,10 @@ export class TokenIssuer {
       claims.preferred_username = input.subject.userName;
       claims[SECURITY_STAMP_CLAIM] = input.subject.securityStamp;
       if (input.authTime !== undefined) claims.auth_time = input.authTime;
+      if (input.amr !== undefined && input.amr.length > 0) {
+        claims.amr = [...input.amr];
+        claims.acr = acrFor(input.amr);
+      }
     }
     if (input.jkt !== undefined) claims.cnf = { jkt: input.jkt };
     if (input.act !== undefined) claims.act = input.act;

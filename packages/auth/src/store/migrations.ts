@@ -3,6 +3,8 @@
  * recorded in `schema_migrations`; applied migrations are never edited — add a new one instead.
  */
 
+import { SQLITE_FACTOR_TABLES } from './factors.ts';
+
 /** One migration. */
 export interface Migration {
   readonly version: number;
@@ -276,5 +278,10 @@ DROP INDEX refresh_tokens_family;
 CREATE INDEX refresh_tokens_family_usable ON refresh_tokens(family_id)
   WHERE used_at IS NULL AND revoked_at IS NULL;
 `,
+  },
+  {
+    version: 7,
+    name: 'second factors: TOTP factors, recovery codes, two-factor requirements',
+    sql: SQLITE_FACTOR_TABLES,
   },
 ];

@@ -11,9 +11,10 @@
  */
 import postgres from 'postgres';
 import type { PgQueryClient } from '../ratelimit.ts';
+import { type FactorStore, SqlFactorStore } from './factors.ts';
 import { ClientCache } from './postgres/client-cache.ts';
 import * as clients from './postgres/clients.ts';
-import { insertAudit, type PgContext } from './postgres/db.ts';
+import { all, get, insertAudit, type PgContext, run } from './postgres/db.ts';
 import * as oauth from './postgres/oauth.ts';
 import * as roles from './postgres/roles.ts';
 import { CLIENTS_CHANNEL, migrate, PG_MIGRATIONS } from './postgres/schema.ts';
@@ -90,12 +91,19 @@ export class PostgresAuthStore implements AuthStore {
   readonly #sql: postgres.Sql;
   readonly #ctx: PgContext;
   readonly #clients: ClientCache;
+  /** Second factors (`./factors.ts`) over this pool. */
+  readonly factors: FactorStore;
   #closed = false;
 
   private constructor(sql: postgres.Sql, now: () => number, clientCacheTtlMs: number) {
     this.#sql = sql;
     this.#ctx = { sql, now };
     this.#clients = new ClientCache(clientCacheTtlMs);
+    this.factors = new SqlFactorStore({
+      get: (text, ...params) => get(sql, text, ...params),
+      all: (text, ...params) => all(sql, text, ...params),
+      run: (text, ...params) => run(sql, text, ...params),
+    });
   }
 
   /**

@@ -1,4 +1,5 @@
 import { NotFoundError } from '../errors.ts';
+import { type FactorStore, SqlFactorStore } from './factors.ts';
 import {
   authorizationCodeValues,
   deviceCodeValues,
@@ -54,6 +55,13 @@ const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced
  * `./sqlite/` (core, users, clients).
  */
 export class SqliteAuthStore extends SqliteClients implements AuthStore {
+  /** Second factors (`./factors.ts`) over this connection. */
+  readonly factors: FactorStore = new SqlFactorStore({
+    get: async (sql, ...params) => this.sqlGet(sql, ...params),
+    all: async (sql, ...params) => this.sqlAll(sql, ...params),
+    run: async (sql, ...params) => this.sqlRun(sql, ...params),
+  });
+
   // ── refresh tokens, authorization codes, signing keys, login sessions ──
 
   async insertRefreshToken(input: NewRefreshToken): Promise<RefreshTokenRecord> {

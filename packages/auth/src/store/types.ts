@@ -9,6 +9,7 @@
  * `ConstraintError` (e.g. deleting a built-in system role) — see `../errors.ts`.
  */
 import type { PgQueryClient } from '../ratelimit.ts';
+import type { FactorStore } from './factors.ts';
 
 /** A user account. `isLockedOut` is derived: `lockoutEnd !== null && lockoutEnd > now`. */
 export interface UserRecord {
@@ -840,6 +841,9 @@ export interface AuthStore {
    * leaves it out and the counters stay in memory.
    */
   rateLimitClient?(): PgQueryClient;
+
+  /** Second factors: TOTP factors, recovery codes and two-factor requirements (`./factors.ts`). */
+  readonly factors: FactorStore;
 
   /** Releases the storage (closes the database). */
   close(): Promise<void>;
