@@ -7,7 +7,9 @@
  * (`Creature.evolutions`: 3) for a list inside a single object, the mean length rounded up (1) for a list
  * repeated inside another list, since over many items the answer holds the typical length, not the
  * longest every time; else {@link CostModel.defaultListSize}. Fragments are expanded; introspection
- * fields cost 1.
+ * fields cost 1. Each fragment's cost is computed once per page size and repetition and reused at
+ * every spread, so an estimate is linear in the document's size however often fragments spread each
+ * other.
  */
 import {
   type DocumentNode,
@@ -62,6 +64,11 @@ export interface CostEstimate {
   driver?: CostDriver;
   /** Whether a variable's value entered the estimate (then it cannot be cached per document). */
   usesVariables: boolean;
+  /**
+   * Field selections of the operation with fragments expanded, each counted once whatever lists it
+   * sits in: the size of the code a query compiler generates for it. Independent of variables.
+   */
+  fields: number;
 }
 
 function intArgument(
@@ -83,6 +90,15 @@ function isList(type: GraphQLType): boolean {
   return isListType(isNonNullType(type) ? type.ofType : type);
 }
 
+/** The cost of a selection set and its heaviest list (path relative to the set, with its local cost). */
+interface Walked {
+  total: number;
+  /** Field selections with fragments expanded, lists not multiplied. */
+  fields: number;
+  driver?: CostDriver;
+  driverCost: number;
+}
+
 /**
  * Estimates the cost of `operation` (see the module comment) with `variables` (coerced values, or
  * undefined at validation time, when a variable `first:` counts as the known size).
@@ -98,56 +114,65 @@ export function estimateCost(
   for (const def of document.definitions)
     if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
   let usesVariables = false;
-  let driver: CostDriver | undefined;
-  let driverTotal = 0;
+  /** Fragment name, page size and repetition → the cost of its selection set there. */
+  const memo = new Map<string, Walked>();
+  const inProgress = new Set<string>();
 
   const walk = (
     set: SelectionSetNode,
     typeName: string,
-    path: string,
     pageSize: number | undefined,
-    seen: Set<string>,
     repeated: boolean,
-  ): number => {
+  ): Walked => {
     const type = schema.getType(typeName);
     const fields = (isObjectType(type) || isInterfaceType(type) ? type.getFields() : {}) as Record<
       string,
       GraphQLField<unknown, unknown>
     >;
     let total = 0;
+    let fieldCount = 0;
+    let driver: CostDriver | undefined;
+    let driverCost = 0;
+    const consider = (inner: Walked, prefix: string) => {
+      if (inner.driver && inner.driverCost > driverCost) {
+        driverCost = inner.driverCost;
+        driver = { ...inner.driver, path: prefix ? `${prefix}.${inner.driver.path}` : inner.driver.path };
+      }
+    };
     for (const sel of set.selections) {
       if (sel.kind === Kind.INLINE_FRAGMENT) {
-        total += walk(
-          sel.selectionSet,
-          sel.typeCondition?.name.value ?? typeName,
-          path,
-          pageSize,
-          seen,
-          repeated,
-        );
+        const inner = walk(sel.selectionSet, sel.typeCondition?.name.value ?? typeName, pageSize, repeated);
+        total += inner.total;
+        fieldCount += inner.fields;
+        consider(inner, '');
         continue;
       }
       if (sel.kind === Kind.FRAGMENT_SPREAD) {
-        const frag = fragments.get(sel.name.value);
-        if (!frag || seen.has(frag.name.value)) continue;
-        total += walk(
-          frag.selectionSet,
-          frag.typeCondition.name.value,
-          path,
-          pageSize,
-          new Set(seen).add(frag.name.value),
-          repeated,
-        );
+        const name = sel.name.value;
+        const key = `${name}\u0000${pageSize}\u0000${repeated}`;
+        let inner = memo.get(key);
+        if (inner === undefined) {
+          const frag = fragments.get(name);
+          if (!frag || inProgress.has(name)) continue;
+          inProgress.add(name);
+          inner = walk(frag.selectionSet, frag.typeCondition.name.value, pageSize, repeated);
+          inProgress.delete(name);
+          memo.set(key, inner);
+        }
+        total += inner.total;
+        fieldCount += inner.fields;
+        consider(inner, '');
         continue;
       }
       const name = sel.name.value;
+      fieldCount += 1;
       if (name.startsWith('__')) {
         total += 1;
         continue;
       }
       const field = fields[name];
       if (!field) continue;
-      const fieldPath = path ? `${path}.${sel.alias?.value ?? name}` : (sel.alias?.value ?? name);
+      const responseName = sel.alias?.value ?? name;
       const takesFirst = field.args.some((a) => a.name === 'first');
       const first = takesFirst ? intArgument(sel, 'first', variables) : { fromVariable: false };
       if (first.fromVariable) usesVariables = true;
@@ -169,25 +194,28 @@ export function estimateCost(
         ? walk(
             sel.selectionSet,
             getNamedType(field.type).name,
-            fieldPath,
             childPage,
-            seen,
             repeated || items > 1 || (childPage ?? 0) > 1,
           )
-        : 0;
-      const cost = items * (1 + inner);
-      if (isList(field.type) && cost > driverTotal) {
-        driverTotal = cost;
-        driver = { path: fieldPath, items, each: 1 + inner, takesFirst };
+        : undefined;
+      if (inner) {
+        consider(inner, responseName);
+        fieldCount += inner.fields;
+      }
+      const cost = items * (1 + (inner?.total ?? 0));
+      if (isList(field.type) && cost > driverCost) {
+        driverCost = cost;
+        driver = { path: responseName, items, each: 1 + (inner?.total ?? 0), takesFirst };
       }
       total += cost;
     }
-    return total;
+    return { total, fields: fieldCount, driver, driverCost };
   };
 
   const root = schema.getRootType(operation.operation);
-  const cost = root ? walk(operation.selectionSet, root.name, '', undefined, new Set(), false) : 0;
-  return { cost, driver, usesVariables };
+  if (!root) return { cost: 0, usesVariables, fields: 0 };
+  const { total, fields, driver } = walk(operation.selectionSet, root.name, undefined, false);
+  return { cost: total, driver, usesVariables, fields };
 }
 
 /**
@@ -199,7 +227,8 @@ export function costError(
   maxCost: number,
   operation: OperationDefinitionNode,
 ): GraphQLError {
-  const n = (x: number) => x.toLocaleString('en-US');
+  // Thousands separators by hand: the first `toLocaleString` of a process loads ICU data (tens of ms).
+  const n = (x: number) => String(Math.round(x)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
   let message = `Query cost ${n(estimate.cost)} exceeds the maximum cost of ${n(maxCost)} (each value of the answer counts 1).`;
   const d = estimate.driver;
   if (d) {

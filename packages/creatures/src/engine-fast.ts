@@ -108,6 +108,13 @@ const NO_VARIABLES: Record<string, unknown> = Object.freeze({}) as Record<string
 const REQUEST_CACHE_SIZE = 1000;
 /** Longest JSON body whose parsed request is kept, in bytes. */
 const REQUEST_CACHE_KEY_BYTES = 16 * 1024;
+/** Most bytes of kept bodies and their parsed requests. */
+const REQUEST_CACHE_BYTES = 8 * 1024 * 1024;
+/**
+ * Estimated bytes of one parsed request besides its body's copy (its variables come from a body of at
+ * most 16 KiB; the document is the engine's, counted there).
+ */
+const REQUEST_ENTRY_BYTES = 1024;
 
 /** Creates the fast path over the engine's caches. */
 export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>): FastPath {
@@ -115,6 +122,8 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
   const requests = new BytesKeyedCache<FastRequest<E> | null>({
     max: REQUEST_CACHE_SIZE,
     maxKeyBytes: REQUEST_CACHE_KEY_BYTES,
+    maxBytes: REQUEST_CACHE_BYTES,
+    sizeOf: () => REQUEST_ENTRY_BYTES,
   });
 
   /** The request the parameters ask for, or null when the fast path does not answer it. */

@@ -15,8 +15,8 @@ import {
   GraphQLError,
   type GraphQLSchema,
   getOperationAST,
+  execute as graphqlExecute,
   type OperationDefinitionNode,
-  parse,
   validate,
 } from 'graphql';
 import { getVariableValues } from 'graphql/execution/values.js';
@@ -29,6 +29,7 @@ import { createParamsParser } from './http/params.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
+import { DEFAULT_PARSE_LIMITS, type ParseLimits, parseWithLimits } from './parse-limits.ts';
 import { compilePlan, type Plan } from './plan.ts';
 import type { ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
@@ -51,6 +52,13 @@ export interface EngineOptions {
   onUnexpectedError?: (err: unknown) => void;
   /** Most distinct documents kept parsed, validated and compiled (default 1000). */
   documentCacheSize?: number;
+  /**
+   * Most bytes of the document cache, estimated as {@link DOCUMENT_BYTES_PER_CHARACTER} per character of
+   * query text plus {@link DOCUMENT_ENTRY_BYTES} per entry (default 64 MiB).
+   */
+  documentCacheBytes?: number;
+  /** Limits checked before a document is parsed (default {@link DEFAULT_PARSE_LIMITS}). */
+  parseLimits?: ParseLimits;
   /** Automatic persisted queries and the allow-list (default: APQ on, no allow-list). */
   persisted?: PersistedQueries;
   /** Answer `__schema`/`__type` (default true; false refuses them with `INTROSPECTION_DISABLED`). */
@@ -68,7 +76,17 @@ interface DocumentEntry {
   plans: Map<string, Plan | null>;
   /** Cost per operation name, for estimates that used no variable, with the store version they hold for. */
   costs: Map<string, { version: number; estimate: CostEstimate }>;
+  /** Field selections per operation name, fragments expanded ({@link CostEstimate.fields}). */
+  fields: Map<string, number>;
 }
+
+/**
+ * Most field selections (fragments expanded, {@link CostEstimate.fields}) of an operation that is
+ * compiled into generated code (a query plan, a graphql-jit function). V8 compiles generated code in one
+ * piece on the event loop: a function for 250 aliased fields took 50-150 ms to compile and first run.
+ * Larger operations run on graphql-js's `execute`, which compiles nothing.
+ */
+export const MAX_COMPILED_FIELDS = 128;
 
 /**
  * A copy of `error` with `extensions.code` set to `code` unless it has one, and without graphql-js's
@@ -86,6 +104,15 @@ export function withCode(error: GraphQLError, code: string, suggestions = true):
     extensions: { ...error.extensions, code: error.extensions.code ?? code },
   });
 }
+
+/**
+ * Estimated bytes of a cached document per character of its text: graphql-js's syntax tree with
+ * locations was measured at about 76 bytes per character of an alias-heavy query, and the compiled
+ * graphql-jit function and query plan add to it.
+ */
+export const DOCUMENT_BYTES_PER_CHARACTER = 100;
+/** Estimated bytes of a cached document entry besides its text's share (maps, a small plan). */
+export const DOCUMENT_ENTRY_BYTES = 4096;
 
 const GRAPHQL_RESPONSE = 'application/graphql-response+json; charset=utf-8';
 const JSON_RESPONSE = 'application/json; charset=utf-8';
@@ -186,18 +213,41 @@ export function createEngine(options: EngineOptions): Engine {
       known: knownSizes(),
     });
     if (!estimate.usesVariables) entry.costs.set(key, { version: store.version, estimate });
+    entry.fields.set(key, estimate.fields);
     return estimate;
   };
-  const documents = new LRUCache<string, DocumentEntry>({ max: options.documentCacheSize ?? 1000 });
+  /** {@link CostEstimate.fields} of an operation, from its cost estimate when one was made. */
+  const fieldsOf = (entry: DocumentEntry, operationName: string | null | undefined): number => {
+    const key = operationName ?? '';
+    let fields = entry.fields.get(key);
+    if (fields === undefined) {
+      const operation = operationOf(entry, operationName);
+      fields = operation ? costOf(entry, operation, key, undefined).fields : 0;
+      entry.fields.set(key, fields);
+    }
+    return fields;
+  };
+  const documents = new LRUCache<string, DocumentEntry>({
+    max: options.documentCacheSize ?? 1000,
+    maxSize: options.documentCacheBytes ?? 64 * 1024 * 1024,
+    sizeCalculation: (_entry, query) => DOCUMENT_ENTRY_BYTES + query.length * DOCUMENT_BYTES_PER_CHARACTER,
+  });
+  const parseLimits = options.parseLimits ?? DEFAULT_PARSE_LIMITS;
   const entries = new WeakMap<DocumentNode, DocumentEntry>();
   const context: ResolverContext = { store };
 
   const prepare = (query: string): DocumentEntry => {
     let entry = documents.get(query);
     if (entry) return entry;
-    entry = { compiled: new Map(), operations: new Map(), costs: new Map(), plans: new Map() };
+    entry = {
+      compiled: new Map(),
+      operations: new Map(),
+      costs: new Map(),
+      plans: new Map(),
+      fields: new Map(),
+    };
     try {
-      const document = parse(query);
+      const document = parseWithLimits(query, parseLimits);
       const errors = validate(schema, document, rules);
       if (errors.length > 0)
         entry.errors = errors.map((e) => withCode(e, 'GRAPHQL_VALIDATION_FAILED', suggestions));
@@ -227,11 +277,21 @@ export function createEngine(options: EngineOptions): Engine {
     const key = operationName ?? '';
     let compiled = entry?.compiled.get(key);
     if (!compiled) {
-      compiled = compileQuery(schema, document, operationName ?? undefined, { customJSONSerializer: true });
+      compiled =
+        entry && fieldsOf(entry, operationName) > MAX_COMPILED_FIELDS
+          ? interpreted(document, operationName)
+          : compileQuery(schema, document, operationName ?? undefined, { customJSONSerializer: true });
       entry?.compiled.set(key, compiled);
     }
     return compiled;
   };
+
+  /** graphql-js's `execute` in the shape of a graphql-jit compiled query, for operations too large to compile. */
+  const interpreted = (document: DocumentNode, operationName: string | null | undefined): CompiledQuery => ({
+    query: (rootValue, contextValue, variableValues) =>
+      graphqlExecute({ schema, document, rootValue, contextValue, variableValues, operationName }),
+    stringify: JSON.stringify,
+  });
 
   const execute = (args: ExecutionArgs) => {
     const compiled = compiledOf(args.document, args.operationName);
@@ -242,7 +302,10 @@ export function createEngine(options: EngineOptions): Engine {
   const planOf = (entry: DocumentEntry, operation: OperationDefinitionNode, key: string): Plan | null => {
     let plan = entry.plans.get(key);
     if (plan === undefined) {
-      plan = compilePlan(schema, entry.document as DocumentNode, operation) ?? null;
+      plan =
+        fieldsOf(entry, key || undefined) > MAX_COMPILED_FIELDS
+          ? null
+          : (compilePlan(schema, entry.document as DocumentNode, operation) ?? null);
       entry.plans.set(key, plan);
     }
     return plan;

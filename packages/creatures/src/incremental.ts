@@ -10,8 +10,7 @@
  * two directives added. Depth and cost limits are the engine's (the cost model counts deferred fields
  * like any others).
  */
-import type { GraphQLSchema as Schema16 } from 'graphql';
-import { parse as parse16 } from 'graphql';
+import { type GraphQLSchema as Schema16, validate as validate16 } from 'graphql';
 import {
   buildSchema,
   type ExecutionResult,
@@ -23,14 +22,18 @@ import {
   GraphQLSchema,
   GraphQLStreamDirective,
   getOperationAST,
+  Kind,
+  type OperationDefinitionNode,
   parse,
   specifiedDirectives,
   specifiedRules,
   validate,
+  visit,
 } from 'graphql17';
 import { costError, estimateCost, listSizesOf } from './cost.ts';
-import type { QueryLimits } from './limits.ts';
+import { depthLimit, type QueryLimits } from './limits.ts';
 import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
+import { checkDocument, DEFAULT_PARSE_LIMITS, parseWithLimits } from './parse-limits.ts';
 import type { ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
 
@@ -132,13 +135,21 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
 
   return async (query, variables, operationName, method) => {
     let document: ReturnType<typeof parse>;
+    let document16: ReturnType<typeof parseWithLimits>;
     try {
-      document = parse(query);
+      checkDocument(query);
+      document = parse(query, { maxTokens: DEFAULT_PARSE_LIMITS.maxTokens });
+      // The cost model works on graphql-js 16 documents: the same text parses to the same tree.
+      document16 = parseWithLimits(query);
     } catch (err) {
       return requestError(400, [err as GraphQLError], 'GRAPHQL_PARSE_FAILED');
     }
     const errors = validate(schema, document, specifiedRules);
     if (errors.length > 0) return requestError(400, errors, 'GRAPHQL_VALIDATION_FAILED');
+    const tooDeep = validate16(options.schema16, document16, [depthLimit(limits.maxDepth)]);
+    if (tooDeep.length > 0) {
+      return { kind: 'error', status: 400, body: { errors: tooDeep.map((e) => e.toJSON()) } };
+    }
     const operation = getOperationAST(document, operationName);
     if (!operation) {
       return requestError(400, [new GraphQLError('Unable to detect the operation to run')], 'BAD_REQUEST');
@@ -150,8 +161,6 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
         'BAD_REQUEST',
       );
     }
-    // The cost model works on graphql-js 16 documents: the same text parses to the same tree.
-    const document16 = parse16(query);
     const operation16 = document16.definitions.find((d) => d.loc?.start === operation.loc?.start);
     if (operation16 && operation16.kind === 'OperationDefinition') {
       const estimate = estimateCost(options.schema16, document16, operation16, variables, {
@@ -164,6 +173,8 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
         return { kind: 'error', status: 400, body: { errors: [error.toJSON()] } };
       }
     }
+    const badCount = negativeInitialCount(operation, variables);
+    if (badCount) return requestError(400, [badCount], 'BAD_USER_INPUT');
     const result = await experimentalExecuteIncrementally({
       schema,
       document,
@@ -193,4 +204,36 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
     }
     return { kind: 'stream', payloads: payloads() };
   };
+}
+
+/**
+ * The error for a `@stream(initialCount:)` below 0 in `operation` (a literal, or a variable's value in
+ * `variables`), or undefined when every `initialCount` is 0 or more (incremental delivery RFC:
+ * `initialCount` "must be a non-negative integer").
+ */
+function negativeInitialCount(
+  operation: OperationDefinitionNode,
+  variables: Record<string, unknown> | undefined,
+): GraphQLError | undefined {
+  let found: GraphQLError | undefined;
+  visit(operation, {
+    Directive(node) {
+      if (found || node.name.value !== 'stream') return;
+      const arg = node.arguments?.find((a) => a.name.value === 'initialCount');
+      if (!arg) return;
+      const value =
+        arg.value.kind === Kind.INT
+          ? Number(arg.value.value)
+          : arg.value.kind === Kind.VARIABLE
+            ? variables?.[arg.value.name.value]
+            : undefined;
+      if (typeof value === 'number' && value < 0) {
+        found = new GraphQLError(`@stream(initialCount:) must be 0 or more, got ${value}`, {
+          nodes: [arg],
+          extensions: { code: 'BAD_USER_INPUT', argument: 'initialCount' },
+        });
+      }
+    },
+  });
+  return found;
 }

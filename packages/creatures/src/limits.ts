@@ -72,31 +72,45 @@ function fragmentsOf(context: ValidationContext): Map<string, FragmentDefinition
   return map;
 }
 
-/** A validation rule rejecting operations nested deeper than `maxDepth` (introspection not counted). */
+/**
+ * A validation rule rejecting operations nested deeper than `maxDepth` (introspection not counted).
+ * Each fragment's depth is computed once per document and reused at every spread, so the rule is
+ * linear in the document's size however often fragments spread each other; a fragment spread inside
+ * itself (a cycle, which graphql-js's `NoFragmentCyclesRule` reports) adds nothing.
+ */
 export function depthLimit(maxDepth: number): ValidationRule {
   return (context: ValidationContext): ASTVisitor => {
     const fragments = fragmentsOf(context);
-    const depth = (set: SelectionSetNode, level: number, seen: Set<string>): number => {
-      let deepest = level;
+    const fragmentDepths = new Map<string, number>();
+    const inProgress = new Set<string>();
+    /** Depth of a selection set counted from its parent field (a leaf field counts 1). */
+    const depth = (set: SelectionSetNode): number => {
+      let deepest = 0;
       for (const sel of set.selections) {
         if (sel.kind === Kind.FIELD) {
           if (sel.name.value.startsWith('__')) continue;
-          if (sel.selectionSet) deepest = Math.max(deepest, depth(sel.selectionSet, level + 1, seen));
-          else deepest = Math.max(deepest, level + 1);
+          deepest = Math.max(deepest, sel.selectionSet ? 1 + depth(sel.selectionSet) : 1);
         } else if (sel.kind === Kind.INLINE_FRAGMENT) {
-          deepest = Math.max(deepest, depth(sel.selectionSet, level, seen));
+          deepest = Math.max(deepest, depth(sel.selectionSet));
         } else {
-          const frag = fragments.get(sel.name.value);
-          if (!frag || seen.has(frag.name.value)) continue;
-          deepest = Math.max(deepest, depth(frag.selectionSet, level, new Set(seen).add(frag.name.value)));
+          const name = sel.name.value;
+          let known = fragmentDepths.get(name);
+          if (known === undefined) {
+            const frag = fragments.get(name);
+            if (!frag || inProgress.has(name)) continue;
+            inProgress.add(name);
+            known = depth(frag.selectionSet);
+            inProgress.delete(name);
+            fragmentDepths.set(name, known);
+          }
+          deepest = Math.max(deepest, known);
         }
-        if (deepest > maxDepth) return deepest;
       }
       return deepest;
     };
     return {
       OperationDefinition(node: OperationDefinitionNode) {
-        const d = depth(node.selectionSet, 0, new Set());
+        const d = depth(node.selectionSet);
         if (d > maxDepth) {
           context.reportError(
             new GraphQLError(`Query depth ${d} exceeds the maximum depth of ${maxDepth}`, {

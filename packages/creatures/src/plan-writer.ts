@@ -59,12 +59,14 @@ export function grow(n: number, k: number): Buffer {
  * JSON text of strings that `writeString` cannot copy byte for byte (non-ASCII, or with characters JSON
  * escapes), as UTF-8 bytes, kept by value: the store hands out the same strings on every request.
  * Bounded: strings longer than {@link MAX_ENCODED_LENGTH} are not kept, and the map is emptied when it
- * holds {@link MAX_ENCODED} entries. (Looking every string up here instead of copying it was measured
+ * holds {@link MAX_ENCODED} entries or {@link MAX_ENCODED_BYTES} bytes (UTF-16 keys and their bytes). (Looking every string up here instead of copying it was measured
  * slower for the list of all creatures: hundreds of lookups in a large map cost more than short copies.)
  */
 const encoded = new Map<string, Buffer>();
 const MAX_ENCODED = 50_000;
 const MAX_ENCODED_LENGTH = 200;
+const MAX_ENCODED_BYTES = 4 * 1024 * 1024;
+let encodedBytes = 0;
 
 /** The UTF-8 bytes of `JSON.stringify(value)`, from the bounded map when the string is short. */
 function encodedString(value: string): Buffer {
@@ -72,8 +74,12 @@ function encodedString(value: string): Buffer {
   if (bytes === undefined) {
     bytes = Buffer.from(JSON.stringify(value), 'utf8');
     if (value.length <= MAX_ENCODED_LENGTH) {
-      if (encoded.size >= MAX_ENCODED) encoded.clear();
+      if (encoded.size >= MAX_ENCODED || encodedBytes >= MAX_ENCODED_BYTES) {
+        encoded.clear();
+        encodedBytes = 0;
+      }
       encoded.set(value, bytes);
+      encodedBytes += value.length * 2 + bytes.length + 64;
     }
   }
   return bytes;

@@ -22,6 +22,7 @@ import { createEngine, type Engine } from './engine.ts';
 import { EXPLORER_ASSET_PREFIX, type ExplorerAsset, loadExplorerAssets } from './explorer.ts';
 import { createGraphQLRoute } from './http/graphql.ts';
 import { serveCreatureImage } from './http/images.ts';
+import { answerClientError } from './http/linger.ts';
 import { createMetrics, type RouteLabel } from './http/metrics.ts';
 import { createMultipartSubscriptions } from './http/multipart.ts';
 import { PersistedQueries } from './http/persisted.ts';
@@ -370,6 +371,8 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
       }
     },
   );
+
+  httpServer.on('clientError', answerClientError);
 
   let url = '';
   let closing: Promise<void> | undefined;

@@ -28,6 +28,7 @@ import {
 } from 'graphql';
 import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
 import { withCode } from './engine.ts';
+import { parseWithLimits } from './parse-limits.ts';
 import type { ChangeEvent, Creature, Message } from './store.ts';
 
 /**
@@ -236,6 +237,30 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
   const handler = createHandler<IncomingMessage, undefined, Record<string, unknown>>({
     schema: options.schema,
     context: (req) => (options.context ? options.context(req.raw) : {}) as Record<string, unknown>,
+    // Parsed within the parse limits (`parse-limits.ts`); graphql-sse validates what this returns.
+    onSubscribe: (req, params) => {
+      if (typeof params.query !== 'string') return;
+      try {
+        return {
+          schema: options.schema,
+          document: parseWithLimits(params.query),
+          operationName: params.operationName,
+          variableValues: params.variables,
+          contextValue: (options.context ? options.context(req.raw) : {}) as Record<string, unknown>,
+        };
+      } catch (err) {
+        if (!(err instanceof GraphQLError)) throw err;
+        const body = JSON.stringify({ errors: [withCode(err, 'GRAPHQL_PARSE_FAILED').toJSON()] });
+        return [
+          body,
+          {
+            status: 400,
+            statusText: 'Bad Request',
+            headers: { 'content-type': 'application/json; charset=utf-8' },
+          },
+        ];
+      }
+    },
     validate: (schema, document) =>
       validate(schema, document, options.validationRules ?? specifiedRules).map((error) =>
         withCode(error, 'GRAPHQL_VALIDATION_FAILED', options.suggestions ?? true),

@@ -8,7 +8,8 @@
  *   response's `end()` is called; a duration runs from the request's arrival (its response's creation,
  *   right after node parsed the head) to that call;
  * - `creatures_response_cache_total{result="hit"|"miss"}`: read-only query answers from the response cache;
- * - `creatures_persisted_queries_total{result="hit"|"miss"|"registered"}`: APQ lookups and registrations;
+ * - `creatures_persisted_queries_total{result="hit"|"miss"|"registered"|"limited"}`: APQ lookups,
+ *   registrations, and texts not kept because their client was over its registration limit;
  * - `creatures_event_streams_open`: subscription event streams open now.
  */
 import { type IncomingMessage, ServerResponse } from 'node:http';
@@ -84,7 +85,7 @@ export function createMetrics(
   });
   new Counter({
     name: 'creatures_persisted_queries_total',
-    help: 'Automatic persisted query lookups (hit, miss) and registrations',
+    help: 'Automatic persisted query lookups (hit, miss), registrations, and registrations over the client limit',
     labelNames: ['result'] as const,
     registers: [register],
     collect() {
@@ -92,6 +93,7 @@ export function createMetrics(
       this.inc({ result: 'hit' }, persisted.stats.hits);
       this.inc({ result: 'miss' }, persisted.stats.misses);
       this.inc({ result: 'registered' }, persisted.stats.registered);
+      this.inc({ result: 'limited' }, persisted.stats.limited);
     },
   });
   new Gauge({

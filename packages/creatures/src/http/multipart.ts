@@ -16,12 +16,12 @@ import {
   GraphQLError,
   type GraphQLSchema,
   getOperationAST,
-  parse,
   subscribe,
   type ValidationRule,
   validate,
 } from 'graphql';
 import type { IncrementalPayload } from '../incremental.ts';
+import { parseWithLimits } from '../parse-limits.ts';
 import { type ChangeSource, subscriptionRoot } from '../subscriptions.ts';
 
 /** Interval of the heartbeat parts of a multipart subscription, in ms. */
@@ -145,9 +145,9 @@ export function createMultipartSubscriptions(options: MultipartSubscriptionOptio
     res: ServerResponse,
     params: { query: string; variables?: Record<string, unknown>; operationName?: string },
   ) => {
-    let document: ReturnType<typeof parse>;
+    let document: ReturnType<typeof parseWithLimits>;
     try {
-      document = parse(params.query);
+      document = parseWithLimits(params.query);
     } catch (err) {
       return refuse(res, err as GraphQLError, 'GRAPHQL_PARSE_FAILED');
     }

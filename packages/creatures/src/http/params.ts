@@ -81,6 +81,12 @@ export function errorResponse(status: number, contentType: string, message: stri
   ];
 }
 
+/** The client's address of a graphql-http request whose `raw` is a `node:http` request, if known. */
+function clientOf(req: Request<unknown, unknown>): string | undefined {
+  const raw = req.raw as { socket?: { remoteAddress?: string } } | undefined;
+  return raw?.socket?.remoteAddress;
+}
+
 /**
  * Creates the `parseRequestParams` hook. `negotiate` gives the response media type of an `Accept` header;
  * an error of a persisted query is answered in it, with its status for `application/graphql-response+json`
@@ -127,7 +133,7 @@ export function createParamsParser(
         );
       }
     }
-    const resolved = persisted.resolve(params);
+    const resolved = persisted.resolve(params, clientOf(req));
     if ('error' in resolved) {
       const contentType = negotiate(header(req, 'accept'));
       const status = contentType.startsWith('application/json') ? 200 : resolved.error.status;

@@ -11,6 +11,10 @@
  *   documents proposal, optionally prefixed `sha256:`), or sends a text whose hash is in the list.
  *   Anything else gets `PERSISTED_QUERY_NOT_IN_LIST`; APQ registration is off.
  *
+ * APQ registrations are limited per client (by default 100 new texts per client address a minute, the
+ * addresses kept in an LRU of 10,000): past the limit a request with a text still runs, but its text is
+ * not kept, so a flood of distinct texts from one client cannot evict every other client's queries.
+ *
  * With both off, a request with `extensions.persistedQuery` gets `PERSISTED_QUERY_NOT_SUPPORTED`, so an
  * Apollo client stops hashing.
  */
@@ -24,8 +28,12 @@ export interface PersistedQueryOptions {
   automatic?: boolean;
   /** Most APQ texts kept (LRU, default 1000). */
   maxEntries?: number;
-  /** Most bytes of APQ text kept (UTF-16 estimate, default 16 MiB). */
+  /** Most bytes of APQ text kept (UTF-16 estimate, default 8 MiB). */
   maxBytes?: number;
+  /** Most APQ texts one client (address) may register per window (default 100; 0: no limit). */
+  maxRegistrationsPerClient?: number;
+  /** The window of `maxRegistrationsPerClient`, in ms (default 60000). */
+  registrationWindowMs?: number;
   /**
    * The allow-list: document id → query text. When given, only these operations run. Ids that are 64 hex
    * digits must be the SHA-256 of their text (checked at start); other ids are taken as they are.
@@ -81,8 +89,14 @@ export class PersistedQueries {
   readonly #allowList: ReadonlyMap<string, string> | undefined;
   /** SHA-256 (hex) → text of every allow-listed operation. */
   readonly #allowedByHash: Map<string, string> | undefined;
-  /** Counters for `/metrics`: APQ lookups that found their text, and those that did not. */
-  readonly stats = { hits: 0, misses: 0, registered: 0 };
+  /** Registrations per client address in the current window (fixed windows, LRU of 10,000 addresses). */
+  readonly #registrations: LRUCache<string, { count: number }> | undefined;
+  readonly #maxRegistrations: number;
+  /**
+   * Counters for `/metrics`: APQ lookups that found their text, those that did not, texts registered,
+   * and texts not kept because their client was over its registration limit.
+   */
+  readonly stats = { hits: 0, misses: 0, registered: 0, limited: 0 };
 
   /** Throws if an allow-list entry with a hex id is not the SHA-256 of its text. */
   constructor(options: PersistedQueryOptions = {}) {
@@ -99,9 +113,13 @@ export class PersistedQueries {
     } else if (options.automatic ?? true) {
       this.#automatic = new LRUCache({
         max: options.maxEntries ?? 1000,
-        maxSize: options.maxBytes ?? 16 * 1024 * 1024,
+        maxSize: options.maxBytes ?? 8 * 1024 * 1024,
         sizeCalculation: (text) => text.length * 2 + 1,
       });
+    }
+    this.#maxRegistrations = options.maxRegistrationsPerClient ?? 100;
+    if (this.#automatic && this.#maxRegistrations > 0) {
+      this.#registrations = new LRUCache({ max: 10_000, ttl: options.registrationWindowMs ?? 60_000 });
     }
   }
 
@@ -115,8 +133,12 @@ export class PersistedQueries {
    * from the store when the request named a persisted query) or a {@link PersistedQueryError}.
    * Parameters without persisted-query fields are returned as they are (in allow-list mode only when
    * their text is listed). Malformed fields are left for the GraphQL-over-HTTP layer to report.
+   * `client` (the client's address) is what registrations are counted by; without it they are not limited.
    */
-  resolve(params: RequestParams): { params: RequestParams } | { error: PersistedQueryError } {
+  resolve(
+    params: RequestParams,
+    client?: string,
+  ): { params: RequestParams } | { error: PersistedQueryError } {
     const extensions = params.extensions;
     const persisted =
       extensions && typeof extensions === 'object' && !Array.isArray(extensions)
@@ -164,8 +186,10 @@ export class PersistedQueries {
     if (query !== undefined) {
       if (sha256Hex(query) !== hash) return mismatch();
       if (!this.#automatic.has(hash)) {
-        this.#automatic.set(hash, query);
-        this.stats.registered++;
+        if (this.#mayRegister(client)) {
+          this.#automatic.set(hash, query);
+          this.stats.registered++;
+        } else this.stats.limited++;
       }
       return { params };
     }
@@ -176,6 +200,17 @@ export class PersistedQueries {
     }
     this.stats.hits++;
     return { params: { ...params, query: known } };
+  }
+
+  /** Counts one registration of `client` in its window; false when it is over the limit. */
+  #mayRegister(client: string | undefined): boolean {
+    if (!this.#registrations || client === undefined) return true;
+    const counted = this.#registrations.get(client);
+    if (counted === undefined) {
+      this.#registrations.set(client, { count: 1 });
+      return true;
+    }
+    return ++counted.count <= this.#maxRegistrations;
   }
 }
 

@@ -3,6 +3,7 @@
  * (answering 413 for a body over the limit).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { lingerAfter } from './linger.ts';
 
 /** `application/json; charset=utf-8`. */
 export const JSON_TYPE = 'application/json; charset=utf-8';
@@ -86,8 +87,8 @@ export function readBody(
 
 /**
  * Reads the body of a POST within `limit` bytes and passes its bytes to `next`; a body over the limit
- * (by its `content-length`, or as it arrives) is answered `413` (`PAYLOAD_TOO_LARGE`, connection closed)
- * here and `next` is not called.
+ * (by its `content-length`, or as it arrives) is answered `413` (`PAYLOAD_TOO_LARGE`, connection closed
+ * lingering, `linger.ts`, so the client reads the answer) here and `next` is not called.
  */
 export function readBodyWithin(
   req: IncomingMessage,
@@ -97,6 +98,7 @@ export function readBodyWithin(
 ): void {
   const declared = Number(req.headers['content-length']);
   if (declared > limit) {
+    lingerAfter(res);
     sendError(
       res,
       413,
@@ -109,6 +111,7 @@ export function readBodyWithin(
   }
   readBody(req, limit, (body) => {
     if (body === undefined) {
+      lingerAfter(res);
       sendError(
         res,
         413,

@@ -36,8 +36,8 @@ export function writeCached(res: ServerResponse, hit: CachedResponse): void {
   }
 }
 
-/** Most bytes kept in all, per key kind. */
-const MAX_BYTES = 64 * 1024 * 1024;
+/** Most bytes kept in all, per key kind (GET URLs, POST bodies). */
+const MAX_BYTES = 16 * 1024 * 1024;
 /** Longest POST body kept as a key, in bytes. */
 const MAX_KEY_BYTES = 64 * 1024;
 /** Most (`Accept`, `Content-Type`) pairs told apart for POST keys; further pairs are not cached. */

@@ -4,8 +4,9 @@
  * explorer page and `OPTIONS` answers.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { getOperationAST, parse } from 'graphql';
+import { getOperationAST } from 'graphql';
 import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
+import { parseWithLimits } from '../parse-limits.ts';
 import { etagMatches } from './images.ts';
 import { checkParams, fromSearch, mediaTypeOf } from './params.ts';
 
@@ -32,10 +33,10 @@ export function decodeURIComponentSafe(url: string): string {
   }
 }
 
-/** Whether a query text's operation is a subscription (false when it does not parse). */
+/** Whether a query text's operation is a subscription (false when it does not parse within the parse limits). */
 export function isSubscription(query: string, operationName: string | undefined): boolean {
   try {
-    return getOperationAST(parse(query), operationName)?.operation === 'subscription';
+    return getOperationAST(parseWithLimits(query), operationName)?.operation === 'subscription';
   } catch {
     return false;
   }
