@@ -56,6 +56,7 @@ export {
   type PullProgress,
   renderPullProgress,
 } from './images/index.ts';
+export { DEFAULT_IMAGE_LIMITS, type ImageLimits } from './images/limits.ts';
 export {
   defaultHomeDir,
   JsRuntime,
@@ -72,6 +73,7 @@ export {
 } from './rest/credential.ts';
 // The server loads on first use (`rest/serve.ts`); the `RestServer` class is `@seed/sandbox/server`.
 export { openApiDocument, type RestServer, type RestServerOptions, startRestServer } from './rest/serve.ts';
+export type { ImportedBox, ImportOptions } from './runtime/archive-options.ts';
 export { type ExecEnv, type ExecOptions, JsBox } from './runtime/box.ts';
 export { type JsExecStderr, type JsExecStdin, type JsExecStdout, JsExecution } from './runtime/execution.ts';
 export { BoxFiles, type ReadFormat } from './runtime/files/files.ts';

@@ -7,8 +7,10 @@
  * rest → runtime → engine/images/network), so the runtime layer never loads the REST client.
  */
 import { BoxError } from './errors.ts';
+import type { ImageLimits } from './images/limits.ts';
 import { RestRuntime, restOptionsFrom } from './rest/client.ts';
 import { type Credential, RuntimeRestOptions } from './rest/credential.ts';
+import type { ImportedBox, ImportOptions } from './runtime/archive-options.ts';
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './runtime/backend.ts';
 import type { JsBox } from './runtime/box.ts';
 import { LocalRuntime } from './runtime/local.ts';
@@ -102,6 +104,11 @@ export class JsRuntime {
   /** Absolute base directory of this runtime's data (empty for a REST runtime). */
   get homeDir(): string {
     return this.#backend.homeDir;
+  }
+
+  /** Image and import bounds of a local runtime (`JsOptions.imageLimits` over the defaults); null over REST. */
+  get imageLimits(): ImageLimits | null {
+    return this.#backend.imageLimits ?? null;
   }
 
   /** Base URL of the REST runtime server, or null for a local runtime. */
@@ -217,11 +224,15 @@ export class JsRuntime {
   /**
    * Brings back a box written by `box.export(path)` as a new box, on this or another machine:
    * its files, owners, modes and options. Its image is the archive's image part, kept as an OCI layout in
-   * `<homeDir>/imports` (the box's `rootfsPath`).
-   * @throws BoxError `not_found` / `invalid_option` (field `path`) for a missing or foreign archive.
+   * `<homeDir>/imports` (the box's `rootfsPath`). The archive's options are not trusted: capabilities
+   * beyond the defaults, `allowNet` entries, volumes, ports and secrets are dropped unless
+   * `{ options }` passes them again; the answer's `droppedOptions` lists what was dropped.
+   * @param nameOrOptions the new box's name, or `{ name?, options? }` (`ImportOptions`).
+   * @throws BoxError `not_found` / `invalid_option` (field `path`) for a missing or foreign archive,
+   *   `image` for an archive over `maxImportBytes` or a box layer over its bounds or with hostile content.
    */
-  importBox(path: string, name?: string): Promise<JsBox> {
-    return this.#backend.importBox(path, name);
+  importBox(path: string, nameOrOptions?: string | ImportOptions): Promise<ImportedBox> {
+    return this.#backend.importBox(path, nameOrOptions);
   }
 
   /**

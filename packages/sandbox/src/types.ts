@@ -2,6 +2,7 @@
  * Public data types of the sandbox SDK, named and shaped exactly as spec 002 "Resources and their
  * fields". Behaviour lives elsewhere; this module only declares shapes.
  */
+import type { ImageLimits } from './images/limits.ts';
 
 /** Registry configuration (spec 002 `JsImageRegistry`). */
 export interface JsImageRegistry {
@@ -23,6 +24,13 @@ export interface JsOptions {
   homeDir?: string;
   /** Registry transport, TLS, search and auth configuration; default `[]`. */
   imageRegistries?: JsImageRegistry[];
+  /**
+   * Bounds on what images and box archives may cost this host (bytes and entry counts; `ImageLimits` in
+   * `images/limits.ts`: `maxLayerBytes`, `maxLayerEntries`, `maxImageBytes`, `maxImageEntries`,
+   * `maxStoreBytes`, `maxImportBytes`); each given one replaces its default. Exceeding one fails the pull
+   * or import with code `image` naming it. Local runtimes only.
+   */
+  imageLimits?: Partial<ImageLimits>;
   /**
    * Base URL of a REST runtime (`sandbox serve`), e.g. `http://127.0.0.1:8100`: the runtime is then
    * remote. Env fallback `SANDBOX_URL` (used only when `homeDir` is not given).

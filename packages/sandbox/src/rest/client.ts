@@ -13,6 +13,7 @@
  */
 
 import { BoxError } from '../errors.ts';
+import { type ImportedBox, type ImportOptions, importOptionsOf } from '../runtime/archive-options.ts';
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from '../runtime/backend.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
@@ -112,13 +113,28 @@ export class RestRuntime implements RuntimeBackend {
     return new RestBox(this.#conn, info);
   }
 
-  /** Uploads a box archive (local file `path`) and starts it on the server (see `JsRuntime.importBox`). */
-  async importBox(path: string, name?: string): Promise<JsBox> {
+  /**
+   * Uploads a box archive (local file `path`) and starts it on the server (see `JsRuntime.importBox`);
+   * `droppedOptions` comes from the server's answer.
+   * @throws BoxError `unsupported` (field `options`) when options are passed again: the REST import
+   *   takes the archive alone.
+   */
+  async importBox(path: string, nameOrOptions?: string | ImportOptions): Promise<ImportedBox> {
     if (typeof path !== 'string' || path === '') {
       throw new BoxError('invalid import path: must be a file path', { field: 'path' });
     }
-    const info = await restImport(this.#conn, path, validateBoxName(name));
-    return new RestBox(this.#conn, info);
+    const given = importOptionsOf(nameOrOptions);
+    if (given.options !== undefined) {
+      throw new BoxError('importBox: a REST runtime takes no options besides the archive and a name', {
+        field: 'options',
+        code: 'unsupported',
+      });
+    }
+    const info = await restImport(this.#conn, path, validateBoxName(given.name));
+    const { droppedOptions, ...rest } = info as JsBoxInfo & { droppedOptions?: string[] };
+    return Object.assign(new RestBox(this.#conn, rest), {
+      droppedOptions: Object.freeze(droppedOptions ?? []),
+    });
   }
 
   /**

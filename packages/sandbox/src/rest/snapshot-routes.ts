@@ -25,10 +25,13 @@ import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance } from 'fastify';
 import { ulid } from 'ulid';
 import { BoxError, notFound } from '../errors.ts';
+import { HashCounter } from '../images/digest.ts';
+import { DEFAULT_IMAGE_LIMITS } from '../images/limits.ts';
+import { importTooLarge } from '../runtime/archive.ts';
 import { validateBoxName } from '../runtime/options.ts';
 import type { CloneOptions } from '../runtime/snapshots.ts';
-import { BOX_OPTION_FIELDS } from './box-routes.ts';
 import type { Principal } from './auth.ts';
+import { BOX_OPTION_FIELDS } from './box-routes.ts';
 import type { ServerContext } from './context.ts';
 import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
@@ -87,11 +90,11 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       params: boxParams,
       body: { ...obj({ name: snapshotName }), additionalProperties: false },
       response: { 201: { description: 'taken', ...snapshotSchema } },
-      errors: [409, 501],
+      errors: [409, 429, 501],
     }),
     async (request, reply) => {
       const name = request.body?.name;
-      const taken = await (await snapshots(request)).create(name);
+      const taken = await ctx.takeSnapshot(principalOf(request), request.params.box, name);
       return reply.code(201).send(toSnake(taken));
     },
   );
@@ -263,11 +266,26 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
         tags,
         summary: 'import a box archive',
         description:
-          "Starts a new box from an archive of `GET /v1/boxes/{box}/export`: its files, owners, modes and options; its image is the archive's image part, kept by the server.",
+          "Starts a new box from an archive of `GET /v1/boxes/{box}/export`: its files, owners, modes and options; its image is the archive's image part, kept by the server. The archive's options are not trusted: added capabilities, `allow_net` entries, volumes, ports and secrets are dropped and listed in `dropped_options`. An upload over the server's `maxImportBytes` is refused with 422 `image` as it arrives; hostile or oversized layers likewise.",
         querystring: obj({ name: { type: 'string', description: 'name of the new box' } }),
         body: { content: { [TAR]: { schema: binary }, 'application/octet-stream': { schema: binary } } },
-        response: { 201: boxAnswer('the imported box, running') },
-        errors: [409],
+        response: {
+          201: {
+            description: 'the imported box, running',
+            allOf: [
+              ref('BoxInfo'),
+              obj({
+                dropped_options: {
+                  type: 'array',
+                  items: { type: 'string' },
+                  description:
+                    'archive options not applied, as option paths (`volumes[0]`, `network.allowNet`)',
+                },
+              }),
+            ],
+          },
+        },
+        errors: [409, 422],
       }),
       // The body is a byte stream: its schema documents it.
       validatorCompiler: documentedBody,
@@ -281,12 +299,24 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       const dir = join(ctx.runtime.homeDir, 'imports');
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       const file = join(dir, `upload-${ulid()}.tar`);
+      const maxImportBytes = ctx.runtime.imageLimits?.maxImportBytes ?? DEFAULT_IMAGE_LIMITS.maxImportBytes;
+      if (Number(request.headers['content-length'] ?? 0) > maxImportBytes)
+        throw importTooLarge(maxImportBytes);
       try {
-        await pipeline(body, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
-        const box = await ctx.createWith(principalOf(request), {}, name, (runtimeName) =>
-          ctx.runtime.importBox(file, runtimeName),
-        );
-        return reply.code(201).send(ctx.info(await box.info()));
+        // Counted as it arrives: the upload stops at the bound, whatever the request declared.
+        const counted = new HashCounter('sha256', {
+          limit: maxImportBytes,
+          overLimit: () => importTooLarge(maxImportBytes),
+        });
+        await pipeline(body, counted, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
+        let dropped: readonly string[] = [];
+        const box = await ctx.createWith(principalOf(request), {}, name, async (runtimeName) => {
+          const imported = await ctx.runtime.importBox(file, runtimeName);
+          dropped = imported.droppedOptions;
+          return imported;
+        });
+        const info = ctx.info(await box.info()) as Record<string, unknown>;
+        return reply.code(201).send({ ...info, dropped_options: dropped });
       } finally {
         rmSync(file, { force: true });
       }

@@ -10,10 +10,13 @@
  * `org.seed.sandbox.image` (the image reference or rootfs path it was made from), and the box layer's
  * descriptor carries `org.seed.sandbox.layer=box`.
  *
- * Import reads the archive with `tar-stream`, accepting only `oci-layout`, `index.json` and
- * `blobs/sha256/<64 hex>` entries (written with O_EXCL into a fresh directory), checks every blob against
- * its digest, refuses options that bind host paths, publish host ports or carry secrets, writes the image part as an OCI layout under `<homeDir>/imports/<digest>` (the new box's
- * `rootfsPath`) and returns the box layer's blob for the caller to unpack into the new box's disk.
+ * Import reads the archive with `tar-stream`, at most `maxImportBytes` (checked against the file's size
+ * first and counted as it is read), accepting only `oci-layout`, `index.json` and `blobs/sha256/<64 hex>`
+ * entries (written with O_EXCL into a fresh directory), checks every blob against its digest, writes the
+ * image part as an OCI layout under `<homeDir>/imports/<digest>` (the new box's `rootfsPath`, unpacked by
+ * the image store with its verification and bounds) and returns the box layer's blob for the caller to
+ * unpack into the new box's disk, and the archived options as found (`archive-options.ts` decides what of
+ * them is kept).
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -23,6 +26,7 @@ import { PassThrough, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import { BoxError } from '../errors.ts';
+import { HashCounter } from '../images/digest.ts';
 import type { ImageRuntimeConfig } from '../images/store.ts';
 import type { JsBoxOptions } from '../types.ts';
 import { type IdShift, writeLayerTar } from './archive-tar.ts';
@@ -183,8 +187,8 @@ export async function writeBoxArchive(src: BoxArchiveSource, path: string): Prom
 
 /** What `readBoxArchive` found. */
 export interface ImportedArchive {
-  /** The box's options as exported, `rootfsPath` pointing at the imported image layout. */
-  options: JsBoxOptions;
+  /** The box's options as the archive has them (untrusted), without `image` and `rootfsPath`. */
+  options: Record<string, unknown>;
   /** Image reference or path the box was made from at export. */
   image: string;
   /** Path of the box layer's tar (inside the import directory; the caller unpacks it). */
@@ -201,15 +205,29 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** The error of an archive over `maxImportBytes`: code `image`, naming the bound. */
+export function importTooLarge(maxImportBytes: number): BoxError {
+  return new BoxError(`import: the archive is larger than maxImportBytes (${maxImportBytes} bytes)`, {
+    code: 'image',
+  });
+}
+
 /**
  * Reads the archive at `path` into `<importsDir>/<manifest digest hex>` (see the module comment).
- * @throws BoxError `invalid_option` naming `path` for anything that is not a box archive.
+ * @param maxImportBytes most bytes read from the archive.
+ * @throws BoxError `invalid_option` naming `path` for anything that is not a box archive, `not_found`
+ *   for a missing file, `image` for an archive over `maxImportBytes`.
  */
-export async function readBoxArchive(path: string, importsDir: string): Promise<ImportedArchive> {
+export async function readBoxArchive(
+  path: string,
+  importsDir: string,
+  maxImportBytes: number,
+): Promise<ImportedArchive> {
   const bad = (why: string) =>
     new BoxError(`import: '${path}' is not a box archive: ${why}`, { field: 'path' });
-  if (!fs.existsSync(path))
-    throw new BoxError(`import: '${path}' does not exist`, { field: 'path', code: 'not_found' });
+  const st = fs.statSync(path, { throwIfNoEntry: false });
+  if (!st) throw new BoxError(`import: '${path}' does not exist`, { field: 'path', code: 'not_found' });
+  if (st.size > maxImportBytes) throw importTooLarge(maxImportBytes);
   await mkdir(importsDir, { recursive: true, mode: 0o700 });
   const dir = await fs.promises.mkdtemp(join(importsDir, 'in-'));
   let moved = false;
@@ -217,7 +235,12 @@ export async function readBoxArchive(path: string, importsDir: string): Promise<
     await mkdir(join(dir, 'blobs', 'sha256'), { recursive: true });
     const digests = new Map<string, string>();
     const extract = tar.extract();
-    const reading = pipeline(fs.createReadStream(path), extract);
+    // Counted as read as well: the file may grow after its size was checked.
+    const counted = new HashCounter('sha256', {
+      limit: maxImportBytes,
+      overLimit: () => importTooLarge(maxImportBytes),
+    });
+    const reading = pipeline(fs.createReadStream(path), counted, extract);
     try {
       for await (const entry of extract) {
         const name = entry.header.name.replace(/^\.\//, '');
@@ -278,23 +301,13 @@ export async function readBoxArchive(path: string, importsDir: string): Promise<
         throw bad(`layer media type ${l.mediaType} (only uncompressed tar layers)`);
       if (!digests.has(`blobs/sha256/${l.digest.slice(7)}`)) throw bad(`layer ${l.digest} is missing`);
     }
-    let options: JsBoxOptions;
+    let options: unknown;
     try {
-      options = JSON.parse(labels[ARCHIVE_KEYS.options]!) as JsBoxOptions;
+      options = JSON.parse(labels[ARCHIVE_KEYS.options]!);
     } catch {
       throw bad(`label ${ARCHIVE_KEYS.options} is not JSON`);
     }
-    // An archive may come from anywhere: it never names host paths, host ports or secrets.
     if (!isPlainObject(options)) throw bad(`label ${ARCHIVE_KEYS.options} is not an object`);
-    if (
-      Array.isArray(options.volumes) &&
-      options.volumes.some((v) => !isPlainObject(v) || v.hostPath !== undefined)
-    ) {
-      throw bad('its options bind host paths (volumes[].hostPath), which an archive may not');
-    }
-    if (options.ports !== undefined || options.secrets !== undefined) {
-      throw bad('its options publish host ports or carry secrets, which an archive may not');
-    }
     // The image part: the same layers but the box's, as a layout the image store reads (rootfsPath).
     const imageLayers = manifest.layers.slice(0, -1);
     const imgConfig = jsonBlob(CONFIG, {
@@ -325,7 +338,7 @@ export async function readBoxArchive(path: string, importsDir: string): Promise<
     moved = true;
     const { image: _image, rootfsPath: _rootfs, ...rest } = options;
     return {
-      options: { ...rest, rootfsPath: layoutDir },
+      options: rest,
       image: labels[ARCHIVE_KEYS.image] ?? '',
       boxLayer: cleanup === dir ? boxLayer : cleanup,
       layoutDir,

@@ -10,7 +10,9 @@
  * type per concept.
  */
 import type { ImageInfo, ImageStore, PullOptions } from '../images/index.ts';
+import type { ImageLimits } from '../images/limits.ts';
 import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
+import type { ImportedBox, ImportOptions } from './archive-options.ts';
 import type { JsBox } from './box.ts';
 import type { JsBoxPool, PoolSpec } from './pool.ts';
 import type { CloneOptions } from './snapshots.ts';
@@ -91,6 +93,8 @@ export interface RuntimeBackend {
   readonly homeDir: string;
   /** Base URL of the REST server; null for a local runtime. */
   readonly url: string | null;
+  /** Bounds on images and imports of a local runtime (`JsOptions.imageLimits` over the defaults). */
+  readonly imageLimits?: ImageLimits;
   /** Creates and starts a box (spec 002 `create`). */
   create(options: JsBoxOptions, name?: string): Promise<JsBox>;
   /** Every box (spec 002 `listInfo`). */
@@ -116,8 +120,11 @@ export interface RuntimeBackend {
    * source's options overridden by `options`.
    */
   cloneBox(idOrName: string, options?: CloneOptions, name?: string): Promise<JsBox>;
-  /** A new box from an archive written by `box.export`. */
-  importBox(path: string, name?: string): Promise<JsBox>;
+  /**
+   * A new box from an archive written by `box.export`; `nameOrOptions` is its name or `ImportOptions`
+   * (name, and options passed again over the archive's untrusted ones).
+   */
+  importBox(path: string, nameOrOptions?: string | ImportOptions): Promise<ImportedBox>;
   /** A warm pool of ready boxes (`pool.ts`); absent where the flavour keeps none. */
   pool?(spec: PoolSpec): JsBoxPool;
 }

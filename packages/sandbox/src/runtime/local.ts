@@ -17,7 +17,9 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { BoxError, conflict, notFound } from '../errors.ts';
 import { ImageStore } from '../images/index.ts';
+import type { ImageLimits } from '../images/limits.ts';
 import type { JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
+import type { ImportedBox, ImportOptions } from './archive-options.ts';
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
 import { JsBox } from './box.ts';
 import { boxInfo, LocalBox } from './box-local.ts';
@@ -51,6 +53,11 @@ export class LocalRuntime implements RuntimeBackend {
   readonly homeDir: string;
   /** Always null: a local runtime has no server. */
   readonly url: null = null;
+
+  /** The image and import bounds in force (`JsOptions.imageLimits` over `DEFAULT_IMAGE_LIMITS`). */
+  get imageLimits(): ImageLimits {
+    return this.#parts.store.limits;
+  }
   /** State database, image store, engine, lifetimes, health checks and counters of this instance. */
   readonly #parts: LocalParts;
   /** Per-box exec counters not yet written to the state database (see `PendingCounters`). */
@@ -78,7 +85,11 @@ export class LocalRuntime implements RuntimeBackend {
     this.#parts = {
       homeDir: this.homeDir,
       db,
-      store: new ImageStore({ homeDir: this.homeDir, registries: options.imageRegistries ?? [] }),
+      store: new ImageStore({
+        homeDir: this.homeDir,
+        registries: options.imageRegistries ?? [],
+        ...(options.imageLimits !== undefined ? { limits: options.imageLimits } : {}),
+      }),
       engines,
       lifetimes: new LifetimeStore(db),
       poolTable: new PoolTable(db),
@@ -103,6 +114,7 @@ export class LocalRuntime implements RuntimeBackend {
     );
     this.#snapshots = new LocalSnapshots({
       homeDir: this.homeDir,
+      imageLimits: this.#parts.store.limits,
       record: async (idOrName) => {
         const record = await this.#find(idOrName);
         if (!record) throw notFound(`no box '${idOrName}'`);
@@ -208,8 +220,8 @@ export class LocalRuntime implements RuntimeBackend {
   }
 
   /** A new box from an archive written by `box.export` (`importBox`); see `LocalSnapshots.importBox`. */
-  importBox(path: string, name?: string): Promise<JsBox> {
-    return this.#snapshots.importBox(path, name);
+  importBox(path: string, nameOrOptions?: string | ImportOptions): Promise<ImportedBox> {
+    return this.#snapshots.importBox(path, nameOrOptions);
   }
 
   /** Metadata of every box in `homeDir`, oldest first (spec 002 `listInfo`). */

@@ -27,10 +27,17 @@ import {
   withDisk,
 } from '../engine/snapshot.ts';
 import { BoxError, conflict, notFound } from '../errors.ts';
+import { type ImageLimits, UnpackBudget } from '../images/limits.ts';
 import type { PreparedImage } from '../images/store.ts';
 import { extractLayer } from '../images/unpack.ts';
 import type { JsBoxOptions } from '../types.ts';
 import { readBoxArchive, writeBoxArchive } from './archive.ts';
+import {
+  type ImportedBox,
+  type ImportOptions,
+  importOptionsOf,
+  untrustedOptions,
+} from './archive-options.ts';
 import { type IdShift, shiftTar } from './archive-tar.ts';
 import type { JsBox } from './box.ts';
 import {
@@ -63,6 +70,8 @@ export interface SnapshotHost {
   prepareImage(record: BoxRecord): Promise<PreparedImage>;
   /** The runtime's base directory (imports live in `<homeDir>/imports`). */
   homeDir: string;
+  /** Bounds of imports (`maxImportBytes`) and of the box layer (`maxLayerBytes`, `maxLayerEntries`). */
+  imageLimits: ImageLimits;
 }
 
 /** The user-namespace mapping recorded for a box by the engine (`bundle/engine.json`), or null. */
@@ -241,14 +250,24 @@ export class LocalSnapshots implements SnapshotService {
 
   /**
    * A new box from an archive of `export` (`runtime.importBox`): the image part becomes an OCI layout in
-   * `<homeDir>/imports` (the box's `rootfsPath`), the box layer is unpacked into the new box's disk with
-   * owners mapped into this host's user-namespace range, and the box starts with the exported options.
+   * `<homeDir>/imports` (the box's `rootfsPath`, unpacked by the image store), the box layer is unpacked
+   * into the new box's disk with owners mapped into this host's user-namespace range (bounded by
+   * `maxLayerBytes` / `maxLayerEntries`), and the box starts with the archive's options less what an
+   * archive may not bring unless `options` passes it again (`archive-options.ts`); `droppedOptions` of the
+   * answer lists it.
    * @throws BoxError `not_found` / `invalid_option` (field `path`) for a missing or foreign archive,
-   *   `unsupported` for an ordinary account.
+   *   `image` for an archive or box layer over its bounds or with hostile content, `unsupported` for an
+   *   ordinary account.
    */
-  async importBox(path: string, name?: string): Promise<JsBox> {
+  async importBox(path: string, nameOrOptions?: string | ImportOptions): Promise<ImportedBox> {
     if (typeof path !== 'string' || path === '') {
       throw new BoxError('invalid import path: must be a file path', { field: 'path' });
+    }
+    const given = importOptionsOf(nameOrOptions);
+    if (given.options !== undefined && (given.options === null || typeof given.options !== 'object')) {
+      throw new BoxError('invalid import options: options must be an object of box options', {
+        field: 'options',
+      });
     }
     if (process.getuid?.() !== 0) {
       throw new BoxError(
@@ -256,15 +275,28 @@ export class LocalSnapshots implements SnapshotService {
         { code: 'unsupported' },
       );
     }
-    const archive = await readBoxArchive(path, join(this.#host.homeDir, 'imports'));
+    const limits = this.#host.imageLimits;
+    const archive = await readBoxArchive(path, join(this.#host.homeDir, 'imports'), limits.maxImportBytes);
+    const { image: _image, rootfsPath: _rootfs, ...passed } = given.options ?? {};
+    const { options, dropped } = untrustedOptions(archive.options, passed);
     const userns = process.env.SEED_SANDBOX_USERNS !== '0';
     const map = userns ? ensureSandboxIdRange() : null;
+    const budget = new UnpackBudget(
+      { name: 'maxLayerBytes', max: limits.maxLayerBytes },
+      { name: 'maxLayerEntries', max: limits.maxLayerEntries },
+    );
     try {
-      return await this.#host.createSeeded(archive.options, name, (boxDir) =>
-        withDisk(boxDir, async () => {
-          await extractLayer(shiftOwners(archive.boxLayer, map), diskPaths(boxDir).upper);
-        }),
+      const box = await this.#host.createSeeded(
+        { ...options, rootfsPath: archive.layoutDir },
+        given.name,
+        (boxDir) =>
+          withDisk(boxDir, async () => {
+            await extractLayer(shiftOwners(archive.boxLayer, map), diskPaths(boxDir).upper, {
+              budgets: [budget],
+            });
+          }),
       );
+      return Object.assign(box, { droppedOptions: Object.freeze(dropped) });
     } finally {
       await rm(archive.cleanup, { recursive: true, force: true });
     }
