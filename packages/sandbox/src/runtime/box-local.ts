@@ -18,7 +18,9 @@ import type {
 import type { BoxBackend, ExecOptions } from './box-backend.ts';
 import type { BoxLifecycle, RuntimeContext } from './context.ts';
 import { JsExecution } from './execution.ts';
+import { GVisorFiles } from './files/gvisor.ts';
 import { LocalFiles } from './files/local.ts';
+import { TierFiles } from './files/tier.ts';
 import type { FilesBackend } from './files/types.ts';
 import { initialHealth, publicHealth } from './health.ts';
 import type { SnapshotOps, SnapshotService } from './snapshots.ts';
@@ -111,11 +113,12 @@ export class LocalBox implements BoxBackend {
   }
 
   /**
-   * Files resolved inside the box root by this process (`files/local.ts`), reachable while the box runs or
-   * is paused. @throws BoxError `conflict` (stopped box), `unsupported` (gVisor tier) on first use.
+   * Files of the box: resolved inside the box root by this process (`files/local.ts`) for a container
+   * box, reachable while it runs or is paused; moved by a helper inside a gVisor box (`files/gvisor.ts`),
+   * while it runs. @throws BoxError `conflict` (stopped box, or a paused gVisor box) on first use.
    */
   files(): FilesBackend {
-    return new LocalFiles({
+    const local = new LocalFiles({
       initPid: async () => {
         const record = await this.#record();
         // A paused box's files are reachable: the host reads them, no box process runs for it.
@@ -124,16 +127,24 @@ export class LocalBox implements BoxBackend {
             `box ${this.id} is ${publicStatus(record.status)}, not running; its files are not reachable`,
           );
         }
-        // The host pid of a gVisor box is its Sentry, whose /proc/<pid>/root is not the box root.
-        if (record.options.isolation === 'gvisor') {
-          throw new BoxError(
-            `files: not supported by the gvisor isolation tier (box ${this.id}); read and write files with exec`,
-            { code: 'unsupported' },
-          );
-        }
         return { pid: record.pid, identity: record.init };
       },
     });
+    const gvisor = new GVisorFiles({
+      exec: async (args, env) => {
+        const record = await this.#record();
+        if (record.status !== 'running') {
+          throw conflict(
+            `box ${this.id} is ${publicStatus(record.status)}, not running; the files of a gvisor box are reached from inside it`,
+          );
+        }
+        const engine = await this.#ctx.engine();
+        return engine.exec(this.id, { cmd: '/.sandbox/busybox', args, env, tty: false });
+      },
+    });
+    return new TierFiles(async () =>
+      (await this.#record()).options.isolation === 'gvisor' ? gvisor : local,
+    );
   }
 
   /** Metadata from the record; publications end with the box (a stopped box has none active). */

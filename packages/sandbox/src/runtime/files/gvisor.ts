@@ -1,0 +1,413 @@
+/**
+ * The files backend of the gVisor tier. A gVisor box's files live behind its Sentry (its root is served
+ * by the gofer and cached by the Sentry; `/tmp` and `/dev/shm` exist only in the Sentry), so the host
+ * does not touch them: each operation runs the host's static busybox inside the box (`runsc exec` of
+ * `/.sandbox/busybox` with `gvisor-script.ts`), as the box's default user. Paths are resolved by the
+ * box's own kernel as the box sees them, permissions are the box's, and no host process opens a file
+ * of the box: nothing is followed on the host and nothing runs as host uid 0 (the Sentry runs as the
+ * sandbox range's `nobody`).
+ *
+ * `watch` polls: the box lists the directory every 250 ms and changes between two listings are
+ * reported (`create`, `remove`, `write` for a changed size, mode or modification time).
+ */
+import { randomBytes } from 'node:crypto';
+import { PassThrough, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { EngineProcess } from '../../engine/types.ts';
+import { BoxError, conflict, notFound } from '../../errors.ts';
+import { GVISOR_FILES_SCRIPT } from './gvisor-script.ts';
+import { MAX_LIST_ENTRIES, permissionString } from './local.ts';
+import { type ChunkSink, type HostFileSource, isHostFile, pumpFd, streamSink } from './pump.ts';
+import { components } from './root.ts';
+import type {
+  FilesBackend,
+  FilesystemEvent,
+  FileType,
+  JsEntryInfo,
+  JsWriteInfo,
+  WatchHandle,
+} from './types.ts';
+
+/** Bytes of a listing's output read at most (about 300 bytes per entry at `MAX_LIST_ENTRIES`). */
+const MAX_LISTING_BYTES = 48 * 1024 * 1024;
+/** Bytes of stderr kept for an error message. */
+const MAX_STDERR_BYTES = 16 * 1024;
+/** Listings of a batch retried when an entry vanished between `find` and `stat`. */
+const LIST_ATTEMPTS = 3;
+/** Temporary names of `write` (not reported by `watch`: the rename into place is). */
+const TEMP_NAME = /(^|\/)\..*\.seed-[0-9a-f]{12}$/;
+
+/** How the backend reaches a running gVisor box. */
+export interface GVisorFilesTarget {
+  /**
+   * Starts `/.sandbox/busybox` with `args` in the box as its default user, with `env` added to its
+   * environment. @throws BoxError `conflict` when the box is not running.
+   */
+  exec(args: string[], env: string[]): Promise<EngineProcess>;
+}
+
+interface Done {
+  code: number;
+  stdout: Buffer;
+  stderr: string;
+}
+
+/** Reads `stream` to its end, keeping at most `max` bytes (`onOverflow` is called past that). */
+async function collect(stream: Readable, max: number, onOverflow: () => void): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    size += (chunk as Buffer).length;
+    if (size > max) {
+      onOverflow();
+      continue;
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function fromHex(line: string | undefined): Buffer {
+  return Buffer.from(line ?? '', 'hex');
+}
+
+function typeOf(mode: number): FileType {
+  const fmt = mode & 0o170000;
+  return fmt === 0o100000 ? 'file' : fmt === 0o040000 ? 'dir' : fmt === 0o120000 ? 'symlink' : 'other';
+}
+
+/** Entries of the batches in `lines` (see gvisor-script.ts); undefined when a batch is malformed. */
+function parseBatches(lines: string[]): JsEntryInfo[] | undefined {
+  const out: JsEntryInfo[] = [];
+  let i = 0;
+  while (i < lines.length && lines[i] !== '') {
+    const stats: string[] = [];
+    while (i < lines.length && lines[i] !== '@@') stats.push(lines[i++]!);
+    const paths = fromHex(lines[i + 1])
+      .toString('utf8')
+      .split('\0')
+      .slice(0, -1);
+    const targets = fromHex(lines[i + 3])
+      .toString('utf8')
+      .split('\0')
+      .slice(0, -1);
+    if (lines[i + 2] !== '@@' || lines[i + 4] !== '@@@') return undefined;
+    if (paths.length !== stats.length || targets.length !== stats.length) return undefined;
+    i += 5;
+    for (const [k, line] of stats.entries()) {
+      const [hexMode, size, uid, gid, mtime] = line.split(' ');
+      const mode = Number.parseInt(hexMode ?? '', 16);
+      const path = paths[k]!;
+      const type = typeOf(mode);
+      const target = targets[k]!.replace(/\n$/, '');
+      out.push({
+        name: path.slice(path.lastIndexOf('/') + 1),
+        path,
+        type,
+        size: Number(size),
+        mode: mode & 0o7777,
+        permissions: permissionString(mode),
+        uid: Number(uid),
+        gid: Number(gid),
+        modifiedTime: new Date(Number(mtime) * 1000),
+        ...(type === 'symlink' ? { symlinkTarget: target } : {}),
+      });
+    }
+  }
+  return out;
+}
+
+/** `dir` + `/` + `name` for a resolved in-box directory. */
+function under(dir: string, name: string): string {
+  return dir === '/' ? `/${name}` : `${dir}/${name}`;
+}
+
+/** The refusal of an operation on `path` from the script's exit code and stderr. */
+function refusal(path: string, done: Omit<Done, 'stdout'>): BoxError {
+  const code = /seed-files: (\w+)/.exec(done.stderr)?.[1];
+  if (done.code === 3) {
+    if (code === 'ENOENT') return notFound(`no such file or directory in the box: '${path}'`);
+    if (code === 'ENOTDIR')
+      return new BoxError(`invalid files option path: a component of '${path}' is not a directory`, {
+        field: 'path',
+      });
+    if (code === 'EISDIR') return conflict(`'${path}' is a directory`);
+    if (code === 'EEXIST') return conflict(`'${path}' already exists in the box`);
+    if (code === 'NOTFILE') return conflict(`'${path}' is not a regular file`);
+    if (code === 'EACCES')
+      return new BoxError(`permission denied in the box: '${path}'`, { code: 'permission_denied' });
+  }
+  if (/\/\.sandbox\/busybox/.test(done.stderr) && done.code === 255) {
+    return new BoxError(
+      'files: the gvisor isolation tier moves files with the host static busybox (/bin/busybox from busybox-static), which this box was started without',
+      { code: 'unsupported' },
+    );
+  }
+  return new BoxError(
+    `file operation on '${path}' failed in the box: ${done.stderr.trim() || `exit ${done.code}`}`,
+  );
+}
+
+function checkEntryPath(path: string): void {
+  if (components(path).filter((c) => c !== '..').length === 0) {
+    throw new BoxError(`invalid files option path: '${path}' names the box root, not an entry`, {
+      field: 'path',
+    });
+  }
+}
+
+/** Files of one gVisor box (see the module comment). */
+export class GVisorFiles implements FilesBackend {
+  readonly #target: GVisorFilesTarget;
+
+  /** @param target starts the helper in the box per operation. */
+  constructor(target: GVisorFilesTarget) {
+    this.#target = target;
+  }
+
+  #start(args: string[]): Promise<EngineProcess> {
+    return this.#target.exec(
+      ['sh', '-c', GVISOR_FILES_SCRIPT, 'sh', ...args],
+      [`SEED_FILES=${GVISOR_FILES_SCRIPT}`],
+    );
+  }
+
+  /** Runs one operation to its end. @throws BoxError when its output passes `MAX_LISTING_BYTES`. */
+  async #run(args: string[], stdin?: (p: EngineProcess) => Promise<void>): Promise<Done> {
+    const proc = await this.#start(args);
+    let overflow = false;
+    const kill = () => {
+      overflow = true;
+      proc.kill().catch(() => {});
+    };
+    const feeding = stdin ? stdin(proc) : Promise.resolve(proc.stdin.end());
+    const [stdout, stderr, code] = await Promise.all([
+      collect(proc.stdout, MAX_LISTING_BYTES, kill),
+      collect(proc.stderr, MAX_STDERR_BYTES, () => {}),
+      proc.exited,
+      feeding.catch(() => {}),
+    ]);
+    await feeding; // a source that failed is the operation's error
+    if (overflow) {
+      throw new BoxError(
+        `'${args[1]}' holds more than ${MAX_LIST_ENTRIES} entries; list with a smaller depth`,
+        {
+          field: 'depth',
+        },
+      );
+    }
+    return { code, stdout, stderr: stderr.toString('utf8') };
+  }
+
+  /** Runs an operation whose output is a resolved directory line and batches; retried when it changed. */
+  async #entries(path: string, args: string[]): Promise<{ dir: string; entries: JsEntryInfo[] }> {
+    for (let attempt = 1; ; attempt++) {
+      const done = await this.#run(args);
+      const lines = done.stdout.toString('latin1').split('\n');
+      const entries = done.code === 0 ? parseBatches(lines.slice(1)) : undefined;
+      if (entries) {
+        if (entries.length > MAX_LIST_ENTRIES) {
+          throw new BoxError(
+            `'${path}' holds more than ${MAX_LIST_ENTRIES} entries; list with a smaller depth`,
+            {
+              field: 'depth',
+            },
+          );
+        }
+        return { dir: fromHex(lines[0]).toString('utf8'), entries };
+      }
+      if (done.code !== 4 && done.code !== 0) throw refusal(path, done);
+      if (attempt >= LIST_ATTEMPTS) throw conflict(`'${path}' changed while it was listed; list it again`);
+    }
+  }
+
+  async readStream(path: string): Promise<Readable> {
+    checkEntryPath(path);
+    const proc = await this.#start(['read', path]);
+    proc.stdin.end();
+    const stderr = collect(proc.stderr, MAX_STDERR_BYTES, () => {});
+    const reader = proc.stdout;
+    const head = await new Promise<Buffer | null>((resolve) => {
+      const onReadable = () => {
+        const chunk = reader.read() as Buffer | null;
+        if (chunk === null) return;
+        reader.off('readable', onReadable);
+        reader.off('end', onEnd);
+        resolve(chunk);
+      };
+      const onEnd = () => {
+        reader.off('readable', onReadable);
+        resolve(null);
+      };
+      reader.on('readable', onReadable);
+      reader.once('end', onEnd);
+    });
+    if (head === null || head[0] !== 0x4b /* K */) {
+      const code = await proc.exited;
+      throw refusal(path, { code, stderr: (await stderr).toString('utf8') });
+    }
+    const out = new PassThrough({ highWaterMark: 64 * 1024 });
+    if (head.length > 1) out.write(head.subarray(1));
+    let finished = false;
+    reader.pipe(out, { end: false });
+    Promise.all([new Promise((resolve) => reader.once('end', resolve)), proc.exited, stderr]).then(
+      ([, code, err]) => {
+        finished = true;
+        if (code === 0) out.end();
+        else out.destroy(refusal(path, { code, stderr: err.toString('utf8') }));
+      },
+    );
+    out.once('close', () => {
+      if (!finished) proc.kill().catch(() => {});
+    });
+    return out;
+  }
+
+  async readInto(path: string, sink: ChunkSink): Promise<void> {
+    const stream = await this.readStream(path);
+    for await (const chunk of stream) await sink(chunk as Buffer);
+  }
+
+  async writeStream(path: string, source: Readable | HostFileSource, mode?: number): Promise<JsWriteInfo> {
+    checkEntryPath(path);
+    const modeArg = mode === undefined ? '' : (mode & 0o7777).toString(8);
+    const done = await this.#run(['write', path, modeArg, randomBytes(6).toString('hex')], async (proc) => {
+      if (isHostFile(source)) {
+        try {
+          await pumpFd(source.hostFd, streamSink(proc.stdin));
+        } finally {
+          proc.stdin.end();
+        }
+      } else await pipeline(source, proc.stdin);
+    });
+    if (done.code !== 0) throw refusal(path, done);
+    const written = fromHex(done.stdout.toString('latin1').split('\n')[0]).toString('utf8');
+    return { name: written.slice(written.lastIndexOf('/') + 1), path: written, type: 'file' };
+  }
+
+  async list(path: string, depth: number): Promise<JsEntryInfo[]> {
+    checkEntryPath(path);
+    const { entries } = await this.#entries(path, ['list', path, String(depth)]);
+    return sortTree(entries);
+  }
+
+  async stat(path: string): Promise<JsEntryInfo> {
+    checkEntryPath(path);
+    const { dir, entries } = await this.#entries(path, ['stat', path]);
+    const entry = entries[0];
+    if (!entry) throw notFound(`no such file or directory in the box: '${path}'`);
+    return { ...entry, path: under(dir, entry.name) };
+  }
+
+  async makeDir(path: string): Promise<boolean> {
+    checkEntryPath(path);
+    const done = await this.#run(['mkdir', path]);
+    if (done.code !== 0) throw refusal(path, done);
+    return done.stdout.toString('utf8').startsWith('created');
+  }
+
+  async remove(path: string): Promise<void> {
+    checkEntryPath(path);
+    const done = await this.#run(['rm', path]);
+    if (done.code !== 0) throw refusal(path, done);
+  }
+
+  async rename(from: string, to: string): Promise<JsEntryInfo> {
+    checkEntryPath(from);
+    checkEntryPath(to);
+    const { dir, entries } = await this.#entries(from, ['mv', from, to]);
+    const entry = entries[0];
+    if (!entry) throw notFound(`no such file or directory in the box: '${to}'`);
+    return { ...entry, path: under(dir, entry.name) };
+  }
+
+  async symlink(path: string, target: string): Promise<void> {
+    checkEntryPath(path);
+    const done = await this.#run(['ln', target, path]);
+    if (done.code !== 0) throw refusal(path, done);
+  }
+
+  async watch(
+    path: string,
+    recursive: boolean,
+    onEvent: (e: FilesystemEvent) => void,
+    onExit: (error?: Error) => void,
+  ): Promise<WatchHandle> {
+    checkEntryPath(path);
+    // The first listing checks the path (and its refusal comes back as the call's error).
+    const { dir } = await this.#entries(path, ['list', path, '1']);
+    const proc = await this.#start(['watch', path, recursive ? '64' : '1']);
+    proc.stdin.end();
+    let stopped = false;
+    let last: Map<string, string> | undefined;
+    let buffer = '';
+    const prefix = dir === '/' ? '/' : `${dir}/`;
+    const snapshot = (text: string) => {
+      const entries = parseBatches(text.split('\n'));
+      if (!entries) return; // an entry vanished mid-listing: the next one shows the change
+      const now = new Map<string, string>();
+      for (const e of entries) {
+        const name = e.path.startsWith(prefix) ? e.path.slice(prefix.length) : e.name;
+        if (!TEMP_NAME.test(name)) now.set(name, `${e.type} ${e.size} ${e.mode} ${e.modifiedTime.getTime()}`);
+      }
+      if (last && !stopped) {
+        for (const [name, facts] of now) {
+          const was = last.get(name);
+          if (was === undefined) onEvent({ name, type: 'create' });
+          else if (was !== facts) onEvent({ name, type: 'write' });
+        }
+        for (const name of last.keys()) if (!now.has(name)) onEvent({ name, type: 'remove' });
+      }
+      last = now;
+    };
+    proc.stdout.setEncoding('latin1');
+    proc.stdout.on('data', (chunk: string) => {
+      buffer += chunk;
+      for (;;) {
+        const start = buffer.indexOf('@@S\n');
+        const end = buffer.indexOf('@@E\n', start);
+        if (start < 0 || end < 0) break;
+        snapshot(buffer.slice(start + 4, end));
+        buffer = buffer.slice(end + 4);
+      }
+      if (buffer.length > MAX_LISTING_BYTES) {
+        stopped = true;
+        proc.kill().catch(() => {});
+        onExit(new BoxError(`'${path}' holds too many entries to watch`, { field: 'path' }));
+      }
+    });
+    proc.stderr.resume();
+    proc.exited.then(
+      (code) => {
+        if (stopped) return;
+        stopped = true;
+        onExit(code === 0 ? undefined : new BoxError(`the watch of '${path}' ended (exit ${code})`));
+      },
+      (error: Error) => {
+        if (!stopped) onExit(error);
+        stopped = true;
+      },
+    );
+    return {
+      stop: async () => {
+        if (stopped) return;
+        stopped = true;
+        await proc.kill();
+        await proc.exited.catch(() => {});
+      },
+    };
+  }
+}
+
+/** Entries in the order the local backend lists them: each directory's names sorted, depth first. */
+function sortTree(entries: JsEntryInfo[]): JsEntryInfo[] {
+  const key = (e: JsEntryInfo) => e.path.split('/');
+  return entries.sort((a, b) => {
+    const x = key(a);
+    const y = key(b);
+    for (let i = 0; i < Math.min(x.length, y.length); i++) {
+      if (x[i] !== y[i]) return x[i]! < y[i]! ? -1 : 1;
+    }
+    return x.length - y.length;
+  });
+}

@@ -1,0 +1,63 @@
+/**
+ * A box's files backend chosen per operation by its isolation tier: the local backend (local.ts, the
+ * host resolves paths in the box root) for container boxes, the in-box backend (gvisor.ts) for gVisor
+ * boxes, whose files the host does not touch.
+ */
+import type { Readable } from 'node:stream';
+import type { ChunkSink, HostFileSource } from './pump.ts';
+import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
+
+/** Forwards every call to the backend `pick` resolves for it. */
+export class TierFiles implements FilesBackend {
+  readonly #pick: () => Promise<FilesBackend>;
+
+  /** @param pick the backend of the box's tier (read per operation; it may reject, e.g. box not found). */
+  constructor(pick: () => Promise<FilesBackend>) {
+    this.#pick = pick;
+  }
+
+  async readStream(path: string): Promise<Readable> {
+    return (await this.#pick()).readStream(path);
+  }
+
+  async readInto(path: string, sink: ChunkSink): Promise<void> {
+    return (await this.#pick()).readInto(path, sink);
+  }
+
+  async writeStream(path: string, source: Readable | HostFileSource, mode?: number): Promise<JsWriteInfo> {
+    return (await this.#pick()).writeStream(path, source, mode);
+  }
+
+  async list(path: string, depth: number): Promise<JsEntryInfo[]> {
+    return (await this.#pick()).list(path, depth);
+  }
+
+  async stat(path: string): Promise<JsEntryInfo> {
+    return (await this.#pick()).stat(path);
+  }
+
+  async makeDir(path: string): Promise<boolean> {
+    return (await this.#pick()).makeDir(path);
+  }
+
+  async remove(path: string): Promise<void> {
+    return (await this.#pick()).remove(path);
+  }
+
+  async rename(from: string, to: string): Promise<JsEntryInfo> {
+    return (await this.#pick()).rename(from, to);
+  }
+
+  async symlink(path: string, target: string): Promise<void> {
+    return (await this.#pick()).symlink(path, target);
+  }
+
+  async watch(
+    path: string,
+    recursive: boolean,
+    onEvent: (e: FilesystemEvent) => void,
+    onExit: (error?: Error) => void,
+  ): Promise<WatchHandle> {
+    return (await this.#pick()).watch(path, recursive, onEvent, onExit);
+  }
+}
