@@ -137,9 +137,10 @@ function refusal(path: string, done: Omit<Done, 'stdout'>): BoxError {
     if (code === 'EACCES')
       return new BoxError(`permission denied in the box: '${path}'`, { code: 'permission_denied' });
   }
-  if (/\/\.sandbox\/busybox/.test(done.stderr) && done.code === 255) {
+  // 255: runsc could not start the helper (the box was started without the host's static busybox).
+  if (done.code === 255) {
     return new BoxError(
-      'files: the gvisor isolation tier moves files with the host static busybox (/bin/busybox from busybox-static), which this box was started without',
+      `files: the gvisor isolation tier moves files with the host static busybox (/bin/busybox from busybox-static) inside the box, which could not be started (${done.stderr.trim()})`,
       { code: 'unsupported' },
     );
   }
