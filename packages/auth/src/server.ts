@@ -14,6 +14,7 @@ import { CredentialValidator } from './credentials.ts';
 import { ConflictError } from './errors.ts';
 import { registerHealthRoutes } from './health.ts';
 import { AuthMetrics, metricsPlugin } from './metrics.ts';
+import { MIN_MFA_KEY_LENGTH } from './mfa/seal.ts';
 import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
 import type { DpopProofVerifier } from './oauth/dpop.ts';
 import { createDpopVerifier } from './oauth/dpop-token.ts';
@@ -392,7 +393,8 @@ export interface EnvConfig {
  * `AUTH_DATABASE_PATH` (SQLite file, default {@link DEFAULT_DATABASE_PATH}),
  * `AUTH_SIGNING_ALG` (default `RS256`), `AUTH_ADMIN_USERNAME`, `AUTH_ADMIN_PASSWORD`,
  * `AUTH_DEMO_CLIENT_SECRET`, `AUTH_ACCESS_TOKEN_TTL` and `AUTH_REFRESH_TOKEN_TTL` (seconds), `AUTH_CLIENT_SECRET_KEY` (seals
- * the secrets of `client_secret_jwt` clients; without it that method is off).
+ * the secrets of `client_secret_jwt` clients; without it that method is off), `AUTH_MFA_KEY` (at least 32
+ * characters: seals TOTP seeds and the pending sign-in cookie; without it two-factor sign-in is off).
  * @throws RangeError naming the variable when a value is invalid.
  */
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
@@ -413,6 +415,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
     return n;
   };
   const host = env.AUTH_HOST || 'localhost';
+  if (env.AUTH_MFA_KEY && env.AUTH_MFA_KEY.length < MIN_MFA_KEY_LENGTH)
+    throw new RangeError(`AUTH_MFA_KEY: at least ${MIN_MFA_KEY_LENGTH} characters`);
   return {
     port,
     host,
@@ -425,6 +429,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
         accessTokenTtlSeconds: seconds('AUTH_ACCESS_TOKEN_TTL'),
         refreshTokenTtlSeconds: seconds('AUTH_REFRESH_TOKEN_TTL'),
         clientSecretKey: env.AUTH_CLIENT_SECRET_KEY || undefined,
+        mfa: env.AUTH_MFA_KEY ? { key: env.AUTH_MFA_KEY } : undefined,
       },
       rateLimits: rateLimitsFromEnv(env),
       bootstrap: {

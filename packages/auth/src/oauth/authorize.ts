@@ -6,7 +6,9 @@
  * come back here.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { OTP_PATH } from '../login/second-factor.ts';
 import { readSession } from '../login/session.ts';
+import { acrValuesNeedMfa, hasMfa } from '../mfa/assurance.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord } from '../store/types.ts';
 import { CONSENT_PATH, consentStep, withoutConsentPrompt } from './consent.ts';
 import type { OAuthContext } from './context.ts';
@@ -24,7 +26,7 @@ export const AUTHORIZE_PATH = '/connect/authorize';
 
 /**
  * Error values the authorization endpoint redirects with (spec 001, plus OIDC Core §3.1.2.6
- * `login_required` and `consent_required` for `prompt=none`).
+ * `login_required`, `interaction_required` and `consent_required` for `prompt=none`).
  */
 export type AuthorizeErrorCode =
   | 'invalid_request'
@@ -32,6 +34,7 @@ export type AuthorizeErrorCode =
   | 'unsupported_response_type'
   | 'invalid_scope'
   | 'login_required'
+  | 'interaction_required'
   | 'consent_required';
 
 /** `prompt` values understood (OIDC Core §3.1.2.1); `select_account` has nothing to select here (one session). */
@@ -154,6 +157,19 @@ export function registerAuthorizeEndpoint(app: FastifyInstance, ctx: OAuthContex
           .header('cache-control', 'no-store')
           .redirect(`${LOGIN_PATH}?${new URLSearchParams({ return_to: afterLoginUrl(req.url) })}`, 302);
       }
+      // Step-up (OIDC Core §3.1.2.1 `acr_values`; administrators' requirements): a session without a second
+      // factor goes to the second-factor page, which upgrades it and comes back here.
+      if (
+        !hasMfa(active.session.amr) &&
+        (acrValuesNeedMfa(request.acrValues) ||
+          (await ctx.store.factors.isMfaRequired(active.user.id, client.clientId)))
+      ) {
+        if (request.prompt.includes('none'))
+          throw new AuthorizeRedirectError('interaction_required', 'a second factor is required');
+        return reply
+          .header('cache-control', 'no-store')
+          .redirect(`${OTP_PATH}?${new URLSearchParams({ return_to: afterLoginUrl(req.url) })}`, 302);
+      }
       const consent = await consentStep(ctx, client, active.user, request.scope, request.prompt);
       if (consent === 'required') {
         if (request.prompt.includes('none'))
@@ -212,6 +228,8 @@ interface ValidAuthorizationRequest {
   readonly maxAge: number | undefined;
   /** `dpop_jkt` (RFC 9449 §10): the DPoP key the code is bound to, when DPoP is on and it was sent. */
   readonly dpopJkt: string | undefined;
+  /** `acr_values` (OIDC Core §3.1.2.1), space-separated, or undefined. */
+  readonly acrValues: string | undefined;
 }
 
 /** Checks everything after client and redirect URI. @throws AuthorizeRedirectError. */
@@ -293,5 +311,8 @@ function validate(
       'invalid_request',
       'dpop_jkt must be a base64url JWK SHA-256 thumbprint (RFC 7638, 43 characters)',
     );
-  return { scope, codeChallenge, codeChallengeMethod: method, nonce, prompt, maxAge, dpopJkt };
+  const acrValues = q.get('acr_values');
+  if (acrValues !== undefined && acrValues.length > 512)
+    throw new AuthorizeRedirectError('invalid_request', 'acr_values is too long (at most 512 characters)');
+  return { scope, codeChallenge, codeChallengeMethod: method, nonce, prompt, maxAge, dpopJkt, acrValues };
 }

@@ -3,7 +3,9 @@
  * same document (plus the OpenID fields) at `/.well-known/openid-configuration` (OpenID Connect
  * Discovery 1.0 §3), and the JWK Set at `/.well-known/jwks.json` (RFC 7517 §5).
  */
+
 import type { FastifyInstance } from 'fastify';
+import { ACR_VALUES_SUPPORTED } from '../mfa/assurance.ts';
 import { AUTHORIZE_PATH } from './authorize.ts';
 import { CLIENT_ASSERTION_SIGNING_ALGS, CLIENT_SECRET_JWT_ALGS } from './client-auth-jwt.ts';
 import type { OAuthContext } from './context.ts';
@@ -74,6 +76,7 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: [alg],
     // OIDC Discovery §3: the ID token's claims and those the scopes release at the UserInfo endpoint.
+    acr_values_supported: [...ACR_VALUES_SUPPORTED],
     claims_supported: [
       ...new Set([
         'iss',
@@ -83,6 +86,7 @@ export function authorizationServerMetadata(ctx: OAuthContext): Record<string, u
         'auth_time',
         'nonce',
         'amr',
+        'acr',
         'sid',
         'at_hash',
         ...Object.values(SCOPE_CLAIMS).flat(),
