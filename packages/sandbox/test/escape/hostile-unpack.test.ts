@@ -96,6 +96,27 @@ describe('hand-written hostile layers', () => {
   });
 });
 
+describe('many directories', () => {
+  test('more directories with deferred work than handles kept open: every mode applied, swaps still confined', async () => {
+    const { canary, target } = arena();
+    const before = canaryFacts(canary);
+    const entries = Array.from({ length: 1100 }, (_, i) => ({
+      name: `d${i}/`,
+      type: 'directory' as const,
+      mode: 0o750,
+    }));
+    entries.push({ name: 'd0/', type: 'directory', mode: 0o777 });
+    const error = await unpack(
+      await tarOf([...entries, { name: 'd0/.wh.victim' }, { name: 'd0', type: 'symlink', linkname: canary }]),
+      target,
+    );
+    assert.equal(error, undefined, String(error));
+    for (const i of [1, 500, 1099]) assert.equal(lstatSync(join(target, `d${i}`)).mode & 0o7777, 0o750);
+    assert.ok(lstatSync(join(target, 'd0')).isSymbolicLink());
+    assert.deepEqual(canaryFacts(canary), before);
+  });
+});
+
 describe('bombs stop at their bound', () => {
   test('a file larger than the layer bound is refused before a byte of it is written', async () => {
     const { target } = arena();
