@@ -346,6 +346,16 @@ export function buildProgram(): Command {
     .option('--jwks-url <url>', 'also accept access tokens of the auth service, verified with this JWKS')
     .option('--jwt-issuer <issuer>', 'required iss of access tokens')
     .option('--jwt-audience <audience>', 'required aud of access tokens')
+    .option(
+      '--template <name=image>',
+      'E2B template served by this image, beside base and code-interpreter-v1 (repeatable)',
+      (value: string, previous: [string, string][]) => [...previous, parseTemplate(value)],
+      [],
+    )
+    .option(
+      '--e2b-domain <domain>',
+      'route Host names <port>-<sandboxId>.<domain> to sandboxes (E2B_DOMAIN of clients)',
+    )
     .action(async (opts, command: Command) => {
       const { startRestServer } = await import('../src/rest/server.ts');
       const { ensureReaper } = await import('../src/runtime/reaper.ts');
@@ -374,6 +384,10 @@ export function buildProgram(): Command {
               },
             }
           : {}),
+        e2b: {
+          templates: Object.fromEntries(opts.template as [string, string][]),
+          ...(opts.e2bDomain ? { domain: opts.e2bDomain } : {}),
+        },
         logger: { level: 'info' },
       });
       process.stderr.write(
@@ -390,6 +404,15 @@ export function buildProgram(): Command {
 
   addHostCommands(program);
   return program;
+}
+
+/** `name=image` → `[name, image]` (an E2B template of `serve`). */
+function parseTemplate(value: string): [string, string] {
+  const at = value.indexOf('=');
+  if (at < 1 || at === value.length - 1) {
+    throw new InvalidArgumentError(`template '${value}' must look like name=image, e.g. python=python:slim`);
+  }
+  return [value.slice(0, at), value.slice(at + 1)];
 }
 
 /** `8100` → 8100 (0 for an ephemeral port). */

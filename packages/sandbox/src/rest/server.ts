@@ -15,6 +15,7 @@
  */
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { type E2bOptions, installE2b } from '../e2b/index.ts';
 import { BoxError } from '../errors.ts';
 import type { JsRuntime } from '../js-runtime.ts';
 import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
@@ -60,6 +61,8 @@ export interface RestServerOptions extends AuthOptions, Partial<TenancyOptions> 
   logger?: boolean | { level: string };
   /** Serve Prometheus metrics at `GET /metrics` (`metrics.ts`); default true. */
   metrics?: boolean;
+  /** The E2B-compatible API at the root (`src/e2b`): templates and Host domain; `false` turns it off. Default on. */
+  e2b?: E2bOptions | false;
   /**
    * Directory of the shared service's state (managed keys, ownership, preview URLs, audit log); default
    * `<runtime homeDir>/serve`.
@@ -113,6 +116,7 @@ export class RestServer {
       for (const method of [r.method].flat()) this.routes.push({ method, url: r.url });
     });
     installValidation(this.app);
+    if (options.e2b !== false) installE2b(this.app, this.#ctx, this.#auth, options.e2b ?? {});
     installHooks(this.app, this.#auth);
     installOpenApi(this.app);
     this.#ctx.metrics = options.metrics === false ? undefined : serveMetrics(this.app, this.#runtime);

@@ -1,0 +1,102 @@
+/**
+ * E2B compatibility benchmark (issue 29 "Tests and measures"), against one `sandbox serve` child on
+ * loopback: `Sandbox.create('base')` → first `commands.run('true')` with the unmodified `e2b` SDK, and the
+ * `commands.run('true')` round trip in a running sandbox, p50/p99, beside the same through our own REST
+ * client (`JsRuntime({ url })`: `create` → `exec('true')`, and `exec('true')` in the same box) in the
+ * same run; E2B and REST runs alternate so machine load hits both alike.
+ * Goals: create → first command ≤ 150 ms p50; command round trip ≤ 1.5× ours.
+ *
+ * Usage (root): `npm run bench:e2b -w @seed/sandbox` or `node bench/e2b.ts [creates] [commands]`
+ * (default 10 and 100). Needs the local registry with `base` (`npm run registry -w @seed/sandbox`).
+ */
+
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Sandbox } from 'e2b';
+import { JsRuntime } from '../src/js-runtime.ts';
+import { percentile } from './raw.ts';
+import { serve } from './rest-server.ts';
+
+const creates = Number(process.argv[2] ?? 10);
+const commands = Number(process.argv[3] ?? 100);
+const API_KEY = `e2b_${'5eed'.repeat(10)}`;
+
+function row(name: string, values: number[]): string {
+  return `| ${name} | ${percentile(values, 50).toFixed(1)} | ${percentile(values, 99).toFixed(1)} |`;
+}
+
+async function main(): Promise<void> {
+  const registry = spawnSync(
+    process.execPath,
+    [join(import.meta.dirname, '..', 'scripts', 'registry.ts'), '--quiet', '--images', 'base'],
+    { stdio: 'inherit' },
+  );
+  if (registry.status !== 0) throw new Error('the local registry could not be started (npm run registry)');
+  const home = mkdtempSync('/tmp/sandbox-bench-e2b-');
+  process.env.SANDBOX_API_KEY = API_KEY;
+  const { url, child } = await serve(home);
+  const opts = { apiKey: API_KEY, apiUrl: url, sandboxUrl: url };
+  const rest = new JsRuntime({ url, apiKey: API_KEY });
+  try {
+    const e2bCreate: number[] = [];
+    const restCreate: number[] = [];
+    // Warm-up: the image is pulled and unpacked once, connections opened.
+    await (await Sandbox.create('base', opts)).kill();
+    await rest.remove((await rest.create({ image: 'base:latest' })).id, true);
+    for (let i = 0; i < creates; i++) {
+      let t0 = performance.now();
+      const sbx = await Sandbox.create('base', opts);
+      await sbx.commands.run('true');
+      e2bCreate.push(performance.now() - t0);
+      await sbx.kill();
+      t0 = performance.now();
+      const box = await rest.create({ image: 'base:latest' });
+      await (await box.exec('true')).wait();
+      restCreate.push(performance.now() - t0);
+      await rest.remove(box.id, true);
+    }
+    const sbx = await Sandbox.create('base', opts);
+    const box = await rest.create({ image: 'base:latest' });
+    const e2bRun: number[] = [];
+    const restRun: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      await sbx.commands.run('true');
+      await (await box.exec('true')).wait();
+    }
+    for (let i = 0; i < commands; i++) {
+      let t0 = performance.now();
+      await sbx.commands.run('true');
+      e2bRun.push(performance.now() - t0);
+      t0 = performance.now();
+      await (await box.exec('true')).wait();
+      restRun.push(performance.now() - t0);
+    }
+    await sbx.kill();
+    await rest.remove(box.id, true);
+    const load = readFileSync('/proc/loadavg', 'utf8').trim();
+    console.log(
+      `\nE2B SDK vs our REST client, ${creates} creates and ${commands} commands, alternating (ms):\n`,
+    );
+    console.log('| case | p50 | p99 |\n|---|---|---|');
+    console.log(row("create('base') → first commands.run('true'), e2b SDK", e2bCreate));
+    console.log(row("create → exec('true'), REST client", restCreate));
+    console.log(row("commands.run('true') round trip, e2b SDK", e2bRun));
+    console.log(row("exec('true') round trip, REST client", restRun));
+    const ratio = percentile(e2bRun, 50) / percentile(restRun, 50);
+    console.log(
+      `\ncreate → first command p50 ${percentile(e2bCreate, 50).toFixed(1)} ms (goal ≤ 150: ${percentile(e2bCreate, 50) <= 150 ? 'met' : 'NOT met'}); ` +
+        `command round trip ${ratio.toFixed(2)}× ours (goal ≤ 1.5: ${ratio <= 1.5 ? 'met' : 'NOT met'})`,
+    );
+    console.log(`load average: ${load}`);
+  } finally {
+    rest.close();
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.once('exit', resolve));
+    const cleanup = new JsRuntime({ homeDir: home });
+    for (const info of await cleanup.listInfo()) await cleanup.remove(info.id, true);
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+await main();

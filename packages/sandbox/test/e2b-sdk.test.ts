@@ -1,0 +1,288 @@
+/**
+ * `sandbox serve` as an E2B server (issue 29), driven by the unmodified `e2b` SDK from npm against a
+ * RestServer started here (`apiUrl`/`sandboxUrl` = the server, as `E2B_API_URL`/`E2B_SANDBOX_URL` set them):
+ * lifecycle (create, list with metadata, info, timeout, pause/connect, kill; the sandbox is a box of
+ * `/v1/boxes`), commands (foreground, background + kill, stdin, pty with resize, non-zero exit,
+ * env, cwd, user), files (text and bytes, list, makeDir, rename, remove, exists, getInfo, watchDir,
+ * signed URLs), bad input (unknown sandbox, bad key, malformed Connect message, paused sandbox), a dropped
+ * Start stream reattached with Connect, and Host-based routing.
+ */
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { CommandExitError, FileType, NotFoundError, Sandbox, type SandboxOpts } from 'e2b';
+import { type RestServer, startRestServer } from '../src/rest/server.ts';
+import { cleanupAll, ensureRegistry, testRuntime } from './runtime-helpers.ts';
+
+const API_KEY = `e2b_${'0123456789abcdef'.repeat(2)}01234567`;
+const DOMAIN = 'e2b.test';
+
+let server: RestServer;
+let opts: SandboxOpts;
+
+before(async () => {
+  ensureRegistry();
+  server = await startRestServer({
+    runtime: testRuntime(),
+    port: 0,
+    apiKey: API_KEY,
+    e2b: { domain: DOMAIN },
+  });
+  opts = { apiKey: API_KEY, apiUrl: server.url, sandboxUrl: server.url, requestTimeoutMs: 120_000 };
+});
+
+after(async () => {
+  await server?.close();
+  await cleanupAll();
+});
+
+/** A raw request to the server with `headers` (Host included); status and body text. */
+function raw(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: Buffer | string,
+): Promise<{ status: number; text: string }> {
+  const url = new URL(server.url);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
+      );
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
+  let sbx: Sandbox;
+
+  before(async () => {
+    sbx = await Sandbox.create('base', {
+      ...opts,
+      metadata: { suite: 'e2b-sdk', run: String(process.pid) },
+      envs: { FROM_CREATE: 'yes' },
+    });
+  });
+
+  it('creates a sandbox that is a box of /v1/boxes, lists it by metadata, and reports its info', async () => {
+    const boxes = await fetch(`${server.url}/v1/boxes`, { headers: { authorization: `Bearer ${API_KEY}` } });
+    const body = (await boxes.json()) as { boxes?: { name?: string }[] } | { name?: string }[];
+    const list = Array.isArray(body) ? body : (body.boxes ?? []);
+    assert.ok(
+      list.some((b) => b.name === sbx.sandboxId),
+      'the sandbox is a box of /v1/boxes',
+    );
+
+    const page = await Sandbox.list({
+      ...opts,
+      query: { metadata: { suite: 'e2b-sdk' }, state: ['running'] },
+    }).nextItems();
+    assert.deepEqual(
+      page.map((s) => s.sandboxId),
+      [sbx.sandboxId],
+    );
+    const none = await Sandbox.list({ ...opts, query: { metadata: { suite: 'other' } } }).nextItems();
+    assert.equal(none.length, 0);
+
+    const info = await sbx.getInfo();
+    assert.equal(info.templateId, 'base');
+    assert.equal(info.state, 'running');
+    assert.equal(info.metadata.run, String(process.pid));
+    const left = info.endAt.getTime() - Date.now();
+    assert.ok(left > 200_000 && left <= 300_000, `default timeout 300 s (${left} ms left)`);
+    assert.equal(await sbx.isRunning(), true);
+  });
+
+  it('sets the timeout, which connect never shortens', async () => {
+    await sbx.setTimeout(600_000);
+    const longer = (await sbx.getInfo()).endAt.getTime();
+    await Sandbox.connect(sbx.sandboxId, { ...opts, timeoutMs: 60_000 });
+    assert.equal((await sbx.getInfo()).endAt.getTime(), longer);
+  });
+
+  it('runs commands: output, env, cwd, user, non-zero exit', async () => {
+    const out = await sbx.commands.run('echo hello; echo oops >&2; echo "$FROM_CREATE $EXTRA"', {
+      envs: { EXTRA: 'x' },
+    });
+    assert.equal(out.exitCode, 0);
+    assert.equal(out.stdout, 'hello\nyes x\n');
+    assert.equal(out.stderr, 'oops\n');
+    assert.equal((await sbx.commands.run('pwd')).stdout, '/home/user\n');
+    assert.equal((await sbx.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n');
+    assert.equal((await sbx.commands.run('whoami')).stdout, 'user\n');
+    assert.equal((await sbx.commands.run('whoami', { user: 'root' })).stdout, 'root\n');
+    const chunks: string[] = [];
+    await sbx.commands.run('printf a; printf b', { onStdout: (d) => void chunks.push(d) });
+    assert.equal(chunks.join(''), 'ab');
+    await assert.rejects(sbx.commands.run('echo bad >&2; exit 3'), (error: unknown) => {
+      assert.ok(error instanceof CommandExitError);
+      assert.equal(error.exitCode, 3);
+      assert.equal(error.stderr, 'bad\n');
+      return true;
+    });
+  });
+
+  it('runs background commands: list, stdin, kill, reattach after a dropped stream', async () => {
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true });
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === cat.pid));
+    await sbx.commands.sendStdin(cat.pid, 'typed\n');
+    await sbx.commands.closeStdin(cat.pid);
+    const done = await cat.wait();
+    assert.equal(done.stdout, 'typed\n');
+
+    const sleeper = await sbx.commands.run('sleep 600', { background: true });
+    await sleeper.disconnect();
+    const again = await sbx.commands.connect(sleeper.pid);
+    assert.equal(await sbx.commands.kill(sleeper.pid), true);
+    await assert.rejects(
+      again.wait(),
+      (error: unknown) => error instanceof CommandExitError && error.exitCode !== 0,
+    );
+    assert.ok(!(await sbx.commands.list()).some((p) => p.pid === sleeper.pid));
+    assert.equal(await sbx.commands.kill(sleeper.pid), false);
+  });
+
+  it('runs a pty, resizes it and types into it', async () => {
+    const seen: string[] = [];
+    const pty = await sbx.pty.create({
+      cols: 80,
+      rows: 24,
+      onData: (d) => void seen.push(Buffer.from(d).toString('utf8')),
+    });
+    await sbx.pty.resize(pty.pid, { cols: 120, rows: 40 });
+    await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size; exit\n'));
+    await pty.wait().catch(() => {});
+    assert.match(seen.join(''), /40 120/);
+  });
+
+  it('reads and writes files, lists, makes, renames, removes and watches', async () => {
+    await sbx.files.write('notes/a.txt', 'text one');
+    assert.equal(await sbx.files.read('/home/user/notes/a.txt'), 'text one');
+    const bytes = new Uint8Array([0, 1, 2, 250, 255]);
+    await sbx.files.write('/tmp/bin.dat', bytes.buffer);
+    assert.deepEqual(await sbx.files.read('/tmp/bin.dat', { format: 'bytes' }), bytes);
+    const info = await sbx.files.getInfo('notes/a.txt');
+    assert.equal(info.type, FileType.FILE);
+    assert.equal(info.size, 8);
+    assert.equal(info.owner, 'user');
+    assert.equal(await sbx.files.makeDir('notes/sub'), true);
+    assert.equal(await sbx.files.makeDir('notes/sub'), false);
+    const listed = await sbx.files.list('notes');
+    assert.deepEqual(listed.map((e) => e.name).sort(), ['a.txt', 'sub']);
+    const deep = await sbx.files.list('notes', { depth: 2 });
+    assert.ok(deep.some((e) => e.name === 'sub' && e.type === FileType.DIR));
+    const moved = await sbx.files.rename('notes/a.txt', 'notes/b.txt');
+    assert.equal(moved.path, '/home/user/notes/b.txt');
+    assert.equal(await sbx.files.exists('notes/a.txt'), false);
+    await sbx.files.remove('notes/b.txt');
+    assert.equal(await sbx.files.exists('notes/b.txt'), false);
+    await assert.rejects(sbx.files.read('notes/missing.txt'), NotFoundError);
+
+    const events: string[] = [];
+    const watch = await sbx.files.watchDir('notes', (e) => void events.push(`${e.type}:${e.name}`));
+    await sbx.files.write('notes/w.txt', 'x');
+    for (let i = 0; i < 100 && !events.some((e) => e.endsWith(':w.txt')); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    await watch.stop();
+    assert.ok(
+      events.some((e) => e.endsWith(':w.txt')),
+      `watch events: ${events.join(',')}`,
+    );
+  });
+
+  it('serves signed upload and download URLs and refuses a wrong signature', async () => {
+    const up = await sbx.uploadUrl('/tmp/signed.txt', { useSignatureExpiration: 60 });
+    const form = new FormData();
+    form.append('file', new Blob(['signed body']), '/tmp/signed.txt');
+    assert.equal((await fetch(up, { method: 'POST', body: form })).status, 200);
+    const down = await sbx.downloadUrl('/tmp/signed.txt');
+    const got = await fetch(down);
+    assert.equal(got.status, 200);
+    assert.equal(await got.text(), 'signed body');
+    const forged = new URL(down);
+    forged.searchParams.set('signature', 'v1_AAAA');
+    assert.equal((await fetch(forged)).status, 401);
+  });
+
+  it('routes by Host <port>-<sandboxId>.<domain>', async () => {
+    const host = `49983-${sbx.sandboxId}.${DOMAIN}`;
+    assert.equal((await raw('GET', '/health', { host })).status, 204);
+    const token = (sbx as unknown as { envdAccessToken: string }).envdAccessToken;
+    const listed = await raw(
+      'POST',
+      '/process.Process/List',
+      { host, 'content-type': 'application/json', 'x-access-token': token },
+      '{}',
+    );
+    assert.equal(listed.status, 200);
+    assert.ok('processes' in JSON.parse(listed.text) || listed.text === '{}');
+    assert.equal((await raw('GET', '/health', { host: `49983-inosuch.${DOMAIN}` })).status, 502);
+  });
+
+  it('answers bad input with E2B errors and leaves the sandbox working', async () => {
+    await assert.rejects(Sandbox.connect('inosuchsandbox', opts), NotFoundError);
+    const bad = await fetch(`${server.url}/v2/sandboxes`, {
+      method: 'POST',
+      headers: { 'x-api-key': 'e2b_00' },
+      body: '{}',
+    });
+    assert.equal(bad.status, 401);
+    assert.equal(((await bad.json()) as { code: number }).code, 401);
+    const unknown = await fetch(`${server.url}/v2/sandboxes`, {
+      method: 'POST',
+      headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ templateID: 'no-such-template' }),
+    });
+    assert.equal(unknown.status, 400);
+    assert.match(((await unknown.json()) as { message: string }).message, /no-such-template/);
+    const token = (sbx as unknown as { envdAccessToken: string }).envdAccessToken;
+    const headers = {
+      'e2b-sandbox-id': sbx.sandboxId,
+      'e2b-sandbox-port': '49983',
+      'content-type': 'application/json',
+    };
+    const malformed = await raw(
+      'POST',
+      '/process.Process/SendSignal',
+      { ...headers, 'x-access-token': token },
+      '{"process":',
+    );
+    assert.equal(malformed.status, 400);
+    assert.equal(JSON.parse(malformed.text).code, 'invalid_argument');
+    const noToken = await raw('POST', '/process.Process/List', headers, '{}');
+    assert.equal(noToken.status, 401);
+    assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n');
+  });
+
+  it('pauses (commands refused with 409, health 502) and connect resumes', async () => {
+    assert.equal(await sbx.pause(), true);
+    assert.equal(await sbx.pause(), false);
+    assert.equal((await sbx.getInfo()).state, 'paused');
+    const host = `49983-${sbx.sandboxId}.${DOMAIN}`;
+    assert.equal((await raw('GET', '/health', { host })).status, 502);
+    const token = (sbx as unknown as { envdAccessToken: string }).envdAccessToken;
+    const refused = await raw(
+      'POST',
+      '/process.Process/List',
+      { host, 'content-type': 'application/json', 'x-access-token': token },
+      '{}',
+    );
+    assert.equal(refused.status, 409);
+    const again = await Sandbox.connect(sbx.sandboxId, opts);
+    assert.equal((await again.getInfo()).state, 'running');
+    assert.equal((await again.commands.run('echo back')).stdout, 'back\n');
+  });
+
+  it('kills the sandbox: gone from E2B and from /v1/boxes', async () => {
+    const id = sbx.sandboxId;
+    assert.equal(await sbx.kill(), true);
+    assert.equal(await Sandbox.kill(id, opts), false);
+    await assert.rejects(Sandbox.getInfo(id, opts), NotFoundError);
+    const boxes = await fetch(`${server.url}/v1/boxes`, { headers: { authorization: `Bearer ${API_KEY}` } });
+    assert.ok(!(await boxes.text()).includes(id));
+  });
+});
