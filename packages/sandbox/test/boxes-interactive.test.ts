@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { findExecutable } from '../src/engine/engine.ts';
 import { BoxError, InteractiveBox } from '../src/index.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, tempHome, testRuntime } from './runtime-helpers.ts';
 
@@ -49,62 +50,71 @@ before(() => ensureRegistry());
 after(cleanupAll);
 
 describe('InteractiveBox', () => {
-  it('forwards a terminal: keystrokes reach the shell, output comes back, Ctrl-C and exit work', async () => {
-    const home = tempHome('sandbox-ia-');
-    const program = join(home, 'session.ts');
-    writeFileSync(
-      program,
-      [
-        `import { InteractiveBox, JsRuntime } from ${JSON.stringify(src)};`,
-        `const runtime = new JsRuntime({ homeDir: ${JSON.stringify(home)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });`,
-        `const box = new InteractiveBox({ runtime, image: ${JSON.stringify(BUSYBOX)} });`,
-        'await box.start();',
-        'await box.wait();',
-        'await box.stop();',
-        "console.log('SESSION-ENDED');",
-      ].join('\n'),
-    );
-    const tmux = new Tmux(home);
-    try {
-      tmux.run(
-        'new-session',
-        '-d',
-        '-s',
-        's',
-        '-x',
-        '100',
-        '-y',
-        '30',
-        `${process.execPath} ${program}; echo "node exited $?"; sleep 600`,
+  for (const isolation of ['container', 'gvisor'] as const) {
+    const skip = isolation === 'gvisor' && !findExecutable('runsc') ? 'runsc is not installed' : false;
+    it(`forwards a terminal (${isolation} tier): keystrokes reach the shell, output comes back, Ctrl-C and exit work`, {
+      skip,
+    }, async () => {
+      const home = tempHome('sandbox-ia-');
+      const program = join(home, 'session.ts');
+      writeFileSync(
+        program,
+        [
+          `import { InteractiveBox, JsRuntime } from ${JSON.stringify(src)};`,
+          `process.env.SEED_SANDBOX_GVISOR_PLATFORM ??= 'ptrace';`,
+          `const runtime = new JsRuntime({ homeDir: ${JSON.stringify(home)}, imageRegistries: ${JSON.stringify(REGISTRIES)}, isolation: '${isolation}' });`,
+          `const box = new InteractiveBox({ runtime, image: ${JSON.stringify(BUSYBOX)} });`,
+          'await box.start();',
+          'await box.wait();',
+          'await box.stop();',
+          "console.log('SESSION-ENDED');",
+        ].join('\n'),
       );
-      await tmux.waitFor(/^~ #/m, 'the shell prompt');
-      tmux.keys('echo $((6*7)); tty; stty size; hostname | wc -c', 'Enter');
-      const screen = await tmux.waitFor(/^27$/m, 'the command output');
-      assert.match(screen, /^30 100$/m, 'the box terminal has the size of the tmux pane');
-      assert.match(screen, /^42$/m);
-      assert.match(screen, /^\/dev\/pts\/\d+$/m, 'the shell has a terminal in the box');
-      // A resize of the caller's terminal reaches the box's terminal.
-      tmux.run('resize-window', '-t', 's', '-x', '90', '-y', '25');
-      // (SIGWINCH delivery is asynchronous: ask again until the shell reports the new size.)
-      for (let i = 0; i < 50 && !/^25 90$/m.test(tmux.screen()); i++) {
-        tmux.keys('clear; stty size', 'Enter');
-        await sleep(200);
+      const tmux = new Tmux(home);
+      try {
+        tmux.run(
+          'new-session',
+          '-d',
+          '-s',
+          's',
+          '-x',
+          '100',
+          '-y',
+          '30',
+          `${process.execPath} ${program}; echo "node exited $?"; sleep 600`,
+        );
+        await tmux.waitFor(/^~ #/m, 'the shell prompt');
+        tmux.keys('echo $((6*7)); tty; test -t 0 && echo is-a-tty; stty size; hostname | wc -c', 'Enter');
+        const screen = await tmux.waitFor(/^27$/m, 'the command output');
+        assert.match(screen, /^30 100$/m, 'the box terminal has the size of the tmux pane');
+        assert.match(screen, /^42$/m);
+        assert.match(screen, /^is-a-tty$/m, 'the shell has a terminal');
+        // The container tier's terminal is one of the box's devpts; gVisor's Sentry emulates the host
+        // terminal it was handed, which has no name in the box (busybox `tty` says "not a tty").
+        if (isolation === 'container') assert.match(screen, /^\/dev\/pts\/\d+$/m, 'a terminal of the box');
+        // A resize of the caller's terminal reaches the box's terminal.
+        tmux.run('resize-window', '-t', 's', '-x', '90', '-y', '25');
+        // (SIGWINCH delivery is asynchronous: ask again until the shell reports the new size.)
+        for (let i = 0; i < 50 && !/^25 90$/m.test(tmux.screen()); i++) {
+          tmux.keys('clear; stty size', 'Enter');
+          await sleep(200);
+        }
+        await tmux.waitFor(/^25 90$/m, 'the new terminal size');
+        // Ctrl-C goes to the box's terminal (raw mode), interrupting the command, not the SDK process.
+        tmux.keys('sleep 300', 'Enter');
+        await tmux.waitFor(/sleep 300\n/, 'the sleep command echoed');
+        tmux.keys('C-c');
+        tmux.keys('echo status=$?', 'Enter');
+        await tmux.waitFor(/^status=130$/m, 'the interrupted command status');
+        tmux.keys('exit', 'Enter');
+        const end = await tmux.waitFor(/node exited \d+/, 'the SDK program ending');
+        assert.match(end, /^SESSION-ENDED$/m);
+        assert.match(end, /node exited 0/);
+      } finally {
+        tmux.kill();
       }
-      await tmux.waitFor(/^25 90$/m, 'the new terminal size');
-      // Ctrl-C goes to the box's terminal (raw mode), interrupting the command, not the SDK process.
-      tmux.keys('sleep 300', 'Enter');
-      await tmux.waitFor(/sleep 300\n/, 'the sleep command echoed');
-      tmux.keys('C-c');
-      tmux.keys('echo status=$?', 'Enter');
-      await tmux.waitFor(/^status=130$/m, 'the interrupted command status');
-      tmux.keys('exit', 'Enter');
-      const end = await tmux.waitFor(/node exited \d+/, 'the SDK program ending');
-      assert.match(end, /^SESSION-ENDED$/m);
-      assert.match(end, /node exited 0/);
-    } finally {
-      tmux.kill();
-    }
-  });
+    });
+  }
 
   it('without forwarding (tty: false) the shell is driven through session(); wait() ends at its exit', async () => {
     const runtime = testRuntime();
