@@ -244,6 +244,15 @@ export const HOSTILE_CASES: HostileCase[] = [
     expect: 'confined',
   },
   {
+    name: 'the root itself as a symlink (umoci CVE-2021-29136), then a file through it',
+    entries: (c) => [
+      { name: '.', type: 'symlink', linkname: c },
+      { name: '/', type: 'symlink', linkname: c },
+      { name: 'victim', content: 'pwned' },
+    ],
+    expect: 'confined',
+  },
+  {
     name: 'whiteout named ..',
     entries: () => [{ name: 'd/.wh...' }],
     expect: 'refused',
