@@ -452,7 +452,9 @@ describe('OpenAPI document', () => {
   test('is a valid OpenAPI 3.1 document for an independent validator (@apidevtools/swagger-parser)', async () => {
     const doc = JSON.parse((await f.call(undefined, 'GET', 'openapi.json')).body);
     const api = await SwaggerParser.validate(doc);
-    assert.equal(Object.keys(api.paths ?? {}).length, 18);
+    // Every route of the served document survives validation (the route set itself is checked above).
+    assert.deepEqual(Object.keys(api.paths ?? {}), Object.keys(doc.paths));
+    assert.ok(Object.keys(doc.paths).length >= 18);
   });
 });
 
