@@ -230,7 +230,7 @@ export class E2bSandboxes {
     out.sort(
       (a, b) =>
         b.info.createdAt.localeCompare(a.info.createdAt) ||
-        b.record.sandboxId.localeCompare(a.record.sandboxId),
+        b.info.id.localeCompare(a.info.id),
     );
     return out;
   }
