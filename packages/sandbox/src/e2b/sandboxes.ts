@@ -228,9 +228,7 @@ export class E2bSandboxes {
       for (const record of [...this.#records.values()]) if (!present.has(record.boxId)) this.#forget(record);
     }
     out.sort(
-      (a, b) =>
-        b.info.createdAt.localeCompare(a.info.createdAt) ||
-        b.info.id.localeCompare(a.info.id),
+      (a, b) => b.info.createdAt.localeCompare(a.info.createdAt) || b.info.id.localeCompare(a.info.id),
     );
     return out;
   }

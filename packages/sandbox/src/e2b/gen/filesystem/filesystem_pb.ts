@@ -6,11 +6,11 @@
 // @generated from file filesystem/filesystem.proto (package filesystem, syntax proto3)
 /* eslint-disable */
 
+import type { Message, UnknownEnum } from '@bufbuild/protobuf';
 import type { GenEnum, GenFile, GenMessage, GenService } from '@bufbuild/protobuf/codegenv2';
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from '@bufbuild/protobuf/codegenv2';
 import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { file_google_protobuf_timestamp } from '@bufbuild/protobuf/wkt';
-import type { Message, UnknownEnum } from '@bufbuild/protobuf';
 
 /**
  * Describes the file filesystem/filesystem.proto.

@@ -6,9 +6,9 @@
 // @generated from file process/process.proto (package process, syntax proto3)
 /* eslint-disable */
 
+import type { Message, UnknownEnum } from '@bufbuild/protobuf';
 import type { GenEnum, GenFile, GenMessage, GenService } from '@bufbuild/protobuf/codegenv2';
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from '@bufbuild/protobuf/codegenv2';
-import type { Message, UnknownEnum } from '@bufbuild/protobuf';
 
 /**
  * Describes the file process/process.proto.
