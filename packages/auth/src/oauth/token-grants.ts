@@ -56,6 +56,24 @@ export async function passwordGrant(
   });
   if (!outcome.ok) throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
   await attemptSucceeded(req, ctx, 'password', userName);
+  // The password grant has no step for a second factor: a user who has one, or for whom (or for whose
+  // client) an administrator requires one, signs in through the authorization endpoint instead. Same
+  // answer as a wrong password; the reason goes to the audit log.
+  if (
+    (await ctx.store.factors.getTotp(outcome.user.id)) !== undefined ||
+    (await ctx.store.factors.isMfaRequired(outcome.user.id, client.clientId))
+  ) {
+    await ctx.store.appendAudit({
+      category: AuditCategory.Login,
+      outcome: AuditOutcome.Denied,
+      subjectId: outcome.user.id,
+      subjectName: outcome.user.userName,
+      clientId: client.clientId,
+      failureCode: 'second_factor_required',
+      remoteAddress: req.ip,
+    });
+    throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
+  }
   const familyId = familyIdFor(randomUUID(), outcome.user.securityStamp);
   return issue(
     ctx,
