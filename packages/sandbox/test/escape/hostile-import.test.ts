@@ -8,17 +8,25 @@
  * `maxLayerBytes` leave no box behind.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
 import { BoxError } from '../../src/errors.ts';
 import { ImageStore } from '../../src/images/index.ts';
 import { JsRuntime } from '../../src/js-runtime.ts';
 import { type RestServer, startRestServer } from '../../src/rest/server.ts';
 import { writeLayerTar } from '../../src/runtime/archive-tar.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, run, tempHome } from '../runtime-helpers.ts';
-import { canaryFacts, HOSTILE_CASES, handMadeArchive, makeCanary, tarOf } from './hostile-layers.ts';
+import {
+  canaryFacts,
+  HOSTILE_CASES,
+  handMadeArchive,
+  hostileLayer,
+  makeCanary,
+  tarOf,
+} from './hostile-layers.ts';
 
 let home: string;
 let canary: string;
@@ -78,6 +86,31 @@ describe('hostile box layers through importBox', () => {
       assert.deepEqual(canaryFacts(canary), beforeFacts);
     });
   }
+});
+
+describe('generated hostile box layers through importBox (fast-check, seeded)', () => {
+  test('no generated box layer changes the canary', async () => {
+    const gen = join(home, 'gen');
+    const genCanary = join(gen, 'canary');
+    await fc.assert(
+      fc.asyncProperty(hostileLayer(genCanary), async (entries) => {
+        rmSync(gen, { recursive: true, force: true });
+        mkdirSync(gen);
+        makeCanary(gen);
+        const beforeFacts = canaryFacts(genCanary);
+        const archive = await archiveOf(await tarOf(entries));
+        try {
+          const box = await runtime.importBox(archive);
+          await runtime.remove(box.id, true);
+        } catch (error) {
+          assert.ok(error instanceof BoxError && error.code === 'image', String(error));
+        }
+        assert.deepEqual(canaryFacts(genCanary), beforeFacts);
+        assert.deepEqual(readdirSync(gen), ['canary']);
+      }),
+      { seed: 2728, numRuns: 15, endOnFailure: true },
+    );
+  });
 });
 
 describe('archive options are not trusted', () => {
@@ -190,6 +223,20 @@ describe('POST /v1/boxes/import', () => {
       assert.equal((await run(box, 'cat', ['/root/hello'])).stdout, 'hi');
     } finally {
       await client.remove(box.id, true);
+    }
+    // A hostile box layer uploaded: confined swaps leave the canary as it was; refused ones answer 422.
+    for (const c of SWAPS.filter((x) => /whiteout then|written through/.test(x.name))) {
+      const beforeFacts = canaryFacts(canary);
+      const hostileArchive = await archiveOf(await tarOf(c.entries(canary)));
+      try {
+        const imported = await client.importBox(hostileArchive);
+        assert.equal(c.expect, 'confined');
+        await client.remove(imported.id, true);
+      } catch (error) {
+        assert.equal(c.expect, 'refused', String(error));
+        assert.ok(error instanceof BoxError && error.code === 'image', String(error));
+      }
+      assert.deepEqual(canaryFacts(canary), beforeFacts);
     }
     await server.close();
     const small = new JsRuntime({
