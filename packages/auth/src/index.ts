@@ -39,6 +39,15 @@ export {
   upgradeQueryToken,
 } from './authorization.ts';
 export {
+  type ClaimMapping,
+  DEFAULT_CLAIM_MAPPING,
+  resolveUpstreamProviders,
+  type UpstreamProvider,
+  type UpstreamProviderConfig,
+} from './broker/config.ts';
+export type { LinkStore, UserLinkRecord } from './broker/links.ts';
+export { upstreamRedirectUri } from './broker/routes.ts';
+export {
   type CredentialContext,
   CredentialValidationError,
   type CredentialValidationResult,

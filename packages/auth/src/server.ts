@@ -10,6 +10,11 @@ import { dirname, resolve } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
+import {
+  resolveUpstreamProviders,
+  type UpstreamProviderConfig,
+  upstreamProvidersFromEnv,
+} from './broker/config.ts';
 import { CredentialValidator } from './credentials.ts';
 import { ConflictError } from './errors.ts';
 import { registerHealthRoutes } from './health.ts';
@@ -38,6 +43,14 @@ import {
   type TokenVerifier,
   type VerifiedToken,
 } from './token-verifier.ts';
+
+/** `AUTH_UPSTREAM_PROVIDERS`, checked (so a bad value fails at start, naming the field). */
+function envUpstreamProviders(env: NodeJS.ProcessEnv): UpstreamProviderConfig[] | undefined {
+  const raw = upstreamProvidersFromEnv(env);
+  if (raw === undefined) return undefined;
+  resolveUpstreamProviders(raw);
+  return raw as UpstreamProviderConfig[];
+}
 
 /** Default listening port (`AUTH_PORT`). */
 export const DEFAULT_AUTH_PORT = 4100;
@@ -88,6 +101,11 @@ export interface AuthServerOptions {
    * PostgreSQL (shared by the instances); see `RateLimits`.
    */
   rateLimits?: Partial<Record<LimitKind, Partial<KindLimits>>> | false;
+  /**
+   * Upstream OpenID providers offered as "Sign in with …" on the login page (identity brokering;
+   * `AUTH_UPSTREAM_PROVIDERS`). Register `<issuer>/login/upstream/<id>/callback` at each provider.
+   */
+  upstreamProviders?: readonly UpstreamProviderConfig[];
   /** Clock, ms since epoch. */
   now?: () => number;
 }
@@ -283,7 +301,17 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
     ...adminServerOptions(adminBasePath),
   });
   if (metrics) await app.register(metricsPlugin, { metrics });
-  await app.register(oauthServer, { config, store, keys, credentials, hasher, now, limits });
+  const upstreamProviders = resolveUpstreamProviders(options.upstreamProviders);
+  await app.register(oauthServer, {
+    config,
+    store,
+    keys,
+    credentials,
+    hasher,
+    now,
+    limits,
+    upstreamProviders,
+  });
   registerHealthRoutes(app, store);
   const tokenVerifier = new IssuerTokenVerifier(config, keys, now, createDpopVerifier(config, store, now));
   // Denials (of guests too) are audited as `Authorization` / `Denied` events.
@@ -432,6 +460,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
         mfa: env.AUTH_MFA_KEY ? { key: env.AUTH_MFA_KEY } : undefined,
       },
       rateLimits: rateLimitsFromEnv(env),
+      upstreamProviders: envUpstreamProviders(env),
       bootstrap: {
         adminUserName: env.AUTH_ADMIN_USERNAME || undefined,
         adminPassword: env.AUTH_ADMIN_PASSWORD || undefined,

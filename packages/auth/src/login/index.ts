@@ -8,6 +8,7 @@
  */
 import csrf from '@fastify/csrf-protection';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { registerUpstreamLogin, upstreamButtons } from '../broker/routes.ts';
 import { AUTHORIZE_PATH, LOGIN_PATH } from '../oauth/authorize.ts';
 import { registerConsentPage } from '../oauth/consent.ts';
 import type { OAuthContext } from '../oauth/context.ts';
@@ -92,7 +93,13 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
         return page(reply, signedIn({ userName: active.user.userName, csrfToken }));
       return page(
         reply,
-        loginForm({ csrfToken, returnTo, failed: query.err === '1', userName: loginHint(returnTo) }),
+        loginForm({
+          csrfToken,
+          returnTo,
+          failed: query.err === '1',
+          userName: loginHint(returnTo),
+          after: upstreamButtons(ctx.upstreamProviders ?? [], returnTo),
+        }),
       );
     });
 
@@ -128,6 +135,8 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
       await startSession(req, reply, ctx, outcome.user.id);
       return reply.header('cache-control', 'no-store').redirect(returnTo ?? LOGIN_PATH, 302);
     });
+
+    registerUpstreamLogin(scope, ctx, { providers: ctx.upstreamProviders ?? [], safeReturnTo });
 
     registerConsentPage(scope, ctx, safeReturnTo, formField, page);
 

@@ -14,6 +14,8 @@ input[type=text],input[type=password]{width:100%;box-sizing:border-box;padding:.
 button{margin-top:1.2rem;width:100%;padding:.6rem;border:0;border-radius:4px;background:#2456c9;color:#fff;font-size:1rem;cursor:pointer}
 p.error{color:#a40000;background:#fdecec;padding:.5rem;border-radius:4px;font-size:.9rem}
 button.secondary{background:#e4e6eb;color:#222}
+a.button{display:block;box-sizing:border-box;margin-top:.8rem;padding:.6rem;border-radius:4px;text-align:center;text-decoration:none;font-size:1rem}
+a.button.secondary{background:#e4e6eb;color:#222}
 ul.scopes{padding-left:1.2rem}ul.scopes li{margin:.3rem 0}ul.scopes code{color:#666;font-size:.8rem}
 `;
 
@@ -44,6 +46,8 @@ export function loginForm(options: {
   failed: boolean;
   /** Pre-filled user name (OIDC `login_hint`). */
   userName?: string;
+  /** HTML after the form (the upstream providers' buttons, already escaped). */
+  after?: string;
 }): string {
   const error = options.failed ? '<p class="error" role="alert">Invalid user name or password.</p>\n' : '';
   const returnTo =
@@ -60,7 +64,7 @@ ${returnTo}<label for="username">User name</label>
 <label for="password">Password</label>
 <input type="password" id="password" name="password" autocomplete="current-password" required maxlength="1024"${options.userName ? ' autofocus' : ''}>
 <button type="submit">Sign in</button>
-</form>`,
+</form>${options.after ?? ''}`,
   );
 }
 

@@ -1,5 +1,6 @@
 /** The shared dependencies of the OAuth endpoints and the login page. */
 import { hash } from 'node:crypto';
+import type { UpstreamProvider } from '../broker/config.ts';
 import type { CredentialValidator } from '../credentials.ts';
 import type { RateLimits } from '../ratelimit.ts';
 import type { AuthStore, UserRecord } from '../store/types.ts';
@@ -30,6 +31,8 @@ export interface OAuthContext {
    * account })` before a check, `limits.reward(…)` after a success; see `limitAttempt`). Undefined: off.
    */
   readonly limits?: RateLimits;
+  /** Upstream OpenID providers offered on the login page (identity brokering, `../broker/`). */
+  readonly upstreamProviders?: readonly UpstreamProvider[];
 }
 
 /** True when the account may receive tokens now: enabled and not locked out. */

@@ -4,6 +4,7 @@
  */
 import cookie from '@fastify/cookie';
 import type { FastifyInstance } from 'fastify';
+import type { UpstreamProvider } from '../broker/config.ts';
 import type { CredentialValidator } from '../credentials.ts';
 import { registerLoginPage } from '../login/index.ts';
 import type { PasswordHasher } from '../passwords.ts';
@@ -83,6 +84,8 @@ export interface OAuthServerOptions {
   readonly now?: () => number;
   /** Brute-force limits (password, TOTP, reset); undefined turns them off. */
   readonly limits?: RateLimits;
+  /** Upstream OpenID providers (validated by `resolveUpstreamProviders`) offered on the login page. */
+  readonly upstreamProviders?: readonly UpstreamProvider[];
 }
 
 /** Builds the shared endpoint context. */
@@ -109,6 +112,7 @@ export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
     now,
     dpop: createDpopVerifier(options.config, options.store, now),
     limits: options.limits,
+    upstreamProviders: options.upstreamProviders,
   };
 }
 

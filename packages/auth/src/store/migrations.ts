@@ -3,6 +3,7 @@
  * recorded in `schema_migrations`; applied migrations are never edited — add a new one instead.
  */
 
+import { SQLITE_LINK_TABLES } from '../broker/links.ts';
 import { SQLITE_FACTOR_TABLES } from './factors.ts';
 
 /** One migration. */
@@ -283,5 +284,10 @@ CREATE INDEX refresh_tokens_family_usable ON refresh_tokens(family_id)
     version: 7,
     name: 'second factors: TOTP factors, recovery codes, two-factor requirements',
     sql: SQLITE_FACTOR_TABLES,
+  },
+  {
+    version: 8,
+    name: 'links of users to upstream OpenID provider accounts',
+    sql: SQLITE_LINK_TABLES,
   },
 ];

@@ -10,6 +10,7 @@
  * rows and input validation are shared with the SQLite store (`./rows.ts`, `./inputs.ts`).
  */
 import postgres from 'postgres';
+import { type LinkStore, SqlLinkStore } from '../broker/links.ts';
 import type { PgQueryClient } from '../ratelimit.ts';
 import { type FactorStore, SqlFactorStore } from './factors.ts';
 import { ClientCache } from './postgres/client-cache.ts';
@@ -94,11 +95,18 @@ export class PostgresAuthStore implements AuthStore {
   /** Second factors (`./factors.ts`) over this pool. */
   readonly factors: FactorStore;
   #closed = false;
+  /** Links to upstream provider accounts (`../broker/links.ts`) over this pool. */
+  readonly links: LinkStore;
 
   private constructor(sql: postgres.Sql, now: () => number, clientCacheTtlMs: number) {
     this.#sql = sql;
     this.#ctx = { sql, now };
     this.#clients = new ClientCache(clientCacheTtlMs);
+    this.links = new SqlLinkStore({
+      get: (text, ...params) => get(sql, text, ...params),
+      all: (text, ...params) => all(sql, text, ...params),
+      run: (text, ...params) => run(sql, text, ...params),
+    });
     this.factors = new SqlFactorStore({
       get: (text, ...params) => get(sql, text, ...params),
       all: (text, ...params) => all(sql, text, ...params),

@@ -1,3 +1,4 @@
+import { type LinkStore, SqlLinkStore } from '../broker/links.ts';
 import { NotFoundError } from '../errors.ts';
 import { type FactorStore, SqlFactorStore } from './factors.ts';
 import {
@@ -55,6 +56,12 @@ const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced
  * `./sqlite/` (core, users, clients).
  */
 export class SqliteAuthStore extends SqliteClients implements AuthStore {
+  /** Links to upstream provider accounts (`../broker/links.ts`) over this connection. */
+  readonly links: LinkStore = new SqlLinkStore({
+    get: async (sql, ...params) => this.sqlGet(sql, ...params),
+    all: async (sql, ...params) => this.sqlAll(sql, ...params),
+    run: async (sql, ...params) => this.sqlRun(sql, ...params),
+  });
   /** Second factors (`./factors.ts`) over this connection. */
   readonly factors: FactorStore = new SqlFactorStore({
     get: async (sql, ...params) => this.sqlGet(sql, ...params),

@@ -8,6 +8,7 @@
  * Errors: `ValidationError` (bad field, names it), `NotFoundError`, `ConflictError` (unique constraint),
  * `ConstraintError` (e.g. deleting a built-in system role) — see `../errors.ts`.
  */
+import type { LinkStore } from '../broker/links.ts';
 import type { PgQueryClient } from '../ratelimit.ts';
 import type { FactorStore } from './factors.ts';
 
@@ -841,6 +842,9 @@ export interface AuthStore {
    * leaves it out and the counters stay in memory.
    */
   rateLimitClient?(): PgQueryClient;
+
+  /** Links of local users to upstream OpenID provider accounts (identity brokering, `../broker/links.ts`). */
+  readonly links: LinkStore;
 
   /** Second factors: TOTP factors, recovery codes and two-factor requirements (`./factors.ts`). */
   readonly factors: FactorStore;

@@ -8,6 +8,7 @@
  * migrations are never edited — add a new one instead.
  */
 import type postgres from 'postgres';
+import { PG_LINK_TABLES } from '../../broker/links.ts';
 import { PG_FACTOR_TABLES } from '../factors.ts';
 import { ADMINISTRATOR_ROLE_ID, ADMINISTRATOR_ROLE_NAME, type Migration } from '../migrations.ts';
 
@@ -292,6 +293,11 @@ CREATE INDEX rate_limits_expire ON rate_limits(expire);
     version: 5,
     name: 'second factors: TOTP factors, recovery codes, two-factor requirements',
     sql: PG_FACTOR_TABLES,
+  },
+  {
+    version: 6,
+    name: 'links of users to upstream OpenID provider accounts',
+    sql: PG_LINK_TABLES,
   },
 ];
 

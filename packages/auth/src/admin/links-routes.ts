@@ -1,0 +1,101 @@
+/**
+ * Administration API routes of identity brokering (`{BasePath}/api`): a user's links to upstream OpenID
+ * provider accounts (`GET /users/{id}/links`) and their removal (`DELETE /users/{id}/links/{providerId}`,
+ * audited `link.remove`); after a removal the next sign-in with that provider links or provisions again.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AuthStore, ChangeOptions, UserRecord } from '../store/types.ts';
+import { AdminPermission as P } from './access.ts';
+import type { AdminTarget } from './grants.ts';
+import { AdminHttpError } from './http.ts';
+import { errors, iso, noContent, readRule, routeOptions } from './route-docs.ts';
+import { record, type Schema, timestamp } from './schema-parts.ts';
+import * as s from './schemas.ts';
+
+/** What the routes need of `registerAdminRoutes`. */
+export interface LinkAdminRoutesContext {
+  readonly store: AuthStore;
+  /** The user with that id. @throws AdminHttpError 404. */
+  findUser(id: string): Promise<UserRecord>;
+  /** The audit target of a user. */
+  target(user: UserRecord): AdminTarget;
+  /** The audit event of a change by the request's caller. */
+  auditFor(
+    request: FastifyRequest,
+    action: string,
+    target: AdminTarget,
+    changed: string[],
+    values?: object,
+  ): ChangeOptions;
+}
+
+/** A link as the API shows it. */
+export const linkSchema: Schema = record({
+  providerId: { type: 'string', description: 'Id of the configured upstream provider.' },
+  subject: { type: 'string', description: "The upstream account's `sub`." },
+  email: { type: ['string', 'null'], description: 'The upstream e-mail address at the last sign-in.' },
+  createdAt: timestamp,
+  lastUsedAt: timestamp,
+});
+
+const linkParams: Schema = {
+  type: 'object',
+  required: ['id', 'providerId'],
+  properties: {
+    id: { type: 'string', minLength: 1, maxLength: 128 },
+    providerId: { type: 'string', minLength: 1, maxLength: 32 },
+  },
+};
+
+/** Registers the link routes on the API's encapsulated context. */
+export function registerLinkAdminRoutes(app: FastifyInstance, ctx: LinkAdminRoutesContext): void {
+  app.get<{ Params: { id: string } }>(
+    '/users/:id/links',
+    routeOptions(
+      'users',
+      P.Read,
+      {
+        summary: "A user's links to upstream OpenID provider accounts",
+        description: readRule(P.Users),
+        params: s.idParams,
+        response: {
+          200: { description: 'The links, by provider id', ...s.pageOf(linkSchema) },
+          ...errors(404),
+        },
+      },
+      [P.Users],
+    ),
+    async (request) => {
+      const user = await ctx.findUser(request.params.id);
+      const links = await ctx.store.links.listLinks(user.id);
+      const items = links.map((link) => ({
+        providerId: link.providerId,
+        subject: link.subject,
+        email: link.email,
+        createdAt: iso(link.createdAt),
+        lastUsedAt: iso(link.lastUsedAt),
+      }));
+      return { items, total: items.length, offset: 0, limit: 1000 };
+    },
+  );
+
+  app.delete<{ Params: { id: string; providerId: string } }>(
+    '/users/:id/links/:providerId',
+    routeOptions('users', P.Users, {
+      summary:
+        "Remove a user's link to an upstream provider (the next sign-in there links or provisions again)",
+      params: linkParams,
+      body: s.emptyBody,
+      response: { ...noContent, ...errors(404) },
+    }),
+    async (request, reply) => {
+      const user = await ctx.findUser(request.params.id);
+      const providerId = request.params.providerId;
+      if (!(await ctx.store.links.deleteLink(user.id, providerId)))
+        throw new AdminHttpError(404, `link of user '${user.id}' to provider '${providerId}' not found`);
+      const { audit } = ctx.auditFor(request, 'link.remove', ctx.target(user), ['links'], { providerId });
+      if (audit) await ctx.store.appendAudit(audit);
+      return reply.code(204).send();
+    },
+  );
+}

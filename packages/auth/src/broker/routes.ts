@@ -1,0 +1,447 @@
+/**
+ * Sign-in with an upstream OpenID provider (identity brokering), as an OpenID Connect relying party with
+ * `openid-client` (authorization code flow with PKCE S256, `state` and `nonce`, OIDC Core §3.1):
+ *
+ * - `GET /login/upstream/{id}?return_to=…` stores `state`, `nonce`, the PKCE verifier and where to return
+ *   in a short-lived `HttpOnly` cookie (10 minutes, path `/login/upstream`) and redirects to the provider;
+ * - `GET /login/upstream/{id}/callback` (the redirect URI to register at the provider) checks the answer:
+ *   `state`, then the code grant and the ID token — issuer (RFC 9207 `iss` too), audience, `nonce`, expiry
+ *   and its signature against the provider's JWKS (`enableNonRepudiationChecks`), then UserInfo's claims
+ *   about the same subject (OIDC Core §5.3.2) for providers that release them there. The upstream `sub` then
+ *   finds its linked local user; on a first sign-in the verified e-mail address links the local user that
+ *   has the same verified address, or a new local user is provisioned (profile from the claim mapping,
+ *   the provider's roles, no password). A login session starts and the user continues `return_to`.
+ *
+ * Every failure — an error from the provider, a wrong `iss`, a bad signature, a missing or unverified
+ * e-mail, a disabled account, an unreachable provider — starts no session and shows a page saying what
+ * happened in general terms (400, 403 or 502; never a 500), with the precise reason in the audit log
+ * (Category `Login`, Outcome `Denied`, failure code `upstream_*`, `details.provider`).
+ */
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import * as client from 'openid-client';
+import { escapeHtml, layout } from '../login/page.ts';
+import { startSession } from '../login/session.ts';
+import type { OAuthContext } from '../oauth/context.ts';
+import { userActive } from '../oauth/context.ts';
+import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
+import type { UpstreamProvider } from './config.ts';
+
+/** Path prefix of the brokering routes. */
+export const UPSTREAM_PATH = '/login/upstream';
+/** Cookie holding the pending upstream request. */
+export const UPSTREAM_COOKIE = 'seed_auth_upstream';
+/** Lifetime of a pending upstream request, seconds. */
+const PENDING_TTL_SECONDS = 600;
+/** Timeout of each request to an upstream provider, seconds. */
+const UPSTREAM_TIMEOUT_SECONDS = 10;
+
+/** The callback URL to register at a provider. */
+export function upstreamRedirectUri(issuer: string, providerId: string): string {
+  return `${issuer}${UPSTREAM_PATH}/${providerId}/callback`;
+}
+
+/** What the pending-request cookie holds. */
+interface Pending {
+  readonly p: string;
+  readonly s: string;
+  readonly n: string;
+  readonly v: string;
+  readonly r: string | null;
+}
+
+/** A refused upstream sign-in: status, the page's sentence and the audit failure code. */
+class UpstreamFailure extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly detail: string | undefined;
+  constructor(status: number, code: string, message: string, detail?: string) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
+  }
+}
+
+/** Options of {@link registerUpstreamLogin}. */
+export interface UpstreamLoginOptions {
+  readonly providers: readonly UpstreamProvider[];
+  /** The login page's check of `return_to` (only authorization requests of this server are followed). */
+  readonly safeReturnTo: (value: unknown) => string | undefined;
+}
+
+/** Discovery results per provider (a failed discovery is retried on the next sign-in). */
+class Configurations {
+  readonly #cache = new Map<string, Promise<client.Configuration>>();
+
+  get(provider: UpstreamProvider): Promise<client.Configuration> {
+    let found = this.#cache.get(provider.id);
+    if (!found) {
+      found = client
+        .discovery(
+          new URL(provider.issuer),
+          provider.clientId,
+          undefined,
+          provider.clientSecret === undefined
+            ? client.None()
+            : client.ClientSecretBasic(provider.clientSecret),
+          {
+            timeout: UPSTREAM_TIMEOUT_SECONDS,
+            execute: [
+              ...(provider.loopbackHttp ? [client.allowInsecureRequests] : []),
+              client.enableNonRepudiationChecks,
+            ],
+          },
+        )
+        .catch((error: unknown) => {
+          this.#cache.delete(provider.id);
+          throw error;
+        });
+      this.#cache.set(provider.id, found);
+    }
+    return found;
+  }
+}
+
+function failurePage(reply: FastifyReply, provider: UpstreamProvider | undefined, failure: UpstreamFailure) {
+  const name = provider ? escapeHtml(provider.name) : 'the other provider';
+  return reply
+    .code(failure.status)
+    .header('cache-control', 'no-store')
+    .header(
+      'content-security-policy',
+      "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    )
+    .header('x-content-type-options', 'nosniff')
+    .header('referrer-policy', 'no-referrer')
+    .type('text/html; charset=utf-8')
+    .send(
+      layout(
+        'Sign-in failed',
+        `<h1>Sign-in failed</h1>
+<p class="error" role="alert">Signing in with ${name} did not work: ${escapeHtml(failure.message)}</p>
+<p>You are not signed in. <a href="/login">Back to sign-in</a></p>`,
+      ),
+    );
+}
+
+/** The error and its causes (library errors name the failed check in a cause), for the audit log. */
+function describeError(error: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 4; depth++) {
+    if (!(e instanceof Error)) {
+      parts.push(String(e));
+      break;
+    }
+    const claim = (e as { cause?: unknown }).cause;
+    const detail =
+      claim && typeof claim === 'object' && !(claim instanceof Error)
+        ? ` ${JSON.stringify(claim).slice(0, 200)}`
+        : '';
+    parts.push(`${e.name}: ${e.message}${detail}`);
+    e = claim instanceof Error ? claim : undefined;
+  }
+  return parts.join(' <- ');
+}
+
+function readPending(req: FastifyRequest): Pending | undefined {
+  const raw = req.cookies[UPSTREAM_COOKIE];
+  if (!raw || raw.length > 2048) return undefined;
+  try {
+    const value = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Pending;
+    return typeof value.p === 'string' &&
+      typeof value.s === 'string' &&
+      typeof value.n === 'string' &&
+      typeof value.v === 'string'
+      ? value
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function claimString(claims: Record<string, unknown>, name: string, max = 256): string | undefined {
+  const value = claims[name];
+  if (typeof value !== 'string') return undefined;
+  const trimmed = value.trim();
+  return trimmed.length > 0 && trimmed.length <= max && !/[\p{Cc}]/u.test(trimmed) ? trimmed : undefined;
+}
+
+/** A free local user name from the preferred one: itself, then `-2`, `-3`, … (at most 20 tries). */
+async function freeUserName(ctx: OAuthContext, preferred: string): Promise<string> {
+  const base = preferred.slice(0, 240);
+  for (let i = 1; i <= 20; i++) {
+    const candidate = i === 1 ? base : `${base}-${i}`;
+    if (!(await ctx.store.findUserByName(candidate))) return candidate;
+  }
+  return `${base}-${randomBytes(6).toString('hex')}`;
+}
+
+/** The local user for verified upstream claims: linked, linked now by e-mail, or provisioned. */
+async function localUser(
+  ctx: OAuthContext,
+  provider: UpstreamProvider,
+  claims: Record<string, unknown>,
+  remoteAddress: string,
+): Promise<UserRecord> {
+  const subject = claimString(claims, 'sub', 255);
+  if (subject === undefined) throw new UpstreamFailure(502, 'upstream_invalid', 'its answer had no subject.');
+  const email = claimString(claims, provider.claims.email, 254) ?? null;
+  const now = ctx.now();
+  const link = await ctx.store.links.findLink(provider.id, subject);
+  if (link) {
+    const user = await ctx.store.getUser(link.userId);
+    if (!user)
+      throw new UpstreamFailure(403, 'upstream_unknown_user', 'the linked account no longer exists.');
+    await ctx.store.links.touchLink(provider.id, subject, email, now);
+    return user;
+  }
+  if (email === null || claims.email_verified !== true)
+    throw new UpstreamFailure(
+      403,
+      'upstream_email_unverified',
+      'the provider did not confirm a verified e-mail address for this account.',
+    );
+  const matches = await ctx.store.links.findUsersByEmail(email);
+  let user: UserRecord | undefined;
+  if (matches.length > 1)
+    throw new UpstreamFailure(
+      403,
+      'upstream_email_ambiguous',
+      'more than one account has this e-mail address.',
+    );
+  if (matches.length === 1) {
+    if (!matches[0]!.emailVerified)
+      throw new UpstreamFailure(
+        403,
+        'upstream_email_unverified_locally',
+        'an account with this e-mail address exists here but its address is not verified; sign in with its password.',
+      );
+    user = await ctx.store.getUser(matches[0]!.id);
+  } else {
+    if (!provider.provision)
+      throw new UpstreamFailure(
+        403,
+        'upstream_no_account',
+        'there is no account here for this e-mail address.',
+      );
+    const preferred = claimString(claims, provider.claims.userName) ?? email;
+    user = await ctx.store.createUser(
+      {
+        userName: await freeUserName(ctx, preferred),
+        roles: provider.roles,
+        displayName: claimString(claims, provider.claims.displayName) ?? null,
+        givenName: claimString(claims, provider.claims.givenName) ?? null,
+        familyName: claimString(claims, provider.claims.familyName) ?? null,
+        email,
+        emailVerified: true,
+      },
+      {
+        audit: {
+          category: AuditCategory.Login,
+          outcome: AuditOutcome.Success,
+          failureCode: null,
+          remoteAddress,
+          details: { action: 'upstream.provision', provider: provider.id },
+        },
+      },
+    );
+  }
+  if (!user)
+    throw new UpstreamFailure(403, 'upstream_unknown_user', 'the matching account no longer exists.');
+  const created = await ctx.store.links.createLink({
+    providerId: provider.id,
+    subject,
+    userId: user.id,
+    email,
+    createdAt: now,
+  });
+  if (!created) {
+    // A concurrent first sign-in linked it, or this user already has another account of the provider.
+    const again = await ctx.store.links.findLink(provider.id, subject);
+    if (again?.userId !== user.id)
+      throw new UpstreamFailure(
+        403,
+        'upstream_link_conflict',
+        'this account is already linked to another account of the provider.',
+      );
+  } else {
+    await ctx.store.appendAudit({
+      category: AuditCategory.Login,
+      outcome: AuditOutcome.Success,
+      subjectId: user.id,
+      subjectName: user.userName,
+      failureCode: null,
+      remoteAddress,
+      details: { action: 'upstream.link', provider: provider.id },
+    });
+  }
+  return user;
+}
+
+/**
+ * Registers the brokering routes on the login page's encapsulated context (cookies parsed there). Does
+ * nothing without providers.
+ */
+export function registerUpstreamLogin(
+  app: FastifyInstance,
+  ctx: OAuthContext,
+  options: UpstreamLoginOptions,
+): void {
+  const providers = new Map(options.providers.map((p) => [p.id, p]));
+  if (providers.size === 0) return;
+  const configurations = new Configurations();
+  const secure = () => ctx.config.issuer.startsWith('https:');
+
+  const audit = (req: FastifyRequest, provider: string | undefined, failure: UpstreamFailure) =>
+    ctx.store.appendAudit({
+      category: AuditCategory.Login,
+      outcome: AuditOutcome.Denied,
+      failureCode: failure.code,
+      remoteAddress: req.ip,
+      details: {
+        provider: provider ?? null,
+        ...(failure.detail ? { reason: failure.detail.slice(0, 512) } : {}),
+      },
+    });
+
+  app.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>(
+    `${UPSTREAM_PATH}/:id`,
+    async (req, reply) => {
+      const provider = providers.get(req.params.id);
+      if (!provider) {
+        const failure = new UpstreamFailure(
+          404,
+          'upstream_unknown_provider',
+          'this provider is not configured.',
+        );
+        return failurePage(reply, undefined, failure);
+      }
+      let configuration: client.Configuration;
+      try {
+        configuration = await configurations.get(provider);
+      } catch (error) {
+        const failure = new UpstreamFailure(
+          502,
+          'upstream_unavailable',
+          'the provider could not be reached or described itself wrongly. Try again later.',
+          (error as Error).message,
+        );
+        await audit(req, provider.id, failure);
+        return failurePage(reply, provider, failure);
+      }
+      const pending: Pending = {
+        p: provider.id,
+        s: client.randomState(),
+        n: client.randomNonce(),
+        v: client.randomPKCECodeVerifier(),
+        r: options.safeReturnTo(req.query.return_to) ?? null,
+      };
+      const url = client.buildAuthorizationUrl(configuration, {
+        redirect_uri: upstreamRedirectUri(ctx.config.issuer, provider.id),
+        scope: provider.scopes.join(' '),
+        code_challenge: await client.calculatePKCECodeChallenge(pending.v),
+        code_challenge_method: 'S256',
+        state: pending.s,
+        nonce: pending.n,
+      });
+      reply.setCookie(UPSTREAM_COOKIE, Buffer.from(JSON.stringify(pending)).toString('base64url'), {
+        httpOnly: true,
+        sameSite: 'lax',
+        secure: secure(),
+        path: UPSTREAM_PATH,
+        maxAge: PENDING_TTL_SECONDS,
+      });
+      return reply.header('cache-control', 'no-store').redirect(url.href, 302);
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(`${UPSTREAM_PATH}/:id/callback`, async (req, reply) => {
+    const provider = providers.get(req.params.id);
+    reply.clearCookie(UPSTREAM_COOKIE, { path: UPSTREAM_PATH });
+    try {
+      if (!provider)
+        throw new UpstreamFailure(404, 'upstream_unknown_provider', 'this provider is not configured.');
+      const pending = readPending(req);
+      const current = new URL(`${ctx.config.issuer}${req.url}`);
+      const upstreamError = current.searchParams.get('error');
+      if (upstreamError !== null)
+        throw new UpstreamFailure(
+          400,
+          'upstream_error',
+          'the provider refused the sign-in.',
+          `${upstreamError.slice(0, 64)}: ${(current.searchParams.get('error_description') ?? '').slice(0, 256)}`,
+        );
+      if (!pending || pending.p !== provider.id || current.searchParams.get('state') !== pending.s)
+        throw new UpstreamFailure(
+          400,
+          'upstream_state',
+          'the sign-in expired or was started elsewhere. Start again.',
+        );
+      let claims: Record<string, unknown>;
+      try {
+        const configuration = await configurations.get(provider);
+        const tokens = await client.authorizationCodeGrant(configuration, current, {
+          pkceCodeVerifier: pending.v,
+          expectedState: pending.s,
+          expectedNonce: pending.n,
+          idTokenExpected: true,
+        });
+        const idClaims = tokens.claims();
+        if (!idClaims) throw new Error('no ID token');
+        // Providers that release scope claims from UserInfo only (OIDC Core §5.4) are asked there; the
+        // answer must be about the ID token's subject (§5.3.2), and the ID token's claims win.
+        const userinfo = configuration.serverMetadata().userinfo_endpoint
+          ? await client.fetchUserInfo(configuration, tokens.access_token, idClaims.sub)
+          : {};
+        claims = { ...userinfo, ...idClaims };
+      } catch (error) {
+        throw new UpstreamFailure(
+          502,
+          'upstream_invalid',
+          'its answer could not be verified.',
+          describeError(error),
+        );
+      }
+      const user = await localUser(ctx, provider, claims, req.ip);
+      if (!userActive(user, ctx.now()))
+        throw new UpstreamFailure(
+          403,
+          'upstream_account_disabled',
+          'the account here is disabled or locked.',
+        );
+      await startSession(req, reply, ctx, user.id);
+      await ctx.store.appendAudit({
+        category: AuditCategory.Login,
+        outcome: AuditOutcome.Success,
+        subjectId: user.id,
+        subjectName: user.userName,
+        failureCode: null,
+        remoteAddress: req.ip,
+        details: { action: 'upstream.login', provider: provider.id },
+      });
+      return reply
+        .header('cache-control', 'no-store')
+        .redirect(options.safeReturnTo(pending.r) ?? '/login', 302);
+    } catch (error) {
+      if (!(error instanceof UpstreamFailure)) throw error;
+      await audit(req, provider?.id, error);
+      return failurePage(reply, provider, error);
+    }
+  });
+}
+
+/** The login page's buttons: one link per provider, carrying `return_to`. */
+export function upstreamButtons(
+  providers: readonly UpstreamProvider[],
+  returnTo: string | undefined,
+): string {
+  if (providers.length === 0) return '';
+  const query = returnTo ? `?${new URLSearchParams({ return_to: returnTo })}` : '';
+  return `<div class="upstream">${providers
+    .map(
+      (p) =>
+        `<a class="button secondary" href="${UPSTREAM_PATH}/${p.id}${escapeHtml(query)}">Sign in with ${escapeHtml(p.name)}</a>`,
+    )
+    .join('\n')}</div>`;
+}
