@@ -176,6 +176,20 @@ export function filesSuite(title: string, prefix: string, setup: () => Promise<F
       }
     });
 
+    it('a source that fails mid-write leaves neither the file nor a temporary file', async () => {
+      await box.files.makeDir('/partial');
+      async function* failing(): AsyncGenerator<Uint8Array> {
+        yield new Uint8Array(100_000);
+        throw new Error('source broke');
+      }
+      await assert.rejects(box.files.write('/partial/f.bin', failing()));
+      assert.equal(await box.files.exists('/partial/f.bin'), false);
+      assert.deepEqual(
+        (await box.files.list('/partial')).map((e) => e.name),
+        [],
+      );
+    });
+
     it('errors have stable codes and name the field', async () => {
       await rejectsCode(box.files.read('/no/such/file'), 'not_found');
       await rejectsCode(box.files.read('/etc'), 'conflict');

@@ -12,7 +12,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import type { EngineProcess } from '../../engine/types.ts';
 import { BoxError, conflict, notFound } from '../../errors.ts';
 import { GVISOR_FILES_SCRIPT } from './gvisor-script.ts';
@@ -181,14 +180,16 @@ export class GVisorFiles implements FilesBackend {
       overflow = true;
       proc.kill().catch(() => {});
     };
-    const feeding = stdin ? stdin(proc) : Promise.resolve(proc.stdin.end());
+    let fed: { error: unknown } | undefined;
+    const feeding = (stdin ? stdin(proc) : Promise.resolve(proc.stdin.end())).catch((error: unknown) => {
+      fed = { error };
+    });
     const [stdout, stderr, code] = await Promise.all([
       collect(proc.stdout, MAX_LISTING_BYTES, kill),
       collect(proc.stderr, MAX_STDERR_BYTES, () => {}),
       proc.exited,
-      feeding.catch(() => {}),
+      feeding,
     ]);
-    await feeding; // a source that failed is the operation's error
     if (overflow) {
       throw new BoxError(
         `'${args[1]}' holds more than ${MAX_LIST_ENTRIES} entries; list with a smaller depth`,
@@ -197,6 +198,8 @@ export class GVisorFiles implements FilesBackend {
         },
       );
     }
+    // A refusal comes first (the helper may stop reading its stdin); else a source that failed.
+    if (code === 0 && fed) throw fed.error;
     return { code, stdout, stderr: stderr.toString('utf8') };
   }
 
@@ -269,18 +272,43 @@ export class GVisorFiles implements FilesBackend {
     for await (const chunk of stream) await sink(chunk as Buffer);
   }
 
+  /**
+   * Writes through the helper's `cat > <temporary file>` and a rename into place. The source is
+   * copied chunk by chunk with back-pressure; when it fails, the helper is killed while its stdin is
+   * still open (so `cat` never sees an end and nothing half-written is renamed into place), and the
+   * temporary file is removed.
+   */
   async writeStream(path: string, source: Readable | HostFileSource, mode?: number): Promise<JsWriteInfo> {
     checkEntryPath(path);
     const modeArg = mode === undefined ? '' : (mode & 0o7777).toString(8);
-    const done = await this.#run(['write', path, modeArg, randomBytes(6).toString('hex')], async (proc) => {
-      if (isHostFile(source)) {
-        try {
-          await pumpFd(source.hostFd, streamSink(proc.stdin));
-        } finally {
-          proc.stdin.end();
-        }
-      } else await pipeline(source, proc.stdin);
+    const suffix = randomBytes(6).toString('hex');
+    let sourceError: { error: unknown } | undefined;
+    const done = await this.#run(['write', path, modeArg, suffix], async (proc) => {
+      const sink = streamSink(proc.stdin);
+      try {
+        if (isHostFile(source)) await pumpFd(source.hostFd, sink);
+        else
+          for await (const chunk of source)
+            await sink(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+      } catch (error) {
+        if (proc.stdin.writableEnded || proc.stdin.destroyed) return; // the helper stopped reading: its refusal
+        sourceError = { error };
+        await proc.kill().catch(() => {});
+        proc.stdin.destroy();
+        return;
+      }
+      proc.stdin.end();
     });
+    if (sourceError) {
+      const dir = path.slice(0, path.lastIndexOf('/')) || '/';
+      const name = path.slice(path.lastIndexOf('/') + 1);
+      await this.#run(['rm', under(dir, `.${name}.seed-${suffix}`)]).catch(() => {});
+      const { error } = sourceError;
+      if (error instanceof BoxError) throw error;
+      throw new BoxError(`file operation on '${path}' failed: ${(error as Error)?.message ?? error}`, {
+        cause: error,
+      });
+    }
     if (done.code !== 0) throw refusal(path, done);
     const written = fromHex(done.stdout.toString('latin1').split('\n')[0]).toString('utf8');
     return { name: written.slice(written.lastIndexOf('/') + 1), path: written, type: 'file' };
