@@ -12,19 +12,22 @@
  * never 403: its existence is not disclosed.
  */
 import { join } from 'node:path';
-import { notFound } from '../errors.ts';
+import { BoxError, notFound } from '../errors.ts';
 import type { JsRuntime } from '../js-runtime.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName } from '../runtime/options.ts';
+import type { SnapshotInfo } from '../runtime/snapshots.ts';
 import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
 import type { Principal } from './auth.ts';
 import type { RestMetrics } from './metrics.ts';
 import { ExecSession } from './sessions.ts';
 import { Admission, boxRequestOf } from './tenancy/admission.ts';
+import { type AuditEntry, AuditLog } from './tenancy/audit.ts';
 import { KeyStore } from './tenancy/keys.ts';
 import { LimitsFile } from './tenancy/limits.ts';
 import { Owners } from './tenancy/owners.ts';
 import { type PreviewInfo, PreviewStore } from './tenancy/previews.ts';
+import { TenantRates } from './tenancy/rates.ts';
 import { tenantVolumeOptions } from './tenancy/volumes.ts';
 import { bodyValidator } from './validation.ts';
 import { HttpError, isObject, toSnake } from './wire.ts';
@@ -90,6 +93,10 @@ export class ServerContext {
   readonly limits: LimitsFile;
   /** Quota and node admission of box creation. */
   readonly admission: Admission;
+  /** Per-tenant rate limits of create, exec and files. */
+  readonly rates: TenantRates;
+  /** The audit log (JSON lines). */
+  readonly audit: AuditLog;
   /** Base URL of preview URLs; set by the server once listening unless configured. */
   publicUrl: string | null;
   /** Wildcard domain of Host-routed preview URLs, or null. */
@@ -117,6 +124,8 @@ export class ServerContext {
       () => this.runtime.listInfo(),
       () => this.runtime.homeDir,
     );
+    this.rates = new TenantRates(this.limits);
+    this.audit = new AuditLog(join(tenancy.stateDir, 'audit.jsonl'));
     this.publicUrl = tenancy.publicUrl?.replace(/\/+$/, '') ?? null;
     this.previewDomain = tenancy.previewDomain ?? null;
   }
@@ -208,6 +217,7 @@ export class ServerContext {
     make: (runtimeName: string | undefined, options: O) => Promise<JsBox>,
   ): Promise<JsBox> {
     validateBoxName(name);
+    await this.rates.consume('create', principal);
     const key = name === undefined || principal.operator ? null : `${principal.tenant}\0${name}`;
     if (key !== null) {
       if (this.#creatingNames.has(key) || this.owners.byName('box', principal.tenant, name!)) {
@@ -234,6 +244,41 @@ export class ServerContext {
     } finally {
       if (key !== null) this.#creatingNames.delete(key);
     }
+  }
+
+  /** Bytes held by the snapshots of `tenant`'s boxes (each snapshot's `sizeBytes`, summed). */
+  async snapshotBytes(tenant: string): Promise<number> {
+    let total = 0;
+    for (const info of await this.runtime.listInfo()) {
+      if (this.ownerOf(info.id) !== tenant) continue;
+      const box = this.#handles.get(info.id) ?? (await this.runtime.get(info.id));
+      try {
+        for (const snapshot of (await box?.snapshot.list()) ?? []) total += snapshot.sizeBytes;
+      } catch {
+        // A box whose disk takes no snapshots (ext4, gVisor) holds none.
+      }
+    }
+    return total;
+  }
+
+  /**
+   * Takes a snapshot of `principal`'s box `idOrName` under its tenant's `snapshot_bytes` quota (checked
+   * against what its snapshots hold before this one; the operator is not bound).
+   * @throws BoxError `not_found`, `quota_exceeded` (field `snapshot_bytes`), or as `BoxSnapshots.create`.
+   */
+  async takeSnapshot(principal: Principal, idOrName: string, name?: string): Promise<SnapshotInfo> {
+    const box = await this.box(idOrName, principal);
+    if (!principal.operator) {
+      const max = this.limits.tenant(principal.tenant).snapshot_bytes;
+      const used = max === null ? 0 : await this.snapshotBytes(principal.tenant);
+      if (max !== null && used >= max) {
+        throw new BoxError(
+          `quota exceeded: snapshot_bytes (tenant ${principal.tenant} holds ${used} of ${max} bytes in snapshots)`,
+          { code: 'quota_exceeded', field: 'snapshot_bytes' },
+        );
+      }
+    }
+    return box.snapshot.create(name);
   }
 
   /**
@@ -345,6 +390,7 @@ export class ServerContext {
     }
     const { cmd, args, env, tty, cwd, user } = checkExecRequest(body);
     const box = await this.box(idOrName, principal);
+    await this.rates.consume('exec', principal);
     const execution = await box.execWith(cmd, args ?? [], env, {
       tty: tty === true,
       ...(cwd !== undefined ? { cwd } : {}),
@@ -357,11 +403,29 @@ export class ServerContext {
     return session;
   }
 
+  /**
+   * Writes an audit entry for a request of `principal` outside Fastify's routing (WebSocket upgrades,
+   * CONNECT tunnels, preview URLs); the routes' own entries are written by the server's hooks.
+   */
+  auditEvent(
+    principal: Pick<Principal, 'tenant' | 'subject' | 'keyId'>,
+    what: Pick<AuditEntry, 'method' | 'route' | 'resource' | 'status' | 'error'>,
+  ): void {
+    this.audit.write({
+      time: new Date().toISOString(),
+      tenant: principal.tenant,
+      subject: principal.subject,
+      ...(principal.keyId ? { key_id: principal.keyId } : {}),
+      ...what,
+    });
+  }
+
   /** Ends every execution and timer (the server is closing). */
   async close(): Promise<void> {
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
     await Promise.all([...this.sessions.values()].map((s) => s.terminate()));
     this.sessions.clear();
+    await this.audit.flush();
   }
 }

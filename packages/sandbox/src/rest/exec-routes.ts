@@ -13,6 +13,7 @@
  * | `GET /v1/executions/stream` (WebSocket) | many executions over one connection |
  */
 import type { FastifyInstance } from 'fastify';
+import type { Principal } from './auth.ts';
 import type { ServerContext } from './context.ts';
 import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
@@ -151,7 +152,10 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       response: switching,
       errors: [426],
     }),
-    async () => upgradeRequired('start-and-attach'),
+    async (request: { params: { box: string }; principal?: Principal }) => {
+      await ctx.box(request.params.box, principalOf(request));
+      upgradeRequired('start-and-attach');
+    },
   );
 
   app.get(
@@ -168,7 +172,10 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       response: switching,
       errors: [409, 426],
     }),
-    async () => upgradeRequired('attach'),
+    async (request: { params: P; principal?: Principal }) => {
+      await ctx.execution(request.params, principalOf(request));
+      upgradeRequired('attach');
+    },
   );
 
   app.get(

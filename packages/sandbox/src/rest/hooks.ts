@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { BoxError } from '../errors.ts';
 import type { Authenticator, Principal } from './auth.ts';
+import type { AuditLog } from './tenancy/audit.ts';
 import { HttpError, httpErrorOf, Permission } from './wire.ts';
 
 declare module 'fastify' {
@@ -23,6 +24,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Who made the request; set by the permission hook on every route with a permission. */
     principal?: Principal;
+    /** The error code the request was answered with (for the audit log). */
+    errorCode?: string;
   }
 }
 
@@ -47,8 +50,14 @@ export function principalOf(request: { principal?: Principal }): Principal {
   return request.principal;
 }
 
-/** Installs the hooks, error handler and not-found handler on the server's root instance. */
-export function installHooks(app: FastifyInstance, auth: Authenticator): void {
+/** Path parameters the audit log records as the resources a request named. */
+const AUDITED_PARAMS = ['box', 'execution', 'volume', 'pool', 'preview', 'key', 'name'];
+
+/**
+ * Installs the hooks, error handler and not-found handler on the server's root instance; with `audit`,
+ * every authenticated request is written to it once answered (`tenancy/audit.ts`).
+ */
+export function installHooks(app: FastifyInstance, auth: Authenticator, audit?: AuditLog): void {
   app.addHook('onRequest', async (request, reply) => {
     const permission =
       request.routeOptions.config?.permission ?? (request.is404 ? Permission.boxesRead : undefined);
@@ -68,7 +77,27 @@ export function installHooks(app: FastifyInstance, auth: Authenticator): void {
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store');
   });
-  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, _request, reply) => {
+  if (audit) {
+    app.addHook('onResponse', async (request, reply) => {
+      const principal = request.principal;
+      if (!principal) return;
+      const params = (request.params ?? {}) as Record<string, unknown>;
+      const resource: Record<string, string> = {};
+      for (const key of AUDITED_PARAMS) if (typeof params[key] === 'string') resource[key] = params[key];
+      audit.write({
+        time: new Date().toISOString(),
+        tenant: principal.tenant,
+        subject: principal.subject,
+        ...(principal.keyId ? { key_id: principal.keyId } : {}),
+        method: request.method,
+        route: request.routeOptions.url ?? request.url.split('?')[0]!,
+        ...(Object.keys(resource).length > 0 ? { resource } : {}),
+        status: reply.statusCode,
+        ...(request.errorCode ? { error: request.errorCode } : {}),
+      });
+    });
+  }
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
     let http: HttpError;
     if (
       !(error instanceof HttpError) &&
@@ -88,6 +117,7 @@ export function installHooks(app: FastifyInstance, auth: Authenticator): void {
     }
     if (http.status >= 500 && http.code !== 'capacity') app.log.error({ err: error }, 'request failed');
     if (http.retryAfterS !== undefined) reply.header('retry-after', String(http.retryAfterS));
+    request.errorCode = http.code;
     return reply.code(http.status).send(http.body());
   });
   app.setNotFoundHandler((request, reply) => {

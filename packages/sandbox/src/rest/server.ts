@@ -13,6 +13,7 @@
  * rejection 4), nor do host port publications (local runtime only). Without an API key or JWKS the server
  * refuses to listen on anything but a loopback address and answers loopback clients only.
  */
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { type E2bOptions, installE2b } from '../e2b/index.ts';
@@ -33,6 +34,8 @@ import { ServerPools } from './pool-routes.ts';
 import { ref } from './schemas.ts';
 import { DEFAULT_BACKLOG_BYTES } from './sessions.ts';
 import { snapshotRoutes } from './snapshot-routes.ts';
+import { PreviewProxy } from './tenancy/preview-proxy.ts';
+import { tenancyRoutes } from './tenancy/routes.ts';
 import { Tunnels } from './tunnel-routes.ts';
 import { installValidation } from './validation.ts';
 import { volumeRoutes } from './volume-routes.ts';
@@ -84,6 +87,7 @@ export class RestServer {
   readonly #sockets: ExecSockets;
   readonly #tunnels: Tunnels;
   readonly #pools: ServerPools;
+  readonly #previews: PreviewProxy;
   #url: string | null = null;
 
   /**
@@ -107,21 +111,29 @@ export class RestServer {
     this.#sockets = new ExecSockets(this.#ctx, this.#auth);
     this.#tunnels = new Tunnels(this.#ctx, this.#auth);
     this.#pools = new ServerPools(this.#runtime);
+    const previews = new PreviewProxy(this.#ctx);
+    this.#previews = previews;
     this.app = Fastify({
       logger: options.logger ?? false,
       bodyLimit: 4 * 1024 * 1024,
       forceCloseConnections: true,
+      // Preview URLs (`tenancy/preview-proxy.ts`) are proxied before routing: bodies stream untouched.
+      serverFactory: (handler) =>
+        createServer((req, res) =>
+          previews.matches(req) ? void previews.handle(req, res) : handler(req, res),
+        ),
     });
     this.app.addHook('onRoute', (r) => {
       for (const method of [r.method].flat()) this.routes.push({ method, url: r.url });
     });
     installValidation(this.app);
     if (options.e2b !== false) installE2b(this.app, this.#ctx, this.#auth, options.e2b ?? {});
-    installHooks(this.app, this.#auth);
+    installHooks(this.app, this.#auth, this.#ctx.audit);
     installOpenApi(this.app);
     this.#ctx.metrics = options.metrics === false ? undefined : serveMetrics(this.app, this.#runtime);
     this.#routes();
     this.app.server.on('upgrade', (req, socket, head) => {
+      if (previews.matches(req)) return void previews.upgrade(req, socket, head);
       this.#sockets.onUpgrade(req, socket, head).catch((error) => rejectSocket(socket, httpErrorOf(error)));
     });
     this.app.server.on('connect', (req, socket, head) => {
@@ -152,6 +164,7 @@ export class RestServer {
    */
   async close(): Promise<void> {
     this.#sockets.close();
+    this.#previews.close();
     await this.#ctx.close();
     this.#tunnels.close();
     await this.#pools.close();
@@ -167,7 +180,11 @@ export class RestServer {
 
     app.register(async (scope) => this.#serverRoutes(scope));
     const box = ctx.box.bind(ctx);
-    app.register(fileRoutes, { box, config: exec });
+    const rated: typeof box = async (idOrName, principal) => {
+      await ctx.rates.consume('files', principal);
+      return box(idOrName, principal);
+    };
+    app.register(fileRoutes, { box: rated, config: exec });
     app.register(lifecycleRoutes, { box, config: write });
     app.register(imageRoutes, { images: () => this.#runtime.images });
     app.register(boxRoutes, ctx);
@@ -176,6 +193,7 @@ export class RestServer {
     app.register(this.#tunnels.routes);
     app.register(this.#pools.routes);
     app.register(snapshotRoutes, ctx);
+    app.register(tenancyRoutes, { ctx, proxy: this.#previews });
   }
 
   /** `GET /v1/openapi.json`, `GET /v1/config` and `GET /v1/metrics`. */

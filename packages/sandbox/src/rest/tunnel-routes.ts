@@ -32,6 +32,19 @@ interface PreparedTunnel {
 
 type Connection = Awaited<ReturnType<Awaited<ReturnType<JsNetworkHandle['tunnel']>>['connect']>>;
 
+/** The network handle of a box (`box.network`, else one reaching its init's network namespace). */
+export function boxNetwork(box: JsBox): JsNetworkHandle {
+  return (
+    (box as JsBox & { network?: JsNetworkHandle }).network ??
+    new LocalNetworkHandle(async () => {
+      const info = await box.info();
+      if (!info.state.running || !info.state.pid)
+        throw new BoxError(`box ${box.id} is not running`, { code: 'conflict' });
+      return info.state.pid;
+    })
+  );
+}
+
 /** The prepared tunnels of one server and their open CONNECT sockets. */
 export class Tunnels {
   readonly #ctx: ServerContext;
@@ -116,17 +129,9 @@ export class Tunnels {
         'no such tunnel (tunnels are one-shot and expire after 60 s)',
       );
     const box = await this.#ctx.box(tunnel.boxId, principal);
-    const network =
-      (box as JsBox & { network?: JsNetworkHandle }).network ??
-      new LocalNetworkHandle(async () => {
-        const info = await box.info();
-        if (!info.state.running || !info.state.pid)
-          throw new BoxError(`box ${box.id} is not running`, { code: 'conflict' });
-        return info.state.pid;
-      });
     let connection: Connection;
     try {
-      connection = await (await network.tunnel(tunnel.port)).connect();
+      connection = await (await boxNetwork(box).tunnel(tunnel.port)).connect();
     } catch (error) {
       throw new HttpError(502, 'sandbox_error', 'tunnel_failed', (error as Error).message);
     }
