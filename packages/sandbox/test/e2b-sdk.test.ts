@@ -223,6 +223,24 @@ describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
     assert.equal((await raw('GET', '/health', { host: `49983-inosuch.${DOMAIN}` })).status, 502);
   });
 
+  it('relays HTTP to another port of the sandbox, by headers and by Host', async () => {
+    await sbx.files.write('/tmp/site/index.html', 'served from the box');
+    await sbx.commands.run('cd /tmp/site && exec python3 -m http.server 8000', { background: true });
+    const headers = { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8000' };
+    let got = await raw('GET', '/index.html', headers);
+    for (let i = 0; i < 100 && got.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      got = await raw('GET', '/index.html', headers);
+    }
+    assert.equal(got.status, 200);
+    assert.equal(got.text, 'served from the box');
+    assert.equal(sbx.getHost(8000), `8000-${sbx.sandboxId}.${DOMAIN}`);
+    const byHost = await raw('GET', '/index.html', { host: sbx.getHost(8000) });
+    assert.equal(byHost.text, 'served from the box');
+    const closed = await raw('GET', '/', { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8001' });
+    assert.equal(closed.status, 502);
+  });
+
   it('answers bad input with E2B errors and leaves the sandbox working', async () => {
     await assert.rejects(Sandbox.connect('inosuchsandbox', opts), NotFoundError);
     const bad = await fetch(`${server.url}/v2/sandboxes`, {

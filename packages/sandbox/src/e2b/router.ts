@@ -7,7 +7,8 @@
  * headers is routed to the sandbox whose access token signs it.
  *
  * Every other envd request needs the sandbox's `X-Access-Token`; a paused sandbox is resumed first when
- * it has `autoResume`, else the request is refused with 409.
+ * it has `autoResume`, else the request is refused with 409. Other ports are relayed to the box
+ * (`port-proxy.ts`) without a token, as E2B serves them publicly under the unguessable sandbox id.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createContextValues } from '@connectrpc/connect';
@@ -18,6 +19,7 @@ import { download, sendError, signatureValid, upload } from './envd-http.ts';
 import { type ProcessTable, processService } from './envd-process.ts';
 import { Filesystem } from './gen/filesystem/filesystem_pb.ts';
 import { Process } from './gen/process/process_pb.ts';
+import { relay } from './port-proxy.ts';
 import { type E2bSandbox, E2bSandboxes, stateOf } from './sandboxes.ts';
 import { E2bError } from './wire.ts';
 
@@ -95,10 +97,20 @@ export class E2bRouter {
   async #handle(req: IncomingMessage, res: ServerResponse, target: SandboxTarget | null): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://envd');
     if (target && target.port !== ENVD_PORT) {
-      throw new E2bError(
-        502,
-        `port ${target.port} of sandbox ${target.sandboxId} is not reachable through this server`,
-      );
+      const { record, box } = await this.#sandboxes.get(null, target.sandboxId);
+      if (stateOf(await box.info()) === 'paused') {
+        if (!record.autoResume) throw new E2bError(409, `sandbox ${record.sandboxId} is paused`);
+        await box.resume();
+      }
+      try {
+        await relay(box, target.port, req, req.socket);
+      } catch (error) {
+        throw new E2bError(
+          502,
+          `port ${target.port} of sandbox ${target.sandboxId} is not reachable: ${(error as Error).message}`,
+        );
+      }
+      return;
     }
     if (url.pathname === '/health' && target) {
       const found = await this.#sandboxes.get(null, target.sandboxId).catch(() => null);
