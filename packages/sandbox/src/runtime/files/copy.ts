@@ -11,7 +11,6 @@
  * symlink mid-copy makes the copy fail with `conflict`, never read or write another host file.
  */
 import { closeSync, realpathSync, type Stats } from 'node:fs';
-import { basename } from 'node:path';
 import { BoxError, conflict, notFound } from '../../errors.ts';
 import type { BoxFiles } from './files.ts';
 import { type HostEntry, HostTree, hostError, MAX_HOST_DEPTH } from './host.ts';
@@ -71,6 +70,7 @@ export async function copyIn(
   const tree = new HostTree();
   try {
     let top = tree.top(hostPath, 'hostPath');
+    const named = top.name; // the name a copy into a box directory gets, followed link or not
     let src = tree.lstat(top);
     // `followSymlinks` follows the named path itself as the kernel resolves it (the caller's choice).
     if (src?.isSymbolicLink() && o.followSymlinks) {
@@ -86,7 +86,7 @@ export async function copyIn(
     const dest = await boxStat(files, guestPath);
     let target = guestPath;
     if (dest?.type === 'dir' && (!src.isDirectory() || o.includeParent))
-      target = joinPath(guestPath.replace(/\/+$/, '') || '/', basename(top.path));
+      target = joinPath(guestPath.replace(/\/+$/, '') || '/', named);
     await copyInEntry(files, tree, top, target, src, o, 0);
   } catch (error) {
     throw hostError(hostPath, error);
