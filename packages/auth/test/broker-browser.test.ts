@@ -222,6 +222,26 @@ describe('brokered sign-in with node-oidc-provider in Chromium', () => {
     assert.equal((await t.server.store.links.findLink('corp', 'lena'))?.userId, lena!.id);
   });
 
+  test('a linked user with a local second factor is sent to the second-factor step, not signed in', async () => {
+    const user = await t.server.store.findUserByName('olga.berg');
+    await t.server.store.factors.setTotp(user!.id, 'sealed-seed-of-the-test', 1, t.clock.now);
+    try {
+      const before = (await t.server.store.listAudit({ limit: 1 })).total;
+      const result = await brokeredSignIn('olga');
+      // The browser stays on this server (the callback answered with the second-factor step: here the
+      // server has no MFA key, so the step says it is unavailable); the client got no code.
+      assert.equal(`${result.url.origin}${result.url.pathname}`, `${t.base}/login/upstream/corp/callback`);
+      assert.match(result.text, /second factor/i);
+      const latest = await t.server.store.listAudit({ limit: 100 });
+      const events = latest.items.slice(0, latest.total - before);
+      const actions = events.map((e) => (e.details as { action?: string } | null)?.action ?? e.failureCode);
+      assert.ok(actions.includes('second_factor_unavailable'), actions.join());
+      assert.ok(!actions.includes('upstream.login'), 'no session started');
+    } finally {
+      await t.server.store.factors.removeTotp(user!.id);
+    }
+  });
+
   test('cancelling at the provider: a page, no session, no code, audited', async () => {
     const result = await brokeredSignIn('olga', 'cancel');
     assert.equal(result.url.pathname, '/login/upstream/corp/callback');

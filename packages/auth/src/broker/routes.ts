@@ -10,7 +10,9 @@
  *   about the same subject (OIDC Core §5.3.2) for providers that release them there. The upstream `sub` then
  *   finds its linked local user; on a first sign-in the verified e-mail address links the local user that
  *   has the same verified address, or a new local user is provisioned (profile from the claim mapping,
- *   the provider's roles, no password). A login session starts and the user continues `return_to`.
+ *   the provider's roles, no password). A user with a local second factor (or required to use one) goes
+ *   on to the login page's second-factor step; otherwise a login session starts (no `amr`: RFC 8176 has
+ *   no value for a federated sign-in) and the user continues `return_to`.
  *
  * Every failure — an error from the provider, a wrong `iss`, a bad signature, a missing or unverified
  * e-mail, a disabled account, an unreachable provider — starts no session and shows a page saying what
@@ -68,6 +70,17 @@ export interface UpstreamLoginOptions {
   readonly providers: readonly UpstreamProvider[];
   /** The login page's check of `return_to` (only authorization requests of this server are followed). */
   readonly safeReturnTo: (value: unknown) => string | undefined;
+  /**
+   * The login page's second-factor step for a user who has a factor or must use one: @returns the answer
+   * that sends the user there, or undefined when no second factor is due. A brokered sign-in replaces the
+   * password only, never the local second factor.
+   */
+  readonly secondFactor?: (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    user: UserRecord,
+    returnTo: string | undefined,
+  ) => Promise<FastifyReply | undefined>;
 }
 
 /** Discovery results per provider (a failed discovery is retried on the next sign-in). */
@@ -410,7 +423,13 @@ export function registerUpstreamLogin(
           'upstream_account_disabled',
           'the account here is disabled or locked.',
         );
-      await startSession(req, reply, ctx, user.id);
+      const returnTo = options.safeReturnTo(pending.r);
+      // The step answers itself (a Fastify reply is thenable, so its return value is not relied on).
+      await options.secondFactor?.(req, reply, user, returnTo);
+      if (reply.sent) return reply;
+      // No RFC 8176 `amr` value names a federated sign-in: the session records none (the ID token then
+      // carries no `amr`).
+      await startSession(req, reply, ctx, user.id, []);
       await ctx.store.appendAudit({
         category: AuditCategory.Login,
         outcome: AuditOutcome.Success,
@@ -420,9 +439,7 @@ export function registerUpstreamLogin(
         remoteAddress: req.ip,
         details: { action: 'upstream.login', provider: provider.id },
       });
-      return reply
-        .header('cache-control', 'no-store')
-        .redirect(options.safeReturnTo(pending.r) ?? '/login', 302);
+      return reply.header('cache-control', 'no-store').redirect(returnTo ?? '/login', 302);
     } catch (error) {
       if (!(error instanceof UpstreamFailure)) throw error;
       await audit(req, provider?.id, error);
