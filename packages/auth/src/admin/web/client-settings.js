@@ -1,6 +1,7 @@
 // The OAuth extension settings of one client on the admin page (`PUT {BasePath}/api/clients/{id}/metadata`):
-// token endpoint authentication method and keys, DPoP required, PAR required, resource indicators and the
-// token-exchange policy. Loaded by app.js, which passes its DOM and API helpers in `ui`.
+// token endpoint authentication method and keys, DPoP required, PAR required, resource indicators, the
+// token-exchange policy, the web origins allowed cross-origin (CORS) and whether the ID token carries the
+// scope claims. Loaded by app.js, which passes its DOM and API helpers in `ui`.
 
 /** Token endpoint authentication methods (RFC 7591 §2); '' leaves the method free. */
 const AUTH_METHODS = [
@@ -62,6 +63,15 @@ export function clientSettingsCard(client, ui) {
       ),
       checkbox('impersonation', 'Token exchange: impersonation', exchange?.impersonation === true),
       checkbox('delegation', 'Token exchange: delegation', exchange?.delegation === true),
+      field(
+        'Web origins (CORS; empty: the origins of the redirect URIs)',
+        el('textarea', { name: 'webOrigins', value: (m.webOrigins ?? []).join('\n') }),
+      ),
+      checkbox(
+        'claimsInIdToken',
+        'Profile, e-mail and role claims in the ID token (off: UserInfo only)',
+        m.claimsInIdToken !== false,
+      ),
     ],
     'Save OAuth settings',
     (data) => {
@@ -92,6 +102,9 @@ export function clientSettingsCard(client, ui) {
           delegation: data.get('delegation') === 'on',
         };
       }
+      const origins = list(String(data.get('webOrigins')));
+      if (origins.length) body.webOrigins = origins;
+      if (data.get('claimsInIdToken') !== 'on') body.claimsInIdToken = false;
       act(
         (saved) =>
           saved.clientSecret
