@@ -1,7 +1,8 @@
 /**
  * `CodeBox` (spec 002 "CodeBox") and the `python:slim` default of `SimpleBox`, against the local
  * registry's `python:slim`. pip cannot reach PyPI here: `installPackage` is tested with a wheel built in
- * the box, and a failing install with a missing file.
+ * the box, and a failing install with a missing file. `runCode` (stateful Jupyter contexts) runs the
+ * shared interpreter suite (`interpreter-suite.ts`) on the local runtime, in the same image store.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -11,6 +12,7 @@ import { CodeBox } from '../src/boxes/code.ts';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError, ExecError } from '../src/errors.ts';
 import type { JsRuntime } from '../src/js-runtime.ts';
+import { codeInterpreterSuite } from './interpreter-suite.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
 /** Python that writes a minimal pure-Python wheel `hello_box` (PEP 427) to /tmp. */
@@ -29,8 +31,10 @@ with zipfile.ZipFile(path, 'w') as z:
 print(path)
 `;
 
+/** The runtime of every test here (one image store: python:slim is pulled once). */
+let runtime: JsRuntime;
+
 describe('CodeBox', () => {
-  let runtime: JsRuntime;
   let box: CodeBox;
 
   before(() => {
@@ -87,5 +91,7 @@ describe('CodeBox', () => {
     assert.equal((await simple.getInfo()).image, 'python:slim');
   });
 });
+
+codeInterpreterSuite('CodeBox.runCode on the local runtime', async () => runtime);
 
 after(cleanupAll);

@@ -1,9 +1,19 @@
 /**
  * `CodeBox` (spec 002 "CodeBox"): a `SimpleBox` (default image `python:slim`) that runs Python code and
- * installs packages with pip.
+ * installs packages with pip; `runCode` runs code in stateful contexts (Jupyter kernels in the box, E2B's
+ * `Sandbox.runCode` shape; `src/interpreter/`), on the local and the REST runtime alike.
  */
 import { readFile } from 'node:fs/promises';
 import { BoxError, ExecError } from '../errors.ts';
+import { closeInterpreter } from '../interpreter/index.ts';
+import type {
+  CodeContext,
+  CreateContextOptions,
+  Execution,
+  ExecutionError,
+  ExecutionResult,
+  OutputMessage,
+} from '../interpreter/types.ts';
 import {
   type BoxDefaults,
   formatCommand,
@@ -14,6 +24,24 @@ import {
 
 /** Options of `CodeBox`: those of `SimpleBox` (spec 002). */
 export type CodeBoxOptions = SimpleBoxOptions;
+
+/** Options of `CodeBox.runCode` (E2B `RunCodeOpts`). */
+export interface RunCodeOptions {
+  /** Context (or its id) from `createCodeContext`; default the box's default context of `language`. */
+  context?: string | CodeContext;
+  /** Language of the default context (default `python`; the kernels the image has). */
+  language?: string;
+  /** Environment variables of this execution only (python contexts). */
+  envVars?: Record<string, string>;
+  /** Interrupts the kernel after this many ms (default 60000; 0: no limit); the error is `TimeoutError`. */
+  timeoutMs?: number;
+  /** Aborting interrupts the kernel; the error is `ExecutionAborted`. */
+  signal?: AbortSignal;
+  onStdout?: (output: OutputMessage) => unknown;
+  onStderr?: (output: OutputMessage) => unknown;
+  onResult?: (result: ExecutionResult) => unknown;
+  onError?: (error: ExecutionError) => unknown;
+}
 
 /** Python interpreter run in the box (Debian and the official `python` images both provide it). */
 export const CODEBOX_PYTHON = 'python3';
@@ -41,6 +69,51 @@ export class CodeBox extends SimpleBox {
     if (typeof code !== 'string')
       return Promise.reject(new BoxError('code must be a string', { field: 'code' }));
     return this.#python(['-c', code]);
+  }
+
+  /**
+   * Runs `code` in a stateful context (a Jupyter kernel in the box; E2B `runCode`): `x = 1` then
+   * `x += 1; x` gives the result `2`; a matplotlib figure comes back as a result with `png` (base64). The
+   * callbacks are called as the kernel sends output. Resolves with `{ results, logs: { stdout, stderr },
+   * error, executionCount, text }`; an exception of the code is `error` (name, value, traceback), not
+   * thrown. Needs Jupyter Server and ipykernel in the image (`python:slim` has them).
+   * @throws BoxError `not_found` (unknown context), `invalid_option` naming the option, `unsupported` when
+   *   the image has no Jupyter Server.
+   */
+  async runCode(code: string, options: RunCodeOptions = {}): Promise<Execution> {
+    if (typeof code !== 'string') throw new BoxError('code must be a string', { field: 'code' });
+    return (await this.ensureStarted()).interpreter.execute(code, options);
+  }
+
+  /**
+   * Starts a new stateful context (E2B `createCodeContext`), isolated from the others: its own kernel,
+   * `cwd` (absolute, default the box's working directory) and `language` (default `python`).
+   * @throws BoxError `invalid_option` (language without a kernel, bad cwd), `conflict` past 16 contexts.
+   */
+  async createCodeContext(options: CreateContextOptions = {}): Promise<CodeContext> {
+    return (await this.ensureStarted()).interpreter.createContext(options);
+  }
+
+  /** The live contexts of the box (E2B `listCodeContexts`). */
+  async listCodeContexts(): Promise<CodeContext[]> {
+    return (await this.ensureStarted()).interpreter.listContexts();
+  }
+
+  /** Restarts a context's kernel: its state is gone (E2B `restartCodeContext`). @throws BoxError `not_found`. */
+  async restartCodeContext(context: string | CodeContext): Promise<void> {
+    return (await this.ensureStarted()).interpreter.restartContext(context);
+  }
+
+  /** Shuts a context down (E2B `removeCodeContext`). @throws BoxError `not_found`. */
+  async removeCodeContext(context: string | CodeContext): Promise<void> {
+    return (await this.ensureStarted()).interpreter.removeContext(context);
+  }
+
+  /** Stops the box; this process's connections to its kernels are closed first. */
+  override async stop(): Promise<void> {
+    const box = this.box;
+    if (box) await closeInterpreter(box.id);
+    await super.stop();
   }
 
   /**

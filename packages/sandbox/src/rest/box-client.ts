@@ -15,6 +15,7 @@ import { JsExecution } from '../runtime/execution.ts';
 import type { FilesBackend } from '../runtime/files/types.ts';
 import type { SnapshotOps } from '../runtime/snapshots.ts';
 import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle, TimeoutAction } from '../types.ts';
+import { RestCodeInterpreter } from './code-client.ts';
 import type { Connection } from './connection.ts';
 import { RestFiles } from './files-client.ts';
 import { RemoteProcess } from './process.ts';
@@ -44,6 +45,11 @@ export class RestBoxBackend implements BoxBackend {
   /** Tunnels prepared on the server and opened with HTTP `CONNECT` (`tunnel-client.ts`). */
   network(): JsNetworkHandle {
     return new RestNetworkHandle(this.#conn, this.id);
+  }
+
+  /** Code contexts and executions over the server's code routes (`code-client.ts`). */
+  interpreter(): RestCodeInterpreter {
+    return new RestCodeInterpreter(this.#conn, this.#path);
   }
 
   /** Files over the files routes, contents streamed both ways (`files-client.ts`). */

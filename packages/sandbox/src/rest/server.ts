@@ -21,6 +21,7 @@ import { BoxError } from '../errors.ts';
 import type { JsRuntime } from '../js-runtime.ts';
 import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
 import { boxRoutes } from './box-routes.ts';
+import { codeRoutes } from './code-routes.ts';
 import { ServerContext, type TenancyOptions } from './context.ts';
 import { execRoutes } from './exec-routes.ts';
 import { ExecSockets } from './exec-sockets.ts';
@@ -186,6 +187,7 @@ export class RestServer {
     };
     app.register(fileRoutes, { box: rated, config: exec });
     app.register(lifecycleRoutes, { box, config: write });
+    app.register(codeRoutes, { box, config: exec });
     app.register(imageRoutes, { images: () => this.#runtime.images });
     app.register(boxRoutes, ctx);
     app.register(volumeRoutes, ctx);

@@ -8,6 +8,7 @@
  * the environment as `KEY=value` entries (`envEntries`), timeouts (`checkTimeoutMs`) and actions
  * (`checkTimeoutAction`), snapshot names (`BoxSnapshots`) and file paths (`BoxFiles`).
  */
+import type { CodeInterpreter } from '../interpreter/types.ts';
 import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle, TimeoutAction } from '../types.ts';
 import type { JsExecution } from './execution.ts';
 import type { FilesBackend } from './files/types.ts';
@@ -65,4 +66,9 @@ export interface BoxBackend {
   export(path: string): Promise<void>;
   /** Tunnels to TCP ports of the box (spec 002 `JsNetworkHandle`). */
   network(): JsNetworkHandle;
+  /**
+   * The box's code contexts when this flavour serves them itself (REST: the server's code routes); absent,
+   * `JsBox.interpreter` drives the box's Jupyter Server from this process (`src/interpreter/`).
+   */
+  interpreter?(): CodeInterpreter;
 }

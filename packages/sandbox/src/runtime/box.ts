@@ -6,6 +6,8 @@
  */
 
 import { BoxError } from '../errors.ts';
+import { interpreterFor } from '../interpreter/index.ts';
+import type { CodeInterpreter } from '../interpreter/types.ts';
 import type { JsBoxInfo, JsBoxMetrics, JsNetworkHandle } from '../types.ts';
 import type { BoxBackend, ExecEnv, ExecOptions } from './box-backend.ts';
 import type { JsExecution } from './execution.ts';
@@ -83,6 +85,15 @@ export class JsBox {
   get network(): JsNetworkHandle {
     this.#network ??= this.#backend.network();
     return this.#network;
+  }
+
+  /**
+   * Stateful code contexts of the box (Jupyter kernels, E2B-shaped executions; `src/interpreter/`): locally
+   * the box's Jupyter Server is driven from this process, over REST the server's code routes do it. The
+   * image needs Jupyter Server and ipykernel (`python:slim`, `code-interpreter-v1`).
+   */
+  get interpreter(): CodeInterpreter {
+    return this.#backend.interpreter?.() ?? interpreterFor(this);
   }
 
   /**
