@@ -181,6 +181,8 @@ describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
     await sbx.files.remove('notes/b.txt');
     assert.equal(await sbx.files.exists('notes/b.txt'), false);
     await assert.rejects(sbx.files.read('notes/missing.txt'), NotFoundError);
+    await assert.rejects(sbx.files.write('/tmp/meta.txt', 'x', { metadata: { k: 'v' } }), /metadata/);
+    assert.equal(await sbx.files.exists('/tmp/meta.txt'), false);
 
     const events: string[] = [];
     const watch = await sbx.files.watchDir('notes', (e) => void events.push(`${e.type}:${e.name}`));

@@ -4,7 +4,8 @@
  * (each part's file name is its path when `path` is absent) or as `application/octet-stream` (optionally
  * `Content-Encoding: gzip`), answering `EntryInfo[]` `{ name, type, path }`. Signed URLs
  * (`signature=v1_<base64 sha256("path:read|write:user:token[:exp]")>`, `signature_expiration` in unix
- * seconds) stand for the access token. Errors are `{ code, message }`.
+ * seconds) stand for the access token. File metadata (`X-Metadata-*` upload headers) is refused with
+ * 400 rather than dropped. Errors are `{ code, message }`.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -125,6 +126,9 @@ export async function upload(
   res: ServerResponse,
   query: URLSearchParams,
 ): Promise<void> {
+  if (Object.keys(req.headers).some((name) => name.startsWith('x-metadata-'))) {
+    throw new E2bError(400, 'X-Metadata-* headers: file metadata is not stored by this server');
+  }
   const type = String(req.headers['content-type'] ?? '');
   const path = query.get('path');
   const written: Record<string, unknown>[] = [];
