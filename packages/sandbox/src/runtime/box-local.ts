@@ -142,8 +142,12 @@ export class LocalBox implements BoxBackend {
         return engine.exec(this.id, { cmd: '/.sandbox/busybox', args, env, tty: false });
       },
     });
-    return new TierFiles(async () =>
-      (await this.#record()).options.isolation === 'gvisor' ? gvisor : local,
+    return new TierFiles(
+      async () => ((await this.#record()).options.isolation === 'gvisor' ? gvisor : local),
+      async () =>
+        (await this.#record()).options.volumes.flatMap((v) =>
+          v.hostPath !== undefined && v.readOnly !== true ? [v.hostPath] : [],
+        ),
     );
   }
 

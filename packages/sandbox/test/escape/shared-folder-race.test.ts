@@ -5,7 +5,8 @@
  * side of a copy holds directory descriptors and never follows a symlink below the named path
  * (src/runtime/files/host.ts), so: the canary tree outside the shared folder is unchanged (hash
  * before and after), and no host-only byte ever reaches the box. A copy that meets a swapped entry
- * may fail, with `conflict` or `not_found` only. Both isolation tiers (gVisor's box side runs inside
+ * may fail, with `conflict` or `not_found` only. A path named inside the shared folder is walked
+ * from the folder itself, so a parent the box made a symlink is refused rather than followed. Both isolation tiers (gVisor's box side runs inside
  * the box, its host side is the same).
  */
 import assert from 'node:assert/strict';
@@ -109,6 +110,24 @@ for (const tier of TIERS) {
 
     after(async () => {
       await runtime?.remove(box.id, true).catch(() => {});
+    });
+
+    test('a path named inside the shared folder is walked from it: a planted parent symlink is refused', async () => {
+      const hostBefore = snapshotHost({ paths: [marker.dir] });
+      const up = `${'../'.repeat(12)}${marker.dir.slice(1)}`;
+      await run(box, 'sh', ['-c', `ln -sfn ${marker.dir} /shared/abs && ln -sfn ${up} /shared/rel`]);
+      for (const link of ['abs', 'rel']) {
+        for (const attempt of [
+          box.copyIn(join(shared, link, 'secret'), `/leak-${link}`),
+          box.copyIn(join(shared, link, 'etc', 'passwd'), `/leak-${link}-passwd`),
+          box.copyOut('/src/f', join(shared, link, 'secret')),
+          box.copyOut('/src/d', join(shared, link, 'etc', 'newdir')),
+        ]) {
+          await assert.rejects(attempt, (e: unknown) => e instanceof BoxError && e.code === 'conflict');
+        }
+        assert.equal((await run(box, 'ls', ['/'])).stdout.includes(`leak-${link}`), false);
+      }
+      assertHostUntouched(hostBefore, { allowMountsUnder: [tmp, tmpdir()] });
     });
 
     test('the host canary is unchanged and no host-only file reaches the box', async () => {

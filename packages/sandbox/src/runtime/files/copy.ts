@@ -5,10 +5,11 @@
  * placement: a source copied onto an existing directory lands in `<dest>/<basename>` (directories only
  * with `includeParent`), otherwise it becomes `<dest>`. Files are streamed one at a time.
  *
- * On the host, the named path is resolved up to its parent by the kernel as given, and everything at
- * and below its last component is opened from held directory descriptors without following symlinks
- * (host.ts), so a box sharing the host directory (a `hostPath` volume) that swaps a directory for a
- * symlink mid-copy makes the copy fail with `conflict`, never read or write another host file.
+ * On the host, everything at and below the named path is opened from held directory descriptors
+ * without following symlinks (host.ts), and so is the way to it from the box's writable host folder
+ * (a `hostPath` volume) it lies in; a path outside them is resolved up to its parent by the kernel as
+ * given. A box sharing the host directory that swaps a directory for a symlink mid-copy makes the copy
+ * fail with `conflict`, never read or write another host file.
  */
 import { closeSync, realpathSync, type Stats } from 'node:fs';
 import { BoxError, conflict, notFound } from '../../errors.ts';
@@ -67,14 +68,15 @@ export async function copyIn(
     throw new BoxError('invalid copy option hostPath: must be a non-empty path', { field: 'hostPath' });
   }
   checkBoxPath(guestPath, 'guestPath');
+  const roots = await files.sharedHostRoots();
   const tree = new HostTree();
   try {
-    let top = tree.top(hostPath, 'hostPath');
+    let top = tree.top(hostPath, 'hostPath', roots);
     const named = top.name; // the name a copy into a box directory gets, followed link or not
     let src = tree.lstat(top);
     // `followSymlinks` follows the named path itself as the kernel resolves it (the caller's choice).
     if (src?.isSymbolicLink() && o.followSymlinks) {
-      top = tree.top(realpathSync(hostPath), 'hostPath');
+      top = tree.top(realpathSync(hostPath), 'hostPath', roots);
       src = tree.lstat(top);
     }
     if (!src) throw notFound(`host path '${hostPath}' does not exist`);
@@ -210,9 +212,10 @@ export async function copyOut(
       field: 'recursive',
     });
   }
+  const roots = await files.sharedHostRoots();
   const tree = new HostTree();
   try {
-    const top = tree.top(hostPath, 'hostPath');
+    const top = tree.top(hostPath, 'hostPath', roots);
     const dest = tree.lstat(top);
     let target = top;
     if (dest?.isDirectory() && (src.type !== 'dir' || o.includeParent))

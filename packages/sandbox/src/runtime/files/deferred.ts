@@ -54,6 +54,10 @@ export class DeferredFiles implements FilesBackend {
     return (await this.#files()).symlink(path, target);
   }
 
+  async sharedHostRoots(): Promise<string[]> {
+    return (await this.#files()).sharedHostRoots();
+  }
+
   async watch(
     path: string,
     recursive: boolean,

@@ -62,6 +62,11 @@ export class BoxFiles {
     this.#backend = backend;
   }
 
+  /** @internal The box's writable host folders (`FilesBackend.sharedHostRoots`), for `copyIn`/`copyOut`. */
+  async sharedHostRoots(): Promise<string[]> {
+    return (await this.#backend.sharedHostRoots?.()) ?? [];
+  }
+
   /**
    * Reads a regular file (symlinks are followed inside the box). `format`: `text` (default, UTF-8 string),
    * `bytes` (`Uint8Array`), `stream` (web `ReadableStream<Uint8Array>`, read as it arrives).

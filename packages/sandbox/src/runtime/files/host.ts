@@ -25,7 +25,7 @@ import {
   symlinkSync,
   unlinkSync,
 } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { BoxError, notFound } from '../../errors.ts';
 import { at, errno } from './root.ts';
 
@@ -55,34 +55,57 @@ export class HostTree {
   readonly #fds: number[] = [];
 
   /**
-   * Opens the parent directory of `hostPath` as the kernel resolves it and returns the last
-   * component as an entry of it. A path naming `/` or ending in `/.`/`/..` is refused: a copy needs
-   * a named entry.
-   * @throws BoxError `invalid_option` (field `field`) for such a path, `not_found` when the parent
-   *   does not exist or is not a directory.
+   * Opens the parent directory of `hostPath` and returns the last component as an entry of it. When
+   * the path lies inside one of `roots` (the box's writable host folders, compared after `..` and `.`
+   * are resolved lexically), the parent is reached from that root one component at a time without
+   * following symlinks, since the box controls every entry below it; otherwise the kernel resolves
+   * the parent as given (the caller chose it). A path naming `/` or ending in `/.`/`/..` is refused: a
+   * copy needs a named entry.
+   * @throws BoxError `invalid_option` (field `field`) for such a path, `not_found` when the parent does
+   *   not exist, `conflict` when a directory below a root is a symlink or not a directory.
    */
-  top(hostPath: string, field: string): HostEntry {
+  top(hostPath: string, field: string, roots: readonly string[] = []): HostEntry {
     const trimmed = hostPath.replace(/(.)\/+$/, '$1');
     const name = basename(trimmed);
     if (name === '' || name === '.' || name === '..' || trimmed === '/') {
       throw new BoxError(
         `invalid copy option ${field}: '${hostPath}' must name an entry, not '/', '.' or '..'`,
-        {
-          field,
-        },
+        { field },
       );
     }
+    const abs = resolve(trimmed);
+    for (const root of roots) {
+      const r = resolve(root);
+      const prefix = r === '/' ? '/' : `${r}/`;
+      if (!abs.startsWith(prefix) || abs === r) continue;
+      const parts = abs.slice(prefix.length).split('/');
+      let dirFd = this.#openTop(r, hostPath);
+      let dirPath = r;
+      for (const part of parts.slice(0, -1)) {
+        try {
+          dirFd = this.openDir({ dirFd, name: part, path: `${dirPath}/${part}` });
+        } catch (error) {
+          throw hostError(`${dirPath}/${part}`, error);
+        }
+        dirPath = `${dirPath}/${part}`;
+      }
+      return { dirFd, name: parts[parts.length - 1]!, path: abs };
+    }
+    return { dirFd: this.#openTop(dirname(trimmed), hostPath), name, path: trimmed };
+  }
+
+  /** Opens a directory by path as the kernel resolves it (a root or a parent the caller named). */
+  #openTop(dir: string, hostPath: string): number {
     let fd: number;
     try {
-      fd = openSync(dirname(trimmed), constants.O_RDONLY | constants.O_DIRECTORY);
+      fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
     } catch (error) {
       const code = errno(error);
-      if (code === 'ENOENT' || code === 'ENOTDIR')
-        throw notFound(`host directory '${dirname(trimmed)}' does not exist`);
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw notFound(`host directory '${dir}' does not exist`);
       throw hostError(hostPath, error);
     }
     this.#fds.push(fd);
-    return { dirFd: fd, name, path: trimmed };
+    return fd;
   }
 
   /** `lstat` of an entry (a symlink is reported, not followed); null when it does not exist. */

@@ -10,10 +10,19 @@ import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHand
 /** Forwards every call to the backend `pick` resolves for it. */
 export class TierFiles implements FilesBackend {
   readonly #pick: () => Promise<FilesBackend>;
+  readonly #roots: () => Promise<string[]>;
 
-  /** @param pick the backend of the box's tier (read per operation; it may reject, e.g. box not found). */
-  constructor(pick: () => Promise<FilesBackend>) {
+  /**
+   * @param pick the backend of the box's tier (read per operation; it may reject, e.g. box not found).
+   * @param roots the box's writable host folders (`FilesBackend.sharedHostRoots`).
+   */
+  constructor(pick: () => Promise<FilesBackend>, roots: () => Promise<string[]>) {
     this.#pick = pick;
+    this.#roots = roots;
+  }
+
+  sharedHostRoots(): Promise<string[]> {
+    return this.#roots();
   }
 
   async readStream(path: string): Promise<Readable> {

@@ -118,6 +118,12 @@ export interface FilesBackend {
   rename(from: string, to: string): Promise<JsEntryInfo>;
   /** Creates a symbolic link `path` → `target` (parents are created); used by `copyIn`. */
   symlink(path: string, target: string): Promise<void>;
+  /**
+   * Absolute host paths of the box's writable host folders (`hostPath` volumes), whose contents the box
+   * controls; `copyIn`/`copyOut` walk a named path inside one from its root without following symlinks.
+   * Absent or empty where the host side is not this machine's (REST).
+   */
+  sharedHostRoots?(): Promise<string[]>;
   /** Watches a directory. */
   watch(
     path: string,
