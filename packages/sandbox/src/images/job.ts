@@ -103,3 +103,26 @@ export class SharedJobs<K, T, E> {
     return job;
   }
 }
+
+/**
+ * Runs `attempt` up to `times` times: again after a failure that `retryable` accepts while `signal` is
+ * not aborted (`onFailure` runs after every failed attempt first, e.g. to take back its progress).
+ * @throws the last attempt's error.
+ */
+export async function withRetries<T>(
+  times: number,
+  attempt: () => Promise<T>,
+  retryable: (error: unknown) => boolean,
+  signal: AbortSignal,
+  onFailure?: () => void,
+): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      onFailure?.();
+      if (i < times && retryable(error) && !signal.aborted) continue;
+      throw error;
+    }
+  }
+}

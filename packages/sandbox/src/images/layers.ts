@@ -9,7 +9,7 @@ import { BoxError } from '../errors.ts';
 import { isTransient } from './client.ts';
 import { LAYER_MEDIA_TYPES } from './digest.ts';
 import type { PullProgress } from './image-types.ts';
-import { SharedJob, SharedJobs } from './job.ts';
+import { SharedJob, SharedJobs, withRetries } from './job.ts';
 import { type LayerSource, OversizeBlobError, unpackLayer } from './layer-unpack.ts';
 import { UnpackBudget } from './limits.ts';
 import type { Descriptor } from './oci.ts';
@@ -128,10 +128,12 @@ export class LayerJobs {
         async (self, jobSignal) => {
           const stored = await this.files.readLayer(desc.digest);
           if (stored) return stored;
-          for (let attempt = 0; ; attempt++) {
-            const before = bytes;
-            try {
-              return await unpackLayer(
+          let before = 0;
+          return withRetries(
+            3,
+            () => {
+              before = bytes;
+              return unpackLayer(
                 this.files,
                 source,
                 desc,
@@ -149,15 +151,15 @@ export class LayerJobs {
                 },
                 jobSignal,
               );
-            } catch (err) {
+            },
+            (err) => isTransient(err) || err instanceof OversizeBlobError,
+            jobSignal,
+            () => {
               // A retry downloads again: take back the failed attempt's bytes.
               self.emit({ bytes: before - bytes });
               bytes = before;
-              const retry = isTransient(err) || err instanceof OversizeBlobError;
-              if (attempt < 2 && retry && !jobSignal.aborted) continue;
-              throw err;
-            }
-          }
+            },
+          );
         },
         (l) => {
           if (bytes > 0) l({ bytes });

@@ -5,10 +5,11 @@
  */
 import { readFile } from 'node:fs/promises';
 import { BoxError } from '../errors.ts';
-import type { RegistryClient } from './client.ts';
+import { isTransient, type RegistryClient } from './client.ts';
 import { digestOf, digestParts } from './digest.ts';
 import { readBody } from './http.ts';
 import type { ImageRuntimeConfig } from './image-types.ts';
+import { SharedJob, SharedJobs, withRetries } from './job.ts';
 import {
   type Descriptor,
   hostArchitecture,
@@ -124,11 +125,12 @@ export async function resolveManifest(
 
 /**
  * Fetches small blobs (image configs) by digest, verified, from the store or the registry; concurrent
- * fetches of one digest share one download. The caller stores the blob once the image it belongs to is
+ * fetches of one digest share one download (a `SharedJob`, stopped when every waiting pull has aborted),
+ * retried twice after transient failures. The caller stores the blob once the image it belongs to is
  * complete, so a failed pull leaves the store as it was.
  */
 export class BlobFetcher {
-  private readonly jobs = new Map<string, Promise<Buffer>>();
+  private readonly jobs = new SharedJobs<string, Buffer, never>();
   private readonly files: StoreFiles;
 
   /** @param files the store's files. */
@@ -147,14 +149,21 @@ export class BlobFetcher {
     limit: number,
     signal: AbortSignal,
   ): Promise<Buffer> {
-    let job = this.jobs.get(desc.digest);
-    if (!job) {
-      job = this.fetchOnce(client, repository, desc, limit, signal).finally(() =>
-        this.jobs.delete(desc.digest),
-      );
-      this.jobs.set(desc.digest, job);
-    }
-    return job;
+    const job = this.jobs.get(
+      desc.digest,
+      () =>
+        new SharedJob<Buffer, never>((_, jobSignal) =>
+          withRetries(
+            3,
+            () => this.fetchOnce(client, repository, desc, limit, jobSignal),
+            isTransient,
+            jobSignal,
+          ),
+        ),
+    );
+    return job.wait(undefined, signal, (reason) =>
+      reason instanceof Error ? reason : new BoxError('aborted', { code: 'image' }),
+    );
   }
 
   private async fetchOnce(
