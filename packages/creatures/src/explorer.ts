@@ -1,8 +1,9 @@
 /**
  * The interactive query explorer (GraphiQL 3 with its Docs panel) served entirely by this server: the
- * page, GraphiQL's prebuilt standalone bundle, React 18's and graphql-sse's UMD builds are read from the
+ * page, GraphiQL's prebuilt standalone bundle, React 18's and graphql-ws's UMD builds are read from the
  * installed npm packages at start, so the explorer works with no internet access (no CDN). Queries and
- * mutations go through GraphiQL's HTTP fetcher; subscriptions through graphql-sse (GraphQL over SSE).
+ * mutations go through GraphiQL's HTTP fetcher; subscriptions through graphql-ws (GraphQL over
+ * WebSocket, `websocket.ts`).
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -25,55 +26,14 @@ const INIT_SCRIPT = `
 (function () {
   var params = new URLSearchParams(location.search);
   var headers = { 'GraphQL-Require-Preflight': '1' };
-  var http = GraphiQL.createFetcher({ url: location.pathname, headers: headers });
-  // Subscriptions go over Server-Sent Events on the same endpoint (GraphQL over SSE, graphql-sse's
-  // "distinct connections" mode); GraphiQL shows each event as it arrives and stops the stream on Stop.
-  var sse = graphqlSse.createClient({ url: location.pathname, headers: headers });
-  // The type of the operation to run: the keyword of the named one, or of the first operation (a bare
-  // selection set is a query). Scans top-level definitions only (brace depth 0), skipping comments,
-  // strings and fragments.
-  function operationType(query, name) {
-    var depth = 0, first = null, def = null, i = 0, n = query.length, m;
-    var word = /[_A-Za-z][_0-9A-Za-z]*/y, ws = /[\\s,]*/y;
-    while (i < n) {
-      var c = query[i];
-      if (c === '#') { while (i < n && query[i] !== '\\n') i++; continue; }
-      if (c === '"') {
-        var block = query.startsWith('"""', i);
-        i += block ? 3 : 1;
-        while (i < n && !(block ? query.startsWith('"""', i) : query[i] === '"')) i += query[i] === '\\\\' ? 2 : 1;
-        i += block ? 3 : 1;
-        continue;
-      }
-      if (c === '{') { if (depth === 0 && def === null && first === null) first = 'query'; depth++; i++; continue; }
-      if (c === '}') { depth--; if (depth === 0) def = null; i++; continue; }
-      word.lastIndex = i;
-      if (depth === 0 && (m = word.exec(query))) {
-        i = word.lastIndex;
-        if (m[0] === 'fragment') def = m[0];
-        if (m[0] === 'query' || m[0] === 'mutation' || m[0] === 'subscription') {
-          def = m[0];
-          ws.lastIndex = i; ws.exec(query); word.lastIndex = ws.lastIndex;
-          var named = word.exec(query);
-          if (name && named && named[0] === name) return m[0];
-          if (first === null) first = m[0];
-        }
-        continue;
-      }
-      i++;
-    }
-    return first;
-  }
-  var fetcher = function (graphQLParams, opts) {
-    if (operationType(graphQLParams.query || '', graphQLParams.operationName) === 'subscription') {
-      return sse.iterate({
-        query: graphQLParams.query,
-        variables: graphQLParams.variables || undefined,
-        operationName: graphQLParams.operationName || undefined,
-      });
-    }
-    return http(graphQLParams, opts);
-  };
+  // Queries and mutations go over HTTP; subscriptions over GraphQL over WebSocket (graphql-transport-ws)
+  // on the same endpoint. GraphiQL's fetcher tells them apart and shows each event as it arrives; its
+  // Stop button completes the subscription.
+  var wsClient = graphqlWs.createClient({
+    url: (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + location.pathname,
+    lazy: true,
+  });
+  var fetcher = GraphiQL.createFetcher({ url: location.pathname, headers: headers, wsClient: wsClient });
   var root = ReactDOM.createRoot(document.getElementById('graphiql'));
   root.render(React.createElement(GraphiQL, {
     fetcher: fetcher,
@@ -101,7 +61,7 @@ export const EXPLORER_HTML = Buffer.from(`<!doctype html>
   <script src="${EXPLORER_ASSET_PREFIX}react.production.min.js"></script>
   <script src="${EXPLORER_ASSET_PREFIX}react-dom.production.min.js"></script>
   <script src="${EXPLORER_ASSET_PREFIX}graphiql.min.js"></script>
-  <script src="${EXPLORER_ASSET_PREFIX}graphql-sse.min.js"></script>
+  <script src="${EXPLORER_ASSET_PREFIX}graphql-ws.min.js"></script>
   <script src="${EXPLORER_ASSET_PREFIX}init.js"></script>
 </body>
 </html>
@@ -116,7 +76,7 @@ export const EXPLORER_CSP =
   "font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /**
- * Reads the explorer's assets from the installed `graphiql`, `react` and `react-dom` packages.
+ * Reads the explorer's assets from the installed `graphiql`, `react`, `react-dom` and `graphql-ws` packages.
  * Returns a map from file name (after {@link EXPLORER_ASSET_PREFIX}) to asset. Throws if a package is
  * missing.
  */
@@ -133,7 +93,7 @@ export function loadExplorerAssets(): Map<string, ExplorerAsset> {
       'react-dom.production.min.js',
       { body: file('react-dom/umd/react-dom.production.min.js'), contentType: JS },
     ],
-    ['graphql-sse.min.js', { body: file('graphql-sse/umd/graphql-sse.min.js'), contentType: JS }],
+    ['graphql-ws.min.js', { body: file('graphql-ws/umd/graphql-ws.min.js'), contentType: JS }],
     ['init.js', { body: Buffer.from(INIT_SCRIPT), contentType: JS }],
   ]);
 }

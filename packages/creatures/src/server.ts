@@ -35,6 +35,7 @@ import type { Store } from './store.ts';
 import { PostgresStore } from './store-postgres.ts';
 import { SqliteStore } from './store-sqlite.ts';
 import { createSubscriptionHandler, withSubscriptions } from './subscriptions.ts';
+import { attachGraphQLWs, type WebSocketTransport } from './websocket.ts';
 
 /**
  * Default SQLite file: `.data/creatures.db` under the working directory at start (for
@@ -89,6 +90,15 @@ export interface CreatureServerOptions {
    * `Accept: text/event-stream`, `src/subscriptions.ts`), fed by the store's change events (default true).
    */
   subscriptions?: boolean;
+  /**
+   * Serve GraphQL over WebSocket (`graphql-transport-ws`, `src/websocket.ts`) on `/graphql` for
+   * subscriptions, queries and mutations (default: on when `subscriptions` is on).
+   */
+  webSocket?: boolean;
+  /** Most operations in flight on one WebSocket connection (default 100). */
+  webSocketMaxOperations?: number;
+  /** How long a WebSocket may wait before its `connection_init`, in ms (default 3000). */
+  webSocketInitTimeoutMs?: number;
   /** How long `close()` waits for in-flight requests before cutting connections, in ms (default 10000). */
   shutdownTimeoutMs?: number;
   /**
@@ -373,6 +383,26 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   );
 
   httpServer.on('clientError', answerClientError);
+  const webSockets: WebSocketTransport | undefined =
+    withStreams && (options.webSocket ?? true)
+      ? attachGraphQLWs({
+          httpServer,
+          schema,
+          events: store.events,
+          context: resolverContext,
+          persisted,
+          limits,
+          rules: validationRules(limits, { cost: false, introspection }),
+          known: () => listSizesOf(store.listCreatures()),
+          suggestions: options.suggestions ?? !production,
+          maskErrors,
+          onUnexpectedError,
+          maxMessageBytes: bodyLimit,
+          maxOperations: options.webSocketMaxOperations,
+          connectionInitTimeoutMs: options.webSocketInitTimeoutMs,
+          corsOrigins: cors,
+        })
+      : undefined;
 
   let url = '';
   let closing: Promise<void> | undefined;
@@ -422,9 +452,11 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         };
         streams?.close();
         multipartSubscriptions?.close();
-        if (!httpServer.listening) return void finish();
-        httpServer.close(() => void finish());
-        httpServer.closeIdleConnections();
+        void (webSockets?.close() ?? Promise.resolve()).then(() => {
+          if (!httpServer.listening) return void finish();
+          httpServer.close(() => void finish());
+          httpServer.closeIdleConnections();
+        });
       });
       return closing;
     },

@@ -28,6 +28,7 @@ import {
 } from 'graphql';
 import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
 import { withCode } from './engine.ts';
+import { maskUnexpectedErrors } from './mask.ts';
 import { parseWithLimits } from './parse-limits.ts';
 import type { ChangeEvent, Creature, Message } from './store.ts';
 
@@ -269,23 +270,8 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
     subscribe: (args) => graphqlSubscribe({ ...args, rootValue: subscribeRoot }),
     // Distinct connections mode only: without a stream token, `PUT` reservations are never created.
     authenticate: () => null,
-    onNext: (_ctx, _req, result) => {
-      if (!result.errors?.some(isUnexpected)) return;
-      return {
-        ...result,
-        errors: result.errors.map((error) => {
-          if (!isUnexpected(error)) return error;
-          options.onUnexpectedError?.(error.originalError);
-          return maskErrors
-            ? new GraphQLError('Internal server error', {
-                nodes: error.nodes,
-                path: error.path,
-                extensions: { code: 'INTERNAL_SERVER_ERROR' },
-              })
-            : error;
-        }),
-      };
-    },
+    onNext: (_ctx, _req, result) =>
+      maskUnexpectedErrors(result as ExecutionResult, maskErrors, options.onUnexpectedError),
   });
 
   async function handleEventStream(
@@ -367,10 +353,6 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
       for (const stream of streams) void stream.return(undefined);
     },
   });
-}
-
-function isUnexpected(error: GraphQLError): boolean {
-  return error.originalError != null && !(error.originalError instanceof GraphQLError);
 }
 
 /**

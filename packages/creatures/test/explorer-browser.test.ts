@@ -59,16 +59,14 @@ test(
 );
 
 test(
-  'a subscription run in the explorer streams live events over SSE until stopped',
+  'a subscription run in the explorer streams live events over WebSocket until stopped',
   needsChromium,
   async () => {
     const page = await browser.newPage();
     const pageErrors: string[] = [];
     page.on('pageerror', (err) => pageErrors.push(err.message));
-    const streams: string[] = [];
-    page.on('request', (request) => {
-      if (request.headers().accept === 'text/event-stream') streams.push(request.method());
-    });
+    const sockets: string[] = [];
+    page.on('websocket', (socket) => sockets.push(new URL(socket.url()).pathname));
     const query = 'subscription Live {\n  messageChanged { kind message { content author } }\n}\n';
     await page.goto(`${s.server.url}/graphql?query=${encodeURIComponent(query)}`);
     await page.waitForSelector('.graphiql-container', { timeout: 20_000 });
@@ -90,7 +88,7 @@ test(
     }
     assert.match(shown, /"kind": "CREATED"/);
     assert.match(shown, /"author": "explorer-test"/);
-    assert.deepEqual(streams, ['POST'], 'one GraphQL-over-SSE stream, opened with POST');
+    assert.deepEqual(sockets, ['/graphql'], 'one GraphQL-over-WebSocket connection to /graphql');
     // Stop ends the stream: later messages no longer arrive.
     await page.click('.graphiql-execute-button');
     await new Promise((resolve) => setTimeout(resolve, 300));

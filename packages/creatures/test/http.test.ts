@@ -222,7 +222,7 @@ describe('explorer page', () => {
     assert.deepEqual(assets.sort(), [
       '/graphql/explorer/graphiql.min.css',
       '/graphql/explorer/graphiql.min.js',
-      '/graphql/explorer/graphql-sse.min.js',
+      '/graphql/explorer/graphql-ws.min.js',
       '/graphql/explorer/init.js',
       '/graphql/explorer/react-dom.production.min.js',
       '/graphql/explorer/react.production.min.js',
