@@ -18,6 +18,8 @@ import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limi
 import { logout, registerEndSessionEndpoint } from '../oauth/logout.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import { loginForm, signedIn } from './page.ts';
+import { passkeySignIn } from './page-passkeys.ts';
+import { registerPasskeyPages } from './passkey.ts';
 import { type LoginPageKit, registerSecondFactorPages, secondFactorAfterPassword } from './second-factor.ts';
 import { readSession, secureCookies, startSession } from './session.ts';
 
@@ -43,7 +45,7 @@ export function safeReturnTo(value: unknown): string | undefined {
 const PAGE_HEADERS = {
   'cache-control': 'no-store',
   'content-security-policy':
-    "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
@@ -98,7 +100,9 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
           returnTo,
           failed: query.err === '1',
           userName: loginHint(returnTo),
-          after: upstreamButtons(ctx.upstreamProviders ?? [], returnTo),
+          after:
+            upstreamButtons(ctx.upstreamProviders ?? [], returnTo) + (ctx.config.mfa ? passkeySignIn() : ''),
+          passkeys: ctx.config.mfa !== null,
         }),
       );
     });
@@ -146,6 +150,7 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
     registerConsentPage(scope, ctx, safeReturnTo, formField, page);
 
     registerSecondFactorPages(scope, ctx, kit);
+    registerPasskeyPages(scope, ctx, kit);
 
     registerEndSessionEndpoint(scope, ctx, page, formField);
 

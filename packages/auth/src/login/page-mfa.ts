@@ -1,5 +1,6 @@
 /** HTML of the second-factor pages (same frame and rules as `./page.ts`: no scripts, no external assets). */
 import { escapeHtml, layout } from './page.ts';
+import { PASSKEY_SCRIPTS } from './page-passkeys.ts';
 
 function hidden(name: string, value: string | undefined): string {
   return value === undefined ? '' : `<input type="hidden" name="${name}" value="${escapeHtml(value)}">\n`;
@@ -9,23 +10,37 @@ function hidden(name: string, value: string | undefined): string {
 const FAILED = '<p class="error" role="alert">That code is not valid. Try again.</p>\n';
 
 /**
- * The code form of `POST /login/otp`: a TOTP code or a recovery code in one field.
- * `failed` shows the generic failure message.
+ * The second-factor page: the code form of `POST /login/otp` (a TOTP code or a recovery code in one field)
+ * and/or the "Use a passkey" button. `failed` shows the generic failure message.
  */
 export function totpForm(options: {
   csrfToken: string;
   returnTo: string | undefined;
   failed: boolean;
+  /** The user has a TOTP factor (the code form is shown). */
+  totp: boolean;
+  /** The user has passkeys (the "Use a passkey" button is shown). */
+  passkey: boolean;
 }): string {
+  const fields = `${hidden('_csrf', options.csrfToken)}${hidden('return_to', options.returnTo)}`;
+  const codeForm = options.totp
+    ? `<p>Enter the 6-digit code from your authenticator app, or one of your recovery codes.</p>
+<form method="post" action="/login/otp" autocomplete="off">
+${fields}<label for="code">Code</label>
+<input type="text" id="code" name="code" inputmode="text" autocomplete="one-time-code" required maxlength="32" autofocus>
+<button type="submit">Verify</button>
+</form>
+`
+    : fields;
+  const passkey = options.passkey
+    ? `<button type="button" id="passkey-signin" data-ceremony="second-factor" class="secondary">Use a passkey</button>
+<p class="error" id="passkey-status" role="alert" hidden></p>
+${PASSKEY_SCRIPTS}`
+    : '';
   return layout(
     'Two-factor authentication',
     `<h1>Two-factor authentication</h1>
-${options.failed ? FAILED : ''}<p>Enter the 6-digit code from your authenticator app, or one of your recovery codes.</p>
-<form method="post" action="/login/otp" autocomplete="off">
-${hidden('_csrf', options.csrfToken)}${hidden('return_to', options.returnTo)}<label for="code">Code</label>
-<input type="text" id="code" name="code" inputmode="text" autocomplete="one-time-code" required maxlength="32" autofocus>
-<button type="submit">Verify</button>
-</form>`,
+${options.failed ? FAILED : ''}${codeForm}${passkey}`,
   );
 }
 

@@ -1,4 +1,7 @@
-/** HTML of the login page: one self-contained document (inline CSS, no scripts, no external assets). */
+/**
+ * HTML of the login page: one self-contained document (inline CSS, no external assets; with passkeys on,
+ * the two passkey scripts served by this server).
+ */
 
 /** Escapes text for HTML element content and double-quoted attribute values. */
 export function escapeHtml(value: string): string {
@@ -48,6 +51,8 @@ export function loginForm(options: {
   userName?: string;
   /** HTML after the form (the upstream providers' buttons, already escaped). */
   after?: string;
+  /** Passkeys are on: the user-name field offers them in its autofill list (WebAuthn conditional UI). */
+  passkeys?: boolean;
 }): string {
   const error = options.failed ? '<p class="error" role="alert">Invalid user name or password.</p>\n' : '';
   const returnTo =
@@ -60,7 +65,7 @@ export function loginForm(options: {
 ${error}<form method="post" action="/login" autocomplete="on">
 <input type="hidden" name="_csrf" value="${escapeHtml(options.csrfToken)}">
 ${returnTo}<label for="username">User name</label>
-<input type="text" id="username" name="username" autocomplete="username" required maxlength="256"${options.userName ? ` value="${escapeHtml(options.userName)}"` : ' autofocus'}>
+<input type="text" id="username" name="username" autocomplete="${options.passkeys ? 'username webauthn' : 'username'}" required maxlength="256"${options.userName ? ` value="${escapeHtml(options.userName)}"` : ' autofocus'}>
 <label for="password">Password</label>
 <input type="password" id="password" name="password" autocomplete="current-password" required maxlength="1024"${options.userName ? ' autofocus' : ''}>
 <button type="submit">Sign in</button>

@@ -5,8 +5,8 @@
  *   an administrator requires two factors (per user, role or client), or a request whose `acr_values`
  *   asks for them, gets the pending sign-in cookie (`../mfa/pending.ts`) instead of a session and goes to
  *   `GET /login/otp` (or to enrolment when they have no factor yet).
- * - `GET/POST /login/otp`: a TOTP code or a recovery code; success starts the session with `amr`
- *   `pwd otp mfa` (RFC 8176). The same page serves step-up for a signed-in user (the authorization
+ * - `GET/POST /login/otp`: a TOTP code or a recovery code (or a passkey, `./passkey.ts`); success starts
+ *   the session with `amr` `pwd otp mfa` (RFC 8176). The same page serves step-up for a signed-in user (the authorization
  *   endpoint sends them here when `acr_values` or a requirement asks for two factors).
  * - `GET/POST /login/otp/enrol`: QR code and key, confirmed by a first code; then ten recovery codes are
  *   shown once and stored hashed.
@@ -43,7 +43,7 @@ export interface LoginPageKit {
 }
 
 /** Who is at the second-factor step: a pending sign-in (password passed) or a signed-in user (step-up). */
-interface FactorSubject {
+export interface FactorSubject {
   readonly user: UserRecord;
   readonly amr: readonly string[];
   readonly pending: PendingSignIn | undefined;
@@ -58,13 +58,14 @@ function pathWith(path: string, params: { err?: boolean; returnTo?: string }): s
 }
 
 /** A parameter of the authorization request a `return_to` continues, or undefined. */
-function returnToParam(returnTo: string | undefined, name: string): string | undefined {
+export function returnToParam(returnTo: string | undefined, name: string): string | undefined {
   if (returnTo === undefined || !returnTo.includes('?')) return undefined;
   const value = new URLSearchParams(returnTo.slice(returnTo.indexOf('?') + 1)).get(name);
   return value === null || value.length > 256 ? undefined : value;
 }
 
-async function subjectOf(
+/** The user at the second-factor step: the pending sign-in's (valid and current), else the session's. */
+export async function subjectOf(
   req: FastifyRequest,
   ctx: OAuthContext,
   mfa: MfaSettings,
@@ -116,9 +117,11 @@ export async function secondFactorAfterPassword(
   kit: LoginPageKit,
 ): Promise<FastifyReply | undefined> {
   const clientId = returnToParam(returnTo, 'client_id') ?? null;
-  const factor = await ctx.store.factors.getTotp(user.id);
+  const factor =
+    (await ctx.store.factors.getTotp(user.id)) !== undefined ||
+    (await ctx.store.factors.passkeys.list(user.id)).length > 0;
   const required =
-    factor !== undefined ||
+    factor ||
     acrValuesNeedMfa(returnToParam(returnTo, 'acr_values')) ||
     (await ctx.store.factors.isMfaRequired(user.id, clientId));
   if (!required) return undefined;
@@ -165,9 +168,14 @@ export function registerSecondFactorPages(
     if (!mfa) return page(reply, secondFactorUnavailable());
     const subject = await subjectOf(req, ctx, mfa);
     if (!subject) return toLogin(reply, returnTo);
-    if (!(await ctx.store.factors.getTotp(subject.user.id)))
+    const totp = (await ctx.store.factors.getTotp(subject.user.id)) !== undefined;
+    const passkey = (await ctx.store.factors.passkeys.list(subject.user.id)).length > 0;
+    if (!totp && !passkey)
       return reply.header('cache-control', 'no-store').redirect(pathWith(OTP_ENROL_PATH, { returnTo }), 302);
-    return page(reply, totpForm({ csrfToken: reply.generateCsrf(), returnTo, failed: query.err === '1' }));
+    return page(
+      reply,
+      totpForm({ csrfToken: reply.generateCsrf(), returnTo, failed: query.err === '1', totp, passkey }),
+    );
   });
 
   scope.post(OTP_PATH, { preHandler: scope.csrfProtection }, async (req, reply) => {

@@ -1,6 +1,6 @@
 /**
- * Settings of two-factor sign-in (`oauth.mfa` of the server options; `AUTH_MFA_KEY` in the environment).
- * Without a key, TOTP is off: the login pages offer no enrolment, and a user for whom an administrator
+ * Settings of two-factor sign-in and passkeys (`oauth.mfa` of the server options; `AUTH_MFA_KEY` in the
+ * environment). Without a key, TOTP and passkeys are off: the login pages offer no enrolment, and a user for whom an administrator
  * requires a second factor cannot finish signing in (the page says so; the audit log says why).
  */
 import { deriveKey, MIN_MFA_KEY_LENGTH, SecretSealer } from './seal.ts';
@@ -18,6 +18,18 @@ export interface MfaOptions {
   totpIssuer?: string;
   /** How long the step between password and second factor may take, seconds. Default 300. */
   pendingTtlSeconds?: number;
+  /** Passkeys (WebAuthn): the relying party when it differs from the issuer's host and origin. */
+  passkeys?: PasskeyOptions;
+}
+
+/** Relying-party settings of passkeys (WebAuthn Level 3 §5.1.3, §13.4.9). */
+export interface PasskeyOptions {
+  /** RP ID (a host name, not an IP address). Default: the issuer's host name. */
+  rpId?: string;
+  /** Name authenticators show. Default: `totpIssuer`. */
+  rpName?: string;
+  /** Accepted origins (`https://host[:port]`). Default: the issuer's origin. */
+  origins?: readonly string[];
 }
 
 /** Resolved settings; see {@link resolveMfaConfig}. */
@@ -28,12 +40,15 @@ export interface MfaSettings {
   readonly pendingKey: Uint8Array;
   readonly totpIssuer: string;
   readonly pendingTtlSeconds: number;
+  /** Passkey relying-party overrides (empty: derived from the issuer). */
+  readonly passkeys: Readonly<PasskeyOptions>;
 }
 
 /**
  * Checks the options. @returns the settings, or null when no key is given (TOTP off).
  * @throws RangeError naming the field (`mfa.key`: at least 32 characters; `mfa.totpIssuer`: 1-64
- * characters without `:`; `mfa.pendingTtlSeconds`: integer 30-3600).
+ * characters without `:`; `mfa.pendingTtlSeconds`: integer 30-3600; `mfa.passkeys.rpId`: a host name;
+ * `mfa.passkeys.origins`: bare origins).
  */
 export function resolveMfaConfig(options: MfaOptions | undefined): MfaSettings | null {
   if (options?.key === undefined || options.key === '') return null;
@@ -50,7 +65,19 @@ export function resolveMfaConfig(options: MfaOptions | undefined): MfaSettings |
   const ttl = options.pendingTtlSeconds ?? 300;
   if (!Number.isSafeInteger(ttl) || ttl < 30 || ttl > 3600)
     throw new RangeError('mfa.pendingTtlSeconds: integer 30-3600 (seconds)');
+  const passkeys = options.passkeys ?? {};
+  if (passkeys.rpId !== undefined && !/^[a-z0-9.-]{1,253}$/i.test(passkeys.rpId))
+    throw new RangeError('mfa.passkeys.rpId: a host name');
+  for (const origin of passkeys.origins ?? []) {
+    let url: URL | undefined;
+    try {
+      url = new URL(origin);
+    } catch {}
+    if (!url || url.origin !== origin)
+      throw new RangeError('mfa.passkeys.origins: origins like https://host[:port]');
+  }
   return {
+    passkeys: { ...passkeys, origins: passkeys.origins ? [...passkeys.origins] : undefined },
     sealer: new SecretSealer(options.key),
     pendingKey: new Uint8Array(deriveKey(options.key, 'pending sign-in')),
     totpIssuer,

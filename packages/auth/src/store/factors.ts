@@ -2,10 +2,13 @@
  * Second-factor state of both stores: TOTP factors (RFC 6238; the seed sealed by `../mfa/seal.ts`, never in
  * clear), recovery codes (SHA-256 hashes, single use) and the administrators' two-factor requirements per
  * user, role or client. The statements use `?` placeholders and portable SQL, so one implementation
- * ({@link SqlFactorStore}) runs over the SQLite store and the PostgreSQL store alike; each store passes
+ * ({@link SqlFactorStore}) runs over the SQLite store and the PostgreSQL store alike (passkeys too,
+ * `./passkeys.ts`); each store passes
  * its query functions ({@link SqlRunner}). The tables come from SQLite migration 7
  * ({@link SQLITE_FACTOR_TABLES}) and PostgreSQL migration 5 ({@link PG_FACTOR_TABLES}).
  */
+
+import { type PasskeyStore, SqlPasskeyStore } from './passkeys.ts';
 
 /** A user's TOTP factor. */
 export interface TotpFactorRecord {
@@ -74,6 +77,8 @@ export interface FactorStore {
   unrequireMfa(kind: MfaTargetKind, targetId: string): Promise<boolean>;
   /** All requirements, by kind then target id. */
   listMfaRequirements(): Promise<MfaRequirementRecord[]>;
+  /** The users' passkeys (`./passkeys.ts`). */
+  readonly passkeys: PasskeyStore;
 }
 
 /** A row as the drivers return it. */
@@ -144,9 +149,11 @@ CREATE TABLE mfa_requirements (
 /** {@link FactorStore} over a store's {@link SqlRunner}. */
 export class SqlFactorStore implements FactorStore {
   readonly #db: SqlRunner;
+  readonly passkeys: PasskeyStore;
 
   constructor(db: SqlRunner) {
     this.#db = db;
+    this.passkeys = new SqlPasskeyStore(db);
   }
 
   async getTotp(userId: string): Promise<TotpFactorRecord | undefined> {

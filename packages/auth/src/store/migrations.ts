@@ -5,6 +5,7 @@
 
 import { SQLITE_LINK_TABLES } from '../broker/links.ts';
 import { SQLITE_FACTOR_TABLES } from './factors.ts';
+import { SQLITE_PASSKEY_TABLES } from './passkeys.ts';
 
 /** One migration. */
 export interface Migration {
@@ -289,5 +290,10 @@ CREATE INDEX refresh_tokens_family_usable ON refresh_tokens(family_id)
     version: 8,
     name: 'links of users to upstream OpenID provider accounts',
     sql: SQLITE_LINK_TABLES,
+  },
+  {
+    version: 9,
+    name: 'passkeys (WebAuthn credentials)',
+    sql: SQLITE_PASSKEY_TABLES,
   },
 ];

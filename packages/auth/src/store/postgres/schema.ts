@@ -11,6 +11,7 @@ import type postgres from 'postgres';
 import { PG_LINK_TABLES } from '../../broker/links.ts';
 import { PG_FACTOR_TABLES } from '../factors.ts';
 import { ADMINISTRATOR_ROLE_ID, ADMINISTRATOR_ROLE_NAME, type Migration } from '../migrations.ts';
+import { PG_PASSKEY_TABLES } from '../passkeys.ts';
 
 /**
  * Key of the advisory lock (`pg_advisory_xact_lock`) serializing migrations across instances: the first
@@ -298,6 +299,11 @@ CREATE INDEX rate_limits_expire ON rate_limits(expire);
     version: 6,
     name: 'links of users to upstream OpenID provider accounts',
     sql: PG_LINK_TABLES,
+  },
+  {
+    version: 7,
+    name: 'passkeys (WebAuthn credentials)',
+    sql: PG_PASSKEY_TABLES,
   },
 ];
 
