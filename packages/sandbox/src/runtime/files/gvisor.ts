@@ -14,18 +14,19 @@ import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import type { EngineProcess } from '../../engine/types.ts';
 import { BoxError, conflict, notFound } from '../../errors.ts';
+import {
+  checkEntryPath,
+  type Done,
+  fromHex,
+  parseBatches,
+  refusal,
+  sortTree,
+  under,
+} from './gvisor-parse.ts';
 import { GVISOR_FILES_SCRIPT } from './gvisor-script.ts';
-import { MAX_LIST_ENTRIES, permissionString } from './local.ts';
+import { MAX_LIST_ENTRIES } from './local.ts';
 import { type ChunkSink, type HostFileSource, isHostFile, pumpFd, streamSink } from './pump.ts';
-import { components } from './root.ts';
-import type {
-  FilesBackend,
-  FilesystemEvent,
-  FileType,
-  JsEntryInfo,
-  JsWriteInfo,
-  WatchHandle,
-} from './types.ts';
+import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 
 /** Bytes of a listing's output read at most (about 300 bytes per entry at `MAX_LIST_ENTRIES`). */
 const MAX_LISTING_BYTES = 48 * 1024 * 1024;
@@ -45,12 +46,6 @@ export interface GVisorFilesTarget {
   exec(args: string[], env: string[]): Promise<EngineProcess>;
 }
 
-interface Done {
-  code: number;
-  stdout: Buffer;
-  stderr: string;
-}
-
 /** Reads `stream` to its end, keeping at most `max` bytes (`onOverflow` is called past that). */
 async function collect(stream: Readable, max: number, onOverflow: () => void): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -64,96 +59,6 @@ async function collect(stream: Readable, max: number, onOverflow: () => void): P
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks);
-}
-
-function fromHex(line: string | undefined): Buffer {
-  return Buffer.from(line ?? '', 'hex');
-}
-
-function typeOf(mode: number): FileType {
-  const fmt = mode & 0o170000;
-  return fmt === 0o100000 ? 'file' : fmt === 0o040000 ? 'dir' : fmt === 0o120000 ? 'symlink' : 'other';
-}
-
-/** Entries of the batches in `lines` (see gvisor-script.ts); undefined when a batch is malformed. */
-function parseBatches(lines: string[]): JsEntryInfo[] | undefined {
-  const out: JsEntryInfo[] = [];
-  let i = 0;
-  while (i < lines.length && lines[i] !== '') {
-    const stats: string[] = [];
-    while (i < lines.length && lines[i] !== '@@') stats.push(lines[i++]!);
-    const paths = fromHex(lines[i + 1])
-      .toString('utf8')
-      .split('\0')
-      .slice(0, -1);
-    const targets = fromHex(lines[i + 3])
-      .toString('utf8')
-      .split('\0')
-      .slice(0, -1);
-    if (lines[i + 2] !== '@@' || lines[i + 4] !== '@@@') return undefined;
-    if (paths.length !== stats.length || targets.length !== stats.length) return undefined;
-    i += 5;
-    for (const [k, line] of stats.entries()) {
-      const [hexMode, size, uid, gid, mtime] = line.split(' ');
-      const mode = Number.parseInt(hexMode ?? '', 16);
-      const path = paths[k]!;
-      const type = typeOf(mode);
-      const target = targets[k]!.replace(/\n$/, '');
-      out.push({
-        name: path.slice(path.lastIndexOf('/') + 1),
-        path,
-        type,
-        size: Number(size),
-        mode: mode & 0o7777,
-        permissions: permissionString(mode),
-        uid: Number(uid),
-        gid: Number(gid),
-        modifiedTime: new Date(Number(mtime) * 1000),
-        ...(type === 'symlink' ? { symlinkTarget: target } : {}),
-      });
-    }
-  }
-  return out;
-}
-
-/** `dir` + `/` + `name` for a resolved in-box directory. */
-function under(dir: string, name: string): string {
-  return dir === '/' ? `/${name}` : `${dir}/${name}`;
-}
-
-/** The refusal of an operation on `path` from the script's exit code and stderr. */
-function refusal(path: string, done: Omit<Done, 'stdout'>): BoxError {
-  const code = /seed-files: (\w+)/.exec(done.stderr)?.[1];
-  if (done.code === 3) {
-    if (code === 'ENOENT') return notFound(`no such file or directory in the box: '${path}'`);
-    if (code === 'ENOTDIR')
-      return new BoxError(`invalid files option path: a component of '${path}' is not a directory`, {
-        field: 'path',
-      });
-    if (code === 'EISDIR') return conflict(`'${path}' is a directory`);
-    if (code === 'EEXIST') return conflict(`'${path}' already exists in the box`);
-    if (code === 'NOTFILE') return conflict(`'${path}' is not a regular file`);
-    if (code === 'EACCES')
-      return new BoxError(`permission denied in the box: '${path}'`, { code: 'permission_denied' });
-  }
-  // 255: runsc could not start the helper (the box was started without the host's static busybox).
-  if (done.code === 255) {
-    return new BoxError(
-      `files: the gvisor isolation tier moves files with the host static busybox (/bin/busybox from busybox-static) inside the box, which could not be started (${done.stderr.trim()})`,
-      { code: 'unsupported' },
-    );
-  }
-  return new BoxError(
-    `file operation on '${path}' failed in the box: ${done.stderr.trim() || `exit ${done.code}`}`,
-  );
-}
-
-function checkEntryPath(path: string): void {
-  if (components(path).filter((c) => c !== '..').length === 0) {
-    throw new BoxError(`invalid files option path: '${path}' names the box root, not an entry`, {
-      field: 'path',
-    });
-  }
 }
 
 /** Files of one gVisor box (see the module comment). */
@@ -426,17 +331,4 @@ export class GVisorFiles implements FilesBackend {
       },
     };
   }
-}
-
-/** Entries in the order the local backend lists them: each directory's names sorted, depth first. */
-function sortTree(entries: JsEntryInfo[]): JsEntryInfo[] {
-  const key = (e: JsEntryInfo) => e.path.split('/');
-  return entries.sort((a, b) => {
-    const x = key(a);
-    const y = key(b);
-    for (let i = 0; i < Math.min(x.length, y.length); i++) {
-      if (x[i] !== y[i]) return x[i]! < y[i]! ? -1 : 1;
-    }
-    return x.length - y.length;
-  });
 }
