@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * `sandbox`: command line of the Sandbox SDK. Commands: `run`, `ps`, `exec`, `stop`, `rm`, `pull`,
- * `images`, `serve` (the REST runtime), `doctor` and `setup` (rootless host preparation, src/cli); `--help` and `--version`. `run` and `exec` exit with the
+ * `images`, `serve` (the REST runtime), `keys` and `preview` (shared service, src/cli/keys.ts), `doctor` and `setup` (rootless host preparation, src/cli); `--help` and `--version`. `run` and `exec` exit with the
  * command's own exit code; SDK errors exit with 125, usage errors with 2.
  *
  * Global options: `--home <dir>` (or `SANDBOX_HOME`; default `~/.sandbox`) and `--registry <url>`
@@ -21,6 +21,7 @@ const { BoxError } = await import('../src/errors.ts');
 const { renderPullProgress } = await import('../src/images/index.ts');
 const { JsRuntime, defaultHomeDir } = await import('../src/js-runtime.ts');
 const { addHostCommands } = await import('../src/cli/host-commands.ts');
+const { addKeyCommands } = await import('../src/cli/keys.ts');
 type JsRuntime = InstanceType<typeof JsRuntime>;
 
 /** Exit status of an SDK failure (the command itself could not run), as `docker run` uses it. */
@@ -352,6 +353,10 @@ export function buildProgram(): Command {
       (value: string, previous: [string, string][]) => [...previous, parseTemplate(value)],
       [],
     )
+    .option('--state-dir <dir>', 'keys, ownership, preview URLs and audit log (default <home>/serve)')
+    .option('--limits <file>', 'per-tenant quotas and rates, node margins (JSON; re-read on change)')
+    .option('--public-url <url>', 'base URL of preview URLs (default the listen URL)')
+    .option('--preview-domain <domain>', 'serve preview URLs as <port>-<boxId>.<domain> (wildcard DNS)')
     .option(
       '--e2b-domain <domain>',
       'route Host names <port>-<sandboxId>.<domain> to sandboxes (E2B_DOMAIN of clients)',
@@ -388,6 +393,12 @@ export function buildProgram(): Command {
           templates: Object.fromEntries(opts.template as [string, string][]),
           ...(opts.e2bDomain ? { domain: opts.e2bDomain } : {}),
         },
+        ...(opts.stateDir ? { stateDir: opts.stateDir } : {}),
+        ...(opts.limits ? { limitsFile: opts.limits } : {}),
+        ...(opts.publicUrl ? { publicUrl: opts.publicUrl } : {}),
+        ...(opts.previewDomain ? { previewDomain: opts.previewDomain } : {}),
+        onLimitsError: (error: Error) =>
+          process.stderr.write(`sandbox: limits file ignored: ${error.message}\n`),
         logger: { level: 'info' },
       });
       process.stderr.write(
@@ -403,6 +414,11 @@ export function buildProgram(): Command {
     });
 
   addHostCommands(program);
+  addKeyCommands(program, {
+    homeDir: (command) =>
+      command.optsWithGlobals<GlobalOptions>().home ?? process.env.SANDBOX_HOME ?? defaultHomeDir(),
+    runtime: runtimeFrom,
+  });
   return program;
 }
 

@@ -16,7 +16,14 @@ import type { JsBox } from './runtime/box.ts';
 import { LocalRuntime } from './runtime/local.ts';
 import type { JsBoxPool, PoolSpec } from './runtime/pool.ts';
 import type { CloneOptions } from './runtime/snapshots.ts';
-import type { IsolationTier, JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from './types.ts';
+import type {
+  IsolationTier,
+  JsBoxInfo,
+  JsBoxOptions,
+  JsOptions,
+  JsRuntimeMetrics,
+  JsTenantUsage,
+} from './types.ts';
 
 export type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './runtime/backend.ts';
 export { defaultHomeDir } from './runtime/local.ts';
@@ -155,6 +162,19 @@ export class JsRuntime {
    */
   metrics(): Promise<JsRuntimeMetrics> {
     return this.#backend.metrics();
+  }
+
+  /**
+   * The caller's tenant usage and limits on a `sandbox serve` node (`GET /v1/usage`, issue 28).
+   * @throws BoxError `unsupported` on a local runtime.
+   */
+  usage(): Promise<JsTenantUsage> {
+    if (!this.#backend.usage) {
+      return Promise.reject(
+        new BoxError('usage() needs a REST runtime (sandbox serve)', { code: 'unsupported' }),
+      );
+    }
+    return this.#backend.usage();
   }
 
   /**

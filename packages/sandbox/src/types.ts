@@ -378,7 +378,35 @@ export interface JsBoxTunnel {
   forward(listen: TunnelListen): Promise<TunnelForwarder>;
 }
 
-/** `box.network` (spec 002 `JsNetworkHandle`): `tunnel(port)` prepares a tunnel to a box TCP port (1–65535). */
+/** A signed preview URL of a box port, served by `sandbox serve` (issue 28). */
+export interface JsPreviewUrl {
+  /** The URL (its token included): reaches the port over HTTP and WebSocket without an API key. */
+  url: string;
+  /** The token of the URL (`pv_…`). */
+  token: string;
+  /** Id of the preview (to revoke it: `DELETE /v1/boxes/{box}/previews/{id}`). */
+  id: string;
+  /** When it stops working, RFC 3339. */
+  expiresAt: string;
+}
+
+/**
+ * `box.network` (spec 002 `JsNetworkHandle`): `tunnel(port)` prepares a tunnel to a box TCP port
+ * (1–65535); `previewUrl(port, { expiresIn })` asks a REST server for a signed preview URL of the port
+ * (`expiresIn` ms, default 1 hour, at most 7 days; a local runtime throws BoxError `unsupported`).
+ */
 export interface JsNetworkHandle {
   tunnel(port: number): Promise<JsBoxTunnel>;
+  previewUrl(port: number, options?: { expiresIn?: number }): Promise<JsPreviewUrl>;
+}
+
+/**
+ * A tenant's use of a `sandbox serve` node and its limits (`runtime.usage()`, `GET /v1/usage`): running
+ * boxes, their vCPUs and memory (MiB), the disk of all its boxes (GiB), its snapshots (bytes); each limit
+ * null when unlimited.
+ */
+export interface JsTenantUsage {
+  tenant: string;
+  usage: { runningBoxes: number; vcpus: number; memoryMib: number; diskGb: number; snapshotBytes: number };
+  limits: Record<string, number | null>;
 }

@@ -28,9 +28,9 @@ export async function api(
 ): Promise<Answer> {
   const sent: Record<string, string> = { ...headers };
   if (key) sent.authorization = `Bearer ${key}`;
-  let payload: string | Buffer | undefined;
+  let payload: string | Blob | undefined;
   if (Buffer.isBuffer(body)) {
-    payload = body;
+    payload = new Blob([new Uint8Array(body)]);
     sent['content-type'] ??= 'application/octet-stream';
   } else if (body !== undefined) {
     payload = JSON.stringify(body);

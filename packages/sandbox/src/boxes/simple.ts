@@ -138,9 +138,12 @@ export class SimpleBox {
     return this.#box.id;
   }
 
-  /** Tunnels to box ports (spec 002 `box.network`); the box is started on the first `tunnel` call. */
+  /** Tunnels and preview URLs of box ports (spec 002 `box.network`); the box is started on the first call. */
   get network(): JsNetworkHandle {
-    return { tunnel: async (port) => (await this.ensureStarted()).network.tunnel(port) };
+    return {
+      tunnel: async (port) => (await this.ensureStarted()).network.tunnel(port),
+      previewUrl: async (port, options) => (await this.ensureStarted()).network.previewUrl(port, options),
+    };
   }
 
   /**

@@ -13,6 +13,7 @@ import { BoxError } from '../errors.ts';
 import type {
   JsBoxTunnel,
   JsNetworkHandle,
+  JsPreviewUrl,
   JsTunnelConnection,
   TunnelForwarder,
   TunnelListen,
@@ -355,5 +356,10 @@ export class LocalNetworkHandle implements JsNetworkHandle {
       throw new BoxError('invalid tunnel option port: must be an integer from 1 to 65535', { field: 'port' });
     }
     return new LocalBoxTunnel(this.#pid, port);
+  }
+
+  /** Preview URLs are served by `sandbox serve`: @throws BoxError `unsupported` on a local runtime. */
+  async previewUrl(): Promise<JsPreviewUrl> {
+    throw new BoxError('preview URLs are served by a REST runtime (sandbox serve)', { code: 'unsupported' });
   }
 }

@@ -19,7 +19,7 @@ import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { JsBoxPool, PoolSpec } from '../runtime/pool.ts';
 import type { CloneOptions } from '../runtime/snapshots.ts';
-import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
+import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics, JsTenantUsage } from '../types.ts';
 import { boxPath, RestBox } from './box-client.ts';
 import { Connection, type RestRuntimeOptions } from './connection.ts';
 import { RestPool } from './pool-client.ts';
@@ -170,6 +170,11 @@ export class RestRuntime implements RuntimeBackend {
   /** The server runtime's metrics (spec 002 `JsRuntimeMetrics`). */
   metrics(): Promise<JsRuntimeMetrics> {
     return this.#conn.call<JsRuntimeMetrics>('GET', '/v1/metrics');
+  }
+
+  /** The caller's tenant usage and limits (`GET /v1/usage`; limit names in camelCase). */
+  usage(): Promise<JsTenantUsage> {
+    return this.#conn.call<JsTenantUsage>('GET', '/v1/usage');
   }
 
   /** Removes a box (a running one needs `force`). @throws BoxError when missing or running without force. */

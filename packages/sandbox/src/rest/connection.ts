@@ -25,6 +25,12 @@ async function bodyText(response: IncomingMessage): Promise<string> {
 }
 
 /** Parses a JSON body; null when it is empty or not JSON. */
+/** The `Retry-After` header of an answer (429, 503), or undefined. */
+function retryAfterOf(response: IncomingMessage): string | undefined {
+  const value = response.headers['retry-after'];
+  return typeof value === 'string' ? value : undefined;
+}
+
 function parseJson(text: string): unknown {
   try {
     return text ? JSON.parse(text) : null;
@@ -119,7 +125,7 @@ export class Connection {
             if (status === 204) resolve(undefined as T);
             else if (status === 404 && nullOn404) resolve(null as T);
             else if (status < 200 || status >= 300)
-              reject(boxErrorOf(status, parseJson(text), `${method} ${path}`));
+              reject(boxErrorOf(status, parseJson(text), `${method} ${path}`, retryAfterOf(response)));
             else resolve(toCamel<T>(parseJson(text)));
           },
           (error: Error) => reject(this.#unreachable(error)),
@@ -157,7 +163,7 @@ export class Connection {
           return;
         }
         bodyText(response).then(
-          (text) => reject(boxErrorOf(status, parseJson(text), `GET ${path}`)),
+          (text) => reject(boxErrorOf(status, parseJson(text), `GET ${path}`, retryAfterOf(response))),
           (error: Error) => reject(this.#unreachable(error)),
         );
       });
@@ -201,7 +207,12 @@ export class Connection {
         const status = response.statusCode ?? 500;
         try {
           if (status < 200 || status >= 300) {
-            throw boxErrorOf(status, parseJson(await bodyText(response)), `GET ${path}`);
+            throw boxErrorOf(
+              status,
+              parseJson(await bodyText(response)),
+              `GET ${path}`,
+              retryAfterOf(response),
+            );
           }
           for await (const chunk of response) await sink(chunk as Buffer);
           if (!response.complete) {
@@ -264,7 +275,7 @@ export class Connection {
         else {
           if (typeof source !== 'function') source.unpipe(request);
           request.destroy();
-          settle(() => reject(boxErrorOf(status, parsed, `${method} ${path}`)));
+          settle(() => reject(boxErrorOf(status, parsed, `${method} ${path}`, retryAfterOf(response))));
         }
       });
       request.on('error', (error) =>

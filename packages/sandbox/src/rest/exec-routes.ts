@@ -13,7 +13,6 @@
  * | `GET /v1/executions/stream` (WebSocket) | many executions over one connection |
  */
 import type { FastifyInstance } from 'fastify';
-import type { Principal } from './auth.ts';
 import type { ServerContext } from './context.ts';
 import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
@@ -141,7 +140,7 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
     },
   );
 
-  app.get(
+  app.get<{ Params: { box: string } }>(
     '/v1/boxes/:box/executions/attach',
     route(exec, {
       tags,
@@ -152,13 +151,13 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       response: switching,
       errors: [426],
     }),
-    async (request: { params: { box: string }; principal?: Principal }) => {
+    async (request) => {
       await ctx.box(request.params.box, principalOf(request));
       upgradeRequired('start-and-attach');
     },
   );
 
-  app.get(
+  app.get<{ Params: P }>(
     '/v1/boxes/:box/executions/:execution/attach',
     route(exec, {
       tags,
@@ -172,7 +171,7 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       response: switching,
       errors: [409, 426],
     }),
-    async (request: { params: P; principal?: Principal }) => {
+    async (request) => {
       await ctx.execution(request.params, principalOf(request));
       upgradeRequired('attach');
     },

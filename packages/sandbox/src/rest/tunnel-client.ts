@@ -12,6 +12,7 @@ import { checkReadSize, listenAddress, listenOn, validateListen, writeTunnel } f
 import type {
   JsBoxTunnel,
   JsNetworkHandle,
+  JsPreviewUrl,
   JsTunnelConnection,
   TunnelForwarder,
   TunnelListen,
@@ -241,5 +242,31 @@ export class RestNetworkHandle implements JsNetworkHandle {
       throw new BoxError('invalid tunnel option port: must be an integer from 1 to 65535', { field: 'port' });
     }
     return new RestBoxTunnel(this.#conn, this.#boxId, port, await prepare(this.#conn, this.#boxId, port));
+  }
+
+  /**
+   * A signed preview URL of `port` (`POST /v1/boxes/{box}/previews`), valid `expiresIn` ms.
+   * @throws BoxError `invalid_option` naming `port` or `expiresIn`; as the server answers.
+   */
+  async previewUrl(port: number, options: { expiresIn?: number } = {}): Promise<JsPreviewUrl> {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new BoxError('invalid preview option port: must be an integer from 1 to 65535', {
+        field: 'port',
+      });
+    }
+    if (options.expiresIn !== undefined && !(Number.isInteger(options.expiresIn) && options.expiresIn > 0)) {
+      throw new BoxError('invalid preview option expiresIn: must be a positive integer (ms)', {
+        field: 'expiresIn',
+      });
+    }
+    const answer = await this.#conn.call<JsPreviewUrl>(
+      'POST',
+      `/v1/boxes/${encodeURIComponent(this.#boxId)}/previews`,
+      {
+        port,
+        ...(options.expiresIn !== undefined ? { expiresInMs: options.expiresIn } : {}),
+      },
+    );
+    return { url: answer.url, token: answer.token, id: answer.id, expiresAt: answer.expiresAt };
   }
 }

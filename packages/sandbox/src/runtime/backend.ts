@@ -11,7 +11,7 @@
  */
 import type { ImageInfo, ImageStore, PullOptions } from '../images/index.ts';
 import type { ImageLimits } from '../images/limits.ts';
-import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics } from '../types.ts';
+import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics, JsTenantUsage } from '../types.ts';
 import type { ImportedBox, ImportOptions } from './archive-options.ts';
 import type { JsBox } from './box.ts';
 import type { JsBoxPool, PoolSpec } from './pool.ts';
@@ -105,6 +105,8 @@ export interface RuntimeBackend {
   get(idOrName: string): Promise<JsBox | null>;
   /** Runtime metrics (spec 002 `metrics`). */
   metrics(): Promise<JsRuntimeMetrics>;
+  /** The caller's tenant usage and limits (REST runtimes only; absent: unsupported). */
+  usage?(): Promise<JsTenantUsage>;
   /** Removes a box; a running one needs `force` (spec 002 `remove`). */
   remove(idOrName: string, force?: boolean): Promise<void>;
   /** Releases what the runtime holds in this process (spec 002 `close`). */
