@@ -1,7 +1,8 @@
 /**
  * Second-factor storage on both stores (SQLite and a real throwaway PostgreSQL cluster): a TOTP time step
  * is claimed once even by concurrent requests, earlier steps are refused, recovery codes are single use,
- * requirements apply per user, role and client, deleting a user removes its factors. Then the
+ * passkey counters move by compare-and-set and passkeys change only for their owner, requirements apply
+ * per user, role and client, deleting a user removes its factors. Then the
  * administration API routes of factors and requirements: views without secrets, 404s, separation of the
  * manage permissions, audit events, and the OpenAPI document listing them.
  */
@@ -80,6 +81,42 @@ function factorContract(name: string, open: () => Promise<AuthStore>): void {
       assert.equal((await store.factors.summary(other.id)).recoveryCodesLeft, 0);
     });
 
+    test('passkeys: stored without secrets, listed per user, renamed and removed by their owner only, counters compare-and-set', async () => {
+      const user = await store.createUser({ userName: 'paula' });
+      const other = await store.createUser({ userName: 'peter' });
+      const passkey = {
+        id: 'cred-1',
+        userId: user.id,
+        publicKey: 'pAEDAzkBACBZ',
+        counter: 5,
+        transports: ['internal', 'hybrid'],
+        deviceType: 'singleDevice',
+        backedUp: false,
+        name: 'Laptop',
+        createdAt: NOW,
+      };
+      await store.factors.passkeys.add(passkey);
+      await assert.rejects(store.factors.passkeys.add({ ...passkey, userId: other.id }));
+      assert.deepEqual(await store.factors.passkeys.get('cred-1'), { ...passkey, lastUsedAt: null });
+      assert.deepEqual(await store.factors.passkeys.list(other.id), []);
+      assert.equal(await store.factors.passkeys.rename(other.id, 'cred-1', 'Mine now'), false);
+      assert.equal(await store.factors.passkeys.rename(user.id, 'cred-1', 'Work laptop'), true);
+      const uses = await Promise.all(
+        Array.from({ length: 5 }, () => store.factors.passkeys.recordUse('cred-1', 5, 6, NOW + 1)),
+      );
+      assert.equal(uses.filter(Boolean).length, 1);
+      const used = await store.factors.passkeys.get('cred-1');
+      assert.equal(used?.counter, 6);
+      assert.equal(used?.lastUsedAt, NOW + 1);
+      assert.equal(used?.name, 'Work laptop');
+      assert.equal(await store.factors.passkeys.remove(other.id, 'cred-1'), false);
+      assert.equal(await store.factors.passkeys.remove(user.id, 'cred-1'), true);
+      assert.equal(await store.factors.passkeys.get('cred-1'), undefined);
+      await store.factors.passkeys.add({ ...passkey, id: 'cred-2' });
+      await store.deleteUser(user.id);
+      assert.equal(await store.factors.passkeys.get('cred-2'), undefined);
+    });
+
     test('requirements apply to the named user, the holders of a role and sign-ins to a client', async () => {
       const role = await store.createRole({ name: 'finance' });
       const held = await store.createUser({ userName: 'fiona', roles: ['finance'] });
@@ -137,6 +174,7 @@ describe('administration API: factors and requirements', () => {
       totpEnrolledAt: null,
       totpLastUsedAt: null,
       recoveryCodesLeft: 0,
+      passkeys: 0,
       mfaRequired: false,
     });
     res = await f.call(userAdmin, 'DELETE', `users/${user.id}/factors/totp`);
@@ -149,6 +187,7 @@ describe('administration API: factors and requirements', () => {
       totpEnrolledAt: new Date(NOW).toISOString(),
       totpLastUsedAt: null,
       recoveryCodesLeft: 2,
+      passkeys: 0,
       mfaRequired: false,
     });
     assert.doesNotMatch(res.body, /secret-material/);
@@ -161,6 +200,43 @@ describe('administration API: factors and requirements', () => {
     const audit = await f.store.listAudit({ category: 'Admin', limit: 5 });
     assert.equal(audit.items[0]?.details?.action, 'factor.remove');
     assert.equal((await f.call(reader, 'GET', 'users/nobody/factors')).statusCode, 404);
+  });
+
+  test("a user's passkeys listed without key material and removed, audited", async () => {
+    const user = await f.store.createUser({ userName: 'xena' });
+    await f.store.factors.passkeys.add({
+      id: 'xena-key',
+      userId: user.id,
+      publicKey: 'public-key-material',
+      counter: 0,
+      transports: ['usb'],
+      deviceType: 'multiDevice',
+      backedUp: true,
+      name: 'Phone',
+      createdAt: NOW,
+    });
+    let res = await f.call(reader, 'GET', `users/${user.id}/passkeys`);
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().items, [
+      {
+        id: 'xena-key',
+        name: 'Phone',
+        deviceType: 'multiDevice',
+        backedUp: true,
+        transports: ['usb'],
+        createdAt: new Date(NOW).toISOString(),
+        lastUsedAt: null,
+      },
+    ]);
+    assert.doesNotMatch(res.body, /public-key-material/);
+    assert.equal((await f.call(reader, 'GET', `users/${user.id}/factors`)).json().passkeys, 1);
+    assert.equal((await f.call(reader, 'DELETE', `users/${user.id}/passkeys/xena-key`)).statusCode, 403);
+    assert.equal((await f.call(userAdmin, 'DELETE', `users/${user.id}/passkeys/nope`)).statusCode, 404);
+    res = await f.call(userAdmin, 'DELETE', `users/${user.id}/passkeys/xena-key`);
+    assert.equal(res.statusCode, 204);
+    assert.deepEqual(await f.store.factors.passkeys.list(user.id), []);
+    const event = (await f.store.listAudit({ category: 'Admin', limit: 1 })).items[0];
+    assert.equal(event?.details?.action, 'factor.remove');
   });
 
   test('requirements per user, role and client need the area permission, 404 for unknown targets', async () => {
@@ -209,6 +285,8 @@ describe('administration API: factors and requirements', () => {
       '/auth-admin/api/roles/{id}/mfa-required',
       '/auth-admin/api/clients/{clientId}/mfa-required',
       '/auth-admin/api/mfa-requirements',
+      '/auth-admin/api/users/{id}/passkeys',
+      '/auth-admin/api/users/{id}/passkeys/{credentialId}',
     ])
       assert.ok(paths.includes(path), `${path} in ${paths.join(', ')}`);
   });

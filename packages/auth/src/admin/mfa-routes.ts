@@ -1,7 +1,8 @@
 /**
  * Administration API routes of two-factor sign-in (`{BasePath}/api`):
- * - `GET /users/{id}/factors`: the user's TOTP enrolment and recovery codes left (no secrets), and whether
- *   a requirement applies to the user;
+ * - `GET /users/{id}/factors`: the user's TOTP enrolment, recovery codes left and passkey count (no
+ *   secrets), and whether a requirement applies to the user;
+ * - `GET /users/{id}/passkeys`, `DELETE /users/{id}/passkeys/{credentialId}` (audited `factor.remove`);
  * - `DELETE /users/{id}/factors/totp`: removes the TOTP factor and the recovery codes (a user who lost the
  *   authenticator enrols again at the next sign-in when a requirement applies), audited `factor.remove`;
  * - `PUT`/`DELETE /users/{id}/mfa-required`, `/roles/{id}/mfa-required`, `/clients/{clientId}/mfa-required`:
@@ -22,11 +23,32 @@ export const factorsSchema: Schema = record({
   totpEnrolledAt: { ...nullableTimestamp, description: 'TOTP enrolment time, or null.' },
   totpLastUsedAt: { ...nullableTimestamp, description: 'Last TOTP sign-in, or null.' },
   recoveryCodesLeft: { type: 'integer', description: 'Unused recovery codes.' },
+  passkeys: { type: 'integer', description: 'Registered passkeys (`GET /users/{id}/passkeys`).' },
   mfaRequired: {
     type: 'boolean',
     description: 'A requirement names the user or one of its roles (client requirements apply per sign-in).',
   },
 });
+
+/** A passkey as the API shows it (public data; the private key never leaves the authenticator). */
+export const passkeySchema: Schema = record({
+  id: { type: 'string', description: 'Credential id (base64url).' },
+  name: { type: 'string' },
+  deviceType: { type: 'string', enum: ['singleDevice', 'multiDevice'] },
+  backedUp: { type: 'boolean', description: 'A synced passkey (amr `swk`); else device-bound (`hwk`).' },
+  transports: { type: 'array', items: { type: 'string' } },
+  createdAt: timestamp,
+  lastUsedAt: { ...nullableTimestamp },
+});
+
+const passkeyParams: Schema = {
+  type: 'object',
+  required: ['id', 'credentialId'],
+  properties: {
+    id: { type: 'string', minLength: 1, maxLength: 128 },
+    credentialId: { type: 'string', minLength: 1, maxLength: 1024 },
+  },
+};
 
 /** One requirement as the API shows it. */
 export const requirementSchema: Schema = record({
@@ -59,8 +81,62 @@ export function registerMfaRoutes(app: FastifyInstance, kit: RouteKit): void {
         totpEnrolledAt: summary.totpEnrolledAt === null ? null : iso(summary.totpEnrolledAt),
         totpLastUsedAt: summary.totpLastUsedAt === null ? null : iso(summary.totpLastUsedAt),
         recoveryCodesLeft: summary.recoveryCodesLeft,
+        passkeys: (await store.factors.passkeys.list(user.id)).length,
         mfaRequired: await store.factors.isMfaRequired(user.id, null),
       };
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/users/:id/passkeys',
+    routeOptions(
+      'users',
+      P.Read,
+      {
+        summary: "A user's passkeys (public data only)",
+        description: readRule(P.Users),
+        params: s.idParams,
+        response: {
+          200: { description: 'The passkeys, oldest first', ...s.pageOf(passkeySchema) },
+          ...errors(404),
+        },
+      },
+      [P.Users],
+    ),
+    async (request) => {
+      const user = await users.find(request.params.id);
+      const items = (await store.factors.passkeys.list(user.id)).map((p) => ({
+        id: p.id,
+        name: p.name,
+        deviceType: p.deviceType,
+        backedUp: p.backedUp,
+        transports: [...p.transports],
+        createdAt: iso(p.createdAt),
+        lastUsedAt: p.lastUsedAt === null ? null : iso(p.lastUsedAt),
+      }));
+      return { items, total: items.length, offset: 0, limit: items.length };
+    },
+  );
+
+  app.delete<{ Params: { id: string; credentialId: string } }>(
+    '/users/:id/passkeys/:credentialId',
+    routeOptions('users', P.Users, {
+      summary: "Remove one of a user's passkeys",
+      params: passkeyParams,
+      body: s.emptyBody,
+      response: { ...noContent, ...errors(404) },
+    }),
+    async (request, reply) => {
+      const user = await users.find(request.params.id);
+      const id = request.params.credentialId;
+      if (!(await store.factors.passkeys.remove(user.id, id)))
+        throw new AdminHttpError(404, `passkey '${id}' of user '${user.id}' not found`);
+      const { audit } = auditFor(request, 'factor.remove', users.target(user), ['passkeys'], {
+        factor: 'passkey',
+        credentialId: id,
+      });
+      if (audit) await store.appendAudit(audit);
+      return reply.code(204).send();
     },
   );
 
