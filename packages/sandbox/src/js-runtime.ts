@@ -165,7 +165,7 @@ export class JsRuntime {
   }
 
   /**
-   * The caller's tenant usage and limits on a `sandbox serve` node (`GET /v1/usage`, issue 28).
+   * The caller's tenant usage and limits on a `sandbox serve` node (`GET /v1/usage`).
    * @throws BoxError `unsupported` on a local runtime.
    */
   usage(): Promise<JsTenantUsage> {

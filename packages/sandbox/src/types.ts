@@ -378,7 +378,7 @@ export interface JsBoxTunnel {
   forward(listen: TunnelListen): Promise<TunnelForwarder>;
 }
 
-/** A signed preview URL of a box port, served by `sandbox serve` (issue 28). */
+/** A signed preview URL of a box port, served by `sandbox serve`. */
 export interface JsPreviewUrl {
   /** The URL (its token included): reaches the port over HTTP and WebSocket without an API key. */
   url: string;

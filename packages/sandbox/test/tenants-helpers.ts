@@ -1,5 +1,5 @@
 /**
- * Helpers of the shared-service tests (issue 28, `tenants-*.test.ts`): a REST server with an operator key
+ * Helpers of the shared-service tests (`tenants-*.test.ts`): a REST server with an operator key
  * over a fresh runtime, managed keys for tenants, and raw JSON requests.
  */
 import type { JsRuntime } from '../src/js-runtime.ts';

@@ -1,5 +1,5 @@
 /**
- * Tenants cannot see each other (issue 28 item 1, "Done when"): a suite GENERATED from the server's
+ * Tenants cannot see each other: a suite GENERATED from the server's
  * OpenAPI document drives tenant B through every operation against tenant A's resources — a new route
  * is swept automatically, and a route with a path parameter this suite does not know fails it — and
  * asserts 404 (never 403, existence is not disclosed), operator-only routes 403, lists without A's

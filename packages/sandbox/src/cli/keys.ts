@@ -1,5 +1,5 @@
 /**
- * The shared-service commands of the `sandbox` command line (issue 28): `sandbox keys create|list|revoke`
+ * The shared-service commands of the `sandbox` command line: `sandbox keys create|list|revoke`
  * manage the API keys of a `sandbox serve` node in its state directory (`<home>/serve/keys.json`, or
  * `--state-dir`), whether or not the server runs — a running server applies a change at its next request;
  * `sandbox preview <box> <port>` asks a REST server (`SANDBOX_URL`, `SANDBOX_API_KEY`) for a signed preview

@@ -5,7 +5,7 @@
  * `sandbox.boxes.write`, `sandbox.exec` (and `sandbox.operator`). A credential travels as
  * `Authorization: Bearer <credential>` or, as E2B clients send it, `X-API-KEY: <credential>`. Without the
  * operator key or a JWKS configured the server only serves loopback clients (as the operator, unless
- * they present a managed key). Every caller is a {@link Principal} with a tenant (issue 28).
+ * they present a managed key). Every caller is a {@link Principal} with a tenant.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -36,7 +36,7 @@ export interface AuthOptions {
 }
 
 /**
- * Who made a request (issue 28): the credential's kind, subject, tenant and permissions.
+ * Who made a request: the credential's kind, subject, tenant and permissions.
  * - `api_key`: the operator key (`--api-key`); `loopback`: a loopback client of a server without
  *   credentials. Both are operators of tenant `operator` with every permission.
  * - `managed_key`: a managed API key (`keyId` names it); its tenant and permissions are the key's.

@@ -2,7 +2,7 @@
  * What the REST runtime server's route plugins share: the exposed runtime, the handles of the boxes
  * created through the server, the executions started over REST (`ExecSession`s, kept a while after they
  * end so that clients can read their status and reattach), timers that die with the server, and the
- * shared service's tenancy (issue 28): who owns each box (`tenancy/owners.ts`), quotas and admission
+ * shared service's tenancy: who owns each box (`tenancy/owners.ts`), quotas and admission
  * (`tenancy/admission.ts`), managed keys and preview URLs.
  *
  * CONTRACT for every route plugin (the `/v1` routes, the E2B routes, MCP): boxes are created, listed,

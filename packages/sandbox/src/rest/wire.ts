@@ -54,7 +54,7 @@ export function isStreamNumber(value: unknown): value is number {
 
 /**
  * Permission codes of the auth service accepted in access tokens and managed keys. `sandbox.operator`
- * holds every other one and sees every tenant (issue 28).
+ * holds every other one and sees every tenant.
  */
 export const Permission = {
   boxesRead: 'sandbox.boxes.read',

@@ -1,10 +1,11 @@
 /**
- * Quotas and admission control of box creation (issue 28 item 3). Before a box is created the caller's
+ * Quotas and admission control of box creation. Before a box is created the caller's
  * tenant usage (its running boxes, their vCPUs and memory, the disk of all its boxes) plus what creations
  * in flight hold must leave room for the new box under the tenant's quotas (`limits.ts`), else BoxError
  * `quota_exceeded` (429) naming the quota; and the node must hold it — committed memory under
- * `MemTotal × memory_overcommit − reserve` and under `MemAvailable − reserve`, the disk under the free
- * space of the runtime's filesystem minus its reserve, the processes under the kernel's limit — else
+ * `MemTotal × memory_overcommit − reserve` and under `MemAvailable − reserve`, the box's disk (thin:
+ * it takes blocks as they are written) under the free space of the runtime's filesystem minus its
+ * reserve, the processes under the kernel's limit — else
  * `capacity` (503, `Retry-After`). A box asking for more vCPUs than the node has, or more memory than it
  * has in all, can never run: `invalid_option` (400) naming the option.
  *
@@ -196,11 +197,11 @@ export class Admission {
     }
     const fs = await statfs(this.#dataDir());
     const freeGb = (fs.bavail * fs.bsize) / 1024 ** 3;
-    const pendingDisk = pending.reduce((sum, p) => sum + p.request.diskGb, 0);
-    if (request.diskGb + pendingDisk > freeGb - node.reserve_disk_gb) {
+    // Box disks are thin (they take blocks as they are written): each must fit in what is free now.
+    if (request.diskGb > freeGb - node.reserve_disk_gb) {
       throw capacity(
         'disk',
-        `${freeGb.toFixed(1)} GiB free, ${node.reserve_disk_gb} GiB kept free, ${request.diskGb + pendingDisk} GiB asked`,
+        `${freeGb.toFixed(1)} GiB free, ${node.reserve_disk_gb} GiB kept free, ${request.diskGb} GiB asked`,
       );
     }
     const procs = processes();

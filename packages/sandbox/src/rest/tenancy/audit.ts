@@ -1,5 +1,5 @@
 /**
- * The audit log of the shared service (issue 28 item 6): one JSON line per API request that carried a
+ * The audit log of the shared service: one JSON line per API request that carried a
  * credential — when, who (tenant, subject, managed key id), what (method and route template, the box /
  * volume / pool / execution it named), and the outcome (status and error code). Nothing secret: no
  * credential, no body, no query string (preview tokens are never written; a preview request is logged

@@ -1,5 +1,5 @@
 /**
- * Managed API keys of the shared service (issue 28 item 2). A key is `e2b_` and 40 lowercase hex digits
+ * Managed API keys of the shared service. A key is `e2b_` and 40 lowercase hex digits
  * (160 random bits; the shape E2B clients send in `X-API-KEY`), shown once when created. The store keeps
  * only its SHA-256 digest, its id (ULID), a display prefix, its tenant, its permissions (the codes access
  * tokens carry: `sandbox.boxes.read`, `sandbox.boxes.write`, `sandbox.exec`, `sandbox.operator`), and

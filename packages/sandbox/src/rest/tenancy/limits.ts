@@ -1,5 +1,5 @@
 /**
- * The limits file of the shared service (issue 28 items 3 and 4): per-tenant quotas and rates, and the
+ * The limits file of the shared service: per-tenant quotas and rates, and the
  * node's admission margins, as JSON (snake_case) validated with Ajv. The file is re-read whenever it
  * changes (checked at each use: a `stat`); a file that fails validation is reported and the last valid
  * limits stay in force. Without a file the defaults below apply.

@@ -1,5 +1,5 @@
 /**
- * Ownership of the shared service's resources (issue 28 item 1): which tenant owns each box, managed
+ * Ownership of the shared service's resources: which tenant owns each box, managed
  * volume and warm pool created over the REST runtime, under which per-tenant name, and the resources a
  * box was granted at creation (vCPUs, memory, disk: what quotas count). Kept in `owners.json` of the
  * server's state directory, written atomically after every change, so that a restart keeps it.

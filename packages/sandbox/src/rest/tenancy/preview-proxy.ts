@@ -1,5 +1,5 @@
 /**
- * Serving signed preview URLs (issue 28 item 5): `sandbox serve` proxies HTTP requests and WebSocket
+ * Serving signed preview URLs: `sandbox serve` proxies HTTP requests and WebSocket
  * upgrades that carry a valid preview token to the box port the token names, without an API key.
  *
  * - Path form: `/preview/<token>/<path>` reaches `/<path>` (query kept) on the port.
@@ -211,7 +211,7 @@ export class PreviewProxy {
       headers.connection = 'close';
       await new Promise<void>((resolve) => {
         const upstream = httpRequest(
-          { method: req.method, path: target.path, headers, createConnection: () => stream, agent: false },
+          { method: req.method, path: target.path, headers, createConnection: () => stream },
           (answer) => {
             const out = { ...answer.headers };
             delete out.connection;

@@ -1,5 +1,5 @@
 /**
- * Signed preview URLs (issue 28 item 5): a token naming one port of one box, valid until it expires or is
+ * Signed preview URLs: a token naming one port of one box, valid until it expires or is
  * revoked, that lets anyone holding it reach that port through `sandbox serve` without an API key. The
  * token (`pv_` + 32 random bytes, base64url) is shown once; the store keeps its SHA-256 digest, the box,
  * port, tenant and times in `previews.json` (atomic writes, read on start), so that a restart keeps the

@@ -1,5 +1,5 @@
 /**
- * Per-tenant rate limits of the shared service (issue 28 item 4) with `rate-limiter-flexible`'s memory
+ * Per-tenant rate limits of the shared service with `rate-limiter-flexible`'s memory
  * limiter: boxes created per minute (`create_per_minute`), commands started per second
  * (`exec_per_second`), file operations per second (`files_per_second`), each from the tenant's limits
  * (`limits.ts`; null: unlimited). A refused call is BoxError `quota_exceeded` (429) naming the rate, with

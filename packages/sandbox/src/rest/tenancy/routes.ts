@@ -1,5 +1,5 @@
 /**
- * HTTP routes of the shared service (issue 28; a Fastify plugin): managed API keys (operators), the
+ * HTTP routes of the shared service (a Fastify plugin): managed API keys (operators), the
  * caller's usage and limits, signed preview URLs of a box, and the audit log.
  *
  * | Route | Permission | What |

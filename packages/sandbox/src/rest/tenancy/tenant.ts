@@ -1,5 +1,5 @@
 /**
- * Tenants of the shared service (issue 28): every box, volume, pool, tunnel and execution created over the
+ * Tenants of the shared service: every box, volume, pool, tunnel and execution created over the
  * REST runtime belongs to one tenant, named by the caller's credential — an access token's `tenant` claim
  * (else its `sub`), or a managed API key's tenant. The operator (the `--api-key` holder, a loopback client
  * of a server without credentials, a token or key holding `sandbox.operator`) sees every tenant's resources.

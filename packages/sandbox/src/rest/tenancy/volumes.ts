@@ -1,5 +1,5 @@
 /**
- * Managed volumes seen through tenants (issue 28 item 1): the operator's volumes keep their runtime
+ * Managed volumes seen through tenants: the operator's volumes keep their runtime
  * names; a tenant's are created unnamed in the runtime and named in `Owners`, unique per tenant, so that
  * tenant B naming `data` never reaches tenant A's `data`. Every lookup of another tenant's volume is
  * `not_found`.
