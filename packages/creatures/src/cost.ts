@@ -2,7 +2,8 @@
  * The cost model of an operation: an estimate of how many values its answer can hold, computed before
  * it runs. Each selected field costs 1, times the number of items of every list it sits in. A list's
  * item count is, in this order: its `first:` argument (a literal or a variable's value) capped by what
- * the data can hold; the `first:` of the connection it belongs to (`CreatureConnection.edges`/`nodes`);
+ * the data can hold; the length of its `ids:` argument (`Query.nodes`); the `first:` (else `last:`) of
+ * the connection it belongs to (`CreatureConnection.edges`/`nodes`);
  * the size of such lists in the current data (recomputed after every change) — the longest one
  * (`Creature.evolutions`: 3) for a list inside a single object, the mean length rounded up (1) for a list
  * repeated inside another list, since over many items the answer holds the typical length, not the
@@ -84,6 +85,22 @@ function intArgument(
     return { value: typeof v === 'number' ? v : undefined, fromVariable: true };
   }
   return { fromVariable: false };
+}
+
+/** The number of items of a list argument (a literal list, or a variable's array value). */
+function listArgumentLength(
+  node: FieldNode,
+  name: string,
+  variables: Record<string, unknown> | undefined,
+): { value?: number; fromVariable: boolean } {
+  const arg = node.arguments?.find((a) => a.name.value === name)?.value as ValueNode | undefined;
+  if (!arg) return { fromVariable: false };
+  if (arg.kind === Kind.LIST) return { value: arg.values.length, fromVariable: false };
+  if (arg.kind === Kind.VARIABLE) {
+    const v = variables?.[arg.name.value];
+    return { value: Array.isArray(v) ? v.length : undefined, fromVariable: true };
+  }
+  return { value: 1, fromVariable: false };
 }
 
 function isList(type: GraphQLType): boolean {
@@ -175,20 +192,29 @@ export function estimateCost(
       const responseName = sel.alias?.value ?? name;
       const takesFirst = field.args.some((a) => a.name === 'first');
       const first = takesFirst ? intArgument(sel, 'first', variables) : { fromVariable: false };
-      if (first.fromVariable) usesVariables = true;
+      const last = field.args.some((a) => a.name === 'last')
+        ? intArgument(sel, 'last', variables)
+        : { fromVariable: false };
+      const ids = field.args.some((a) => a.name === 'ids')
+        ? listArgumentLength(sel, 'ids', variables)
+        : { fromVariable: false };
+      if (first.fromVariable || last.fromVariable || ids.fromVariable) usesVariables = true;
       const known = model.known.get(`${typeName}.${name}`);
       const knownSize = known === undefined ? undefined : repeated ? known.mean : known.max;
       let items = 1;
       if (isList(field.type)) {
         const fromPage = name === 'edges' || name === 'nodes' ? pageSize : undefined;
-        items = first.value ?? fromPage ?? knownSize ?? model.defaultListSize;
+        items = first.value ?? ids.value ?? fromPage ?? knownSize ?? model.defaultListSize;
         if (known !== undefined) items = Math.min(items, known.max);
         items = Math.max(items, 0);
       }
       // A connection field passes its page size down to its edges and nodes.
       const childPage =
         !isList(field.type) && takesFirst
-          ? Math.min(first.value ?? model.defaultPageSize, known?.max ?? Number.POSITIVE_INFINITY)
+          ? Math.min(
+              first.value ?? last.value ?? model.defaultPageSize,
+              known?.max ?? Number.POSITIVE_INFINITY,
+            )
           : undefined;
       const inner = sel.selectionSet
         ? walk(

@@ -34,7 +34,7 @@ import { costError, estimateCost, listSizesOf } from './cost.ts';
 import { depthLimit, type QueryLimits } from './limits.ts';
 import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
 import { checkDocument, DEFAULT_PARSE_LIMITS, parseWithLimits } from './parse-limits.ts';
-import type { ResolverContext } from './schema.ts';
+import { type ResolverContext, resolveNodeType } from './schema.ts';
 import type { Store } from './store.ts';
 
 /** Whether a query text uses `@defer` or `@stream` (and so belongs to {@link createIncrementalExecutor}). */
@@ -84,6 +84,8 @@ export type IncrementalExecutor = (
  */
 export function createIncrementalExecutor(options: IncrementalOptions): IncrementalExecutor {
   const built = buildSchema(options.typeDefs);
+  const node = built.getType('Node');
+  if (node && 'resolveType' in node) node.resolveType = resolveNodeType;
   for (const [typeName, fields] of Object.entries(options.resolvers)) {
     const type = built.getType(typeName);
     if (!type || !('getFields' in type)) throw new Error(`resolvers name an unknown type ${typeName}`);

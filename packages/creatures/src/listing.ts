@@ -9,7 +9,9 @@ import { type Creature, nameKey } from './store.ts';
 
 /** Largest page `first:` accepts on both list fields. */
 export const MAX_PAGE_SIZE = 500;
-/** Page size of `creaturesConnection` without `first:`. */
+/** Most ids `Query.nodes` takes. */
+export const MAX_NODES = 100;
+/** Page size of `creaturesConnection` without `first:` or `last:`. */
 export const DEFAULT_CONNECTION_PAGE = 50;
 
 /** Fields the list can be ordered by (`enum CreatureOrderField`). */
@@ -100,17 +102,33 @@ export function cursorOf(creature: Creature): string {
   return Buffer.from(`creature:${creature.id}`, 'utf8').toString('base64url');
 }
 
-/** The index in `list` just after the creature a cursor names; `BAD_USER_INPUT` for a foreign cursor. */
-export function indexAfter(list: readonly Creature[], cursor: string): number {
+/**
+ * The index in `list` of the creature a cursor names; `BAD_USER_INPUT` naming `argument` for a foreign
+ * cursor.
+ */
+function indexOf(list: readonly Creature[], cursor: string, argument: 'after' | 'before'): number {
   const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
   const id = decoded.startsWith('creature:') ? decoded.slice('creature:'.length) : undefined;
   const index = id === undefined ? -1 : list.findIndex((c) => c.id === id);
   if (index < 0) {
     throw bad(
-      `creaturesConnection(after:) is not a cursor of this list: "${cursor}" (use an endCursor or edge cursor of the same search, type and orderBy)`,
+      `creaturesConnection(${argument}:) is not a cursor of this list: "${cursor}" (use a cursor of the same search, type and orderBy)`,
     );
   }
-  return index + 1;
+  return index;
+}
+
+/** The index in `list` just after the creature a cursor names; `BAD_USER_INPUT` for a foreign cursor. */
+export function indexAfter(list: readonly Creature[], cursor: string): number {
+  return indexOf(list, cursor, 'after') + 1;
+}
+
+/** The page arguments of `creaturesConnection` (GraphQL Cursor Connections Specification §4.3). */
+export interface PageArgs {
+  first?: number | null;
+  after?: string | null;
+  last?: number | null;
+  before?: string | null;
 }
 
 /** A page of `creaturesConnection` (`type CreatureConnection`). */
@@ -127,24 +145,32 @@ export interface CreaturePage {
 }
 
 /**
- * One page of a connection over `list`: up to `first` (default {@link DEFAULT_CONNECTION_PAGE}) creatures
- * after the cursor `after`. `totalCount` counts the whole filtered list.
+ * One page of a connection over `list`, by the GraphQL Cursor Connections Specification's algorithm
+ * (§4.4 "Pagination algorithm"): `after` and `before` cut the list to the creatures between their
+ * cursors, then `first` keeps the first ones and `last` the last ones (each 0..{@link MAX_PAGE_SIZE};
+ * without either, the first {@link DEFAULT_CONNECTION_PAGE}). `hasNextPage` tells whether creatures follow
+ * the page in the whole list, `hasPreviousPage` whether some precede it. `totalCount` counts the whole
+ * filtered list. Throws `BAD_USER_INPUT` for a page size out of range or a foreign cursor.
  */
-export function pageOf(
-  list: readonly Creature[],
-  first: number | null | undefined,
-  after: string | null | undefined,
-): CreaturePage {
+export function pageOf(list: readonly Creature[], args: PageArgs): CreaturePage {
+  const { first, after, last, before } = args;
   checkFirst('creaturesConnection', first);
-  const start = after == null ? 0 : indexAfter(list, after);
-  const nodes = list.slice(start, start + (first ?? DEFAULT_CONNECTION_PAGE));
+  if (last != null && (last < 0 || last > MAX_PAGE_SIZE)) {
+    throw bad(`creaturesConnection(last:) must be between 0 and ${MAX_PAGE_SIZE}, got ${last}`);
+  }
+  let start = after == null ? 0 : indexAfter(list, after);
+  let end = before == null ? list.length : indexOf(list, before, 'before');
+  if (end < start) end = start;
+  if (first != null || last == null) end = Math.min(end, start + (first ?? DEFAULT_CONNECTION_PAGE));
+  if (last != null) start = Math.max(start, end - last);
+  const nodes = list.slice(start, end);
   const edges = nodes.map((node) => ({ cursor: cursorOf(node), node }));
   return {
     totalCount: list.length,
     edges,
     nodes,
     pageInfo: {
-      hasNextPage: start + nodes.length < list.length,
+      hasNextPage: end < list.length,
       hasPreviousPage: start > 0,
       startCursor: edges[0]?.cursor ?? null,
       endCursor: edges.at(-1)?.cursor ?? null,

@@ -4,27 +4,43 @@
  * `type Query` / `type Mutation` it resolves. Extend the server by adding SDL here and a resolver of the
  * same name below.
  */
-import { buildSchema, GraphQLError, type GraphQLFieldResolver, type GraphQLSchema } from 'graphql';
+import {
+  buildSchema,
+  GraphQLError,
+  type GraphQLFieldResolver,
+  type GraphQLInterfaceType,
+  type GraphQLSchema,
+} from 'graphql';
 import { creatureNumber, imagePath } from './art.ts';
 import {
   type CreatureOrder,
   checkFirst,
   DEFAULT_CONNECTION_PAGE,
+  MAX_NODES,
   MAX_PAGE_SIZE,
   pageOf,
   selectCreatures,
 } from './listing.ts';
-import type { Creature, CreatureDraft, CreaturePatch, MessageDraft, Store } from './store.ts';
+import type { Creature, CreatureDraft, CreaturePatch, Message, MessageDraft, Store } from './store.ts';
 
-export { MAX_PAGE_SIZE };
+export { MAX_NODES, MAX_PAGE_SIZE };
 
 /** The schema in GraphQL SDL (spec 000 "Resources and their fields" and "Operations"). */
 export const typeDefs = /* GraphQL */ `
 """
+An object with a global id (GraphQL Global Object Identification, as Relay uses it): the id is unique
+across every type of this schema, and Query.node(id:) fetches the object again by it.
+"""
+interface Node {
+  "Unique across every type: a creature's id is digits (\\"025\\"), a message's a UUID."
+  id: ID!
+}
+
+"""
 A creature: one of the 151 of the first generation (ids "001".."151", seeded from the data file) or one
 added with createCreature.
 """
-type Creature {
+type Creature implements Node {
   "Identifier: three digits for the first generation (\\"025\\"), the next number for created ones."
   id: ID!
   "The creature's number: its id as a number (id \\"025\\" is number 25)."
@@ -92,7 +108,8 @@ type EvolutionRequirement {
 }
 
 "A message (the spec's example of extending the schema with mutations)."
-type Message {
+type Message implements Node {
+  "A UUID."
   id: ID!
   content: String
   author: String
@@ -229,16 +246,24 @@ type Query {
     orderBy: CreatureOrder
   ): [Creature!]!
   """
-  The creatures as a connection with a total count: the same type, search and orderBy as creatures,
-  first (0..${MAX_PAGE_SIZE}, default ${DEFAULT_CONNECTION_PAGE}) and after (an edge's cursor).
+  The creatures as a connection with a total count (GraphQL Cursor Connections Specification): the same
+  type, search and orderBy as creatures; after and before (edges' cursors) bound the list, then first
+  (0..${MAX_PAGE_SIZE}) keeps its first items and last (0..${MAX_PAGE_SIZE}) its last ones; without
+  either, the first ${DEFAULT_CONNECTION_PAGE}.
   """
   creaturesConnection(
     first: Int
     after: String
+    last: Int
+    before: String
     search: String
     orderBy: CreatureOrder
     type: String
   ): CreatureConnection!
+  "The object with this global id (Node.id; a creature also by its number or tutorial global id); null when there is none."
+  node(id: ID!): Node
+  "The objects with these global ids, in order (null where there is none); at most ${MAX_NODES} ids."
+  nodes(ids: [ID!]!): [Node]!
   """
   One creature by name or by id; null when there is none. A name matches in any case, and by its
   alias form (accents, punctuation and spaces ignored, ♀/♂ as F/M: "Nidoran-F", "Mr Mime"). An id is
@@ -280,9 +305,30 @@ export function badInput(message: string): GraphQLError {
   return new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The object a global id names (`Query.node`): a message for a UUID, else the creature that
+ * `Store.findCreature` finds (stored id, number, tutorial global id); null when there is none.
+ */
+function nodeById(store: Store, id: string): Creature | Message | null | Promise<Message | null> {
+  if (UUID.test(id)) {
+    const message = store.getMessage(id);
+    return message instanceof Promise ? message.then((m) => m ?? null) : (message ?? null);
+  }
+  return store.findCreature(id) ?? null;
+}
+
+/** The concrete type of a `Node` value: messages have `content`, creatures do not. */
+export function resolveNodeType(value: unknown): 'Message' | 'Creature' {
+  return typeof value === 'object' && value !== null && 'content' in value ? 'Message' : 'Creature';
+}
+
 interface CreaturesArgs {
   first?: number | null;
   after?: string | null;
+  last?: number | null;
+  before?: string | null;
   offset?: number | null;
   type?: string | null;
   search?: string | null;
@@ -310,11 +356,13 @@ export const resolvers = {
       return list.slice(start, first == null ? undefined : start + first);
     }) as Resolver<CreaturesArgs>,
     creaturesConnection: ((_root, args, { store }) =>
-      pageOf(
-        selectCreatures(store.listCreatures(), args),
-        args.first,
-        args.after,
-      )) as Resolver<CreaturesArgs>,
+      pageOf(selectCreatures(store.listCreatures(), args), args)) as Resolver<CreaturesArgs>,
+    node: ((_root, { id }, { store }) => nodeById(store, id)) as Resolver<{ id: string }>,
+    nodes: ((_root, { ids }, { store }) => {
+      if (ids.length > MAX_NODES)
+        throw badInput(`nodes(ids:) takes at most ${MAX_NODES} ids, got ${ids.length}`);
+      return ids.map((id) => nodeById(store, id));
+    }) as Resolver<{ ids: string[] }>,
     creature: ((_root, { name, id }, { store }) => {
       if (name == null && id == null) throw badInput('creature needs a name or an id argument');
       const byName = name == null ? undefined : store.getCreatureByName(name);
@@ -359,6 +407,7 @@ export const resolvers = {
  */
 export function buildCreatureSchema(): GraphQLSchema {
   const schema = buildSchema(typeDefs);
+  (schema.getType('Node') as GraphQLInterfaceType).resolveType = resolveNodeType;
   for (const [typeName, fields] of Object.entries(resolvers)) {
     const type = schema.getType(typeName);
     if (!type || !('getFields' in type)) throw new Error(`resolvers name an unknown type ${typeName}`);
