@@ -27,7 +27,7 @@ import { ulid } from 'ulid';
 import { BoxError, notFound } from '../errors.ts';
 import { HashCounter } from '../images/digest.ts';
 import { DEFAULT_IMAGE_LIMITS } from '../images/limits.ts';
-import { importTooLarge } from '../runtime/archive.ts';
+import { archiveResources, importTooLarge } from '../runtime/archive-import.ts';
 import { validateBoxName } from '../runtime/options.ts';
 import type { CloneOptions } from '../runtime/snapshots.ts';
 import type { Principal } from './auth.ts';
@@ -309,12 +309,23 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
           overLimit: () => importTooLarge(maxImportBytes),
         });
         await pipeline(body, counted, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
+        // Admitted for the resources the archive asks for, which are passed again so that the box
+        // gets what was admitted.
+        const resources = await archiveResources(file, maxImportBytes);
         let dropped: readonly string[] = [];
-        const box = await ctx.createWith(principalOf(request), {}, name, async (runtimeName) => {
-          const imported = await ctx.runtime.importBox(file, runtimeName);
-          dropped = imported.droppedOptions;
-          return imported;
-        });
+        const box = await ctx.createWith(
+          principalOf(request),
+          resources,
+          name,
+          async (runtimeName, options) => {
+            const imported = await ctx.runtime.importBox(file, {
+              ...(runtimeName !== undefined ? { name: runtimeName } : {}),
+              options,
+            });
+            dropped = imported.droppedOptions;
+            return imported;
+          },
+        );
         const info = ctx.info(await box.info()) as Record<string, unknown>;
         return reply.code(201).send({ ...info, dropped_options: dropped });
       } finally {

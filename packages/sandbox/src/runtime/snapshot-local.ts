@@ -31,7 +31,8 @@ import { type ImageLimits, UnpackBudget } from '../images/limits.ts';
 import type { PreparedImage } from '../images/store.ts';
 import { extractLayer } from '../images/unpack.ts';
 import type { JsBoxOptions } from '../types.ts';
-import { readBoxArchive, writeBoxArchive } from './archive.ts';
+import { writeBoxArchive } from './archive.ts';
+import { readBoxArchive } from './archive-import.ts';
 import {
   type ImportedBox,
   type ImportOptions,

@@ -17,6 +17,7 @@ import { BoxError } from '../../src/errors.ts';
 import { ImageStore } from '../../src/images/index.ts';
 import { JsRuntime } from '../../src/js-runtime.ts';
 import { type RestServer, startRestServer } from '../../src/rest/server.ts';
+import { archiveResources } from '../../src/runtime/archive-import.ts';
 import { writeLayerTar } from '../../src/runtime/archive-tar.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, run, tempHome } from '../runtime-helpers.ts';
 import {
@@ -202,6 +203,19 @@ describe('import bounds', () => {
       return true;
     });
     assert.deepEqual(await bounded.listInfo(), []);
+  });
+});
+
+describe('archive resources for REST admission', () => {
+  test('archiveResources reads the numbers the archive asks for, and nothing else', async () => {
+    const archive = await archiveOf(await tarOf([{ name: 'x', content: 'x' }]), {
+      cpus: 2,
+      memoryMib: 300,
+      diskSizeGb: 'huge',
+      volumes: [{ hostPath: '/', guestPath: '/host' }],
+    });
+    assert.deepEqual(await archiveResources(archive, 1 << 30), { cpus: 2, memoryMib: 300 });
+    await assert.rejects(archiveResources(archive, 1024), /maxImportBytes \(1024 bytes\)/);
   });
 });
 
