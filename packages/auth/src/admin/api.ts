@@ -1,7 +1,7 @@
 /**
  * Routes of the administration REST API under `{BasePath}/api` (spec 001 "Administration REST API"): users, roles, permissions, clients and the audit log, one file per resource
  * (`users-routes.ts`, `roles-routes.ts`, `clients-routes.ts`, `audit-routes.ts`, `oidc-routes.ts`,
- * `links-routes.ts`) over
+ * `links-routes.ts`, `mfa-routes.ts`) over
  * the shared helpers of `route-kit.ts`.
  *
  * Every route is protected by the permission middleware (reads need `auth.admin.read`, the audit log
@@ -13,6 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import { registerAuditRoutes } from './audit-routes.ts';
 import { registerClientRoutes } from './clients-routes.ts';
 import { registerLinkAdminRoutes } from './links-routes.ts';
+import { registerMfaRoutes } from './mfa-routes.ts';
 import { registerOidcAdminRoutes } from './oidc-routes.ts';
 import { registerRoleRoutes } from './roles-routes.ts';
 import { type AdminRoutesOptions, createRouteKit } from './route-kit.ts';
@@ -46,5 +47,6 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     target: (user) => users.target(user),
     auditFor,
   });
+  registerMfaRoutes(app, kit);
   registerAuditRoutes(app, kit);
 }

@@ -21,6 +21,7 @@ import { loginForm, signedIn } from './page.ts';
 import { passkeySignIn } from './page-passkeys.ts';
 import { registerPasskeyPages } from './passkey.ts';
 import { type LoginPageKit, registerSecondFactorPages, secondFactorAfterPassword } from './second-factor.ts';
+import { registerSelfService } from './self-service.ts';
 import { readSession, secureCookies, startSession } from './session.ts';
 
 /** Name of the cookie holding the CSRF secret (double-submit with the form's `_csrf` field). */
@@ -41,6 +42,9 @@ export function safeReturnTo(value: unknown): string | undefined {
   if (value === DEVICE_VERIFICATION_PATH || value.startsWith(`${DEVICE_VERIFICATION_PATH}?`)) return value;
   return value.startsWith(`${AUTHORIZE_PATH}?`) ? value : undefined;
 }
+
+/** The login page's link to the password-reset request (self-service mail on). */
+const FORGOT_LINK = '\n<p><a id="forgot" href="/login/forgot">Forgot your password?</a></p>';
 
 const PAGE_HEADERS = {
   'cache-control': 'no-store',
@@ -101,7 +105,9 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
           failed: query.err === '1',
           userName: loginHint(returnTo),
           after:
-            upstreamButtons(ctx.upstreamProviders ?? [], returnTo) + (ctx.config.mfa ? passkeySignIn() : ''),
+            upstreamButtons(ctx.upstreamProviders ?? [], returnTo) +
+            (ctx.config.mfa ? passkeySignIn() : '') +
+            (ctx.config.selfService ? FORGOT_LINK : ''),
           passkeys: ctx.config.mfa !== null,
         }),
       );
@@ -151,6 +157,7 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
 
     registerSecondFactorPages(scope, ctx, kit);
     registerPasskeyPages(scope, ctx, kit);
+    registerSelfService(scope, ctx, kit);
 
     registerEndSessionEndpoint(scope, ctx, page, formField);
 

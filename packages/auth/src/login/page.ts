@@ -79,6 +79,7 @@ export function signedIn(options: { userName: string; csrfToken: string }): stri
     'Signed in',
     `<h1>Signed in</h1>
 <p>You are signed in as <strong>${escapeHtml(options.userName)}</strong>.</p>
+<p><a id="account" href="/login/account">Your account</a></p>
 <form method="post" action="/logout">
 <input type="hidden" name="_csrf" value="${escapeHtml(options.csrfToken)}">
 <button type="submit">Sign out</button>

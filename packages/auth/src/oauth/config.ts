@@ -3,6 +3,7 @@
  * shown"); the defaults follow common practice and RFC 9700 (short access tokens, rotated refresh tokens,
  * authorization codes valid for at most a minute).
  */
+import { resolveSelfService, type SelfServiceOptions, type SelfServiceSettings } from '../mail/mailer.ts';
 import { type MfaOptions, type MfaSettings, resolveMfaConfig } from '../mfa/config.ts';
 import { GRANT_TYPES, type GrantType } from '../store/types.ts';
 import { MIN_CLIENT_SECRET_KEY_LENGTH } from './client-secrets.ts';
@@ -38,6 +39,8 @@ export interface OAuthOptions {
   registration?: RegistrationOptions;
   /** Two-factor sign-in (TOTP); off without `mfa.key` (see `../mfa/config.ts`). */
   mfa?: MfaOptions;
+  /** Self-service mail (password reset, e-mail verification); off without `selfService.smtpUrl`. */
+  selfService?: SelfServiceOptions;
   /**
    * The server's client-secret key (`AUTH_CLIENT_SECRET_KEY`, at least 32 characters, e.g. 32 random bytes
    * in base64url): seals the secrets of `client_secret_jwt` clients at rest (AES-256-GCM, see
@@ -115,6 +118,8 @@ export interface OAuthConfig {
   readonly clientSecretKey: string | undefined;
   /** Two-factor sign-in settings, or null when TOTP is off (no MFA key). */
   readonly mfa: MfaSettings | null;
+  /** Self-service settings, or null when self-service mail is off (no SMTP URL). */
+  readonly selfService: SelfServiceSettings | null;
 }
 
 function positiveInt(name: string, value: number | undefined, fallback: number): number {
@@ -176,6 +181,7 @@ export function resolveOAuthConfig(options: OAuthOptions = {}): OAuthConfig {
           },
     clientSecretKey: resolveClientSecretKey(options.clientSecretKey),
     mfa: resolveMfaConfig(options.mfa),
+    selfService: resolveSelfService(options.selfService),
   };
 }
 

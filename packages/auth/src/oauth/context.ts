@@ -2,6 +2,7 @@
 import { hash } from 'node:crypto';
 import type { UpstreamProvider } from '../broker/config.ts';
 import type { CredentialValidator } from '../credentials.ts';
+import type { PasswordHasher } from '../passwords.ts';
 import type { RateLimits } from '../ratelimit.ts';
 import type { AuthStore, UserRecord } from '../store/types.ts';
 import type { ClientSecrets } from './client-secrets.ts';
@@ -22,6 +23,8 @@ export interface OAuthContext {
   readonly clientSecrets: ClientSecrets;
   /** Credential validation of the core (writes the audit event with the real reason). */
   readonly credentials: CredentialValidator;
+  /** Password hashing (self-service password reset and change). */
+  readonly hasher: PasswordHasher;
   /** Clock, ms since epoch. */
   readonly now: () => number;
   /** DPoP proof verification (RFC 9449), undefined when DPoP is off. */

@@ -109,6 +109,7 @@ export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
     ),
     clientSecrets,
     credentials: options.credentials,
+    hasher: options.hasher,
     now,
     dpop: createDpopVerifier(options.config, options.store, now),
     limits: options.limits,

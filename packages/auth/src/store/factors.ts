@@ -8,6 +8,7 @@
  * ({@link SQLITE_FACTOR_TABLES}) and PostgreSQL migration 5 ({@link PG_FACTOR_TABLES}).
  */
 
+import { type AccountStore, SqlAccountStore } from './account.ts';
 import { type PasskeyStore, SqlPasskeyStore } from './passkeys.ts';
 
 /** A user's TOTP factor. */
@@ -79,6 +80,8 @@ export interface FactorStore {
   listMfaRequirements(): Promise<MfaRequirementRecord[]>;
   /** The users' passkeys (`./passkeys.ts`). */
   readonly passkeys: PasskeyStore;
+  /** Self-service link tokens and the users' sessions (`./account.ts`). */
+  readonly account: AccountStore;
 }
 
 /** A row as the drivers return it. */
@@ -150,10 +153,12 @@ CREATE TABLE mfa_requirements (
 export class SqlFactorStore implements FactorStore {
   readonly #db: SqlRunner;
   readonly passkeys: PasskeyStore;
+  readonly account: AccountStore;
 
   constructor(db: SqlRunner) {
     this.#db = db;
     this.passkeys = new SqlPasskeyStore(db);
+    this.account = new SqlAccountStore(db);
   }
 
   async getTotp(userId: string): Promise<TotpFactorRecord | undefined> {

@@ -4,6 +4,7 @@
  */
 
 import { SQLITE_LINK_TABLES } from '../broker/links.ts';
+import { SQLITE_ACCOUNT_TABLES } from './account.ts';
 import { SQLITE_FACTOR_TABLES } from './factors.ts';
 import { SQLITE_PASSKEY_TABLES } from './passkeys.ts';
 
@@ -295,5 +296,10 @@ CREATE INDEX refresh_tokens_family_usable ON refresh_tokens(family_id)
     version: 9,
     name: 'passkeys (WebAuthn credentials)',
     sql: SQLITE_PASSKEY_TABLES,
+  },
+  {
+    version: 10,
+    name: 'self-service link tokens',
+    sql: SQLITE_ACCOUNT_TABLES,
   },
 ];

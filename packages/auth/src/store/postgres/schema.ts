@@ -7,8 +7,10 @@
  * documents, and `COLLATE "C"` on the keys lists are ordered by (byte order, as SQLite's). Applied
  * migrations are never edited — add a new one instead.
  */
+
 import type postgres from 'postgres';
 import { PG_LINK_TABLES } from '../../broker/links.ts';
+import { PG_ACCOUNT_TABLES } from '../account.ts';
 import { PG_FACTOR_TABLES } from '../factors.ts';
 import { ADMINISTRATOR_ROLE_ID, ADMINISTRATOR_ROLE_NAME, type Migration } from '../migrations.ts';
 import { PG_PASSKEY_TABLES } from '../passkeys.ts';
@@ -304,6 +306,11 @@ CREATE INDEX rate_limits_expire ON rate_limits(expire);
     version: 7,
     name: 'passkeys (WebAuthn credentials)',
     sql: PG_PASSKEY_TABLES,
+  },
+  {
+    version: 8,
+    name: 'self-service link tokens',
+    sql: PG_ACCOUNT_TABLES,
   },
 ];
 
