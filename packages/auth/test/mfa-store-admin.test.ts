@@ -117,6 +117,53 @@ function factorContract(name: string, open: () => Promise<AuthStore>): void {
       assert.equal(await store.factors.passkeys.get('cred-2'), undefined);
     });
 
+    test('self-service link tokens are used once and only before they expire; sessions listed and revoked per user', async () => {
+      const user = await store.createUser({ userName: 'sally' });
+      await store.updateUser(user.id, { email: 'Sally@Example.org' });
+      const account = store.factors.account;
+      assert.equal(await account.findUserIdByEmail('sally@example.ORG'), user.id);
+      assert.equal(await account.findUserIdByEmail('nobody@example.org'), undefined);
+      const token = {
+        userId: user.id,
+        purpose: 'reset' as const,
+        email: 'sally@example.org',
+        createdAt: NOW,
+      };
+      await account.issueToken('hash-a', { ...token, expiresAt: NOW + 1000 });
+      await account.issueToken('hash-b', { ...token, expiresAt: NOW + 1000 });
+      assert.equal(await account.useToken('hash-a', 'verify_email', NOW), undefined, 'another purpose');
+      const uses = await Promise.all(
+        Array.from({ length: 5 }, () => account.useToken('hash-a', 'reset', NOW)),
+      );
+      assert.equal(uses.filter(Boolean).length, 1);
+      assert.equal((await account.findToken('hash-a'))?.usedAt, NOW);
+      assert.equal(await account.useToken('hash-b', 'reset', NOW + 1000), undefined, 'expired');
+      assert.equal((await account.findToken('hash-b'))?.usedAt, null);
+
+      for (const [hash, sid] of [
+        ['s1', 'sid-1'],
+        ['s2', 'sid-2'],
+      ])
+        await store.createLoginSession({
+          sessionHash: hash!,
+          userId: user.id,
+          createdAt: NOW,
+          expiresAt: NOW + 60_000,
+          sid,
+          amr: ['pwd'],
+        });
+      assert.deepEqual((await account.listSessions(user.id, NOW)).map((x) => x.sid).sort(), [
+        'sid-1',
+        'sid-2',
+      ]);
+      assert.deepEqual((await account.listSessions(user.id, NOW))[0]?.amr, ['pwd']);
+      const other = await store.createUser({ userName: 'sid-thief' });
+      assert.equal(await account.revokeSession(other.id, 'sid-1', NOW), false);
+      assert.equal(await account.revokeSession(user.id, 'sid-1', NOW), true);
+      assert.equal(await account.revokeAllSessions(user.id, NOW), 1);
+      assert.deepEqual(await account.listSessions(user.id, NOW), []);
+    });
+
     test('requirements apply to the named user, the holders of a role and sign-ins to a client', async () => {
       const role = await store.createRole({ name: 'finance' });
       const held = await store.createUser({ userName: 'fiona', roles: ['finance'] });
