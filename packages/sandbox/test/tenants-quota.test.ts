@@ -88,6 +88,12 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
       },
     );
     assert.equal(usage.body.limits.running_boxes, 10);
+    // Prometheus, per tenant (operators only: the figures name tenants).
+    const metrics = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${OPERATOR_KEY}` } });
+    const text = await metrics.text();
+    assert.match(text, /sandbox_tenant_running_boxes\{tenant="quota-tenant"\} 10\n/);
+    assert.match(text, /sandbox_tenant_memory_mib\{tenant="quota-tenant"\} 640\n/);
+    assert.equal((await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${key}` } })).status, 403);
     // The SDK: runtime.usage(), and 429 as BoxError quota_exceeded naming the quota.
     const sdk = new JsRuntime({ url, apiKey: key });
     assert.equal((await sdk.usage()).usage.runningBoxes, 10);

@@ -72,6 +72,7 @@ export class ExecSockets {
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname === '/v1/executions/stream') {
       const principal = await this.#auth.check(req, Permission.exec);
+      this.#ctx.auditEvent(principal, { method: 'GET', route: '/v1/executions/stream', status: 101 });
       this.#upgrade(req, socket, head, (ws) => this.#multiplex(ws, principal));
       return;
     }
@@ -79,6 +80,12 @@ export class ExecSockets {
     if (start) {
       const principal = await this.#auth.check(req, Permission.exec);
       const box = await this.#ctx.box(decodeURIComponent(start[1]!), principal);
+      this.#ctx.auditEvent(principal, {
+        method: 'GET',
+        route: '/v1/boxes/:box/executions/attach',
+        resource: { box: box.id },
+        status: 101,
+      });
       const header = req.headers['sandbox-exec'];
       if (typeof header === 'string') {
         // The start request in the upgrade itself: started and attached in one round trip.
@@ -104,6 +111,12 @@ export class ExecSockets {
     const principal = await this.#auth.check(req, Permission.exec);
     const box = await this.#ctx.box(decodeURIComponent(match[1]!), principal);
     const session = this.#ctx.session(box.id, decodeURIComponent(match[2]!));
+    this.#ctx.auditEvent(principal, {
+      method: 'GET',
+      route: '/v1/boxes/:box/executions/:execution/attach',
+      resource: { box: box.id, execution: session.id },
+      status: 101,
+    });
     if (session.sink) {
       throw new HttpError(
         409,

@@ -16,7 +16,8 @@
  *   `exit_nonzero`, `failed`) and `sandbox_executions_running`: executions started over REST.
  *
  * Runtime figures are read from `JsRuntime.metrics()` at scrape time. No label carries a box id, a
- * command or a credential.
+ * command or a credential. The shared service adds its per-tenant gauges to the same registry
+ * (`tenancy/metrics.ts`); since they name tenants, the endpoint is for operators (`sandbox.operator`).
  */
 import type { FastifyInstance } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
@@ -165,9 +166,9 @@ export function serveMetrics(app: FastifyInstance, runtime: JsRuntime): RestMetr
   app.register(async (scope) => {
     scope.get(
       METRICS_PATH,
-      route(Permission.boxesRead, {
+      route(Permission.operator, {
         tags: ['server'],
-        summary: 'Prometheus metrics of the server',
+        summary: 'Prometheus metrics of the server (operators: the figures name every tenant)',
         description:
           'The text exposition format (version 0.0.4): requests by route and status, running boxes, boxes created and failed, commands, executions by outcome, process figures.',
         response: {

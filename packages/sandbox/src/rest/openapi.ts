@@ -35,14 +35,15 @@ const ERROR_MEANING: Record<number, string> = {
   400: 'invalid request: the error names the field and the rule',
   401: 'missing or invalid bearer credential',
   403: 'permission missing (access token), or a non-loopback client of a server without credentials',
-  404: 'no such box, execution, volume, pool, image or tunnel (the error says which)',
+  404: "no such box, execution, volume, pool, image or tunnel (the error says which); another tenant's is not found either",
   409: 'state conflict: box running or not running, name taken, client already attached, entry in the way',
   422: 'the image cannot be pulled or the command cannot run',
   426: 'a WebSocket endpoint reached without an upgrade',
+  429: 'the tenant is over a quota or rate limit (`quota_exceeded`, `field` names it; `Retry-After` when a wait helps)',
   500: 'internal server error (generic message; the server log has the cause)',
   501: 'not supported by this server',
   502: 'the box side of a tunnel failed',
-  503: 'a server-side dependency is unavailable',
+  503: 'the node cannot hold the box now (`capacity`, `field` names the resource, `Retry-After`), or a server-side dependency is unavailable',
   504: 'a server-side operation timed out',
 };
 
@@ -83,7 +84,7 @@ function documentRoute(options: RouteOptions): void {
   const schema = (options.schema ?? {}) as Record<string, unknown>;
   options.schema = schema;
   const permission = config.permission;
-  schema.security = permission ? [{ bearer: [permission] }] : [];
+  schema.security = permission ? [{ bearer: [permission] }, { apiKeyHeader: [permission] }] : [];
   if (!schema.tags) schema.tags = [options.url.split('/')[2] || 'server'];
   const response = { ...((schema.response ?? {}) as Record<string, unknown>) };
   const statuses = [400, 500, ...(config.errors ?? [])];
@@ -98,6 +99,8 @@ const DESCRIPTION = [
   'Exec streams: WebSocket `GET /v1/boxes/{box}/executions/{execution}/attach?offset=N` — binary frames with a one-byte channel prefix (0 stdin, 1 stdout, 2 stderr); text frames `{"type":"resize","cols","rows"}`, `{"type":"signal","signal"}`, `{"type":"stdin_eof"}` from the client and `{"type":"exit","exit_code","offset"}`, `{"type":"backlog_truncated","dropped_bytes"}` from the server; one attached client at a time (409).',
   'Many executions over one connection: WebSocket `GET /v1/executions/stream` — the same frames, each naming its stream (a client-chosen number 1..2^32-1): binary frames put it after the channel byte (uint32 big-endian), text frames carry `"stream"`; start with `{"type":"start","stream","box",cmd,…}`, answered by `{"type":"started","stream","id","box_id"}` or `{"type":"error","stream","status","error"}`.',
   'Tunnels: `POST /v1/boxes/{box}/tunnels`, then HTTP `CONNECT /v1/tunnels/{id}` (one-shot, 60 s; OpenAPI has no CONNECT operation, so it is described here).',
+  "Tenants: every box, volume, pool, tunnel and execution belongs to the caller's tenant (a managed key's tenant, an access token's `tenant` claim or else its `sub`); another tenant's resource answers 404, lists show the caller's own, names are unique per tenant; the operator key and `sandbox.operator` see every tenant. Creation applies the tenant's quotas (429 `quota_exceeded`) and the node's admission (503 `capacity` with `Retry-After`).",
+  'Preview URLs: `POST /v1/boxes/{box}/previews` answers a URL served by this server — `/preview/{token}/…`, or `Host: {port}-{box id}.{preview domain}` with the token in `preview_token`, `X-Preview-Token` or the `sandbox_preview` cookie — that proxies HTTP and WebSocket to that port without a credential until it expires or is revoked.',
 ].join('\n\n');
 
 /**
@@ -117,7 +120,13 @@ export function installOpenApi(app: FastifyInstance): void {
             type: 'http',
             scheme: 'bearer',
             description:
-              'API key, or an access token (JWT) of the auth service carrying sandbox.boxes.read, sandbox.boxes.write or sandbox.exec (the scope of each operation names the one it needs)',
+              'API key (the operator key, or a managed key `e2b_…` of a tenant), or an access token (JWT) of the auth service carrying sandbox.boxes.read, sandbox.boxes.write, sandbox.exec or sandbox.operator (the scope of each operation names the one it needs)',
+          },
+          apiKeyHeader: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-API-KEY',
+            description: 'the same API keys in the header E2B clients send',
           },
         },
       },

@@ -129,6 +129,12 @@ export class Tunnels {
         'no such tunnel (tunnels are one-shot and expire after 60 s)',
       );
     const box = await this.#ctx.box(tunnel.boxId, principal);
+    this.#ctx.auditEvent(principal, {
+      method: 'CONNECT',
+      route: '/v1/tunnels/:id',
+      resource: { box: box.id, tunnel: match[1]! },
+      status: 200,
+    });
     let connection: Connection;
     try {
       connection = await (await boxNetwork(box).tunnel(tunnel.port)).connect();

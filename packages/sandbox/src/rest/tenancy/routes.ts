@@ -22,6 +22,7 @@ import { HttpError, Permission, toSnake } from '../wire.ts';
 import { AUDIT_MAX_LIMIT } from './audit.ts';
 import { KEY_PERMISSIONS } from './keys.ts';
 import { DEFAULT_LIMITS } from './limits.ts';
+import { registerTenantMetrics } from './metrics.ts';
 import type { PreviewProxy } from './preview-proxy.ts';
 import { MAX_PREVIEW_TTL_MS } from './previews.ts';
 import { TENANT_RE } from './tenant.ts';
@@ -63,7 +64,7 @@ export interface TenancyRoutesOptions {
   proxy: PreviewProxy;
 }
 
-function timeQuery(value: string | undefined, field: string): number | undefined {
+function timeQuery(value: string | undefined, field: string, what = 'query parameter'): number | undefined {
   if (value === undefined) return undefined;
   const at = Date.parse(value);
   if (Number.isNaN(at)) {
@@ -71,7 +72,7 @@ function timeQuery(value: string | undefined, field: string): number | undefined
       400,
       'invalid_request_error',
       'invalid_option',
-      `invalid query parameter ${field}: must be an RFC 3339 time`,
+      `invalid ${what} ${field}: must be an RFC 3339 time`,
       field,
     );
   }
@@ -81,6 +82,7 @@ function timeQuery(value: string | undefined, field: string): number | undefined
 /** Registers the routes (see the module comment). */
 export async function tenancyRoutes(app: FastifyInstance, options: TenancyRoutesOptions): Promise<void> {
   const { ctx, proxy } = options;
+  if (ctx.metrics) registerTenantMetrics(ctx.metrics.registry, ctx.admission);
 
   app.post<{ Body: { tenant: string; permissions?: string[]; expires_at?: string } }>(
     '/v1/keys',
@@ -111,7 +113,7 @@ export async function tenancyRoutes(app: FastifyInstance, options: TenancyRoutes
     }),
     async (request, reply) => {
       const { tenant, permissions, expires_at } = request.body;
-      const expiresAt = timeQuery(expires_at, 'expires_at');
+      const expiresAt = timeQuery(expires_at, 'expires_at', 'field');
       const { key, info } = ctx.keys.create({
         tenant,
         ...(permissions ? { permissions } : {}),
