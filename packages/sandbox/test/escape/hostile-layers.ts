@@ -272,8 +272,11 @@ export const HOSTILE_CASES: HostileCase[] = [
   },
 ];
 
-/** fast-check arbitrary: a layer of 1–12 entries over a few names, of every entry type, aimed at `canary`. */
-export function hostileLayer(canary: string): fc.Arbitrary<FixtureEntry[]> {
+/**
+ * fast-check arbitrary: a layer of 1–12 entries over a few names, of every entry type (GNU sparse
+ * included), aimed at `canary`.
+ */
+export function hostileLayer(canary: string): fc.Arbitrary<(FixtureEntry & { sparse?: boolean })[]> {
   const name = fc.constantFrom(
     'd',
     'a',
@@ -297,7 +300,7 @@ export function hostileLayer(canary: string): fc.Arbitrary<FixtureEntry[]> {
     '.',
   );
   const mode = fc.constantFrom(0o777, 0o4777, 0o2755, 0o000, 0o755, 0o644);
-  const entry: fc.Arbitrary<FixtureEntry> = fc.oneof(
+  const entry: fc.Arbitrary<FixtureEntry & { sparse?: boolean }> = fc.oneof(
     fc.record({ name: name.map((n) => `${n}/`), type: fc.constant('directory' as const), mode }),
     fc.record({ name, content: fc.constant('pwned'), mode }),
     fc.record({ name, type: fc.constant('symlink' as const), linkname: target }),
@@ -306,6 +309,7 @@ export function hostileLayer(canary: string): fc.Arbitrary<FixtureEntry[]> {
     fc.record({ name: name.map((n) => `${n}/.wh.d`) }),
     fc.record({ name: name.map((n) => `${n}/.wh..wh..opq`) }),
     fc.record({ name, type: fc.constantFrom('character-device' as const, 'fifo' as const) }),
+    fc.record({ name, content: fc.constant('s'.repeat(700)), sparse: fc.constant(true) }),
   );
   return fc.array(entry, { minLength: 1, maxLength: 12 });
 }
