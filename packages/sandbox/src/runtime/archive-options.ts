@@ -89,7 +89,7 @@ export function untrustedOptions(
     delete out.advanced;
   }
   const options = { ...out, ...given } as JsBoxOptions;
-  // A field passed again is no longer dropped.
+  // A field the caller passes again is not listed as dropped.
   const passed = (path: string) => {
     if (path.startsWith('volumes')) return given.volumes !== undefined;
     if (path.startsWith('network')) return given.network !== undefined;

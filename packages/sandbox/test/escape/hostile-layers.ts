@@ -2,7 +2,7 @@
  * Test helper: hostile layer content aimed at a host canary tree, and the oracle that the tree did not
  * change. `makeCanary` makes the tree, `canaryFacts` records everything an escape could change in it
  * (type, mode with setuid bits, owner, size, mtime, content hash, link target, device number, extended
- * attributes), `HOSTILE_CASES` are the hand-written classes of issue 27 and `hostileLayer` is the
+ * attributes), `HOSTILE_CASES` are the hand-written classes of hostile layers and `hostileLayer` is the
  * fast-check arbitrary that generates orderings of the same entry types.
  */
 import { execFileSync } from 'node:child_process';
@@ -117,7 +117,7 @@ export interface HostileCase {
 
 const up = '../'.repeat(12);
 
-/** Every class of issue 27 for layers: swaps before and after deferred work, links, names, devices. */
+/** Every class of hostile layer: swaps before and after deferred work, links, names, devices, the root. */
 export const HOSTILE_CASES: HostileCase[] = [
   {
     name: 'directory mode then swapped for a symlink to the host',
