@@ -423,7 +423,8 @@ export interface EnvConfig {
  * `AUTH_DEMO_CLIENT_SECRET`, `AUTH_ACCESS_TOKEN_TTL` and `AUTH_REFRESH_TOKEN_TTL` (seconds), `AUTH_CLIENT_SECRET_KEY` (seals
  * the secrets of `client_secret_jwt` clients; without it that method is off), `AUTH_MFA_KEY` (at least 32
  * characters: seals TOTP seeds and the pending sign-in cookie; without it two-factor sign-in is off),
- * `AUTH_SMTP_URL` and `AUTH_MAIL_FROM` (self-service password reset and e-mail verification mail).
+ * `AUTH_SMTP_URL` and `AUTH_MAIL_FROM` (self-service password reset and e-mail verification mail),
+ * `AUTH_SELF_REGISTRATION` (`1`: anyone may create an account; needs `AUTH_SMTP_URL`).
  * @throws RangeError naming the variable when a value is invalid.
  */
 export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
@@ -460,7 +461,11 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
         clientSecretKey: env.AUTH_CLIENT_SECRET_KEY || undefined,
         mfa: env.AUTH_MFA_KEY ? { key: env.AUTH_MFA_KEY } : undefined,
         selfService: env.AUTH_SMTP_URL
-          ? { smtpUrl: env.AUTH_SMTP_URL, from: env.AUTH_MAIL_FROM || undefined }
+          ? {
+              smtpUrl: env.AUTH_SMTP_URL,
+              from: env.AUTH_MAIL_FROM || undefined,
+              registration: env.AUTH_SELF_REGISTRATION === '1',
+            }
           : undefined,
       },
       rateLimits: rateLimitsFromEnv(env),

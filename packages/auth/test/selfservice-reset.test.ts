@@ -337,3 +337,48 @@ describe('e-mail verification and the account page', () => {
     assert.match(old.headers.get('location')!, /err=1/);
   });
 });
+
+describe('self-registration', () => {
+  test('is off by default', async () => {
+    const res = await fetch(`${t.base}/login/register`, { redirect: 'manual' });
+    assert.equal(res.status, 302);
+    assert.doesNotMatch(await (await fetch(`${t.base}/login`)).text(), /Create an account/);
+  });
+
+  test('when on: an account with no roles, signed in, with a verification link; bad input named, taken names refused', async () => {
+    const open = await startTestServer({
+      oauth: { selfService: { smtpUrl: `smtp://127.0.0.1:${smtp.port}`, registration: true } },
+    });
+    try {
+      assert.match(await (await fetch(`${open.base}/login`)).text(), /href="\/login\/register"/);
+      const jar = new CookieJar();
+      const fields = {
+        username: 'newbie',
+        email: 'newbie@example.org',
+        password: 'newbie-pass-1',
+        password2: 'newbie-pass-1',
+      };
+      const bad = await submit(open, jar, '/login/register', '/login/register', {
+        ...fields,
+        email: 'not-an-address',
+      });
+      assert.equal(bad.headers.get('location'), '/login/register?err=2');
+      const before = smtp.messages().length;
+      const made = await submit(open, jar, '/login/register', '/login/register', fields);
+      assert.equal(made.headers.get('location'), '/login/account?sent=1');
+      const user = await open.server.store.findUserByName('newbie');
+      assert.ok(user);
+      assert.equal(user.email, 'newbie@example.org');
+      assert.equal(user.emailVerified, false);
+      assert.deepEqual((await open.server.store.getUserSubject(user.id))?.roles ?? [], []);
+      assert.equal((await csrfOf(open, jar, '/login/account')).status, 200, 'signed in');
+      const link = linkIn(await smtp.message(before), '/login/verify-email');
+      assert.equal((await fetch(`${open.base}${link.pathname}${link.search}`)).status, 200);
+      assert.equal((await open.server.store.getUser(user.id))?.emailVerified, true);
+      const taken = await submit(open, new CookieJar(), '/login/register', '/login/register', fields);
+      assert.equal(taken.headers.get('location'), '/login/register?err=4');
+    } finally {
+      await open.close();
+    }
+  });
+});

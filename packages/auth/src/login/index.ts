@@ -45,6 +45,8 @@ export function safeReturnTo(value: unknown): string | undefined {
 
 /** The login page's link to the password-reset request (self-service mail on). */
 const FORGOT_LINK = '\n<p><a id="forgot" href="/login/forgot">Forgot your password?</a></p>';
+/** The login page's link to self-registration (when turned on). */
+const REGISTER_LINK = '\n<p><a id="register" href="/login/register">Create an account</a></p>';
 
 const PAGE_HEADERS = {
   'cache-control': 'no-store',
@@ -107,7 +109,8 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
           after:
             upstreamButtons(ctx.upstreamProviders ?? [], returnTo) +
             (ctx.config.mfa ? passkeySignIn() : '') +
-            (ctx.config.selfService ? FORGOT_LINK : ''),
+            (ctx.config.selfService ? FORGOT_LINK : '') +
+            (ctx.config.selfService?.registration ? REGISTER_LINK : ''),
           passkeys: ctx.config.mfa !== null,
         }),
       );

@@ -18,6 +18,25 @@ ${csrfField(options.csrfToken)}<label for="account">User name or e-mail</label>
   );
 }
 
+/** `GET /login/register`: self-registration (when turned on). `error` names the rule that failed. */
+export function registerForm(options: { csrfToken: string; error: string | undefined }): string {
+  return layout(
+    'Create an account',
+    `<h1>Create an account</h1>
+${options.error ? `<p class="error" role="alert">${escapeHtml(options.error)}</p>\n` : ''}<form method="post" action="/login/register">
+${csrfField(options.csrfToken)}<label for="username">User name</label>
+<input type="text" id="username" name="username" autocomplete="username" required maxlength="64" autofocus>
+<label for="email">E-mail</label>
+<input type="email" id="email" name="email" autocomplete="email" required maxlength="254">
+<label for="password">Password</label>
+<input type="password" id="password" name="password" autocomplete="new-password" required minlength="8" maxlength="1024">
+<label for="password2">Repeat it</label>
+<input type="password" id="password2" name="password2" autocomplete="new-password" required minlength="8" maxlength="1024">
+<button type="submit">Create account</button>
+</form>`,
+  );
+}
+
 /** The answer to every reset request (whether or not an account matched). */
 export function forgotSent(): string {
   return layout(

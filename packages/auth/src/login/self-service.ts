@@ -10,6 +10,8 @@
  *   login session, as an administrator's reset does.
  * - `POST /login/account/verify-email` and `GET /login/verify-email?token=…`: e-mail verification by a
  *   single-use link; it verifies the address only while the account still has that address.
+ * - `GET/POST /login/register` (only with `selfService.registration`, off by default): anyone creates an
+ *   account (user name, e-mail, password; no roles), is signed in and gets a verification link.
  * - `GET /login/account`: the signed-in user's account page (change password, e-mail verification, TOTP
  *   and passkeys, sessions with "End", linked upstream providers).
  *
@@ -19,6 +21,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ConflictError, ValidationError } from '../errors.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { userActive } from '../oauth/context.ts';
 import { NOT_FORM } from '../oauth/form.ts';
@@ -26,7 +29,15 @@ import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limi
 import { hashToken } from '../oauth/tokens.ts';
 import type { AccountTokenPurpose } from '../store/account.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
-import { accountPage, done, forgotForm, forgotSent, linkInvalid, resetForm } from './page-account.ts';
+import {
+  accountPage,
+  done,
+  forgotForm,
+  forgotSent,
+  linkInvalid,
+  registerForm,
+  resetForm,
+} from './page-account.ts';
 import type { LoginPageKit } from './second-factor.ts';
 import { clearSessionCookie, readSession, startSession } from './session.ts';
 
@@ -135,6 +146,51 @@ export function registerSelfService(scope: FastifyInstance, ctx: OAuthContext, k
     else if (!user.email) await audit(req, user, 'reset_requested', 'no_email');
     else if (await sendLink(req, user, user.email, 'reset')) await audit(req, user, 'reset_requested', null);
     return page(reply, forgotSent());
+  });
+
+  const REGISTER_ERRORS: Record<string, string> = {
+    '1': 'Choose a user name of 3-64 letters, digits, dots, dashes or underscores.',
+    '2': 'Enter an e-mail address like name@example.org.',
+    '3': 'The passwords must match and have at least 8 characters.',
+    '4': 'That user name is taken.',
+  };
+  scope.get('/login/register', async (req, reply) => {
+    if (!ctx.config.selfService?.registration) return redirect(reply, '/login');
+    const err = String((req.query as Record<string, unknown>).err ?? '');
+    return page(reply, registerForm({ csrfToken: reply.generateCsrf(), error: REGISTER_ERRORS[err] }));
+  });
+
+  scope.post('/login/register', { preHandler: scope.csrfProtection }, async (req, reply) => {
+    if (req.body === NOT_FORM)
+      return reply.code(400).type('text/plain; charset=utf-8').send('form body expected\n');
+    if (!ctx.config.selfService?.registration) return redirect(reply, '/login');
+    const userName = (formField(req.body, 'username') ?? '').trim();
+    const email = (formField(req.body, 'email') ?? '').trim();
+    const password = formField(req.body, 'password') ?? '';
+    const back = (code: string) => redirect(reply, `/login/register?err=${code}`);
+    if (!/^[A-Za-z0-9._-]{3,64}$/.test(userName)) return back('1');
+    if (email.length > 254 || !/^[^\s@<>]+@[^\s@<>]+\.[^\s@<>]+$/.test(email)) return back('2');
+    if (
+      password.length < MIN_PASSWORD_LENGTH ||
+      password.length > MAX_PASSWORD_LENGTH ||
+      password !== formField(req.body, 'password2')
+    )
+      return back('3');
+    // Registrations count against the per-IP `reset` limit (one address creating many accounts).
+    const limited = await limitAttempt(req, ctx, 'reset', undefined);
+    if (!limited.ok) return refuseLimitedPage(reply, limited);
+    let user: UserRecord;
+    try {
+      user = await ctx.store.createUser({ userName, email, passwordHash: await ctx.hasher.hash(password) });
+    } catch (error) {
+      if (error instanceof ConflictError || error instanceof ValidationError)
+        return back(error instanceof ConflictError ? '4' : '1');
+      throw error;
+    }
+    await audit(req, user, 'registered', null);
+    await sendLink(req, user, email, 'verify_email');
+    await startSession(req, reply, ctx, user.id);
+    return redirect(reply, `${ACCOUNT_PATH}?sent=1`);
   });
 
   scope.get('/login/reset', async (req, reply) => {

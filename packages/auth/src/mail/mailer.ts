@@ -13,6 +13,8 @@ export interface SelfServiceOptions {
   from?: string;
   /** Lifetime of a link, seconds (60-86400). Default 1800 (30 minutes). */
   linkTtlSeconds?: number;
+  /** Anyone may create an account at `/login/register` (verified by a mailed link). Default false. */
+  registration?: boolean;
 }
 
 /** Resolved self-service settings. */
@@ -20,6 +22,7 @@ export interface SelfServiceSettings {
   readonly mailer: Mailer;
   readonly from: string | undefined;
   readonly linkTtlSeconds: number;
+  readonly registration: boolean;
 }
 
 /**
@@ -42,7 +45,12 @@ export function resolveSelfService(options: SelfServiceOptions | undefined): Sel
   const ttl = options.linkTtlSeconds ?? 1800;
   if (!Number.isSafeInteger(ttl) || ttl < 60 || ttl > 86400)
     throw new RangeError('selfService.linkTtlSeconds: integer 60-86400 (seconds)');
-  return { mailer: new Mailer(options.smtpUrl), from: options.from, linkTtlSeconds: ttl };
+  return {
+    mailer: new Mailer(options.smtpUrl),
+    from: options.from,
+    linkTtlSeconds: ttl,
+    registration: options.registration === true,
+  };
 }
 
 /** One plain-text message. */
