@@ -517,7 +517,79 @@ function userEditor(user) {
         api('PUT', `users/${user.id}/password`, { password: data.get('password') }),
       ),
   );
-  return el('div', {}, form, password, consentsOf(user));
+  return el('div', {}, form, password, factorsOf(user), consentsOf(user));
+}
+
+/**
+ * The second factors of `user` (TOTP, recovery codes left, passkeys) with Remove buttons, and whether an
+ * administrator requires two factors for the user (a toggle); filled when loaded.
+ */
+function factorsOf(user) {
+  const box = el(
+    'section',
+    { class: 'card', 'aria-label': `Second factors of ${user.userName}` },
+    el('h2', { text: `Second factors of ${user.userName}` }),
+  );
+  Promise.all([api('GET', `users/${user.id}/factors`), api('GET', `users/${user.id}/passkeys`)])
+    .then(([factors, passkeys]) => {
+      const totp = factors.totpEnrolledAt
+        ? el(
+            'p',
+            { 'data-factor': 'totp' },
+            `Authenticator app since ${when(factors.totpEnrolledAt)}; ${factors.recoveryCodesLeft} recovery code(s) left. `,
+            button(
+              'Remove TOTP',
+              confirmThen(`Remove the authenticator app of ${user.userName}?`, () =>
+                act(`Removed the authenticator app of ${user.userName}.`, () =>
+                  api('DELETE', `users/${user.id}/factors/totp`),
+                ),
+              ),
+              'danger',
+            ),
+          )
+        : el('p', { 'data-factor': 'totp', text: 'No authenticator app.' });
+      const rows = passkeys.items.map((p) =>
+        el(
+          'tr',
+          { 'data-passkey': p.id },
+          el('td', { text: p.name }),
+          el('td', { text: p.backedUp ? 'synced' : 'this device' }),
+          el('td', { text: p.lastUsedAt ? when(p.lastUsedAt) : 'never' }),
+          el(
+            'td',
+            { class: 'actions' },
+            button(
+              'Remove',
+              confirmThen(`Remove the passkey ${p.name} of ${user.userName}?`, () =>
+                act(`Removed the passkey ${p.name}.`, () =>
+                  api('DELETE', `users/${user.id}/passkeys/${encodeURIComponent(p.id)}`),
+                ),
+              ),
+              'danger',
+            ),
+          ),
+        ),
+      );
+      const required = factors.mfaRequired;
+      box.append(
+        totp,
+        rows.length
+          ? table(['Passkey', 'Kind', 'Last used', 'Actions'], rows)
+          : el('p', { text: 'No passkeys.' }),
+        el(
+          'p',
+          {},
+          required ? 'Two factors are required (for the user or one of its roles). ' : '',
+          button(required ? 'Stop requiring two factors' : 'Require two factors', () =>
+            act(required ? 'Two factors no longer required for the user.' : 'Two factors required.', () =>
+              api(required ? 'DELETE' : 'PUT', `users/${user.id}/mfa-required`),
+            ),
+          ),
+        ),
+      );
+    })
+    .catch((error) => box.append(el('p', { class: 'error', text: error.message })));
+  return box;
 }
 
 /** The clients `user` consented to (third-party clients), each with a Revoke button; filled when loaded. */
