@@ -93,7 +93,10 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
     const text = await metrics.text();
     assert.match(text, /sandbox_tenant_running_boxes\{tenant="quota-tenant"\} 10\n/);
     assert.match(text, /sandbox_tenant_memory_mib\{tenant="quota-tenant"\} 640\n/);
-    assert.equal((await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${key}` } })).status, 403);
+    assert.equal(
+      (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${key}` } })).status,
+      403,
+    );
     // The SDK: runtime.usage(), and 429 as BoxError quota_exceeded naming the quota.
     const sdk = new JsRuntime({ url, apiKey: key });
     assert.equal((await sdk.usage()).usage.runningBoxes, 10);
@@ -147,6 +150,30 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
     );
     assert.equal((await local.listInfo()).length, before);
     writeLimits({ defaults: { ...tenantLimits, running_boxes: 100 } });
+  });
+
+  it("a warm pool's ready boxes count as the tenant's running boxes", async () => {
+    writeLimits({
+      defaults: { ...tenantLimits, running_boxes: 100 },
+      tenants: { 'pool-tenant': { running_boxes: 2 } },
+    });
+    const poolKey = (await createKey(url, 'pool-tenant')).key;
+    const options = { memory_mib: 64 };
+    const tooBig = await api(url, 'POST', '/v1/pools', poolKey, { image: BUSYBOX, size: 3, options });
+    assert.equal(tooBig.status, 429, JSON.stringify(tooBig.body));
+    assert.equal(tooBig.body.error.field, 'running_boxes');
+    const pool = await api(url, 'POST', '/v1/pools', poolKey, { image: BUSYBOX, size: 2, options });
+    assert.equal(pool.status, 201, JSON.stringify(pool.body));
+    assert.equal((await api(url, 'GET', '/v1/usage', poolKey)).body.usage.running_boxes, 2);
+    assert.equal(
+      (await api(url, 'POST', '/v1/boxes', poolKey, { image: BUSYBOX, memory_mib: 128 })).status,
+      429,
+    );
+    assert.equal((await api(url, 'DELETE', `/v1/pools/${pool.body.id}`, poolKey)).status, 204);
+    assert.equal(
+      (await api(url, 'POST', '/v1/boxes', poolKey, { image: BUSYBOX, memory_mib: 128 })).status,
+      201,
+    );
   });
 
   it('exec starts are rate limited per tenant: 429 with Retry-After naming exec_per_second', async () => {

@@ -25,6 +25,7 @@ import type { Principal } from './auth.ts';
 import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
+import { type Admission, boxRequestOf } from './tenancy/admission.ts';
 import { validatorCompiler } from './validation.ts';
 import { Permission, toCamel, toSnake } from './wire.ts';
 
@@ -64,16 +65,24 @@ const answer = { description: 'the pool', ...ref('Pool') };
 /** The pools of one server. */
 export class ServerPools {
   readonly #runtime: JsRuntime;
+  readonly #admission: Admission | undefined;
   readonly #pools = new Map<string, Entry>();
+  /** Pool ids being admitted. */
+  readonly #creating = new Set<string>();
 
-  /** @param runtime the server's runtime, which keeps the pools and hands their boxes out. */
-  constructor(runtime: JsRuntime) {
+  /**
+   * @param runtime the server's runtime, which keeps the pools and hands their boxes out.
+   * @param admission counts the ready boxes of each pool as its tenant's running boxes (quotas and node).
+   */
+  constructor(runtime: JsRuntime, admission?: Admission) {
     this.#runtime = runtime;
+    this.#admission = admission;
   }
 
   /** Closes every pool (their ready boxes are removed). */
   async close(): Promise<void> {
     const entries = [...this.#pools.values()];
+    for (const id of this.#pools.keys()) this.#admission?.releasePool(id);
     this.#pools.clear();
     await Promise.all(entries.map((entry) => entry.pool.close().catch(() => {})));
   }
@@ -96,17 +105,33 @@ export class ServerPools {
   }
 
   /**
-   * Creates a pool in the server's runtime. Host paths (`rootfsPath`, bind mounts) are refused as for
-   * `POST /v1/boxes`. @throws BoxError `invalid_option` naming the field, `conflict` for a taken id.
+   * Creates a pool in the server's runtime for `principal`'s tenant; its `size` ready boxes are admitted
+   * as that tenant's running boxes (quotas and node, as `POST /v1/boxes`). Host paths (`rootfsPath`,
+   * bind mounts) are refused as for `POST /v1/boxes`.
+   * @throws BoxError `invalid_option` naming the field, `conflict` for a taken id, `quota_exceeded`,
+   *   `capacity`.
    */
-  #create(
+  async #create(
     body: { image: string; size: number; options?: Record<string, unknown>; id?: string },
     principal: Principal,
-  ): string {
+  ): Promise<string> {
     const id = body.id ?? ulid();
-    if (this.#pools.has(id)) throw new BoxError(`a pool '${id}' exists`, { code: 'conflict', field: 'id' });
+    if (this.#pools.has(id) || this.#creating.has(id))
+      throw new BoxError(`a pool '${id}' exists`, { code: 'conflict', field: 'id' });
     const options = toCamel<Omit<JsBoxOptions, 'image'>>(body.options ?? {});
     validateBoxOptions({ ...options, image: body.image }, { allowHostBinds: false });
+    this.#creating.add(id);
+    try {
+      await this.#admission?.admitPool(
+        id,
+        principal.tenant,
+        principal.operator,
+        boxRequestOf(options),
+        body.size,
+      );
+    } finally {
+      this.#creating.delete(id);
+    }
     const spec: PoolSpec = { image: body.image, size: body.size, options };
     this.#pools.set(id, {
       tenant: principal.tenant,
@@ -133,7 +158,7 @@ export class ServerPools {
             description: 'the other box options (as `POST /v1/boxes`, without image)',
           }),
           response: { 201: answer },
-          errors: [409],
+          errors: [409, 429, 503],
         }),
         // `options` is checked by the box option rules (errors name the camelCase option, as locally).
         validatorCompiler: (part) =>
@@ -143,7 +168,7 @@ export class ServerPools {
       },
       async (request, reply) => {
         const principal = principalOf(request);
-        const id = this.#create(request.body, principal);
+        const id = await this.#create(request.body, principal);
         return reply.code(201).send(this.#wire(id, this.#get(id, principal)));
       },
     );
@@ -204,6 +229,7 @@ export class ServerPools {
       async (request, reply) => {
         const entry = this.#get(request.params.pool, principalOf(request));
         this.#pools.delete(request.params.pool);
+        this.#admission?.releasePool(request.params.pool);
         await entry.pool.close();
         return reply.code(204).send();
       },

@@ -76,6 +76,8 @@ export class Admission {
   readonly #dataDir: () => string;
   /** Creations in flight: their tenant and request. */
   readonly #pending = new Set<{ tenant: string; request: BoxRequest }>();
+  /** Warm pools by id: the boxes each keeps ready (running, not listed by the runtime). */
+  readonly #held = new Map<string, { tenant: string; request: BoxRequest; count: number }>();
   #queue: Promise<unknown> = Promise.resolve();
 
   /**
@@ -101,6 +103,14 @@ export class Admission {
         entry.vcpus += info.cpus;
         entry.memoryMib += info.memoryMib;
       }
+    }
+    for (const { tenant, request, count } of this.#held.values()) {
+      const entry = usage.get(tenant) ?? { runningBoxes: 0, vcpus: 0, memoryMib: 0, diskGb: 0 };
+      usage.set(tenant, entry);
+      entry.runningBoxes += count;
+      entry.vcpus += request.cpus * count;
+      entry.memoryMib += request.memoryMib * count;
+      entry.diskGb += request.diskGb * count;
     }
     return usage;
   }
@@ -136,7 +146,32 @@ export class Admission {
     }
   }
 
-  async #check(tenant: string, operator: boolean, request: BoxRequest): Promise<void> {
+  /**
+   * Admits warm pool `poolId` of `tenant` keeping `count` boxes of `request` ready, as if they were
+   * created at once; they count as the tenant's running boxes until {@link releasePool}.
+   * @throws as {@link admit}.
+   */
+  async admitPool(
+    poolId: string,
+    tenant: string,
+    operator: boolean,
+    request: BoxRequest,
+    count: number,
+  ): Promise<void> {
+    const check = this.#queue.then(async () => {
+      await this.#check(tenant, operator, request, count);
+      this.#held.set(poolId, { tenant, request, count });
+    });
+    this.#queue = check.catch(() => {});
+    await check;
+  }
+
+  /** Stops counting the boxes of warm pool `poolId` (it was closed). */
+  releasePool(poolId: string): void {
+    this.#held.delete(poolId);
+  }
+
+  async #check(tenant: string, operator: boolean, request: BoxRequest, count = 1): Promise<void> {
     const node = this.#limits.current().node;
     const cores = availableParallelism();
     if (request.cpus > cores) {
@@ -166,10 +201,10 @@ export class Admission {
       for (const [quota, used, asked, what] of QUOTA_NAMES) {
         const max = limits[quota];
         if (max === null) continue;
-        const want = used === 'runningBoxes' ? 1 : request[asked as keyof BoxRequest];
+        const want = (used === 'runningBoxes' ? 1 : request[asked as keyof BoxRequest]) * count;
         if (usage[used] + want > max) {
           throw new BoxError(
-            `quota exceeded: ${quota} (tenant ${tenant} uses ${usage[used]} of ${max} ${what}; this box asks for ${want})`,
+            `quota exceeded: ${quota} (tenant ${tenant} uses ${usage[used]} of ${max} ${what}; ${count === 1 ? 'this box asks' : `${count} boxes ask`} for ${want})`,
             { code: 'quota_exceeded', field: quota },
           );
         }
@@ -178,7 +213,7 @@ export class Admission {
     const retryAfterMs = node.retry_after_s * 1000;
     const capacity = (field: string, message: string) =>
       new BoxError(`node at capacity: ${message}`, { code: 'capacity', field, retryAfterMs });
-    let committed = request.memoryMib;
+    let committed = request.memoryMib * count;
     for (const usage of byTenant.values()) committed += usage.memoryMib;
     for (const p of pending) committed += p.request.memoryMib;
     const ceiling = memory.totalMib * node.memory_overcommit - node.reserve_memory_mib;
@@ -189,7 +224,7 @@ export class Admission {
       );
     }
     const pendingMemory = pending.reduce((sum, p) => sum + p.request.memoryMib, 0);
-    if (request.memoryMib + pendingMemory > memory.availableMib - node.reserve_memory_mib) {
+    if (request.memoryMib * count + pendingMemory > memory.availableMib - node.reserve_memory_mib) {
       throw capacity(
         'memory',
         `${Math.floor(memory.availableMib)} MiB available, ${node.reserve_memory_mib} MiB kept for the host`,
@@ -205,7 +240,7 @@ export class Admission {
       );
     }
     const procs = processes();
-    if (procs.count + (pending.length + 1) * node.pids_per_box > procs.limit * 0.9) {
+    if (procs.count + (pending.length + count) * node.pids_per_box > procs.limit * 0.9) {
       throw capacity('processes', `${procs.count} processes of the kernel's limit ${procs.limit}`);
     }
   }
