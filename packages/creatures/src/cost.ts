@@ -2,7 +2,7 @@
  * The cost model of an operation: an estimate of how many values its answer can hold, computed before
  * it runs. Each selected field costs 1, times the number of items of every list it sits in. A list's
  * item count is, in this order: its `first:` argument (a literal or a variable's value) capped by what
- * the data can hold; the length of its `ids:` argument (`Query.nodes`); the `first:` (else `last:`) of
+ * the data can hold; the length of its `ids:` or `representations:` argument (`Query.nodes`, `Query._entities`); the `first:` (else `last:`) of
  * the connection it belongs to (`CreatureConnection.edges`/`nodes`);
  * the size of such lists in the current data (recomputed after every change) — the longest one
  * (`Creature.evolutions`: 3) for a list inside a single object, the mean length rounded up (1) for a list
@@ -195,9 +195,8 @@ export function estimateCost(
       const last = field.args.some((a) => a.name === 'last')
         ? intArgument(sel, 'last', variables)
         : { fromVariable: false };
-      const ids = field.args.some((a) => a.name === 'ids')
-        ? listArgumentLength(sel, 'ids', variables)
-        : { fromVariable: false };
+      const listArg = field.args.find((a) => a.name === 'ids' || a.name === 'representations');
+      const ids = listArg ? listArgumentLength(sel, listArg.name, variables) : { fromVariable: false };
       if (first.fromVariable || last.fromVariable || ids.fromVariable) usesVariables = true;
       const known = model.known.get(`${typeName}.${name}`);
       const knownSize = known === undefined ? undefined : repeated ? known.mean : known.max;

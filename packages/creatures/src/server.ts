@@ -20,6 +20,7 @@ import { IMAGE_PREFIX } from './art.ts';
 import { listSizesOf } from './cost.ts';
 import { createEngine, type Engine } from './engine.ts';
 import { EXPLORER_ASSET_PREFIX, type ExplorerAsset, loadExplorerAssets } from './explorer.ts';
+import { buildFederatedSchema } from './federation.ts';
 import { createGraphQLRoute } from './http/graphql.ts';
 import { serveCreatureImage } from './http/images.ts';
 import { answerClientError } from './http/linger.ts';
@@ -117,6 +118,11 @@ export interface CreatureServerOptions {
   explorer?: boolean;
   /** Keep "Did you mean …?" hints in error messages; default: on unless `NODE_ENV` is "production". */
   suggestions?: boolean;
+  /**
+   * Serve the schema as an Apollo Federation v2 subgraph (`Query._service`, `Query._entities`, `@key` on
+   * `Creature` and `Message`; `src/federation.ts`), for a gateway to compose (default true).
+   */
+  federation?: boolean;
   /** Serve Prometheus metrics at `GET /metrics` (default true). */
   metrics?: boolean;
   /**
@@ -174,6 +180,13 @@ export function openStore(
   return new SqliteStore({ path: options.databasePath ?? DEFAULT_DATABASE_PATH });
 }
 
+let federated: GraphQLSchema | undefined;
+/** The subgraph schema ({@link buildFederatedSchema}), built once per process. */
+function federatedSchema(): GraphQLSchema {
+  federated ??= buildFederatedSchema();
+  return federated;
+}
+
 /**
  * Creates the creature server (not yet listening). Opens the store ({@link openStore}: a SQLite file is
  * opened and seeded at once; PostgreSQL connects when `listen` is called) and loads the explorer's
@@ -206,7 +219,8 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   const onUnexpectedError = (err: unknown) =>
     logger.error({ err }, 'unexpected error while executing an operation');
   const withStreams = options.subscriptions ?? true;
-  const schema = withStreams ? withSubscriptions(creatureSchema) : creatureSchema;
+  const baseSchema = options.federation === false ? creatureSchema : federatedSchema();
+  const schema = withStreams ? withSubscriptions(baseSchema) : baseSchema;
   const persisted = new PersistedQueries({
     automatic: options.automaticPersistedQueries ?? true,
     allowList: options.allowList,
