@@ -1,7 +1,8 @@
 /**
  * The admin web page's second-factor section in headless Chromium: signed in as the bootstrap
  * administrator, the user editor shows a user's TOTP factor, recovery codes left and passkeys, requires two
- * factors for the user, and removes the passkey and the TOTP factor through the administration API.
+ * factors for the user, and removes the passkey and the TOTP factor through the administration API; the role
+ * and client editors require two factors for a role and a client.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -80,4 +81,29 @@ test('the user editor shows, requires and removes second factors', async () => {
     (e) => e.details?.action,
   );
   assert.deepEqual(actions, ['factor.remove', 'factor.remove', 'mfa.require']);
+});
+
+test('the role and client editors require two factors for every holder of the role and every sign-in to the client', async () => {
+  const admin = await server.store.findRoleByName('administrator');
+  await page.getByRole('button', { name: 'Roles', exact: true }).click();
+  await page.locator('tr[data-role="administrator"]').getByRole('button', { name: 'Edit' }).click();
+  const roleBox = page.getByRole('region', { name: 'Two factors for role administrator' });
+  await roleBox.getByRole('button', { name: 'Require two factors' }).click();
+  await page.locator('#status').filter({ hasText: 'Two factors required for role administrator.' }).waitFor();
+  assert.deepEqual(
+    (await server.store.factors.listMfaRequirements())
+      .filter((r) => r.targetKind === 'role')
+      .map((r) => r.targetId),
+    [admin!.id],
+  );
+  await page.getByRole('button', { name: 'Clients', exact: true }).click();
+  await page.locator('tr[data-client="demo-spa"]').getByRole('button', { name: 'Edit' }).click();
+  const clientBox = page.getByRole('region', { name: 'Two factors for client demo-spa' });
+  await clientBox.getByRole('button', { name: 'Require two factors' }).click();
+  await page.locator('#status').filter({ hasText: 'Two factors required for client demo-spa.' }).waitFor();
+  assert.equal(await server.store.factors.isMfaRequired('someone', 'demo-spa'), true);
+  await page.locator('tr[data-client="demo-spa"]').getByRole('button', { name: 'Edit' }).click();
+  await clientBox.getByRole('button', { name: 'Stop requiring two factors' }).click();
+  await page.locator('#status').filter({ hasText: 'no longer required for client demo-spa' }).waitFor();
+  assert.equal(await server.store.factors.isMfaRequired('someone', 'demo-spa'), false);
 });

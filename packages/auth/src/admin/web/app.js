@@ -521,6 +521,33 @@ function userEditor(user) {
 }
 
 /**
+ * Whether two factors are required for a role or a client (`kind`, API path `path`, target id `id`), with
+ * a button that switches it; filled when loaded.
+ */
+function mfaRequirement(kind, path, id, label) {
+  const box = el('section', { class: 'card', 'aria-label': `Two factors for ${label}` });
+  api('GET', 'mfa-requirements')
+    .then((page) => {
+      const required = page.items.some((r) => r.targetKind === kind && r.targetId === id);
+      box.append(
+        el('p', {
+          text: required
+            ? `Two factors are required for ${label}.`
+            : `Two factors are not required for ${label}.`,
+        }),
+        button(required ? 'Stop requiring two factors' : 'Require two factors', () =>
+          act(
+            required ? `Two factors no longer required for ${label}.` : `Two factors required for ${label}.`,
+            () => api(required ? 'DELETE' : 'PUT', `${path}/mfa-required`),
+          ),
+        ),
+      );
+    })
+    .catch((error) => box.append(el('p', { class: 'error', text: error.message })));
+  return box;
+}
+
+/**
  * The second factors of `user` (TOTP, recovery codes left, passkeys) with Remove buttons, and whether an
  * administrator requires two factors for the user (a toggle); filled when loaded.
  */
@@ -677,7 +704,7 @@ const rolesView = resourceView('roles', {
 });
 
 function roleEditor(role) {
-  return card(
+  const form = card(
     { 'aria-label': `Edit role ${role.name}` },
     `Edit ${role.name}`,
     [
@@ -712,6 +739,7 @@ function roleEditor(role) {
       act(`Saved role ${body.name ?? role.name}.`, () => api('PATCH', `roles/${role.id}`, body));
     },
   );
+  return el('div', {}, form, mfaRequirement('role', `roles/${role.id}`, role.id, `role ${role.name}`));
 }
 
 /** The label of a grant type: the short name of the URN ones (RFC 8693 token exchange, RFC 8628 device code). */
@@ -850,7 +878,18 @@ function clientEditor(client) {
         }),
       ),
   );
-  return el('div', {}, form, settings);
+  return el(
+    'div',
+    {},
+    form,
+    settings,
+    mfaRequirement(
+      'client',
+      `clients/${encodeURIComponent(client.clientId)}`,
+      client.clientId,
+      `client ${client.clientId}`,
+    ),
+  );
 }
 
 const permissionsView = resourceView('permissions', {
