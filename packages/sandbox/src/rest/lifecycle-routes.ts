@@ -1,6 +1,6 @@
 /**
  * HTTP routes of box pause/resume and lifetimes on the REST runtime server (a Fastify plugin).
- * Every route needs the `boxes:write` permission; bodies are snake_case JSON; errors are `BoxError`s mapped
+ * Every route needs the `sandbox.boxes.write` permission; bodies are snake_case JSON; errors are `BoxError`s mapped
  * by code (`wire.ts`: `conflict` 409, `not_found` 404, `invalid_option` 400).
  *
  * | Route | What |
@@ -22,7 +22,7 @@ import type { Permission } from './wire.ts';
 export interface LifecycleRoutesOptions {
   /** The box with this id or name as `principal` sees it. @throws BoxError `not_found` (another tenant's too). */
   box(idOrName: string, principal: Principal): Promise<JsBox>;
-  /** Route config carrying the permission every route requires (`boxes:write`). */
+  /** Route config carrying the permission every route requires (`sandbox.boxes.write`). */
   config: { permission: Permission };
 }
 

@@ -150,8 +150,8 @@ export class RestMetrics {
 
 /**
  * Adds the metrics to a REST server's Fastify instance: an `onResponse` hook counting every answered
- * request, and `GET /metrics` as a plugin (permission `boxes:read`, like `/v1/metrics`; content type
- * `text/plain; version=0.0.4`). Returns the metrics, for the server to report executions to.
+ * request, and `GET /metrics` as a plugin (permission `sandbox.operator`, since the figures name every
+ * tenant; content type `text/plain; version=0.0.4`). Returns the metrics, for the server to report executions to.
  */
 export function serveMetrics(app: FastifyInstance, runtime: JsRuntime): RestMetrics {
   const metrics = new RestMetrics(runtime);
