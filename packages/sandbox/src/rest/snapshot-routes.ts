@@ -224,9 +224,25 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       }
       const principal = principalOf(request);
       const source = await ctx.box(request.params.box, principal);
-      const box = await ctx.createWith(principal, rest, name ?? undefined, (runtimeName, options) =>
-        ctx.runtime.cloneBox(source.id, options, runtimeName),
-      );
+      // Admitted for what the clone gets: the given resources, else the source box's.
+      const of = await source.info();
+      const admitted = {
+        ...rest,
+        cpus: rest.cpus ?? of.cpus,
+        memoryMib: rest.memoryMib ?? of.memoryMib,
+      };
+      const sourceDisk = ctx.owners.get('box', source.id)?.diskGb;
+      if (admitted.diskSizeGb === undefined && sourceDisk !== undefined) admitted.diskSizeGb = sourceDisk;
+      const box = await ctx.createWith(principal, admitted, name ?? undefined, (runtimeName, options) => {
+        // The clone keeps the source's resources unless the request names them.
+        const { cpus: _c, memoryMib: _m, diskSizeGb: _d, ...others } = options;
+        const given = {
+          ...(rest.cpus !== undefined ? { cpus: rest.cpus } : {}),
+          ...(rest.memoryMib !== undefined ? { memoryMib: rest.memoryMib } : {}),
+          ...(rest.diskSizeGb !== undefined ? { diskSizeGb: rest.diskSizeGb } : {}),
+        };
+        return ctx.runtime.cloneBox(source.id, { ...others, ...given }, runtimeName);
+      });
       return reply.code(201).send(ctx.info(await box.info()));
     },
   );
