@@ -1,5 +1,5 @@
 /**
- * `sandbox serve` as a drop-in E2B server (issue 29): the control plane at the server's root
+ * `sandbox serve` as a drop-in E2B server: the control plane at the server's root
  * (`control-routes.ts`) and the in-sandbox daemon envd (`router.ts`, `envd-*.ts`) over the same boxes as
  * `/v1`. Unmodified `e2b` clients reach it with `E2B_API_URL=<server>` and `E2B_SANDBOX_URL=<server>`
  * (or Host names `<port>-<sandboxId>.<domain>` with `--e2b-domain`); see README "Coming from E2B".

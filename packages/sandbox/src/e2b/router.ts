@@ -1,5 +1,5 @@
 /**
- * Routing of in-sandbox traffic (issue 29 "Routing"): a request carrying `E2b-Sandbox-Id` and
+ * Routing of in-sandbox traffic: a request carrying `E2b-Sandbox-Id` and
  * `E2b-Sandbox-Port` headers (what the SDK sends to `E2B_SANDBOX_URL`), or whose Host is
  * `<port>-<sandboxId>.<domain>` for the configured domain, goes to that sandbox's port. Port 49983 is
  * envd, served here: `GET /health` (204 while running, 502 when paused, killed or unknown), `/files`,

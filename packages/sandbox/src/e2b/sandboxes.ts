@@ -1,5 +1,5 @@
 /**
- * E2B sandboxes over the server's boxes (issue 29 "One box, two APIs"): a sandbox is a box named by its
+ * E2B sandboxes over the server's boxes (one box, two APIs): a sandbox is a box named by its
  * sandbox id, created from the image its template names; this module keeps what E2B knows of a sandbox
  * beyond the box (template, metadata, end of its timeout, envd access token, lifecycle) and turns boxes
  * into E2B's `Sandbox`/`ListedSandbox`/`SandboxDetail` bodies.

@@ -1,7 +1,7 @@
 /**
- * Bounds on what images and box archives may cost the host (issue "hostile images"): unpacked bytes and
- * entry counts per layer and per image, a disk budget for the whole image store, and the size of a box
- * archive accepted by import. Every bound is refused with a `BoxError` of code `image` that names it.
+ * Bounds on what images and box archives may cost the host, so that a hostile image cannot exhaust it:
+ * unpacked bytes and entry counts per layer and per image, a disk budget for the whole image store, and the
+ * size of a box archive accepted by import. Every bound is refused with a `BoxError` of code `image` that names it.
  */
 import { BoxError, invalidOption } from '../errors.ts';
 

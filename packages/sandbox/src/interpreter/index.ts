@@ -1,5 +1,5 @@
 /**
- * The stateful code interpreter of boxes (issue 29 item 5; E2B's code interpreter): contexts that are
+ * The stateful code interpreter of boxes (E2B's code interpreter): contexts that are
  * live Jupyter kernels in the box, executions with E2B-shaped results and events, and the NDJSON wire form
  * of E2B's `/execute` stream. The functions take a box (a `JsBox` of a local runtime fits) and share one
  * `JupyterInterpreter` per box id in this process, dropped when the box's Jupyter Server ends. The image
