@@ -34,6 +34,25 @@ const INIT_SCRIPT = `
     lazy: true,
   });
   var fetcher = GraphiQL.createFetcher({ url: location.pathname, headers: headers, wsClient: wsClient });
+  // CodeMirror's input textareas carry no label: name each editor for assistive technology, as the
+  // editors appear (the response pane, the variables and headers tabs are created later), and make
+  // their scroll areas reachable by keyboard.
+  function labelEditors() {
+    var areas = document.querySelectorAll('.CodeMirror textarea:not([aria-label])');
+    for (var i = 0; i < areas.length; i++) {
+      var area = areas[i], label = 'Query editor';
+      if (area.closest('.result-window')) label = 'Response';
+      else if (area.closest('.graphiql-editor-tool')) {
+        var editors = area.closest('.graphiql-editor-tool').querySelectorAll('.graphiql-editor');
+        label = editors[1] && editors[1].contains(area) ? 'Request headers editor' : 'Variables editor';
+      }
+      area.setAttribute('aria-label', label);
+    }
+    // An editor narrower than its text scrolls: let the keyboard reach its scroll area too.
+    var scrolls = document.querySelectorAll('.CodeMirror-scroll:not([tabindex="0"])');
+    for (var j = 0; j < scrolls.length; j++) scrolls[j].setAttribute('tabindex', '0');
+  }
+  new MutationObserver(labelEditors).observe(document.getElementById('graphiql'), { childList: true, subtree: true });
   var root = ReactDOM.createRoot(document.getElementById('graphiql'));
   root.render(React.createElement(GraphiQL, {
     fetcher: fetcher,
@@ -45,6 +64,15 @@ const INIT_SCRIPT = `
 })();
 `;
 
+/**
+ * GraphiQL's light-theme colour variables (hue, saturation, lightness) with the lightness lowered so
+ * that syntax colours and links reach WCAG 2 AA contrast (4.5:1) on the white editor background.
+ */
+const EXPLORER_LIGHT_COLORS =
+  '--color-primary: 320, 95%, 34%; --color-secondary: 242, 51%, 48%; --color-tertiary: 188, 100%, 24%; ' +
+  '--color-info: 208, 100%, 33%; --color-success: 158, 60%, 26%; --color-warning: 36, 100%, 26%; ' +
+  '--color-error: 13, 93%, 38%; --alpha-secondary: 0.85; --alpha-tertiary: 0.85;';
+
 /** The explorer page (HTML); it loads only same-origin assets under {@link EXPLORER_ASSET_PREFIX}. */
 export const EXPLORER_HTML = Buffer.from(`<!doctype html>
 <html lang="en">
@@ -54,7 +82,30 @@ export const EXPLORER_HTML = Buffer.from(`<!doctype html>
   <title>Creature GraphQL explorer</title>
   <link rel="icon" href="data:,">
   <link rel="stylesheet" href="${EXPLORER_ASSET_PREFIX}graphiql.min.css">
-  <style>html, body, #graphiql { height: 100%; margin: 0; }</style>
+  <style>
+    html, body, #graphiql { height: 100%; margin: 0; }
+    /* Light theme: GraphiQL's syntax and link colours darkened to a contrast of at least 4.5:1 on white. */
+    @media (prefers-color-scheme: light) {
+      body:not(.graphiql-dark) .graphiql-container, body:not(.graphiql-dark) .CodeMirror-info,
+      body:not(.graphiql-dark) .CodeMirror-lint-tooltip, body:not(.graphiql-dark) .graphiql-dialog,
+      body:not(.graphiql-dark) .graphiql-tooltip, body:not(.graphiql-dark) [data-radix-popper-content-wrapper] {
+        ${EXPLORER_LIGHT_COLORS}
+      }
+    }
+    /* Docs panel links: underlined (not told apart by colour alone), targets at least 24 × 24 px. */
+    .graphiql-doc-explorer-content a {
+      text-decoration: underline;
+      display: inline-block;
+      min-width: 24px;
+      min-height: 24px;
+      line-height: 24px;
+    }
+    body.graphiql-light .graphiql-container, body.graphiql-light .CodeMirror-info,
+    body.graphiql-light .CodeMirror-lint-tooltip, body.graphiql-light .graphiql-dialog,
+    body.graphiql-light .graphiql-tooltip, body.graphiql-light [data-radix-popper-content-wrapper] {
+      ${EXPLORER_LIGHT_COLORS}
+    }
+  </style>
 </head>
 <body>
   <div id="graphiql">Loading the explorer…</div>
