@@ -40,6 +40,10 @@ export class JsRuntime {
   readonly #backend: RuntimeBackend;
   /** Default isolation tier of boxes created without `isolation` (`JsOptions.isolation`). */
   readonly #isolation: IsolationTier | undefined;
+  /** Set by `shutdown()`: creating boxes, pools and pulling images are refused from then on. */
+  #shutDown = false;
+  /** `images` with `pull` refused after `shutdown()`. */
+  #images: RuntimeImages | null = null;
 
   /**
    * A runtime with custom options (spec 002 `new JsRuntime(options)`). With `url` (or `SANDBOX_URL` and
@@ -126,10 +130,11 @@ export class JsRuntime {
   /**
    * Creates and starts a box (spec 002 `create`). Defaults per `JsBoxOptions`; `name` must be unique.
    * @throws BoxError `invalid_option` naming the field (the four rejections of spec 002 included),
-   *   `conflict` for a taken name, `image` when the image cannot be prepared, `internal` for an engine
-   *   failure. Nothing of a failed box remains.
+   *   `conflict` for a taken name or after `shutdown()`, `image` when the image cannot be prepared,
+   *   `internal` for an engine failure. Nothing of a failed box remains.
    */
   create(options: JsBoxOptions, name?: string): Promise<JsBox> {
+    if (this.#shutDown) return Promise.reject(shutDownError('create'));
     if (
       this.#isolation &&
       typeof options === 'object' &&
@@ -200,6 +205,7 @@ export class JsRuntime {
    * @throws BoxError as `create`.
    */
   async getOrCreate(options: JsBoxOptions, name?: string): Promise<{ box: JsBox; created: boolean }> {
+    if (this.#shutDown) throw shutDownError('getOrCreate');
     if (name !== undefined) {
       const existing = await this.#backend.get(name);
       if (existing) return { box: existing, created: false };
@@ -223,11 +229,20 @@ export class JsRuntime {
   /**
    * Stops every non-detached box this runtime created (BoxLite `runtime.shutdown(timeout?)`): their
    * commands get SIGTERM, then SIGKILL after `timeout` seconds (default 10); `autoRemove` boxes are
-   * removed. Detached boxes keep running. The runtime stays usable.
-   * @throws BoxError `invalid_option` (field `timeout`).
+   * removed. Detached boxes keep running. From the call on, as in BoxLite, the runtime refuses to make
+   * anything new: `create`, `getOrCreate`, `cloneBox`, `importBox`, `pool` and `images.pull` reject with
+   * `conflict`; reading, stopping and removing boxes still work. Calling it again is allowed.
+   * @throws BoxError `invalid_option` (field `timeout`; the runtime then stays open).
    */
-  shutdown(timeout?: number): Promise<void> {
-    return this.#backend.shutdown(timeout);
+  async shutdown(timeout?: number): Promise<void> {
+    const wasOpen = !this.#shutDown;
+    this.#shutDown = true;
+    try {
+      await this.#backend.shutdown(timeout);
+    } catch (error) {
+      if (wasOpen && error instanceof BoxError && error.code === 'invalid_option') this.#shutDown = false;
+      throw error;
+    }
   }
 
   /**
@@ -238,6 +253,7 @@ export class JsRuntime {
    *   gVisor tier, ext4 disk), `invalid_option` naming the option.
    */
   cloneBox(idOrName: string, options?: CloneOptions, name?: string): Promise<JsBox> {
+    if (this.#shutDown) return Promise.reject(shutDownError('cloneBox'));
     return this.#backend.cloneBox(idOrName, options, name);
   }
 
@@ -252,6 +268,7 @@ export class JsRuntime {
    *   `image` for an archive over `maxImportBytes` or a box layer over its bounds or with hostile content.
    */
   importBox(path: string, nameOrOptions?: string | ImportOptions): Promise<ImportedBox> {
+    if (this.#shutDown) return Promise.reject(shutDownError('importBox'));
     return this.#backend.importBox(path, nameOrOptions);
   }
 
@@ -265,6 +282,7 @@ export class JsRuntime {
    *   `unsupported` for a runtime flavour that keeps no pools.
    */
   pool(spec: PoolSpec): JsBoxPool {
+    if (this.#shutDown) throw shutDownError('pool');
     if (!this.#backend.pool) {
       throw new BoxError('warm pools are kept by a local runtime', { code: 'unsupported' });
     }
@@ -277,13 +295,33 @@ export class JsRuntime {
     return this.#backend.pool(spec);
   }
 
-  /** Image operations; a REST runtime rejects them with code `unsupported`. */
+  /**
+   * Image operations (a REST runtime serves them through the server's image routes). After `shutdown()`
+   * `pull` rejects with `conflict`; `get`, `list` and `remove` still work.
+   */
   get images(): RuntimeImages {
-    return this.#backend.images;
+    if (!this.#images) {
+      const images = this.#backend.images;
+      this.#images = {
+        pull: (reference, options) =>
+          this.#shutDown ? Promise.reject(shutDownError('images.pull')) : images.pull(reference, options),
+        get: (...args) => images.get(...args),
+        list: () => images.list(),
+        remove: (...args) => images.remove(...args),
+      };
+    }
+    return this.#images;
   }
 
   /** Managed volumes of this runtime. */
   get volumes(): RuntimeVolumes {
     return this.#backend.volumes;
   }
+}
+
+/** The `conflict` error of an operation called after `runtime.shutdown()` (BoxLite refuses it too). */
+function shutDownError(operation: string): BoxError {
+  return new BoxError(`${operation}: the runtime has been shut down (runtime.shutdown())`, {
+    code: 'conflict',
+  });
 }

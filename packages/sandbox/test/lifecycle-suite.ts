@@ -1,8 +1,8 @@
 /**
  * Box lifecycle on both runtimes (BoxLite's lifecycle surface): `box.start()` after `stop()` keeps the
  * writable layer and volumes, `autoRemove` boxes are gone once stopped, `getOrCreate`,
- * `runtime.shutdown(timeout)` stops this runtime's non-detached boxes and leaves detached ones, and
- * `SimpleBox({ reuseExisting })`.
+ * `SimpleBox({ reuseExisting })`, and `runtime.shutdown(timeout)` stops this runtime's non-detached boxes,
+ * leaves detached ones and refuses new boxes, pools and pulls afterwards (so it runs last).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -82,21 +82,6 @@ export function lifecycleSuite(title: string, prefix: string, setup: () => Promi
       assert.deepEqual(both.map((r) => r.created).sort(), [false, true]);
     });
 
-    it('shutdown(timeout) stops the non-detached boxes this runtime created, not detached ones', async () => {
-      const attached = await runtime.create(quiet, name('sd-attached'));
-      const detached = await runtime.create({ ...quiet, detach: true }, name('sd-detached'));
-      // A command that ignores SIGTERM is killed after the timeout.
-      const stubborn = await attached.exec('sh', ['-c', "trap '' TERM; sleep 60"]);
-      await runtime.shutdown(1);
-      assert.equal((await attached.info()).state.status, 'stopped');
-      assert.notEqual((await stubborn.wait()).exitCode, 0);
-      assert.equal((await detached.info()).state.status, 'running');
-      await assert.rejects(
-        runtime.shutdown(-1),
-        (e: unknown) => e instanceof BoxError && e.field === 'timeout',
-      );
-    });
-
     it('SimpleBox reuseExisting uses the box of that name; created tells which', async () => {
       const keep = { runtime, ...quiet, name: name('simple'), autoRemove: false };
       const one = new SimpleBox(keep);
@@ -118,6 +103,31 @@ export function lifecycleSuite(title: string, prefix: string, setup: () => Promi
         (e: unknown) => e instanceof BoxError && e.field === 'reuseExisting',
       );
       await one.stop();
+    });
+
+    // Last: shutdown() closes the runtime for new boxes.
+    it('shutdown(timeout) stops the non-detached boxes this runtime created, not detached ones', async () => {
+      const attached = await runtime.create(quiet, name('sd-attached'));
+      const detached = await runtime.create({ ...quiet, detach: true }, name('sd-detached'));
+      // A command that ignores SIGTERM is killed after the timeout.
+      const stubborn = await attached.exec('sh', ['-c', "trap '' TERM; sleep 60"]);
+      await runtime.shutdown(1);
+      assert.equal((await attached.info()).state.status, 'stopped');
+      assert.notEqual((await stubborn.wait()).exitCode, 0);
+      assert.equal((await detached.info()).state.status, 'running');
+      await assert.rejects(
+        runtime.shutdown(-1),
+        (e: unknown) => e instanceof BoxError && e.field === 'timeout',
+      );
+      // As in BoxLite, a shut-down runtime makes nothing new; it still lists and removes.
+      const shutDown = (e: unknown) =>
+        e instanceof BoxError && e.code === 'conflict' && /shut down/.test(e.message);
+      await assert.rejects(runtime.create(quiet, name('sd-after')), shutDown);
+      await assert.rejects(runtime.getOrCreate(quiet, name('sd-after')), shutDown);
+      await assert.rejects(runtime.images.pull(BUSYBOX), shutDown);
+      assert.throws(() => runtime.pool({ image: BUSYBOX, size: 1, options: quiet }), shutDown);
+      assert.equal(await runtime.getInfo(name('sd-after')), null);
+      assert.ok((await runtime.images.list()).length > 0);
     });
   });
 }

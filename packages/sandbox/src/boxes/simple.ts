@@ -10,6 +10,7 @@ import type { JsBox } from '../runtime/box.ts';
 import { DeferredFiles } from '../runtime/files/deferred.ts';
 import { BoxFiles } from '../runtime/files/files.ts';
 import type { CopyOptions } from '../runtime/files/types.ts';
+import { rejectLegacyShapes } from '../runtime/options.ts';
 import type {
   AdvancedBoxOptions,
   ExecResult,
@@ -111,11 +112,15 @@ export class SimpleBox {
   /**
    * @param options spec 002 SimpleBox options; nothing is created until the first operation.
    * @param defaults defaults of a subclass (image, cpus, memoryMib).
+   * @throws TypeError (`OptionTypeError`, code `invalid_option`) naming `network` given as a string or a
+   *   top-level `allowNet`, as BoxLite does at construction; BoxError naming `options`, `runtime` or
+   *   `reuseExisting`. Other options are checked when the box is started.
    */
   constructor(options: SimpleBoxOptions = {}, defaults: BoxDefaults = { image: SIMPLEBOX_DEFAULT_IMAGE }) {
     if (options === null || typeof options !== 'object') {
       throw new BoxError('box options must be an object', { field: 'options' });
     }
+    rejectLegacyShapes(options as Record<string, unknown>);
     if (options.runtime !== undefined && !(options.runtime instanceof JsRuntime)) {
       throw new BoxError('invalid box option runtime: must be a JsRuntime', { field: 'runtime' });
     }

@@ -108,8 +108,9 @@ export function validateBoxName(name: unknown): string | undefined {
 /**
  * Refuses the legacy option shapes older SDKs accepted, with a `TypeError` naming the field:
  * `network` as a string, and `allowNet` at the top level (both belong in `network: { mode, allowNet }`).
+ * @throws OptionTypeError (code `invalid_option`, `field` `network` or `allowNet`).
  */
-function rejectLegacyShapes(o: Record<string, unknown>): void {
+export function rejectLegacyShapes(o: Record<string, unknown>): void {
   if (typeof o.network === 'string') {
     throw new OptionTypeError(
       'network',

@@ -3,7 +3,9 @@
  * over `box.files` (so the same code serves local and REST boxes), with BoxLite's `CopyOptions` and
  * defaults (`recursive`, `overwrite`, `includeParent` true; `followSymlinks` false) and `docker cp`
  * placement: a source copied onto an existing directory lands in `<dest>/<basename>` (directories only
- * with `includeParent`), otherwise it becomes `<dest>`. Files are streamed one at a time.
+ * with `includeParent`), otherwise it becomes `<dest>`; `copyOut` of a directory with `includeParent`
+ * into a host path that does not exist yet makes `<dest>` and lays the directory out as
+ * `<dest>/<basename>`, as BoxLite does. Files are streamed one at a time.
  *
  * On the host, everything at and below the named path is opened from held directory descriptors
  * without following symlinks (host.ts), and so is the way to it from the box's writable host folder
@@ -220,6 +222,9 @@ export async function copyOut(
     let target = top;
     if (dest?.isDirectory() && (src.type !== 'dir' || o.includeParent))
       target = tree.child(tree.openDir(top), top.path, src.name);
+    else if (!dest && src.type === 'dir' && o.includeParent)
+      // BoxLite (`docker cp` from the box): a directory with its parent lands in `<dest>/<name>`, `<dest>` made.
+      target = tree.child(tree.makeDir(top, 0o755), top.path, src.name);
     await copyOutEntry(files, tree, src, target, o, 0);
   } catch (error) {
     throw hostError(hostPath, error);
