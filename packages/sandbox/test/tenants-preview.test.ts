@@ -189,6 +189,10 @@ describe('preview URLs', { timeout: 120_000 }, () => {
     });
     const wsPath = `${url.replace(/^http/, 'ws')}/preview/${ws.body.token}/`;
     await until(async () => (await firstMessage(wsPath)) === 404, 'the short-lived preview expiring');
+    // Malformed or unknown tokens are 404, never a server error.
+    for (const token of ['%zz', 'pv_short', `pv_${'A'.repeat(43)}`]) {
+      assert.equal((await fetch(`${url}/preview/${token}/x`)).status, 404, token);
+    }
     const bad = await api(url, 'POST', `/v1/boxes/${boxA}/previews`, keyA, { port: 70000 });
     assert.equal(bad.status, 400);
     assert.equal(bad.body.error.field, 'port');

@@ -101,7 +101,12 @@ export class PreviewProxy {
 
   /** The preview target of a request, or null when it is not addressed to a preview. */
   #target(req: IncomingMessage): Target | null {
-    const url = new URL(req.url ?? '/', 'http://preview.invalid');
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://preview.invalid');
+    } catch {
+      return null; // not a preview; the router answers the malformed target
+    }
     const domain = this.#ctx.previewDomain;
     const host = (req.headers.host ?? '').toLowerCase().replace(/:\d+$/, '');
     if (domain && host.endsWith(`.${domain.toLowerCase()}`)) {
@@ -122,8 +127,9 @@ export class PreviewProxy {
     }
     const match = /^\/preview\/([^/]+)(\/.*)?$/.exec(url.pathname);
     if (!match) return null;
+    // Tokens are base64url: a segment needing decoding is no token (and a malformed escape cannot throw).
     return {
-      token: decodeURIComponent(match[1]!),
+      token: match[1]!,
       path: `${match[2] ?? '/'}${url.search}`,
       setCookie: false,
     };
