@@ -1,5 +1,5 @@
 /**
- * Code interpreter benchmark (issue 29 item 5): `CodeBox.runCode('1+1')` on a warm context (the default
+ * Code interpreter benchmark: `CodeBox.runCode('1+1')` on a warm context (the default
  * python context, after a first execution), through the local `JsRuntime` (this process drives the box's
  * Jupyter kernel) and through the REST `JsRuntime` talking to `sandbox serve` (a separate process,
  * loopback) in one run, alternating so machine load hits both alike; reports p50/p99 of each, and the

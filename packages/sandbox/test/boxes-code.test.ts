@@ -92,6 +92,8 @@ describe('CodeBox', () => {
   });
 });
 
-codeInterpreterSuite('CodeBox.runCode on the local runtime', async () => runtime);
+codeInterpreterSuite('CodeBox.runCode on the local runtime', async () => runtime, {
+  restartAfterGrace: true,
+});
 
 after(cleanupAll);

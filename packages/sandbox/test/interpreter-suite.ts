@@ -1,9 +1,10 @@
 /**
- * The stateful code interpreter through `CodeBox.runCode` (issue 29 item 5), shared by the local runtime
+ * The stateful code interpreter through `CodeBox.runCode`, shared by the local runtime
  * (`boxes-code.test.ts`) and the REST runtime (`interpreter-rest.test.ts`): state across calls, output
  * callbacks, an error with its traceback, a matplotlib plot as PNG, a second context isolated from the
- * first, restart clearing state, a timeout interrupting the kernel (which stays usable), env vars of one
- * execution, and bad input refused with the field named.
+ * first, restart clearing state, a timeout interrupting the kernel (which stays usable) or restarting it
+ * when the code ignores the interrupt, env vars of one execution, and bad input refused with the field
+ * named.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -15,8 +16,16 @@ import type { JsRuntime } from '../src/js-runtime.ts';
 /** PNG file signature, base64 of `\x89PNG\r\n\x1a\n`. */
 const PNG_BASE64_PREFIX = 'iVBORw0KGgo';
 
-/** Registers the suite; `runtime()` is called once, before the first test. */
-export function codeInterpreterSuite(name: string, runtime: () => Promise<JsRuntime>): void {
+/**
+ * Registers the suite; `runtime()` is called once, before the first test. `restartAfterGrace` adds the
+ * case of code ignoring the interrupt (≈ 12 s: the grace time, then the kernel's restart); the REST file
+ * leaves it out, the server running the same interpreter code.
+ */
+export function codeInterpreterSuite(
+  name: string,
+  runtime: () => Promise<JsRuntime>,
+  options: { restartAfterGrace?: boolean } = {},
+): void {
   describe(name, () => {
     let box: CodeBox;
 
@@ -117,6 +126,21 @@ export function codeInterpreterSuite(name: string, runtime: () => Promise<JsRunt
       assert.equal(next.error, null);
       assert.equal(next.text, '10');
     });
+
+    if (options.restartAfterGrace) {
+      it('code that ignores the interrupt is ended by restarting its kernel after the grace time', async () => {
+        const ctx = await box.createCodeContext();
+        await box.runCode('kept = 1', { context: ctx });
+        const stuck = await box.runCode(
+          'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass',
+          { context: ctx, timeoutMs: 500 },
+        );
+        assert.equal(stuck.error?.name, 'TimeoutError');
+        const next = await box.runCode('kept', { context: ctx, timeoutMs: 30_000 });
+        assert.equal(next.error?.name, 'NameError', 'the kernel was restarted: its state is gone');
+        await box.removeCodeContext(ctx);
+      });
+    }
 
     it('envVars apply to one execution only', async () => {
       const withEnv = await box.runCode('import os; os.environ.get("GREETING")', {

@@ -42,9 +42,10 @@ const LANGUAGE_ALIASES: Record<string, string> = { js: 'javascript', ts: 'typesc
 /** `@jupyterlab/services`, loaded on first use (it pulls in a lot of modules). */
 type Services = typeof import('@jupyterlab/services');
 
-/** One context: its kernel connection and the tail of its execution queue. */
+/** One context: its kernel (name of its kernelspec), connection and the tail of its execution queue. */
 interface Context {
   info: CodeContext;
+  kernelName: string;
   kernel: Kernel.IKernelConnection;
   queue: Promise<unknown>;
   queued: number;
@@ -70,14 +71,20 @@ function envCode(vars: Record<string, string>, restore: boolean): string {
 }
 
 /**
- * Runs `fn` with `console.debug` silenced: `KernelConnection` logs every WebSocket it opens with it, which
- * would land on the stdout of every program using a `CodeBox`.
+ * A connection to a kernel of `server`. `console.debug` is silenced while it is made: `KernelConnection`
+ * logs every WebSocket it opens with it, which would land on the stdout of every program using a
+ * `CodeBox`. Restarts and shutdowns go through the REST API after the connection is disposed, so the
+ * connection never logs the kernel's status changes either.
  */
-function withoutDebugLog<T>(fn: () => T): T {
+function connect(
+  services: Services,
+  server: JupyterServer,
+  model: { id: string; name: string },
+): Kernel.IKernelConnection {
   const debug = console.debug;
   console.debug = () => {};
   try {
-    return fn();
+    return new services.KernelConnection({ model, serverSettings: server.settings, handleComms: false });
   } finally {
     console.debug = debug;
   }
@@ -163,12 +170,10 @@ export class JupyterInterpreter implements CodeInterpreter {
       );
     }
     const model = await services.KernelAPI.startNew({ name: spec[0] }, server.settings);
-    const kernel = withoutDebugLog(
-      () => new services.KernelConnection({ model, serverSettings: server.settings, handleComms: false }),
-    );
     const context: Context = {
       info: { id: model.id, language, cwd: options.cwd ?? server.cwd },
-      kernel,
+      kernelName: model.name,
+      kernel: connect(services, server, model),
       queue: Promise.resolve(),
       queued: 0,
     };
@@ -212,9 +217,19 @@ export class JupyterInterpreter implements CodeInterpreter {
   }
 
   async restartContext(context: string | CodeContext): Promise<void> {
-    const found = this.#find(context);
-    await found.kernel.restart();
-    await this.#chdir(found);
+    await this.#restart(this.#find(context));
+  }
+
+  /**
+   * Restarts a context's kernel through the server's REST API with a new connection (the old one is
+   * disposed first, which ends its pending executions), then moves it to the context's cwd.
+   */
+  async #restart(context: Context): Promise<void> {
+    const { server, services } = await this.#ensureServer();
+    context.kernel.dispose();
+    await services.KernelAPI.restartKernel(context.info.id, server.settings);
+    context.kernel = connect(services, server, { id: context.info.id, name: context.kernelName });
+    await this.#chdir(context);
   }
 
   async removeContext(context: string | CodeContext): Promise<void> {
@@ -226,8 +241,12 @@ export class JupyterInterpreter implements CodeInterpreter {
     for (const [language, pending] of this.#defaults) {
       if ((await pending.catch(() => null)) === context) this.#defaults.delete(language);
     }
-    await context.kernel.shutdown().catch(() => {});
     context.kernel.dispose();
+    const running = await this.#server?.catch(() => null);
+    if (running)
+      await running.services.KernelAPI.shutdownKernel(context.info.id, running.server.settings).catch(
+        () => {},
+      );
   }
 
   /** The default context of `language`, created on first use. */
@@ -300,6 +319,8 @@ export class JupyterInterpreter implements CodeInterpreter {
     let outputBytes = 0;
     let stopped: 'timeout' | 'abort' | 'output' | null = null;
     let restartTimer: NodeJS.Timeout | undefined;
+    /** The restart of a kernel that ignored the interrupt: the execution ends once it is done. */
+    let restarting: Promise<void> | null = null;
     const stop = (why: 'timeout' | 'abort' | 'output') => {
       if (stopped) return;
       stopped = why;
@@ -316,10 +337,7 @@ export class JupyterInterpreter implements CodeInterpreter {
       kernel.interrupt().catch(() => {});
       restartTimer = setTimeout(() => {
         // The interrupt did not end it (code ignoring KeyboardInterrupt, a blocked C call): restart.
-        void kernel
-          .restart()
-          .then(() => this.#chdir(context))
-          .catch(() => {});
+        restarting = this.#restart(context).catch(() => {});
       }, INTERRUPT_GRACE_MS);
     };
     const future = kernel.requestExecute({
@@ -401,9 +419,11 @@ export class JupyterInterpreter implements CodeInterpreter {
       clearTimeout(restartTimer);
       options.signal?.removeEventListener('abort', onAbort);
     }
+    // The next execution of this context must find the restarted kernel and its new connection.
+    if (restarting) await restarting;
     emit({ type: unexpected ? 'unexpected_end_of_execution' : 'end_of_execution' });
     await delivery;
-    if (env && !unexpected) {
+    if (env && !unexpected && context.kernel === kernel) {
       await kernel
         .requestExecute({ code: envCode(env, true), silent: true, store_history: false })
         .done.catch(() => {});
