@@ -22,6 +22,7 @@ const { renderPullProgress } = await import('../src/images/index.ts');
 const { JsRuntime, defaultHomeDir } = await import('../src/js-runtime.ts');
 const { addHostCommands } = await import('../src/cli/host-commands.ts');
 const { addKeyCommands } = await import('../src/cli/keys.ts');
+const { addMcpCommand } = await import('../src/cli/mcp.ts');
 type JsRuntime = InstanceType<typeof JsRuntime>;
 
 /** Exit status of an SDK failure (the command itself could not run), as `docker run` uses it. */
@@ -419,6 +420,7 @@ export function buildProgram(): Command {
       command.optsWithGlobals<GlobalOptions>().home ?? process.env.SANDBOX_HOME ?? defaultHomeDir(),
     runtime: runtimeFrom,
   });
+  addMcpCommand(program, { runtime: runtimeFrom });
   return program;
 }
 

@@ -1,0 +1,164 @@
+/**
+ * One MCP session (issue 30 item 3): the boxes it created (tagged with the session by their name
+ * `mcp-<session>-<n>` and removed when the session ends unless created with `persist`), its limits
+ * (boxes, vCPUs, memory, lifetime from {@link McpConfig}), its background commands, and the log of its
+ * tool calls.
+ */
+import { randomBytes } from 'node:crypto';
+import { BoxError } from '../errors.ts';
+import type { JsBox } from '../runtime/box.ts';
+import type { JsExecution } from '../runtime/execution.ts';
+import type { McpConfig } from './config.ts';
+import type { BoundedOutput } from './output.ts';
+import type { BoxProvider } from './provider.ts';
+
+/** One line of the tool call log: never arguments nor output (they may hold secrets). */
+export interface ToolLogEntry {
+  session: string;
+  tool: string;
+  /** Box id or name the call named, when it named one. */
+  box?: string;
+  outcome: 'ok' | 'error' | 'cancelled';
+  /** `BoxError` code of a failed call. */
+  code?: string;
+  durationMs: number;
+}
+
+/** Receives every tool call's {@link ToolLogEntry}. */
+export type ToolLogger = (entry: ToolLogEntry) => void;
+
+/** What a session knows of a box it created. */
+export interface SessionBox {
+  id: string;
+  kind: BoxKind;
+  cpus: number;
+  memoryMib: number;
+  /** Kept when the session ends. */
+  persist: boolean;
+}
+
+/** Kinds of box `create_box` makes. */
+export type BoxKind = 'simple' | 'code';
+
+/** A command started by `start_command`. */
+export interface BackgroundCommand {
+  id: string;
+  boxId: string;
+  execution: JsExecution;
+  stdout: BoundedOutput;
+  stderr: BoundedOutput;
+  /** Exit code once finished, else null. */
+  exitCode: number | null;
+  done: Promise<void>;
+}
+
+/** The state of one MCP session; `close()` ends it. */
+export class McpSession {
+  /** Random session id (also the tag in box names). */
+  readonly id: string;
+  readonly provider: BoxProvider;
+  readonly config: McpConfig;
+  readonly log: ToolLogger;
+  readonly boxes = new Map<string, SessionBox>();
+  readonly commands = new Map<string, BackgroundCommand>();
+  #counter = 0;
+  #reserved = { boxes: 0, cpus: 0, memoryMib: 0 };
+  #closed = false;
+
+  constructor(
+    provider: BoxProvider,
+    config: McpConfig,
+    log: ToolLogger,
+    id = randomBytes(4).toString('hex'),
+  ) {
+    this.provider = provider;
+    this.config = config;
+    this.log = log;
+    this.id = id;
+  }
+
+  /** The next box name of this session. */
+  nextName(): string {
+    this.#counter += 1;
+    return `mcp-${this.id}-${this.#counter}`;
+  }
+
+  /**
+   * Reserves room for a box of `cpus` and `memoryMib` under the session limits until `release`.
+   * @throws BoxError `quota_exceeded` naming `boxes`, `cpus` or `memory_mib`; `conflict` once closed.
+   */
+  reserve(cpus: number, memoryMib: number): () => void {
+    if (this.#closed) throw new BoxError('the MCP session has ended', { code: 'conflict' });
+    const r = this.#reserved;
+    const used = this.#usage();
+    const check = (field: string, now: number, add: number, max: number) => {
+      if (now + add > max) {
+        throw new BoxError(
+          `quota exceeded: this session may hold ${max} ${field} in all (holds ${now}, asked ${add})`,
+          { code: 'quota_exceeded', field },
+        );
+      }
+    };
+    check('boxes', used.boxes + r.boxes, 1, this.config.maxBoxes);
+    check('cpus', used.cpus + r.cpus, cpus, this.config.maxCpus);
+    check('memory_mib', used.memoryMib + r.memoryMib, memoryMib, this.config.maxMemoryMib);
+    r.boxes += 1;
+    r.cpus += cpus;
+    r.memoryMib += memoryMib;
+    return () => {
+      r.boxes -= 1;
+      r.cpus -= cpus;
+      r.memoryMib -= memoryMib;
+    };
+  }
+
+  #usage(): { boxes: number; cpus: number; memoryMib: number } {
+    let cpus = 0;
+    let memoryMib = 0;
+    for (const box of this.boxes.values()) {
+      cpus += box.cpus;
+      memoryMib += box.memoryMib;
+    }
+    return { boxes: this.boxes.size, cpus, memoryMib };
+  }
+
+  /** The box `idOrName` the caller sees. @throws BoxError `not_found`. */
+  box(idOrName: string): Promise<JsBox> {
+    return this.provider.get(idOrName);
+  }
+
+  /** The background command `id` of this session. @throws BoxError `not_found`. */
+  command(id: string): BackgroundCommand {
+    const command = this.commands.get(id);
+    if (!command)
+      throw new BoxError(`no command '${id}' in this session`, { code: 'not_found', field: 'command_id' });
+    return command;
+  }
+
+  /** Forgets box `id` (removed by a tool). */
+  forget(id: string): void {
+    this.boxes.delete(id);
+    for (const [key, command] of this.commands) if (command.boxId === id) this.commands.delete(key);
+  }
+
+  /**
+   * Ends the session: kills its background commands and removes the boxes it created without
+   * `persist`. Errors of single removals are ignored (the box may be gone already). Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const command of this.commands.values()) {
+      if (command.exitCode === null) await command.execution.kill().catch(() => {});
+    }
+    this.commands.clear();
+    const doomed = [...this.boxes.values()].filter((b) => !b.persist);
+    await Promise.all(doomed.map((b) => this.provider.remove(b.id).catch(() => {})));
+    for (const b of doomed) this.boxes.delete(b.id);
+  }
+
+  /** True once `close()` was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * `sandbox mcp` over stdio (issue 30 item 1): what desktop agents start. One session per process; it ends
+ * (its boxes removed unless persisted) when the client closes stdin or the process gets SIGINT/SIGTERM.
+ */
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { McpConfig } from './config.ts';
+import type { BoxProvider } from './provider.ts';
+import { createSandboxMcp, stderrLogger } from './server.ts';
+import type { ToolLogger } from './session.ts';
+
+/**
+ * Serves one MCP session on this process's stdin/stdout until the client goes away or a signal comes;
+ * then removes the session's boxes and resolves.
+ */
+export async function serveStdio(
+  provider: BoxProvider,
+  config: Partial<McpConfig> = {},
+  log: ToolLogger = stderrLogger,
+): Promise<void> {
+  const { server, session } = createSandboxMcp(provider, config, log);
+  const transport = new StdioServerTransport();
+  const ended = new Promise<void>((resolve) => {
+    transport.onclose = () => resolve();
+    process.stdin.once('end', () => resolve());
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+  await server.connect(transport);
+  await ended;
+  await session.close();
+  await server.close().catch(() => {});
+}
