@@ -254,6 +254,37 @@ describe('two tenants through every route of the OpenAPI document', { timeout: 3
     assert.equal(await connect(keyA), 502);
   });
 
+  it('the E2B control routes (every registered route outside /v1 naming a sandbox): 404 for B, A untouched', async () => {
+    const created = await api(url, 'POST', '/sandboxes', null, { templateID: 'base' }, { 'x-api-key': keyA });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id: string = created.body.sandboxID;
+    const swept = new Set<string>();
+    for (const route of server.routes) {
+      const label = `${route.method} ${route.url}`;
+      if (
+        route.url.startsWith('/v1') ||
+        route.method === 'HEAD' ||
+        !route.url.includes(':') ||
+        swept.has(label)
+      )
+        continue;
+      swept.add(label);
+      const params = [...route.url.matchAll(/:([A-Za-z]+)/g)].map((m) => m[1]!);
+      assert.deepEqual(params, ['id'], `${label}: teach the suite what its path parameters name`);
+      const body = route.method === 'GET' || route.method === 'DELETE' ? undefined : { timeout: 60 };
+      const answer = await api(url, route.method, route.url.replace(':id', id), null, body, {
+        'x-api-key': keyB,
+      });
+      assert.equal(answer.status, 404, `${label} as tenant B: ${JSON.stringify(answer.body)}`);
+    }
+    assert.ok(swept.size >= 8, `only ${swept.size} E2B routes swept`);
+    const listB = await api(url, 'GET', '/sandboxes', null, undefined, { 'x-api-key': keyB });
+    assert.ok(!JSON.stringify(listB.body).includes(id));
+    const mine = await api(url, 'GET', `/sandboxes/${id}`, null, undefined, { 'x-api-key': keyA });
+    assert.equal(mine.status, 200);
+    assert.equal(mine.body.state, 'running');
+  });
+
   it("names per tenant, volumes by name stay the tenant's, the operator sees all, ids are ULIDs", async () => {
     const b = await api(url, 'POST', '/v1/boxes', keyB, {
       image: BUSYBOX,
