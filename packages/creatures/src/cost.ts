@@ -30,6 +30,7 @@ import {
   type SelectionSetNode,
   type ValueNode,
 } from 'graphql';
+import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
 
 /**
  * List sizes known from the data: `"Type.field"` → the most items that list has (or can have) and the
@@ -241,6 +242,37 @@ export function estimateCost(
   if (!root) return { cost: 0, usesVariables, fields: 0 };
   const { total, fields, driver } = walk(operation.selectionSet, root.name, undefined, false);
   return { cost: total, driver, usesVariables, fields };
+}
+
+/** The limit {@link checkCost} applies and the model's default list length. */
+export interface CostLimit {
+  /** Highest estimated cost allowed. */
+  maxCost: number;
+  /** Items assumed for a list with no `first:` and no known size. */
+  defaultListSize: number;
+}
+
+/**
+ * The cost check of the transports that estimate a document once per request (WebSocket, incremental
+ * delivery, the validation rule of `limits.ts`): {@link estimateCost} with `variables`, the data's
+ * `known` list sizes and connection pages of `DEFAULT_CONNECTION_PAGE` items, then the
+ * `QUERY_TOO_COSTLY` error ({@link costError}) when the estimate exceeds `limit.maxCost`, else
+ * undefined. The HTTP engine runs the same estimate and comparison with a per-document cache.
+ */
+export function checkCost(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  variables: Record<string, unknown> | undefined,
+  limit: CostLimit,
+  known: KnownListSizes,
+): GraphQLError | undefined {
+  const estimate = estimateCost(schema, document, operation, variables, {
+    defaultListSize: limit.defaultListSize,
+    defaultPageSize: DEFAULT_CONNECTION_PAGE,
+    known,
+  });
+  return estimate.cost > limit.maxCost ? costError(estimate, limit.maxCost, operation) : undefined;
 }
 
 /**

@@ -30,9 +30,8 @@ import {
   validate,
   visit,
 } from 'graphql17';
-import { costError, estimateCost, listSizesOf } from './cost.ts';
+import { checkCost, listSizesOf } from './cost.ts';
 import { depthLimit, type QueryLimits } from './limits.ts';
-import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
 import { checkDocument, DEFAULT_PARSE_LIMITS, parseWithLimits } from './parse-limits.ts';
 import { type ResolverContext, resolveNodeType } from './schema.ts';
 import type { Store } from './store.ts';
@@ -165,15 +164,15 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
     }
     const operation16 = document16.definitions.find((d) => d.loc?.start === operation.loc?.start);
     if (operation16 && operation16.kind === 'OperationDefinition') {
-      const estimate = estimateCost(options.schema16, document16, operation16, variables, {
-        defaultListSize: limits.defaultListSize,
-        defaultPageSize: DEFAULT_CONNECTION_PAGE,
-        known: listSizesOf(options.store.listCreatures()),
-      });
-      if (estimate.cost > limits.maxCost) {
-        const error = costError(estimate, limits.maxCost, operation16);
-        return { kind: 'error', status: 400, body: { errors: [error.toJSON()] } };
-      }
+      const error = checkCost(
+        options.schema16,
+        document16,
+        operation16,
+        variables,
+        limits,
+        listSizesOf(options.store.listCreatures()),
+      );
+      if (error) return { kind: 'error', status: 400, body: { errors: [error.toJSON()] } };
     }
     const badCount = negativeInitialCount(operation, variables);
     if (badCount) return requestError(400, [badCount], 'BAD_USER_INPUT');

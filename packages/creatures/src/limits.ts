@@ -15,8 +15,7 @@ import {
   type ValidationRule,
   VariablesInAllowedPositionRule,
 } from 'graphql';
-import { costError, estimateCost, type KnownListSizes } from './cost.ts';
-import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
+import { checkCost, type KnownListSizes } from './cost.ts';
 import { VariablesFitPositionsRule } from './variable-positions.ts';
 
 /** Limits applied to every operation. */
@@ -125,7 +124,7 @@ export function depthLimit(maxDepth: number): ValidationRule {
 }
 
 /**
- * A validation rule rejecting operations whose estimated cost ({@link estimateCost}) exceeds
+ * A validation rule rejecting operations whose estimated cost (`estimateCost` through {@link checkCost}) exceeds
  * `limits.maxCost`, for transports that validate without variables (a variable `first:` then counts as
  * the list's known size). `known` gives the list sizes of the current data (default: only
  * `Query.creatures` = `limits.allListSize`). The HTTP engine runs the same estimate per request with the
@@ -134,13 +133,15 @@ export function depthLimit(maxDepth: number): ValidationRule {
 export function costLimit(limits: QueryLimits, known?: () => KnownListSizes): ValidationRule {
   return (context: ValidationContext): ASTVisitor => ({
     OperationDefinition(node: OperationDefinitionNode) {
-      const estimate = estimateCost(context.getSchema(), context.getDocument(), node, undefined, {
-        defaultListSize: limits.defaultListSize,
-        defaultPageSize: DEFAULT_CONNECTION_PAGE,
-        known:
-          known?.() ?? new Map([['Query.creatures', { max: limits.allListSize, mean: limits.allListSize }]]),
-      });
-      if (estimate.cost > limits.maxCost) context.reportError(costError(estimate, limits.maxCost, node));
+      const error = checkCost(
+        context.getSchema(),
+        context.getDocument(),
+        node,
+        undefined,
+        limits,
+        known?.() ?? new Map([['Query.creatures', { max: limits.allListSize, mean: limits.allListSize }]]),
+      );
+      if (error) context.reportError(error);
     },
   });
 }

@@ -28,6 +28,8 @@ import {
 } from 'graphql';
 import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
 import { withCode } from './engine.ts';
+import { lingerAfter } from './http/linger.ts';
+import { readBody } from './http/respond.ts';
 import { maskUnexpectedErrors } from './mask.ts';
 import { parseWithLimits } from './parse-limits.ts';
 import type { ChangeEvent, Creature, Message } from './store.ts';
@@ -289,8 +291,13 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
     }
     let body: string | Record<string, unknown> | null = null;
     if (req.method === 'POST') {
-      const read = preread ?? (await readBody(req, maxBodyBytes));
-      if (read === null) {
+      const read =
+        preread ??
+        (await new Promise<Buffer | undefined>((resolve) => readBody(req, maxBodyBytes, resolve)))?.toString(
+          'utf8',
+        );
+      if (read === undefined) {
+        lingerAfter(res);
         return sendJson(res, 413, {
           errors: [{ message: `Request body is larger than the limit of ${maxBodyBytes} bytes` }],
         });
@@ -366,36 +373,6 @@ export function isEventStreamRequest(req: IncomingMessage): boolean {
 
 function isJsonContentType(value: string | undefined): boolean {
   return value?.toLowerCase().includes('application/json') ?? false;
-}
-
-/**
- * Reads the whole body as UTF-8; null as soon as it exceeds `limit` bytes (by `content-length` or by what
- * arrived), after which the rest is drained unread so that the 413 answer can still be sent.
- */
-function readBody(req: IncomingMessage, limit: number): Promise<string | null> {
-  if (Number(req.headers['content-length']) > limit) {
-    req.resume();
-    return Promise.resolve(null);
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) {
-        chunks.push(chunk);
-        return;
-      }
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.resume();
-      resolve(null);
-    };
-    const onEnd = () => resolve(Buffer.concat(chunks).toString('utf8'));
-    req.on('data', onData);
-    req.once('end', onEnd);
-    req.once('error', reject);
-  });
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): Promise<void> {

@@ -34,11 +34,10 @@ import { getVariableValues } from 'graphql/execution/values.js';
 import { handleProtocols } from 'graphql-ws';
 import { useServer as serveGraphQLWs } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
-import { costError, estimateCost, type KnownListSizes } from './cost.ts';
+import { checkCost, type KnownListSizes } from './cost.ts';
 import { withCode } from './engine.ts';
 import type { PersistedQueries } from './http/persisted.ts';
 import type { QueryLimits } from './limits.ts';
-import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
 import { maskUnexpectedErrors } from './mask.ts';
 import { parseWithLimits } from './parse-limits.ts';
 import { type ChangeSource, subscriptionRoot } from './subscriptions.ts';
@@ -200,12 +199,8 @@ export function attachGraphQLWs(options: WebSocketOptions): WebSocketTransport {
         );
         if (coerced.errors)
           return coerced.errors.map((e) => withCode(e, 'BAD_USER_INPUT', options.suggestions));
-        const estimate = estimateCost(schema, document, operation, coerced.coerced, {
-          defaultListSize: limits.defaultListSize,
-          defaultPageSize: DEFAULT_CONNECTION_PAGE,
-          known: options.known(),
-        });
-        if (estimate.cost > limits.maxCost) return [costError(estimate, limits.maxCost, operation)];
+        const tooCostly = checkCost(schema, document, operation, coerced.coerced, limits, options.known());
+        if (tooCostly) return [tooCostly];
         const args: ExecutionArgs = {
           schema,
           document,
