@@ -19,6 +19,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { type E2bOptions, installE2b } from '../e2b/index.ts';
 import { BoxError } from '../errors.ts';
 import type { JsRuntime } from '../js-runtime.ts';
+import type { McpConfig } from '../mcp/config.ts';
+import { mcpRoutes } from '../mcp/http.ts';
 import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
 import { boxRoutes } from './box-routes.ts';
 import { codeRoutes } from './code-routes.ts';
@@ -72,6 +74,8 @@ export interface RestServerOptions extends AuthOptions, Partial<TenancyOptions> 
    * `<runtime homeDir>/serve`.
    */
   stateDir?: string;
+  /** The MCP server at `/mcp` (`src/mcp/http.ts`): limits of its sessions, or `false` to turn it off. Default on. */
+  mcp?: Partial<McpConfig> | false;
 }
 
 /** A running REST runtime server. */
@@ -133,6 +137,7 @@ export class RestServer {
     installOpenApi(this.app);
     this.#ctx.metrics = options.metrics === false ? undefined : serveMetrics(this.app, this.#runtime);
     this.#routes();
+    if (options.mcp !== false) this.app.register(mcpRoutes, { ctx: this.#ctx, config: options.mcp ?? {} });
     this.app.server.on('upgrade', (req, socket, head) => {
       if (previews.matches(req)) return void previews.upgrade(req, socket, head);
       this.#sockets.onUpgrade(req, socket, head).catch((error) => rejectSocket(socket, httpErrorOf(error)));
