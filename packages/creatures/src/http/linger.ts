@@ -62,12 +62,12 @@ const REASONS: Record<string, [number, string, string]> = {
  * The server's `clientError` listener: answers a request node could not parse (431 for a head over
  * node's 16 KiB limit, 408 for a request that timed out, 400 otherwise) with a JSON GraphQL error whose
  * `extensions.code` names the reason (`REQUEST_HEADER_FIELDS_TOO_LARGE`, `REQUEST_TIMEOUT`,
- * `BAD_REQUEST`), then closes lingering. A connection whose response has already begun, or that is no
- * longer writable, is destroyed.
+ * `BAD_REQUEST`), then closes lingering. A connection the client reset, whose response has already
+ * begun, or that is no longer writable, is destroyed.
  */
 export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
   const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (!socket.writable || inFlight?.headersSent) {
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
     socket.destroy();
     return;
   }
