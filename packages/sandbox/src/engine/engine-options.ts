@@ -38,6 +38,12 @@ export interface CreateEngineOptions {
   /** Called when a box stops (before its root is unmounted), for the network's host side. */
   networkTeardown?: (id: string) => Promise<void>;
   /**
+   * Namespace files (nsfs bind mounts) of box `id`'s network host side, e.g. its gateway namespace
+   * `/run/netns/sbx-<id>`. The supervisor of a non-detached box unmounts and removes them after the
+   * box when its creator dies, so nothing of the box's network outlives that process.
+   */
+  networkFiles?: (id: string) => string[];
+  /**
    * Run each new box in its own user namespace, box ids `0..65535` mapped to the sandbox's host range
    * (`seed-sandbox` in `/etc/subuid`/`/etc/subgid`, added when missing; idmap.ts). Default true;
    * env `SEED_SANDBOX_USERNS=0` turns it off. A box keeps the setting it was first started with.
@@ -81,4 +87,6 @@ export interface CreateGVisorEngineOptions {
   networkSetup?: (ctx: EngineNetworkContext) => Promise<void>;
   /** As `CreateEngineOptions.networkTeardown`. */
   networkTeardown?: (id: string) => Promise<void>;
+  /** As `CreateEngineOptions.networkFiles`; the box's own namespace file (`bundle/netns`) is added. */
+  networkFiles?: (id: string) => string[];
 }

@@ -229,6 +229,7 @@ export class OciEngine implements Engine {
             binds,
           )
         : { SB_IDMAP: '' }),
+      SB_NETNS: (this.opts.networkFiles?.(spec.id) ?? []).join(' '),
     };
     if (!this.supervisors.release(spec.id)) endForeignSupervisor(spec.id, spec.boxDir, this.supervisorPath);
     const { child, outcome, tMounted, tStarted } = await startSupervisor(

@@ -90,6 +90,7 @@ export class TieredEngine implements Engine {
       ...(this.#options.networkPrepare ? { networkPrepare: this.#options.networkPrepare } : {}),
       ...(this.#options.networkSetup ? { networkSetup: this.#options.networkSetup } : {}),
       ...(this.#options.networkTeardown ? { networkTeardown: this.#options.networkTeardown } : {}),
+      ...(this.#options.networkFiles ? { networkFiles: this.#options.networkFiles } : {}),
     });
     this.#gvisor.catch(() => {
       this.#gvisor = null;

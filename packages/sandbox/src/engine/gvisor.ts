@@ -205,14 +205,17 @@ export class GVisorEngine implements Engine {
 
     await prepareBoxNetns(spec, p.netns, this.opts.networkPrepare, this.opts.networkTeardown, this.ns);
 
-    const env = gvisorSupervisorEnv(
-      spec,
-      p,
-      diskSizeGb,
-      this.rtNetns,
-      binds,
-      this.idmapHelper ? { helper: this.idmapHelper } : undefined,
-    );
+    const env = {
+      ...gvisorSupervisorEnv(
+        spec,
+        p,
+        diskSizeGb,
+        this.rtNetns,
+        binds,
+        this.idmapHelper ? { helper: this.idmapHelper } : undefined,
+      ),
+      SB_NETNS: [...(this.opts.networkFiles?.(spec.id) ?? []), p.netns].join(' '),
+    };
     this.supervisors.release(spec.id);
     const { child, outcome, tMounted, tStarted } = await startSupervisor(
       '/bin/sh',

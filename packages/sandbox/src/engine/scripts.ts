@@ -6,7 +6,8 @@
  * (`mounted`, `started` or `error <stage>`), and — for a non-detached box — then blocks reading its
  * stdin, a pipe whose only writer is the Node process that created the box. When that process
  * exits for any reason (SIGKILL included) the read sees end-of-file and the script kills and
- * deletes the container and unmounts its root — unless the box was meanwhile restarted with another
+ * deletes the container, unmounts its root and removes its network namespace files (`SB_NETNS`) and
+ * the gVisor tier's cgroup (`SB_CG_ID`) — unless the box was meanwhile restarted with another
  * init (another process drove it), which the pid file tells. The engine writes `release` to the pipe when it
  * stops or removes the box itself, which makes the script exit without touching anything; an engine of
  * another process sends SIGTERM instead (the script's pid is in `<bundle>/supervisor.pid`).
@@ -28,6 +29,15 @@ cleanup() {
   umount "$SB_ROOTFS" >/dev/null 2>&1
   for b in $SB_BINDS; do umount -l "\${b#*:}" >/dev/null 2>&1; done
   if [ -n "$SB_DISK_IMG" ]; then umount "$SB_DISK_DIR" >/dev/null 2>&1; fi
+}
+# After the creator died: the box's network namespace files and (gVisor tier) the cgroup the launcher made.
+orphaned() {
+  for n in $SB_NETNS; do umount "$n" >/dev/null 2>&1; rm -f "$n"; done
+  if [ -n "$SB_CG_ID" ]; then
+    for d in /sys/fs/cgroup/seed-sandbox/"$SB_CG_ID" /sys/fs/cgroup/*/seed-sandbox/"$SB_CG_ID"; do
+      [ -d "$d" ] && rmdir "$d" >/dev/null 2>&1
+    done
+  fi
 }
 fail() { echo "error $1"; cleanup; exit 1; }
 if [ -n "$SB_DISK_IMG" ]; then
@@ -62,7 +72,7 @@ read -r cmd || cmd=eof
 # Only if the box still runs the init this script started (another process may have restarted it).
 current=
 read -r current <"$SB_PIDFILE"
-[ "$current" = "$mine" ] && cleanup
+if [ "$current" = "$mine" ]; then cleanup; orphaned; fi
 `;
 
 /** Source of `crun-hybrid.sh`: `crun-hybrid.sh <crun args…>`, run under `unshare -m`. */

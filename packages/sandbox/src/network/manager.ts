@@ -178,16 +178,22 @@ export class BoxNetworking {
     }
   }
 
-  /** The `networkSetup`/`networkTeardown` hooks of `CreateEngineOptions`, and the gVisor tier's `networkPrepare`. */
+  /**
+   * The `networkSetup`/`networkTeardown`/`networkFiles` hooks of `CreateEngineOptions` (the gateway
+   * namespace file is what a non-detached box's supervisor removes when its creator dies), and the
+   * gVisor tier's `networkPrepare`.
+   */
   hooks(): {
     networkPrepare: (ctx: GVisorNetnsContext) => Promise<void>;
     networkSetup: (ctx: EngineNetworkContext) => Promise<void>;
     networkTeardown: (id: string) => Promise<void>;
+    networkFiles: (id: string) => string[];
   } {
     return {
       networkPrepare: (ctx) => this.prepareNetns(ctx),
       networkSetup: (ctx) => this.setup(ctx),
       networkTeardown: (id) => this.teardown(id),
+      networkFiles: (id) => [join(NETNS_DIR, gatewayName(id))],
     };
   }
 
