@@ -61,6 +61,7 @@ export class McpSession {
   readonly log: ToolLogger;
   readonly boxes = new Map<string, SessionBox>();
   readonly commands = new Map<string, BackgroundCommand>();
+  readonly #handles = new Map<string, JsBox>();
   #counter = 0;
   #reserved = { boxes: 0, cpus: 0, memoryMib: 0 };
   #closed = false;
@@ -122,9 +123,19 @@ export class McpSession {
     return { boxes: this.boxes.size, cpus, memoryMib };
   }
 
-  /** The box `idOrName` the caller sees. @throws BoxError `not_found`. */
+  /**
+   * The box `idOrName` the caller sees (handles of this session's boxes are kept by id, so that a call
+   * on them skips the lookup). @throws BoxError `not_found`.
+   */
   box(idOrName: string): Promise<JsBox> {
-    return this.provider.get(idOrName);
+    const own = this.#handles.get(idOrName);
+    return own ? Promise.resolve(own) : this.provider.get(idOrName);
+  }
+
+  /** Records box `box`, created by this session. */
+  adopt(box: JsBox, entry: SessionBox): void {
+    this.boxes.set(box.id, entry);
+    this.#handles.set(box.id, box);
   }
 
   /** The background command `id` of this session. @throws BoxError `not_found`. */
@@ -138,6 +149,7 @@ export class McpSession {
   /** Forgets box `id` (removed by a tool). */
   forget(id: string): void {
     this.boxes.delete(id);
+    this.#handles.delete(id);
     for (const [key, command] of this.commands) if (command.boxId === id) this.commands.delete(key);
   }
 
@@ -154,7 +166,7 @@ export class McpSession {
     this.commands.clear();
     const doomed = [...this.boxes.values()].filter((b) => !b.persist);
     await Promise.all(doomed.map((b) => this.provider.remove(b.id).catch(() => {})));
-    for (const b of doomed) this.boxes.delete(b.id);
+    for (const b of doomed) this.forget(b.id);
   }
 
   /** True once `close()` was called. */

@@ -19,11 +19,17 @@ export async function serveStdio(
 ): Promise<void> {
   const { server, session } = createSandboxMcp(provider, config, log);
   const transport = new StdioServerTransport();
+  let signals = 0;
   const ended = new Promise<void>((resolve) => {
-    transport.onclose = () => resolve();
     process.stdin.once('end', () => resolve());
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
+    // The first signal ends the session (its boxes are removed); a second one exits at once.
+    const onSignal = () => {
+      signals += 1;
+      if (signals > 1) process.exit(130);
+      resolve();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
   });
   await server.connect(transport);
   await ended;

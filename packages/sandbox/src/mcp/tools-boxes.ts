@@ -150,7 +150,7 @@ export function boxTools(server: McpServer, session: McpSession): void {
       try {
         await progress(extra, 0, `creating the box from ${options.image} (pulling the image when missing)`);
         const box = await session.provider.create(options, args.name ?? session.nextName());
-        session.boxes.set(box.id, { id: box.id, kind: args.kind, cpus, memoryMib, persist: args.persist });
+        session.adopt(box, { id: box.id, kind: args.kind, cpus, memoryMib, persist: args.persist });
         await progress(extra, 1, 'box started', 1);
         return { result: boxView(session, await box.info()) };
       } finally {
