@@ -169,7 +169,10 @@ describe('two tenants through every route of the OpenAPI document', { timeout: 3
         if (method === 'get') {
           const answer = await api(url, 'GET', target, keyB);
           if (answer.status === 426) continue; // the WebSocket stream without an upgrade (driven below)
-          assert.equal(answer.status, 200, `${label} as tenant B: ${JSON.stringify(answer.body)}`);
+          // Protocol endpoints outside /v1 (e.g. MCP without a session) may refuse a bare GET: never a 5xx.
+          if (template.startsWith('/v1/')) {
+            assert.equal(answer.status, 200, `${label} as tenant B: ${JSON.stringify(answer.body)}`);
+          } else assert.ok(answer.status < 500, `${label} as tenant B: ${answer.status}`);
           if (template === '/v1/audit') {
             // B's own entries (they name the ids B tried), never A's.
             assert.ok(answer.body.length > 0);

@@ -101,6 +101,14 @@ describe('managed API keys', () => {
         (e: Record<string, unknown>) => e.tenant === 'acme',
       ),
     );
+    // The refused unknown key above is audited without a tenant.
+    const refusals = await api(url, 'GET', '/v1/audit', OPERATOR_KEY);
+    assert.ok(
+      refusals.body.some(
+        (e: Record<string, unknown>) =>
+          e.tenant === '-' && e.status === 401 && e.error === 'invalid_credentials',
+      ),
+    );
     const log = readFileSync(join(stateDir, 'audit.jsonl'), 'utf8');
     assert.ok(!log.includes(key.slice(4)) && !log.includes(OPERATOR_KEY));
   });

@@ -67,6 +67,16 @@ export function installHooks(app: FastifyInstance, auth: Authenticator, audit?: 
     } catch (error) {
       const http = httpErrorOf(error);
       if (http.status === 401) reply.header('www-authenticate', 'Bearer realm="sandbox"');
+      // Refused credentials are audited without a tenant (`-`): who it was is not known.
+      audit?.write({
+        time: new Date().toISOString(),
+        tenant: '-',
+        subject: '-',
+        method: request.method,
+        route: request.routeOptions.url ?? 'unmatched',
+        status: http.status,
+        error: http.code,
+      });
       return reply.code(http.status).send(http.body());
     }
   });

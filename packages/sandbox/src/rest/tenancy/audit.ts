@@ -1,9 +1,10 @@
 /**
- * The audit log of the shared service: one JSON line per API request that carried a
- * credential — when, who (tenant, subject, managed key id), what (method and route template, the box /
- * volume / pool / execution it named), and the outcome (status and error code). Nothing secret: no
- * credential, no body, no query string (preview tokens are never written; a preview request is logged
- * by its preview id). Lines go to `audit.jsonl` in the server's state directory; past
+ * The audit log of the shared service: one JSON line per authenticated API request (and per request
+ * refused for a missing or invalid credential, under tenant `-`) — when, who (tenant, subject, managed
+ * key id), what (method and route template, the box / volume / pool / execution it named), and the
+ * outcome (status and error code). Nothing secret: no credential, no body, no query string (preview
+ * tokens are never written; a preview request is logged by its preview id). Lines go to `audit.jsonl`
+ * in the server's state directory; past
  * {@link AUDIT_ROTATE_BYTES} the file becomes `audit.jsonl.1` (the previous one dropped). Queries read
  * both files line by line, filtered by tenant and time, newest last, at most `limit` entries.
  */
