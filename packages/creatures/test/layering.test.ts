@@ -1,0 +1,105 @@
+/**
+ * The package's imports point one way: the core (schema and resolvers, the stores, the cost model, the
+ * limits, query plans) → the protocols (the GraphQL engine with its HTTP helpers under `http/`, SSE,
+ * multipart, incremental delivery, WebSocket, the explorer) → the composition root (`server.ts`,
+ * `config.ts`, `index.ts`). Every source file is parsed with the TypeScript compiler; each relative value
+ * import (type-only imports load nothing) is placed in its layer, an import into a higher layer fails the
+ * test naming the file and the specifier, and the value imports must form no cycle.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, it } from 'node:test';
+import ts from 'typescript';
+
+const SRC = join(import.meta.dirname, '..', 'src');
+
+const PROTOCOLS = new Set([
+  'engine.ts',
+  'engine-fast.ts',
+  'incremental.ts',
+  'subscriptions.ts',
+  'websocket.ts',
+  'explorer.ts',
+]);
+const ROOT = new Set(['server.ts', 'config.ts', 'index.ts']);
+
+/** Layer of a source file: 0 core, 1 protocols (with `http/`), 2 composition root. */
+function layerOf(rel: string): number {
+  if (ROOT.has(rel)) return 2;
+  if (PROTOCOLS.has(rel) || rel.startsWith('http/')) return 1;
+  return 0;
+}
+
+/** The relative value imports of a module (static imports and re-exports that are not type-only). */
+function valueImports(path: string): string[] {
+  const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  source.forEachChild((node) => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      const clause = node.importClause;
+      const typeOnly =
+        clause !== undefined &&
+        (clause.isTypeOnly ||
+          (clause.name === undefined &&
+            clause.namedBindings !== undefined &&
+            ts.isNamedImports(clause.namedBindings) &&
+            clause.namedBindings.elements.length > 0 &&
+            clause.namedBindings.elements.every((e) => e.isTypeOnly)));
+      if (!typeOnly) found.push(node.moduleSpecifier.text);
+    } else if (
+      ts.isExportDeclaration(node) &&
+      !node.isTypeOnly &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
+      found.push(node.moduleSpecifier.text);
+    }
+  });
+  return found.filter((s) => s.startsWith('.'));
+}
+
+const files = readdirSync(SRC, { recursive: true })
+  .map(String)
+  .filter((f) => f.endsWith('.ts'));
+const graph = new Map(
+  files.map((rel) => [
+    rel,
+    valueImports(join(SRC, rel)).map((s) => ({
+      specifier: s,
+      target: relative(SRC, resolve(dirname(join(SRC, rel)), s)),
+    })),
+  ]),
+);
+
+describe('layering of @seed/creatures', () => {
+  it('no module imports a module of a higher layer', () => {
+    const wrong: string[] = [];
+    for (const [rel, imports] of graph) {
+      for (const { specifier, target } of imports) {
+        if (layerOf(target) > layerOf(rel)) wrong.push(`${rel} imports ${specifier}`);
+      }
+    }
+    assert.deepEqual(wrong, []);
+  });
+
+  it('the value imports form no cycle', () => {
+    const state = new Map<string, 'open' | 'done'>();
+    const cycles: string[] = [];
+    const walk = (rel: string, path: string[]): void => {
+      state.set(rel, 'open');
+      for (const { target } of graph.get(rel) ?? []) {
+        if (!graph.has(target)) continue;
+        if (state.get(target) === 'open') cycles.push([...path, rel, target].join(' → '));
+        else if (!state.has(target)) walk(target, [...path, rel]);
+      }
+      state.set(rel, 'done');
+    };
+    for (const rel of graph.keys()) if (!state.has(rel)) walk(rel, []);
+    assert.deepEqual(cycles, []);
+  });
+
+  it('the layers are not empty (the file lists above still name real files)', () => {
+    for (const rel of [...PROTOCOLS, ...ROOT]) assert.ok(graph.has(rel), `${rel} is not in src/`);
+  });
+});
