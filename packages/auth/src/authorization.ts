@@ -5,8 +5,9 @@
  * write {@link Denial} as the answer.
  */
 import { AuditLog } from './audit.ts';
+import { parseAuthorization } from './authorization-header.ts';
+import { DPOP_SIGNING_ALGS, DpopProofError, dpopChallenge } from './dpop-proof.ts';
 import { InvalidTokenError } from './errors.ts';
-import { DPOP_SIGNING_ALGS, DpopProofError, dpopChallenge } from './oauth/dpop.ts';
 import { MatcherCache, type PermissionMatcher, tryNormalizePermissionCode } from './permissions.ts';
 import type { AuthSubject, PolicyRegistry, PolicyRequest } from './policies.ts';
 import { type AuthorizationDecision, AuthorizationReason, decision, reasonName } from './reasons.ts';
@@ -165,26 +166,17 @@ export function upgradeQueryToken(
   return `Bearer ${tokens[0]}`;
 }
 
-function bearerToken(header: string | string[] | undefined): string | undefined | null {
-  const value = Array.isArray(header) ? header[0] : header;
-  if (value === undefined || value === '') return undefined;
-  const match = /^Bearer(?:\s+(.*))?$/i.exec(value.trim());
-  if (!match) return undefined; // another scheme: no bearer token presented
-  const token = match[1]?.trim();
-  return token && /^[A-Za-z0-9\-._~+/]+=*$/.test(token) ? token : null; // RFC 6750 §2.1 b64token
-}
-
-/** The token of an `Authorization: Bearer` or `Authorization: DPoP` header (RFC 6750 §2.1, RFC 9449 §7.1). */
+/**
+ * The access token of an `Authorization: Bearer` or `Authorization: DPoP` header (RFC 6750 §2.1, RFC 9449
+ * §7.1): `undefined` when none is presented (no header, another scheme such as Basic), `null` when a Bearer
+ * or DPoP header is malformed.
+ */
 function presentedToken(
   header: string | string[] | undefined,
 ): { scheme: 'Bearer' | 'DPoP'; token: string } | undefined | null {
-  const value = Array.isArray(header) ? header[0] : header;
-  if (value !== undefined && /^DPoP(?:\s|$)/i.test(value.trim())) {
-    const token = value.trim().slice(4).trim();
-    return token && /^[A-Za-z0-9\-._~+/]+=*$/.test(token) ? { scheme: 'DPoP', token } : null;
-  }
-  const token = bearerToken(header);
-  return token === undefined || token === null ? token : { scheme: 'Bearer', token };
+  const parsed = parseAuthorization(header);
+  if (parsed.kind === 'token') return { scheme: parsed.scheme, token: parsed.token };
+  return parsed.kind === 'malformed' && parsed.scheme !== 'Basic' ? null : undefined;
 }
 
 /** The request facts a DPoP proof is checked against (`htm`, `htu`, the `DPoP` header). */

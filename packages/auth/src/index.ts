@@ -45,7 +45,6 @@ export {
   type UpstreamProvider,
   type UpstreamProviderConfig,
 } from './broker/config.ts';
-export type { LinkStore, UserLinkRecord } from './broker/links.ts';
 export { upstreamRedirectUri } from './broker/routes.ts';
 export {
   type CredentialContext,
@@ -167,6 +166,7 @@ export {
   demoSpaRedirectUris,
   type EnvConfig,
 } from './server.ts';
+export type { LinkStore, UserLinkRecord } from './store/links.ts';
 export {
   ADMINISTRATOR_ROLE_ID,
   ADMINISTRATOR_ROLE_NAME,

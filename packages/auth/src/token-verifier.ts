@@ -13,8 +13,8 @@ import {
   jwtVerify,
   type KeyObject,
 } from 'jose';
+import type { DpopProofChecker } from './dpop-proof.ts';
 import { InvalidTokenError } from './errors.ts';
-import type { DpopProofVerifier } from './oauth/dpop.ts';
 
 /** Claim carrying the user's security stamp in access tokens (same name as the token service uses). */
 export const SECURITY_STAMP_CLAIM = 'sst';
@@ -90,7 +90,7 @@ export interface JwtTokenVerifierOptions {
    * DPoP proof verification (RFC 9449 §7). Without it, DPoP-bound tokens (`cnf.jkt`) and the `DPoP`
    * scheme are refused.
    */
-  dpop?: DpopProofVerifier;
+  dpop?: DpopProofChecker;
 }
 
 const DEFAULT_ALGORITHMS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'RS256', 'PS256'];

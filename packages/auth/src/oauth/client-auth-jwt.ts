@@ -17,10 +17,10 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from 'jose';
+import { ASYMMETRIC_JWS_ALGS } from '../jws-algs.ts';
 import type { ClientRecord } from '../store/types.ts';
 import type { ReplayCache } from './dpop.ts';
 import { OAuthError } from './errors.ts';
-import { ASYMMETRIC_JWS_ALGS } from './jws-algs.ts';
 
 /** `client_assertion_type` of JWT client authentication (RFC 7523 §2.2). */
 export const JWT_BEARER_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';

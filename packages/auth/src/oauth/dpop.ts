@@ -8,30 +8,18 @@
  */
 import { createHash, createHmac, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { JWK, JWTPayload } from 'jose';
-import { InvalidTokenError } from '../errors.ts';
+import {
+  DPOP_SIGNING_ALGS,
+  type DpopErrorCode,
+  DpopProofError,
+  type DpopProofExpectation,
+  dpopChallenge,
+} from '../dpop-proof.ts';
+
+export { DPOP_SIGNING_ALGS, type DpopErrorCode, DpopProofError, type DpopProofExpectation, dpopChallenge };
+
 import { cryptoPool } from './crypto-pool.ts';
 import { ProofJwsRejected } from './dpop-jws.ts';
-import { ASYMMETRIC_JWS_ALGS } from './jws-algs.ts';
-
-/** The RFC 9449 error codes (§5, §7.1, §8, §12.2). */
-export type DpopErrorCode = 'invalid_dpop_proof' | 'use_dpop_nonce';
-
-/**
- * A refused DPoP proof. `code` is `invalid_dpop_proof` (bad, stale or replayed proof) or `use_dpop_nonce`
- * (the server requires a nonce and the proof lacks the current one); `nonce` is then the value the client
- * must use (sent as the `DPoP-Nonce` header). Extends {@link InvalidTokenError} so that the permission
- * middleware treats it as an invalid credential (401).
- */
-export class DpopProofError extends InvalidTokenError {
-  readonly dpopError: DpopErrorCode;
-  readonly nonce: string | undefined;
-  constructor(code: DpopErrorCode, message: string, nonce?: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'DpopProofError';
-    this.dpopError = code;
-    this.nonce = nonce;
-  }
-}
 
 /**
  * One-time keys shared by every server instance (the store's `replay_cache` table). `claim` records `key`
@@ -40,9 +28,6 @@ export class DpopProofError extends InvalidTokenError {
 export interface ReplayCache {
   claim(kind: string, key: string, expiresAt: number): Promise<boolean>;
 }
-
-/** JWS algorithms accepted for DPoP proofs (asymmetric only, RFC 9449 §4.2; `dpop_signing_alg_values_supported`). */
-export const DPOP_SIGNING_ALGS = ASYMMETRIC_JWS_ALGS;
 
 /** Longest `DPoP` header accepted, in characters (a proof with an RSA-4096 JWK is about 1.5 KiB). */
 const MAX_PROOF_LENGTH = 8 * 1024;
@@ -120,20 +105,6 @@ export interface DpopProofVerifierOptions {
   readonly clockSkewSeconds?: number;
   /** Clock, ms epoch (default `Date.now`). */
   readonly now?: () => number;
-}
-
-/** What a proof is checked against. */
-export interface DpopProofExpectation {
-  /** The `DPoP` header(s) of the request (more than one is an error, §4.3 check 1). */
-  readonly proof: string | readonly string[] | undefined;
-  /** HTTP method of the request (`htm`). */
-  readonly method: string;
-  /** Absolute URL of the request (`htu`; query and fragment are ignored, §4.3 check 9). */
-  readonly url: string;
-  /** The access token presented with the proof: `ath` must be its hash (§4.3 check 11, §7). */
-  readonly accessToken?: string;
-  /** The token's `cnf.jkt`: the proof's key must have this thumbprint (§7.1). */
-  readonly jkt?: string;
 }
 
 /** An accepted proof. */
@@ -285,15 +256,4 @@ function safeEqual(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
-}
-
-/**
- * The `WWW-Authenticate` challenge of a DPoP-protected resource (RFC 9449 §7.1): `DPoP algs="…"`, plus
- * `error` and `error_description` when a request was refused.
- */
-export function dpopChallenge(algorithms: readonly string[], error?: string, description?: string): string {
-  let value = `DPoP algs="${algorithms.join(' ')}"`;
-  if (error) value += `, error="${error}"`;
-  if (description) value += `, error_description="${description.replace(/["\\]/g, '')}"`;
-  return value;
 }

@@ -3,6 +3,7 @@
  * Appendix B) and HTTP Basic client credentials (RFC 6749 §2.3.1).
  */
 import type { FastifyInstance } from 'fastify';
+import { parseAuthorization } from '../authorization-header.ts';
 import { OAuthError } from './errors.ts';
 
 /** Marker body for a request whose content type is not `application/x-www-form-urlencoded`. */
@@ -80,16 +81,17 @@ export interface BasicCredentials {
  * @throws OAuthError `invalid_request` when the header is a malformed Basic header (spec 001 table).
  */
 export function parseBasicAuth(header: string | undefined): BasicCredentials | undefined {
-  if (header === undefined) return undefined;
-  const match = /^Basic(?:\s+(.*))?$/i.exec(header.trim());
-  if (!match) return undefined;
-  const token = (match[1] ?? '').trim();
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(token) || token.length % 4 !== 0) {
-    throw new OAuthError('invalid_request', 'malformed Basic authorization header: not base64');
+  const parsed = parseAuthorization(header);
+  if (parsed.kind === 'malformed' && parsed.scheme === 'Basic') {
+    throw new OAuthError(
+      'invalid_request',
+      parsed.problem === 'no-colon'
+        ? "malformed Basic authorization header: expected 'client_id:client_secret'"
+        : 'malformed Basic authorization header: not base64',
+    );
   }
-  const decoded = Buffer.from(token, 'base64').toString('utf8');
-  const colon = decoded.indexOf(':');
-  if (colon <= 0) {
+  if (parsed.kind !== 'basic') return undefined;
+  if (parsed.userId === '') {
     throw new OAuthError(
       'invalid_request',
       "malformed Basic authorization header: expected 'client_id:client_secret'",
@@ -97,8 +99,8 @@ export function parseBasicAuth(header: string | undefined): BasicCredentials | u
   }
   try {
     return {
-      clientId: decodeFormComponent(decoded.slice(0, colon)),
-      clientSecret: decodeFormComponent(decoded.slice(colon + 1)),
+      clientId: decodeFormComponent(parsed.userId),
+      clientSecret: decodeFormComponent(parsed.password),
     };
   } catch {
     throw new OAuthError('invalid_request', 'malformed Basic authorization header: bad percent-encoding');

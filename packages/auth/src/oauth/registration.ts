@@ -7,6 +7,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { parseAuthorization } from '../authorization-header.ts';
 import { ValidationError } from '../errors.ts';
 import {
   AuditCategory,
@@ -50,9 +51,10 @@ class RegistrationError extends Error {
 const digest = (value: string) => createHash('sha256').update(value).digest();
 const sameDigest = (a: Buffer, b: Buffer) => a.length === b.length && timingSafeEqual(a, b);
 
+/** The registration access token of an `Authorization: Bearer` header (RFC 7592 §3), if one is presented. */
 function bearer(req: FastifyRequest): string | undefined {
-  const match = /^Bearer\s+([A-Za-z0-9\-._~+/]+=*)$/i.exec(req.headers.authorization?.trim() ?? '');
-  return match?.[1];
+  const parsed = parseAuthorization(req.headers.authorization);
+  return parsed.kind === 'token' && parsed.scheme === 'Bearer' ? parsed.token : undefined;
 }
 
 /** What the client asked for, validated against the policy (RFC 7591 §2). */

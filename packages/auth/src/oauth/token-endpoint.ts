@@ -9,7 +9,7 @@ import { familyIdFor, type OAuthContext } from './context.ts';
 import { deviceCodeGrant } from './device.ts';
 import { dpopSuccessHeaders, tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
-import { registerFormParser, requireForm } from './form.ts';
+import { parseBasicAuth, registerFormParser, requireForm } from './form.ts';
 import { requestedAudience } from './resource.ts';
 import { tokenExchangeGrant } from './token-exchange.ts';
 import {
@@ -92,11 +92,7 @@ function clientIdHint(req: FastifyRequest): string | null {
   const fromForm = body instanceof URLSearchParams ? body.get('client_id') : null;
   if (fromForm) return fromForm.slice(0, 128);
   try {
-    const basic = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '');
-    if (!basic) return null;
-    const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
-    const id = decoded.slice(0, Math.max(0, decoded.indexOf(':')));
-    return id ? decodeURIComponent(id).slice(0, 128) : null;
+    return parseBasicAuth(req.headers.authorization)?.clientId.slice(0, 128) ?? null;
   } catch {
     return null;
   }

@@ -11,6 +11,7 @@
  * body) — each with `WWW-Authenticate: Bearer realm=…` and a JSON body `{ error, error_description }`.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isToken68, parseAuthorization } from '../authorization-header.ts';
 import { SECURITY_STAMP_CLAIM } from '../token-verifier.ts';
 import { type OAuthContext, userActive } from './context.ts';
 import { DpopProofError, dpopChallenge } from './dpop.ts';
@@ -63,22 +64,20 @@ interface Presented {
   readonly token: string;
 }
 
-const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
-
 /** The presented access token. @throws BearerError (none, malformed, two of them). */
 function presentedToken(req: FastifyRequest): Presented {
-  const header = req.headers.authorization;
+  const parsed = parseAuthorization(req.headers.authorization);
   let fromHeader: string | undefined;
   let scheme: 'Bearer' | 'DPoP' = 'Bearer';
-  if (header !== undefined && header !== '') {
-    const match = /^(Bearer|DPoP)\s+(\S+)\s*$/i.exec(header);
-    if (!match) {
-      if (/^(?:Bearer|DPoP)\b/i.test(header))
-        throw new BearerError('invalid_request', 'malformed Authorization header');
-      throw new BearerError(undefined, 'a Bearer token is required');
-    }
-    scheme = match[1]!.toLowerCase() === 'dpop' ? 'DPoP' : 'Bearer';
-    fromHeader = match[2];
+  if (parsed.kind === 'token') {
+    scheme = parsed.scheme;
+    fromHeader = parsed.token;
+  } else if (parsed.kind === 'malformed' && parsed.scheme !== 'Basic') {
+    if (parsed.problem === 'charset')
+      throw new BearerError('invalid_token', 'malformed token', parsed.scheme);
+    throw new BearerError('invalid_request', 'malformed Authorization header');
+  } else if (parsed.kind !== 'none') {
+    throw new BearerError(undefined, 'a Bearer token is required');
   }
   let fromBody: string | undefined;
   if (req.method === 'POST' && req.body !== undefined && req.body !== null) {
@@ -95,7 +94,7 @@ function presentedToken(req: FastifyRequest): Presented {
     throw new BearerError('invalid_request', 'send the token in one place only (RFC 6750 §2)');
   const token = fromHeader ?? fromBody;
   if (token === undefined) throw new BearerError(undefined, 'a Bearer token is required');
-  if (!B64TOKEN.test(token)) throw new BearerError('invalid_token', 'malformed token', scheme);
+  if (!isToken68(token)) throw new BearerError('invalid_token', 'malformed token', scheme);
   return { scheme, token };
 }
 

@@ -3,9 +3,9 @@
  * recorded in `schema_migrations`; applied migrations are never edited — add a new one instead.
  */
 
-import { SQLITE_LINK_TABLES } from '../broker/links.ts';
 import { SQLITE_ACCOUNT_TABLES } from './account.ts';
 import { SQLITE_FACTOR_TABLES } from './factors.ts';
+import { SQLITE_LINK_TABLES } from './links.ts';
 import { SQLITE_PASSKEY_TABLES } from './passkeys.ts';
 
 /** One migration. */

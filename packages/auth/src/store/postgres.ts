@@ -10,9 +10,9 @@
  * rows and input validation are shared with the SQLite store (`./rows.ts`, `./inputs.ts`).
  */
 import postgres from 'postgres';
-import { type LinkStore, SqlLinkStore } from '../broker/links.ts';
 import type { PgQueryClient } from '../ratelimit.ts';
 import { type FactorStore, SqlFactorStore } from './factors.ts';
+import { type LinkStore, SqlLinkStore } from './links.ts';
 import { ClientCache } from './postgres/client-cache.ts';
 import * as clients from './postgres/clients.ts';
 import { all, get, insertAudit, type PgContext, run } from './postgres/db.ts';
@@ -95,7 +95,7 @@ export class PostgresAuthStore implements AuthStore {
   /** Second factors (`./factors.ts`) over this pool. */
   readonly factors: FactorStore;
   #closed = false;
-  /** Links to upstream provider accounts (`../broker/links.ts`) over this pool. */
+  /** Links to upstream provider accounts (`./links.ts`) over this pool. */
   readonly links: LinkStore;
 
   private constructor(sql: postgres.Sql, now: () => number, clientCacheTtlMs: number) {

@@ -1,4 +1,3 @@
-import { type LinkStore, SqlLinkStore } from '../broker/links.ts';
 import { NotFoundError } from '../errors.ts';
 import { type FactorStore, SqlFactorStore } from './factors.ts';
 import {
@@ -14,6 +13,7 @@ import {
   refreshTokenValues,
   SQLITE_VALUES,
 } from './inserts.ts';
+import { type LinkStore, SqlLinkStore } from './links.ts';
 import {
   toCode,
   toDeviceCode,
@@ -56,7 +56,7 @@ const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced
  * `./sqlite/` (core, users, clients).
  */
 export class SqliteAuthStore extends SqliteClients implements AuthStore {
-  /** Links to upstream provider accounts (`../broker/links.ts`) over this connection. */
+  /** Links to upstream provider accounts (`./links.ts`) over this connection. */
   readonly links: LinkStore = new SqlLinkStore({
     get: async (sql, ...params) => this.sqlGet(sql, ...params),
     all: async (sql, ...params) => this.sqlAll(sql, ...params),

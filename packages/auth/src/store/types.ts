@@ -8,9 +8,10 @@
  * Errors: `ValidationError` (bad field, names it), `NotFoundError`, `ConflictError` (unique constraint),
  * `ConstraintError` (e.g. deleting a built-in system role) — see `../errors.ts`.
  */
-import type { LinkStore } from '../broker/links.ts';
+
 import type { PgQueryClient } from '../ratelimit.ts';
 import type { FactorStore } from './factors.ts';
+import type { LinkStore } from './links.ts';
 
 /** A user account. `isLockedOut` is derived: `lockoutEnd !== null && lockoutEnd > now`. */
 export interface UserRecord {
@@ -843,7 +844,7 @@ export interface AuthStore {
    */
   rateLimitClient?(): PgQueryClient;
 
-  /** Links of local users to upstream OpenID provider accounts (identity brokering, `../broker/links.ts`). */
+  /** Links of local users to upstream OpenID provider accounts (identity brokering, `./links.ts`). */
   readonly links: LinkStore;
 
   /** Second factors: TOTP factors, recovery codes and two-factor requirements (`./factors.ts`). */

@@ -9,9 +9,9 @@
  */
 
 import type postgres from 'postgres';
-import { PG_LINK_TABLES } from '../../broker/links.ts';
 import { PG_ACCOUNT_TABLES } from '../account.ts';
 import { PG_FACTOR_TABLES } from '../factors.ts';
+import { PG_LINK_TABLES } from '../links.ts';
 import { ADMINISTRATOR_ROLE_ID, ADMINISTRATOR_ROLE_NAME, type Migration } from '../migrations.ts';
 import { PG_PASSKEY_TABLES } from '../passkeys.ts';
 
