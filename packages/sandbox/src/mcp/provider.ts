@@ -19,6 +19,8 @@ export interface PreviewLink {
 
 /** The box operations the MCP tools use. */
 export interface BoxProvider {
+  /** The runtime itself, when the boxes are a runtime's (computer boxes are made through it). */
+  readonly runtime?: JsRuntime;
   /** Creates and starts a box. @throws BoxError as `JsRuntime.create` (and the tenant's quotas). */
   create(options: JsBoxOptions, name?: string): Promise<JsBox>;
   /** Every box the caller sees, oldest first. */
@@ -34,6 +36,7 @@ export interface BoxProvider {
 /** Boxes of a runtime (local, or remote over REST). */
 export function runtimeProvider(runtime: JsRuntime): BoxProvider {
   return {
+    runtime,
     create: (options, name) => runtime.create(options, name),
     list: () => runtime.listInfo(),
     async get(idOrName) {

@@ -10,6 +10,7 @@ import type { BoxProvider } from './provider.ts';
 import { McpSession, type ToolLogger } from './session.ts';
 import { boxTools } from './tools-boxes.ts';
 import { codeTools } from './tools-code.ts';
+import { computerTools } from './tools-computer.ts';
 import { execTools } from './tools-exec.ts';
 import { fileTools } from './tools-files.ts';
 
@@ -54,6 +55,7 @@ export function createSandboxMcp(
   execTools(server, session);
   fileTools(server, session);
   codeTools(server, session);
+  computerTools(server, session);
   const closeServer = server.close.bind(server);
   server.server.onclose = () => void session.close();
   server.close = async () => {

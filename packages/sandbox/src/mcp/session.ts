@@ -5,6 +5,7 @@
  * tool calls.
  */
 import { randomBytes } from 'node:crypto';
+import type { ComputerBox } from '../boxes/computer.ts';
 import { BoxError } from '../errors.ts';
 import type { JsBox } from '../runtime/box.ts';
 import type { JsExecution } from '../runtime/execution.ts';
@@ -38,7 +39,7 @@ export interface SessionBox {
 }
 
 /** Kinds of box `create_box` makes. */
-export type BoxKind = 'simple' | 'code';
+export type BoxKind = 'simple' | 'code' | 'computer';
 
 /** A command started by `start_command`. */
 export interface BackgroundCommand {
@@ -61,6 +62,8 @@ export class McpSession {
   readonly log: ToolLogger;
   readonly boxes = new Map<string, SessionBox>();
   readonly commands = new Map<string, BackgroundCommand>();
+  /** Computer boxes of this session by id (their desktop is driven from this process). */
+  readonly computers = new Map<string, ComputerBox>();
   readonly #handles = new Map<string, JsBox>();
   #counter = 0;
   #reserved = { boxes: 0, cpus: 0, memoryMib: 0 };
@@ -150,6 +153,7 @@ export class McpSession {
   forget(id: string): void {
     this.boxes.delete(id);
     this.#handles.delete(id);
+    this.computers.delete(id);
     for (const [key, command] of this.commands) if (command.boxId === id) this.commands.delete(key);
   }
 
@@ -164,6 +168,11 @@ export class McpSession {
       if (command.exitCode === null) await command.execution.kill().catch(() => {});
     }
     this.commands.clear();
+    // A computer box stops with its GUI forwarders (removed on stop unless persisted).
+    for (const [id, computer] of this.computers) {
+      if (!this.boxes.get(id)?.persist) await computer.stop().catch(() => {});
+    }
+    this.computers.clear();
     const doomed = [...this.boxes.values()].filter((b) => !b.persist);
     await Promise.all(doomed.map((b) => this.provider.remove(b.id).catch(() => {})));
     for (const b of doomed) this.forget(b.id);

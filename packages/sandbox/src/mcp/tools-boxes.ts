@@ -11,6 +11,7 @@ import type { JsBoxInfo, JsBoxOptions, NetworkSpec } from '../types.ts';
 import type { McpConfig } from './config.ts';
 import type { McpSession } from './session.ts';
 import { defineTool, progress } from './tool.ts';
+import { createComputer } from './tools-computer.ts';
 
 /** Default vCPUs and memory (MiB) of a box created without them. */
 const DEFAULT_CPUS = 1;
@@ -82,9 +83,12 @@ export function boxTools(server: McpServer, session: McpSession): void {
       'unless persist is true, and after lifetime_seconds at the latest.',
     input: {
       kind: z
-        .enum(['simple', 'code'])
+        .enum(['simple', 'code', 'computer'])
         .default('simple')
-        .describe('simple: commands and files; code: also run_code'),
+        .describe(
+          'simple: commands and files; code: also run_code; computer: a 1024x768 desktop driven by ' +
+            'screenshot, click, type_text, key… (image, env and lifetime do not apply)',
+        ),
       image: z.string().min(1).optional().describe(`OCI image reference; default ${SIMPLEBOX_DEFAULT_IMAGE}`),
       name: z
         .string()
@@ -146,6 +150,17 @@ export function boxTools(server: McpServer, session: McpSession): void {
       if (args.isolation) options.isolation = args.isolation;
       if (args.env) options.env = Object.entries(args.env).map(([key, value]) => ({ key, value }));
       if (args.working_dir) options.workingDir = args.working_dir;
+      if (args.kind === 'computer') {
+        await progress(extra, 0, 'starting a desktop box (pulling its image when missing)');
+        const id = await createComputer(session, {
+          name: args.name ?? session.nextName(),
+          cpus: args.cpus,
+          memoryMib: args.memory_mib,
+          network: options.network ?? { mode: 'disabled' },
+          persist: args.persist,
+        });
+        return { result: boxView(session, await (await session.box(id)).info()) };
+      }
       const release = session.reserve(cpus, memoryMib);
       try {
         await progress(extra, 0, `creating the box from ${options.image} (pulling the image when missing)`);

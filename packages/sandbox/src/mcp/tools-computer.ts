@@ -1,0 +1,226 @@
+/**
+ * Computer-use tools on a `ComputerBox` (issue 30 item 2 "computer use"): `create_box` with kind
+ * `computer` starts an X desktop box (1024×768, `seed/desktop:latest`), and `screenshot` (PNG image
+ * content), `click`, `double_click`, `drag`, `type_text`, `key`, `scroll`, `cursor_position` drive it
+ * through xdotool — the action set of agents' computer-use loops. Computer boxes are made by this process
+ * (`ComputerBox` forwards its GUI ports from here), so they need a runtime provider (`sandbox mcp`).
+ */
+import { createServer } from 'node:net';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import { ComputerBox } from '../boxes/computer.ts';
+import { COMPUTERBOX_CPUS, COMPUTERBOX_MEMORY_MIB } from '../constants.ts';
+import { BoxError } from '../errors.ts';
+import type { NetworkSpec } from '../types.ts';
+import type { McpSession } from './session.ts';
+import { defineTool } from './tool.ts';
+
+/** A TCP port free on the host's loopback now (GUI ports of a computer box; several boxes may run). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (address === null || typeof address === 'string')
+    throw new BoxError('no free port', { code: 'internal' });
+  return address.port;
+}
+
+/** What `create_box` passes for a computer box. */
+export interface ComputerRequest {
+  name: string;
+  cpus?: number | undefined;
+  memoryMib?: number | undefined;
+  network: NetworkSpec;
+  persist: boolean;
+}
+
+/**
+ * Creates a computer box for `session` and waits until its desktop is ready; returns its id.
+ * @throws BoxError `unsupported` without a runtime provider, `quota_exceeded` over the session limits.
+ */
+export async function createComputer(session: McpSession, request: ComputerRequest): Promise<string> {
+  const runtime = session.provider.runtime;
+  if (!runtime) {
+    throw new BoxError(
+      'computer boxes need the stdio server (sandbox mcp), which runs their desktop forwarders',
+      {
+        code: 'unsupported',
+        field: 'kind',
+      },
+    );
+  }
+  const cpus = request.cpus ?? COMPUTERBOX_CPUS;
+  const memoryMib = request.memoryMib ?? COMPUTERBOX_MEMORY_MIB;
+  const release = session.reserve(cpus, memoryMib);
+  try {
+    const computer = new ComputerBox({
+      runtime,
+      name: request.name,
+      cpus,
+      memoryMib,
+      network: request.network,
+      autoRemove: !request.persist,
+      detach: request.persist,
+      guiHttpPort: await freePort(),
+      guiHttpsPort: await freePort(),
+    });
+    try {
+      await computer.waitUntilReady();
+    } catch (error) {
+      await computer.stop().catch(() => {});
+      throw error;
+    }
+    const id = await computer.getId();
+    session.adopt(await session.provider.get(id), {
+      id,
+      kind: 'computer',
+      cpus,
+      memoryMib,
+      persist: request.persist,
+    });
+    session.computers.set(id, computer);
+    return id;
+  } finally {
+    release();
+  }
+}
+
+/** The computer box `idOrName` of this session. @throws BoxError `invalid_option` (field `box`). */
+async function computerOf(session: McpSession, idOrName: string): Promise<ComputerBox> {
+  const box = await session.box(idOrName);
+  const computer = session.computers.get(box.id);
+  if (!computer) {
+    throw new BoxError(
+      `box ${idOrName} is not a computer box of this session (create_box with kind computer)`,
+      {
+        field: 'box',
+      },
+    );
+  }
+  return computer;
+}
+
+const boxArg = z.string().min(1).describe("box id or name of a box created with kind 'computer'");
+const px = z.number().int().min(0).max(16384);
+const done = { done: z.boolean() };
+
+/** Registers the computer-use tools. */
+export function computerTools(server: McpServer, session: McpSession): void {
+  defineTool(server, session, {
+    name: 'screenshot',
+    title: 'Screenshot of the desktop',
+    description: 'A PNG screenshot (image content, 1024×768) of the desktop of a computer box.',
+    input: { box: boxArg },
+    output: { width: z.number(), height: z.number() },
+    readOnly: true,
+    async run(args) {
+      const shot = await (await computerOf(session, args.box)).screenshot();
+      return {
+        result: { width: shot.width, height: shot.height },
+        content: [{ type: 'image', data: shot.data, mimeType: 'image/png' }],
+      };
+    },
+  });
+
+  defineTool(server, session, {
+    name: 'click',
+    title: 'Click',
+    description: 'Moves the pointer to (x, y) pixels of the desktop and clicks the button (default left).',
+    input: { box: boxArg, x: px, y: px, button: z.enum(['left', 'right', 'middle']).default('left') },
+    output: done,
+    async run(args) {
+      const computer = await computerOf(session, args.box);
+      await computer.mouseMove(args.x, args.y);
+      if (args.button === 'left') await computer.leftClick();
+      else if (args.button === 'right') await computer.rightClick();
+      else await computer.middleClick();
+      return { result: { done: true } };
+    },
+  });
+
+  defineTool(server, session, {
+    name: 'double_click',
+    title: 'Double-click',
+    description: 'Moves the pointer to (x, y) pixels and double-clicks the left button.',
+    input: { box: boxArg, x: px, y: px },
+    output: done,
+    async run(args) {
+      const computer = await computerOf(session, args.box);
+      await computer.mouseMove(args.x, args.y);
+      await computer.doubleClick();
+      return { result: { done: true } };
+    },
+  });
+
+  defineTool(server, session, {
+    name: 'drag',
+    title: 'Drag',
+    description: 'Presses the left button at (start_x, start_y), moves to (end_x, end_y) and releases it.',
+    input: { box: boxArg, start_x: px, start_y: px, end_x: px, end_y: px },
+    output: done,
+    async run(args) {
+      const computer = await computerOf(session, args.box);
+      await computer.leftClickDrag(args.start_x, args.start_y, args.end_x, args.end_y);
+      return { result: { done: true } };
+    },
+  });
+
+  defineTool(server, session, {
+    name: 'type_text',
+    title: 'Type text',
+    description: 'Types text with the keyboard into the focused window (use key for Return, Tab, shortcuts).',
+    input: { box: boxArg, text: z.string().min(1).max(65536) },
+    output: done,
+    async run(args) {
+      await (await computerOf(session, args.box)).type(args.text);
+      return { result: { done: true } };
+    },
+  });
+
+  defineTool(server, session, {
+    name: 'key',
+    title: 'Press keys',
+    description: "Presses a key or a combination, xdotool names: 'Return', 'ctrl+c', 'alt+Tab', 'Escape'.",
+    input: { box: boxArg, keys: z.string().min(1).max(256) },
+    output: done,
+    async run(args) {
+      await (await computerOf(session, args.box)).key(args.keys);
+      return { result: { done: true } };
+    },
+  });
+
+  defineTool(server, session, {
+    name: 'scroll',
+    title: 'Scroll',
+    description: 'Scrolls at (x, y) in a direction by amount wheel clicks (default 3).',
+    input: {
+      box: boxArg,
+      x: px,
+      y: px,
+      direction: z.enum(['up', 'down', 'left', 'right']),
+      amount: z.number().int().min(1).max(100).default(3),
+    },
+    output: done,
+    async run(args) {
+      await (await computerOf(session, args.box)).scroll(args.x, args.y, args.direction, args.amount);
+      return { result: { done: true } };
+    },
+  });
+
+  defineTool(server, session, {
+    name: 'cursor_position',
+    title: 'Pointer position',
+    description: 'Where the pointer is, in pixels of the desktop.',
+    input: { box: boxArg },
+    output: { x: z.number(), y: z.number() },
+    readOnly: true,
+    async run(args) {
+      const [x, y] = await (await computerOf(session, args.box)).cursorPosition();
+      return { result: { x, y } };
+    },
+  });
+}

@@ -1,0 +1,113 @@
+/**
+ * Computer use through `sandbox mcp` over stdio (issue 30): `create_box` with kind `computer` starts a
+ * desktop box (the desktop image of test:setup, from the shared store `<cache>/test-home-desktop`), its
+ * screenshot is 1024×768 PNG image content, a click into the terminal and typed keys run a command there
+ * (its file appears in the box) and the next screenshot differs; the end of the session removes the box.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { cacheDir } from '../scripts/offline-images.ts';
+import { pngSize } from '../src/boxes/computer.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
+import { call, ok, toolError } from './mcp-helpers.ts';
+import { REGISTRIES } from './runtime-helpers.ts';
+
+const packageDir = join(import.meta.dirname, '..');
+const home = join(cacheDir(), 'test-home-desktop');
+
+/** The PNG of a screenshot call, and its image content's MIME type. */
+async function screenshot(client: Client, box: string): Promise<Buffer> {
+  const result = await call(client, 'screenshot', { box });
+  assert.ok(!result.isError, JSON.stringify(result.content));
+  const image = result.content.find((c) => c.type === 'image');
+  assert.ok(image && image.type === 'image');
+  assert.equal(image.mimeType, 'image/png');
+  return Buffer.from(image.data, 'base64');
+}
+
+describe('computer use through sandbox mcp', () => {
+  let client: Client;
+  let box: string;
+
+  before(async () => {
+    execFileSync(
+      process.execPath,
+      [join(packageDir, 'scripts', 'registry.ts'), '--quiet', '--images', 'desktop'],
+      {
+        stdio: ['ignore', 'inherit', 'inherit'],
+        timeout: 900_000,
+      },
+    );
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [
+        '--conditions=seed-source',
+        join(packageDir, 'bin', 'sandbox.ts'),
+        '--home',
+        home,
+        '--registry',
+        `http://${REGISTRIES[0]!.host}`,
+        'mcp',
+      ],
+      stderr: 'ignore',
+      env: { ...process.env, SANDBOX_URL: '' } as Record<string, string>,
+    });
+    client = new Client({ name: 'mcp-computer-test', version: '1.0.0' });
+    await client.connect(transport);
+  });
+
+  after(async () => {
+    await client?.close().catch(() => {});
+  });
+
+  it('lists the computer tools', async () => {
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    for (const name of [
+      'screenshot',
+      'click',
+      'double_click',
+      'drag',
+      'type_text',
+      'key',
+      'scroll',
+      'cursor_position',
+    ]) {
+      assert.ok(names.includes(name), name);
+    }
+  });
+
+  it('takes a 1024x768 screenshot, clicks and types into the terminal and sees the change', async () => {
+    const created = await ok(client, 'create_box', { kind: 'computer' });
+    box = created.id;
+    assert.equal(created.running, true);
+    const before = await screenshot(client, box);
+    assert.deepEqual(pngSize(before), [1024, 768]);
+    // The terminal sits at +40+40 (80x24 cells): a click gives it the focus.
+    await ok(client, 'click', { box, x: 200, y: 120 });
+    assert.deepEqual(await ok(client, 'cursor_position', { box }), { x: 200, y: 120 });
+    await ok(client, 'type_text', { box, text: 'echo typed-through-mcp > /tmp/typed; seq 1 30' });
+    await ok(client, 'key', { box, keys: 'Return' });
+    let typed = '';
+    for (let i = 0; i < 100 && typed === ''; i++) {
+      const r = await ok(client, 'exec', { box, cmd: 'cat', args: ['/tmp/typed'] });
+      typed = r.exit_code === 0 ? r.stdout.text : '';
+      if (typed === '') await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.equal(typed, 'typed-through-mcp\n');
+    const afterShot = await screenshot(client, box);
+    assert.deepEqual(pngSize(afterShot), [1024, 768]);
+    assert.notDeepEqual(afterShot, before, 'the next screenshot shows the change');
+    await ok(client, 'scroll', { box, x: 200, y: 120, direction: 'up', amount: 2 });
+    assert.match(await toolError(client, 'click', { box: 'no-such-box', x: 1, y: 1 }), /^not_found: /);
+  });
+
+  it('removes the computer box when the session ends', async () => {
+    await client.close();
+    const runtime = new JsRuntime({ homeDir: home });
+    assert.equal(await runtime.getInfo(box), null);
+  });
+});
