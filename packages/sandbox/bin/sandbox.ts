@@ -274,7 +274,7 @@ export function buildProgram(): Command {
       const cmd = commandWords(words);
       if (cmd.length === 0) throw new InvalidArgumentError('exec needs a command after the box');
       const box = await runtimeFrom(command).get(idOrName);
-      if (!box) throw new BoxError(`no box with id or name '${idOrName}'`);
+      if (!box) throw new BoxError(`no box with id or name '${idOrName}'`, { code: 'not_found' });
       const env = Object.fromEntries(parseEnv(opts.env).map(({ key, value }) => [key, value]));
       const execution = await box.execWith(cmd[0]!, cmd.slice(1), env, {
         ...(opts.workdir ? { cwd: opts.workdir } : {}),
@@ -291,7 +291,7 @@ export function buildProgram(): Command {
       const runtime = runtimeFrom(command);
       for (const idOrName of names) {
         const box = await runtime.get(idOrName);
-        if (!box) throw new BoxError(`no box with id or name '${idOrName}'`);
+        if (!box) throw new BoxError(`no box with id or name '${idOrName}'`, { code: 'not_found' });
         await box.stop();
         process.stdout.write(`${idOrName}\n`);
       }

@@ -6,6 +6,8 @@
 
 /**
  * Stable machine codes of `BoxError.code`. New codes may be added; existing ones never change meaning.
+ * Every `BoxError` carries one (`BoxErrorInit`); an unknown box is `not_found` everywhere. The table is
+ * checked against `STATUS_OF_CODE` and the README by `test/errors-codes.test.ts`.
  *
  * | Code | Meaning | REST status |
  * |---|---|---|
@@ -59,6 +61,13 @@ export interface BoxErrorOptions extends ErrorOptions {
 }
 
 /**
+ * What `new BoxError(message, init)` takes: `BoxErrorOptions` with a `code`, or with a `field` (then the
+ * code is `invalid_option` unless given). Every `BoxError` thus carries a deliberate code; the type
+ * checker refuses one without.
+ */
+export type BoxErrorInit = BoxErrorOptions & ({ code: BoxErrorCode } | { field: string });
+
+/**
  * Any SDK error (spec 002 "Errors": base class). `message` says what failed and, where known, which field
  * or image; `code` is the stable machine code (see {@link BOX_ERROR_CODES}); `field` is set when a
  * caller-supplied option was rejected (code `invalid_option`: HTTP 400 over REST).
@@ -70,8 +79,11 @@ export class BoxError extends Error {
   readonly field?: string;
   /** When retrying may succeed, ms from now (`quota_exceeded`, `capacity`); absent: no hint. */
   readonly retryAfterMs?: number;
-  /** @param message human-readable description naming the offending field, image or box. */
-  constructor(message: string, options?: BoxErrorOptions) {
+  /**
+   * @param message human-readable description naming the offending field, image or box.
+   * @param options the stable `code` (or a `field`: `invalid_option`), `cause`, `retryAfterMs`.
+   */
+  constructor(message: string, options: BoxErrorInit) {
     super(message, options);
     this.name = 'BoxError';
     this.code = options?.code ?? (options?.field !== undefined ? 'invalid_option' : 'internal');
@@ -108,6 +120,11 @@ export function withCode(error: unknown, code: BoxErrorCode, prefix?: string): B
   }
   const message = (error as Error)?.message ?? String(error);
   return new BoxError(prefix ? `${prefix}: ${message}` : message, { code, cause: error });
+}
+
+/** The `code` of `error` when it is a `BoxError`, else `fallback` (default `internal`). */
+export function codeOf(error: unknown, fallback: BoxErrorCode = 'internal'): BoxErrorCode {
+  return error instanceof BoxError ? error.code : fallback;
 }
 
 /**

@@ -256,7 +256,8 @@ describe('tunnels', () => {
     id = await startBox({ mode: 'disabled' });
     network = new LocalNetworkHandle(async () => {
       const state = await engine.state(id);
-      if (state.status !== 'running' || !state.pid) throw new BoxError(`box ${id} is not running`);
+      if (state.status !== 'running' || !state.pid)
+        throw new BoxError(`box ${id} is not running`, { code: 'conflict' });
       return state.pid;
     });
     // An echo server on the box's loopback: every connection gets its bytes back upper-cased.

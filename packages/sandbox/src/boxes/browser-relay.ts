@@ -39,7 +39,7 @@ export async function hostPortOf(box: JsBox, guestPort: number, relayPort = 0): 
     return { host, port: published.hostPort, via: 'published', close: () => {} };
   }
   const pid = info.state.pid;
-  if (!pid) throw new BoxError(`box ${box.id} has no running init process`);
+  if (!pid) throw new BoxError(`box ${box.id} has no running init process`, { code: 'conflict' });
   const streams = new Set<ChildProcess>();
   const server: Server = createServer((socket) => {
     const child = spawn(
@@ -69,14 +69,17 @@ export async function hostPortOf(box: JsBox, guestPort: number, relayPort = 0): 
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error) =>
       reject(
-        new BoxError(`cannot listen on 127.0.0.1:${relayPort} for box port ${guestPort}: ${error.message}`),
+        new BoxError(`cannot listen on 127.0.0.1:${relayPort} for box port ${guestPort}: ${error.message}`, {
+          code: 'internal',
+        }),
       ),
     );
     server.listen(relayPort, '127.0.0.1', () => resolve());
   });
   server.unref();
   const address = server.address();
-  if (address === null || typeof address === 'string') throw new BoxError('relay listener has no port');
+  if (address === null || typeof address === 'string')
+    throw new BoxError('relay listener has no port', { code: 'internal' });
   return {
     host: '127.0.0.1',
     port: address.port,

@@ -197,6 +197,7 @@ export class BrowserBox extends SimpleBox {
       if (exited !== null) {
         throw new BoxError(
           `${this.browser} exited with code ${exited} during start: ${stderrTail.trim().split('\n').slice(-5).join('\n')}`,
+          { code: 'exec' },
         );
       }
       if (await answers(`${base}${READY_PATH[this.browser]}`, this.browser !== 'chromium')) {
@@ -213,7 +214,8 @@ export class BrowserBox extends SimpleBox {
    * @throws BoxError before `start()` has resolved.
    */
   endpoint(): string {
-    if (!this.#endpoint) throw new BoxError('the browser is not started; call start() first');
+    if (!this.#endpoint)
+      throw new BoxError('the browser is not started; call start() first', { code: 'conflict' });
     return this.#endpoint;
   }
 

@@ -129,7 +129,9 @@ export class ComputerBox extends SimpleBox {
       const box = await this.ensureStarted();
       const r = await this.runCommand('sh', ['-c', desktopScript()], undefined, {});
       if (r.exitCode !== 0) {
-        throw new BoxError(`the desktop did not start (exit ${r.exitCode}): ${r.stderr.trim().slice(-500)}`);
+        throw new BoxError(`the desktop did not start (exit ${r.exitCode}): ${r.stderr.trim().slice(-500)}`, {
+          code: 'exec',
+        });
       }
       for (const gui of this.#gui.splice(0)) gui.close();
       this.#gui.push(await hostPortOf(box, COMPUTERBOX_GUI_HTTP_PORT, this.guiHttpPort));
@@ -161,7 +163,7 @@ export class ComputerBox extends SimpleBox {
   async guiUrls(): Promise<{ http: string; https: string }> {
     await this.#ensureDesktop();
     const [http, https] = this.#gui;
-    if (!http || !https) throw new BoxError('the desktop GUI ports are not available');
+    if (!http || !https) throw new BoxError('the desktop GUI ports are not available', { code: 'conflict' });
     return {
       http: `http://${http.host}:${http.port}/vnc.html`,
       https: `https://${https.host}:${https.port}/vnc.html`,

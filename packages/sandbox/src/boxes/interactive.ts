@@ -73,7 +73,8 @@ export class InteractiveBox extends SimpleBox {
    * @throws BoxError when a session was already started or the shell cannot be started.
    */
   async start(): Promise<void> {
-    if (this.#session || this.#done) throw new BoxError('the interactive session was already started');
+    if (this.#session || this.#done)
+      throw new BoxError('the interactive session was already started', { code: 'conflict' });
     this.#done = Promise.resolve();
     const forward = this.forwarding;
     const env: Record<string, string> = forward ? { TERM: process.env.TERM || 'xterm' } : {};
@@ -137,7 +138,8 @@ export class InteractiveBox extends SimpleBox {
    * not forward I/O, `kill()`. @throws BoxError before `start()`.
    */
   session(): JsExecution {
-    if (!this.#session) throw new BoxError('the interactive session is not started; call start() first');
+    if (!this.#session)
+      throw new BoxError('the interactive session is not started; call start() first', { code: 'conflict' });
     return this.#session;
   }
 
@@ -146,7 +148,8 @@ export class InteractiveBox extends SimpleBox {
    * caller's terminal restored). @throws BoxError before `start()`.
    */
   async wait(): Promise<void> {
-    if (!this.#done) throw new BoxError('the interactive session is not started; call start() first');
+    if (!this.#done)
+      throw new BoxError('the interactive session is not started; call start() first', { code: 'conflict' });
     await this.#done;
   }
 }

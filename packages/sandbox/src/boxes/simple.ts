@@ -139,7 +139,10 @@ export class SimpleBox {
 
   /** Box id (ULID). @throws BoxError when the box has not been started yet (use `getId()`). */
   get id(): string {
-    if (!this.#box) throw new BoxError('the box is not started yet; call getId() or run a command first');
+    if (!this.#box)
+      throw new BoxError('the box is not started yet; call getId() or run a command first', {
+        code: 'conflict',
+      });
     return this.#box.id;
   }
 

@@ -88,7 +88,9 @@ function run(file: string, args: string[]): void {
     env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
   });
   if (r.status !== 0) {
-    throw new BoxError(`${file} ${args.join(' ')} failed: ${(r.stderr || r.error?.message || '').trim()}`);
+    throw new BoxError(`${file} ${args.join(' ')} failed: ${(r.stderr || r.error?.message || '').trim()}`, {
+      code: 'internal',
+    });
   }
 }
 
@@ -179,7 +181,9 @@ function tunStep(dryRun: boolean): SetupAction {
   try {
     mode = statSync(TUN_DEVICE).mode & 0o777;
   } catch {
-    throw new BoxError(`${TUN_DEVICE} is missing: load the tun module (modprobe tun)`);
+    throw new BoxError(`${TUN_DEVICE} is missing: load the tun module (modprobe tun)`, {
+      code: 'unsupported',
+    });
   }
   if ((mode & 0o006) === 0o006) {
     return { step: 'tun', changed: false, message: `${TUN_DEVICE} is usable by every account already` };
@@ -241,7 +245,10 @@ function cgroupStep(user: HostUser, dryRun: boolean): SetupAction {
   } else {
     for (const c of before.missing) {
       const mount = mounts.v1.get(c);
-      if (!mount) throw new BoxError(`cgroup controller ${c} is not mounted; limits cannot be delegated`);
+      if (!mount)
+        throw new BoxError(`cgroup controller ${c} is not mounted; limits cannot be delegated`, {
+          code: 'unsupported',
+        });
       const dir = join(mount, before.path);
       dirs.push(dir);
       if (!dryRun) {

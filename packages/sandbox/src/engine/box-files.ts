@@ -37,7 +37,8 @@ const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
  * @throws BoxError `id: '<id>' is not a box id` otherwise.
  */
 export function checkBoxId(id: string): void {
-  if (!ID_RE.test(id)) throw new BoxError(`id: '${id}' is not a box id`);
+  if (!ID_RE.test(id))
+    throw new BoxError(`id: '${id}' is not a box id`, { field: 'id', code: 'invalid_option' });
 }
 
 /** True when `id` is a well-formed box id (see `checkBoxId`). */
@@ -190,7 +191,8 @@ export async function stageBoxFiles(
   // Staging points only, never recursively: a bind still mounted there would be host files.
   for (const name of existsSync(p.binds) ? readdirSync(p.binds) : []) {
     const target = join(p.binds, name);
-    if (mountsUnder(target).length > 0) throw new BoxError(`box ${spec.id}: ${target} is still mounted`);
+    if (mountsUnder(target).length > 0)
+      throw new BoxError(`box ${spec.id}: ${target} is still mounted`, { code: 'internal' });
     if (lstatSync(target).isDirectory()) rmdirSync(target);
     else unlinkSync(target);
   }

@@ -3,7 +3,7 @@
  * alike: the network hook once the box runs (the box stopped when it fails), the stage timings
  * `start` reports, and the records `list` reports for crash garbage collection.
  */
-import { BoxError } from '../errors.ts';
+import { BoxError, codeOf } from '../errors.ts';
 import { isBoxId } from './box-files.ts';
 import type { EngineNetworkContext } from './engine-options.ts';
 import { mountsUnder } from './host-system.ts';
@@ -24,7 +24,10 @@ export async function setUpNetwork(
     await hook(ctx);
   } catch (err) {
     await stop().catch(() => {});
-    throw new BoxError(`box ${ctx.id}: network setup failed: ${(err as Error).message}`, { cause: err });
+    throw new BoxError(`box ${ctx.id}: network setup failed: ${(err as Error).message}`, {
+      cause: err,
+      code: codeOf(err),
+    });
   }
 }
 

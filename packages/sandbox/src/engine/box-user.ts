@@ -13,7 +13,10 @@ function parseIdFile(rootfs: string, inBoxPath: string, field: string): Map<stri
   try {
     text = readFileInRoot(rootfs, inBoxPath)?.toString('utf8') ?? '';
   } catch (err) {
-    throw new BoxError(`${field}: cannot read the image's ${inBoxPath}: ${(err as Error).message}`);
+    throw new BoxError(`${field}: cannot read the image's ${inBoxPath}: ${(err as Error).message}`, {
+      field,
+      code: 'invalid_option',
+    });
   }
   for (const line of text.split('\n')) {
     const f = line.split(':');
@@ -39,7 +42,10 @@ export function resolveUser(rootfs: string, user: string, field: string): string
   } else {
     const entry = parseIdFile(rootfs, '/etc/passwd', field).get(u);
     if (!entry || entry[2] === undefined)
-      throw new BoxError(`${field}: user '${u}' is not in the image's /etc/passwd`);
+      throw new BoxError(`${field}: user '${u}' is not in the image's /etc/passwd`, {
+        field,
+        code: 'invalid_option',
+      });
     uid = entry[2];
     gid = entry[3];
   }
@@ -48,7 +54,10 @@ export function resolveUser(rootfs: string, user: string, field: string): string
     else {
       const entry = parseIdFile(rootfs, '/etc/group', field).get(g);
       if (!entry || entry[2] === undefined)
-        throw new BoxError(`${field}: group '${g}' is not in the image's /etc/group`);
+        throw new BoxError(`${field}: group '${g}' is not in the image's /etc/group`, {
+          field,
+          code: 'invalid_option',
+        });
       gid = entry[2];
     }
   }

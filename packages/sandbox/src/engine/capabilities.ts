@@ -84,6 +84,7 @@ export function normalizeCapability(name: string, field: 'add' | 'drop'): string
   if (!KNOWN_CAPABILITIES.includes(full)) {
     throw new BoxError(
       `advanced.capabilities.${field}: '${name}' is not a Linux capability name (e.g. NET_RAW or CAP_NET_RAW)`,
+      { field: `advanced.capabilities.${field}`, code: 'invalid_option' },
     );
   }
   return full;

@@ -28,7 +28,7 @@ import {
   unlinkSync,
   writeSync,
 } from 'node:fs';
-import { BoxError } from '../errors.ts';
+import { BoxError, type BoxErrorCode } from '../errors.ts';
 
 /** `O_PATH` (Linux asm-generic value, x86_64 and arm64): a descriptor for lookups and fstat only. */
 const O_PATH = 0o10000000;
@@ -69,7 +69,9 @@ class Walk {
       // The root itself is the caller's (trusted) path and may be a magic link such as /proc/<pid>/root.
       fd = openSync(root, constants.O_RDONLY | constants.O_DIRECTORY);
     } catch (err) {
-      throw new BoxError(`box root ${root}: cannot open (${code(err) ?? (err as Error).message})`);
+      throw new BoxError(`box root ${root}: cannot open (${code(err) ?? (err as Error).message})`, {
+        code: 'internal',
+      });
     }
     this.fds = [fd];
   }
@@ -82,8 +84,9 @@ class Walk {
     for (const fd of this.fds.splice(0)) closeSync(fd);
   }
 
-  fail(rule: string): never {
-    throw new BoxError(`'${this.inBoxPath}' in the box: ${rule}`);
+  /** Throws the walk's BoxError: `'<path>' in the box: <rule>` with `code` (default `internal`). */
+  fail(rule: string, code: BoxErrorCode = 'internal'): never {
+    throw new BoxError(`'${this.inBoxPath}' in the box: ${rule}`, { code });
   }
 
   /** Reads a symlink named `name` in the current directory, or undefined when it is not one (any more). */
@@ -135,8 +138,8 @@ class Walk {
             continue;
           }
         }
-        if (c === 'ENOENT') this.fail(`'${name}' does not exist`);
-        if (c === 'ENOTDIR') this.fail(`'${name}' is not a directory`);
+        if (c === 'ENOENT') this.fail(`'${name}' does not exist`, 'not_found');
+        if (c === 'ENOTDIR') this.fail(`'${name}' is not a directory`, 'conflict');
         this.fail(`cannot open '${name}' (${c})`);
       }
     }
@@ -159,7 +162,8 @@ class Walk {
 function parentAndName(inBoxPath: string): { parent: string[]; name: string } {
   const parts = splitPath(inBoxPath);
   const name = parts.pop();
-  if (name === undefined || name === '..') throw new BoxError(`'${inBoxPath}' in the box: must name a file`);
+  if (name === undefined || name === '..')
+    throw new BoxError(`'${inBoxPath}' in the box: must name a file`, { code: 'invalid_option' });
   return { parent: parts, name };
 }
 
@@ -181,10 +185,10 @@ export function readFileInRoot(root: string, inBoxPath: string): Buffer | undefi
       try {
         walk.descend(rest);
       } catch (err) {
-        if (err instanceof BoxError && /does not exist/.test(err.message)) return undefined;
+        if (err instanceof BoxError && err.code === 'not_found') return undefined;
         throw err;
       }
-      if (name === '..') walk.fail('must name a file');
+      if (name === '..') walk.fail('must name a file', 'invalid_option');
       let fd: number;
       try {
         fd = openSync(at(walk.dir, name), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -198,7 +202,7 @@ export function readFileInRoot(root: string, inBoxPath: string): Buffer | undefi
       }
       try {
         const st = fstatSync(fd);
-        if (!st.isFile()) walk.fail('is not a regular file');
+        if (!st.isFile()) walk.fail('is not a regular file', 'invalid_option');
         if (st.size > MAX_CONFINED_READ_BYTES) walk.fail(`is larger than ${MAX_CONFINED_READ_BYTES} bytes`);
         const buf = Buffer.alloc(st.size);
         let off = 0;
@@ -230,7 +234,8 @@ export function lstatInRoot(root: string, inBoxPath: string): Stats | undefined 
     try {
       walk.descend(parent);
     } catch (err) {
-      if (err instanceof BoxError && /does not exist|is not a directory/.test(err.message)) return undefined;
+      // A missing parent (`not_found`) or a file in the way (`conflict`, ENOTDIR): nothing there.
+      if (err instanceof BoxError && (err.code === 'not_found' || err.code === 'conflict')) return undefined;
       throw err;
     }
     let fd: number;

@@ -151,7 +151,9 @@ async function template(stateRoot: string, bytes: number, format: DiskFormat): P
   ]);
   if (mkfs.code !== 0) {
     rmSync(tmp, { force: true });
-    throw new BoxError(`diskSizeGb: formatting a ${bytes}-byte disk failed: ${mkfs.stderr.trim()}`);
+    throw new BoxError(`diskSizeGb: formatting a ${bytes}-byte disk failed: ${mkfs.stderr.trim()}`, {
+      code: 'internal',
+    });
   }
   publishTemplate(tmp, path);
   return path;
@@ -183,16 +185,22 @@ async function formatBtrfs(img: string, dir: string): Promise<void> {
   const mkfs = MKFS_BTRFS.find((p) => existsSync(p)) ?? 'mkfs.btrfs';
   const made = await run(mkfs, ['-q', '-f', '-K', img]);
   if (made.code !== 0)
-    throw new BoxError(`diskSizeGb: formatting a btrfs disk failed: ${made.stderr.trim()}`);
+    throw new BoxError(`diskSizeGb: formatting a btrfs disk failed: ${made.stderr.trim()}`, {
+      code: 'internal',
+    });
   const mnt = mkdtempSync(join(dir, 'mnt-'));
   try {
     const mounted = await run('mount', ['-o', BTRFS_MOUNT_OPTIONS, img, mnt]);
     if (mounted.code !== 0)
-      throw new BoxError(`diskSizeGb: mounting a new btrfs disk failed: ${mounted.stderr.trim()}`);
+      throw new BoxError(`diskSizeGb: mounting a new btrfs disk failed: ${mounted.stderr.trim()}`, {
+        code: 'internal',
+      });
     try {
       const sub = await run('/usr/bin/btrfs', ['-q', 'subvolume', 'create', join(mnt, 'layer')]);
       if (sub.code !== 0)
-        throw new BoxError(`diskSizeGb: btrfs subvolume create failed: ${sub.stderr.trim()}`);
+        throw new BoxError(`diskSizeGb: btrfs subvolume create failed: ${sub.stderr.trim()}`, {
+          code: 'internal',
+        });
       // Overlay renames from work/ into upper/ on copy-up: both in one subvolume (a rename across
       // subvolumes fails with EXDEV). The engine uses them there (`diskLayerDirs`).
       mkdirSync(join(mnt, 'layer', 'upper'));
@@ -222,7 +230,9 @@ export async function ensureDiskImage(
   if (existsSync(img)) {
     const size = statSync(img).size;
     if (size >= bytes) return;
-    throw new BoxError(`diskSizeGb: box ${id} already has a ${size}-byte disk; it cannot shrink or grow`);
+    throw new BoxError(`diskSizeGb: box ${id} already has a ${size}-byte disk; it cannot shrink or grow`, {
+      code: 'conflict',
+    });
   }
   const format: DiskFormat =
     options.snapshots === true && bytes >= BTRFS_MIN_BYTES && btrfsAvailable() ? 'btrfs' : 'ext4';
@@ -238,6 +248,7 @@ export async function ensureDiskImage(
       rmSync(tmp, { force: true });
       throw new BoxError(
         `diskSizeGb: creating the ${sizeGb} GB disk of box ${id} failed: ${cp.stderr.trim()}`,
+        { code: 'internal' },
       );
     }
     renameSync(tmp, img);

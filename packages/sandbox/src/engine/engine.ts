@@ -115,7 +115,10 @@ export class OciEngine implements Engine {
     this.opts = options;
     this.stateRoot = options.stateRoot ?? DEFAULT_STATE_ROOT;
     if (!this.stateRoot.startsWith('/') || /\s/.test(this.stateRoot)) {
-      throw new BoxError(`stateRoot: '${this.stateRoot}' must be an absolute path without spaces`);
+      throw new BoxError(`stateRoot: '${this.stateRoot}' must be an absolute path without spaces`, {
+        field: 'stateRoot',
+        code: 'invalid_option',
+      });
     }
     const binDir = join(this.stateRoot, 'bin');
     mkdirSync(binDir, { recursive: true, mode: 0o700 });
@@ -125,6 +128,7 @@ export class OciEngine implements Engine {
     if (!init)
       throw new BoxError(
         `initPath: '${options.initPath ?? '/usr/bin/catatonit'}' not found (apt-get install catatonit)`,
+        { field: 'initPath', code: 'invalid_option' },
       );
     this.initPath = init;
     const initStat = statSync(init);
@@ -141,7 +145,10 @@ export class OciEngine implements Engine {
     const userns = options.userNamespace ?? process.env.SEED_SANDBOX_USERNS !== '0';
     if (userns) {
       const perl = findExecutable('perl');
-      if (!perl) throw new BoxError('userNamespace: needs perl (perl-base) on the host for idmapped mounts');
+      if (!perl)
+        throw new BoxError('userNamespace: needs perl (perl-base) on the host for idmapped mounts', {
+          code: 'unsupported',
+        });
       this.userns = { mapping: ensureSandboxIdRange(), helper: installIdmapHelper(binDir, perl) };
     }
     // Exec pid files (`<id>.<node pid>.<n>.pid`) of Node processes that died mid-exec.
@@ -175,12 +182,14 @@ export class OciEngine implements Engine {
     const previous = readBundleMeta<OciBoxMeta>(p.bundle);
     const idMap: IdMapping | null = previous ? (previous.idMap ?? null) : (this.userns?.mapping ?? null);
     if (idMap && !this.userns)
-      throw new BoxError(`box ${spec.id}: it runs in a user namespace; this engine has them turned off`);
+      throw new BoxError(`box ${spec.id}: it runs in a user namespace; this engine has them turned off`, {
+        code: 'conflict',
+      });
     // The runtime keeps a state directory per container: only ask it when one exists (saves a spawn).
     if (this.rt.known(spec.id)) {
       const st = await this.state(spec.id);
       if (st.status === 'running' || st.status === 'created')
-        throw new BoxError(`box ${spec.id}: already running`);
+        throw new BoxError(`box ${spec.id}: already running`, { code: 'conflict' });
       await this.rt.call(['delete', '--force', spec.id], true);
     }
     // Whatever a previous run left mounted (root, disk, host binds) goes before anything is rewritten.
@@ -255,6 +264,7 @@ export class OciEngine implements Engine {
       await this.stop(spec.id, 0).catch(() => {});
       throw new BoxError(
         `box ${spec.id}: the init process exited (or did not run ${this.initPath}) right after start`,
+        { code: 'internal' },
       );
     }
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
@@ -285,7 +295,7 @@ export class OciEngine implements Engine {
     checkBoxId(id);
     const meta = this.meta(id);
     const initPid = meta ? this.initPid(id) : undefined;
-    if (!meta || initPid === undefined) throw new BoxError(`box ${id}: not running`);
+    if (!meta || initPid === undefined) throw new BoxError(`box ${id}: not running`, { code: 'conflict' });
     const ctx = {
       runtime: this.rt.fast,
       execDir: this.execDir,
@@ -325,7 +335,8 @@ export class OciEngine implements Engine {
       this.metas.set(id, { id, env: [], workingDir: '/', cpus: 1, boxDir, rootfs: join(boxDir, 'rootfs') });
     await this.stop(id, 0);
     await unmountBoxDir(boxDir);
-    if (mountsUnder(boxDir).length > 0) throw new BoxError(`box ${id}: ${boxDir} is still mounted`);
+    if (mountsUnder(boxDir).length > 0)
+      throw new BoxError(`box ${id}: ${boxDir} is still mounted`, { code: 'internal' });
     for (const name of BOX_FILES) await rm(join(boxDir, name), { recursive: true, force: true });
     try {
       unlinkSync(join(this.boxesDir, id));

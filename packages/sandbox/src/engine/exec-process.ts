@@ -44,15 +44,17 @@ export interface ExecRequest {
  */
 export function execRequest(rootfs: string, box: ExecDefaults, options: EngineExecOptions): ExecRequest {
   if (typeof options.cmd !== 'string' || options.cmd.length === 0)
-    throw new BoxError('cmd: must be a non-empty string');
+    throw new BoxError('cmd: must be a non-empty string', { field: 'cmd', code: 'invalid_option' });
   const name = options.user ?? box.user;
   const user = name !== undefined && name !== '' ? resolveUser(rootfs, name, 'user') : undefined;
   const cwd = options.cwd ?? box.workingDir;
-  if (!cwd.startsWith('/')) throw new BoxError(`cwd: '${cwd}' must be an absolute path`);
+  if (!cwd.startsWith('/'))
+    throw new BoxError(`cwd: '${cwd}' must be an absolute path`, { field: 'cwd', code: 'invalid_option' });
   const env = new Map<string, string>();
   for (const e of box.env) env.set(e.slice(0, e.indexOf('=')), e);
   for (const e of options.env) {
-    if (!e.includes('=') || e.startsWith('=')) throw new BoxError(`env: '${e}' must be KEY=value`);
+    if (!e.includes('=') || e.startsWith('='))
+      throw new BoxError(`env: '${e}' must be KEY=value`, { field: 'env', code: 'invalid_option' });
     env.set(e.slice(0, e.indexOf('=')), e);
   }
   return { user, cwd, env };
@@ -107,7 +109,10 @@ export function ociExecProcess(
  */
 export function checkTerminalSize(field: string, cols: number, rows: number): void {
   if (!(Number.isInteger(cols) && cols > 0 && Number.isInteger(rows) && rows > 0)) {
-    throw new BoxError(`${field}: cols ${cols} and rows ${rows} must be positive integers`);
+    throw new BoxError(`${field}: cols ${cols} and rows ${rows} must be positive integers`, {
+      field,
+      code: 'invalid_option',
+    });
   }
 }
 
@@ -172,7 +177,7 @@ export function commandProcess(child: ChildProcessWithoutNullStreams, h: Command
   const exited = new Promise<number>((resolve, reject) => {
     child.on('error', (err) => {
       done = true;
-      reject(new BoxError(`box ${h.id}: exec failed: ${err.message}`, { cause: err }));
+      reject(new BoxError(`box ${h.id}: exec failed: ${err.message}`, { cause: err, code: 'exec' }));
     });
     child.on('exit', (code, signal) => {
       done = true;

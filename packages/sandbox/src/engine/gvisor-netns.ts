@@ -27,7 +27,7 @@
  * it; for `delete --force` (the supervisor's cleanup) it runs the command, then removes that cgroup.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import { BoxError } from '../errors.ts';
+import { BoxError, codeOf } from '../errors.ts';
 import { createOwnedNetns, type GVisorNamespaces } from './gvisor-userns.ts';
 import { run } from './host-process.ts';
 import { findExecutable } from './host-system.ts';
@@ -140,7 +140,9 @@ export async function createBoxNetns(path: string, ns?: GVisorNamespaces): Promi
       : made;
   if (lo.code !== 0) {
     await removeBoxNetns(path);
-    throw new BoxError(`making the box's network namespace failed: ${lo.stderr.trim()}`);
+    throw new BoxError(`making the box's network namespace failed: ${lo.stderr.trim()}`, {
+      code: 'internal',
+    });
   }
 }
 
@@ -171,7 +173,10 @@ export async function prepareBoxNetns(
   } catch (err) {
     await teardown?.(spec.id).catch(() => {});
     await removeBoxNetns(netns);
-    throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
+    throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, {
+      cause: err,
+      code: codeOf(err),
+    });
   }
 }
 

@@ -51,7 +51,10 @@ function bootId(): string {
  */
 export function checkPlatform(value: unknown, field: string): GVisorPlatform {
   if (value !== 'ptrace' && value !== 'kvm') {
-    throw new BoxError(`${field}: '${String(value)}' must be 'ptrace' or 'kvm'`);
+    throw new BoxError(`${field}: '${String(value)}' must be 'ptrace' or 'kvm'`, {
+      field,
+      code: 'invalid_option',
+    });
   }
   return value;
 }

@@ -98,7 +98,9 @@ export class Runsc {
   async delete(id: string): Promise<void> {
     const del = await this.call(['delete', '--force', id]);
     if (del.code !== 0 && !/does not exist|not exist|No such file|not found/i.test(del.stderr)) {
-      throw new BoxError(`box ${id}: deleting the gVisor sandbox failed: ${del.stderr.trim()}`);
+      throw new BoxError(`box ${id}: deleting the gVisor sandbox failed: ${del.stderr.trim()}`, {
+        code: 'internal',
+      });
     }
   }
 

@@ -92,6 +92,7 @@ async function holdNamespace(
   } catch (e) {
     throw new BoxError(
       `isolation: 'gvisor': making the ${kind} namespace ${target} failed: ${(e as Error).message}`,
+      { code: 'internal' },
     );
   } finally {
     child.stdin.end();
@@ -110,7 +111,8 @@ export async function ensureGVisorNamespaces(
 ): Promise<GVisorNamespaces> {
   const unshare = findExecutable('unshare');
   const nsenter = findExecutable('nsenter');
-  if (!unshare || !nsenter) throw new BoxError("isolation: 'gvisor' needs unshare and nsenter (util-linux)");
+  if (!unshare || !nsenter)
+    throw new BoxError("isolation: 'gvisor' needs unshare and nsenter (util-linux)", { code: 'unsupported' });
   mkdirSync(dir, { recursive: true, mode: 0o711 });
   const ns: GVisorNamespaces = { userns: join(dir, 'userns'), netns: join(dir, 'netns'), mapping };
   const wait = ['/bin/sh', '-c', 'echo ready; read x'];
@@ -185,7 +187,8 @@ export function prepareStateForNamespace(
   for (const dir of owned) ownByNamespaceRoot(ns, dir);
   allowTraversal(stateRoot);
   const perl = findExecutable('perl');
-  if (!perl) throw new BoxError("isolation: 'gvisor' needs perl on the host (perl-base)");
+  if (!perl)
+    throw new BoxError("isolation: 'gvisor' needs perl on the host (perl-base)", { code: 'unsupported' });
   const helper = installIdmapHelper(binDir, perl);
   return [helper.perl, helper.script, ...idmapHelperArgs(ns.mapping)];
 }

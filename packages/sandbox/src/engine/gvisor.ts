@@ -92,7 +92,10 @@ const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
  */
 export async function createGVisorEngine(options: CreateGVisorEngineOptions = {}): Promise<GVisorEngine> {
   const runsc = findExecutable('runsc');
-  if (!runsc) throw new BoxError("isolation: 'gvisor' needs runsc on the host (apt-get install runsc)");
+  if (!runsc)
+    throw new BoxError("isolation: 'gvisor' needs runsc on the host (apt-get install runsc)", {
+      code: 'unsupported',
+    });
   const stateRoot = options.stateRoot ?? DEFAULT_STATE_ROOT;
   mkdirSync(stateRoot, { recursive: true, mode: 0o700 });
   const choice = await chooseGVisorPlatform(runsc, stateRoot, options.platform);
@@ -143,10 +146,17 @@ export class GVisorEngine implements Engine {
     this.platform = platform;
     this.stateRoot = options.stateRoot ?? DEFAULT_STATE_ROOT;
     if (!this.stateRoot.startsWith('/') || /\s/.test(this.stateRoot)) {
-      throw new BoxError(`stateRoot: '${this.stateRoot}' must be an absolute path without spaces`);
+      throw new BoxError(`stateRoot: '${this.stateRoot}' must be an absolute path without spaces`, {
+        field: 'stateRoot',
+        code: 'invalid_option',
+      });
     }
     const init = findExecutable(options.initPath ?? '/usr/bin/catatonit');
-    if (!init) throw new BoxError(`initPath: '${options.initPath ?? '/usr/bin/catatonit'}' not found`);
+    if (!init)
+      throw new BoxError(`initPath: '${options.initPath ?? '/usr/bin/catatonit'}' not found`, {
+        field: 'initPath',
+        code: 'invalid_option',
+      });
     this.initPath = init;
     this.busybox = existsSync(HOST_BUSYBOX) ? HOST_BUSYBOX : undefined;
     const rtRoot = join(this.stateRoot, 'runsc');
@@ -163,7 +173,10 @@ export class GVisorEngine implements Engine {
     if (ns) this.idmapHelper = prepareStateForNamespace(ns, this.stateRoot, [rtRoot, this.execDir], binDir);
     this.rs = new Runsc(runsc, rtRoot, platform.platform, ns ? inGVisorNamespaces(ns) : []);
     const unshare = findExecutable('unshare');
-    if (!unshare) throw new BoxError("isolation: 'gvisor' needs unshare on the host (util-linux)");
+    if (!unshare)
+      throw new BoxError("isolation: 'gvisor' needs unshare on the host (util-linux)", {
+        code: 'unsupported',
+      });
     this.rtNetns = [unshare, '-m', '--', '/bin/sh', launcher, ...this.rs.runtime];
   }
 
@@ -182,7 +195,7 @@ export class GVisorEngine implements Engine {
     if (this.rs.known(spec.id)) {
       const st = await this.state(spec.id);
       if (st.status === 'running' || st.status === 'created')
-        throw new BoxError(`box ${spec.id}: already running`);
+        throw new BoxError(`box ${spec.id}: already running`, { code: 'conflict' });
       await this.rs.call(['delete', '--force', spec.id]);
     }
     if (mountsUnder(p.rootfs).length > 0) await unmountBoxDir(spec.boxDir);
@@ -244,7 +257,7 @@ export class GVisorEngine implements Engine {
     const pid = readLivePid(p.pidFile);
     if (pid === undefined) {
       await this.stop(spec.id, 0).catch(() => {});
-      throw new BoxError(`box ${spec.id}: the gVisor sandbox exited right after start`);
+      throw new BoxError(`box ${spec.id}: the gVisor sandbox exited right after start`, { code: 'internal' });
     }
     // The sandbox holds the namespace from now on: it lives exactly as long as the box.
     await removeBoxNetns(p.netns);
@@ -281,7 +294,8 @@ export class GVisorEngine implements Engine {
   async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
     checkBoxId(id);
     const meta = this.meta(id);
-    if (!meta || this.sandboxPid(id) === undefined) throw new BoxError(`box ${id}: not running`);
+    if (!meta || this.sandboxPid(id) === undefined)
+      throw new BoxError(`box ${id}: not running`, { code: 'conflict' });
     return gvisorExec(
       { runtime: this.rs.runtime, execDir: this.execDir, seq: ++this.execSeq },
       meta,
@@ -332,7 +346,8 @@ export class GVisorEngine implements Engine {
     }
     await this.stop(id, 0);
     await unmountBoxDir(boxDir);
-    if (mountsUnder(boxDir).length > 0) throw new BoxError(`box ${id}: ${boxDir} is still mounted`);
+    if (mountsUnder(boxDir).length > 0)
+      throw new BoxError(`box ${id}: ${boxDir} is still mounted`, { code: 'internal' });
     for (const name of BOX_FILES) await rm(join(boxDir, name), { recursive: true, force: true });
     try {
       unlinkSync(join(this.boxesDir, id));

@@ -13,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
+import { CLK_TCK, processRuns, readProcStat } from './proc-stat.ts';
 
 /** Resolves after `ms` milliseconds. */
 export function sleep(ms: number): Promise<void> {
@@ -21,13 +22,7 @@ export function sleep(ms: number): Promise<void> {
 
 /** True when `pid` exists and is not a zombie (state `Z` or `X` in `/proc/<pid>/stat`). */
 export function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
+  return processRuns(pid);
 }
 
 /**
@@ -154,6 +149,7 @@ export async function supervisorFailure(
   const text = (await readFile(log, 'utf8').catch(() => '')).trim();
   return new BoxError(
     `box ${id}: start failed at ${outcome.replace(/^error /, '')}${detail}${text ? `: ${text.slice(-800)}` : ''}`,
+    { code: 'internal' },
   );
 }
 
@@ -249,11 +245,11 @@ export function run(file: string, args: string[], timeoutMs = 30_000): Promise<R
 
 /** How long `pid` has been running, ms (from its start time in `/proc/<pid>/stat`); 1000 when unreadable. */
 export function processAgeMs(pid: number): number {
+  const stat = readProcStat(pid);
+  if (!stat) return 1000;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
     const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
-    return Math.max(1, (uptime - startTicks / 100) * 1000);
+    return Math.max(1, (uptime - stat.starttime / CLK_TCK) * 1000);
   } catch {
     return 1000;
   }

@@ -90,7 +90,7 @@ export async function unmountBoxDir(boxDir: string): Promise<void> {
     let r = await run('/bin/umount', [m]);
     if (r.code !== 0) r = await run('/bin/umount', ['-l', m]);
     if (r.code !== 0 && mountsUnder(m).includes(m))
-      throw new BoxError(`unmounting ${m} failed: ${r.stderr.trim()}`);
+      throw new BoxError(`unmounting ${m} failed: ${r.stderr.trim()}`, { code: 'internal' });
   }
 }
 

@@ -36,9 +36,13 @@ export interface OpenedHostPath {
  *   regular file.
  */
 export function openHostPath(hostPath: string, field: string): OpenedHostPath {
-  if (!hostPath.startsWith('/')) throw new BoxError(`${field}: '${hostPath}' must be absolute`);
+  if (!hostPath.startsWith('/'))
+    throw new BoxError(`${field}: '${hostPath}' must be absolute`, { field, code: 'invalid_option' });
   if (hostPath.split('/').includes('..'))
-    throw new BoxError(`${field}: '${hostPath}' must not contain '..' components`);
+    throw new BoxError(`${field}: '${hostPath}' must not contain '..' components`, {
+      field,
+      code: 'invalid_option',
+    });
   const path = normalize(hostPath).replace(/(.)\/+$/, '$1');
   let fd = openSync('/', O_PATH | constants.O_DIRECTORY);
   let walked = '';
@@ -55,6 +59,7 @@ export function openHostPath(hostPath: string, field: string): OpenedHostPath {
           code === 'ENOENT'
             ? `${field}: '${hostPath}' does not exist ('${walked}' is missing)`
             : `${field}: '${hostPath}' cannot be opened at '${walked}' (${code})`,
+          { field, code: code === 'ENOENT' ? 'not_found' : 'invalid_option' },
         );
       }
       closeSync(fd);
@@ -67,12 +72,16 @@ export function openHostPath(hostPath: string, field: string): OpenedHostPath {
         } catch {}
         throw new BoxError(
           `${field}: '${hostPath}' passes through the symlink '${walked}' (→ '${target}'); host paths must not contain symlinks (give the resolved path)`,
+          { field, code: 'invalid_option' },
         );
       }
     }
     isDirectory = fstatSync(fd).isDirectory();
     if (!isDirectory && !fstatSync(fd).isFile())
-      throw new BoxError(`${field}: '${hostPath}' must be a directory or a regular file`);
+      throw new BoxError(`${field}: '${hostPath}' must be a directory or a regular file`, {
+        field,
+        code: 'invalid_option',
+      });
   } catch (err) {
     closeSync(fd);
     throw err;

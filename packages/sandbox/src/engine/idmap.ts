@@ -119,7 +119,9 @@ export function ensureSandboxIdRange(
         appendFileSync(path, `${sep}${SUBID_NAME}:${base}:${SUBID_SIZE}\n`, { mode: 0o644 });
       }
     } catch (err) {
-      throw new BoxError(`userNamespace: cannot add the ${SUBID_NAME} range: ${(err as Error).message}`);
+      throw new BoxError(`userNamespace: cannot add the ${SUBID_NAME} range: ${(err as Error).message}`, {
+        code: 'internal',
+      });
     }
     uid = pick(files.subuid);
     gid = pick(files.subgid);
@@ -128,6 +130,7 @@ export function ensureSandboxIdRange(
     throw new BoxError(
       `userNamespace: no '${SUBID_NAME}' entry of ${SUBID_SIZE} ids in ${files.subuid} and ${files.subgid} ` +
         `(add '${SUBID_NAME}:${SUBID_FIRST}:${SUBID_SIZE}' to both, or run the engine as root once)`,
+      { code: 'unsupported' },
     );
   }
   return { hostUid: uid.start, hostGid: gid.start, size: SUBID_SIZE };
@@ -198,7 +201,10 @@ const SYSCALLS: Record<string, { unshare: number; mount: number }> = {
  */
 export function idmapMountScript(arch: string = process.arch): string {
   const nr = SYSCALLS[arch];
-  if (!nr) throw new BoxError(`userNamespace: idmapped mounts are not supported on ${arch} (x64, arm64)`);
+  if (!nr)
+    throw new BoxError(`userNamespace: idmapped mounts are not supported on ${arch} (x64, arm64)`, {
+      code: 'unsupported',
+    });
   return `#!/usr/bin/perl
 # seed-sandbox idmapped mounts (generated; see src/engine/idmap.ts)
 use strict;
@@ -328,9 +334,13 @@ export function idmapBind(
     child.stderr.on('data', (d: Buffer) => {
       err += d.toString();
     });
-    child.on('error', (e) => reject(new BoxError(`idmap: cannot run perl: ${e.message}`)));
+    child.on('error', (e) =>
+      reject(new BoxError(`idmap: cannot run perl: ${e.message}`, { code: 'unsupported' })),
+    );
     child.on('exit', (code) =>
-      code === 0 ? resolve() : reject(new BoxError(`idmap: ${err.trim() || `exit ${code}`}`)),
+      code === 0
+        ? resolve()
+        : reject(new BoxError(`idmap: ${err.trim() || `exit ${code}`}`, { code: 'internal' })),
     );
   });
 }

@@ -114,7 +114,8 @@ export async function ociExec(
       // without the helper: the runtime's `exec --tty` under script(1), whose terminal it needs on
       // its stdin. The box terminal gets its size from script's only after the command started.
       const script = findExecutable('script');
-      if (!script) throw new BoxError('tty: needs script(1) from util-linux on the host');
+      if (!script)
+        throw new BoxError('tty: needs script(1) from util-linux on the host', { code: 'unsupported' });
       ociProcess.terminal = true;
       const line = [file, ...argv].map(shellQuote).join(' ');
       file = script;
@@ -131,7 +132,11 @@ export async function ociExec(
   }
   writeFileSync(processFile, JSON.stringify(ociProcess));
   if (options.detach) {
-    if (options.tty) throw new BoxError('detach: a background command cannot have a tty');
+    if (options.tty)
+      throw new BoxError('detach: a background command cannot have a tty', {
+        field: 'tty',
+        code: 'invalid_option',
+      });
     argv.splice(argv.indexOf('exec') + 1, 0, '--detach');
     return execDetached(id, file, argv, pidFile, processFile);
   }
@@ -163,7 +168,8 @@ export async function ociExec(
               'rows',
               String(rows),
             ]);
-            if (r.code !== 0 && !done()) throw new BoxError(`resize: ${r.stderr.trim()}`);
+            if (r.code !== 0 && !done())
+              throw new BoxError(`resize: ${r.stderr.trim()}`, { code: 'internal' });
           },
         }
       : {}),

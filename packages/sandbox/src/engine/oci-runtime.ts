@@ -52,11 +52,17 @@ export class OciRuntime {
   constructor(wanted: string | undefined, stateRoot: string, binDir: string) {
     const chosen = wanted ?? process.env.SEED_SANDBOX_RUNTIME;
     if (chosen !== undefined && chosen !== 'crun' && chosen !== 'runc') {
-      throw new BoxError(`runtime: '${chosen}' must be 'crun' or 'runc'`);
+      throw new BoxError(`runtime: '${chosen}' must be 'crun' or 'runc'`, {
+        field: 'runtime',
+        code: 'invalid_option',
+      });
     }
     const name: OciRuntimeName = chosen ?? (findExecutable('crun') ? 'crun' : 'runc');
     const bin = findExecutable(name);
-    if (!bin) throw new BoxError(`runtime: '${name}' is not installed (apt-get install ${name})`);
+    if (!bin)
+      throw new BoxError(`runtime: '${name}' is not installed (apt-get install ${name})`, {
+        code: 'unsupported',
+      });
     this.name = name;
     this.root = join(stateRoot, name);
     this.fast = [bin, '--root', this.root];
@@ -64,7 +70,10 @@ export class OciRuntime {
       const hybrid = join(binDir, 'crun-hybrid.sh');
       writeIfChanged(hybrid, CRUN_HYBRID_SH);
       const unshare = findExecutable('unshare');
-      if (!unshare) throw new BoxError('runtime: crun on a hybrid cgroup host needs unshare (util-linux)');
+      if (!unshare)
+        throw new BoxError('runtime: crun on a hybrid cgroup host needs unshare (util-linux)', {
+          code: 'unsupported',
+        });
       this.full = [unshare, '-m', hybrid, '--root', this.root];
     } else {
       this.full = this.fast;
@@ -114,7 +123,9 @@ export class OciRuntime {
   async delete(id: string): Promise<void> {
     const del = await this.call(['delete', '--force', id], true);
     if (del.code !== 0 && !/does not exist|not exist|No such file/i.test(del.stderr)) {
-      throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`);
+      throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`, {
+        code: 'internal',
+      });
     }
   }
 

@@ -99,43 +99,83 @@ export function etcHosts(hostname: string): string {
  */
 export function validateSpec(spec: EngineBoxSpec): void {
   if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(spec.id)) {
-    throw new BoxError(`id: '${spec.id}' must be 1-128 characters of [A-Za-z0-9_.-] starting alphanumeric`);
+    throw new BoxError(`id: '${spec.id}' must be 1-128 characters of [A-Za-z0-9_.-] starting alphanumeric`, {
+      field: 'id',
+      code: 'invalid_option',
+    });
   }
   if (!(Number.isFinite(spec.cpus) && spec.cpus >= 0.01 && spec.cpus <= 1024)) {
-    throw new BoxError(`cpus: ${spec.cpus} must be a number of cores between 0.01 and 1024`);
+    throw new BoxError(`cpus: ${spec.cpus} must be a number of cores between 0.01 and 1024`, {
+      field: 'cpus',
+      code: 'invalid_option',
+    });
   }
   if (!(Number.isInteger(spec.memoryMib) && spec.memoryMib >= 6)) {
-    throw new BoxError(`memoryMib: ${spec.memoryMib} must be an integer ≥ 6 (MiB)`);
+    throw new BoxError(`memoryMib: ${spec.memoryMib} must be an integer ≥ 6 (MiB)`, {
+      field: 'memoryMib',
+      code: 'invalid_option',
+    });
   }
   if (!(Number.isInteger(spec.pidsLimit) && spec.pidsLimit >= 1)) {
-    throw new BoxError(`pidsLimit: ${spec.pidsLimit} must be a positive integer`);
+    throw new BoxError(`pidsLimit: ${spec.pidsLimit} must be a positive integer`, {
+      field: 'pidsLimit',
+      code: 'invalid_option',
+    });
   }
   if (spec.diskSizeGb !== undefined && !(Number.isFinite(spec.diskSizeGb) && spec.diskSizeGb > 0)) {
-    throw new BoxError(`diskSizeGb: ${spec.diskSizeGb} must be a positive number of GB`);
+    throw new BoxError(`diskSizeGb: ${spec.diskSizeGb} must be a positive number of GB`, {
+      field: 'diskSizeGb',
+      code: 'invalid_option',
+    });
   }
   if (!spec.workingDir.startsWith('/')) {
-    throw new BoxError(`workingDir: '${spec.workingDir}' must be an absolute path`);
+    throw new BoxError(`workingDir: '${spec.workingDir}' must be an absolute path`, {
+      field: 'workingDir',
+      code: 'invalid_option',
+    });
   }
   if (spec.hostname.length === 0 || spec.hostname.length > 64 || /[\s/]/.test(spec.hostname)) {
-    throw new BoxError(`hostname: '${spec.hostname}' must be 1-64 characters without spaces or '/'`);
+    throw new BoxError(`hostname: '${spec.hostname}' must be 1-64 characters without spaces or '/'`, {
+      field: 'hostname',
+      code: 'invalid_option',
+    });
   }
   if (!spec.boxDir.startsWith('/') || /[,:\s]/.test(spec.boxDir)) {
-    throw new BoxError(`boxDir: '${spec.boxDir}' must be an absolute path without ',', ':' or whitespace`);
+    throw new BoxError(`boxDir: '${spec.boxDir}' must be an absolute path without ',', ':' or whitespace`, {
+      field: 'boxDir',
+      code: 'invalid_option',
+    });
   }
-  if (spec.layerDirs.length === 0) throw new BoxError('layerDirs: at least one layer directory is required');
+  if (spec.layerDirs.length === 0)
+    throw new BoxError('layerDirs: at least one layer directory is required', {
+      field: 'layerDirs',
+      code: 'invalid_option',
+    });
   for (const [i, d] of spec.layerDirs.entries()) {
     if (!d.startsWith('/') || /[,:\n]/.test(d)) {
-      throw new BoxError(`layerDirs[${i}]: '${d}' must be an absolute path without ':', ',' or newline`);
+      throw new BoxError(`layerDirs[${i}]: '${d}' must be an absolute path without ':', ',' or newline`, {
+        field: `layerDirs[${i}]`,
+        code: 'invalid_option',
+      });
     }
   }
   for (const [i, m] of spec.mounts.entries()) {
     if (!m.hostPath.startsWith('/'))
-      throw new BoxError(`mounts[${i}].hostPath: '${m.hostPath}' must be absolute`);
+      throw new BoxError(`mounts[${i}].hostPath: '${m.hostPath}' must be absolute`, {
+        field: `mounts[${i}].hostPath`,
+        code: 'invalid_option',
+      });
     if (!m.guestPath.startsWith('/') || m.guestPath === '/') {
-      throw new BoxError(`mounts[${i}].guestPath: '${m.guestPath}' must be an absolute path other than '/'`);
+      throw new BoxError(`mounts[${i}].guestPath: '${m.guestPath}' must be an absolute path other than '/'`, {
+        field: `mounts[${i}].guestPath`,
+        code: 'invalid_option',
+      });
     }
     if (m.guestPath === SANDBOX_DIR || m.guestPath.startsWith(`${SANDBOX_DIR}/`)) {
-      throw new BoxError(`mounts[${i}].guestPath: '${m.guestPath}' is reserved by the engine`);
+      throw new BoxError(`mounts[${i}].guestPath: '${m.guestPath}' is reserved by the engine`, {
+        field: `mounts[${i}].guestPath`,
+        code: 'invalid_option',
+      });
     }
   }
 }

@@ -19,7 +19,9 @@ export const HOST_BUSYBOX = '/bin/busybox';
 export function makeBusyboxRootfs(dir: string): string {
   if (existsSync(join(dir, 'bin', 'busybox'))) return dir;
   if (!existsSync(HOST_BUSYBOX))
-    throw new BoxError(`${HOST_BUSYBOX} is missing (apt-get install busybox-static)`);
+    throw new BoxError(`${HOST_BUSYBOX} is missing (apt-get install busybox-static)`, {
+      code: 'unsupported',
+    });
   for (const d of ['bin', 'etc', 'root', 'tmp', 'home', 'var', 'proc', 'sys', 'dev']) {
     mkdirSync(join(dir, d), { recursive: true, mode: d === 'tmp' ? 0o1777 : 0o755 });
   }

@@ -98,7 +98,9 @@ export async function rootlessExec(
     const size = options.ttySize ?? { cols: 80, rows: 24 };
     checkTerminalSize('ttySize', size.cols, size.rows);
     if (!ctx.ttyRelay || !lstatInRoot(boxRoot, TTY_HELPER_PATH)) {
-      throw new BoxError('tty: needs perl and a static busybox (busybox-static) on the host');
+      throw new BoxError('tty: needs perl and a static busybox (busybox-static) on the host', {
+        code: 'unsupported',
+      });
     }
     const inBox = resolveInBox(boxRoot, options.cmd, searchPath(req.env));
     if (inBox) ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];

@@ -3,12 +3,13 @@
  * which works with or without a cgroup), resource figures, and deleting a box's files as its root.
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { BoxError } from '../errors.ts';
 import { alive } from './host-process.ts';
 import { readNetworkCounters } from './net-counters.ts';
+import { CLK_TCK, readProcStat } from './proc-stat.ts';
 import type { EngineStats } from './types.ts';
 
 /** Host pids of every live process in the pid namespace of `init` (the box), init included. */
@@ -31,18 +32,11 @@ export function pidsOfBox(init: number): number[] {
 
 /** CPU time (user + system) of a process in clock ticks, 0 when gone. */
 function cpuTicks(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(f[11]) + Number(f[12]);
-  } catch {
-    return 0;
-  }
+  const stat = readProcStat(pid);
+  return stat ? stat.utime + stat.stime : 0;
 }
 
 const cpuSamples = new Map<string, { t: number; ticks: number }>();
-/** Clock ticks per second (`getconf CLK_TCK`: 100 on Linux x86_64 and arm64). */
-const CLK_TCK = 100;
 
 /**
  * Resource usage of a running box (`Engine.stats`): memory from its cgroup (when it has one), CPU
@@ -89,10 +83,12 @@ export function removeAsBoxRoot(unshareArgs: string[], paths: string[]): Promise
     child.stderr.on('data', (c: Buffer) => {
       stderr += c.toString();
     });
-    child.on('error', (e) => reject(new BoxError(`removing box files failed: ${e.message}`)));
+    child.on('error', (e) =>
+      reject(new BoxError(`removing box files failed: ${e.message}`, { code: 'internal' })),
+    );
     child.on('exit', (code) => {
       if (code === 0) resolve();
-      else reject(new BoxError(`removing box files failed: ${stderr.trim()}`));
+      else reject(new BoxError(`removing box files failed: ${stderr.trim()}`, { code: 'internal' }));
     });
   });
 }

@@ -11,7 +11,7 @@ import {
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { BoxError } from '../errors.ts';
+import { BoxError, codeOf } from '../errors.ts';
 import { checkBoxId, isBoxId, readBoxMeta, readLivePid } from './box-files.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import type { CreateEngineOptions } from './engine-options.ts';
@@ -126,7 +126,10 @@ export class RootlessEngine implements Engine {
     this.#gids = gids;
     this.stateRoot = options.stateRoot ?? join(this.user.home, '.sandbox', 'engine');
     if (/\s/.test(this.stateRoot))
-      throw new BoxError(`stateRoot: '${this.stateRoot}' must not contain spaces`);
+      throw new BoxError(`stateRoot: '${this.stateRoot}' must not contain spaces`, {
+        field: 'stateRoot',
+        code: 'invalid_option',
+      });
     this.#crunRoot = join(this.stateRoot, 'crun');
     this.#boxesDir = join(this.stateRoot, 'boxes');
     this.#execDir = join(this.stateRoot, 'exec');
@@ -191,7 +194,8 @@ export class RootlessEngine implements Engine {
     enforce: boolean,
   ): Promise<EngineStarted> {
     const log = join(spec.boxDir, 'runtime.log');
-    if (this.#initPid(spec.id) !== undefined) throw new BoxError(`box ${spec.id}: already running`);
+    if (this.#initPid(spec.id) !== undefined)
+      throw new BoxError(`box ${spec.id}: already running`, { code: 'conflict' });
     if (existsSync(join(this.#crunRoot, spec.id)))
       await this.#crun(['delete', '--force', spec.id], delegation, enforce);
     const tConfig0 = performance.now();
@@ -232,7 +236,7 @@ export class RootlessEngine implements Engine {
     // exec cannot join (host-process.ts `waitForExec`; ENGINE.md "Start path").
     if (pid === undefined || !(await waitForExec(pid, this.#initIdentity()))) {
       await this.stop(spec.id, 0).catch(() => {});
-      throw new BoxError(`box ${spec.id}: init process exited right after start`);
+      throw new BoxError(`box ${spec.id}: init process exited right after start`, { code: 'internal' });
     }
     if (this.#opts.networkSetup) {
       try {
@@ -240,7 +244,10 @@ export class RootlessEngine implements Engine {
       } catch (err) {
         await this.stop(spec.id, 0).catch(() => {});
         if (err instanceof BoxError) throw err;
-        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, { cause: err });
+        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, {
+          cause: err,
+          code: codeOf(err),
+        });
       }
     }
     const round = (ms: number) => Math.round(ms * 1000) / 1000;
@@ -328,7 +335,9 @@ export class RootlessEngine implements Engine {
     if (existsSync(join(this.#crunRoot, id))) {
       const del = await this.#crun(['delete', '--force', id]);
       if (del.code !== 0 && existsSync(join(this.#crunRoot, id)))
-        throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`);
+        throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`, {
+          code: 'internal',
+        });
     }
     // crun leaves nothing in the delegated subtree; a box killed in the middle of its start might.
     for (const dir of this.delegation().dirs.values()) {

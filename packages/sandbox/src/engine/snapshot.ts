@@ -143,7 +143,9 @@ export async function withDisk<T>(boxDir: string, fn: () => Promise<T>): Promise
   mkdirSync(p.disk, { recursive: true });
   const m = await run('mount', ['-o', diskMountOptions(p.img), p.img, p.disk]);
   if (m.code !== 0)
-    throw new BoxError(`snapshots: mounting the disk of ${boxDir} failed: ${m.stderr.trim()}`);
+    throw new BoxError(`snapshots: mounting the disk of ${boxDir} failed: ${m.stderr.trim()}`, {
+      code: 'internal',
+    });
   try {
     return await fn();
   } finally {
@@ -168,7 +170,8 @@ export async function takeSnapshot(boxDir: string, name: string): Promise<Snapsh
     throw conflict(`snapshot '${name}' already exists`);
   mkdirSync(p.snapshots, { recursive: true, mode: 0o700 });
   const r = await run(BTRFS, ['-q', 'subvolume', 'snapshot', '-r', p.layer, join(p.snapshots, name)]);
-  if (r.code !== 0) throw new BoxError(`snapshot '${name}': btrfs snapshot failed: ${r.stderr.trim()}`);
+  if (r.code !== 0)
+    throw new BoxError(`snapshot '${name}': btrfs snapshot failed: ${r.stderr.trim()}`, { code: 'internal' });
   const createdAt = new Date().toISOString();
   const fs = statfsSync(p.disk);
   const sizeBytes = (fs.blocks - fs.bfree) * fs.bsize;
@@ -200,7 +203,10 @@ export async function removeSnapshot(boxDir: string, name: string): Promise<void
     const path = join(diskPaths(boxDir).snapshots, name);
     if (existsSync(path)) {
       const r = await run(BTRFS, ['-q', 'subvolume', 'delete', path]);
-      if (r.code !== 0) throw new BoxError(`snapshot '${name}': btrfs delete failed: ${r.stderr.trim()}`);
+      if (r.code !== 0)
+        throw new BoxError(`snapshot '${name}': btrfs delete failed: ${r.stderr.trim()}`, {
+          code: 'internal',
+        });
     }
   });
   const now = readRecords(boxDir);
@@ -226,7 +232,9 @@ export async function restoreLayer(boxDir: string, name: string): Promise<void> 
     if (existsSync(p.layer)) renameSync(p.layer, join(p.disk, `.old-${Date.now()}-${process.pid}`));
     const snap = await run(BTRFS, ['-q', 'subvolume', 'snapshot', source, p.layer]);
     if (snap.code !== 0)
-      throw new BoxError(`restore '${name}': btrfs snapshot failed: ${snap.stderr.trim()}`);
+      throw new BoxError(`restore '${name}': btrfs snapshot failed: ${snap.stderr.trim()}`, {
+        code: 'internal',
+      });
     if (!mounted) await purgeOldLayers(boxDir);
   });
 }
@@ -249,6 +257,7 @@ export async function purgeOldLayers(boxDir: string): Promise<void> {
 export async function seedLayer(boxDir: string, source: string): Promise<void> {
   await withDisk(boxDir, async () => {
     const r = await run('cp', ['-a', '--', `${join(source, 'upper')}/.`, `${diskPaths(boxDir).upper}/`]);
-    if (r.code !== 0) throw new BoxError(`copying the writable layer failed: ${r.stderr.trim()}`);
+    if (r.code !== 0)
+      throw new BoxError(`copying the writable layer failed: ${r.stderr.trim()}`, { code: 'internal' });
   });
 }

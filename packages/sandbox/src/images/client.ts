@@ -11,11 +11,25 @@ import { BoxError } from '../errors.ts';
 import { httpRequest, readBody } from './http.ts';
 import type { RegistryEndpoint } from './reference.ts';
 
-/** An HTTP-level failure from a registry; `status` is the HTTP status (0 for network errors). */
+/**
+ * An HTTP-level failure from a registry; `status` is the HTTP status (0 for network errors). Its code
+ * follows the status: 401 `unauthenticated`, 403 `permission_denied`, 404 `not_found`, else
+ * `unavailable` (the image store reports pulls that fail with one as code `image`).
+ */
 export class RegistryError extends BoxError {
   readonly status: number;
   constructor(message: string, status: number, options?: ErrorOptions) {
-    super(message, options);
+    super(message, {
+      ...options,
+      code:
+        status === 401
+          ? 'unauthenticated'
+          : status === 403
+            ? 'permission_denied'
+            : status === 404
+              ? 'not_found'
+              : 'unavailable',
+    });
     this.name = 'RegistryError';
     this.status = status;
   }

@@ -168,7 +168,7 @@ export class LayerJobs {
       );
     });
     return job.wait(listener, signal, (reason) =>
-      reason instanceof Error ? reason : new BoxError('aborted'),
+      reason instanceof Error ? reason : new BoxError('aborted', { code: 'image' }),
     );
   }
 }

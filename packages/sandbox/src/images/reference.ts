@@ -40,7 +40,8 @@ export interface QualifiedReference {
  * (empty, upper-case repository, bad tag, bad digest).
  */
 export function parseReference(reference: string): ParsedReference {
-  const bad = (rule: string) => new BoxError(`invalid image reference '${reference}': ${rule}`);
+  const bad = (rule: string) =>
+    new BoxError(`invalid image reference '${reference}': ${rule}`, { code: 'invalid_option' });
   if (typeof reference !== 'string' || reference.length === 0) throw bad('must be a non-empty string');
   if (reference.length > 4096) throw bad('longer than 4096 characters');
   let rest = reference;
@@ -133,7 +134,10 @@ export function endpointFor(domain: string, registries: JsImageRegistry[] = []):
   const loopback = hostOnly === 'localhost' || hostOnly.startsWith('127.') || hostOnly === '[::1]';
   const transport = conf?.transport ?? (loopback ? 'http' : 'https');
   if (transport !== 'http' && transport !== 'https') {
-    throw new BoxError(`imageRegistries: transport of '${domain}' must be 'http' or 'https'`);
+    throw new BoxError(`imageRegistries: transport of '${domain}' must be 'http' or 'https'`, {
+      field: 'imageRegistries',
+      code: 'invalid_option',
+    });
   }
   const apiHost = domain === DEFAULT_REGISTRY ? 'registry-1.docker.io' : domain;
   return { baseUrl: `${transport}://${apiHost}`, skipVerify: conf?.skipVerify === true, auth: conf?.auth };

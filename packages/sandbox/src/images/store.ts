@@ -243,7 +243,10 @@ export class ImageStore {
       const img = await this.files.fromRecord(rec);
       // A concurrent `remove` in another process may have collected a shared layer meanwhile: fetch again.
       if (!img) {
-        if (attempt > 0) throw new BoxError('stored layers disappeared while pulling (concurrent remove?)');
+        if (attempt > 0)
+          throw new BoxError('stored layers disappeared while pulling (concurrent remove?)', {
+            code: 'conflict',
+          });
         return await this.doPull(reference, emit, signal, attempt + 1);
       }
       progress.phase = 'done';
@@ -251,7 +254,7 @@ export class ImageStore {
       emit({ ...progress });
       return img;
     } catch (err) {
-      if (err instanceof BoxError && err.message.includes(`'${normalized}'`)) throw err;
+      if (err instanceof BoxError && err.code === 'image') throw err; // names the image already
       const why = signal.aborted ? 'aborted' : (err as Error).message;
       throw new BoxError(`cannot pull image '${normalized}': ${why}`, { cause: err, code: 'image' });
     }

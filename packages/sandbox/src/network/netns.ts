@@ -136,10 +136,12 @@ export function slirpApi(apiSocket: string, request: object): Promise<Record<str
         const reply = JSON.parse(Buffer.concat(chunks).toString()) as Record<string, unknown>;
         if (reply.error) {
           const desc = (reply.error as { desc?: string }).desc ?? JSON.stringify(reply.error);
-          reject(new BoxError(`slirp4netns: ${desc}`));
+          reject(new BoxError(`slirp4netns: ${desc}`, { code: 'internal' }));
         } else resolve(reply);
       } catch (e) {
-        reject(new BoxError(`slirp4netns API: unreadable reply (${(e as Error).message})`));
+        reject(
+          new BoxError(`slirp4netns API: unreadable reply (${(e as Error).message})`, { code: 'internal' }),
+        );
       }
     });
   });

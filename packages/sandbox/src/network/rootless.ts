@@ -22,6 +22,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } f
 import { createServer, isIP } from 'node:net';
 import { join } from 'node:path';
 import type { EngineNetworkContext } from '../engine/engine.ts';
+import { processRuns } from '../engine/proc-stat.ts';
 import { unprivilegedPortStart } from '../engine/rootless-host.ts';
 import { BoxError } from '../errors.ts';
 import type { JsPublishedPort } from '../types.ts';
@@ -33,14 +34,6 @@ import { allowsHostLoopback, HOST_LOOPBACK_IP, HOST_LOOPBACK_NAME, parseAllowNet
 /** The box's address on slirp4netns's network. */
 const GUEST_IP = '10.0.2.100';
 const SLIRP_DNS = '10.0.2.3';
-
-function alive(pid: number): boolean {
-  try {
-    return !/\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
 
 /** Runs `argv` in the box's user and network namespaces (as their root), `input` on stdin. */
 function inBoxNet(pid: number, argv: string[], input = ''): Promise<void> {
@@ -285,7 +278,7 @@ export class RootlessNetworking {
     try {
       const pid = Number.parseInt(readFileSync(this.#file(id, 'pid'), 'utf8'), 10);
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-      if (pid > 0 && alive(pid) && cmdline.startsWith('slirp4netns')) process.kill(pid, 'SIGKILL');
+      if (pid > 0 && processRuns(pid) && cmdline.startsWith('slirp4netns')) process.kill(pid, 'SIGKILL');
     } catch {}
     for (const ext of ['pid', 'sock', 'log']) rmSync(this.#file(id, ext), { force: true });
   }

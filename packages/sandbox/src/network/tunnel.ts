@@ -45,11 +45,13 @@ export function checkReadSize(maxBytes: number): void {
  */
 export function writeTunnel(stream: Writable, data: Buffer | Uint8Array | string): Promise<void> {
   if (stream.writableEnded || stream.destroyed) {
-    return Promise.reject(new BoxError('tunnel connection is closed'));
+    return Promise.reject(new BoxError('tunnel connection is closed', { code: 'conflict' }));
   }
   return new Promise((resolve, reject) => {
     stream.write(typeof data === 'string' ? Buffer.from(data) : data, (error) =>
-      error ? reject(new BoxError(`tunnel write failed: ${error.message}`, { cause: error })) : resolve(),
+      error
+        ? reject(new BoxError(`tunnel write failed: ${error.message}`, { cause: error, code: 'internal' }))
+        : resolve(),
     );
   });
 }
@@ -90,7 +92,9 @@ function openStream(pid: number, port: number): Promise<ChildProcess> {
     child.on('error', (error) => {
       if (!settled) {
         settled = true;
-        reject(new BoxError(`tunnel to box port ${port}: ${error.message}`, { cause: error }));
+        reject(
+          new BoxError(`tunnel to box port ${port}: ${error.message}`, { cause: error, code: 'unavailable' }),
+        );
       }
     });
     child.on('exit', () => {
@@ -99,7 +103,7 @@ function openStream(pid: number, port: number): Promise<ChildProcess> {
       const reason = /Connection refused/i.test(log)
         ? 'connection refused (nothing listens on that port in the box)'
         : log.trim().split('\n').pop() || 'the tunnel process exited';
-      reject(new BoxError(`tunnel to box port ${port}: ${reason}`));
+      reject(new BoxError(`tunnel to box port ${port}: ${reason}`, { code: 'unavailable' }));
     });
   });
 }
@@ -255,7 +259,9 @@ export class LocalBoxTunnel implements JsBoxTunnel {
 
   #consume(): void {
     if (this.#used)
-      throw new BoxError('this tunnel was already used; tunnels are one-shot (call tunnel(port) again)');
+      throw new BoxError('this tunnel was already used; tunnels are one-shot (call tunnel(port) again)', {
+        code: 'conflict',
+      });
     this.#used = true;
   }
 

@@ -127,7 +127,7 @@ export async function boxRoutes(app: FastifyInstance, ctx: ServerContext): Promi
         throw new HttpError(
           404,
           'not_found_error',
-          'box_not_found',
+          'not_found',
           `no box with id or name '${request.params.box}'`,
         );
       return ctx.info(info);

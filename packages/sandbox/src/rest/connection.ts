@@ -294,7 +294,10 @@ export class Connection {
           reject(
             error instanceof BoxError
               ? error
-              : new BoxError(`reading the upload failed: ${error.message}`, { cause: error }),
+              : new BoxError(`reading the upload failed: ${error.message}`, {
+                  cause: error,
+                  code: 'internal',
+                }),
           ),
         );
       };

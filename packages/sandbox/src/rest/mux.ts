@@ -95,7 +95,7 @@ export class ExecMux {
       };
       const onClose = () => {
         socket.off('open', onOpen);
-        done?.(new BoxError('the exec stream to the REST runtime closed'));
+        done?.(new BoxError('the exec stream to the REST runtime closed', { code: 'unavailable' }));
       };
       socket.once('open', onOpen);
       socket.once('close', onClose);
@@ -142,7 +142,11 @@ export class ExecMux {
     });
     socket.on('error', (error) => {
       if (socket.readyState !== WebSocket.OPEN)
-        this.#gone(socket, new BoxError(`cannot reach the REST runtime: ${error.message}`), 0);
+        this.#gone(
+          socket,
+          new BoxError(`cannot reach the REST runtime: ${error.message}`, { code: 'unavailable' }),
+          0,
+        );
     });
     socket.on('close', () => this.#gone(socket, null, 0));
     return socket;

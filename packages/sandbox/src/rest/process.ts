@@ -130,7 +130,8 @@ export class RemoteProcess implements EngineProcess {
 
   #send(message: Outgoing): void {
     const socket = this.#socket;
-    if (this.#finished) message.done(new BoxError('the command has exited; stdin is closed'));
+    if (this.#finished)
+      message.done(new BoxError('the command has exited; stdin is closed', { code: 'conflict' }));
     else if (!this.#id) this.#pending.push(message);
     else if (this.#stream !== null) this.#sendOnMux(this.#stream, message);
     else if (socket && socket.readyState === WebSocket.OPEN) this.#sendOnSocket(socket, message);
@@ -201,7 +202,11 @@ export class RemoteProcess implements EngineProcess {
     if (this.#exitCode !== null) this.#finish();
     // Not started yet: whether the command runs is unknown, so it is not started again.
     else if (!this.#id)
-      this.#fail(new BoxError('exec: the connection to the REST runtime closed before the command started'));
+      this.#fail(
+        new BoxError('exec: the connection to the REST runtime closed before the command started', {
+          code: 'unavailable',
+        }),
+      );
     else this.#retry();
   }
 
@@ -268,7 +273,9 @@ export class RemoteProcess implements EngineProcess {
     if (this.#finished) return;
     if (++this.#attempts > MAX_RECONNECTS) {
       this.#fail(
-        new BoxError(`exec stream lost: no connection to the REST runtime after ${MAX_RECONNECTS} attempts`),
+        new BoxError(`exec stream lost: no connection to the REST runtime after ${MAX_RECONNECTS} attempts`, {
+          code: 'unavailable',
+        }),
       );
       return;
     }
@@ -281,8 +288,11 @@ export class RemoteProcess implements EngineProcess {
     this.#finished = true;
     this.stdout.end();
     this.stderr.end();
-    this.#flushPending(new BoxError('the command has exited; stdin is closed'));
-    if (this.#failure) this.#settle.reject(new BoxError(`execution failed on the server: ${this.#failure}`));
+    this.#flushPending(new BoxError('the command has exited; stdin is closed', { code: 'conflict' }));
+    if (this.#failure)
+      this.#settle.reject(
+        new BoxError(`execution failed on the server: ${this.#failure}`, { code: 'internal' }),
+      );
     else this.#settle.resolve(this.#exitCode!);
   }
 

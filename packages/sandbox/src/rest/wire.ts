@@ -129,7 +129,7 @@ export class HttpError extends Error {
    * @param status HTTP status code.
    * @param type error category (`invalid_request_error`, `authentication_error`, `permission_error`,
    *   `not_found_error`, `conflict_error`, `sandbox_error`, `internal_error`).
-   * @param code machine code, e.g. `invalid_option`, `box_not_found`.
+   * @param code machine code, e.g. `invalid_option`, `not_found` (a `BoxErrorCode` where one applies).
    */
   constructor(status: number, type: string, code: string, message: string, field?: string) {
     super(message);

@@ -159,7 +159,8 @@ class StdinWriter implements JsExecStdin {
     }
     return new Promise((resolve, reject) => {
       this.#stream.write(data, (error) => {
-        if (error) reject(new BoxError(`stdin write failed: ${error.message}`, { cause: error }));
+        if (error)
+          reject(new BoxError(`stdin write failed: ${error.message}`, { cause: error, code: 'internal' }));
         else {
           this.#onBytes(data.length);
           resolve();

@@ -154,7 +154,10 @@ export class LocalCreation {
       counters.failed++;
       await this.#lifecycle.teardown(id).catch(() => {});
       if (error instanceof BoxError) throw error;
-      throw new BoxError(`cannot create box ${boxName ?? id}: ${(error as Error).message}`, { cause: error });
+      throw new BoxError(`cannot create box ${boxName ?? id}: ${(error as Error).message}`, {
+        cause: error,
+        code: 'internal',
+      });
     }
   }
 

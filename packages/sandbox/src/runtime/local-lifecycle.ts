@@ -264,6 +264,7 @@ export class LocalLifecycle {
       if (error instanceof BoxError) throw error;
       throw new BoxError(`cannot start box ${record.name ?? id}: ${(error as Error).message}`, {
         cause: error,
+        code: 'internal',
       });
     }
   }

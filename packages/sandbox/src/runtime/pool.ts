@@ -15,7 +15,7 @@ import { BoxError } from '../errors.ts';
 import type { JsBoxOptions } from '../types.ts';
 import { LIFETIME_FIELDS } from './lifetimes.ts';
 import { validateBoxOptions } from './options.ts';
-import type { StateDb } from './state.ts';
+import { isUniqueViolation, type StateDb } from './state.ts';
 
 /** What `runtime.pool()` takes: the image, how many boxes to keep ready, and the other box options. */
 export interface PoolSpec {
@@ -134,7 +134,7 @@ export class PoolTable {
         try {
           this.#db.run('UPDATE boxes SET name = ? WHERE id = ?', name, boxId);
         } catch (error) {
-          if (/UNIQUE constraint failed/.test((error as Error).message)) {
+          if (isUniqueViolation(error)) {
             throw new BoxError(`invalid box option name: a box named '${name}' already exists`, {
               field: 'name',
               code: 'conflict',

@@ -3,9 +3,10 @@
  * using the same `homeDir` sees the same boxes. Names are unique by a UNIQUE constraint; a record in
  * status `creating` belongs to the process named by `owner` until that process is gone (crash recovery).
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from 'node:sqlite';
+import { readProcStat } from '../engine/proc-stat.ts';
 import { BoxError } from '../errors.ts';
 import type { JsHealthStatus } from '../types.ts';
 import type { NormalizedBoxOptions } from './options.ts';
@@ -140,15 +141,9 @@ function toRecord(row: BoxRow): BoxRecord {
  * exited and is not yet reaped (a zombie: a box whose init is one is not running).
  */
 export function processIdentity(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Field 22 (starttime) counted after the parenthesised command name, which may contain spaces.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (fields[0] === 'Z' || fields[0] === 'X') return null;
-    return `${pid}:${fields[19]}`;
-  } catch {
-    return null;
-  }
+  const stat = readProcStat(pid);
+  if (!stat || stat.state === 'Z' || stat.state === 'X') return null;
+  return `${pid}:${stat.starttime}`;
 }
 
 /** True while the process identified by `owner` (`pid:starttime`) still runs. */
@@ -157,8 +152,12 @@ export function ownerAlive(owner: string): boolean {
   return Number.isInteger(pid) && pid > 0 && processIdentity(pid) === owner;
 }
 
-function isUniqueViolation(error: unknown): boolean {
-  return error instanceof Error && /UNIQUE constraint failed/.test(error.message);
+/** SQLite's extended result code of a UNIQUE constraint violation (`SQLITE_CONSTRAINT_UNIQUE`). */
+const SQLITE_CONSTRAINT_UNIQUE = 2067;
+
+/** True when `error` is node:sqlite's error for a UNIQUE constraint violation (by its `errcode`). */
+export function isUniqueViolation(error: unknown): boolean {
+  return (error as { errcode?: unknown } | null)?.errcode === SQLITE_CONSTRAINT_UNIQUE;
 }
 
 /** Increments of a box's exec counters: commands started, exec errors, bytes to stdin, bytes of output. */
@@ -184,8 +183,9 @@ export class StateDb {
       try {
         this.#db.exec('ALTER TABLE boxes ADD COLUMN health TEXT');
       } catch (error) {
-        // Another process added it in between.
-        if (!/duplicate column/.test((error as Error).message)) throw error;
+        // Another process may have added it in between: only then is the failure fine.
+        const now = this.#db.prepare('PRAGMA table_info(boxes)').all() as { name: string }[];
+        if (!now.some((c) => c.name === 'health')) throw error;
       }
     }
   }

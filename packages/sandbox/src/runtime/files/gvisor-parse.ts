@@ -97,6 +97,7 @@ export function refusal(path: string, done: Omit<Done, 'stdout'>): BoxError {
   }
   return new BoxError(
     `file operation on '${path}' failed in the box: ${done.stderr.trim() || `exit ${done.code}`}`,
+    { code: 'internal' },
   );
 }
 

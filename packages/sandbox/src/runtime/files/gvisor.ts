@@ -13,7 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import type { EngineProcess } from '../../engine/types.ts';
-import { BoxError, conflict, notFound } from '../../errors.ts';
+import { BoxError, codeOf, conflict, notFound } from '../../errors.ts';
 import {
   checkEntryPath,
   type Done,
@@ -212,6 +212,7 @@ export class GVisorFiles implements FilesBackend {
       if (error instanceof BoxError) throw error;
       throw new BoxError(`file operation on '${path}' failed: ${(error as Error)?.message ?? error}`, {
         cause: error,
+        code: codeOf(error),
       });
     }
     if (done.code !== 0) throw refusal(path, done);
@@ -315,7 +316,11 @@ export class GVisorFiles implements FilesBackend {
       (code) => {
         if (stopped) return;
         stopped = true;
-        onExit(code === 0 ? undefined : new BoxError(`the watch of '${path}' ended (exit ${code})`));
+        onExit(
+          code === 0
+            ? undefined
+            : new BoxError(`the watch of '${path}' ended (exit ${code})`, { code: 'internal' }),
+        );
       },
       (error: Error) => {
         if (!stopped) onExit(error);

@@ -236,5 +236,6 @@ export function hostError(path: string, error: unknown): BoxError {
     return new BoxError(`permission denied on the host: '${path}' (${code})`, { code: 'permission_denied' });
   return new BoxError(`host file operation on '${path}' failed: ${(error as Error).message}`, {
     cause: error,
+    code: 'internal',
   });
 }

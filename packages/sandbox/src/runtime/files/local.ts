@@ -24,7 +24,7 @@ import {
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { readProcIdMap } from '../../engine/idmap.ts';
-import { BoxError, conflict, notFound } from '../../errors.ts';
+import { BoxError, codeOf, conflict, notFound } from '../../errors.ts';
 import { processIdentity } from '../state.ts';
 import { createFileAs, mkdirAs, renameAs, rmdirAs, symlinkAs, unlinkAs } from './idmapped.ts';
 import { type ChunkSink, fdSink, type HostFileSource, isHostFile, pumpFd } from './pump.ts';
@@ -122,7 +122,10 @@ function fail(path: string, error: unknown): BoxError {
     return new BoxError(`permission denied in the box: '${path}' (${code})`, { code: 'permission_denied' });
   if (code === 'ENOSPC' || code === 'EDQUOT')
     return new BoxError(`no space left in the box writing '${path}'`, { code: 'conflict' });
-  return new BoxError(`file operation on '${path}' failed: ${(error as Error).message}`, { cause: error });
+  return new BoxError(`file operation on '${path}' failed: ${(error as Error).message}`, {
+    cause: error,
+    code: codeOf(error),
+  });
 }
 
 /** Files of one local box (see the module comment). */

@@ -236,7 +236,10 @@ export class BoxRoot {
     }
     if (code === 'EACCES' || code === 'EPERM')
       return new BoxError(`permission denied in the box: '${path}'`, { code: 'permission_denied' });
-    return new BoxError(`cannot resolve '${path}' in the box: ${(error as Error).message}`, { cause: error });
+    return new BoxError(`cannot resolve '${path}' in the box: ${(error as Error).message}`, {
+      cause: error,
+      code: 'internal',
+    });
   }
 }
 
