@@ -9,13 +9,13 @@
 import csrf from '@fastify/csrf-protection';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { registerUpstreamLogin, upstreamButtons } from '../broker/routes.ts';
-import { AUTHORIZE_PATH, LOGIN_PATH } from '../oauth/authorize.ts';
 import { registerConsentPage } from '../oauth/consent.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { DEVICE_VERIFICATION_PATH } from '../oauth/device.ts';
 import { NOT_FORM, registerFormParser } from '../oauth/form.ts';
 import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
 import { logout, registerEndSessionEndpoint } from '../oauth/logout.ts';
+import { AUTHORIZE_PATH, LOGIN_PATH } from '../oauth/paths.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import { loginForm, signedIn } from './page.ts';
 import { passkeySignIn } from './page-passkeys.ts';

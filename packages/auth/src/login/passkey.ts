@@ -24,9 +24,9 @@ import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simp
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { amrWithSecondFactor } from '../mfa/assurance.ts';
 import { clearPending } from '../mfa/pending.ts';
-import { LOGIN_PATH } from '../oauth/authorize.ts';
 import { type OAuthContext, userActive } from '../oauth/context.ts';
 import { NOT_FORM } from '../oauth/form.ts';
+import { LOGIN_PATH } from '../oauth/paths.ts';
 import { MAX_PASSKEY_NAME, MAX_PASSKEYS_PER_USER, type PasskeyRecord } from '../store/passkeys.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
 import {

@@ -22,16 +22,14 @@ import type { MfaSettings } from '../mfa/config.ts';
 import { clearPending, type PendingSignIn, pendingMatches, readPending, setPending } from '../mfa/pending.ts';
 import { hashRecoveryCode, newRecoveryCodes } from '../mfa/recovery.ts';
 import { isTotpCode, newTotpSecret, totpQrSvg, totpUri, verifyTotp } from '../mfa/totp.ts';
-import { LOGIN_PATH } from '../oauth/authorize.ts';
 import { type OAuthContext, stampTag, userActive } from '../oauth/context.ts';
 import { NOT_FORM } from '../oauth/form.ts';
 import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
+import { LOGIN_PATH, OTP_PATH } from '../oauth/paths.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
 import { recoveryCodesPage, secondFactorUnavailable, totpEnrolForm, totpForm } from './page-mfa.ts';
 import { readSession, secureCookies, startSession } from './session.ts';
 
-/** Path of the second-factor page. */
-export const OTP_PATH = '/login/otp';
 /** Path of the TOTP enrolment page. */
 export const OTP_ENROL_PATH = '/login/otp/enrol';
 

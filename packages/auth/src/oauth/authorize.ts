@@ -6,7 +6,6 @@
  * come back here.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { OTP_PATH } from '../login/second-factor.ts';
 import { readSession } from '../login/session.ts';
 import { acrValuesNeedMfa, hasMfa } from '../mfa/assurance.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord } from '../store/types.ts';
@@ -15,14 +14,10 @@ import type { OAuthContext } from './context.ts';
 import { dpopBoundCode, isJwkThumbprint } from './dpop-code.ts';
 import { OAuthError } from './errors.ts';
 import { authorizationParams } from './par.ts';
+import { AUTHORIZE_PATH, LOGIN_PATH, OTP_PATH, withQuery } from './paths.ts';
 import { isValidPkceString, type PkceMethod } from './pkce.ts';
 import { resolveScope } from './scope.ts';
 import { hashToken, newOpaqueToken } from './tokens.ts';
-
-/** Path of the login page. */
-export const LOGIN_PATH = '/login';
-/** Path of the authorization endpoint. */
-export const AUTHORIZE_PATH = '/connect/authorize';
 
 /**
  * Error values the authorization endpoint redirects with (spec 001, plus OIDC Core §3.1.2.6
@@ -84,13 +79,6 @@ function queryParams(req: FastifyRequest): {
     },
     repeated,
   };
-}
-
-/** `redirect_uri` with parameters added to its query (RFC 6749 §4.1.2: keep the existing query). */
-export function withQuery(uri: string, params: Record<string, string | undefined>): string {
-  const url = new URL(uri);
-  for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.append(k, v);
-  return url.toString();
 }
 
 function plainError(reply: FastifyReply, message: string): FastifyReply {

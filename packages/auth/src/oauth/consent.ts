@@ -9,8 +9,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { consentForm } from '../login/consent-page.ts';
 import { readSession } from '../login/session.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord, type UserRecord } from '../store/types.ts';
-import { AUTHORIZE_PATH, LOGIN_PATH, withQuery } from './authorize.ts';
 import type { OAuthContext } from './context.ts';
+import { AUTHORIZE_PATH, LOGIN_PATH, withQuery } from './paths.ts';
 import { scopeTokens } from './scope.ts';
 
 /** Path of the consent page. */

@@ -17,8 +17,8 @@ import { decodeJwt, type JWTPayload, jwtVerify } from 'jose';
 import { logoutConfirm, signedOut } from '../login/logout-page.ts';
 import { type ActiveSession, endSession, readSession } from '../login/session.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord, type LoginSessionRecord } from '../store/types.ts';
-import { withQuery } from './authorize.ts';
 import type { OAuthContext } from './context.ts';
+import { withQuery } from './paths.ts';
 
 /** Path of the end-session endpoint (RP-Initiated Logout 1.0 §2). */
 export const END_SESSION_PATH = '/connect/endsession';

@@ -6,13 +6,13 @@
 
 import type { FastifyInstance } from 'fastify';
 import { ACR_VALUES_SUPPORTED } from '../mfa/assurance.ts';
-import { AUTHORIZE_PATH } from './authorize.ts';
 import { CLIENT_ASSERTION_SIGNING_ALGS, CLIENT_SECRET_JWT_ALGS } from './client-auth-jwt.ts';
 import type { OAuthContext } from './context.ts';
 import { DEVICE_AUTHORIZATION_PATH, DEVICE_CODE_GRANT } from './device.ts';
 import { OIDC_SCOPES, SCOPE_CLAIMS } from './id-token.ts';
 import { END_SESSION_PATH } from './logout.ts';
 import { PAR_PATH } from './par.ts';
+import { AUTHORIZE_PATH } from './paths.ts';
 import { REGISTRATION_PATH } from './registration.ts';
 import { USERINFO_PATH } from './userinfo.ts';
 
