@@ -163,7 +163,7 @@ describe('sandbox mcp over stdio', () => {
       { signal: controller.signal },
     );
     // Cancel once the command runs (its pid file exists).
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < 2000; i++) {
       const probe = await ok(client, 'exec', { box, cmd: 'cat', args: ['/tmp/pid'] });
       if (probe.exit_code === 0 && probe.stdout.text.trim() !== '') break;
       await new Promise((r) => setTimeout(r, 50));

@@ -62,6 +62,8 @@ export class McpSession {
   readonly log: ToolLogger;
   readonly boxes = new Map<string, SessionBox>();
   readonly commands = new Map<string, BackgroundCommand>();
+  /** Commands of `exec` calls in progress (killed when the session ends). */
+  readonly running = new Set<JsExecution>();
   /** Computer boxes of this session by id (their desktop is driven from this process). */
   readonly computers = new Map<string, ComputerBox>();
   readonly #handles = new Map<string, JsBox>();
@@ -168,6 +170,8 @@ export class McpSession {
       if (command.exitCode === null) await command.execution.kill().catch(() => {});
     }
     this.commands.clear();
+    for (const execution of this.running) await execution.kill().catch(() => {});
+    this.running.clear();
     // A computer box stops with its GUI forwarders (removed on stop unless persisted).
     for (const [id, computer] of this.computers) {
       if (!this.boxes.get(id)?.persist) await computer.stop().catch(() => {});

@@ -129,6 +129,9 @@ export function execTools(server: McpServer, session: McpSession): void {
       const run = await start(box, args, session.config.maxKeptBytes, args.timeout_seconds);
       const kill = () => void run.execution.kill().catch(() => {});
       extra.signal.addEventListener('abort', kill, { once: true });
+      // Cancelled while the command was starting: the listener came too late to fire.
+      if (extra.signal.aborted) kill();
+      session.running.add(run.execution);
       const ticker = progressTicker(extra, run.stdout, run.stderr);
       try {
         await feed(run.execution, args.stdin, true);
@@ -146,6 +149,7 @@ export function execTools(server: McpServer, session: McpSession): void {
         };
       } finally {
         clearInterval(ticker);
+        session.running.delete(run.execution);
         extra.signal.removeEventListener('abort', kill);
       }
     },
