@@ -8,11 +8,13 @@
  *
  * Every other envd request needs the sandbox's `X-Access-Token`; a paused sandbox is resumed first when
  * it has `autoResume`, else the request is refused with 409. Other ports are relayed to the box
- * (`port-proxy.ts`) without a token, as E2B serves them publicly under the unguessable sandbox id.
+ * (`port-proxy.ts`) without a token, as E2B serves them publicly under the unguessable sandbox id;
+ * 49999 is the code interpreter, served from the host over the box's kernels (`code-interpreter.ts`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { CODE_INTERPRETER_PORT, serveCodeInterpreter } from './code-interpreter.ts';
 import { type EnvdRequest, envdKey, userOf } from './envd-context.ts';
 import { filesystemService, type OwnerNames } from './envd-filesystem.ts';
 import { download, sendError, signatureValid, upload } from './envd-http.ts';
@@ -102,6 +104,7 @@ export class E2bRouter {
         if (!record.autoResume) throw new E2bError(409, `sandbox ${record.sandboxId} is paused`);
         await box.resume();
       }
+      if (target.port === CODE_INTERPRETER_PORT) return serveCodeInterpreter(box, req, res, url);
       try {
         await relay(box, target.port, req, req.socket);
       } catch (error) {
