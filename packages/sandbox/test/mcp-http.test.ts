@@ -2,11 +2,14 @@
  * The MCP server over Streamable HTTP at `/mcp` on `sandbox serve`, driven by the SDK's own `Client` and
  * `StreamableHTTPClientTransport`: authentication required, tools listed with valid schemas, boxes made
  * through MCP owned by the caller's tenant (another tenant neither sees them nor reaches the session),
- * session limits as tool errors, a preview URL, and ending the session removing its boxes.
+ * session limits as tool errors, a preview URL, and ending the session removing its boxes; and
+ * `sandbox mcp --url` serving the same node's boxes over stdio as the API key's tenant.
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { JsRuntime } from '../src/js-runtime.ts';
 import type { RestServer } from '../src/rest/server.ts';
@@ -112,6 +115,30 @@ describe('MCP over Streamable HTTP at /mcp', () => {
       expires_in_seconds: 60,
     });
     assert.match(preview.url, /^http:\/\/127\.0\.0\.1:\d+\/preview\//);
+  });
+
+  it('serves a remote runtime over stdio with sandbox mcp --url, as the key holder', async () => {
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [
+        '--conditions=seed-source',
+        join(import.meta.dirname, '..', 'bin', 'sandbox.ts'),
+        'mcp',
+        '--url',
+        url,
+        '--api-key',
+        betaKey,
+      ],
+      stderr: 'ignore',
+    });
+    const remote = new Client({ name: 'mcp-remote-test', version: '1.0.0' });
+    await remote.connect(transport);
+    const box = await ok(remote, 'create_box', { image: BUSYBOX, memory_mib: 128 });
+    const run = await ok(remote, 'exec', { box: box.id, cmd: 'echo', args: ['remote'] });
+    assert.equal(run.stdout.text, 'remote\n');
+    assert.ok(JSON.stringify((await api(url, 'GET', '/v1/boxes', betaKey)).body).includes(box.id));
+    await remote.close();
+    assert.equal(await runtime.getInfo(box.id), null);
   });
 
   it("ends the session on DELETE and removes the session's boxes", async () => {
