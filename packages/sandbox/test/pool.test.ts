@@ -81,6 +81,8 @@ describe('warm pools', () => {
   });
 
   it('bad pool specs are refused naming the field, by a REST runtime before any request', async () => {
+    // Another runtime on the same home: the suite's was shut down by the test above (no new pools).
+    const local = testRuntime(home);
     for (const [spec, field] of [
       [{ image: BUSYBOX, size: 0 }, 'size'],
       [{ image: '', size: 1 }, 'image'],
@@ -91,7 +93,7 @@ describe('warm pools', () => {
       [{ image: BUSYBOX, size: 1, options: { cpus: -1 } }, 'cpus'],
     ] as const) {
       assert.throws(
-        () => runtime.pool(spec as never),
+        () => local.pool(spec as never),
         (e: unknown) => e instanceof BoxError && e.code === 'invalid_option' && e.field === field,
         field,
       );
