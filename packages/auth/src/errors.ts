@@ -1,12 +1,33 @@
 /**
- * Typed errors thrown by the auth core. The administration API (spec 001, "Errors › Administration API")
- * maps them to HTTP: {@link ValidationError} and {@link ConstraintError} → 400, {@link NotFoundError} → 404,
- * {@link ConflictError} → 409. Each carries a stable `code` string for callers that do not use `instanceof`.
+ * Typed errors thrown by the auth core. Each carries a stable {@link AuthErrorCode} for callers that do not
+ * use `instanceof`; {@link AUTH_ERROR_STATUS} is the one table of the HTTP status each code is answered with
+ * (spec 001, "Errors › Administration API"; the permission middleware answers `invalid_token` with 401).
  */
+
+/**
+ * The stable codes of {@link AuthError}, one per class:
+ * - `validation` — {@link ValidationError}, bad input (400);
+ * - `constraint` — {@link ConstraintError}, the store refused an update or delete on a constraint (400);
+ * - `invalid_token` — {@link InvalidTokenError} and its `DpopProofError`, a token or proof failed verification (401);
+ * - `not_found` — {@link NotFoundError}, the target record does not exist (404);
+ * - `conflict` — {@link ConflictError}, a unique field already holds the value (409).
+ */
+export type AuthErrorCode = 'validation' | 'constraint' | 'invalid_token' | 'not_found' | 'conflict';
+
+/** HTTP status of each {@link AuthErrorCode}: the administration API and the middleware answer with it. */
+export const AUTH_ERROR_STATUS: Readonly<Record<AuthErrorCode, 400 | 401 | 404 | 409>> = Object.freeze({
+  validation: 400,
+  constraint: 400,
+  invalid_token: 401,
+  not_found: 404,
+  conflict: 409,
+});
+
+/** Base of the auth core's errors; `code` is one of {@link AuthErrorCode}, its status {@link AUTH_ERROR_STATUS}. */
 export class AuthError extends Error {
-  /** Stable machine-readable code, e.g. `'validation'`, `'not_found'`, `'conflict'`, `'constraint'`. */
-  readonly code: string;
-  constructor(code: string, message: string, options?: ErrorOptions) {
+  /** Stable machine-readable code (see {@link AuthErrorCode}). */
+  readonly code: AuthErrorCode;
+  constructor(code: AuthErrorCode, message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;

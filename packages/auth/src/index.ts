@@ -56,7 +56,9 @@ export {
   DEFAULT_MAX_ACCESS_FAILED_COUNT,
 } from './credentials.ts';
 export {
+  AUTH_ERROR_STATUS,
   AuthError,
+  type AuthErrorCode,
   ConflictError,
   ConstraintError,
   InvalidTokenError,
@@ -88,7 +90,6 @@ export {
   type OAuthErrorCode,
   type OAuthOptions,
   type OAuthServerOptions,
-  oauthServer,
   resolveOAuthConfig,
   type SigningAlg,
   SUPPORTED_SIGNING_ALGS,
@@ -96,6 +97,7 @@ export {
   type TokenResponse,
   type TokenSubject,
 } from './oauth/index.ts';
+export { oauthServer } from './oauth-server.ts';
 export {
   MAX_PASSWORD_LENGTH,
   OWASP_SCRYPT_PARAMS,

@@ -23,8 +23,8 @@ import { MIN_MFA_KEY_LENGTH } from './mfa/seal.ts';
 import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
 import type { DpopProofVerifier } from './oauth/dpop.ts';
 import { createDpopVerifier } from './oauth/dpop-token.ts';
-import { oauthServer } from './oauth/index.ts';
 import { KeyManager, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './oauth/keys.ts';
+import { oauthServer } from './oauth-server.ts';
 import { PasswordHasher, type ScryptParams } from './passwords.ts';
 import {
   type KindLimits,

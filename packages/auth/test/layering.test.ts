@@ -1,11 +1,13 @@
 /**
  * The package's imports point one way: the core (store, passwords, permissions,
  * policies, tokens, the authorization decision and its middleware) → the protocol layers (`oauth/`,
- * `login/`, `mfa/`, `webauthn/`, `broker/`, `mail/`) → HTTP (`admin/`, the health and metrics plugins) →
+ * `login/`, `mfa/`, `webauthn/`, `broker/`, `mail/`) → HTTP (`admin/`, the `oauthServer` plugin, the health
+ * and metrics plugins) →
  * the composition root (`server.ts`, `index.ts`, `bin/`). Every source file is parsed with the TypeScript
  * compiler (static imports, re-exports and `import()` calls with a literal path); an import into a higher
- * layer fails the test naming the file and the specifier, type-only imports included. Value imports form
- * no cycle anywhere in `src/`.
+ * layer fails the test naming the file and the specifier, type-only imports included. Inside the protocol
+ * layers the login pages (`login/`) build on the OAuth layer (`oauth/`), which imports nothing from
+ * `login/`. Value imports form no cycle anywhere in `src/`.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -16,7 +18,7 @@ import ts from 'typescript';
 const SRC = join(import.meta.dirname, '..', 'src');
 
 const PROTOCOL = new Set(['oauth', 'login', 'mfa', 'webauthn', 'broker', 'mail']);
-const HTTP_FILES = new Set(['health.ts', 'metrics.ts']);
+const HTTP_FILES = new Set(['health.ts', 'metrics.ts', 'oauth-server.ts']);
 const ROOT_FILES = new Set(['server.ts', 'index.ts']);
 
 /** Layer of a source path: 0 core, 1 protocol layers, 2 HTTP, 3 composition root. */
@@ -151,6 +153,17 @@ describe('import direction of @seed/auth', () => {
     assert.deepEqual(upwardImports(protocol), []);
   });
 
+  it('oauth/ imports nothing from login/ (the login pages build on the OAuth layer)', () => {
+    const oauth = sourceFiles(join(SRC, 'oauth'));
+    const intoLogin = oauth.flatMap((file) =>
+      importsIn(file, readFileSync(file, 'utf8'))
+        .filter((i) => relative(SRC, resolve(dirname(file), i.specifier)).startsWith('login/'))
+        .map((i) => `${relative(SRC, file)}: ${i.specifier}`),
+    );
+    assert.ok(oauth.length > 30, `found ${oauth.length} oauth modules`);
+    assert.deepEqual(intoLogin, []);
+  });
+
   it('the HTTP layer imports nothing from the composition root', () => {
     assert.deepEqual(upwardImports(all.filter((f) => layerOf(f) === 2)), []);
   });
@@ -166,7 +179,7 @@ describe('import direction of @seed/auth', () => {
       "import type { OAuthContext } from './oauth/context.ts';",
       "export { adminApi } from './admin/index.ts';",
       "const server = await import('./server.ts');",
-      "import { loginPage } from './login/page.ts';",
+      "import { registerLoginPage } from './login/index.ts';",
     ];
     for (const text of forms) assert.equal(upward(probe, importsIn(probe, text)).length, 1, text);
     assert.deepEqual(upward(probe, importsIn(probe, "import { x } from './store/types.ts';")), []);

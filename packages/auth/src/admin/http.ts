@@ -11,7 +11,7 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AuthError, ConflictError, ConstraintError, NotFoundError, ValidationError } from '../errors.ts';
+import { AUTH_ERROR_STATUS, AuthError } from '../errors.ts';
 
 // ajv-formats is CommonJS with `exports.default`; under Node's ESM interop the default import is the module.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
@@ -129,18 +129,14 @@ export function sendError(reply: FastifyReply, statusCode: number, message: stri
 
 /**
  * Maps any error thrown while handling an admin request to the spec's status and body:
- * store `ValidationError`/`ConstraintError` → 400, `NotFoundError` → 404, `ConflictError` → 409,
+ * an `AuthError` → the status of its code in `AUTH_ERROR_STATUS` (validation and constraint 400,
+ * invalid_token 401, not_found 404, conflict 409),
  * Fastify's own client errors (malformed JSON, empty body, too large, …) → their 4xx (415 becomes 400:
  * the spec answers "body not JSON" with 400), anything else → 500 with a generic message (logged).
  */
 export function adminErrorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   if (error instanceof AdminHttpError) return sendError(reply, error.statusCode, error.message);
-  if (error instanceof ValidationError || error instanceof ConstraintError)
-    return sendError(reply, 400, error.message);
-  if (error instanceof NotFoundError) return sendError(reply, 404, error.message);
-  if (error instanceof ConflictError) return sendError(reply, 409, error.message);
-  if (error instanceof AuthError && error.code === 'invalid_token')
-    return sendError(reply, 401, error.message);
+  if (error instanceof AuthError) return sendError(reply, AUTH_ERROR_STATUS[error.code], error.message);
   const fastifyError = error as FastifyError;
   if ('validation' in fastifyError && fastifyError.validation) {
     return sendError(

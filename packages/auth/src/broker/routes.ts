@@ -22,10 +22,10 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
-import { escapeHtml, layout } from '../login/page.ts';
-import { startSession } from '../login/session.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { userActive } from '../oauth/context.ts';
+import { escapeHtml, layout } from '../oauth/page.ts';
+import { startSession } from '../oauth/session.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
 import type { UpstreamProvider } from './config.ts';
 

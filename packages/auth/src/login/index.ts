@@ -15,14 +15,14 @@ import { DEVICE_VERIFICATION_PATH } from '../oauth/device.ts';
 import { NOT_FORM, registerFormParser } from '../oauth/form.ts';
 import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
 import { logout, registerEndSessionEndpoint } from '../oauth/logout.ts';
+import { loginForm, signedIn } from '../oauth/page.ts';
 import { AUTHORIZE_PATH, LOGIN_PATH } from '../oauth/paths.ts';
+import { readSession, secureCookies, startSession } from '../oauth/session.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
-import { loginForm, signedIn } from './page.ts';
 import { passkeySignIn } from './page-passkeys.ts';
 import { registerPasskeyPages } from './passkey.ts';
 import { type LoginPageKit, registerSecondFactorPages, secondFactorAfterPassword } from './second-factor.ts';
 import { registerSelfService } from './self-service.ts';
-import { readSession, secureCookies, startSession } from './session.ts';
 
 /** Name of the cookie holding the CSRF secret (double-submit with the form's `_csrf` field). */
 export const CSRF_COOKIE = 'seed_auth_csrf';

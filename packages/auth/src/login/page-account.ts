@@ -1,6 +1,7 @@
 /** HTML of the self-service pages: forgotten password, reset, e-mail verification and the account page. */
+
+import { escapeHtml, layout } from '../oauth/page.ts';
 import type { AccountSession } from '../store/account.ts';
-import { escapeHtml, layout } from './page.ts';
 
 const csrfField = (token: string) => `<input type="hidden" name="_csrf" value="${escapeHtml(token)}">`;
 

@@ -1,5 +1,5 @@
 /** HTML of the second-factor pages (same frame and rules as `./page.ts`: no scripts, no external assets). */
-import { escapeHtml, layout } from './page.ts';
+import { escapeHtml, layout } from '../oauth/page.ts';
 import { PASSKEY_SCRIPTS } from './page-passkeys.ts';
 
 function hidden(name: string, value: string | undefined): string {

@@ -1,6 +1,7 @@
 /** HTML of the passkey management page (`GET /login/passkeys`); scripts only from this server. */
+
+import { escapeHtml, layout } from '../oauth/page.ts';
 import type { PasskeyRecord } from '../store/passkeys.ts';
-import { escapeHtml, layout } from './page.ts';
 
 /** The script tags of a page that uses passkeys (`@simplewebauthn/browser`'s bundle, then `./web/passkey.js`). */
 export const PASSKEY_SCRIPTS =

@@ -27,6 +27,7 @@ import { clearPending } from '../mfa/pending.ts';
 import { type OAuthContext, userActive } from '../oauth/context.ts';
 import { NOT_FORM } from '../oauth/form.ts';
 import { LOGIN_PATH } from '../oauth/paths.ts';
+import { readSession, secureCookies, startSession } from '../oauth/session.ts';
 import { MAX_PASSKEY_NAME, MAX_PASSKEYS_PER_USER, type PasskeyRecord } from '../store/passkeys.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
 import {
@@ -39,7 +40,6 @@ import { clearCeremony, setCeremony, takeCeremony } from '../webauthn/challenge.
 import { relyingParty } from '../webauthn/relying-party.ts';
 import { passkeysPage } from './page-passkeys.ts';
 import { type LoginPageKit, returnToParam, subjectOf } from './second-factor.ts';
-import { readSession, secureCookies, startSession } from './session.ts';
 
 /** Path of the passkey management page. */
 export const PASSKEYS_PATH = '/login/passkeys';

@@ -26,9 +26,9 @@ import { type OAuthContext, stampTag, userActive } from '../oauth/context.ts';
 import { NOT_FORM } from '../oauth/form.ts';
 import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
 import { LOGIN_PATH, OTP_PATH } from '../oauth/paths.ts';
+import { readSession, secureCookies, startSession } from '../oauth/session.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
 import { recoveryCodesPage, secondFactorUnavailable, totpEnrolForm, totpForm } from './page-mfa.ts';
-import { readSession, secureCookies, startSession } from './session.ts';
 
 /** Path of the TOTP enrolment page. */
 export const OTP_ENROL_PATH = '/login/otp/enrol';

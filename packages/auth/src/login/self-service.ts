@@ -26,6 +26,7 @@ import type { OAuthContext } from '../oauth/context.ts';
 import { userActive } from '../oauth/context.ts';
 import { NOT_FORM } from '../oauth/form.ts';
 import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
+import { clearSessionCookie, readSession, startSession } from '../oauth/session.ts';
 import { hashToken } from '../oauth/tokens.ts';
 import type { AccountTokenPurpose } from '../store/account.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
@@ -39,7 +40,6 @@ import {
   resetForm,
 } from './page-account.ts';
 import type { LoginPageKit } from './second-factor.ts';
-import { clearSessionCookie, readSession, startSession } from './session.ts';
 
 /** Path of the account page. */
 export const ACCOUNT_PATH = '/login/account';

@@ -6,7 +6,6 @@
  * come back here.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { readSession } from '../login/session.ts';
 import { acrValuesNeedMfa, hasMfa } from '../mfa/assurance.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord } from '../store/types.ts';
 import { CONSENT_PATH, consentStep, withoutConsentPrompt } from './consent.ts';
@@ -17,6 +16,7 @@ import { authorizationParams } from './par.ts';
 import { AUTHORIZE_PATH, LOGIN_PATH, OTP_PATH, withQuery } from './paths.ts';
 import { isValidPkceString, type PkceMethod } from './pkce.ts';
 import { resolveScope } from './scope.ts';
+import { readSession } from './session.ts';
 import { hashToken, newOpaqueToken } from './tokens.ts';
 
 /**

@@ -6,12 +6,12 @@
  * client `access_denied` (RFC 6749 §4.1.2.1). `prompt=consent` asks again even when consent was given.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { consentForm } from '../login/consent-page.ts';
-import { readSession } from '../login/session.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord, type UserRecord } from '../store/types.ts';
+import { consentForm } from './consent-page.ts';
 import type { OAuthContext } from './context.ts';
 import { AUTHORIZE_PATH, LOGIN_PATH, withQuery } from './paths.ts';
 import { scopeTokens } from './scope.ts';
+import { readSession } from './session.ts';
 
 /** Path of the consent page. */
 export const CONSENT_PATH = '/consent';

@@ -7,13 +7,13 @@
  */
 import csrf from '@fastify/csrf-protection';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { escapeHtml, layout } from '../login/page.ts';
-import { readSession, secureCookies } from '../login/session.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { DEVICE_VERIFICATION_PATH, displayUserCode, normalizeUserCode } from './device.ts';
 import { NOT_FORM, registerFormParser } from './form.ts';
+import { escapeHtml, layout } from './page.ts';
 import { LOGIN_PATH } from './paths.ts';
+import { readSession, secureCookies } from './session.ts';
 
 /** Cookie of the CSRF secret: the login page's, so one secret serves both pages. */
 const CSRF_COOKIE = 'seed_auth_csrf';

@@ -1,33 +1,22 @@
 /**
- * The OAuth 2.0 authorization server of spec 001 as one Fastify plugin ({@link oauthServer}): token,
- * authorization, revocation and introspection endpoints, discovery metadata, JWKS and the login page.
+ * The OAuth 2.0 / OpenID Connect layer of spec 001: its public building blocks and the shared context
+ * ({@link createOAuthContext}) its endpoints run on. The Fastify plugin that registers every endpoint and the
+ * login pages is `oauthServer` in `../oauth-server.ts`.
  */
-import cookie from '@fastify/cookie';
-import type { FastifyInstance } from 'fastify';
 import type { UpstreamProvider } from '../broker/config.ts';
 import type { CredentialValidator } from '../credentials.ts';
-import { registerLoginPage } from '../login/index.ts';
 import type { PasswordHasher } from '../passwords.ts';
 import type { RateLimits } from '../ratelimit.ts';
 import type { AuthStore } from '../store/types.ts';
-import { registerAuthorizeEndpoint } from './authorize.ts';
 import { ClientAssertionVerifier } from './client-auth-jwt.ts';
 import { ClientSecrets } from './client-secrets.ts';
 import { ClientAuthenticator } from './clients.ts';
 import type { OAuthConfig } from './config.ts';
 import type { OAuthContext } from './context.ts';
-import { corsEndpoints, registerCors } from './cors.ts';
-import { DEVICE_CODE_GRANT, registerDeviceAuthorizationEndpoint } from './device.ts';
-import { registerDeviceVerificationPage } from './device-page.ts';
 import { createDpopVerifier, storeReplayCache } from './dpop-token.ts';
 import type { KeyManager } from './keys.ts';
-import { assertionAudiences, ENDPOINT_PATHS, registerMetadataEndpoints } from './metadata.ts';
-import { registerParEndpoint } from './par.ts';
-import { registerRegistrationEndpoints } from './registration.ts';
-import { registerRevocationAndIntrospection } from './revocation.ts';
-import { registerTokenEndpoint } from './token-endpoint.ts';
+import { assertionAudiences } from './metadata.ts';
 import { TokenIssuer } from './tokens.ts';
-import { registerUserInfoEndpoint } from './userinfo.ts';
 
 export {
   CLIENT_ASSERTION_SIGNING_ALGS,
@@ -115,29 +104,4 @@ export function createOAuthContext(options: OAuthServerOptions): OAuthContext {
     limits: options.limits,
     upstreamProviders: options.upstreamProviders,
   };
-}
-
-/**
- * Fastify plugin: registers `@fastify/cookie` and every OAuth route and the login page on `app`.
- * Routes: `POST /connect/token`, `GET /connect/authorize`, `POST /connect/revocation`,
- * `POST /connect/introspect`, `GET /.well-known/oauth-authorization-server`,
- * `GET /.well-known/openid-configuration`, `GET /.well-known/jwks.json`, `GET|POST /login`, `POST /logout`,
- * and CORS with `OPTIONS` preflights on the endpoints browser apps call (see `cors.ts`).
- */
-export async function oauthServer(app: FastifyInstance, options: OAuthServerOptions): Promise<void> {
-  const ctx = createOAuthContext(options);
-  if (!app.hasDecorator('parseCookie')) await app.register(cookie);
-  registerCors(app, ctx, corsEndpoints(ENDPOINT_PATHS));
-  registerMetadataEndpoints(app, ctx);
-  registerAuthorizeEndpoint(app, ctx);
-  registerTokenEndpoint(app, ctx);
-  if (ctx.config.par) registerParEndpoint(app, ctx);
-  if (ctx.config.registration) registerRegistrationEndpoints(app, ctx);
-  if (ctx.config.grantTypes.includes(DEVICE_CODE_GRANT)) {
-    registerDeviceAuthorizationEndpoint(app, ctx);
-    registerDeviceVerificationPage(app, ctx);
-  }
-  registerRevocationAndIntrospection(app, ctx);
-  registerUserInfoEndpoint(app, ctx);
-  registerLoginPage(app, ctx);
 }

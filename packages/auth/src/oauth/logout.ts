@@ -14,11 +14,11 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { decodeJwt, type JWTPayload, jwtVerify } from 'jose';
-import { logoutConfirm, signedOut } from '../login/logout-page.ts';
-import { type ActiveSession, endSession, readSession } from '../login/session.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord, type LoginSessionRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
+import { logoutConfirm, signedOut } from './logout-page.ts';
 import { withQuery } from './paths.ts';
+import { type ActiveSession, endSession, readSession } from './session.ts';
 
 /** Path of the end-session endpoint (RP-Initiated Logout 1.0 §2). */
 export const END_SESSION_PATH = '/connect/endsession';

@@ -6,13 +6,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { readSession } from '../login/session.ts';
 import type { ClientRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
 import { registerFormParser, requireForm } from './form.ts';
 import { resolveScope } from './scope.ts';
+import { readSession } from './session.ts';
 import { hashToken } from './tokens.ts';
 
 /** Path of the pushed authorization request endpoint. */

@@ -5,9 +5,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type OAuthContext, userActive } from '../oauth/context.ts';
-import { hashToken, newOpaqueToken } from '../oauth/tokens.ts';
 import type { AuthStore, LoginSessionRecord, UserRecord } from '../store/types.ts';
+import { type OAuthContext, userActive } from './context.ts';
+import { hashToken, newOpaqueToken } from './tokens.ts';
 
 /** Name of the session cookie. */
 export const SESSION_COOKIE = 'seed_auth_session';
