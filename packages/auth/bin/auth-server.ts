@@ -25,7 +25,8 @@ See the package README for every variable.
 
 /** Starts the server; resolves once it listens. Stops it on SIGINT/SIGTERM. */
 async function serve(): Promise<void> {
-  const { buildAuthServer, configFromEnv } = await import('../src/server.ts');
+  const { buildAuthServer } = await import('../src/server.ts');
+  const { configFromEnv } = await import('../src/env-config.ts');
   const { port, host, options } = configFromEnv();
   const server = await buildAuthServer({
     ...options,

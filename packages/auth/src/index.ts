@@ -39,6 +39,14 @@ export {
   upgradeQueryToken,
 } from './authorization.ts';
 export {
+  type BootstrapOptions,
+  type BootstrapResult,
+  bootstrapStore,
+  DEMO_SERVICE_CLIENT_ID,
+  DEMO_SPA_CLIENT_ID,
+  demoSpaRedirectUris,
+} from './bootstrap.ts';
+export {
   type ClaimMapping,
   DEFAULT_CLAIM_MAPPING,
   resolveUpstreamProviders,
@@ -55,6 +63,7 @@ export {
   DEFAULT_LOCKOUT_DURATION_MS,
   DEFAULT_MAX_ACCESS_FAILED_COUNT,
 } from './credentials.ts';
+export { configFromEnv, type EnvConfig } from './env-config.ts';
 export {
   AUTH_ERROR_STATUS,
   AuthError,
@@ -156,17 +165,9 @@ export {
 export {
   type AuthServer,
   type AuthServerOptions,
-  type BootstrapOptions,
-  type BootstrapResult,
-  bootstrapStore,
   buildAuthServer,
-  configFromEnv,
   DEFAULT_AUTH_PORT,
   DEFAULT_DATABASE_PATH,
-  DEMO_SERVICE_CLIENT_ID,
-  DEMO_SPA_CLIENT_ID,
-  demoSpaRedirectUris,
-  type EnvConfig,
 } from './server.ts';
 export type { LinkStore, UserLinkRecord } from './store/links.ts';
 export {

@@ -1,56 +1,36 @@
 /**
  * The auth server of spec 001: a Fastify app with the OAuth endpoints, the login page and (when present)
  * the administration API, over the SQLite store (embedded, one process) or the PostgreSQL store (several
- * instances behind one database, `AUTH_DATABASE_URL`). {@link configFromEnv} reads the environment,
- * {@link buildAuthServer} wires everything, {@link bootstrapStore} seeds an empty store.
+ * instances behind one database, `AUTH_DATABASE_URL`). The composition root: {@link buildAuthServer} wires
+ * the parts; `configFromEnv` (`env-config.ts`) reads the environment and `bootstrapStore` (`bootstrap.ts`)
+ * seeds an empty store.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
-import {
-  resolveUpstreamProviders,
-  type UpstreamProviderConfig,
-  upstreamProvidersFromEnv,
-} from './broker/config.ts';
+import { type BootstrapOptions, type BootstrapResult, bootstrapStore } from './bootstrap.ts';
+import { resolveUpstreamProviders, type UpstreamProviderConfig } from './broker/config.ts';
 import { CredentialValidator } from './credentials.ts';
-import { ConflictError } from './errors.ts';
 import { registerHealthRoutes } from './health.ts';
 import { AuthMetrics, metricsPlugin } from './metrics.ts';
-import { MIN_MFA_KEY_LENGTH } from './mfa/seal.ts';
 import { type OAuthOptions, resolveOAuthConfig } from './oauth/config.ts';
 import type { DpopProofVerifier } from './oauth/dpop.ts';
 import { createDpopVerifier } from './oauth/dpop-token.ts';
-import { KeyManager, type SigningAlg, SUPPORTED_SIGNING_ALGS } from './oauth/keys.ts';
+import { KeyManager, type SigningAlg } from './oauth/keys.ts';
 import { oauthServer } from './oauth-server.ts';
 import { PasswordHasher, type ScryptParams } from './passwords.ts';
-import {
-  type KindLimits,
-  type LimitKind,
-  RateLimits,
-  rateLimitsFromEnv,
-  resolveRateLimits,
-} from './ratelimit.ts';
-import { ADMINISTRATOR_ROLE_NAME } from './store/migrations.ts';
-import { checkPostgresUrl, PostgresAuthStore } from './store/postgres.ts';
+import { type KindLimits, type LimitKind, RateLimits, resolveRateLimits } from './ratelimit.ts';
+import { PostgresAuthStore } from './store/postgres.ts';
 import { SqliteAuthStore } from './store/sqlite.ts';
-import type { AuthStore, ClientRecord, UserRecord } from './store/types.ts';
+import type { AuthStore } from './store/types.ts';
 import {
   JwtTokenVerifier,
   type TokenPresentation,
   type TokenVerifier,
   type VerifiedToken,
 } from './token-verifier.ts';
-
-/** `AUTH_UPSTREAM_PROVIDERS`, checked (so a bad value fails at start, naming the field). */
-function envUpstreamProviders(env: NodeJS.ProcessEnv): UpstreamProviderConfig[] | undefined {
-  const raw = upstreamProvidersFromEnv(env);
-  if (raw === undefined) return undefined;
-  resolveUpstreamProviders(raw);
-  return raw as UpstreamProviderConfig[];
-}
 
 /** Default listening port (`AUTH_PORT`). */
 export const DEFAULT_AUTH_PORT = 4100;
@@ -60,11 +40,6 @@ export const DEFAULT_AUTH_PORT = 4100;
  * the installed package.
  */
 export const DEFAULT_DATABASE_PATH = resolve('.data', 'auth.sqlite');
-/** Id of the bootstrap public client (authorization code + PKCE, refresh). */
-export const DEMO_SPA_CLIENT_ID = 'demo-spa';
-/** Id of the bootstrap confidential client (password, client credentials, refresh). */
-export const DEMO_SERVICE_CLIENT_ID = 'demo-service';
-
 /** Settings of {@link buildAuthServer}. */
 export interface AuthServerOptions {
   /** SQLite file path or `':memory:'`. Ignored when `store` or `databaseUrl` is given. Default {@link DEFAULT_DATABASE_PATH}. */
@@ -110,25 +85,6 @@ export interface AuthServerOptions {
   now?: () => number;
 }
 
-/** What to create on an empty store. */
-export interface BootstrapOptions {
-  /** Administrator user name (`AUTH_ADMIN_USERNAME`, default `admin`). */
-  adminUserName?: string;
-  /** Administrator password (`AUTH_ADMIN_PASSWORD`); generated when absent. */
-  adminPassword?: string;
-  /** Secret of `demo-service` (`AUTH_DEMO_CLIENT_SECRET`); generated when absent. */
-  demoClientSecret?: string;
-  /** Redirect URIs of `demo-spa` (default: localhost callbacks, see {@link demoSpaRedirectUris}). */
-  demoSpaRedirectUris?: readonly string[];
-}
-
-/** What {@link bootstrapStore} created; generated secrets are returned once so the caller can print them. */
-export interface BootstrapResult {
-  readonly admin?: { readonly user: UserRecord; readonly generatedPassword?: string };
-  readonly clients: readonly ClientRecord[];
-  readonly generatedDemoClientSecret?: string;
-}
-
 /** A built server and its parts. */
 export interface AuthServer {
   readonly app: FastifyInstance;
@@ -149,95 +105,6 @@ export interface AuthServer {
   readonly limits: RateLimits | undefined;
   /** Listens and, when no issuer was configured, sets it to `http://<host>:<port>`. @returns the base URL. */
   listen(port?: number, host?: string): Promise<string>;
-}
-
-/** Redirect URIs of `demo-spa`: the admin page of this server and common local SPA dev ports. */
-export function demoSpaRedirectUris(issuer: string, adminBasePath = '/auth-admin'): string[] {
-  return [
-    `${issuer}${adminBasePath}/`,
-    'http://localhost:3000/callback',
-    'http://127.0.0.1:3000/callback',
-    'http://localhost:5173/callback',
-    'http://127.0.0.1:5173/callback',
-  ];
-}
-
-const generated = () => randomBytes(18).toString('base64url');
-
-/**
- * Seeds an empty store (spec 001): with no user, an administrator holding the built-in
- * `administrator` role (`auth.admin.**`); with no client, `demo-spa` (public: authorization code + PKCE,
- * refresh) and `demo-service` (confidential: password, client credentials, refresh). Missing secrets are
- * generated and returned (never logged here).
- */
-export async function bootstrapStore(
-  store: AuthStore,
-  hasher: PasswordHasher,
-  issuer: string,
-  options: BootstrapOptions = {},
-  adminBasePath = '/auth-admin',
-): Promise<BootstrapResult> {
-  let admin: BootstrapResult['admin'];
-  // Instances starting together on one empty database race here: the loser's create is a ConflictError
-  // (unique names), and the record the winner made stands.
-  const unlessSeeded = <T>(create: Promise<T>): Promise<T | undefined> =>
-    create.catch((error: unknown) => {
-      if (error instanceof ConflictError) return undefined;
-      throw error;
-    });
-  if ((await store.listUsers({ limit: 1 })).total === 0) {
-    const password = options.adminPassword ?? generated();
-    const user = await unlessSeeded(
-      store.createUser(
-        {
-          userName: options.adminUserName ?? 'admin',
-          passwordHash: await hasher.hash(password),
-          roles: [ADMINISTRATOR_ROLE_NAME],
-        },
-        {
-          audit: {
-            category: 'Admin',
-            outcome: 'Success',
-            failureCode: null,
-            details: { action: 'bootstrap.admin' },
-          },
-        },
-      ),
-    );
-    if (user) admin = { user, generatedPassword: options.adminPassword === undefined ? password : undefined };
-  }
-  const clients: ClientRecord[] = [];
-  let generatedDemoClientSecret: string | undefined;
-  if ((await store.listClients({ limit: 1 })).total === 0) {
-    const spa = await unlessSeeded(
-      store.createClient({
-        clientId: DEMO_SPA_CLIENT_ID,
-        displayName: 'Demo single-page app',
-        clientType: 'public',
-        redirectUris: options.demoSpaRedirectUris ?? demoSpaRedirectUris(issuer, adminBasePath),
-        postLogoutRedirectUris: [`${issuer}${adminBasePath}/`],
-        allowedGrantTypes: ['authorization_code', 'refresh_token'],
-        allowedScopes: ['openid', 'profile', 'email', 'roles', 'offline_access'],
-      }),
-    );
-    if (spa) clients.push(spa);
-    const secret = options.demoClientSecret ?? generated();
-    const service = await unlessSeeded(
-      store.createClient({
-        clientId: DEMO_SERVICE_CLIENT_ID,
-        displayName: 'Demo service',
-        clientType: 'confidential',
-        secretHash: await hasher.hash(secret),
-        allowedGrantTypes: ['password', 'client_credentials', 'refresh_token'],
-        allowedScopes: ['openid', 'profile', 'email', 'roles', 'offline_access', 'api'],
-      }),
-    );
-    if (service) {
-      clients.push(service);
-      if (options.demoClientSecret === undefined) generatedDemoClientSecret = secret;
-    }
-  }
-  return { admin, clients, generatedDemoClientSecret };
 }
 
 /**
@@ -406,75 +273,4 @@ class IssuerTokenVerifier implements TokenVerifier {
     }
     return this.#verifier.verify(token, presentation);
   }
-}
-
-/** Settings read from the environment by {@link configFromEnv}. */
-export interface EnvConfig {
-  readonly port: number;
-  readonly host: string;
-  readonly options: AuthServerOptions;
-}
-
-/**
- * Reads `AUTH_PORT` (default 4100), `AUTH_HOST` (default `localhost`: loopback, IPv4 and IPv6), `AUTH_ISSUER` (default
- * `http://localhost:<port>`), `AUTH_DATABASE_URL` (a `postgres://` URL: the PostgreSQL store; unset: SQLite),
- * `AUTH_DATABASE_PATH` (SQLite file, default {@link DEFAULT_DATABASE_PATH}),
- * `AUTH_SIGNING_ALG` (default `RS256`), `AUTH_ADMIN_USERNAME`, `AUTH_ADMIN_PASSWORD`,
- * `AUTH_DEMO_CLIENT_SECRET`, `AUTH_ACCESS_TOKEN_TTL` and `AUTH_REFRESH_TOKEN_TTL` (seconds), `AUTH_CLIENT_SECRET_KEY` (seals
- * the secrets of `client_secret_jwt` clients; without it that method is off), `AUTH_MFA_KEY` (at least 32
- * characters: seals TOTP seeds and the pending sign-in cookie; without it two-factor sign-in is off),
- * `AUTH_SMTP_URL` and `AUTH_MAIL_FROM` (self-service password reset and e-mail verification mail),
- * `AUTH_SELF_REGISTRATION` (`1`: anyone may create an account; needs `AUTH_SMTP_URL`).
- * @throws RangeError naming the variable when a value is invalid.
- */
-export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
-  const port =
-    env.AUTH_PORT === undefined || env.AUTH_PORT === '' ? DEFAULT_AUTH_PORT : Number(env.AUTH_PORT);
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new RangeError('AUTH_PORT: must be an integer 0-65535');
-  const alg = env.AUTH_SIGNING_ALG || 'RS256';
-  if (!(SUPPORTED_SIGNING_ALGS as readonly string[]).includes(alg)) {
-    throw new RangeError(`AUTH_SIGNING_ALG: must be one of ${SUPPORTED_SIGNING_ALGS.join(', ')}`);
-  }
-  const seconds = (name: string): number | undefined => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return undefined;
-    const n = Number(raw);
-    if (!Number.isSafeInteger(n) || n <= 0)
-      throw new RangeError(`${name}: must be a positive integer (seconds)`);
-    return n;
-  };
-  const host = env.AUTH_HOST || 'localhost';
-  if (env.AUTH_MFA_KEY && env.AUTH_MFA_KEY.length < MIN_MFA_KEY_LENGTH)
-    throw new RangeError(`AUTH_MFA_KEY: at least ${MIN_MFA_KEY_LENGTH} characters`);
-  return {
-    port,
-    host,
-    options: {
-      databasePath: env.AUTH_DATABASE_PATH || DEFAULT_DATABASE_PATH,
-      databaseUrl: env.AUTH_DATABASE_URL ? checkPostgresUrl(env.AUTH_DATABASE_URL) : undefined,
-      signingAlg: alg as SigningAlg,
-      oauth: {
-        issuer: env.AUTH_ISSUER || `http://localhost:${port}`,
-        accessTokenTtlSeconds: seconds('AUTH_ACCESS_TOKEN_TTL'),
-        refreshTokenTtlSeconds: seconds('AUTH_REFRESH_TOKEN_TTL'),
-        clientSecretKey: env.AUTH_CLIENT_SECRET_KEY || undefined,
-        mfa: env.AUTH_MFA_KEY ? { key: env.AUTH_MFA_KEY } : undefined,
-        selfService: env.AUTH_SMTP_URL
-          ? {
-              smtpUrl: env.AUTH_SMTP_URL,
-              from: env.AUTH_MAIL_FROM || undefined,
-              registration: env.AUTH_SELF_REGISTRATION === '1',
-            }
-          : undefined,
-      },
-      rateLimits: rateLimitsFromEnv(env),
-      upstreamProviders: envUpstreamProviders(env),
-      bootstrap: {
-        adminUserName: env.AUTH_ADMIN_USERNAME || undefined,
-        adminPassword: env.AUTH_ADMIN_PASSWORD || undefined,
-        demoClientSecret: env.AUTH_DEMO_CLIENT_SECRET || undefined,
-      },
-    },
-  };
 }

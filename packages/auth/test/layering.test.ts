@@ -1,13 +1,13 @@
 /**
- * The package's imports point one way: the core (store, passwords, permissions,
- * policies, tokens, the authorization decision and its middleware) → the protocol layers (`oauth/`,
- * `login/`, `mfa/`, `webauthn/`, `broker/`, `mail/`) → HTTP (`admin/`, the `oauthServer` plugin, the health
- * and metrics plugins) →
- * the composition root (`server.ts`, `index.ts`, `bin/`). Every source file is parsed with the TypeScript
- * compiler (static imports, re-exports and `import()` calls with a literal path); an import into a higher
- * layer fails the test naming the file and the specifier, type-only imports included. Inside the protocol
- * layers the login pages (`login/`) build on the OAuth layer (`oauth/`), which imports nothing from
- * `login/`. Value imports form no cycle anywhere in `src/`.
+ * The package's imports point one way: the core (store, passwords, permissions, policies, tokens, the
+ * authorization decision and its middleware, first-start seeding) → the protocol layers (`oauth/`,
+ * `login/`, `mfa/`, `webauthn/`, `broker/`, `mail/`) → HTTP (`admin/`, the `oauthServer` plugin, the
+ * health and metrics plugins) → the composition root (`server.ts`, its environment reader
+ * `env-config.ts`, `index.ts`, `bin/`). Every source file is parsed with the TypeScript compiler (static
+ * imports, re-exports and `import()` calls with a literal path); an import into a higher layer fails the
+ * test naming the file and the specifier, type-only imports included. Inside the protocol layers the login
+ * pages (`login/`) build on the OAuth layer (`oauth/`), which imports nothing from `login/`. Value imports
+ * form no cycle anywhere in `src/`.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -19,7 +19,7 @@ const SRC = join(import.meta.dirname, '..', 'src');
 
 const PROTOCOL = new Set(['oauth', 'login', 'mfa', 'webauthn', 'broker', 'mail']);
 const HTTP_FILES = new Set(['health.ts', 'metrics.ts', 'oauth-server.ts']);
-const ROOT_FILES = new Set(['server.ts', 'index.ts']);
+const ROOT_FILES = new Set(['server.ts', 'env-config.ts', 'index.ts']);
 
 /** Layer of a source path: 0 core, 1 protocol layers, 2 HTTP, 3 composition root. */
 function layerOf(path: string): number {

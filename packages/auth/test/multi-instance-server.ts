@@ -8,7 +8,8 @@
  * signing-key rotation on this instance) with `{ type: 'rotated', kid }`, and `{ type: 'cpu' }` with
  * `{ type: 'cpu', user, system }` (µs of CPU used by this process). Stops on SIGTERM.
  */
-import { buildAuthServer, configFromEnv } from '../src/server.ts';
+import { configFromEnv } from '../src/env-config.ts';
+import { buildAuthServer } from '../src/server.ts';
 
 const { port, host, options } = configFromEnv();
 const server = await buildAuthServer({

@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { buildAuthServer, configFromEnv, DEFAULT_AUTH_PORT, DEFAULT_DATABASE_PATH } from '../src/server.ts';
+import { configFromEnv } from '../src/env-config.ts';
+import { buildAuthServer, DEFAULT_AUTH_PORT, DEFAULT_DATABASE_PATH } from '../src/server.ts';
 import { basic, postForm } from './oauth-fixtures.ts';
 
 describe('configFromEnv', () => {

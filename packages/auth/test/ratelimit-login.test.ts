@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { configFromEnv } from '../src/env-config.ts';
 import { RateLimits, rateLimitsFromEnv, resolveRateLimits } from '../src/ratelimit.ts';
-import { configFromEnv } from '../src/server.ts';
 import { basic, DEMO_SECRET, startTestServer, type TestServer } from './oauth-fixtures.ts';
 
 function passwordGrant(t: TestServer, ip: string, username: string, password: string) {
