@@ -2,7 +2,8 @@
  * Computer use through `sandbox mcp` over stdio (issue 30): `create_box` with kind `computer` starts a
  * desktop box (the desktop image of test:setup, from the shared store `<cache>/test-home-desktop`), its
  * screenshot is 1024×768 PNG image content, a click into the terminal and typed keys run a command there
- * (its file appears in the box) and the next screenshot differs; the end of the session removes the box.
+ * (its file appears in the box) and the next screenshot differs; a browser box opens a page, screenshots it
+ * and gives its CDP endpoint; the end of the session removes both boxes.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -36,7 +37,7 @@ describe('computer use through sandbox mcp', () => {
   before(async () => {
     execFileSync(
       process.execPath,
-      [join(packageDir, 'scripts', 'registry.ts'), '--quiet', '--images', 'desktop'],
+      [join(packageDir, 'scripts', 'registry.ts'), '--quiet', '--images', 'desktop,chromium'],
       {
         stdio: ['ignore', 'inherit', 'inherit'],
         timeout: 900_000,
@@ -105,9 +106,34 @@ describe('computer use through sandbox mcp', () => {
     assert.match(await toolError(client, 'click', { box: 'no-such-box', x: 1, y: 1 }), /^not_found: /);
   });
 
-  it('removes the computer box when the session ends', async () => {
+  let browser: string;
+
+  it('opens a page in a browser box, screenshots it and gives its CDP endpoint', async () => {
+    const created = await ok(client, 'create_box', { kind: 'browser' });
+    browser = created.id;
+    const page = await ok(client, 'navigate', {
+      box: browser,
+      url: 'data:text/html,<title>mcp-page</title><h1 style="font-size:80px">hello</h1>',
+    });
+    assert.equal(page.title, 'mcp-page');
+    const shot = await call(client, 'screenshot', { box: browser });
+    assert.ok(!shot.isError, JSON.stringify(shot.content));
+    const image = shot.content.find((c) => c.type === 'image');
+    assert.ok(image && image.type === 'image' && image.mimeType === 'image/png');
+    assert.ok(pngSize(Buffer.from(image.data, 'base64'))[0] > 0);
+    const { endpoint } = await ok(client, 'cdp_endpoint', { box: browser });
+    const version = (await (await fetch(`${endpoint}/json/version`)).json()) as { Browser: string };
+    assert.match(version.Browser, /Chrome/);
+    assert.match(
+      await toolError(client, 'navigate', { box, url: 'https://example.com/' }),
+      /not a browser box/,
+    );
+  });
+
+  it('removes the computer and browser boxes when the session ends', async () => {
     await client.close();
     const runtime = new JsRuntime({ homeDir: home });
     assert.equal(await runtime.getInfo(box), null);
+    assert.equal(await runtime.getInfo(browser), null);
   });
 });

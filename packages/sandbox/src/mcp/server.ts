@@ -9,6 +9,7 @@ import { type McpConfig, mcpConfig } from './config.ts';
 import type { BoxProvider } from './provider.ts';
 import { McpSession, type ToolLogger } from './session.ts';
 import { boxTools } from './tools-boxes.ts';
+import { browserTools } from './tools-browser.ts';
 import { codeTools } from './tools-code.ts';
 import { computerTools } from './tools-computer.ts';
 import { execTools } from './tools-exec.ts';
@@ -56,6 +57,7 @@ export function createSandboxMcp(
   fileTools(server, session);
   codeTools(server, session);
   computerTools(server, session);
+  browserTools(server, session);
   const closeServer = server.close.bind(server);
   server.server.onclose = () => void session.close();
   server.close = async () => {

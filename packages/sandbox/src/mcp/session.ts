@@ -12,6 +12,7 @@ import type { JsExecution } from '../runtime/execution.ts';
 import type { McpConfig } from './config.ts';
 import type { BoundedOutput } from './output.ts';
 import type { BoxProvider } from './provider.ts';
+import type { SessionBrowser } from './tools-browser.ts';
 
 /** One line of the tool call log: never arguments nor output (they may hold secrets). */
 export interface ToolLogEntry {
@@ -39,7 +40,7 @@ export interface SessionBox {
 }
 
 /** Kinds of box `create_box` makes. */
-export type BoxKind = 'simple' | 'code' | 'computer';
+export type BoxKind = 'simple' | 'code' | 'computer' | 'browser';
 
 /** A command started by `start_command`. */
 export interface BackgroundCommand {
@@ -66,6 +67,8 @@ export class McpSession {
   readonly running = new Set<JsExecution>();
   /** Computer boxes of this session by id (their desktop is driven from this process). */
   readonly computers = new Map<string, ComputerBox>();
+  /** Browser boxes of this session by id (their endpoint relay runs in this process). */
+  readonly browsers = new Map<string, SessionBrowser>();
   readonly #handles = new Map<string, JsBox>();
   #counter = 0;
   #reserved = { boxes: 0, cpus: 0, memoryMib: 0 };
@@ -156,6 +159,7 @@ export class McpSession {
     this.boxes.delete(id);
     this.#handles.delete(id);
     this.computers.delete(id);
+    this.browsers.delete(id);
     for (const [key, command] of this.commands) if (command.boxId === id) this.commands.delete(key);
   }
 
@@ -166,19 +170,32 @@ export class McpSession {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const command of this.commands.values()) {
-      if (command.exitCode === null) await command.execution.kill().catch(() => {});
-    }
+    const quietly = (work: Promise<unknown> | undefined) => (work ?? Promise.resolve()).catch(() => {});
+    const kills = [
+      ...[...this.commands.values()].filter((c) => c.exitCode === null).map((c) => c.execution.kill()),
+      ...[...this.running].map((execution) => execution.kill()),
+    ];
+    await Promise.all(kills.map(quietly));
     this.commands.clear();
-    for (const execution of this.running) await execution.kill().catch(() => {});
     this.running.clear();
-    // A computer box stops with its GUI forwarders (removed on stop unless persisted).
-    for (const [id, computer] of this.computers) {
-      if (!this.boxes.get(id)?.persist) await computer.stop().catch(() => {});
-    }
-    this.computers.clear();
+    // Every box of the session goes at once; computer and browser boxes stop first with their
+    // forwarders and relays (a removal after that finds nothing, or what the stop left).
+    for (const [id, browser] of this.browsers)
+      if (this.boxes.get(id)?.persist) await quietly(browser.onClose?.());
     const doomed = [...this.boxes.values()].filter((b) => !b.persist);
-    await Promise.all(doomed.map((b) => this.provider.remove(b.id).catch(() => {})));
+    await Promise.all(
+      doomed.map(async (b) => {
+        const browser = this.browsers.get(b.id);
+        if (browser) {
+          await quietly(browser.onClose?.());
+          await quietly(browser.box.stop());
+        }
+        await quietly(this.computers.get(b.id)?.stop());
+        await quietly(this.provider.remove(b.id));
+      }),
+    );
+    this.computers.clear();
+    this.browsers.clear();
     for (const b of doomed) this.forget(b.id);
   }
 

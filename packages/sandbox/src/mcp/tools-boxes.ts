@@ -11,6 +11,7 @@ import type { JsBoxInfo, JsBoxOptions, NetworkSpec } from '../types.ts';
 import type { McpConfig } from './config.ts';
 import type { McpSession } from './session.ts';
 import { defineTool, progress } from './tool.ts';
+import { createBrowser } from './tools-browser.ts';
 import { createComputer } from './tools-computer.ts';
 
 /** Default vCPUs and memory (MiB) of a box created without them. */
@@ -83,11 +84,12 @@ export function boxTools(server: McpServer, session: McpSession): void {
       'unless persist is true, and after lifetime_seconds at the latest.',
     input: {
       kind: z
-        .enum(['simple', 'code', 'computer'])
+        .enum(['simple', 'code', 'computer', 'browser'])
         .default('simple')
         .describe(
           'simple: commands and files; code: also run_code; computer: a 1024x768 desktop driven by ' +
-            'screenshot, click, type_text, key… (image, env and lifetime do not apply)',
+            'screenshot, click, type_text, key…; browser: Chromium driven by navigate, screenshot, ' +
+            'cdp_endpoint (for computer and browser, image, env and lifetime do not apply)',
         ),
       image: z.string().min(1).optional().describe(`OCI image reference; default ${SIMPLEBOX_DEFAULT_IMAGE}`),
       name: z
@@ -153,6 +155,17 @@ export function boxTools(server: McpServer, session: McpSession): void {
       if (args.kind === 'computer') {
         await progress(extra, 0, 'starting a desktop box (pulling its image when missing)');
         const id = await createComputer(session, {
+          name: args.name ?? session.nextName(),
+          cpus: args.cpus,
+          memoryMib: args.memory_mib,
+          network: options.network ?? { mode: 'disabled' },
+          persist: args.persist,
+        });
+        return { result: boxView(session, await (await session.box(id)).info()) };
+      }
+      if (args.kind === 'browser') {
+        await progress(extra, 0, 'starting a Chromium box (pulling its image when missing)');
+        const id = await createBrowser(session, {
           name: args.name ?? session.nextName(),
           cpus: args.cpus,
           memoryMib: args.memory_mib,

@@ -8,12 +8,13 @@
 import { createServer } from 'node:net';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import { ComputerBox } from '../boxes/computer.ts';
+import { ComputerBox, pngSize } from '../boxes/computer.ts';
 import { COMPUTERBOX_CPUS, COMPUTERBOX_MEMORY_MIB } from '../constants.ts';
 import { BoxError } from '../errors.ts';
 import type { NetworkSpec } from '../types.ts';
 import type { McpSession } from './session.ts';
 import { defineTool } from './tool.ts';
+import { browserScreenshot } from './tools-browser.ts';
 
 /** A TCP port free on the host's loopback now (GUI ports of a computer box; several boxes may run). */
 async function freePort(): Promise<number> {
@@ -113,11 +114,20 @@ export function computerTools(server: McpServer, session: McpSession): void {
   defineTool(server, session, {
     name: 'screenshot',
     title: 'Screenshot of the desktop',
-    description: 'A PNG screenshot (image content, 1024×768) of the desktop of a computer box.',
+    description:
+      'A PNG screenshot (image content): the 1024×768 desktop of a computer box, or the visible page of a browser box.',
     input: { box: boxArg },
     output: { width: z.number(), height: z.number() },
     readOnly: true,
     async run(args) {
+      const page = await browserScreenshot(session, (await session.box(args.box)).id);
+      if (page) {
+        const [width, height] = pngSize(page);
+        return {
+          result: { width, height },
+          content: [{ type: 'image', data: page.toString('base64'), mimeType: 'image/png' }],
+        };
+      }
       const shot = await (await computerOf(session, args.box)).screenshot();
       return {
         result: { width: shot.width, height: shot.height },
