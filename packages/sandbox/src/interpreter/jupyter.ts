@@ -26,6 +26,8 @@ import type {
 
 /** Default execution timeout, ms (E2B's `runCode` default). */
 export const DEFAULT_EXECUTION_TIMEOUT_MS = 60_000;
+/** Time a new or restarted kernel gets to run its first (silent) code, ms. */
+export const KERNEL_READY_MS = 60_000;
 /** Time an interrupted execution gets to end before its kernel is restarted, ms. */
 export const INTERRUPT_GRACE_MS = 5000;
 
@@ -190,11 +192,23 @@ export class JupyterInterpreter implements CodeInterpreter {
   /** Moves a fresh (or restarted) Python kernel to its context's cwd. @throws BoxError naming `cwd`. */
   async #chdir(context: Context): Promise<void> {
     if (context.info.language !== 'python') return;
-    const reply = await context.kernel.requestExecute({
+    const future = context.kernel.requestExecute({
       code: `import os as __e2b_os\n__e2b_os.chdir(${JSON.stringify(context.info.cwd)})\ndel __e2b_os`,
       silent: true,
       store_history: false,
-    }).done;
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(
+          new BoxError(
+            `code interpreter: kernel ${context.info.id} of box ${this.#box.id} did not answer within ${KERNEL_READY_MS} ms`,
+            { code: 'timeout' },
+          ),
+        );
+      }, KERNEL_READY_MS);
+    });
+    const reply = await Promise.race([future.done, late]).finally(() => clearTimeout(timer));
     if (reply.content.status !== 'ok') {
       throw new BoxError(`invalid context option cwd: cannot enter '${context.info.cwd}' in the box`, {
         field: 'cwd',

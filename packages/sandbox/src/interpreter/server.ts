@@ -57,8 +57,8 @@ function tail(): { add(text: string): void; text(): string } {
 }
 
 /**
- * Starts the box's Jupyter Server (as the box's default user, in its working directory, token from
- * `JUPYTER_TOKEN`) and waits until it answers through the forwarder.
+ * Starts the box's Jupyter Server (as the box's default user, in its working directory, or its `$HOME`
+ * when that user cannot enter it; token from `JUPYTER_TOKEN`) and waits until it answers through the forwarder.
  * @throws BoxError `unsupported` when the image has no Jupyter Server (with its output), `timeout` when it
  *   does not answer within 60 s.
  */
@@ -69,7 +69,8 @@ export async function startJupyterServer(
   const token = randomBytes(24).toString('hex');
   const log = tail();
   const script =
-    'pwd; exec python3 -m jupyter_server --ServerApp.ip=127.0.0.1 ' +
+    // A box whose working directory its user cannot enter (`/root` for `user`) serves from $HOME.
+    '{ test -r . && test -x .; } || cd "$HOME" || cd /; pwd; exec python3 -m jupyter_server --ServerApp.ip=127.0.0.1 ' +
     `--ServerApp.port=${JUPYTER_PORT} --ServerApp.port_retries=0 --ServerApp.open_browser=False ` +
     '--ServerApp.allow_root=True --ServerApp.log_level=WARN';
   let process: InterpreterProcess;
