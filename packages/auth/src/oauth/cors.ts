@@ -12,6 +12,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { decodeJwt } from 'jose';
+import { parseAuthorization } from '../authorization-header.ts';
 import type { AuthStore, ClientRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { parseBasicAuth } from './form.ts';
@@ -115,8 +116,8 @@ export function formClientOf(req: FastifyRequest): string | undefined {
 
 /** The `client_id` claim of the presented access token (unverified: it only chooses the CORS origin). */
 export function tokenClientOf(req: FastifyRequest): string | undefined {
-  const header = single(req.headers.authorization);
-  let token = header ? /^(?:Bearer|DPoP)\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
+  const presented = parseAuthorization(single(req.headers.authorization));
+  let token = presented.kind === 'token' ? presented.token : undefined;
   if (token === undefined && req.body instanceof URLSearchParams)
     token = req.body.get('access_token') ?? undefined;
   if (token === undefined) return undefined;
