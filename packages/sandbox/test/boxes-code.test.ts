@@ -92,6 +92,19 @@ describe('CodeBox', () => {
   });
 });
 
+describe('E2B code-interpreter-v1 template image', () => {
+  it('runs kernels as its default user in /home/user and plots', async () => {
+    await using box = new CodeBox({ runtime, image: 'code-interpreter-v1' });
+    const who = await box.runCode('import os, getpass; (getpass.getuser(), os.getcwd())');
+    assert.equal(who.error, null);
+    assert.equal(who.text, "('user', '/home/user')");
+    const plot = await box.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()');
+    assert.ok(plot.results.some((r) => r.png !== undefined));
+    const root = await box.exec('id', ['-u'], undefined, { user: 'root' });
+    assert.equal(root.stdout, '0\n', 'root stays selectable per command');
+  });
+});
+
 codeInterpreterSuite('CodeBox.runCode on the local runtime', async () => runtime, {
   restartAfterGrace: true,
 });
