@@ -1,5 +1,5 @@
 /**
- * `sandbox mcp` (issue 30 item 1): the MCP server over stdio, on the local runtime or on a remote one
+ * `sandbox mcp`: the MCP server over stdio, on the local runtime or on a remote one
  * (`--url`, `--api-key` or `$SANDBOX_URL` / `$SANDBOX_API_KEY`). `--config <file>` reads the operator's
  * limits (JSON of `McpConfig`: maxBoxes, maxCpus, maxMemoryMib, maxLifetimeSeconds, allowNet,
  * hostPaths, maxOutputBytes, maxKeptBytes, maxCommands). Logs go to stderr; stdout carries the protocol.

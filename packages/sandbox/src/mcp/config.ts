@@ -1,6 +1,6 @@
 /**
- * Operator configuration of the MCP server (`sandbox mcp`, `/mcp` on `sandbox serve`; issue 30 "Safety by
- * default"): per-session limits, the network destinations a tool call may open, the host directories the
+ * Operator configuration of the MCP server (`sandbox mcp`, `/mcp` on `sandbox serve`), safe by default:
+ * per-session limits, the network destinations a tool call may open, the host directories the
  * file transfer tools may touch, and the output bounds of tool results.
  */
 import { resolve } from 'node:path';

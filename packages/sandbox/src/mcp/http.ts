@@ -1,5 +1,5 @@
 /**
- * The MCP server over Streamable HTTP at `/mcp` on `sandbox serve` (issue 30 item 1; MCP 2025-06-18
+ * The MCP server over Streamable HTTP at `/mcp` on `sandbox serve` (MCP 2025-06-18
  * "Streamable HTTP"): `POST` carries JSON-RPC messages (an `initialize` request without `Mcp-Session-Id`
  * opens a session), `GET` opens the server's SSE stream, `DELETE` ends the session. Every request passes
  * the server's authentication (permission `sandbox.exec`); a session belongs to the caller that opened it

@@ -1,5 +1,5 @@
 /**
- * Bounded output of commands run by MCP tools (issue 30 item 4: "output larger than an MCP message may
+ * Bounded output of commands run by MCP tools ("output larger than an MCP message may
  * carry comes back shortened and marked as truncated"): a capture keeps at most `limit` bytes of a stream
  * and counts the rest; `shorten` cuts text to a byte budget on a character boundary.
  */

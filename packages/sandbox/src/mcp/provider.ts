@@ -1,5 +1,5 @@
 /**
- * Where the MCP tools find boxes (issue 30 item 1): a `JsRuntime` (`sandbox mcp`, local or `--url`
+ * Where the MCP tools find boxes: a `JsRuntime` (`sandbox mcp`, local or `--url`
  * remote), or the `sandbox serve` context of one authenticated caller (`/mcp`), whose boxes are its
  * tenant's and under its tenant's quotas.
  */

@@ -1,5 +1,5 @@
 /**
- * The MCP server of the sandbox (issue 30): one `McpServer` (official `@modelcontextprotocol/sdk`) per
+ * The MCP server of the sandbox: one `McpServer` (official `@modelcontextprotocol/sdk`) per
  * MCP session, with the box, command, file and code tools over a {@link BoxProvider}. Transports:
  * stdio (`stdio.ts`, `sandbox mcp`) and Streamable HTTP (`http.ts`, `/mcp` on `sandbox serve`).
  */

@@ -1,5 +1,5 @@
 /**
- * One MCP session (issue 30 item 3): the boxes it created (tagged with the session by their name
+ * One MCP session: the boxes it created (tagged with the session by their name
  * `mcp-<session>-<n>` and removed when the session ends unless created with `persist`), its limits
  * (boxes, vCPUs, memory, lifetime from {@link McpConfig}), its background commands, and the log of its
  * tool calls.

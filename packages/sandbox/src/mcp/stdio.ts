@@ -1,5 +1,5 @@
 /**
- * `sandbox mcp` over stdio (issue 30 item 1): what desktop agents start. One session per process; it ends
+ * `sandbox mcp` over stdio: what desktop agents start. One session per process; it ends
  * (its boxes removed unless persisted) when the client closes stdin or the process gets SIGINT/SIGTERM.
  */
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';

@@ -1,5 +1,5 @@
 /**
- * Registration of one MCP tool (issue 30 items 2–4): the handler's result becomes structured content
+ * Registration of one MCP tool: the handler's result becomes structured content
  * (with its JSON as text for clients that read text only), a thrown error becomes an MCP tool error
  * (`isError`, the `BoxError` code and message; the server keeps running), and every call is logged with
  * tool, box, outcome and duration.

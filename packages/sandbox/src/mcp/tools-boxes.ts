@@ -1,5 +1,5 @@
 /**
- * Box tools (issue 30 item 2 "boxes"): `create_box`, `list_boxes`, `box_info`, `stop_box`, `remove_box`,
+ * Box tools: `create_box`, `list_boxes`, `box_info`, `stop_box`, `remove_box`,
  * `snapshot_box`, `restore_box`, `preview_url`. New boxes count against the session limits and have
  * no network unless the call asks for destinations the operator allows (`McpConfig.allowNet`).
  */

@@ -1,5 +1,5 @@
 /**
- * Browser tools on a `BrowserBox` (issue 30 item 2): `create_box` with kind `browser` starts Chromium in a
+ * Browser tools on a `BrowserBox`: `create_box` with kind `browser` starts Chromium in a
  * box with its DevTools endpoint reachable from this process; `navigate` opens a URL in its page,
  * `screenshot` (`tools-computer.ts`) returns the page as PNG image content, and `cdp_endpoint` gives the endpoint to
  * drive it with Playwright or Puppeteer. Pages are driven with `playwright-core` over CDP. Browser boxes

@@ -1,5 +1,5 @@
 /**
- * Code tools (issue 30 item 2 "code"): `run_code` on the stateful Jupyter contexts of a Python box
+ * Code tools: `run_code` on the stateful Jupyter contexts of a Python box
  * (`box.interpreter`, src/interpreter/): variables survive between calls, charts come back as MCP image
  * content, text results and logs as text; `create_context` and `reset_context`. Cancelling a call
  * interrupts the kernel.

@@ -1,5 +1,5 @@
 /**
- * Computer-use tools on a `ComputerBox` (issue 30 item 2 "computer use"): `create_box` with kind
+ * Computer-use tools on a `ComputerBox`: `create_box` with kind
  * `computer` starts an X desktop box (1024×768, `seed/desktop:latest`), and `screenshot` (PNG image
  * content), `click`, `double_click`, `drag`, `type_text`, `key`, `scroll`, `cursor_position` drive it
  * through xdotool — the action set of agents' computer-use loops. Computer boxes are made by this process

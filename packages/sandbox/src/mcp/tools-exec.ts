@@ -1,5 +1,5 @@
 /**
- * Command tools (issue 30 items 2 and 4): `exec` runs a command to completion (stdin, timeout, progress
+ * Command tools: `exec` runs a command to completion (stdin, timeout, progress
  * notifications while it runs, cancellation kills it, long output shortened with the full output — up to
  * `McpConfig.maxKeptBytes` — written to a file in the box), and `start_command` / `read_output` /
  * `send_input` / `kill_command` drive long-running commands.

@@ -1,5 +1,5 @@
 /**
- * File tools (issue 30 item 2 "files"): `read_file` (text, or image content for pictures), `write_file`,
+ * File tools: `read_file` (text, or image content for pictures), `write_file`,
  * `list_files`, `make_dir`, `move`, `remove`, and `upload_from_host` / `download_to_host` — registered
  * only when the operator lists host directories (`McpConfig.hostPaths`), and confined to them.
  */
