@@ -10,10 +10,10 @@
  * form no cycle anywhere in `src/`.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import ts from 'typescript';
+import { importsIn, type SourceImport, sourceFiles } from '../../../scripts/source-imports.ts';
 
 const SRC = join(import.meta.dirname, '..', 'src');
 
@@ -32,56 +32,8 @@ function layerOf(path: string): number {
   return 0; // top-level modules, store/, middleware/
 }
 
-interface Import {
-  specifier: string;
-  typeOnly: boolean;
-}
-
-/** Relative imports in a module's text: `import`/`export … from` declarations and literal `import()` calls. */
-function importsIn(path: string, text: string): Import[] {
-  const source = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
-  const found: Import[] = [];
-  const visit = (node: ts.Node): void => {
-    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
-      const clause = node.importClause;
-      const named = clause?.namedBindings;
-      const typeOnly =
-        clause !== undefined &&
-        (clause.isTypeOnly ||
-          (clause.name === undefined &&
-            named !== undefined &&
-            ts.isNamedImports(named) &&
-            named.elements.length > 0 &&
-            named.elements.every((e) => e.isTypeOnly)));
-      found.push({ specifier: node.moduleSpecifier.text, typeOnly });
-    } else if (
-      ts.isExportDeclaration(node) &&
-      node.moduleSpecifier &&
-      ts.isStringLiteral(node.moduleSpecifier)
-    ) {
-      found.push({ specifier: node.moduleSpecifier.text, typeOnly: node.isTypeOnly });
-    } else if (
-      ts.isCallExpression(node) &&
-      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
-      node.arguments[0] !== undefined &&
-      ts.isStringLiteralLike(node.arguments[0])
-    ) {
-      found.push({ specifier: node.arguments[0].text, typeOnly: false });
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(source);
-  return found.filter((i) => i.specifier.startsWith('.'));
-}
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
-    .map((e) => join(e.parentPath, e.name));
-}
-
 /** The imports of `file` into a higher layer than its own, as `file: specifier`. */
-function upward(file: string, imports: Import[]): string[] {
+function upward(file: string, imports: SourceImport[]): string[] {
   const layer = layerOf(file);
   return imports
     .filter(({ specifier }) => layerOf(resolve(dirname(file), specifier)) > layer)

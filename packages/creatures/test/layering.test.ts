@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import ts from 'typescript';
+import { importsIn } from '../../../scripts/source-imports.ts';
 
 const SRC = join(import.meta.dirname, '..', 'src');
 
@@ -33,30 +33,9 @@ function layerOf(rel: string): number {
 
 /** The relative value imports of a module (static imports and re-exports that are not type-only). */
 function valueImports(path: string): string[] {
-  const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
-  const found: string[] = [];
-  source.forEachChild((node) => {
-    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
-      const clause = node.importClause;
-      const typeOnly =
-        clause !== undefined &&
-        (clause.isTypeOnly ||
-          (clause.name === undefined &&
-            clause.namedBindings !== undefined &&
-            ts.isNamedImports(clause.namedBindings) &&
-            clause.namedBindings.elements.length > 0 &&
-            clause.namedBindings.elements.every((e) => e.isTypeOnly)));
-      if (!typeOnly) found.push(node.moduleSpecifier.text);
-    } else if (
-      ts.isExportDeclaration(node) &&
-      !node.isTypeOnly &&
-      node.moduleSpecifier &&
-      ts.isStringLiteral(node.moduleSpecifier)
-    ) {
-      found.push(node.moduleSpecifier.text);
-    }
-  });
-  return found.filter((s) => s.startsWith('.'));
+  return importsIn(path, readFileSync(path, 'utf8'))
+    .filter((i) => !i.typeOnly && !i.dynamic)
+    .map((i) => i.specifier);
 }
 
 const files = readdirSync(SRC, { recursive: true })

@@ -7,10 +7,10 @@
  * is handed one to serve); a value import would load the facade, so it fails too.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import ts from 'typescript';
+import { importsIn, type SourceImport, sourceFiles } from '../../../scripts/source-imports.ts';
 
 const SRC = join(import.meta.dirname, '..', 'src');
 
@@ -25,55 +25,8 @@ function layerOf(path: string): number {
   return 0; // errors.ts, types.ts, constants.ts: used by every layer
 }
 
-interface Import {
-  specifier: string;
-  typeOnly: boolean;
-}
-
-/** Relative imports in a module's text: `import`/`export … from` declarations and literal `import()` calls. */
-function importsIn(path: string, text: string): Import[] {
-  const source = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
-  const found: Import[] = [];
-  const visit = (node: ts.Node): void => {
-    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
-      const clause = node.importClause;
-      const typeOnly =
-        clause !== undefined &&
-        (clause.isTypeOnly ||
-          (clause.name === undefined &&
-            clause.namedBindings !== undefined &&
-            ts.isNamedImports(clause.namedBindings) &&
-            clause.namedBindings.elements.length > 0 &&
-            clause.namedBindings.elements.every((e) => e.isTypeOnly)));
-      found.push({ specifier: node.moduleSpecifier.text, typeOnly });
-    } else if (
-      ts.isExportDeclaration(node) &&
-      node.moduleSpecifier &&
-      ts.isStringLiteral(node.moduleSpecifier)
-    ) {
-      found.push({ specifier: node.moduleSpecifier.text, typeOnly: node.isTypeOnly });
-    } else if (
-      ts.isCallExpression(node) &&
-      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
-      node.arguments[0] !== undefined &&
-      ts.isStringLiteralLike(node.arguments[0])
-    ) {
-      found.push({ specifier: node.arguments[0].text, typeOnly: false });
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(source);
-  return found.filter((i) => i.specifier.startsWith('.'));
-}
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
-    .map((e) => join(e.parentPath, e.name));
-}
-
 /** The imports of `file` into a higher layer than its own, as `file: specifier`. */
-function upward(file: string, imports: Import[], allowTypeOnlyFacade: boolean): string[] {
+function upward(file: string, imports: SourceImport[], allowTypeOnlyFacade: boolean): string[] {
   const layer = layerOf(file);
   const bad: string[] = [];
   for (const { specifier, typeOnly } of imports) {
