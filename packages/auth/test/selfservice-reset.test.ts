@@ -20,7 +20,10 @@ import {
   type TestServer,
 } from './oauth-fixtures.ts';
 
-/** The SMTP server: `python3 -m aiosmtpd -n -l 127.0.0.1:<port>`, printing each message to its stdout. */
+/**
+ * The SMTP server: `python3 -u -m aiosmtpd -n -l 127.0.0.1:<port>`, printing each message to its stdout
+ * (`-u`: unbuffered, since Python block-buffers a pipe and a message would otherwise wait for 8 KiB more).
+ */
 class SmtpSink {
   readonly port: number;
   readonly #child: ChildProcess;
@@ -41,7 +44,7 @@ class SmtpSink {
         probe.close(() => resolve(port));
       });
     });
-    const child = spawn('/usr/bin/python3', ['-m', 'aiosmtpd', '-n', '-l', `127.0.0.1:${port}`], {
+    const child = spawn('/usr/bin/python3', ['-u', '-m', 'aiosmtpd', '-n', '-l', `127.0.0.1:${port}`], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     for (let attempt = 0; ; attempt++) {
