@@ -29,6 +29,12 @@ import { BlobFetcher, type ResolvedManifest, resolveManifest } from './resolve.t
 import { type RefRecord, StoreFiles } from './store-files.ts';
 import { collectGarbage, listImages } from './store-gc.ts';
 
+/**
+ * The pull errors that already name the image (made by the pull wrapper below, possibly in a retried pull),
+ * so that an error is wrapped once: an unpacker or layer error, whatever its code, gets the image's name.
+ */
+const NAMES_IMAGE = new WeakSet<Error>();
+
 export type {
   ImageInfo,
   ImageRuntimeConfig,
@@ -254,9 +260,14 @@ export class ImageStore {
       emit({ ...progress });
       return img;
     } catch (err) {
-      if (err instanceof BoxError && err.code === 'image') throw err; // names the image already
+      if (err instanceof Error && NAMES_IMAGE.has(err)) throw err;
       const why = signal.aborted ? 'aborted' : (err as Error).message;
-      throw new BoxError(`cannot pull image '${normalized}': ${why}`, { cause: err, code: 'image' });
+      const wrapped = new BoxError(`cannot pull image '${normalized}': ${why}`, {
+        cause: err,
+        code: 'image',
+      });
+      NAMES_IMAGE.add(wrapped);
+      throw wrapped;
     }
   }
 
