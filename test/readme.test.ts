@@ -1,6 +1,7 @@
 /**
- * The root README as a newcomer follows it: a fresh clone of the repository's HEAD (its `node_modules` are
- * the set-up commands' result, linked in from this checkout so no registry is asked), then every shell
+ * The root README as a newcomer follows it: a fresh clone of the repository's HEAD (its `node_modules`, the
+ * root's and the workspaces', are the set-up commands' result, linked in from this checkout so no registry
+ * is asked), then every shell
  * block of the README's product sections run line by line in that clone, and the TypeScript example saved
  * as `example.ts` and run as its comment says. A line that starts a server (`npm run start:…`) runs in the
  * background until the port of the README's table answers; every other line runs to completion, and the
@@ -12,7 +13,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -129,8 +130,15 @@ before(() => {
   assert.equal(cloned.status, 0, cloned.stderr);
   // The set-up commands' npm install, as hard links (the workspace links inside are relative, so they
   // resolve to the clone's packages); the lock copy is made as new as the lock so `npm start` installs nothing.
-  const linked = spawnSync('cp', ['-al', join(ROOT, 'node_modules'), join(clone, 'node_modules')]);
-  assert.equal(linked.status, 0, String(linked.stderr));
+  // npm puts a dependency a workspace needs in another version than the root's under the workspace itself.
+  const installed = [
+    'node_modules',
+    ...readdirSync(join(ROOT, 'packages')).map((p) => join('packages', p, 'node_modules')),
+  ];
+  for (const dir of installed.filter((d) => existsSync(join(ROOT, d)))) {
+    const linked = spawnSync('cp', ['-al', join(ROOT, dir), join(clone, dir)]);
+    assert.equal(linked.status, 0, String(linked.stderr));
+  }
   spawnSync('touch', [
     '-r',
     join(clone, 'node_modules', '.package-lock.json'),
@@ -160,10 +168,18 @@ async function runBlock(block: Block): Promise<void> {
         cwd: clone,
         env: SHELL_ENV,
         detached: true,
-        stdio: 'ignore',
+        stdio: ['ignore', 'pipe', 'pipe'],
       });
       servers.push(server);
-      await listening(PORTS[script]!, server);
+      let said = '';
+      const keep = (chunk: Buffer) => {
+        said = (said + chunk.toString('utf8')).slice(-4096);
+      };
+      server.stdout!.on('data', keep);
+      server.stderr!.on('data', keep);
+      await listening(PORTS[script]!, server).catch((error: Error) => {
+        throw new Error(`${error.message}; the server printed:\n${said}`);
+      });
       continue;
     }
     const ran = spawnSync('sh', ['-c', command], {
