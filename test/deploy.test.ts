@@ -67,7 +67,11 @@ const SERVERS = {
   auth: {
     port: 4100,
     ready: '/readyz',
-    vars: variablesRead('packages/auth/src/env-config.ts', 'packages/auth/src/server.ts', 'packages/auth/bin/auth-server.ts'),
+    vars: variablesRead(
+      'packages/auth/src/env-config.ts',
+      'packages/auth/src/server.ts',
+      'packages/auth/bin/auth-server.ts',
+    ),
   },
   creatures: {
     port: 4000,
