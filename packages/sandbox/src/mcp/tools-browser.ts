@@ -9,8 +9,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Browser, Page } from 'playwright-core';
 import { z } from 'zod';
 import { BROWSERBOX_CPUS, BROWSERBOX_MEMORY_MIB, BrowserBox } from '../boxes/browser.ts';
-import { BoxError } from '../errors.ts';
-import type { NetworkSpec } from '../types.ts';
+import { type GuiBoxRequest, guiBoxOf, startGuiBox } from './gui-box.ts';
 import type { McpSession } from './session.ts';
 import { defineTool } from './tool.ts';
 
@@ -23,76 +22,41 @@ export interface SessionBrowser {
 }
 
 /** What `create_box` passes for a browser box. */
-export interface BrowserRequest {
-  name: string;
-  cpus?: number | undefined;
-  memoryMib?: number | undefined;
-  network: NetworkSpec;
-  persist: boolean;
-}
+export type BrowserRequest = GuiBoxRequest;
 
 /**
  * Creates a Chromium browser box for `session` and waits for its endpoint; returns its id.
  * @throws BoxError `unsupported` without a runtime provider, `quota_exceeded` over the session limits.
  */
 export async function createBrowser(session: McpSession, request: BrowserRequest): Promise<string> {
-  const runtime = session.provider.runtime;
-  if (!runtime) {
-    throw new BoxError('browser boxes need the stdio server (sandbox mcp), which relays their endpoint', {
-      code: 'unsupported',
-      field: 'kind',
-    });
-  }
-  const cpus = request.cpus ?? BROWSERBOX_CPUS;
-  const memoryMib = request.memoryMib ?? BROWSERBOX_MEMORY_MIB;
-  const release = session.reserve(cpus, memoryMib);
-  try {
-    const box = new BrowserBox({
-      runtime,
-      browser: 'chromium',
-      name: request.name,
-      cpus,
-      memoryMib,
-      network: request.network,
-      autoRemove: !request.persist,
-      detach: request.persist,
-    });
-    try {
-      await box.start();
-    } catch (error) {
-      await box.stop().catch(() => {});
-      throw error;
-    }
-    const id = await box.getId();
-    session.adopt(await session.provider.get(id), {
-      id,
-      kind: 'browser',
-      cpus,
-      memoryMib,
-      persist: request.persist,
-    });
-    const entry: SessionBrowser = { box, page: null };
-    entry.onClose = () => disconnectBrowser(entry);
-    session.browsers.set(id, entry);
-    return id;
-  } finally {
-    release();
-  }
+  const { id, box } = await startGuiBox(
+    session,
+    'browser',
+    request,
+    { cpus: BROWSERBOX_CPUS, memoryMib: BROWSERBOX_MEMORY_MIB },
+    'relays their endpoint',
+    (runtime, cpus, memoryMib) =>
+      new BrowserBox({
+        runtime,
+        browser: 'chromium',
+        name: request.name,
+        cpus,
+        memoryMib,
+        network: request.network,
+        autoRemove: !request.persist,
+        detach: request.persist,
+      }),
+    (box) => box.start(),
+  );
+  const entry: SessionBrowser = { box, page: null };
+  entry.onClose = () => disconnectBrowser(entry);
+  session.browsers.set(id, entry);
+  return id;
 }
 
 /** The browser box `idOrName` of this session. @throws BoxError `invalid_option` (field `box`). */
-async function browserOf(session: McpSession, idOrName: string): Promise<SessionBrowser> {
-  const box = await session.box(idOrName);
-  const browser = session.browsers.get(box.id);
-  if (!browser) {
-    throw new BoxError(
-      `box ${idOrName} is not a browser box of this session (create_box with kind browser)`,
-      {
-        field: 'box',
-      },
-    );
-  }
-  return browser;
+function browserOf(session: McpSession, idOrName: string): Promise<SessionBrowser> {
+  return guiBoxOf(session, session.browsers, 'browser', idOrName);
 }
 
 /** The page of a browser box (the first of its default context), connected over CDP once. */

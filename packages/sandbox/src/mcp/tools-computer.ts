@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { ComputerBox, pngSize } from '../boxes/computer.ts';
 import { COMPUTERBOX_CPUS, COMPUTERBOX_MEMORY_MIB } from '../constants.ts';
 import { BoxError } from '../errors.ts';
-import type { NetworkSpec } from '../types.ts';
+import { type GuiBoxRequest, guiBoxOf, startGuiBox } from './gui-box.ts';
 import type { McpSession } from './session.ts';
 import { defineTool } from './tool.ts';
 import { browserScreenshot } from './tools-browser.ts';
@@ -31,78 +31,40 @@ async function freePort(): Promise<number> {
 }
 
 /** What `create_box` passes for a computer box. */
-export interface ComputerRequest {
-  name: string;
-  cpus?: number | undefined;
-  memoryMib?: number | undefined;
-  network: NetworkSpec;
-  persist: boolean;
-}
+export type ComputerRequest = GuiBoxRequest;
 
 /**
  * Creates a computer box for `session` and waits until its desktop is ready; returns its id.
  * @throws BoxError `unsupported` without a runtime provider, `quota_exceeded` over the session limits.
  */
 export async function createComputer(session: McpSession, request: ComputerRequest): Promise<string> {
-  const runtime = session.provider.runtime;
-  if (!runtime) {
-    throw new BoxError(
-      'computer boxes need the stdio server (sandbox mcp), which runs their desktop forwarders',
-      {
-        code: 'unsupported',
-        field: 'kind',
-      },
-    );
-  }
-  const cpus = request.cpus ?? COMPUTERBOX_CPUS;
-  const memoryMib = request.memoryMib ?? COMPUTERBOX_MEMORY_MIB;
-  const release = session.reserve(cpus, memoryMib);
-  try {
-    const computer = new ComputerBox({
-      runtime,
-      name: request.name,
-      cpus,
-      memoryMib,
-      network: request.network,
-      autoRemove: !request.persist,
-      detach: request.persist,
-      guiHttpPort: await freePort(),
-      guiHttpsPort: await freePort(),
-    });
-    try {
-      await computer.waitUntilReady();
-    } catch (error) {
-      await computer.stop().catch(() => {});
-      throw error;
-    }
-    const id = await computer.getId();
-    session.adopt(await session.provider.get(id), {
-      id,
-      kind: 'computer',
-      cpus,
-      memoryMib,
-      persist: request.persist,
-    });
-    session.computers.set(id, computer);
-    return id;
-  } finally {
-    release();
-  }
+  const { id, box } = await startGuiBox(
+    session,
+    'computer',
+    request,
+    { cpus: COMPUTERBOX_CPUS, memoryMib: COMPUTERBOX_MEMORY_MIB },
+    'runs their desktop forwarders',
+    async (runtime, cpus, memoryMib) =>
+      new ComputerBox({
+        runtime,
+        name: request.name,
+        cpus,
+        memoryMib,
+        network: request.network,
+        autoRemove: !request.persist,
+        detach: request.persist,
+        guiHttpPort: await freePort(),
+        guiHttpsPort: await freePort(),
+      }),
+    (box) => box.waitUntilReady(),
+  );
+  session.computers.set(id, box);
+  return id;
 }
 
 /** The computer box `idOrName` of this session. @throws BoxError `invalid_option` (field `box`). */
-async function computerOf(session: McpSession, idOrName: string): Promise<ComputerBox> {
-  const box = await session.box(idOrName);
-  const computer = session.computers.get(box.id);
-  if (!computer) {
-    throw new BoxError(
-      `box ${idOrName} is not a computer box of this session (create_box with kind computer)`,
-      {
-        field: 'box',
-      },
-    );
-  }
-  return computer;
+function computerOf(session: McpSession, idOrName: string): Promise<ComputerBox> {
+  return guiBoxOf(session, session.computers, 'computer', idOrName);
 }
 
 const boxArg = z.string().min(1).describe("box id or name of a box created with kind 'computer'");
