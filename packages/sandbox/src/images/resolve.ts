@@ -123,15 +123,22 @@ export async function resolveManifest(
   throw bad('image index nesting deeper than 3 levels');
 }
 
+/** Bound of the bytes `BlobFetcher` keeps of recently fetched blobs (4 MiB; image configs are a few KiB). */
+export const RECENT_BLOB_BYTES = 4 * 1024 * 1024;
+
 /**
  * Fetches small blobs (image configs) by digest, verified, from the store or the registry; concurrent
  * fetches of one digest share one download (a `SharedJob`, stopped when every waiting pull has aborted),
  * retried twice after transient failures. The caller stores the blob once the image it belongs to is
- * complete, so a failed pull leaves the store as it was.
+ * complete, so a failed pull leaves the store as it was; until then, a pull of the same image under another
+ * reference reuses the verified bytes from a cache of recent blobs bounded to `RECENT_BLOB_BYTES`.
  */
 export class BlobFetcher {
   private readonly jobs = new SharedJobs<string, Buffer, never>();
   private readonly files: StoreFiles;
+  /** Recently fetched, verified blobs by digest, oldest first; their sizes add up to `recentBytes`. */
+  private readonly recent = new Map<string, Buffer>();
+  private recentBytes = 0;
 
   /** @param files the store's files. */
   constructor(files: StoreFiles) {
@@ -149,21 +156,37 @@ export class BlobFetcher {
     limit: number,
     signal: AbortSignal,
   ): Promise<Buffer> {
+    const recent = this.recent.get(desc.digest);
+    if (recent) return Promise.resolve(recent);
     const job = this.jobs.get(
       desc.digest,
       () =>
-        new SharedJob<Buffer, never>((_, jobSignal) =>
-          withRetries(
+        new SharedJob<Buffer, never>(async (_, jobSignal) => {
+          const blob = await withRetries(
             3,
             () => this.fetchOnce(client, repository, desc, limit, jobSignal),
             isTransient,
             jobSignal,
-          ),
-        ),
+          );
+          this.remember(desc.digest, blob);
+          return blob;
+        }),
     );
     return job.wait(undefined, signal, (reason) =>
       reason instanceof Error ? reason : new BoxError('aborted', { code: 'image' }),
     );
+  }
+
+  /** Keeps `blob` among the recent blobs, dropping the oldest past `RECENT_BLOB_BYTES`. */
+  private remember(digest: string, blob: Buffer): void {
+    if (blob.length > RECENT_BLOB_BYTES || this.recent.has(digest)) return;
+    this.recent.set(digest, blob);
+    this.recentBytes += blob.length;
+    for (const [d, b] of this.recent) {
+      if (this.recentBytes <= RECENT_BLOB_BYTES) break;
+      this.recent.delete(d);
+      this.recentBytes -= b.length;
+    }
   }
 
   private async fetchOnce(
