@@ -16,6 +16,7 @@ import { BoxError, notFound } from '../errors.ts';
 import type { JsRuntime } from '../js-runtime.ts';
 import type { JsBox } from '../runtime/box.ts';
 import { validateBoxName } from '../runtime/options.ts';
+import { withHandOutPools } from '../runtime/pool.ts';
 import type { SnapshotInfo } from '../runtime/snapshots.ts';
 import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
 import type { Principal } from './auth.ts';
@@ -101,6 +102,11 @@ export class ServerContext {
   publicUrl: string | null;
   /** Wildcard domain of Host-routed preview URLs, or null. */
   readonly previewDomain: string | null;
+  /**
+   * Runtime ids (`JsBoxPool.id`) of the warm pools of a tenant, the only pools a box creation of that
+   * tenant may take a ready box from; set by the server's pool routes (`pool-routes.ts`). Default: none.
+   */
+  tenantPools: (tenant: string) => ReadonlySet<string> = () => new Set();
   /** Handles of boxes created through this server (they know their port publications: none). */
   readonly #handles = new Map<string, JsBox>();
   readonly #timers = new Set<NodeJS.Timeout>();
@@ -207,7 +213,8 @@ export class ServerContext {
    * The common part of every box creation (create, clone, import; `createBox` uses it): the name is
    * checked and held for the tenant, quotas and admission are applied to what `options` ask for, and
    * `make` creates the box with its runtime name (the operator's name; none for a tenant box) and the
-   * options with the tenant's volumes; the box is then recorded as the tenant's.
+   * options with the tenant's volumes, taking a ready box only from the tenant's own warm pools
+   * ({@link tenantPools}; the operator's pools for the operator); the box is then recorded as the tenant's.
    * @throws as {@link createBox}.
    */
   async createWith<O extends Pick<JsBoxOptions, 'cpus' | 'memoryMib' | 'diskSizeGb' | 'volumes'>>(
@@ -229,7 +236,9 @@ export class ServerContext {
       const request = boxRequestOf(options);
       const box = await this.admission.admit(principal.tenant, principal.operator, request, async () => {
         const resolved = await tenantVolumeOptions(this.runtime, this.owners, principal, options);
-        const made = await make(principal.operator ? name : undefined, resolved);
+        const made = await withHandOutPools(this.tenantPools(principal.tenant), () =>
+          make(principal.operator ? name : undefined, resolved),
+        );
         this.owners.set('box', made.id, {
           tenant: principal.tenant,
           name: principal.operator ? null : (name ?? null),

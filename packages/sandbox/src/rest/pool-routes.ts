@@ -11,8 +11,9 @@
  * | `GET /v1/pools/{pool}/filled` | `sandbox.boxes.read` | waits until `size` boxes are ready → pool |
  * | `DELETE /v1/pools/{pool}` | `sandbox.boxes.write` | close: ready boxes removed → 204 |
  *
- * A pool belongs to the caller's tenant: another tenant's pool is 404 and lists show the caller's
- * (every tenant's for the operator).
+ * A pool belongs to the caller's tenant: another tenant's pool is 404, lists show the caller's
+ * (every tenant's for the operator), and only the tenant's own box creations take its ready boxes
+ * ({@link ServerPools.runtimePoolIds}, used by `ServerContext.createWith`).
  */
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { ulid } from 'ulid';
@@ -85,6 +86,13 @@ export class ServerPools {
     for (const id of this.#pools.keys()) this.#admission?.releasePool(id);
     this.#pools.clear();
     await Promise.all(entries.map((entry) => entry.pool.close().catch(() => {})));
+  }
+
+  /** Runtime ids (`JsBoxPool.id`) of `tenant`'s pools: the pools its box creations may take from. */
+  runtimePoolIds(tenant: string): ReadonlySet<string> {
+    const ids = new Set<string>();
+    for (const entry of this.#pools.values()) if (entry.tenant === tenant) ids.add(entry.pool.id);
+    return ids;
   }
 
   #get(id: string, principal: Principal): Entry {

@@ -116,6 +116,7 @@ export class RestServer {
     this.#sockets = new ExecSockets(this.#ctx, this.#auth);
     this.#tunnels = new Tunnels(this.#ctx, this.#auth);
     this.#pools = new ServerPools(this.#runtime, this.#ctx.admission);
+    this.#ctx.tenantPools = (tenant) => this.#pools.runtimePoolIds(tenant);
     const previews = new PreviewProxy(this.#ctx);
     this.#previews = previews;
     this.app = Fastify({

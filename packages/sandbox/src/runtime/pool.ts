@@ -10,7 +10,12 @@
  * Options match when their normalized forms (`validateBoxOptions`) are equal; lifetimes (`timeoutMs`,
  * `autoPause`, …) are not part of the match and start at hand-out. A handed-out box keeps the hostname it
  * was started with (its id), whatever name it is given.
+ *
+ * Which pools may hand out a box is decided per call: `create()` calls made inside
+ * {@link withHandOutPools} take boxes only from the pools it names (the REST server: the calling
+ * tenant's pools), so that a box kept ready for one tenant never goes to another.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { BoxError } from '../errors.ts';
 import type { JsBoxOptions } from '../types.ts';
 import { LIFETIME_FIELDS } from './lifetimes.ts';
@@ -56,6 +61,19 @@ const SCHEMA = `CREATE TABLE IF NOT EXISTS pooled_boxes (
   box_id TEXT PRIMARY KEY REFERENCES boxes(id) ON DELETE CASCADE,
   pool TEXT NOT NULL
 )`;
+
+/** Ids of the pools allowed to hand out boxes in the current async context; absent: every pool. */
+const handOutPools = new AsyncLocalStorage<ReadonlySet<string>>();
+
+/**
+ * Runs `fn` so that the `create()` calls it makes (in its async context) take ready boxes only from the
+ * warm pools whose ids are in `pools` (`JsBoxPool.id`); the other pools are left untouched (no box taken,
+ * no refill). Outside such a call every pool of the runtime hands out boxes.
+ * @returns what `fn` returns.
+ */
+export function withHandOutPools<T>(pools: ReadonlySet<string>, fn: () => T): T {
+  return handOutPools.run(pools, fn);
+}
 
 /** The canonical form of box options for matching: normalized, without name and lifetimes. */
 export function poolKey(options: unknown): string {
@@ -196,11 +214,14 @@ export class BoxPool implements JsBoxPool {
 
   /**
    * Takes a ready box for a caller, named `name`; null when none is ready (or another process claimed
-   * them). The refill starts when that box's first command ends (`commandEnded`) or `REFILL_DELAY_MS`
-   * later, whichever comes first; at once when no box was ready.
+   * them), or when the caller runs inside {@link withHandOutPools} without this pool's id. The refill
+   * starts when that box's first command ends (`commandEnded`) or `REFILL_DELAY_MS` later, whichever
+   * comes first; at once when no box was ready.
    * @throws BoxError `conflict` when `name` is taken (the box goes back to the pool).
    */
   take(name: string | null): string | null {
+    const allowed = handOutPools.getStore();
+    if (allowed !== undefined && !allowed.has(this.id)) return null;
     while (this.#ready.length > 0) {
       const id = this.#ready.shift()!;
       let claimed: boolean;
