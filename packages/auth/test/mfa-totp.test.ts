@@ -184,6 +184,23 @@ describe('TOTP required for a role', () => {
     assert.deepEqual([...(access.amr as string[])].sort(), ['mfa', 'otp', 'pwd']);
     assert.equal(access.acr, ACR.mfa);
     assert.deepEqual(events(await auditOf('olivia', since)), ['Success:factor_enrolled:']);
+
+    // A refresh later describes the same sign-in (OIDC Core §12.2): auth_time, amr and acr are kept.
+    s.t.clock.now += 5_000;
+    const refreshed = await client.refreshTokenGrant(config, tokens.refresh_token!);
+    const refreshedId = refreshed.claims()!;
+    assert.notEqual(refreshed.refresh_token, tokens.refresh_token);
+    assert.ok(refreshedId.iat > id.iat, 'a new ID token');
+    assert.equal(refreshedId.auth_time, id.auth_time);
+    assert.deepEqual([...(refreshedId.amr as string[])].sort(), ['mfa', 'otp', 'pwd']);
+    assert.equal(refreshedId.acr, ACR.mfa);
+    const refreshedAccess = decodeJwt(refreshed.access_token);
+    assert.equal(refreshedAccess.auth_time, id.auth_time);
+    assert.deepEqual([...(refreshedAccess.amr as string[])].sort(), ['mfa', 'otp', 'pwd']);
+    assert.equal(refreshedAccess.acr, ACR.mfa);
+    // …and so does the refresh of the refreshed token.
+    const again = await client.refreshTokenGrant(config, refreshed.refresh_token!);
+    assert.deepEqual([...(again.claims()!.amr as string[])].sort(), ['mfa', 'otp', 'pwd']);
   });
 
   test('the seed is sealed at rest and the recovery codes are stored as hashes', async () => {

@@ -340,6 +340,41 @@ export function storeContract(name: string, opener: StoreOpener): void {
       expiresAt: 10_000,
     });
 
+    test('refresh tokens keep the auth_time and amr of their sign-in through a rotation', async () => {
+      const store = await open();
+      const user = await store.createUser({ userName: 'u' });
+      await store.createClient({ clientId: 'c', clientType: 'public' });
+      const base = {
+        familyId: 'f',
+        clientId: 'c',
+        userId: user.id,
+        scope: 'openid',
+        createdAt: 0,
+        expiresAt: 1000,
+      };
+      const first = await store.insertRefreshToken({
+        ...base,
+        tokenHash: 'a1',
+        authTime: 1_700_000_000,
+        amr: ['pwd', 'otp', 'mfa'],
+      });
+      assert.deepEqual(first.amr, ['pwd', 'otp', 'mfa']);
+      const stored = (await store.findRefreshTokenWithOwner('a1'))!.token;
+      assert.deepEqual([stored.authTime, stored.amr], [1_700_000_000, ['pwd', 'otp', 'mfa']]);
+      assert.equal(
+        await store.rotateRefreshToken(
+          'a1',
+          { ...base, tokenHash: 'a2', authTime: stored.authTime, amr: stored.amr },
+          5,
+        ),
+        true,
+      );
+      const next = (await store.findRefreshToken('a2'))!;
+      assert.deepEqual([next.authTime, next.amr], [1_700_000_000, ['pwd', 'otp', 'mfa']]);
+      await store.insertRefreshToken({ ...base, tokenHash: 'b1' });
+      assert.deepEqual((await store.findRefreshToken('b1'))!.amr, [], 'no sign-in methods recorded');
+    });
+
     test('concurrent rotations: a replay loses, a failing one is refused alone, the rest is committed', async () => {
       const store = await open();
       {

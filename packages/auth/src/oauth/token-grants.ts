@@ -152,13 +152,17 @@ export async function refreshGrant(
         dpopJkt: stored.dpopJkt,
         sessionId: stored.sessionId,
         authTime: stored.authTime,
+        amr: stored.amr,
       },
       now,
     ),
+    // The refreshed tokens describe the original sign-in: its `auth_time`, `amr` and `acr` (OIDC Core §12.2).
     ctx.tokens.accessToken({
       subject,
       clientId: client.clientId,
       scope,
+      authTime: stored.authTime ?? undefined,
+      amr: stored.amr,
       jkt: proof?.jkt,
       audience,
     }),
@@ -173,6 +177,7 @@ export async function refreshGrant(
             user,
             clientId: client.clientId,
             authTime: stored.authTime,
+            amr: stored.amr,
             sid: stored.sessionId,
             userClaims: claims,
           }),
@@ -362,6 +367,7 @@ export async function issue(
       dpopJkt: client.clientType === 'public' && proof ? proof.jkt : null,
       sessionId: oidc.sessionId ?? null,
       authTime: oidc.authTime ?? null,
+      amr: oidc.amr ?? null,
     });
     response.refresh_token = refresh;
   }

@@ -126,7 +126,7 @@ type SqlValue = string | number | null;
 
 /** Columns of a refresh-token insert, in the order of {@link refreshTokenValues} (both stores). */
 export const REFRESH_TOKEN_COLUMNS = `token_hash, family_id, client_id, user_id, scope, created_at, expires_at,
-  dpop_jkt, session_id, auth_time`;
+  dpop_jkt, session_id, auth_time, amr`;
 
 /** The values of a refresh-token insert, in the order of {@link REFRESH_TOKEN_COLUMNS}. */
 export function refreshTokenValues(input: NewRefreshToken): SqlValue[] {
@@ -141,6 +141,7 @@ export function refreshTokenValues(input: NewRefreshToken): SqlValue[] {
     input.dpopJkt ?? null,
     input.sessionId ?? null,
     input.authTime ?? null,
+    input.amr && input.amr.length > 0 ? JSON.stringify(input.amr) : null,
   ];
 }
 

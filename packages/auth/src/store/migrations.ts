@@ -302,4 +302,10 @@ CREATE INDEX refresh_tokens_family_usable ON refresh_tokens(family_id)
     name: 'self-service link tokens',
     sql: SQLITE_ACCOUNT_TABLES,
   },
+  {
+    version: 11,
+    name: 'refresh tokens keep the authentication methods of their sign-in',
+    // JSON array text of RFC 8176 values, null for tokens issued before this column existed.
+    sql: 'ALTER TABLE refresh_tokens ADD COLUMN amr TEXT;',
+  },
 ];

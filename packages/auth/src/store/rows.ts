@@ -189,6 +189,7 @@ export function toRefresh(row: Row): RefreshTokenRecord {
     dpopJkt: strOrNull(row.dpop_jkt),
     sessionId: strOrNull(row.session_id),
     authTime: num(row.auth_time),
+    amr: row.amr === null || row.amr === undefined ? [] : json<string[]>(row.amr),
   };
 }
 

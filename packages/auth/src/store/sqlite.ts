@@ -44,7 +44,7 @@ import { devicePoll, UPDATE_DEVICE_POLL } from './updates.ts';
 export type { SqliteAuthStoreOptions } from './sqlite/core.ts';
 
 const INSERT_REFRESH_TOKEN = `INSERT INTO refresh_tokens (${REFRESH_TOKEN_COLUMNS})
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /** Marks an unused, unrevoked refresh token used; parameters: used_at, replaced_by, token_hash. */
 const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?

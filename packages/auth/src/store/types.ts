@@ -406,6 +406,11 @@ export interface RefreshTokenRecord {
   readonly sessionId: string | null;
   /** Time of the user authentication, seconds since epoch, or null. */
   readonly authTime: number | null;
+  /**
+   * Authentication methods (`amr`, RFC 8176) of the sign-in the token descends from, e.g. `['pwd', 'otp',
+   * 'mfa']`; empty when unknown (client tokens, brokered sign-ins). Refreshed tokens carry them again.
+   */
+  readonly amr: readonly string[];
 }
 
 /** What the refresh grant needs of a refresh token's user (spec 001 user fields; no roles or permissions). */
@@ -440,6 +445,8 @@ export interface NewRefreshToken {
   sessionId?: string | null;
   /** Time of the user authentication, seconds since epoch (`auth_time` of ID tokens on refresh), or null. */
   authTime?: number | null;
+  /** Authentication methods of the sign-in (RFC 8176 `amr`), kept for refreshed tokens; none when omitted. */
+  amr?: readonly string[] | null;
 }
 
 /** A stored authorization code (only its hash is stored), single-use (RFC 6749 §4.1.2, RFC 7636). */

@@ -312,6 +312,12 @@ CREATE INDEX rate_limits_expire ON rate_limits(expire);
     name: 'self-service link tokens',
     sql: PG_ACCOUNT_TABLES,
   },
+  {
+    version: 9,
+    name: 'refresh tokens keep the authentication methods of their sign-in',
+    // JSON array text (as in SQLite, so both stores bind the same insert values).
+    sql: 'ALTER TABLE refresh_tokens ADD COLUMN amr text;',
+  },
 ];
 
 /**

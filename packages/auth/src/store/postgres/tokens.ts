@@ -41,7 +41,7 @@ export function insertRefreshToken(q: Q, input: NewRefreshToken): Promise<Refres
   return write('refresh token', hidden, async () => {
     const row = await get(
       q,
-      `INSERT INTO refresh_tokens (${REFRESH_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+      `INSERT INTO refresh_tokens (${REFRESH_TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
       ...refreshTokenValues(input),
     );
     return toRefresh(row!);
@@ -104,7 +104,7 @@ export function rotateRefreshToken(
           WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL RETURNING 1),
       inserted AS (
         INSERT INTO refresh_tokens (${REFRESH_TOKEN_COLUMNS})
-          SELECT ?, ?, ?, ?, ?, ?::bigint, ?::bigint, ?, ?, ?::bigint WHERE EXISTS (SELECT 1 FROM used)
+          SELECT ?, ?, ?, ?, ?, ?::bigint, ?::bigint, ?, ?, ?::bigint, ? WHERE EXISTS (SELECT 1 FROM used)
           RETURNING 1)
       SELECT (SELECT count(*) FROM inserted) AS n`,
       now,
