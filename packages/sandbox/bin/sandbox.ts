@@ -348,6 +348,7 @@ export function buildProgram(): Command {
     .option('--jwks-url <url>', 'also accept access tokens of the auth service, verified with this JWKS')
     .option('--jwt-issuer <issuer>', 'required iss of access tokens')
     .option('--jwt-audience <audience>', 'required aud of access tokens')
+    .option('--jwt-require-tenant', 'access tokens must carry a tenant claim (default: sub names the tenant)')
     .option(
       '--template <name=image>',
       'E2B template served by this image, beside base and code-interpreter-v1 (repeatable)',
@@ -387,6 +388,7 @@ export function buildProgram(): Command {
                 jwksUrl: opts.jwksUrl,
                 ...(opts.jwtIssuer ? { issuer: opts.jwtIssuer } : {}),
                 ...(opts.jwtAudience ? { audience: opts.jwtAudience } : {}),
+                ...(opts.jwtRequireTenant ? { requireTenantClaim: true } : {}),
               },
             }
           : {}),

@@ -2,8 +2,9 @@
  * Managed API keys and tenant credentials of the shared service: keys shown once and stored hashed,
  * listed by id and prefix, sent as `Authorization: Bearer` or `X-API-KEY`, carrying permissions, revoked
  * and expired without a restart (also when `sandbox keys` writes the key file beside the running server);
- * bad key requests name the field; access tokens act as their `tenant` claim (else `sub`), a malformed
- * one is 401, and a key and a token of one tenant see the same boxes.
+ * bad key requests name the field; access tokens act as their `tenant` claim (else `sub`, unless the
+ * server requires the claim), a malformed one is 401, a token or key naming the reserved tenant
+ * `operator` without `sandbox.operator` is refused (the operator's box untouched), and a key and a token of one tenant see the same boxes.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -180,5 +181,59 @@ describe('access tokens as tenants', () => {
     const badSubject = await api(url, 'GET', '/v1/boxes', await token({ scope }, 'sub with spaces'));
     assert.equal(badSubject.status, 401);
     assert.equal((await api(url, 'DELETE', '/v1/boxes/web?force=true', sameTenant)).status, 204);
+  });
+
+  it('a token or key naming the operator tenant is no operator; only sandbox.operator makes one', async () => {
+    const scope = 'sandbox.boxes.read sandbox.boxes.write sandbox.exec';
+    const ops = await api(url, 'POST', '/v1/boxes', OPERATOR_KEY, { image: BUSYBOX, name: 'ops-only' });
+    assert.equal(ops.status, 201, JSON.stringify(ops.body));
+    for (const named of [
+      await token({ scope }, 'operator'),
+      await token({ scope, tenant: 'operator' }),
+      await token({ scope, tenant: 'OPERATOR' }, 'user-2'),
+    ]) {
+      for (const [method, path] of [
+        ['GET', '/v1/boxes'],
+        ['GET', `/v1/boxes/${ops.body.id}`],
+        ['DELETE', `/v1/boxes/${ops.body.id}?force=true`],
+      ] as const) {
+        const answer = await api(url, method, path, named);
+        assert.equal(answer.status, 401, `${method} ${path}`);
+        assert.equal(answer.body.error.code, 'invalid_tenant');
+      }
+    }
+    const refused = await api(url, 'POST', '/v1/keys', OPERATOR_KEY, { tenant: 'operator' });
+    assert.equal(refused.status, 400);
+    assert.equal(refused.body.error.field, 'tenant');
+    const viaCli = cli('create', '--tenant', 'Operator');
+    assert.notEqual(viaCli.status, 0);
+    assert.match(viaCli.stderr, /reserved/);
+    // The operator's box is untouched; a token holding sandbox.operator is the operator.
+    const operatorToken = await token({ scope: `${scope} sandbox.operator`, tenant: 'operator' });
+    const seen = await api(url, 'GET', `/v1/boxes/${ops.body.id}`, operatorToken);
+    assert.equal(seen.status, 200);
+    assert.equal(seen.body.state.running, true);
+    assert.equal((await api(url, 'DELETE', `/v1/boxes/${ops.body.id}?force=true`, OPERATOR_KEY)).status, 204);
+  });
+
+  it('with requireTenantClaim a token without a tenant claim is 401', async () => {
+    const strict = await startTenantServer({
+      jwt: {
+        jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
+        audience: 'sandbox',
+        requireTenantClaim: true,
+      },
+    });
+    try {
+      const scope = 'sandbox.boxes.read';
+      const missing = await api(strict.url, 'GET', '/v1/boxes', await token({ scope }, 'tenant-like-sub'));
+      assert.equal(missing.status, 401);
+      assert.equal(missing.body.error.code, 'invalid_tenant');
+      assert.match(missing.body.error.message, /tenant claim is missing/);
+      const present = await api(strict.url, 'GET', '/v1/boxes', await token({ scope, tenant: 'acme' }));
+      assert.equal(present.status, 200);
+    } finally {
+      await strict.server.close();
+    }
   });
 });

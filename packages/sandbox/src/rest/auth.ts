@@ -12,7 +12,7 @@ import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
 import type { KeyStore } from './tenancy/keys.ts';
-import { isTenant, OPERATOR_TENANT } from './tenancy/tenant.ts';
+import { isReservedTenant, isTenant, OPERATOR_TENANT } from './tenancy/tenant.ts';
 import { HttpError, Permission } from './wire.ts';
 
 /** Access tokens of the auth service: where its keys are and what the tokens must say. */
@@ -23,6 +23,11 @@ export interface JwtAuthOptions {
   issuer?: string;
   /** Required `aud` claim (one of). */
   audience?: string | string[];
+  /**
+   * Tokens must carry a `tenant` claim (a token without one is 401 `invalid_tenant`); default false:
+   * a token without it acts as the tenant named by its `sub`.
+   */
+  requireTenantClaim?: boolean;
 }
 
 /** Credentials the server accepts. Neither `apiKey` nor `jwt` set: loopback clients only. */
@@ -40,7 +45,9 @@ export interface AuthOptions {
  * - `api_key`: the operator key (`--api-key`); `loopback`: a loopback client of a server without
  *   credentials. Both are operators of tenant `operator` with every permission.
  * - `managed_key`: a managed API key (`keyId` names it); its tenant and permissions are the key's.
- * - `token`: an access token; tenant from its `tenant` claim, else its `sub`.
+ * - `token`: an access token; tenant from its `tenant` claim, else its `sub` (unless
+ *   `requireTenantClaim`). A reserved tenant id (`operator`) is refused unless the token holds
+ *   `sandbox.operator`: being the operator never comes from a name.
  * `operator` is true for the operator key, loopback clients, and credentials holding `sandbox.operator`:
  * an operator sees and acts on every tenant's resources.
  */
@@ -200,21 +207,14 @@ export class Authenticator {
           `invalid access token: ${(error as Error).message}`,
         );
       }
-      const tenant = claims.tenant === undefined ? claims.sub : claims.tenant;
-      if (!isTenant(tenant)) {
-        throw new HttpError(
-          401,
-          'authentication_error',
-          'invalid_tenant',
-          `the access token's ${claims.tenant === undefined ? 'sub' : 'tenant'} claim is not a tenant id (1-128 characters of letters, digits, "_", ".", "@", ":", "|" or "-")`,
-        );
-      }
       const granted = tokenPermissions(claims);
+      const operator = granted.has(Permission.operator);
+      const tenant = this.#tenantOf(claims, operator);
       const principal: Principal = {
         kind: 'token',
         subject: String(claims.sub),
         tenant,
-        operator: granted.has(Permission.operator),
+        operator,
         permissions: granted,
         ...(typeof claims.exp === 'number' ? { expiresAt: claims.exp * 1000 } : {}),
       };
@@ -226,6 +226,35 @@ export class Authenticator {
       'invalid_credentials',
       'invalid API key or access token',
     );
+  }
+
+  /**
+   * The tenant a verified token acts as: its `tenant` claim, else (unless `requireTenantClaim`) its `sub`.
+   * @throws HttpError 401 `invalid_tenant` when that claim is missing, not a tenant id, or a reserved
+   *   tenant id while the token does not hold `sandbox.operator`.
+   */
+  #tenantOf(claims: JWTPayload, operator: boolean): string {
+    const claim = claims.tenant !== undefined || this.#jwt?.requireTenantClaim ? 'tenant' : 'sub';
+    const tenant = claims[claim];
+    const refuse = (why: string) =>
+      new HttpError(
+        401,
+        'authentication_error',
+        'invalid_tenant',
+        `the access token's ${claim} claim ${why}`,
+      );
+    if (tenant === undefined) throw refuse('is missing');
+    if (!isTenant(tenant)) {
+      throw refuse(
+        'is not a tenant id (1-128 characters of letters, digits, "_", ".", "@", ":", "|" or "-", starting with a letter or digit)',
+      );
+    }
+    if (isReservedTenant(tenant) && !operator) {
+      throw refuse(
+        `names the reserved tenant '${tenant}' (operators hold the ${Permission.operator} permission)`,
+      );
+    }
+    return tenant;
   }
 
   #permitted(principal: Principal, permission: Permission, what: string): Principal {

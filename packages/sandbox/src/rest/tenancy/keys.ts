@@ -11,7 +11,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ulid } from 'ulid';
 import { BoxError, notFound } from '../../errors.ts';
 import { readJson, stampOf, writeJsonAtomic } from './state-file.ts';
-import { isTenant } from './tenant.ts';
+import { isReservedTenant, isTenant } from './tenant.ts';
 
 /** The shape of a managed key: `e2b_` and 40 lowercase hex digits. */
 export const MANAGED_KEY_RE = /^e2b_[0-9a-f]{40}$/;
@@ -76,12 +76,20 @@ function publicInfo(record: KeyRecord): ApiKeyInfo {
 }
 
 /**
+ * Checks what a new key asks for: a valid tenant id, not a reserved one (`tenant.ts`) unless the key
+ * holds `sandbox.operator`, known permissions, an expiry in the future.
  * @throws BoxError `invalid_option` naming `tenant`, `permissions` or `expires_at` (the field and the rule).
  */
 export function checkKeyOptions(options: CreateKeyOptions, now = Date.now()): void {
   if (!isTenant(options.tenant)) {
     throw new BoxError(
       'invalid field tenant: must be 1-128 characters of letters, digits, "_", ".", "@", ":", "|" or "-", starting with a letter or digit',
+      { field: 'tenant' },
+    );
+  }
+  if (isReservedTenant(options.tenant) && !options.permissions?.includes('sandbox.operator')) {
+    throw new BoxError(
+      `invalid field tenant: '${options.tenant}' is reserved for keys holding the sandbox.operator permission`,
       { field: 'tenant' },
     );
   }
