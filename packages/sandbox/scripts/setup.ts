@@ -7,7 +7,8 @@
  *    mount option (src/engine/cgroup-tuning.ts);
  * 3. builds the offline images if missing and ensures the local registries run (scripts/registry.ts --auth),
  *    and prepares the rootless test account `sbxuser` (scripts/rootless-user.ts);
- * 4. builds and pushes the big chromium, firefox and desktop images of the BrowserBox/ComputerBox tests if
+ * 4. pulls the small test images (busybox, python:slim, code-interpreter-v1, base) into the store the tests'
+ *    runtimes link them from (`<cache>/test-home-images`), then builds and pushes the big chromium, firefox and desktop images of the BrowserBox/ComputerBox tests if
  *    missing, and pulls them into the image store those tests share (`<cache>/test-home-desktop`), unless
  *    `--base-only` is given (as `npm start` does).
  */
@@ -109,6 +110,22 @@ function main(): void {
   if (rootless.status !== 0) process.exit(rootless.status ?? 1);
   // `--base-only` (used by `npm start`): busybox and python:slim only, not the big images below.
   if (process.argv.includes('--base-only')) return;
+  // The small test images, unpacked once into the store the tests' runtimes link them from
+  // (test/runtime-helpers.ts `seedImages`) instead of each test file pulling python:slim again.
+  const images = spawnSync(
+    process.execPath,
+    [
+      join(here, 'prepull.ts'),
+      '--home',
+      join(cacheDir(), 'test-home-images'),
+      'busybox:latest',
+      'python:slim',
+      'code-interpreter-v1:latest',
+      'base:latest',
+    ],
+    { stdio: 'inherit' },
+  );
+  if (images.status !== 0) process.exit(images.status ?? 1);
   // The BrowserBox/ComputerBox test images (big: built once, minutes, then cached).
   const big = spawnSync(
     process.execPath,

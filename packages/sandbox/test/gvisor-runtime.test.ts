@@ -13,7 +13,15 @@ import { findExecutable } from '../src/engine/engine.ts';
 import { BoxError } from '../src/errors.ts';
 import { JsRuntime } from '../src/js-runtime.ts';
 import { startRestServer } from '../src/rest/server.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, run, tempHome } from './runtime-helpers.ts';
+import {
+  BUSYBOX,
+  cleanupAll,
+  ensureRegistry,
+  REGISTRIES,
+  run,
+  seededHome,
+  tempHome,
+} from './runtime-helpers.ts';
 
 const skip = findExecutable('runsc') ? false : 'runsc is not installed (npm run test:setup installs it)';
 
@@ -27,7 +35,7 @@ before(async () => {
   process.env.SEED_SANDBOX_GVISOR_PLATFORM = 'ptrace';
   ensureRegistry();
   runtime = new JsRuntime({
-    homeDir: tempHome('sandbox-gv-'),
+    homeDir: seededHome('sandbox-gv-'),
     imageRegistries: REGISTRIES,
     isolation: 'gvisor',
   });

@@ -22,6 +22,7 @@ import {
   ensureRegistry,
   REGISTRIES,
   run,
+  seededHome,
   tempHome,
   testRuntime,
 } from './runtime-helpers.ts';
@@ -67,7 +68,7 @@ let home = '';
 
 before(() => {
   ensureRegistry();
-  home = tempHome('sandbox-net-');
+  home = seededHome('sandbox-net-');
   runtime = testRuntime(home);
 });
 after(cleanupAll);

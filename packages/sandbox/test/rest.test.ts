@@ -6,7 +6,7 @@ import { after } from 'node:test';
 import { JsRuntime } from '../src/js-runtime.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { runtimeSuite } from './rest-suite.ts';
-import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
+import { cleanupAll, ensureRegistry, seededHome, testRuntime } from './runtime-helpers.ts';
 
 let home: string | null = null;
 let server: RestServer | null = null;
@@ -14,7 +14,7 @@ let server: RestServer | null = null;
 function sharedHome(): string {
   if (!home) {
     ensureRegistry();
-    home = tempHome('sandbox-rest-');
+    home = seededHome('sandbox-rest-');
   }
   return home;
 }

@@ -3,8 +3,19 @@
  * store's idempotent script), temporary home directories and a runtime on them.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { join } from 'node:path';
+import { cacheDir } from '../scripts/offline-images.ts';
 import { JsRuntime } from '../src/js-runtime.ts';
 import type { JsBox } from '../src/runtime/box.ts';
 import type { JsImageRegistry } from '../src/types.ts';
@@ -31,8 +42,56 @@ export function tempHome(prefix = 'sandbox-rt-'): string {
   return dir;
 }
 
-/** A runtime on a fresh temporary homeDir using the local registry. */
-export function testRuntime(homeDir = tempHome()): JsRuntime {
+/**
+ * The image store `npm run test:setup -w @seed/sandbox` fills with the test images (busybox, python:slim,
+ * code-interpreter-v1, base), unpacked once per machine (`<cache>/test-home-images`, scripts/setup.ts).
+ */
+export const SHARED_IMAGES_HOME = join(cacheDir(), 'test-home-images');
+
+/**
+ * Gives `homeDir`'s image store the images of {@link SHARED_IMAGES_HOME} without pulling them again: the
+ * reference records are copied, the blobs hard-linked and each unpacked layer directory linked by a
+ * symbolic link (the layers are read-only lower layers of the boxes' root filesystems). A store that
+ * removes such an image removes only its own links. Does nothing when the shared store is absent.
+ */
+export function seedImages(homeDir: string): void {
+  const from = join(SHARED_IMAGES_HOME, 'images');
+  if (!existsSync(join(from, 'refs'))) return;
+  const to = join(homeDir, 'images');
+  for (const sub of ['refs', 'blobs/sha256', 'layers/sha256']) mkdirSync(join(to, sub), { recursive: true });
+  for (const name of readdirSync(join(from, 'refs'))) {
+    const record = JSON.parse(readFileSync(join(from, 'refs', name), 'utf8')) as {
+      digest: string;
+      configDigest: string;
+      layers: string[];
+    };
+    const layers = record.layers.map((d) => d.replace('sha256:', ''));
+    if (!layers.every((hex) => existsSync(join(from, 'layers/sha256', hex, 'rootfs')))) continue;
+    for (const digest of [record.digest, record.configDigest]) {
+      const hex = digest.replace('sha256:', '');
+      if (!existsSync(join(to, 'blobs/sha256', hex)))
+        linkSync(join(from, 'blobs/sha256', hex), join(to, 'blobs/sha256', hex));
+    }
+    for (const hex of layers) {
+      if (!existsSync(join(to, 'layers/sha256', hex)))
+        symlinkSync(join(from, 'layers/sha256', hex), join(to, 'layers/sha256', hex));
+    }
+    if (!existsSync(join(to, 'refs', name))) copyFileSync(join(from, 'refs', name), join(to, 'refs', name));
+  }
+}
+
+/** A fresh temporary homeDir (as {@link tempHome}) whose store already holds the shared test images. */
+export function seededHome(prefix?: string): string {
+  const home = tempHome(prefix);
+  seedImages(home);
+  return home;
+}
+
+/**
+ * A runtime on a homeDir using the local registry: by default a fresh one seeded with the shared test
+ * images ({@link seededHome}).
+ */
+export function testRuntime(homeDir = seededHome()): JsRuntime {
   return new JsRuntime({ homeDir, imageRegistries: REGISTRIES });
 }
 
