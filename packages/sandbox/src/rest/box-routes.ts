@@ -19,6 +19,7 @@ import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { JsBoxOptions } from '../types.ts';
 import type { ServerContext } from './context.ts';
 import { principalOf } from './hooks.ts';
+import { refuseHostReach } from './host-reach.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { documentedBody } from './validation.ts';
@@ -90,16 +91,8 @@ export async function boxRoutes(app: FastifyInstance, ctx: ServerContext): Promi
       unknownFields({ name, ...rest }, BOX_OPTION_FIELDS);
       validateBoxName(name);
       // Spec 002 rejection 4 (no host paths from a client) and "port publication is local-runtime only".
+      refuseHostReach(rest as Record<string, unknown>);
       validateBoxOptions(rest, { allowHostBinds: false });
-      if (Array.isArray(rest.ports) && rest.ports.length > 0) {
-        throw new HttpError(
-          400,
-          'invalid_request_error',
-          'invalid_option',
-          'invalid box option ports: port publication is refused by a REST runtime (local runtime only)',
-          'ports',
-        );
-      }
       const box = await ctx.createBox(principalOf(request), rest, name ?? undefined);
       return reply.code(201).send(ctx.info(await box.info()));
     },

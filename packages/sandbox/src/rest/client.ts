@@ -22,6 +22,7 @@ import type { CloneOptions } from '../runtime/snapshots.ts';
 import type { JsBoxInfo, JsBoxOptions, JsRuntimeMetrics, JsTenantUsage } from '../types.ts';
 import { boxPath, RestBox } from './box-client.ts';
 import { Connection, type RestRuntimeOptions } from './connection.ts';
+import { refuseHostReach } from './host-reach.ts';
 import { RestPool } from './pool-client.ts';
 import { restImport } from './snapshot-client.ts';
 
@@ -60,13 +61,8 @@ export class RestRuntime implements RuntimeBackend {
    * @throws BoxError naming the field; server failures as BoxError with the server's message.
    */
   async create(options: JsBoxOptions, name?: string): Promise<JsBox> {
+    refuseHostReach(options as Record<string, unknown>);
     validateBoxOptions(options, { allowHostBinds: false });
-    if (Array.isArray(options.ports) && options.ports.length > 0) {
-      throw new BoxError(
-        'invalid box option ports: port publication is refused by a REST runtime (local runtime only)',
-        { field: 'ports' },
-      );
-    }
     const boxName = validateBoxName(name);
     const info = await this.#conn.call<JsBoxInfo>('POST', '/v1/boxes', {
       ...options,
@@ -115,9 +111,10 @@ export class RestRuntime implements RuntimeBackend {
 
   /**
    * Uploads a box archive (local file `path`) and starts it on the server (see `JsRuntime.importBox`);
-   * `droppedOptions` comes from the server's answer.
-   * @throws BoxError `unsupported` (field `options`) when options are passed again: the REST import
-   *   takes the archive alone.
+   * `droppedOptions` comes from the server's answer. Options passed again are refused as by `create`
+   * (`rootfsPath`, host bind mounts, `ports`) before any byte leaves; managed volumes name the caller's
+   * own on the server.
+   * @throws BoxError `invalid_option` naming the field; server errors as mapped.
    */
   async importBox(path: string, nameOrOptions?: string | ImportOptions): Promise<ImportedBox> {
     if (typeof path !== 'string' || path === '') {
@@ -125,12 +122,14 @@ export class RestRuntime implements RuntimeBackend {
     }
     const given = importOptionsOf(nameOrOptions);
     if (given.options !== undefined) {
-      throw new BoxError('importBox: a REST runtime takes no options besides the archive and a name', {
-        field: 'options',
-        code: 'unsupported',
-      });
+      if (given.options === null || typeof given.options !== 'object' || Array.isArray(given.options)) {
+        throw new BoxError('invalid import options: options must be an object of box options', {
+          field: 'options',
+        });
+      }
+      refuseHostReach(given.options as Record<string, unknown>);
     }
-    const info = await restImport(this.#conn, path, validateBoxName(given.name));
+    const info = await restImport(this.#conn, path, validateBoxName(given.name), given.options);
     const { droppedOptions, ...rest } = info as JsBoxInfo & { droppedOptions?: string[] };
     return Object.assign(new RestBox(this.#conn, rest), {
       droppedOptions: Object.freeze(droppedOptions ?? []),

@@ -236,6 +236,7 @@ export class Connection {
    * `source(sink)` write it chunk by chunk (each write resolves once sent; with a known `length` in
    * bytes the body is sent with a `content-length`, not chunked, so no chunk is copied); resolves with the
    * camelCase JSON answer. An early error answer (the server refused the path) ends the upload.
+   * `headers` are sent besides the credential's.
    * @throws BoxError mapped from the error body, `unavailable` when unreachable.
    */
   upload<T>(
@@ -243,12 +244,14 @@ export class Connection {
     path: string,
     source: Readable | ((sink: ChunkSink) => Promise<unknown>),
     length?: number,
+    headers: Record<string, string> = {},
   ): Promise<T> {
     const target = new URL(this.url + path);
     const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
       method,
       headers: {
         ...this.headers,
+        ...headers,
         'content-type': 'application/octet-stream',
         ...(length !== undefined ? { 'content-length': String(length) } : {}),
       },

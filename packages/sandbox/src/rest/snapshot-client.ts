@@ -8,8 +8,9 @@ import { closeSync, createReadStream, openSync, renameSync, rmSync, statSync } f
 import { BoxError } from '../errors.ts';
 import { fdSink } from '../runtime/files/pump.ts';
 import type { SnapshotInfo, SnapshotOps } from '../runtime/snapshots.ts';
-import type { JsBoxInfo } from '../types.ts';
+import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
 import type { Connection } from './client.ts';
+import { toSnake } from './wire.ts';
 
 /** The snapshot operations of the box at `boxPath` (`/v1/boxes/<id>`) over REST. */
 export function restSnapshotOps(conn: Connection, boxPath: string): SnapshotOps {
@@ -59,10 +60,17 @@ export async function restExport(conn: Connection, boxPath: string, path: string
 }
 
 /**
- * Uploads the archive at `path` (`POST /v1/boxes/import[?name=]`); resolves the new box's info.
+ * Uploads the archive at `path` (`POST /v1/boxes/import[?name=]`); `options` (camelCase box options,
+ * passed again over the archive's) travel as JSON in the `X-Box-Options` header, snake_case, with
+ * non-ASCII characters as `\u` escapes (header values are ASCII). Resolves the new box's info.
  * @throws BoxError `not_found` (field `path`) when the file does not exist; server errors as mapped.
  */
-export function restImport(conn: Connection, path: string, name?: string): Promise<JsBoxInfo> {
+export function restImport(
+  conn: Connection,
+  path: string,
+  name?: string,
+  options?: JsBoxOptions,
+): Promise<JsBoxInfo> {
   let size: number;
   try {
     size = statSync(path).size;
@@ -72,5 +80,14 @@ export function restImport(conn: Connection, path: string, name?: string): Promi
     );
   }
   const query = name === undefined ? '' : `?name=${encodeURIComponent(name)}`;
-  return conn.upload<JsBoxInfo>('POST', `/v1/boxes/import${query}`, createReadStream(path), size);
+  const headers: Record<string, string> =
+    options === undefined
+      ? {}
+      : {
+          'x-box-options': JSON.stringify(toSnake(options)).replace(
+            /[^\x20-\x7e]/g,
+            (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+          ),
+        };
+  return conn.upload<JsBoxInfo>('POST', `/v1/boxes/import${query}`, createReadStream(path), size, headers);
 }

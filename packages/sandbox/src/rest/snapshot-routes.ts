@@ -13,7 +13,7 @@
  * | `DELETE /v1/boxes/{box}/snapshots/{name}` | `sandbox.boxes.write` | remove → 204 |
  * | `POST /v1/boxes/{box}/clone` (box options + `snapshot?`, `name?`) | `sandbox.boxes.write` | clone → 201 box |
  * | `GET /v1/boxes/{box}/export` | `sandbox.boxes.read` | the box archive (OCI image layout tar) |
- * | `POST /v1/boxes/import[?name=]` (body: the archive) | `sandbox.boxes.write` | import → 201 box |
+ * | `POST /v1/boxes/import[?name=]` (body: the archive; header `X-Box-Options`: JSON box options) | `sandbox.boxes.write` | import → 201 box |
  *
  * The server writes an export to `<homeDir>/exports` before sending it and an uploaded import to
  * `<homeDir>/imports`; both files are removed once done.
@@ -30,10 +30,12 @@ import { DEFAULT_IMAGE_LIMITS } from '../images/limits.ts';
 import { archiveResources, importTooLarge } from '../runtime/archive-import.ts';
 import { validateBoxName } from '../runtime/options.ts';
 import type { CloneOptions } from '../runtime/snapshots.ts';
+import type { JsBoxOptions } from '../types.ts';
 import type { Principal } from './auth.ts';
 import { BOX_OPTION_FIELDS } from './box-routes.ts';
 import type { ServerContext } from './context.ts';
 import { principalOf } from './hooks.ts';
+import { refuseHostReach } from './host-reach.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { documentedBody } from './validation.ts';
@@ -69,6 +71,37 @@ const snapshotSchema = obj(
 );
 const boxAnswer = (description: string) => ({ description, ...ref('BoxInfo') });
 const CLONE_FIELDS: ReadonlySet<string> = new Set([...BOX_OPTION_FIELDS, 'snapshot']);
+const IMPORT_FIELDS: ReadonlySet<string> = new Set([...BOX_OPTION_FIELDS].filter((f) => f !== 'name'));
+
+/** Header of `POST /v1/boxes/import` carrying box options passed again (JSON, snake_case). */
+const OPTIONS_HEADER = 'x-box-options';
+
+/**
+ * The `X-Box-Options` header of `POST /v1/boxes/import` as box options (camelCase): a JSON object of
+ * `BoxOptions` fields without `name`, refused as by `POST /v1/boxes` (`host-reach.ts`). Absent: `{}`.
+ * @throws BoxError `invalid_option` (field `options`) for a header that is not a JSON object, or naming the
+ *   refused field; HttpError 400 `unknown_field` for a field box options do not have.
+ */
+function importedOptions(text: string | undefined): JsBoxOptions {
+  if (text === undefined) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new BoxError('invalid import options: the X-Box-Options header must be JSON', {
+      field: 'options',
+    });
+  }
+  if (!isObject(parsed)) {
+    throw new BoxError('invalid import options: the X-Box-Options header must be a JSON object', {
+      field: 'options',
+    });
+  }
+  const options = toCamel<Record<string, unknown>>(parsed);
+  unknownFields(options, IMPORT_FIELDS);
+  refuseHostReach(options);
+  return options as JsBoxOptions;
+}
 
 /** Registers the snapshot routes (see the module comment) in their own scope (raw-body parser). */
 export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): Promise<void> {
@@ -199,29 +232,7 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
       const { name, ...rest } = toCamel<CloneOptions & { name?: string }>(body);
       unknownFields({ name, ...rest }, CLONE_FIELDS);
       validateBoxName(name);
-      if (rest.rootfsPath !== undefined) {
-        throw new BoxError('invalid box option rootfsPath: a host rootfs path is refused by a REST runtime', {
-          field: 'rootfsPath',
-        });
-      }
-      rest.volumes?.forEach((v, i) => {
-        if (isObject(v) && v.hostPath !== undefined) {
-          throw new BoxError(
-            `invalid box option volumes[${i}].hostPath: host bind mounts are refused by a REST runtime`,
-            {
-              field: `volumes[${i}].hostPath`,
-            },
-          );
-        }
-      });
-      if (Array.isArray(rest.ports) && rest.ports.length > 0) {
-        throw new BoxError(
-          'invalid box option ports: port publication is refused by a REST runtime (local runtime only)',
-          {
-            field: 'ports',
-          },
-        );
-      }
+      refuseHostReach(rest as Record<string, unknown>);
       const principal = principalOf(request);
       const source = await ctx.box(request.params.box, principal);
       // Admitted for what the clone gets: the given resources, else the source box's.
@@ -275,43 +286,53 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
     },
   );
 
-  app.post<{ Querystring: { name?: string }; Body: Readable }>(
-    '/v1/boxes/import',
-    {
-      ...route(write, {
-        tags,
-        summary: 'import a box archive',
-        description:
-          "Starts a new box from an archive of `GET /v1/boxes/{box}/export`: its files, owners, modes and options; its image is the archive's image part, kept by the server. The archive's options are not trusted: added capabilities, `allow_net` entries, volumes, ports and secrets are dropped and listed in `dropped_options`. An upload over the server's `maxImportBytes` is refused with 422 `image` as it arrives; hostile or oversized layers likewise.",
-        querystring: obj({ name: { type: 'string', description: 'name of the new box' } }),
-        body: { content: { [TAR]: { schema: binary }, 'application/octet-stream': { schema: binary } } },
-        response: {
-          201: {
-            description: 'the imported box, running',
-            allOf: [
-              ref('BoxInfo'),
-              obj({
-                dropped_options: {
-                  type: 'array',
-                  items: { type: 'string' },
-                  description:
-                    'archive options not applied, as option paths (`volumes[0]`, `network.allowNet`)',
-                },
-              }),
-            ],
-          },
-        },
-        errors: [409, 422],
-      }),
-      // The body is a byte stream: its schema documents it.
-      validatorCompiler: documentedBody,
+  const importRoute = route(write, {
+    tags,
+    summary: 'import a box archive',
+    description:
+      "Starts a new box from an archive of `GET /v1/boxes/{box}/export`: its files, owners, modes and options; its image is the archive's image part, kept by the server. The archive's options are not trusted: added capabilities, `allow_net` entries, volumes, ports and secrets are dropped and listed in `dropped_options` unless the `X-Box-Options` header passes them again. An upload over the server's `maxImportBytes` is refused with 422 `image` as it arrives; hostile or oversized layers likewise.",
+    querystring: obj({ name: { type: 'string', description: 'name of the new box' } }),
+    body: { content: { [TAR]: { schema: binary }, 'application/octet-stream': { schema: binary } } },
+    response: {
+      201: {
+        description: 'the imported box, running',
+        allOf: [
+          ref('BoxInfo'),
+          obj({
+            dropped_options: {
+              type: 'array',
+              items: { type: 'string' },
+              description: 'archive options not applied, as option paths (`volumes[0]`, `network.allowNet`)',
+            },
+          }),
+        ],
+      },
     },
+    errors: [409, 422],
+  });
+  // A header rather than a query parameter: options may carry secrets, and request URLs get logged.
+  importRoute.schema.headers = obj({
+    [OPTIONS_HEADER]: {
+      type: 'string',
+      description:
+        "box options passed again, as one JSON object of `BoxOptions` fields (snake_case, `name` aside; non-ASCII characters as `\\u` escapes), applied over the archive's field by field: the only way the box gets capabilities, `allow_net` entries, volumes (managed volumes among the caller's own, by name or id), ports or secrets. Refused as by `POST /v1/boxes`: `rootfs_path`, host bind mounts and `ports` answer 400 naming the field.",
+    },
+  });
+  app.post<{
+    Querystring: { name?: string };
+    Headers: { [OPTIONS_HEADER]?: string };
+    Body: Readable;
+  }>(
+    '/v1/boxes/import',
+    // The body is a byte stream: its schema documents it.
+    { ...importRoute, validatorCompiler: documentedBody },
     async (request, reply) => {
       const body = request.body;
       if (!body || typeof (body as Readable).pipe !== 'function') {
         throw new BoxError(`the body must be the archive (content-type ${TAR})`, { field: 'body' });
       }
       const name = validateBoxName(request.query.name);
+      const given = importedOptions(request.headers[OPTIONS_HEADER]);
       const dir = join(ctx.runtime.homeDir, 'imports');
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       const file = join(dir, `upload-${ulid()}.tar`);
@@ -325,23 +346,18 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
           overLimit: () => importTooLarge(maxImportBytes),
         });
         await pipeline(body, counted, createWriteStream(file, { flags: 'wx', mode: 0o600 }));
-        // Admitted for the resources the archive asks for, which are passed again so that the box
-        // gets what was admitted.
-        const resources = await archiveResources(file, maxImportBytes);
+        // Admitted for the resources the box gets (the caller's, else the archive's), which are passed
+        // again so that the box gets what was admitted; managed volumes resolve among the caller's own.
+        const wanted = { ...(await archiveResources(file, maxImportBytes)), ...given };
         let dropped: readonly string[] = [];
-        const box = await ctx.createWith(
-          principalOf(request),
-          resources,
-          name,
-          async (runtimeName, options) => {
-            const imported = await ctx.runtime.importBox(file, {
-              ...(runtimeName !== undefined ? { name: runtimeName } : {}),
-              options,
-            });
-            dropped = imported.droppedOptions;
-            return imported;
-          },
-        );
+        const box = await ctx.createWith(principalOf(request), wanted, name, async (runtimeName, options) => {
+          const imported = await ctx.runtime.importBox(file, {
+            ...(runtimeName !== undefined ? { name: runtimeName } : {}),
+            options,
+          });
+          dropped = imported.droppedOptions;
+          return imported;
+        });
         const info = ctx.info(await box.info()) as Record<string, unknown>;
         return reply.code(201).send({ ...info, dropped_options: dropped });
       } finally {

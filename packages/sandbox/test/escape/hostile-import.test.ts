@@ -10,21 +10,19 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { BoxError } from '../../src/errors.ts';
-import { ImageStore } from '../../src/images/index.ts';
 import { JsRuntime } from '../../src/js-runtime.ts';
 import { type RestServer, startRestServer } from '../../src/rest/server.ts';
 import { archiveResources } from '../../src/runtime/archive-import.ts';
-import { writeLayerTar } from '../../src/runtime/archive-tar.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, run, tempHome } from '../runtime-helpers.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome } from '../runtime-helpers.ts';
 import {
   canaryFacts,
   HOSTILE_CASES,
   handMadeArchive,
   hostileLayer,
+  imageLayerTars,
   makeCanary,
   tarOf,
 } from './hostile-layers.ts';
@@ -41,15 +39,7 @@ before(async () => {
   home = tempHome('hostile-import-');
   canary = makeCanary(home);
   runtime = new JsRuntime({ homeDir: join(home, 'rt') });
-  const image = await new ImageStore({ homeDir: join(home, 'pull'), registries: REGISTRIES }).pull(BUSYBOX);
-  busyboxLayers = [];
-  for (const dir of image.layerDirs) {
-    const out = new PassThrough();
-    const chunks: Buffer[] = [];
-    out.on('data', (c: Buffer) => chunks.push(c));
-    await writeLayerTar(dir, out, null);
-    busyboxLayers.push(Buffer.concat(chunks));
-  }
+  busyboxLayers = await imageLayerTars(join(home, 'pull'), BUSYBOX);
 });
 after(async () => {
   await server?.close();

@@ -17,9 +17,13 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
 import tar from 'tar-stream';
+import { ImageStore } from '../../src/images/index.ts';
+import { writeLayerTar } from '../../src/runtime/archive-tar.ts';
 import type { FixtureEntry } from '../helpers/registry.ts';
+import { REGISTRIES } from '../runtime-helpers.ts';
 
 /**
  * Creates `<parent>/canary`: `victim` (0644), `secret` (0600), `bin/tool` (0755), `d/` (0755) with `d/f`.
@@ -369,4 +373,21 @@ export async function handMadeArchive(
   const chunks: Buffer[] = [];
   for await (const c of pack) chunks.push(c as Buffer);
   writeFileSync(path, Buffer.concat(chunks));
+}
+
+/**
+ * The layers of the image `reference` pulled into a fresh store under `home`, each as a raw tar (the
+ * image part of a hand-made archive).
+ */
+export async function imageLayerTars(home: string, reference: string): Promise<Buffer[]> {
+  const image = await new ImageStore({ homeDir: home, registries: REGISTRIES }).pull(reference);
+  const tars: Buffer[] = [];
+  for (const dir of image.layerDirs) {
+    const out = new PassThrough();
+    const chunks: Buffer[] = [];
+    out.on('data', (c: Buffer) => chunks.push(c));
+    await writeLayerTar(dir, out, null);
+    tars.push(Buffer.concat(chunks));
+  }
+  return tars;
 }
