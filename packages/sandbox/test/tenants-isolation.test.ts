@@ -4,7 +4,8 @@
  * is swept automatically, and a route with a path parameter this suite does not know fails it — and
  * asserts 404 (never 403, existence is not disclosed), operator-only routes 403, lists without A's
  * resources; then that A's box, file, volume, pool, execution and tunnel are untouched. The WebSocket
- * exec streams and CONNECT tunnels are driven by hand (OpenAPI has no such operations). Also: names are
+ * exec streams and CONNECT tunnels are driven by hand (OpenAPI has no such operations), and their
+ * refusals are audited (tenant, resources named, status and code; `-` for a refused credential). Also: names are
  * unique per tenant, the operator sees every tenant, a tenant cannot mount another's volume by name.
  */
 import assert from 'node:assert/strict';
@@ -255,6 +256,63 @@ describe('two tenants through every route of the OpenAPI document', { timeout: 3
     assert.equal(await connect(keyB), 404);
     // Still A's: the one-shot tunnel was not consumed by B (nothing listens on 8080: the box side fails).
     assert.equal(await connect(keyA), 502);
+    // A refused credential on an upgrade.
+    const refused = await new Promise<number>((resolve, reject) => {
+      const socket = new WebSocket(`${ws}/v1/executions/stream`, {
+        headers: { authorization: 'Bearer e2b_0000000000000000000000000000000000000000' },
+      });
+      socket.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      socket.once('error', reject);
+    });
+    assert.equal(refused, 401);
+
+    // Each refusal is audited like an HTTP route: who, what it named, the outcome.
+    const entries = (await api(url, 'GET', '/v1/audit', OPERATOR_KEY)).body as Record<string, unknown>[];
+    const has = (expected: Record<string, unknown>) =>
+      assert.ok(
+        entries.some((e) =>
+          Object.entries(expected).every(([k, v]) => JSON.stringify(e[k]) === JSON.stringify(v)),
+        ),
+        `audited: ${JSON.stringify(expected)}`,
+      );
+    has({
+      tenant: 'tenant-b',
+      method: 'GET',
+      route: '/v1/boxes/:box/executions/:execution/attach',
+      resource: { box: boxA, execution: own.execution },
+      status: 404,
+      error: 'not_found',
+    });
+    has({
+      tenant: 'tenant-b',
+      route: '/v1/boxes/:box/executions/attach',
+      resource: { box: 'shared-name' },
+      status: 404,
+      error: 'not_found',
+    });
+    has({
+      tenant: 'tenant-b',
+      method: 'CONNECT',
+      route: '/v1/tunnels/:id',
+      resource: { tunnel: tunnelA },
+      status: 404,
+      error: 'tunnel_not_found',
+    });
+    has({
+      tenant: 'tenant-a',
+      method: 'CONNECT',
+      route: '/v1/tunnels/:id',
+      resource: { box: boxA, tunnel: tunnelA },
+      status: 502,
+      error: 'tunnel_failed',
+    });
+    has({ tenant: '-', route: '/v1/executions/stream', status: 401, error: 'invalid_credentials' });
+    // No refused request is recorded as accepted.
+    assert.ok(
+      !entries.some(
+        (e) => e.tenant === 'tenant-b' && (e.status === 101 || e.status === 200) && e.method === 'CONNECT',
+      ),
+    );
   });
 
   it('the E2B control routes (every registered route outside /v1 naming a sandbox): 404 for B, A untouched', async () => {

@@ -72,6 +72,18 @@ export interface PreviewUrl {
   id: string;
 }
 
+/**
+ * A WebSocket upgrade or CONNECT being handled outside Fastify's routing, for its audit entry: the
+ * caller once authenticated, the route template once matched (`unmatched` before), and the resources
+ * the request named (ids once resolved).
+ */
+export interface RawAttempt {
+  principal?: Principal;
+  method: string;
+  route: string;
+  resource?: Record<string, string>;
+}
+
 const checkExecRequest = bodyValidator<ExecRequest>('ExecRequest');
 
 /** The state of one REST runtime server, shared by its route plugins. */
@@ -426,6 +438,21 @@ export class ServerContext {
       subject: principal.subject,
       ...(principal.keyId ? { key_id: principal.keyId } : {}),
       ...what,
+    });
+  }
+
+  /**
+   * Writes the audit entry of a refused upgrade or CONNECT (`attempt` as far as it got): the caller's
+   * tenant, or `-` when its credential was refused, and the status and code it was answered with.
+   */
+  auditRefused(attempt: RawAttempt, error: HttpError): void {
+    const who = attempt.principal ?? { tenant: '-', subject: '-' };
+    this.auditEvent(who, {
+      method: attempt.method,
+      route: attempt.route,
+      ...(attempt.resource ? { resource: attempt.resource } : {}),
+      status: error.status,
+      error: error.code,
     });
   }
 

@@ -9,7 +9,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Authenticator, Principal } from './auth.ts';
-import type { ServerContext } from './context.ts';
+import type { RawAttempt, ServerContext } from './context.ts';
 import type { ExecSession, ExecSink } from './sessions.ts';
 import {
   Channel,
@@ -64,28 +64,40 @@ export class ExecSockets {
   }
 
   /**
-   * Handles an HTTP upgrade of the server.
+   * Handles an HTTP upgrade of the server. Every upgrade is audited once: with status 101 when it is
+   * accepted, else with the status and code it is refused with (under tenant `-` when the credential is
+   * refused), naming the box and execution the request named.
    * @throws HttpError (401/403/404/409/400) before the upgrade; the caller answers it on the socket.
    */
   async onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on('error', () => {});
+    const attempt: RawAttempt = { method: 'GET', route: 'unmatched' };
+    try {
+      await this.#route(req, socket, head, attempt);
+    } catch (error) {
+      this.#ctx.auditRefused(attempt, httpErrorOf(error));
+      throw error;
+    }
+  }
+
+  async #route(req: IncomingMessage, socket: Duplex, head: Buffer, attempt: RawAttempt): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname === '/v1/executions/stream') {
-      const principal = await this.#auth.check(req, Permission.exec);
-      this.#ctx.auditEvent(principal, { method: 'GET', route: '/v1/executions/stream', status: 101 });
+      attempt.route = '/v1/executions/stream';
+      attempt.principal = await this.#auth.check(req, Permission.exec);
+      const principal = attempt.principal;
+      this.#ctx.auditEvent(principal, { method: 'GET', route: attempt.route, status: 101 });
       this.#upgrade(req, socket, head, (ws) => this.#multiplex(ws, principal));
       return;
     }
     const start = /^\/v1\/boxes\/([^/]+)\/executions\/attach$/.exec(url.pathname);
     if (start) {
-      const principal = await this.#auth.check(req, Permission.exec);
-      const box = await this.#ctx.box(decodeURIComponent(start[1]!), principal);
-      this.#ctx.auditEvent(principal, {
-        method: 'GET',
-        route: '/v1/boxes/:box/executions/attach',
-        resource: { box: box.id },
-        status: 101,
-      });
+      attempt.route = '/v1/boxes/:box/executions/attach';
+      attempt.resource = { box: decodeURIComponent(start[1]!) };
+      attempt.principal = await this.#auth.check(req, Permission.exec);
+      const principal = attempt.principal;
+      const box = await this.#ctx.box(attempt.resource.box!, principal);
+      attempt.resource = { box: box.id };
       const header = req.headers['sandbox-exec'];
       if (typeof header === 'string') {
         // The start request in the upgrade itself: started and attached in one round trip.
@@ -96,27 +108,37 @@ export class ExecSockets {
           throw invalidBody('invalid header sandbox-exec: must be base64url-encoded JSON');
         }
         const session = await this.#ctx.startExecution(box.id, request, principal);
+        this.#ctx.auditEvent(principal, {
+          method: 'GET',
+          route: attempt.route,
+          resource: { box: box.id, execution: session.id },
+          status: 101,
+        });
         this.#upgrade(req, socket, head, (ws) => {
           ws.send(JSON.stringify({ type: 'started', id: session.id, box_id: session.boxId }));
           session.attach(ws, 0);
         });
         return;
       }
+      this.#ctx.auditEvent(principal, {
+        method: 'GET',
+        route: attempt.route,
+        resource: attempt.resource,
+        status: 101,
+      });
       this.#upgrade(req, socket, head, (ws) => this.#startOverSocket(ws, box.id, principal));
       return;
     }
     const match = /^\/v1\/boxes\/([^/]+)\/executions\/([^/]+)\/attach$/.exec(url.pathname);
     if (!match)
       throw new HttpError(404, 'not_found_error', 'route_not_found', `no WebSocket route ${url.pathname}`);
-    const principal = await this.#auth.check(req, Permission.exec);
-    const box = await this.#ctx.box(decodeURIComponent(match[1]!), principal);
-    const session = this.#ctx.session(box.id, decodeURIComponent(match[2]!));
-    this.#ctx.auditEvent(principal, {
-      method: 'GET',
-      route: '/v1/boxes/:box/executions/:execution/attach',
-      resource: { box: box.id, execution: session.id },
-      status: 101,
-    });
+    attempt.route = '/v1/boxes/:box/executions/:execution/attach';
+    attempt.resource = { box: decodeURIComponent(match[1]!), execution: decodeURIComponent(match[2]!) };
+    attempt.principal = await this.#auth.check(req, Permission.exec);
+    const principal = attempt.principal;
+    const box = await this.#ctx.box(attempt.resource.box!, principal);
+    attempt.resource.box = box.id;
+    const session = this.#ctx.session(box.id, attempt.resource.execution!);
     if (session.sink) {
       throw new HttpError(
         409,
@@ -136,6 +158,12 @@ export class ExecSockets {
         'offset',
       );
     }
+    this.#ctx.auditEvent(principal, {
+      method: 'GET',
+      route: attempt.route,
+      resource: { box: box.id, execution: session.id },
+      status: 101,
+    });
     this.#upgrade(req, socket, head, (ws) => {
       if (session.sink) {
         ws.close(4409, 'already attached');

@@ -13,11 +13,11 @@ import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type { JsBox } from '../runtime/box.ts';
 import type { JsNetworkHandle } from '../types.ts';
 import type { Authenticator } from './auth.ts';
-import type { ServerContext } from './context.ts';
+import type { RawAttempt, ServerContext } from './context.ts';
 import { principalOf } from './hooks.ts';
 import { route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
-import { HttpError, Permission } from './wire.ts';
+import { HttpError, httpErrorOf, Permission } from './wire.ts';
 
 /** How long a prepared tunnel may wait for its `CONNECT`, ms. */
 export const TUNNEL_TTL_MS = 60_000;
@@ -103,11 +103,26 @@ export class Tunnels {
   };
 
   /**
-   * Handles an HTTP `CONNECT` of the server.
+   * Handles an HTTP `CONNECT` of the server. Every CONNECT is audited once: with status 200 when the
+   * tunnel is established, else with the status and code it is refused with (under tenant `-` when the
+   * credential is refused), naming the tunnel it asked for.
    * @throws HttpError (401/403/404/502) before the connection is established; the caller answers it.
    */
   async onConnect(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on('error', () => {});
+    const attempt: RawAttempt = { method: 'CONNECT', route: 'unmatched' };
+    let connection: Connection;
+    try {
+      connection = await this.#open(req, attempt);
+    } catch (error) {
+      this.#ctx.auditRefused(attempt, httpErrorOf(error));
+      throw error;
+    }
+    await this.#pipe(socket, head, connection);
+  }
+
+  /** Authenticates a CONNECT, finds its tunnel and connects to the box port (see {@link onConnect}). */
+  async #open(req: IncomingMessage, attempt: RawAttempt): Promise<Connection> {
     const match = /^\/v1\/tunnels\/([0-9A-HJKMNP-TV-Z]{26})$/.exec(req.url ?? '');
     if (!match)
       throw new HttpError(
@@ -116,7 +131,10 @@ export class Tunnels {
         'route_not_found',
         'CONNECT target must be /v1/tunnels/{tunnel id}',
       );
-    const principal = await this.#auth.check(req, Permission.exec);
+    attempt.route = '/v1/tunnels/:id';
+    attempt.resource = { tunnel: match[1]! };
+    attempt.principal = await this.#auth.check(req, Permission.exec);
+    const principal = attempt.principal;
     const found = this.#prepared.get(match[1]!);
     // Another tenant's tunnel is not found, and stays prepared for its owner.
     const tunnel = found && (principal.operator || found.tenant === principal.tenant) ? found : undefined;
@@ -129,19 +147,20 @@ export class Tunnels {
         'no such tunnel (tunnels are one-shot and expire after 60 s)',
       );
     const box = await this.#ctx.box(tunnel.boxId, principal);
-    this.#ctx.auditEvent(principal, {
-      method: 'CONNECT',
-      route: '/v1/tunnels/:id',
-      resource: { box: box.id, tunnel: match[1]! },
-      status: 200,
-    });
+    attempt.resource = { box: box.id, tunnel: match[1]! };
     let connection: Connection;
     try {
       connection = await (await boxNetwork(box).tunnel(tunnel.port)).connect();
     } catch (error) {
       throw new HttpError(502, 'sandbox_error', 'tunnel_failed', (error as Error).message);
     }
-    await this.#pipe(socket, head, connection);
+    this.#ctx.auditEvent(principal, {
+      method: 'CONNECT',
+      route: attempt.route,
+      resource: attempt.resource,
+      status: 200,
+    });
+    return connection;
   }
 
   async #pipe(socket: Duplex, head: Buffer, connection: Connection): Promise<void> {
