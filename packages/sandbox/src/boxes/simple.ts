@@ -7,8 +7,8 @@
 import { BoxError, TimeoutError } from '../errors.ts';
 import { JsRuntime } from '../js-runtime.ts';
 import type { JsBox } from '../runtime/box.ts';
-import { DeferredFiles } from '../runtime/files/deferred.ts';
-import { BoxFiles } from '../runtime/files/files.ts';
+import { BoxFiles, backendOf } from '../runtime/files/files.ts';
+import { ForwardedFiles } from '../runtime/files/forward.ts';
 import type { CopyOptions } from '../runtime/files/types.ts';
 import { rejectLegacyShapes } from '../runtime/options.ts';
 import type {
@@ -151,6 +151,7 @@ export class SimpleBox {
     return {
       tunnel: async (port) => (await this.ensureStarted()).network.tunnel(port),
       previewUrl: async (port, options) => (await this.ensureStarted()).network.previewUrl(port, options),
+      update: async (policy) => (await this.ensureStarted()).network.update(policy),
     };
   }
 
@@ -159,7 +160,9 @@ export class SimpleBox {
    * box is started on the first call.
    */
   get files(): BoxFiles {
-    this.#files ??= new BoxFiles(new DeferredFiles(async () => (await this.ensureStarted()).files));
+    this.#files ??= new BoxFiles(
+      new ForwardedFiles(async () => backendOf((await this.ensureStarted()).files)),
+    );
     return this.#files;
   }
 

@@ -18,9 +18,9 @@ import type {
 import type { BoxBackend, ExecOptions } from './box-backend.ts';
 import type { BoxLifecycle, RuntimeContext } from './context.ts';
 import { JsExecution } from './execution.ts';
+import { ForwardedFiles } from './files/forward.ts';
 import { GVisorFiles } from './files/gvisor.ts';
 import { LocalFiles } from './files/local.ts';
-import { TierFiles } from './files/tier.ts';
 import type { FilesBackend } from './files/types.ts';
 import { initialHealth, publicHealth } from './health.ts';
 import type { SnapshotOps, SnapshotService } from './snapshots.ts';
@@ -101,15 +101,18 @@ export class LocalBox implements BoxBackend {
 
   /** Tunnels through the box's network namespace, entered via its init process (`network/tunnel.ts`). */
   network(): JsNetworkHandle {
-    return new LocalNetworkHandle(async () => {
-      const current = await this.#record();
-      if (current.status !== 'running' || !current.pid) {
-        throw conflict(
-          `box ${this.id} is ${publicStatus(current.status)}, not running; cannot open a tunnel`,
-        );
-      }
-      return current.pid;
-    });
+    return new LocalNetworkHandle(
+      async () => {
+        const current = await this.#record();
+        if (current.status !== 'running' || !current.pid) {
+          throw conflict(
+            `box ${this.id} is ${publicStatus(current.status)}, not running; cannot open a tunnel`,
+          );
+        }
+        return current.pid;
+      },
+      this.#ctx.updateNetwork ? (allowNet) => this.#ctx.updateNetwork!(this.id, allowNet) : undefined,
+    );
   }
 
   /**
@@ -142,7 +145,7 @@ export class LocalBox implements BoxBackend {
         return engine.exec(this.id, { cmd: '/.sandbox/busybox', args, env, tty: false });
       },
     });
-    return new TierFiles(
+    return new ForwardedFiles(
       async () => ((await this.#record()).options.isolation === 'gvisor' ? gvisor : local),
       async () =>
         (await this.#record()).options.volumes.flatMap((v) =>

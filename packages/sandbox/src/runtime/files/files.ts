@@ -53,6 +53,16 @@ export async function collect(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** The backend of each `BoxFiles`, for {@link backendOf}. */
+const backends = new WeakMap<BoxFiles, FilesBackend>();
+
+/** @internal The backend `files` forwards to (a wrapper box forwards its own `files` to it). */
+export function backendOf(files: BoxFiles): FilesBackend {
+  const backend = backends.get(files);
+  if (!backend) throw new BoxError('files of an unknown box', { code: 'internal' });
+  return backend;
+}
+
 /** The files of one box (see the module comment). Obtained as `box.files`. */
 export class BoxFiles {
   readonly #backend: FilesBackend;
@@ -60,6 +70,7 @@ export class BoxFiles {
   /** @internal Use `box.files`. */
   constructor(backend: FilesBackend) {
     this.#backend = backend;
+    backends.set(this, backend);
   }
 
   /** @internal The box's writable host folders (`FilesBackend.sharedHostRoots`), for `copyIn`/`copyOut`. */

@@ -1,24 +1,26 @@
 /**
- * A box's files backend chosen per operation by its isolation tier: the local backend (local.ts, the
- * host resolves paths in the box root) for container boxes, the in-box backend (gvisor.ts) for gVisor
- * boxes, whose files the host does not touch.
+ * A files backend that forwards every operation to a backend resolved for it. Serves the box's backend
+ * chosen per operation by its isolation tier (the local backend, local.ts, where the host resolves paths in
+ * the box root, for container boxes; the in-box backend, gvisor.ts, whose files the host does not touch, for
+ * gVisor boxes) and the files of a box started on first use (`SimpleBox`).
  */
 import type { Readable } from 'node:stream';
 import type { ChunkSink, HostFileSource } from './pump.ts';
 import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 
 /** Forwards every call to the backend `pick` resolves for it. */
-export class TierFiles implements FilesBackend {
+export class ForwardedFiles implements FilesBackend {
   readonly #pick: () => Promise<FilesBackend>;
   readonly #roots: () => Promise<string[]>;
 
   /**
-   * @param pick the backend of the box's tier (read per operation; it may reject, e.g. box not found).
-   * @param roots the box's writable host folders (`FilesBackend.sharedHostRoots`).
+   * @param pick the backend to use, resolved per operation (it may reject, e.g. box not found).
+   * @param roots the box's writable host folders (`FilesBackend.sharedHostRoots`); by default those of
+   *   the backend `pick` resolves.
    */
-  constructor(pick: () => Promise<FilesBackend>, roots: () => Promise<string[]>) {
+  constructor(pick: () => Promise<FilesBackend>, roots?: () => Promise<string[]>) {
     this.#pick = pick;
-    this.#roots = roots;
+    this.#roots = roots ?? (async () => (await pick()).sharedHostRoots?.() ?? []);
   }
 
   sharedHostRoots(): Promise<string[]> {
