@@ -393,20 +393,40 @@ export interface JsPreviewUrl {
 /**
  * `box.network` (spec 002 `JsNetworkHandle`): `tunnel(port)` prepares a tunnel to a box TCP port
  * (1–65535); `previewUrl(port, { expiresIn })` asks a REST server for a signed preview URL of the port
- * (`expiresIn` ms, default 1 hour, at most 7 days; a local runtime throws BoxError `unsupported`).
+ * (`expiresIn` ms, default 1 hour, at most 7 days; a local runtime throws BoxError `unsupported`);
+ * `update({ allowNet })` replaces the box's outbound allowlist (`NetworkSpec.allowNet` rules; `[]` is
+ * full outbound access) while it runs — at once for new connections, and established connections to a
+ * destination no longer allowed are cut — and for its later starts; it resolves to the policy in force.
+ * Throws BoxError `invalid_option` naming `allowNet` / `network.allowNet[i]`, `conflict` for a box whose
+ * network is `disabled`, `unsupported` on a rootless runtime, `unavailable` when the host's network
+ * helper does not answer.
  */
 export interface JsNetworkHandle {
   tunnel(port: number): Promise<JsBoxTunnel>;
   previewUrl(port: number, options?: { expiresIn?: number }): Promise<JsPreviewUrl>;
+  update(policy: JsNetworkPolicy): Promise<JsNetworkPolicy>;
+}
+
+/** The changeable network policy of a box (`box.network.update`): its outbound allowlist. */
+export interface JsNetworkPolicy {
+  allowNet: string[];
 }
 
 /**
  * A tenant's use of a `sandbox serve` node and its limits (`runtime.usage()`, `GET /v1/usage`): running
- * boxes, their vCPUs and memory (MiB), the disk of all its boxes (GiB), its snapshots (bytes); each limit
- * null when unlimited.
+ * boxes, their vCPUs and memory (MiB), the disk of all its boxes (GiB), its snapshots (bytes), its
+ * running commands; each limit null when unlimited.
  */
 export interface JsTenantUsage {
   tenant: string;
-  usage: { runningBoxes: number; vcpus: number; memoryMib: number; diskGb: number; snapshotBytes: number };
+  usage: {
+    runningBoxes: number;
+    vcpus: number;
+    memoryMib: number;
+    diskGb: number;
+    snapshotBytes: number;
+    /** Commands running now (the `running_executions` quota). */
+    runningExecutions: number;
+  };
   limits: Record<string, number | null>;
 }

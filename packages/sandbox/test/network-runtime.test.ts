@@ -7,11 +7,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as httpsServer, type Server } from 'node:https';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import tls from 'node:tls';
 import forge from 'node-forge';
 import { SimpleBox } from '../src/boxes/simple.ts';
 import { BoxError } from '../src/errors.ts';
@@ -65,10 +64,16 @@ function processGone(pid: number): boolean {
 
 let runtime: JsRuntime;
 let home = '';
+const pki = testPki();
 
 before(() => {
   ensureRegistry();
   home = seededHome('sandbox-net-');
+  // The secrets proxy runs in the network helper, which the first network box of this home starts with
+  // this process's environment: it verifies upstream servers against the system roots and this CA.
+  const caFile = join(home, 'test-ca.pem');
+  writeFileSync(caFile, pki.caPem);
+  process.env.NODE_EXTRA_CA_CERTS = caFile;
   runtime = testRuntime(home);
 });
 after(cleanupAll);
@@ -254,9 +259,6 @@ describe('secrets', () => {
   const TOKEN = 'tok-real-0123456789';
 
   before(async () => {
-    const pki = testPki();
-    // The proxy verifies the upstream with the default CA list: add the test CA to it.
-    tls.setDefaultCACertificates([...tls.getCACertificates('default'), pki.caPem]);
     server = httpsServer({ key: pki.keyPem, cert: pki.certPem }, async (req, res) => {
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);

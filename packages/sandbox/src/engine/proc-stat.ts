@@ -63,3 +63,19 @@ export function processRuns(pid: number): boolean {
   const stat = readProcStat(pid);
   return stat !== null && stat.state !== 'Z' && stat.state !== 'X';
 }
+
+/**
+ * `pid:starttime` of a process, from `/proc/<pid>/stat`; null when the process does not exist or has
+ * exited and is not yet reaped (a zombie: a box whose init is one is not running).
+ */
+export function processIdentity(pid: number): string | null {
+  const stat = readProcStat(pid);
+  if (!stat || stat.state === 'Z' || stat.state === 'X') return null;
+  return `${pid}:${stat.starttime}`;
+}
+
+/** True while the process identified by `owner` (`pid:starttime`) still runs. */
+export function ownerAlive(owner: string): boolean {
+  const pid = Number(owner.split(':')[0]);
+  return Number.isInteger(pid) && pid > 0 && processIdentity(pid) === owner;
+}

@@ -20,16 +20,20 @@ import {
 /** Options of `startDnsServer`. */
 export interface DnsServerOptions {
   policy: AllowPolicy;
-  /** Called with the IPv4 addresses of a permitted name before they are answered. */
-  bind(addresses: string[]): Promise<void>;
+  /** Called with the IPv4 addresses of a permitted name (and that name) before they are answered. */
+  bind(addresses: string[], name: string): Promise<void>;
   /** Host interface to listen on; default `127.0.0.1` (reached from the box through slirp4netns). */
   host?: string;
+  /** UDP port to listen on; default the kernel's choice. */
+  port?: number;
 }
 
 /** A running resolver. */
 export interface DnsServer {
   /** UDP port on the host. */
   port: number;
+  /** Replaces the policy: queries answered from now on follow `policy`. */
+  setPolicy(policy: AllowPolicy): void;
   close(): Promise<void>;
 }
 
@@ -74,7 +78,7 @@ async function answer(query: dnsPacket.Packet, options: DnsServerOptions): Promi
   if (question.type === 'A') {
     const addresses = await resolve4(name, options.policy);
     if (addresses.length === 0) return fail(3);
-    await options.bind(addresses);
+    await options.bind(addresses, name);
     reply.answers = addresses.map((data) => ({
       type: 'A',
       class: 'IN',
@@ -87,8 +91,12 @@ async function answer(query: dnsPacket.Packet, options: DnsServerOptions): Promi
   return dnsPacket.encode(reply);
 }
 
-/** Starts a resolver on an ephemeral UDP port. */
-export function startDnsServer(options: DnsServerOptions): Promise<DnsServer> {
+/**
+ * Starts a resolver on `options.port` (default an ephemeral UDP port).
+ * @throws Error when the port cannot be bound (EADDRINUSE when it is taken).
+ */
+export function startDnsServer(input: DnsServerOptions): Promise<DnsServer> {
+  const options = { ...input };
   const socket: Socket = createSocket('udp4');
   socket.on('message', (msg, rinfo) => {
     let query: dnsPacket.Packet;
@@ -106,12 +114,15 @@ export function startDnsServer(options: DnsServerOptions): Promise<DnsServer> {
   });
   return new Promise((resolve, reject) => {
     socket.once('error', reject);
-    socket.bind(0, options.host ?? '127.0.0.1', () => {
+    socket.bind(options.port ?? 0, options.host ?? '127.0.0.1', () => {
       socket.off('error', reject);
       socket.on('error', () => {});
       socket.unref();
       resolve({
         port: socket.address().port,
+        setPolicy: (policy) => {
+          options.policy = policy;
+        },
         close: () => new Promise((r) => socket.close(() => r())),
       });
     });

@@ -19,8 +19,10 @@
  *   slirp4netns's forwarder (`198.18.0.3:53`); `10.0.2.2:3128` → the secrets proxy; `10.0.2.2:*` →
  *   the host loopback only when `allowNet` names it; inbound publications from slirp4netns → the box.
  * - `postrouting` (nat): everything leaving through `tap0` is masqueraded to `198.18.0.100`.
- * - `forward` (filter, policy drop): replies; only IPv4 from `10.0.2.100` in through `veth0` and out
- *   through `tap0`; the DNATs above; then host-reserved destinations (`destinations.ts`: loopback,
+ * - `forward` (filter, policy drop): replies (tap0 → veth0); only IPv4 from `10.0.2.100` in through
+ *   `veth0` and out through `tap0`, every packet of a connection checked (so a destination the policy
+ *   stops allowing is refused from the next packet on: established connections are cut); the DNATs
+ *   above; then host-reserved destinations (`destinations.ts`: loopback,
  *   link-local, the box and slirp networks, the host's own addresses at setup time) unless named
  *   exactly in `allowNet`; then the allow sets (`nets`: IP/CIDR rules, `hosts`: addresses admitted by
  *   the DNS resolver) or, for an empty `allowNet`, everything else. Refusals are immediate (TCP reset,
@@ -52,6 +54,8 @@ export interface GatewayRulesOptions {
   proxyPort?: number;
   /** The host's own IPv4 addresses; default: those configured now. */
   hostAddresses?: string[];
+  /** IPv4 addresses the resolver admitted already for listed names (the `hosts` set's elements). */
+  hosts?: string[];
 }
 
 /** The gateway's nftables ruleset (`nft -f` syntax); see the module comment. */
@@ -78,6 +82,7 @@ export function gatewayRules(options: GatewayRulesOptions): string {
   const named = ipv4(policy.exact).filter((a) => !isLocalOnly(a));
   const reserved = [...RESERVED_IPV4, ...(options.hostAddresses ?? hostIpv4Addresses())];
   const nets = ipv4(policy.cidrs);
+  const hosts = policy.open ? [] : ipv4(options.hosts ?? []);
   const set = (name: string, elements: string[]) =>
     `  set ${name} { type ipv4_addr; flags interval; auto-merge;${elements.length ? ` elements = { ${elements.join(', ')} };` : ''} }`;
   return [
@@ -85,7 +90,7 @@ export function gatewayRules(options: GatewayRulesOptions): string {
     set('named', named),
     set('reserved', reserved),
     set('nets', nets),
-    '  set hosts { type ipv4_addr; }',
+    `  set hosts { type ipv4_addr;${hosts.length ? ` elements = { ${hosts.join(', ')} };` : ''} }`,
     '  chain prerouting {',
     '    type nat hook prerouting priority dstnat; policy accept;',
     ...nat.map((r) => `    ${r}`),
@@ -100,8 +105,8 @@ export function gatewayRules(options: GatewayRulesOptions): string {
     '  }',
     '  chain forward {',
     '    type filter hook forward priority filter; policy drop;',
-    '    ct state established,related accept',
     '    ct state invalid drop',
+    '    iifname "tap0" oifname "veth0" ct state established,related accept',
     '    iifname "tap0" oifname "veth0" ct status dnat accept',
     '    iifname != "veth0" drop',
     '    oifname != "tap0" goto refuse',
@@ -173,8 +178,10 @@ export async function createGatewayNamespace(name: string): Promise<string> {
 
 /**
  * Turns IPv4 forwarding on and IPv6 off in the gateway namespace and loads `rules` (`nft -f`), in one
- * shell run inside it.
- * @throws Error with the failing command's stderr.
+ * shell run inside it. A ruleset loaded before is replaced in the same nft transaction (the table is
+ * deleted and made again), so the box never sees a moment without one; connections already tracked
+ * keep their NAT and meet the new `forward` chain with their next packet.
+ * @throws Error with the failing command's stderr (the gateway namespace is gone: `ENOENT` text).
  */
 export async function loadGatewayRules(name: string, rules: string): Promise<void> {
   const script = [
@@ -183,7 +190,8 @@ export async function loadGatewayRules(name: string, rules: string): Promise<voi
     'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6',
     'exec nft -f -',
   ].join('\n');
-  await inNetns(join(NETNS_DIR, name), 'sh', ['-c', script], rules);
+  const replace = `table inet sandbox\ndelete table inet sandbox\n${rules}`;
+  await inNetns(join(NETNS_DIR, name), 'sh', ['-c', script], replace);
 }
 
 /**

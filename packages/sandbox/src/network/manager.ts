@@ -10,8 +10,8 @@
  *   with a non-empty `allowNet` nothing unlisted is. The box cannot go around it: it has no handle on
  *   the gateway namespace, and even hand-made frames only leave through it. Refusals are immediate
  *   (TCP reset, ICMP port unreachable): nothing hangs.
- * - `allowNet` with hostnames, or `secrets`: a per-box DNS resolver on the host (`dns.ts`) answers
- *   only listed names and admits their resolved IPs in the gateway before answering.
+ * - DNS: a per-box resolver on the host (`dns.ts`) answers only listed names (every name for an empty
+ *   `allowNet`) and admits their resolved IPs in the gateway before answering.
  * - `ports`: slirp4netns host forwards (`hostIp:hostPort` → the gateway → box port), persistent
  *   listeners owned by slirp4netns, so they live exactly as long as the box's network.
  * - `secrets`: a per-box HTTP(S) proxy with its own CA (`secrets.ts`) substitutes placeholders.
@@ -19,8 +19,10 @@
  * slirp4netns runs in its own session: for a detached box it outlives this process (published ports
  * stay), for other boxes it exits with this process. Its pid is kept in `<stateDir>/<id>.json` and the
  * gateway namespace is the bind-mounted file `/run/netns/sbx-<id>`, so any process can tear the
- * network down. The DNS resolver and the secrets proxy live in the process that started the box;
- * after it exits, name resolution and secret substitution of a detached box fail closed (refused),
+ * network down. The resolver, the secrets proxy and the policy live in the network helper of the
+ * state directory (`helper.ts`, one process per runtime home, started on demand), not in this process:
+ * a box keeps its policy after the process that created it exits, and `update` changes it while the
+ * box runs. While the helper restarts, name resolution and the proxy fail closed (no answer, refused);
  * they never fall back to open access.
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -32,9 +34,7 @@ import type { GVisorNetnsContext } from '../engine/gvisor-netns.ts';
 import { BoxError } from '../errors.ts';
 import type { JsPublishedPort } from '../types.ts';
 import { SLIRP_CIDR } from './destinations.ts';
-import { type DnsServer, startDnsServer } from './dns.ts';
 import {
-  admitHosts,
   createGatewayNamespace,
   gatewayName,
   gatewayRules,
@@ -44,9 +44,9 @@ import {
   removeGatewayNamespace,
   SLIRP_GUEST_IP,
 } from './gateway.ts';
+import { callHelper, helperDir } from './helper-client.ts';
 import { addHostForward, SLIRP_DNS_IP, startSlirp } from './netns.ts';
-import { allowsHostLoopback, HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
-import { type SecretsProxy, startSecretsProxy } from './secrets.ts';
+import { HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
 
 /** Port the box uses for the secrets proxy (`http://10.0.2.2:3128`); redirected to the real one. */
 export const PROXY_GUEST_PORT = 3128;
@@ -96,9 +96,8 @@ interface HostSide {
 }
 
 interface Live {
-  dns?: DnsServer;
-  proxy?: SecretsProxy;
-  bound: Set<string>;
+  /** The box CA certificate (PEM) when the box has secrets. */
+  caPem?: string;
 }
 
 interface Persisted {
@@ -153,8 +152,8 @@ function alive(pid: number, name: string): boolean {
  */
 export class BoxNetworking {
   readonly #stateDir: string;
+  readonly #helper: string;
   readonly #prepared = new Map<string, BoxNetworkConfig>();
-  readonly #live = new Map<string, Live>();
   readonly #published = new Map<string, JsPublishedPort[]>();
   /** Boxes whose gateway and link `prepareNetns` made before their runtime started (gVisor tier). */
   readonly #linked = new Set<string>();
@@ -164,6 +163,7 @@ export class BoxNetworking {
   /** `stateDir`: where per-box network state (slirp4netns pid, API socket, log) is kept; short path. */
   constructor(options: { stateDir: string }) {
     this.#stateDir = options.stateDir;
+    this.#helper = helperDir(options.stateDir);
     mkdirSync(this.#stateDir, { recursive: true, mode: 0o700 });
   }
 
@@ -242,7 +242,7 @@ export class BoxNetworking {
       const linked = this.#linked.delete(ctx.id);
       host = await this.#hostSide(ctx.id, ctx.network, config, linked ? true : ctx.pid);
     }
-    this.#writeEtc(ctx.boxDir, host.live.proxy?.caPem);
+    this.#writeEtc(ctx.boxDir, host.live.caPem);
     host.persisted.published = await this.#publish(ctx.id, config.ports);
     writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(host.persisted));
     this.#published.set(ctx.id, host.persisted.published);
@@ -262,30 +262,28 @@ export class BoxNetworking {
     link: number | boolean,
   ): Promise<HostSide> {
     const policy = parseAllowNet(network.allowNet);
-    const live: Live = { bound: new Set() };
-    this.#live.set(id, live);
     const gateway = gatewayName(id);
-    const bind = async (addresses: string[]) => {
-      // An open policy needs no per-address rule (and must not open the host loopback by name).
-      if (policy.open) return;
-      const fresh = addresses.filter((a) => !live.bound.has(a));
-      for (const address of fresh) {
-        live.bound.add(address);
-      }
-      if (fresh.length > 0) await admitHosts(gateway, fresh);
-    };
-    const ownDns = !policy.open || config.secrets.length > 0;
-    if (ownDns) live.dns = await startDnsServer({ policy, bind });
-    if (config.secrets.length > 0) {
-      live.proxy = await startSecretsProxy({ policy, secrets: config.secrets });
-    }
-    // The gateway namespace first; then slirp4netns, the box's link and the ruleset, at once (the box
-    // sends nothing before start() resolves). slirp4netns is recorded before any failure is reported,
-    // so teardown finds it.
+    // The gateway namespace and the box's registration with the network helper (its resolver,
+    // proxy and CA) at once; then slirp4netns, the box's link and the ruleset, at once (the box sends
+    // nothing before start() resolves). slirp4netns is recorded before any failure is reported, so
+    // teardown finds it.
     const persisted: Persisted = { slirpPid: 0, published: [] };
     writeFileSync(this.#file(id, 'json'), JSON.stringify(persisted));
-    const nsPath = link === true ? join(NETNS_DIR, gateway) : await createGatewayNamespace(gateway);
-    const rules = gatewayRules({ policy, dnsPort: live.dns?.port, proxyPort: live.proxy?.port });
+    const [registered, nsPath] = await Promise.all([
+      callHelper(this.#helper, {
+        op: 'register',
+        id,
+        allowNet: [...network.allowNet],
+        secrets: config.secrets.map((s) => ({ ...s, hosts: [...s.hosts] })),
+      }),
+      link === true ? join(NETNS_DIR, gateway) : createGatewayNamespace(gateway),
+    ]);
+    const live: Live = registered.caPem !== undefined ? { caPem: registered.caPem } : {};
+    const rules = gatewayRules({
+      policy,
+      ...(registered.dnsPort !== undefined ? { dnsPort: registered.dnsPort } : {}),
+      ...(registered.proxyPort !== undefined ? { proxyPort: registered.proxyPort } : {}),
+    });
     const [slirp, linked, firewall] = await Promise.allSettled([
       startSlirp({
         netns: nsPath,
@@ -293,8 +291,8 @@ export class BoxNetworking {
         apiSocket: this.#file(id, 'sock'),
         logFile: this.#file(id, 'log'),
         // The host loopback is needed for the resolver and the proxy (the gateway admits only them).
-        disableHostLoopback: !ownDns && !allowsHostLoopback(policy),
-        disableDns: ownDns,
+        disableHostLoopback: false,
+        disableDns: true,
         exitWithParent: !config.detach,
       }),
       typeof link === 'number' ? linkBox(gateway, link) : Promise.resolve(),
@@ -359,19 +357,33 @@ export class BoxNetworking {
     return published;
   }
 
+  /**
+   * Replaces the `allowNet` of running box `id` (network `enabled`) in its network helper: atomically
+   * for the box (one nft transaction), connections to destinations no longer allowed are cut, and the
+   * new policy is what the helper keeps across its restarts.
+   * @returns the policy now in force.
+   * @throws BoxError `invalid_option` naming `network.allowNet[i]`; `not_found` when the helper has no
+   *   policy for the box (not running, or its network is disabled); `unavailable` when no helper answers.
+   */
+  async update(id: string, allowNet: readonly string[]): Promise<string[]> {
+    parseAllowNet(allowNet);
+    const answer = await callHelper(this.#helper, { op: 'update', id, allowNet: [...allowNet] });
+    return answer.allowNet ?? [...allowNet];
+  }
+
   /** Tears the box's network down (slirp4netns, gateway namespace, resolver, proxy, state files). Idempotent. */
   async teardown(id: string): Promise<void> {
     // A host side still being set up by `prepare` finishes first, so that what it started is found.
     const early = this.#early.get(id);
     this.#early.delete(id);
     await early?.catch(() => {});
-    const live = this.#live.get(id);
-    this.#live.delete(id);
     this.#published.delete(id);
     this.#prepared.delete(id);
     this.#linked.delete(id);
-    await live?.dns?.close().catch(() => {});
-    await live?.proxy?.close().catch(() => {});
+    // The helper's state file goes first (a helper that does not answer drops the box when it sees
+    // the file gone), then the helper is told, when it runs.
+    rmSync(join(this.#helper, 'boxes', `${id}.json`), { force: true });
+    await callHelper(this.#helper, { op: 'remove', id }, { start: false, timeoutMs: 5000 }).catch(() => {});
     try {
       const persisted = JSON.parse(readFileSync(this.#file(id, 'json'), 'utf8')) as Persisted;
       if (persisted.slirpPid > 0 && alive(persisted.slirpPid, 'slirp4netns'))

@@ -10,7 +10,7 @@
  * `allowNet` and the host rule are enforced here too (`resolveDestination`: decided on the resolved,
  * normalized address, which is the one dialled): refused destinations get `403`.
  */
-import { generateKeyPair, type KeyObject, randomBytes } from 'node:crypto';
+import { createPublicKey, generateKeyPair, type KeyObject, randomBytes } from 'node:crypto';
 import {
   request as httpRequest,
   createServer as httpServer,
@@ -41,7 +41,26 @@ export interface SecretsProxy {
   port: number;
   /** The box CA certificate (PEM) to install in the box's trust store. */
   caPem: string;
+  /** The CA's keys and certificate, to start the same proxy again (`startSecretsProxy({ ca })`). */
+  ca: ProxyCaMaterial;
+  /**
+   * Replaces the `allowNet` policy for new requests and closes every open tunnel and intercepted
+   * connection whose destination the new policy refuses (decided as for a new one:
+   * `resolveDestination`). Resolves once they are closed.
+   */
+  setPolicy(policy: AllowPolicy): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * A box CA's secret material (PEM): the CA private key (PKCS#1), its self-signed certificate and the
+ * private key shared by the leaf certificates it issues. Secret: whoever holds it can impersonate any
+ * host to the box.
+ */
+export interface ProxyCaMaterial {
+  keyPem: string;
+  certPem: string;
+  leafKeyPem: string;
 }
 
 /** Largest request body that is buffered for substitution, bytes (larger: 413). */
@@ -78,7 +97,28 @@ class BoxCa {
     return new BoxCa(boxLabel, ca, leaf);
   }
 
-  private constructor(boxLabel: string, ca: RsaPair, leaf: RsaPair) {
+  /** The CA of `material` (from `keys` of an earlier CA): same certificate, same keys. */
+  static restore(material: ProxyCaMaterial): BoxCa {
+    return new BoxCa('', null, null, material);
+  }
+
+  private constructor(
+    boxLabel: string,
+    ca: RsaPair | null,
+    leaf: RsaPair | null,
+    material?: ProxyCaMaterial,
+  ) {
+    if (material) {
+      this.#key = forge.pki.privateKeyFromPem(material.keyPem);
+      this.#cert = forge.pki.certificateFromPem(material.certPem);
+      this.pem = material.certPem;
+      this.#leafKeyPem = material.leafKeyPem;
+      this.#leafPublic = forge.pki.publicKeyFromPem(
+        createPublicKey(material.leafKeyPem).export({ type: 'spki', format: 'pem' }).toString(),
+      ) as forge.pki.rsa.PublicKey;
+      return;
+    }
+    if (!ca || !leaf) throw new TypeError('BoxCa needs key pairs or material');
     this.#key = forge.pki.privateKeyFromPem(
       ca.privateKey.export({ type: 'pkcs1', format: 'pem' }).toString(),
     );
@@ -107,6 +147,11 @@ class BoxCa {
     this.#leafPublic = forge.pki.publicKeyFromPem(
       leaf.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
     ) as forge.pki.rsa.PublicKey;
+  }
+
+  /** The CA's keys and certificate (PEM), for `restore`. */
+  material(): ProxyCaMaterial {
+    return { keyPem: forge.pki.privateKeyToPem(this.#key), certPem: this.pem, leafKeyPem: this.#leafKeyPem };
   }
 
   /** TLS context presenting a certificate for `host` (a name or an IP), cached per host. */
@@ -160,18 +205,31 @@ function substitute(text: string, secrets: readonly ProxySecret[]): string {
 /**
  * Starts the proxy of one box.
  * @param options.policy the box's `allowNet`; @param options.secrets its secret rules.
+ * @param options.ca the CA of an earlier run (`SecretsProxy.ca`); default a new one.
+ * @param options.port TCP port to listen on (127.0.0.1); default the kernel's choice.
+ * @throws Error when the port cannot be bound (EADDRINUSE when it is taken).
  */
 export async function startSecretsProxy(options: {
   policy: AllowPolicy;
   secrets: readonly ProxySecret[];
   label?: string;
+  ca?: ProxyCaMaterial;
+  port?: number;
   /** Name resolution of upstream hosts; default the host's resolver (`dns.lookup`, all addresses). */
   lookup?: Lookup;
 }): Promise<SecretsProxy> {
-  const { policy } = options;
+  let policy = options.policy;
   const secrets = options.secrets.map((s) => ({ ...s }));
-  const ca = await BoxCa.create(options.label ?? randomBytes(4).toString('hex'));
+  const ca = options.ca
+    ? BoxCa.restore(options.ca)
+    : await BoxCa.create(options.label ?? randomBytes(4).toString('hex'));
   const targets = new WeakMap<Socket, Target>();
+  /** Open client connections of this proxy and the host each one is for (CONNECT or plain request). */
+  const open = new Map<Socket, string>();
+  const track = (socket: Socket, host: string) => {
+    open.set(socket, host);
+    socket.once('close', () => open.delete(socket));
+  };
 
   const secretsFor = (host: string) =>
     secrets.filter((s) => s.hosts.length === 0 || s.hosts.some((h) => hostMatches(h, host)));
@@ -251,6 +309,7 @@ export async function startSecretsProxy(options: {
     if (url.protocol !== 'http:')
       return fail(res, 400, 'sandbox: only http:// URLs are proxied; use CONNECT for https');
     const target = { host: url.hostname, port: Number(url.port || 80), tls: false };
+    track(req.socket, normalizeHostname(url.hostname.replace(/^\[|\]$/g, '')));
     forward(req, res, target).catch((error) => fail(res, 502, `sandbox: ${(error as Error).message}`));
   });
 
@@ -263,6 +322,7 @@ export async function startSecretsProxy(options: {
       return;
     }
     const host = normalizeHostname(match[1]!.replace(/^\[|\]$/g, ''));
+    track(client, host);
     resolveDestination(policy, host, options.lookup).then((address) => {
       if (address === null) {
         client.end('HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\nnot allowed by allowNet\n');
@@ -279,6 +339,7 @@ export async function startSecretsProxy(options: {
       }
       const upstream = connect(port, address);
       upstream.on('error', () => client.destroy());
+      client.once('close', () => upstream.destroy());
       upstream.on('connect', () => {
         client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
         if (head.length > 0) upstream.write(head);
@@ -291,13 +352,21 @@ export async function startSecretsProxy(options: {
 
   await new Promise<void>((resolve, reject) => {
     proxy.once('error', reject);
-    proxy.listen(0, '127.0.0.1', () => resolve());
+    proxy.listen(options.port ?? 0, '127.0.0.1', () => resolve());
   });
   proxy.unref();
   const { port } = proxy.address() as { port: number };
   return {
     port,
     caPem: ca.pem,
+    ca: ca.material(),
+    setPolicy: async (next) => {
+      policy = next;
+      const checks = [...open].map(async ([socket, host]) => {
+        if ((await resolveDestination(next, host, options.lookup)) === null) socket.destroy();
+      });
+      await Promise.all(checks);
+    },
     close: () =>
       new Promise<void>((resolve) => {
         proxy.closeAllConnections();

@@ -13,6 +13,7 @@ import { BoxError } from '../errors.ts';
 import type {
   JsBoxTunnel,
   JsNetworkHandle,
+  JsNetworkPolicy,
   JsPreviewUrl,
   JsTunnelConnection,
   TunnelForwarder,
@@ -347,13 +348,43 @@ export function listenAddress(server: Server, spec: TunnelListen): string {
     : `${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
 }
 
+/**
+ * The `allowNet` of a `box.network.update` argument, copied.
+ * @throws BoxError `invalid_option` (field `allowNet`) when `policy` is not `{ allowNet: string[] }`.
+ */
+export function checkNetworkPolicy(policy: unknown): string[] {
+  const allowNet = (policy as { allowNet?: unknown } | null)?.allowNet;
+  if (!Array.isArray(allowNet) || !allowNet.every((rule) => typeof rule === 'string')) {
+    throw new BoxError('invalid network option allowNet: must be an array of strings', { field: 'allowNet' });
+  }
+  return [...allowNet];
+}
+
 /** `box.network` of a local box. */
 export class LocalNetworkHandle implements JsNetworkHandle {
   readonly #pid: BoxPidResolver;
+  readonly #update: ((allowNet: string[]) => Promise<string[]>) | undefined;
 
-  /** @param pid resolves the running box's init pid; rejects `BoxError` when the box is not running. */
-  constructor(pid: BoxPidResolver) {
+  /**
+   * @param pid resolves the running box's init pid; rejects `BoxError` when the box is not running.
+   * @param update replaces the box's `allowNet` and resolves to the rules in force (`RuntimeContext.updateNetwork`);
+   *   absent: `update` throws `unsupported`.
+   */
+  constructor(pid: BoxPidResolver, update?: (allowNet: string[]) => Promise<string[]>) {
     this.#pid = pid;
+    this.#update = update;
+  }
+
+  /**
+   * Replaces the box's outbound allowlist (see `JsNetworkHandle.update`).
+   * @throws BoxError `invalid_option` naming `allowNet` when it is not an array of strings; as the runtime's update.
+   */
+  async update(policy: JsNetworkPolicy): Promise<JsNetworkPolicy> {
+    const allowNet = checkNetworkPolicy(policy);
+    if (!this.#update) {
+      throw new BoxError('changing the network policy needs a runtime of this host', { code: 'unsupported' });
+    }
+    return { allowNet: await this.#update(allowNet) };
   }
 
   /** Prepares a one-shot tunnel to TCP `port` (1–65535) in the box. @throws BoxError naming `port`. */

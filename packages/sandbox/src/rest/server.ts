@@ -32,6 +32,7 @@ import { installHooks, rejectSocket } from './hooks.ts';
 import { imageRoutes } from './images-routes.ts';
 import { lifecycleRoutes } from './lifecycle-routes.ts';
 import { serveMetrics } from './metrics.ts';
+import { networkRoutes } from './network-routes.ts';
 import { installOpenApi, route } from './openapi.ts';
 import { ServerPools } from './pool-routes.ts';
 import { ref } from './schemas.ts';
@@ -133,7 +134,7 @@ export class RestServer {
       for (const method of [r.method].flat()) this.routes.push({ method, url: r.url });
     });
     installValidation(this.app);
-    if (options.e2b !== false) installE2b(this.app, this.#ctx, this.#auth, options.e2b ?? {});
+    const e2b = options.e2b !== false ? installE2b(this.app, this.#ctx, this.#auth, options.e2b ?? {}) : null;
     installHooks(this.app, this.#auth, this.#ctx.audit);
     installOpenApi(this.app);
     this.#ctx.metrics = options.metrics === false ? undefined : serveMetrics(this.app, this.#runtime);
@@ -141,6 +142,7 @@ export class RestServer {
     if (options.mcp !== false) this.app.register(mcpRoutes, { ctx: this.#ctx, config: options.mcp ?? {} });
     this.app.server.on('upgrade', (req, socket, head) => {
       if (previews.matches(req)) return void previews.upgrade(req, socket, head);
+      if (e2b?.upgrade(req, socket, head)) return;
       this.#sockets.onUpgrade(req, socket, head).catch((error) => rejectSocket(socket, httpErrorOf(error)));
     });
     this.app.server.on('connect', (req, socket, head) => {
@@ -196,6 +198,7 @@ export class RestServer {
     app.register(codeRoutes, { box, config: exec });
     app.register(imageRoutes, { images: () => this.#runtime.images });
     app.register(boxRoutes, ctx);
+    app.register(networkRoutes, ctx);
     app.register(volumeRoutes, ctx);
     app.register(execRoutes, ctx);
     app.register(this.#tunnels.routes);

@@ -8,10 +8,18 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createServer, type Server, type Socket } from 'node:net';
 import { BoxError } from '../errors.ts';
-import { checkReadSize, listenAddress, listenOn, validateListen, writeTunnel } from '../network/tunnel.ts';
+import {
+  checkNetworkPolicy,
+  checkReadSize,
+  listenAddress,
+  listenOn,
+  validateListen,
+  writeTunnel,
+} from '../network/tunnel.ts';
 import type {
   JsBoxTunnel,
   JsNetworkHandle,
+  JsNetworkPolicy,
   JsPreviewUrl,
   JsTunnelConnection,
   TunnelForwarder,
@@ -242,6 +250,20 @@ export class RestNetworkHandle implements JsNetworkHandle {
       throw new BoxError('invalid tunnel option port: must be an integer from 1 to 65535', { field: 'port' });
     }
     return new RestBoxTunnel(this.#conn, this.#boxId, port, await prepare(this.#conn, this.#boxId, port));
+  }
+
+  /**
+   * Replaces the box's outbound allowlist (`PUT /v1/boxes/{box}/network`; see `JsNetworkHandle.update`).
+   * @throws BoxError `invalid_option` naming `allowNet` when it is not an array of strings; as the server answers.
+   */
+  async update(policy: JsNetworkPolicy): Promise<JsNetworkPolicy> {
+    const allowNet = checkNetworkPolicy(policy);
+    const answer = await this.#conn.call<{ allow_net: string[] }>(
+      'PUT',
+      `/v1/boxes/${encodeURIComponent(this.#boxId)}/network`,
+      { allow_net: allowNet },
+    );
+    return { allowNet: answer.allow_net };
   }
 
   /**

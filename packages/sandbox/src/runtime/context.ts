@@ -28,6 +28,11 @@ export interface RuntimeContext {
   lifecycle?: BoxLifecycle;
   /** Snapshots and export of boxes (`snapshot-local.ts`); absent: `unsupported`. */
   snapshots?: SnapshotService;
+  /**
+   * Replaces the box's `allowNet` (`box.network.update`): in its running network and in its record;
+   * resolves to the rules in force. Absent: `unsupported`.
+   */
+  updateNetwork?(id: string, allowNet: string[]): Promise<string[]>;
 }
 
 /** Pause, resume and lifetime services of a runtime for its box handles. */

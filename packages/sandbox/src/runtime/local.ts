@@ -18,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { BoxError, conflict, notFound } from '../errors.ts';
 import { ImageStore } from '../images/index.ts';
 import type { ImageLimits } from '../images/limits.ts';
+import { BoxNetworking, parseAllowNet } from '../network/index.ts';
 import type { JsBoxInfo, JsBoxOptions, JsOptions, JsRuntimeMetrics } from '../types.ts';
 import type { ImportedBox, ImportOptions } from './archive-options.ts';
 import type { RuntimeBackend, RuntimeImages, RuntimeVolumes } from './backend.ts';
@@ -155,7 +156,34 @@ export class LocalRuntime implements RuntimeBackend {
       stopBox: (id, graceMs) => this.#lifecycle.stopBox(id, graceMs),
       startBox: (id) => this.#lifecycle.startBox(id),
       lifecycle: this.#lifecycle.boxLifecycle(),
+      updateNetwork: (id, allowNet) => this.#updateNetwork(id, allowNet),
     };
+  }
+
+  /**
+   * `box.network.update`: a running (or paused) box gets the new `allowNet` from the network helper
+   * (`network/manager.ts` `update`), then the record keeps it for later starts; a stopped box's record
+   * only. @throws BoxError `not_found`, `conflict` (network `disabled`), `unsupported` (rootless),
+   * `invalid_option` naming `network.allowNet[i]`, `unavailable` (no network helper answers).
+   */
+  async #updateNetwork(id: string, allowNet: string[]): Promise<string[]> {
+    const record = await this.#lifecycle.refresh(id);
+    if (!record) throw notFound(`box ${id} no longer exists`);
+    if (record.options.network.mode === 'disabled') {
+      throw conflict(`box ${id} has no network (mode disabled); its allowNet cannot be changed`);
+    }
+    const networking = this.#parts.engines.networking();
+    if (!(networking instanceof BoxNetworking)) {
+      throw new BoxError('changing a running box network policy needs a root runtime', {
+        code: 'unsupported',
+      });
+    }
+    parseAllowNet(allowNet);
+    const live = record.status === 'running' || record.status === 'paused';
+    const inForce = live ? await networking.update(record.id, allowNet) : [...allowNet];
+    const options = { ...record.options, network: { ...record.options.network, allowNet: inForce } };
+    this.#parts.db.run('UPDATE boxes SET options = ? WHERE id = ?', JSON.stringify(options), record.id);
+    return inForce;
   }
 
   /**

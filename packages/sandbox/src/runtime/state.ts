@@ -6,7 +6,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from 'node:sqlite';
-import { readProcStat } from '../engine/proc-stat.ts';
+import { ownerAlive, processIdentity } from '../engine/proc-stat.ts';
 import { BoxError } from '../errors.ts';
 import type { JsHealthStatus } from '../types.ts';
 import type { NormalizedBoxOptions } from './options.ts';
@@ -136,21 +136,7 @@ function toRecord(row: BoxRow): BoxRecord {
   };
 }
 
-/**
- * `pid:starttime` of a process, from `/proc/<pid>/stat`; null when the process does not exist or has
- * exited and is not yet reaped (a zombie: a box whose init is one is not running).
- */
-export function processIdentity(pid: number): string | null {
-  const stat = readProcStat(pid);
-  if (!stat || stat.state === 'Z' || stat.state === 'X') return null;
-  return `${pid}:${stat.starttime}`;
-}
-
-/** True while the process identified by `owner` (`pid:starttime`) still runs. */
-export function ownerAlive(owner: string): boolean {
-  const pid = Number(owner.split(':')[0]);
-  return Number.isInteger(pid) && pid > 0 && processIdentity(pid) === owner;
-}
+export { ownerAlive, processIdentity };
 
 /** SQLite's extended result code of a UNIQUE constraint violation (`SQLITE_CONSTRAINT_UNIQUE`). */
 const SQLITE_CONSTRAINT_UNIQUE = 2067;

@@ -1,0 +1,420 @@
+/**
+ * The network helper: one long-lived process per runtime home (per network state directory) that owns
+ * the host side of every box's network policy — the DNS resolver that enforces `allowNet`, the
+ * `hosts` set it fills in the box's gateway, and the secrets proxy with the box's CA — so that a box
+ * keeps exactly its policy whoever created it and whether that process still runs.
+ *
+ * - Control: newline-delimited JSON over the Unix socket `<dir>/sock` (mode 0600 in a 0700 directory
+ *   owned by root), one request and one answer per connection (`HelperRequest`, `HelperAnswer`); a
+ *   request line is at most {@link MAX_REQUEST_BYTES}.
+ * - State: `<dir>/boxes/<id>.json` per box (`BoxPolicyState`: `allowNet`, secrets with their values,
+ *   the CA keys, the resolver and proxy ports, the addresses admitted per name), mode 0600, written
+ *   atomically (a temporary file renamed over it). `<dir>` is under `/run` (see `helperDir`).
+ * - Restart: a helper that starts (after a crash or a kill; `helper-client.ts` runs it in a restart
+ *   loop) reads every state file, binds the resolver and the proxy on the recorded ports (other ports
+ *   when those are taken) and loads the box's gateway ruleset again from the state, admitted addresses
+ *   included. While no helper runs the box's DNS and proxy ports answer nothing: names do not resolve
+ *   and the proxy refuses connections (fail closed); addresses already admitted stay admitted.
+ * - Updates (`update`): the new `allowNet` is written to the state first, then the ruleset is replaced
+ *   in one nft transaction (addresses admitted for names the new policy still allows are kept), then
+ *   the resolver and the proxy follow it; the proxy closes its connections to destinations the new
+ *   policy refuses and the ruleset refuses every further packet of the box's other connections to them.
+ * - Lifetime: a box's entry goes when its state file is removed (`remove`, or teardown from any
+ *   process) or its gateway namespace is gone for {@link ORPHAN_GRACE_MS}; the helper exits (code 0)
+ *   once it has had no box for {@link IDLE_EXIT_MS}.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { BoxError, type BoxErrorCode, codeOf } from '../errors.ts';
+import { type DnsServer, startDnsServer } from './dns.ts';
+import { admitHosts, gatewayName, gatewayRules, loadGatewayRules, NETNS_DIR } from './gateway.ts';
+import { type AllowPolicy, allowsName, parseAllowNet } from './policy.ts';
+import { type ProxyCaMaterial, type SecretsProxy, startSecretsProxy } from './secrets.ts';
+
+/** Largest request line the helper reads, bytes (secrets included). */
+export const MAX_REQUEST_BYTES = 1024 * 1024;
+/** How long a box's entry outlives its missing gateway namespace, ms (the box may still be starting). */
+export const ORPHAN_GRACE_MS = 30_000;
+/** How long the helper runs without any box before it exits, ms. */
+export const IDLE_EXIT_MS = 10_000;
+/** How often the helper looks for boxes that are gone, ms. */
+const SWEEP_MS = 2_000;
+/** Addresses recorded per admitted name (the gateway keeps every one it was given). */
+const MAX_ADDRESSES_PER_NAME = 64;
+
+/** A secret rule with its value, as the proxy needs it. */
+export interface HelperSecret {
+  name: string;
+  value: string;
+  hosts: string[];
+  placeholder: string;
+}
+
+/** A request to the helper. */
+export type HelperRequest =
+  | { op: 'register'; id: string; allowNet: string[]; secrets: HelperSecret[] }
+  | { op: 'update'; id: string; allowNet: string[] }
+  | { op: 'remove'; id: string }
+  | { op: 'ping' };
+
+/** The helper's answer: `ok` with the op's result, or a `BoxError` code and message. */
+export type HelperAnswer =
+  | { ok: true; dnsPort?: number; proxyPort?: number; caPem?: string; allowNet?: string[] }
+  | { ok: false; code: BoxErrorCode; message: string; field?: string };
+
+/** What the helper keeps on disk for one box (`<dir>/boxes/<id>.json`, mode 0600). */
+export interface BoxPolicyState {
+  id: string;
+  allowNet: string[];
+  secrets: HelperSecret[];
+  /** UDP port of the box's resolver on 127.0.0.1. */
+  dnsPort: number;
+  /** TCP port of the secrets proxy on 127.0.0.1 (boxes with secrets). */
+  proxyPort?: number;
+  /** The box CA (boxes with secrets); its certificate is in the box's trust store. */
+  ca?: ProxyCaMaterial;
+  /** Addresses the resolver admitted, per name (lower case). */
+  admitted: Record<string, string[]>;
+  /** When the box was registered, epoch ms. */
+  registeredAt: number;
+}
+
+interface Entry {
+  state: BoxPolicyState;
+  policy: AllowPolicy;
+  dns: DnsServer;
+  proxy?: SecretsProxy;
+  /** Operations on this box, one after the other. */
+  chain: Promise<unknown>;
+}
+
+const BOX_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/** Writes `data` to `file` atomically (a temporary file, mode 0600, renamed over it). */
+export function writeFileAtomic(file: string, data: string): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, data, { mode: 0o600 });
+  renameSync(tmp, file);
+}
+
+/** The addresses admitted for names `policy` allows (deduplicated). */
+function keptHosts(state: BoxPolicyState, policy: AllowPolicy): string[] {
+  const kept = new Set<string>();
+  for (const [name, addresses] of Object.entries(state.admitted)) {
+    if (allowsName(policy, name)) for (const a of addresses) kept.add(a);
+  }
+  return [...kept];
+}
+
+/** A `BoxError` from a request field that is missing or of the wrong type. */
+function badRequest(field: string, rule: string): BoxError {
+  return new BoxError(`invalid network helper request ${field}: ${rule}`, { field });
+}
+
+function parseRequest(line: string): HelperRequest {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    throw badRequest('body', 'must be JSON');
+  }
+  const r = value as Record<string, unknown>;
+  if (r === null || typeof r !== 'object') throw badRequest('body', 'must be an object');
+  if (r.op === 'ping') return { op: 'ping' };
+  if (typeof r.id !== 'string' || !BOX_ID_RE.test(r.id)) throw badRequest('id', 'must be a box id');
+  const strings = (v: unknown, field: string) => {
+    if (!Array.isArray(v) || !v.every((s) => typeof s === 'string'))
+      throw badRequest(field, 'must be an array of strings');
+    return v as string[];
+  };
+  if (r.op === 'remove') return { op: 'remove', id: r.id };
+  if (r.op === 'update') return { op: 'update', id: r.id, allowNet: strings(r.allowNet, 'allowNet') };
+  if (r.op === 'register') {
+    if (!Array.isArray(r.secrets)) throw badRequest('secrets', 'must be an array');
+    const secrets = r.secrets.map((s: Record<string, unknown>, i) => {
+      if (
+        typeof s?.name !== 'string' ||
+        typeof s.value !== 'string' ||
+        typeof s.placeholder !== 'string' ||
+        s.placeholder === ''
+      )
+        throw badRequest(`secrets[${i}]`, 'must have string name, value and placeholder');
+      return {
+        name: s.name,
+        value: s.value,
+        placeholder: s.placeholder,
+        hosts: strings(s.hosts, `secrets[${i}].hosts`),
+      };
+    });
+    return { op: 'register', id: r.id, allowNet: strings(r.allowNet, 'allowNet'), secrets };
+  }
+  throw badRequest('op', 'must be register, update, remove or ping');
+}
+
+/** The helper of one state directory; `start` serves until `stopped` resolves (idle exit). */
+export class NetworkHelper {
+  readonly #dir: string;
+  readonly #boxes = new Map<string, Entry>();
+  readonly #log: (line: string) => void;
+  #server: Server | null = null;
+  #idleSince = Date.now();
+  #timer: NodeJS.Timeout | null = null;
+  #done!: () => void;
+  /** Resolves when the helper has stopped serving (no box for `IDLE_EXIT_MS`). */
+  readonly stopped = new Promise<void>((resolve) => {
+    this.#done = resolve;
+  });
+
+  /** `dir`: the helper's directory (`helperDir`); `log` gets one line per notable event (no secrets). */
+  constructor(dir: string, log: (line: string) => void) {
+    this.#dir = dir;
+    this.#log = log;
+  }
+
+  #stateFile(id: string): string {
+    return join(this.#dir, 'boxes', `${id}.json`);
+  }
+
+  /**
+   * Restores every box of the state directory, then listens on `<dir>/sock`.
+   * @throws Error when the socket cannot be bound.
+   */
+  async start(): Promise<void> {
+    mkdirSync(join(this.#dir, 'boxes'), { recursive: true, mode: 0o700 });
+    for (const name of readdirSync(join(this.#dir, 'boxes'))) {
+      if (!name.endsWith('.json')) continue;
+      const id = name.slice(0, -'.json'.length);
+      try {
+        const state = JSON.parse(readFileSync(this.#stateFile(id), 'utf8')) as BoxPolicyState;
+        await this.#restore(state);
+      } catch (error) {
+        this.#log(`restore ${id} failed: ${(error as Error).message}`);
+      }
+    }
+    const sock = join(this.#dir, 'sock');
+    rmSync(sock, { force: true });
+    const server = createServer((socket) => this.#serve(socket));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(sock, () => resolve());
+    });
+    this.#server = server;
+    this.#timer = setInterval(() => this.#sweep(), SWEEP_MS);
+  }
+
+  /** Starts resolver and proxy of a stored box again (recorded ports when free) and reloads its ruleset. */
+  async #restore(state: BoxPolicyState): Promise<void> {
+    if (!existsSync(join(NETNS_DIR, gatewayName(state.id)))) {
+      if (Date.now() - state.registeredAt > ORPHAN_GRACE_MS) {
+        rmSync(this.#stateFile(state.id), { force: true });
+        return;
+      }
+    }
+    const entry = await this.#open(state, true);
+    this.#boxes.set(state.id, entry);
+    this.#persist(entry);
+    await this.#loadRules(entry).catch((error) =>
+      this.#log(`rules ${state.id}: ${(error as Error).message}`),
+    );
+    this.#log(`restored ${state.id} (dns ${entry.state.dnsPort}, proxy ${entry.state.proxyPort ?? '-'})`);
+  }
+
+  /** Binds resolver (and proxy) of `state`; `reuse`: try the recorded ports first. */
+  async #open(state: BoxPolicyState, reuse: boolean): Promise<Entry> {
+    const policy = parseAllowNet(state.allowNet);
+    const entry = { state, policy } as Entry;
+    const bind = async (addresses: string[], name: string) => {
+      if (entry.policy.open) return;
+      const known = new Set(Object.values(entry.state.admitted).flat());
+      const fresh = addresses.filter((a) => !known.has(a));
+      const list = entry.state.admitted[name] ?? [];
+      const merged = [...new Set([...addresses, ...list])].slice(0, MAX_ADDRESSES_PER_NAME);
+      const changed = merged.length !== list.length || merged.some((a, i) => a !== list[i]);
+      if (fresh.length > 0) await admitHosts(gatewayName(entry.state.id), fresh);
+      if (changed) {
+        entry.state.admitted[name] = merged;
+        this.#persist(entry);
+      }
+    };
+    const dnsOptions = { policy, bind };
+    entry.dns = await startDnsServer({ ...dnsOptions, ...(reuse ? { port: state.dnsPort } : {}) }).catch(() =>
+      startDnsServer(dnsOptions),
+    );
+    state.dnsPort = entry.dns.port;
+    if (state.secrets.length > 0) {
+      const proxyOptions = {
+        policy,
+        secrets: state.secrets,
+        label: state.id,
+        ...(state.ca ? { ca: state.ca } : {}),
+      };
+      entry.proxy = await startSecretsProxy({
+        ...proxyOptions,
+        ...(reuse && state.proxyPort ? { port: state.proxyPort } : {}),
+      }).catch(() => startSecretsProxy(proxyOptions));
+      state.proxyPort = entry.proxy.port;
+      state.ca = entry.proxy.ca;
+    }
+    entry.chain = Promise.resolve();
+    return entry;
+  }
+
+  #persist(entry: Entry): void {
+    writeFileAtomic(this.#stateFile(entry.state.id), JSON.stringify(entry.state));
+  }
+
+  /** Loads the box's gateway ruleset from its state (policy, ports, admitted addresses). */
+  async #loadRules(entry: Entry): Promise<void> {
+    const { state, policy } = entry;
+    await loadGatewayRules(
+      gatewayName(state.id),
+      gatewayRules({
+        policy,
+        dnsPort: state.dnsPort,
+        ...(state.proxyPort !== undefined ? { proxyPort: state.proxyPort } : {}),
+        hosts: keptHosts(state, policy),
+      }),
+    );
+  }
+
+  async #close(id: string): Promise<void> {
+    const entry = this.#boxes.get(id);
+    if (!entry) return;
+    this.#boxes.delete(id);
+    await entry.dns.close().catch(() => {});
+    await entry.proxy?.close().catch(() => {});
+    if (this.#boxes.size === 0) this.#idleSince = Date.now();
+  }
+
+  /** Drops boxes whose state file or gateway namespace is gone; stops after `IDLE_EXIT_MS` without boxes. */
+  #sweep(): void {
+    for (const [id, entry] of this.#boxes) {
+      const gone = !existsSync(this.#stateFile(id));
+      const orphan =
+        !existsSync(join(NETNS_DIR, gatewayName(id))) &&
+        Date.now() - entry.state.registeredAt > ORPHAN_GRACE_MS;
+      if (gone || orphan) {
+        entry.chain = entry.chain.then(async () => {
+          await this.#close(id);
+          rmSync(this.#stateFile(id), { force: true });
+          this.#log(`dropped ${id} (${gone ? 'removed' : 'gateway gone'})`);
+        });
+      }
+    }
+    if (this.#boxes.size === 0 && Date.now() - this.#idleSince >= IDLE_EXIT_MS) {
+      // A registration that raced with the decision finds no socket and starts a new helper.
+      const stored = readdirSync(join(this.#dir, 'boxes')).some((n) => n.endsWith('.json'));
+      if (stored) return;
+      this.stop();
+    }
+  }
+
+  /** Stops serving: closes the socket, every resolver and proxy (state files stay). */
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#server?.close();
+    rmSync(join(this.#dir, 'sock'), { force: true });
+    for (const id of [...this.#boxes.keys()]) void this.#close(id);
+    this.#done();
+  }
+
+  #serve(socket: Socket): void {
+    socket.on('error', () => {});
+    let buffered = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      if (buffered.length > MAX_REQUEST_BYTES) {
+        socket.end(
+          `${JSON.stringify({ ok: false, code: 'invalid_option', field: 'body', message: `request over ${MAX_REQUEST_BYTES} bytes` })}\n`,
+        );
+        return;
+      }
+      const nl = buffered.indexOf('\n');
+      if (nl < 0) return;
+      socket.pause();
+      this.#handle(buffered.slice(0, nl)).then((answer) => socket.end(`${JSON.stringify(answer)}\n`));
+    });
+  }
+
+  async #handle(line: string): Promise<HelperAnswer> {
+    try {
+      const request = parseRequest(line);
+      if (request.op === 'ping') return { ok: true };
+      const prior = this.#boxes.get(request.id)?.chain ?? Promise.resolve();
+      const run = prior.catch(() => {}).then(() => this.#apply(request));
+      const entry = this.#boxes.get(request.id);
+      if (entry) entry.chain = run.catch(() => {});
+      return await run;
+    } catch (error) {
+      const e = error as BoxError;
+      return {
+        ok: false,
+        code: codeOf(error),
+        message: e.message,
+        ...(typeof e.field === 'string' ? { field: e.field } : {}),
+      };
+    }
+  }
+
+  async #apply(request: Exclude<HelperRequest, { op: 'ping' }>): Promise<HelperAnswer> {
+    const { id } = request;
+    if (request.op === 'remove') {
+      await this.#close(id);
+      rmSync(this.#stateFile(id), { force: true });
+      return { ok: true };
+    }
+    if (request.op === 'register') {
+      await this.#close(id);
+      const state: BoxPolicyState = {
+        id,
+        allowNet: request.allowNet,
+        secrets: request.secrets,
+        dnsPort: 0,
+        admitted: {},
+        registeredAt: Date.now(),
+      };
+      parseAllowNet(state.allowNet);
+      const entry = await this.#open(state, false);
+      this.#boxes.set(id, entry);
+      this.#persist(entry);
+      this.#log(`registered ${id}`);
+      return {
+        ok: true,
+        dnsPort: state.dnsPort,
+        ...(entry.proxy ? { proxyPort: entry.proxy.port, caPem: entry.proxy.caPem } : {}),
+      };
+    }
+    const entry = this.#boxes.get(id);
+    if (!entry) throw new BoxError(`box ${id} has no network policy on this host`, { code: 'not_found' });
+    const policy = parseAllowNet(request.allowNet);
+    const before = { allowNet: entry.state.allowNet, policy: entry.policy };
+    entry.state.allowNet = [...request.allowNet];
+    entry.policy = policy;
+    this.#persist(entry);
+    try {
+      await this.#loadRules(entry);
+    } catch (error) {
+      entry.state.allowNet = before.allowNet;
+      entry.policy = before.policy;
+      this.#persist(entry);
+      throw new BoxError(
+        `box ${id}: the new network policy could not be loaded: ${(error as Error).message}`,
+        {
+          code: 'internal',
+          cause: error,
+        },
+      );
+    }
+    // Names the new policy refuses lose their admitted addresses.
+    for (const name of Object.keys(entry.state.admitted)) {
+      if (!allowsName(policy, name)) delete entry.state.admitted[name];
+    }
+    this.#persist(entry);
+    entry.dns.setPolicy(policy);
+    await entry.proxy?.setPolicy(policy);
+    this.#log(`updated ${id}`);
+    return { ok: true, allowNet: entry.state.allowNet };
+  }
+}
