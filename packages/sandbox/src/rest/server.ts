@@ -23,6 +23,7 @@ import type { McpConfig } from '../mcp/config.ts';
 import { mcpRoutes } from '../mcp/http.ts';
 import { Authenticator, type AuthOptions, isLoopback } from './auth.ts';
 import { boxRoutes } from './box-routes.ts';
+import { networkRoutes } from './network-routes.ts';
 import { codeRoutes } from './code-routes.ts';
 import { ServerContext, type TenancyOptions } from './context.ts';
 import { execRoutes } from './exec-routes.ts';
@@ -32,7 +33,6 @@ import { installHooks, rejectSocket } from './hooks.ts';
 import { imageRoutes } from './images-routes.ts';
 import { lifecycleRoutes } from './lifecycle-routes.ts';
 import { serveMetrics } from './metrics.ts';
-import { networkRoutes } from './network-routes.ts';
 import { installOpenApi, route } from './openapi.ts';
 import { ServerPools } from './pool-routes.ts';
 import { ref } from './schemas.ts';
@@ -134,7 +134,7 @@ export class RestServer {
       for (const method of [r.method].flat()) this.routes.push({ method, url: r.url });
     });
     installValidation(this.app);
-    const e2b = options.e2b !== false ? installE2b(this.app, this.#ctx, this.#auth, options.e2b ?? {}) : null;
+    if (options.e2b !== false) installE2b(this.app, this.#ctx, this.#auth, options.e2b ?? {});
     installHooks(this.app, this.#auth, this.#ctx.audit);
     installOpenApi(this.app);
     this.#ctx.metrics = options.metrics === false ? undefined : serveMetrics(this.app, this.#runtime);
@@ -142,7 +142,6 @@ export class RestServer {
     if (options.mcp !== false) this.app.register(mcpRoutes, { ctx: this.#ctx, config: options.mcp ?? {} });
     this.app.server.on('upgrade', (req, socket, head) => {
       if (previews.matches(req)) return void previews.upgrade(req, socket, head);
-      if (e2b?.upgrade(req, socket, head)) return;
       this.#sockets.onUpgrade(req, socket, head).catch((error) => rejectSocket(socket, httpErrorOf(error)));
     });
     this.app.server.on('connect', (req, socket, head) => {
