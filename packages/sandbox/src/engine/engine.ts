@@ -9,41 +9,36 @@
  * plain pipes (oci-exec.ts). The supervisor of a non-detached box stays behind as the parent-death
  * watch. Resource usage is read from the box's cgroup (cgroup-stats.ts).
  *
- * This module holds the engine's lifecycle (start, stop, remove, state, list) and re-exports the
- * helpers other modules know it by (`findExecutable`, `mountsUnder`, `boxPaths`, `resolveUser`, …).
+ * This module holds what the container tier plugs into the shared box life cycle (box-engine.ts: how a
+ * box is launched, stopped and deleted with crun/runc) and re-exports the helpers other modules know it
+ * by (`findExecutable`, `mountsUnder`, `boxPaths`, `resolveUser`, …).
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync } from 'node:fs';
-import { readdir, rm } from 'node:fs/promises';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 import { idmapSupervisorEnv, ociConfigInput, supervisorEnv, writeBundle } from './box-bundle.ts';
+import { BoxEngine, type BoxNetworkHooks, type Launched, removeRootBoxFiles } from './box-engine.ts';
 import {
-  BOX_FILES,
   boxDiskSizeGb,
   boxPaths,
-  checkBoxId,
   handVolumesToMappedRoot,
   readBoxMeta,
   readBundleMeta,
-  readLivePid,
   stageBoxFiles,
 } from './box-files.ts';
-import { boxRecords, setUpNetwork, startTimings } from './box-lifecycle.ts';
 import { resolveCapabilities } from './capabilities.ts';
-import { type CpuSample, cgroupStats } from './cgroup-stats.ts';
 import type { CreateEngineOptions, OciBoxMeta } from './engine-options.ts';
 import {
   alive,
   endForeignSupervisor,
   type FileIdentity,
-  Supervisors,
   startSupervisor,
   supervisorFailure,
   waitForExec,
   writeIfChanged,
 } from './host-process.ts';
 import { allowTraversal, findExecutable, isStaticElf, mountsUnder, unmountBoxDir } from './host-system.ts';
-import { type OpenedHostPath, withOpenedHostPaths } from './hostpath.ts';
+import type { OpenedHostPath } from './hostpath.ts';
 import {
   ensureSandboxIdRange,
   type IdMapping,
@@ -51,21 +46,12 @@ import {
   idmapHelperArgs,
   installIdmapHelper,
 } from './idmap.ts';
-import { buildOciConfig, validateSpec } from './oci.ts';
+import { buildOciConfig } from './oci.ts';
 import { ociExec } from './oci-exec.ts';
 import { OciRuntime, type OciRuntimeName } from './oci-runtime.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
-import type {
-  Engine,
-  EngineBoxRecord,
-  EngineBoxSpec,
-  EngineExecOptions,
-  EngineProcess,
-  EngineStarted,
-  EngineState,
-  EngineStats,
-} from './types.ts';
+import type { EngineBoxSpec, EngineExecOptions, EngineProcess, EngineState } from './types.ts';
 
 export { type BoxPaths, boxPaths } from './box-files.ts';
 export { resolveUser } from './box-user.ts';
@@ -82,14 +68,15 @@ const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
  * An `Engine` (types.ts) running each box as an OCI container with crun or runc.
  * Construct with `createEngine()`. Requires root, overlayfs and the runtime binary.
  */
-export class OciEngine implements Engine {
+export class OciEngine extends BoxEngine<KnownBox> {
   /** The OCI runtime driving the boxes: `crun` or `runc`. */
   readonly name: OciRuntimeName;
   /** The engine's state directory (see `CreateEngineOptions.stateRoot`). */
   readonly stateRoot: string;
   /** The OCI runtime and its state directory. */
   private readonly rt: OciRuntime;
-  private readonly boxesDir: string;
+  protected readonly boxesDir: string;
+  protected readonly networkHooks: BoxNetworkHooks;
   private readonly execDir: string;
   private readonly supervisorPath: string;
   /** The terminal relay of `exec` with `tty` (scripts.ts `TTY_RELAY_PL`). */
@@ -104,15 +91,12 @@ export class OciEngine implements Engine {
   /** Mapping and helper for new boxes' user namespaces; undefined when they are turned off. */
   private readonly userns: { mapping: IdMapping; helper: IdmapHelper } | undefined;
   private readonly opts: CreateEngineOptions;
-  /** Parent-death watches of this process's non-detached boxes. */
-  private readonly supervisors = new Supervisors();
-  private readonly metas = new Map<string, KnownBox>();
-  private readonly cpuSamples = new Map<string, CpuSample>();
-  private execSeq = 0;
 
   /** Use `createEngine()`. @throws BoxError when the runtime or init binary is missing. */
   constructor(options: CreateEngineOptions = {}) {
+    super();
     this.opts = options;
+    this.networkHooks = options;
     this.stateRoot = options.stateRoot ?? DEFAULT_STATE_ROOT;
     if (!this.stateRoot.startsWith('/') || /\s/.test(this.stateRoot)) {
       throw new BoxError(`stateRoot: '${this.stateRoot}' must be an absolute path without spaces`, {
@@ -161,19 +145,17 @@ export class OciEngine implements Engine {
     this.ttyPerl = this.name === 'crun' && this.ttyHelper ? findExecutable('perl') : undefined;
   }
 
-  /**
-   * Starts a box; see `Engine.start`. Host paths of `mounts` are opened first (hostpath.ts: a symlink
-   * anywhere on one is refused) and bound through their descriptors.
-   * @throws BoxError naming the field (`mounts[i].hostPath: … passes through the symlink …`) or the
-   *   failed stage (with the runtime's log).
-   */
-  async start(spec: EngineBoxSpec): Promise<EngineStarted> {
-    validateSpec(spec);
-    return withOpenedHostPaths(spec.mounts, (opened) => this.startOpened(spec, opened));
+  /** The supervisor script (another process's supervisor of a box is recognised by it). */
+  protected get supervisorScript(): string {
+    return this.supervisorPath;
   }
 
-  /** `start` once the host paths are open; `opened[i]` is the host object of `spec.mounts[i]`. */
-  private async startOpened(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<EngineStarted> {
+  /**
+   * Launches a box with crun/runc once its host paths are open (`opened[i]` is the host object of
+   * `spec.mounts[i]`): config, files, the supervisor that mounts and runs it, the init's exec.
+   * @throws BoxError naming the field or the failed stage (with the runtime's log).
+   */
+  protected async launch(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<Launched> {
     // Every box gets a size-limited disk (disk.ts); a box whose writable layer predates that default
     // (an upper dir in boxDir, no disk image) keeps its layer.
     const diskSizeGb = boxDiskSizeGb(spec);
@@ -268,34 +250,19 @@ export class OciEngine implements Engine {
       );
     }
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
-    this.cpuSamples.delete(spec.id);
-    const ctx = { id: spec.id, pid, boxDir: spec.boxDir, network: spec.network };
-    await setUpNetwork(this.opts.networkSetup, ctx, () => this.stop(spec.id, 0));
-    const clock = { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted };
-    return { pid, timings: startTimings({ ...clock, end: performance.now() }) };
+    return { pid, clock: { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted } };
   }
 
-  /** The box's meta, cached; read through its index link otherwise. */
-  private meta(id: string): KnownBox | undefined {
-    const known = this.metas.get(id);
-    if (known) return known;
-    const read = readBoxMeta<OciBoxMeta>(this.boxesDir, id);
-    if (read) this.metas.set(id, read);
-    return read;
+  protected readMeta(id: string): KnownBox | undefined {
+    return readBoxMeta<OciBoxMeta>(this.boxesDir, id);
   }
 
-  /** Host pid of the box init while it runs. */
-  private initPid(id: string): number | undefined {
-    const meta = this.meta(id);
-    return meta ? readLivePid(boxPaths(meta.boxDir).pidFile) : undefined;
+  protected placeholderMeta(id: string, boxDir: string): KnownBox {
+    return { id, env: [], workingDir: '/', cpus: 1, boxDir, rootfs: join(boxDir, 'rootfs') };
   }
 
-  /** Runs a command; see `Engine.exec` and oci-exec.ts. @throws BoxError when the box is not running or an option is bad. */
-  async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
-    checkBoxId(id);
-    const meta = this.meta(id);
-    const initPid = meta ? this.initPid(id) : undefined;
-    if (!meta || initPid === undefined) throw new BoxError(`box ${id}: not running`, { code: 'conflict' });
+  /** Runs a command with `<runtime> exec` (oci-exec.ts). */
+  protected execIn(meta: KnownBox, initPid: number, options: EngineExecOptions): Promise<EngineProcess> {
     const ctx = {
       runtime: this.rt.fast,
       execDir: this.execDir,
@@ -306,75 +273,35 @@ export class OciEngine implements Engine {
     return ociExec(ctx, { ...meta, initPid }, options);
   }
 
-  /** Stops the box and unmounts its root; see `Engine.stop`. Idempotent. */
-  async stop(id: string, graceMs = 2000): Promise<void> {
-    checkBoxId(id);
-    const meta = this.meta(id);
+  protected runtimeState(id: string): Promise<EngineState | undefined> {
+    return this.rt.state(id);
+  }
+
+  /** SIGTERM to the init, `graceMs`, then SIGKILL (oci-runtime.ts `stopContainer`). */
+  protected async halt(id: string, graceMs: number): Promise<void> {
     const st = await this.state(id);
-    if (st.status === 'running' && st.pid) {
-      await this.rt.stopContainer(id, st.pid, graceMs);
-    }
-    // The runtime has a state directory for each container it knows (run → delete).
-    if (this.rt.known(id)) {
-      if (this.opts.networkTeardown) await this.opts.networkTeardown(id).catch(() => {});
-      await this.rt.delete(id);
-    }
-    if (meta) {
-      // A stale pid could be reused by an unrelated host process: forget it once the box is down.
-      rmSync(boxPaths(meta.boxDir).pidFile, { force: true });
-      await unmountBoxDir(meta.boxDir);
-    }
-    if (!this.supervisors.release(id) && meta) endForeignSupervisor(id, meta.boxDir, this.supervisorPath);
-    this.cpuSamples.delete(id);
+    if (st.status === 'running' && st.pid) await this.rt.stopContainer(id, st.pid, graceMs);
   }
 
-  /** Deletes the container, its mounts and the engine's files under `boxDir`; see `Engine.remove`. Idempotent. */
-  async remove(id: string, boxDir: string): Promise<void> {
-    checkBoxId(id);
-    if (!this.meta(id))
-      this.metas.set(id, { id, env: [], workingDir: '/', cpus: 1, boxDir, rootfs: join(boxDir, 'rootfs') });
-    await this.stop(id, 0);
-    await unmountBoxDir(boxDir);
-    if (mountsUnder(boxDir).length > 0)
-      throw new BoxError(`box ${id}: ${boxDir} is still mounted`, { code: 'internal' });
-    for (const name of BOX_FILES) await rm(join(boxDir, name), { recursive: true, force: true });
-    try {
-      unlinkSync(join(this.boxesDir, id));
-    } catch {}
-    this.metas.delete(id);
+  /** The runtime has a state directory for each container it knows (run → delete). */
+  protected runtimeKnows(id: string): boolean {
+    return this.rt.known(id);
   }
 
-  /** The runtime's view of a box; see `Engine.state`. `unknown` when neither the runtime nor the index knows it. */
-  async state(id: string): Promise<EngineState> {
-    checkBoxId(id);
-    const s = await this.rt.state(id);
-    if (!s) return { status: this.meta(id) ? 'stopped' : 'unknown' };
-    return s.status === 'running' && s.pid && !alive(s.pid) ? { status: 'stopped' } : s;
+  protected async deleteContainer(id: string): Promise<void> {
+    if (this.rt.known(id)) await this.rt.delete(id);
   }
 
-  /** Resource usage from the box's cgroup and network namespace (cgroup-stats.ts); see `Engine.stats`. Empty when not running. */
-  async stats(id: string): Promise<EngineStats> {
-    checkBoxId(id);
-    const pid = this.initPid(id);
-    if (pid === undefined) return {};
-    return cgroupStats(pid, this.meta(id)?.cpus ?? 1, this.cpuSamples.get(id), (sample) =>
-      this.cpuSamples.set(id, sample),
-    );
+  /** The box's root, disk and binds are unmounted. */
+  protected async releaseHost(_id: string, meta: KnownBox | undefined): Promise<void> {
+    if (meta) await unmountBoxDir(meta.boxDir);
   }
 
-  /**
-   * Every box this engine's state root knows — from the box index, the OCI runtime's container list
-   * and the host mount table — so a runtime can garbage-collect boxes it has no record of (e.g. a
-   * crash mid-create): call `remove(id, boxDir)` for each unwanted one.
-   */
-  async list(): Promise<EngineBoxRecord[]> {
-    const ids = new Set<string>();
-    for (const name of await readdir(this.boxesDir).catch(() => [] as string[])) ids.add(name);
-    for (const id of await this.rt.list()) ids.add(id);
-    return boxRecords(
-      ids,
-      (id) => this.meta(id)?.boxDir,
-      (id) => this.state(id),
-    );
+  protected removeFiles(id: string, boxDir: string): Promise<void> {
+    return removeRootBoxFiles(id, boxDir);
+  }
+
+  protected runtimeIds(): Promise<string[]> {
+    return this.rt.list();
   }
 }

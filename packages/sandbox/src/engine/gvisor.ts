@@ -27,18 +27,16 @@
  * namespace, on the far side of the veth link), the DNS resolver, the secrets proxy and published
  * ports apply as in the container tier. A network `disabled` box has netstack's loopback only.
  *
- * This module holds the engine's lifecycle (start, stop, remove, state, list). The box's files are
+ * This module holds what the gVisor tier plugs into the shared box life cycle (box-engine.ts). The box's files are
  * laid out as the container tier's (box-files.ts), its bundle in gvisor-bundle.ts, the runsc
  * subcommands in gvisor-runsc.ts, commands (`exec`) in gvisor-exec.ts; resource usage is read from
  * the sandbox's cgroup as for a container (cgroup-stats.ts).
  */
-import { existsSync, mkdirSync, rmSync, unlinkSync } from 'node:fs';
-import { readdir, rm } from 'node:fs/promises';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { BOX_FILES, boxDiskSizeGb, checkBoxId, readLivePid, stageBoxFiles } from './box-files.ts';
-import { boxRecords, setUpNetwork, startTimings } from './box-lifecycle.ts';
-import { type CpuSample, cgroupStats } from './cgroup-stats.ts';
+import { BoxEngine, type BoxNetworkHooks, type Launched, removeRootBoxFiles } from './box-engine.ts';
+import { boxDiskSizeGb, readLivePid, stageBoxFiles } from './box-files.ts';
 import type { CreateGVisorEngineOptions } from './engine-options.ts';
 import {
   type GVisorBoxMeta,
@@ -60,23 +58,13 @@ import {
   removeBoxCgroups,
   stageForNamespace,
 } from './gvisor-userns.ts';
-import { alive, Supervisors, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
+import { startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
 import { findExecutable, mountsUnder, unmountBoxDir } from './host-system.ts';
-import { type OpenedHostPath, withOpenedHostPaths } from './hostpath.ts';
+import type { OpenedHostPath } from './hostpath.ts';
 import { ensureSandboxIdRange } from './idmap.ts';
-import { validateSpec } from './oci.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import { SUPERVISOR_SH } from './scripts.ts';
-import type {
-  Engine,
-  EngineBoxRecord,
-  EngineBoxSpec,
-  EngineExecOptions,
-  EngineProcess,
-  EngineStarted,
-  EngineState,
-  EngineStats,
-} from './types.ts';
+import type { EngineBoxSpec, EngineExecOptions, EngineProcess, EngineState } from './types.ts';
 
 export type { CreateGVisorEngineOptions } from './engine-options.ts';
 export { gvisorOciConfig, SENTRY_TASKS } from './gvisor-bundle.ts';
@@ -104,7 +92,7 @@ export async function createGVisorEngine(options: CreateGVisorEngineOptions = {}
 }
 
 /** An `Engine` running each box under gVisor (`runsc`). Construct with `createGVisorEngine()`. */
-export class GVisorEngine implements Engine {
+export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
   /** Always `runsc`. */
   readonly name = 'runsc';
   /** The gVisor platform of this engine's boxes and why it was chosen. */
@@ -115,7 +103,8 @@ export class GVisorEngine implements Engine {
   private readonly rs: Runsc;
   /** `rs.runtime` through the launcher that hides `/proc/sys/net` (gvisor-netns.ts), for `run`. */
   private readonly rtNetns: string[];
-  private readonly boxesDir: string;
+  protected readonly boxesDir: string;
+  protected readonly networkHooks: BoxNetworkHooks;
   private readonly execDir: string;
   private readonly supervisorPath: string;
   private readonly initPath: string;
@@ -125,11 +114,6 @@ export class GVisorEngine implements Engine {
   private readonly ns: GVisorNamespaces | undefined;
   /** `[perl, idmap-mount.pl, hostUid, hostGid, size]` when `ns` is set. */
   private readonly idmapHelper: string[] | undefined;
-  /** Parent-death watches of this process's non-detached boxes. */
-  private readonly supervisors = new Supervisors();
-  private readonly metas = new Map<string, GVisorBoxMeta>();
-  private readonly cpuSamples = new Map<string, CpuSample>();
-  private execSeq = 0;
 
   /**
    * Use `createGVisorEngine()`. With `ns`, every runsc call runs in that user namespace.
@@ -141,7 +125,9 @@ export class GVisorEngine implements Engine {
     options: CreateGVisorEngineOptions = {},
     ns?: GVisorNamespaces,
   ) {
+    super();
     this.opts = options;
+    this.networkHooks = options;
     this.ns = ns;
     this.platform = platform;
     this.stateRoot = options.stateRoot ?? DEFAULT_STATE_ROOT;
@@ -180,16 +166,17 @@ export class GVisorEngine implements Engine {
     this.rtNetns = [unshare, '-m', '--', '/bin/sh', launcher, ...this.rs.runtime];
   }
 
-  /** Starts a box under gVisor; see `Engine.start`. @throws BoxError naming the field or the failed stage (with runsc's log). */
-  async start(spec: EngineBoxSpec): Promise<EngineStarted> {
-    validateSpec(spec);
-    // Host paths are opened first (hostpath.ts: a symlink anywhere on one is refused) and bound from
-    // their descriptors, as in the container tier.
-    return withOpenedHostPaths(spec.mounts, (opened) => this.startOpened(spec, opened));
+  /** The supervisor script (another process's supervisor of a box is recognised by it). */
+  protected get supervisorScript(): string {
+    return this.supervisorPath;
   }
 
-  /** `start` once the host paths are open; `opened[i]` is the host object of `spec.mounts[i]`. */
-  private async startOpened(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<EngineStarted> {
+  /**
+   * Launches a box under gVisor once its host paths are open (`opened[i]` is the host object of
+   * `spec.mounts[i]`): bundle, files, the box's network namespace, the supervisor that mounts and runs it.
+   * @throws BoxError naming the field or the failed stage (with runsc's log).
+   */
+  protected async launch(spec: EngineBoxSpec, opened: OpenedHostPath[]): Promise<Launched> {
     const diskSizeGb = boxDiskSizeGb(spec);
     const p = gvisorBoxPaths(spec.boxDir, diskSizeGb);
     if (this.rs.known(spec.id)) {
@@ -263,39 +250,38 @@ export class GVisorEngine implements Engine {
     await removeBoxNetns(p.netns);
     registerSandbox(pid, this.rs.runtime, spec.id);
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
-    this.cpuSamples.delete(spec.id);
-    const ctx = { id: spec.id, pid, boxDir: spec.boxDir, network: spec.network };
-    await setUpNetwork(this.opts.networkSetup, ctx, () => this.stop(spec.id, 0));
-    const clock = { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted };
-    return { pid, timings: startTimings({ ...clock, end: performance.now() }) };
+    return { pid, clock: { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted } };
   }
 
-  /** The box's meta, cached; read from its `engine.json` otherwise. Undefined for a box not of this tier. */
-  private meta(id: string): GVisorBoxMeta | undefined {
-    const known = this.metas.get(id);
-    if (known) return known;
-    const read = readGVisorMeta(this.boxesDir, id);
-    if (read) this.metas.set(id, read);
-    return read;
+  /** Undefined for a box not of this tier (the index is shared with the container tier). */
+  protected readMeta(id: string): GVisorBoxMeta | undefined {
+    return readGVisorMeta(this.boxesDir, id);
   }
 
-  /** Host pid of the box's sandbox process (the Sentry) while it runs. */
-  private sandboxPid(id: string): number | undefined {
-    const meta = this.meta(id);
-    return meta ? readLivePid(gvisorBoxPaths(meta.boxDir).pidFile) : undefined;
+  protected placeholderMeta(id: string, boxDir: string): GVisorBoxMeta {
+    return {
+      id,
+      isolation: 'gvisor',
+      platform: this.platform.platform,
+      env: [],
+      workingDir: '/',
+      cpus: 1,
+      boxDir,
+      rootfs: join(boxDir, 'rootfs'),
+    };
   }
 
   /**
-   * Runs a command in the box; see `Engine.exec`. The exit code is the command's, 128 + signal when
+   * Runs a command with `runsc exec` (gvisor-exec.ts). The exit code is the command's, 128 + signal when
    * a signal ended it, or 255 when it could not be started (runsc's message on stderr).
-   * @throws BoxError when the box is not running, `user` is unknown, `cwd`, `env` or `ttySize` is
-   *   malformed, or `tty` is asked without script(1) on the host (gvisor-exec.ts).
+   * @throws BoxError when `user` is unknown, `cwd`, `env` or `ttySize` is malformed, or `tty` is asked
+   *   without script(1) on the host.
    */
-  async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
-    checkBoxId(id);
-    const meta = this.meta(id);
-    if (!meta || this.sandboxPid(id) === undefined)
-      throw new BoxError(`box ${id}: not running`, { code: 'conflict' });
+  protected async execIn(
+    meta: GVisorBoxMeta,
+    _pid: number,
+    options: EngineExecOptions,
+  ): Promise<EngineProcess> {
     return gvisorExec(
       { runtime: this.rs.runtime, execDir: this.execDir, seq: ++this.execSeq },
       meta,
@@ -303,92 +289,53 @@ export class GVisorEngine implements Engine {
     );
   }
 
+  /** runsc's view of the box; its `pid` is the host pid of the sandbox process. */
+  protected runtimeState(id: string): Promise<EngineState | undefined> {
+    return this.rs.state(id);
+  }
+
+  protected override observedRunning(id: string, pid: number): void {
+    registerSandbox(pid, this.rs.runtime, id);
+  }
+
   /**
-   * Stops the box; see `Engine.stop`. SIGTERM to every command (not the init: its exit would end the
-   * sandbox at once) and up to `graceMs` for them to exit, then SIGKILL to the init, which ends the
-   * sandbox; then `runsc delete --force` and the root is unmounted. Idempotent.
+   * SIGTERM to every command (not the init: its exit would end the sandbox at once) and up to
+   * `graceMs` for them to exit, then SIGKILL to the init, which ends the sandbox.
    */
-  async stop(id: string, graceMs = 2000): Promise<void> {
-    checkBoxId(id);
-    const meta = this.meta(id);
+  protected async halt(id: string, graceMs: number): Promise<void> {
     const st = await this.state(id);
-    if (st.status === 'running' && st.pid) {
-      await this.rs.stopSandbox(id, st.pid, graceMs);
-    }
-    if (this.rs.known(id)) {
-      if (this.opts.networkTeardown) await this.opts.networkTeardown(id).catch(() => {});
-      await this.rs.delete(id);
-    }
+    if (st.status === 'running' && st.pid) await this.rs.stopSandbox(id, st.pid, graceMs);
+  }
+
+  protected runtimeKnows(id: string): boolean {
+    return this.rs.known(id);
+  }
+
+  /** `runsc delete --force`. */
+  protected async deleteContainer(id: string): Promise<void> {
+    if (this.rs.known(id)) await this.rs.delete(id);
+  }
+
+  /** The box's cgroup (made by the launcher when runsc runs in the gVisor namespace) and its mounts. */
+  protected async releaseHost(id: string, meta: GVisorBoxMeta | undefined): Promise<void> {
     if (this.ns) await removeBoxCgroups(id);
-    if (meta) {
-      rmSync(join(meta.boxDir, 'bundle', 'init.pid'), { force: true });
-      await unmountBoxDir(meta.boxDir);
-    }
-    this.supervisors.release(id);
-    this.cpuSamples.delete(id);
+    if (meta) await unmountBoxDir(meta.boxDir);
+  }
+
+  protected override stopped(id: string): void {
     forgetSandbox(id);
   }
 
-  /** Deletes the sandbox, its mounts and the engine's files under `boxDir`; see `Engine.remove`. Idempotent. */
-  async remove(id: string, boxDir: string): Promise<void> {
-    checkBoxId(id);
-    if (!this.meta(id)) {
-      this.metas.set(id, {
-        id,
-        isolation: 'gvisor',
-        platform: this.platform.platform,
-        env: [],
-        workingDir: '/',
-        cpus: 1,
-        boxDir,
-        rootfs: join(boxDir, 'rootfs'),
-      });
-    }
-    await this.stop(id, 0);
-    await unmountBoxDir(boxDir);
-    if (mountsUnder(boxDir).length > 0)
-      throw new BoxError(`box ${id}: ${boxDir} is still mounted`, { code: 'internal' });
-    for (const name of BOX_FILES) await rm(join(boxDir, name), { recursive: true, force: true });
-    try {
-      unlinkSync(join(this.boxesDir, id));
-    } catch {}
-    this.metas.delete(id);
+  protected removeFiles(id: string, boxDir: string): Promise<void> {
+    return removeRootBoxFiles(id, boxDir);
   }
 
-  /** runsc's view of the box; see `Engine.state`. `pid` is the host pid of the sandbox process. */
-  async state(id: string): Promise<EngineState> {
-    checkBoxId(id);
-    const s = await this.rs.state(id);
-    if (!s) return { status: this.meta(id) ? 'stopped' : 'unknown' };
-    if (s.status === 'running' && s.pid && !alive(s.pid)) return { status: 'stopped' };
-    if (s.status === 'running' && s.pid) registerSandbox(s.pid, this.rs.runtime, id);
-    return s;
+  /** Only the index entries of this tier's boxes. */
+  protected override listsIndexEntry(id: string): boolean {
+    return this.meta(id) !== undefined;
   }
 
-  /**
-   * Resource usage; see `Engine.stats`. Memory and CPU are the whole sandbox's (box processes plus
-   * the Sentry and gofer, one cgroup); network counters are those of the box's namespace, where the
-   * Sentry's host sockets carry all of the box's traffic. Empty when the box is not running.
-   */
-  async stats(id: string): Promise<EngineStats> {
-    checkBoxId(id);
-    const pid = this.sandboxPid(id);
-    if (pid === undefined) return {};
-    return cgroupStats(pid, this.meta(id)?.cpus ?? 1, this.cpuSamples.get(id), (sample) =>
-      this.cpuSamples.set(id, sample),
-    );
-  }
-
-  /** Every gVisor box the index or runsc knows (for crash GC); see `Engine.list`. */
-  async list(): Promise<EngineBoxRecord[]> {
-    const ids = new Set<string>();
-    for (const name of await readdir(this.boxesDir).catch(() => [] as string[]))
-      if (this.meta(name)) ids.add(name);
-    for (const id of await this.rs.list()) ids.add(id);
-    return boxRecords(
-      ids,
-      (id) => this.meta(id)?.boxDir,
-      (id) => this.state(id),
-    );
+  protected runtimeIds(): Promise<string[]> {
+    return this.rs.list();
   }
 }

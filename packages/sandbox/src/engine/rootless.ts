@@ -1,31 +1,14 @@
-import {
-  existsSync,
-  mkdirSync,
-  rmdirSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  unlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { existsSync, mkdirSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { BoxError, codeOf } from '../errors.ts';
-import { checkBoxId, isBoxId, readBoxMeta, readLivePid } from './box-files.ts';
+import { BoxError } from '../errors.ts';
+import { BoxEngine, type BoxNetworkHooks, type Launched } from './box-engine.ts';
+import { readBoxMeta } from './box-files.ts';
 import { resolveCapabilities } from './capabilities.ts';
 import type { CreateEngineOptions } from './engine-options.ts';
-import {
-  alive,
-  endForeignSupervisor,
-  type FileIdentity,
-  Supervisors,
-  sleep,
-  waitForExec,
-} from './host-process.ts';
+import { alive, endForeignSupervisor, type FileIdentity, sleep, waitForExec } from './host-process.ts';
 import { findExecutable } from './host-system.ts';
-import { type OpenedHostPath, withOpenedHostPaths } from './hostpath.ts';
-import { validateSpec } from './oci.ts';
+import type { OpenedHostPath } from './hostpath.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
 import {
   checkAccess,
@@ -53,16 +36,7 @@ import {
 import { boxStats, pidsOfBox, removeAsBoxRoot } from './rootless-proc.ts';
 import { ROOTLESS_CRUN_SH, ROOTLESS_SUPERVISOR_SH } from './rootless-scripts.ts';
 import { TTY_RELAY_PL } from './scripts.ts';
-import type {
-  Engine,
-  EngineBoxRecord,
-  EngineBoxSpec,
-  EngineExecOptions,
-  EngineProcess,
-  EngineStarted,
-  EngineState,
-  EngineStats,
-} from './types.ts';
+import type { EngineBoxSpec, EngineExecOptions, EngineProcess, EngineState, EngineStats } from './types.ts';
 
 /** Options of {@link RootlessEngine}: those of `createEngine` that apply (no `runtime`: crun only). */
 export type RootlessEngineOptions = Pick<
@@ -88,32 +62,43 @@ interface RootlessMeta {
   limitsEnforced: boolean;
 }
 
-/** An `Engine` for an ordinary account (see the module comment). */
-export class RootlessEngine implements Engine {
+/** What a rootless start works out before the host paths are opened: the delegated cgroups. */
+interface RootlessPrepared {
+  delegation: CgroupDelegation;
+  /** False when the box runs without limits (`allowUnlimited` and no delegated subtree). */
+  enforce: boolean;
+}
+
+type RootlessBoxMeta = RootlessMeta & { boxDir: string };
+
+/**
+ * An `Engine` for an ordinary account (see the module comment); its life cycle is the shared one of
+ * box-engine.ts, with crun in a user namespace where the caller is root and the delegated cgroups.
+ */
+export class RootlessEngine extends BoxEngine<RootlessBoxMeta, RootlessPrepared> {
   readonly name = 'crun-rootless';
   readonly user: HostUser;
   readonly stateRoot: string;
+  protected readonly boxesDir: string;
+  protected readonly networkHooks: BoxNetworkHooks;
+  protected readonly supervisorScript = undefined;
   readonly #opts: RootlessEngineOptions;
   readonly #uids: SubordinateRange;
   readonly #gids: SubordinateRange;
   readonly #crunRoot: string;
-  readonly #boxesDir: string;
   readonly #execDir: string;
   readonly #supervisorPath: string;
   readonly #crunScript: string;
   readonly #cgsave: string;
   readonly #initPath: string;
   readonly #ttyRelay?: { perl: string; script: string };
-  /** Parent-death watches of this process's non-detached boxes. */
-  readonly #supervisors = new Supervisors();
-  readonly #metas = new Map<string, RootlessMeta & { boxDir: string }>();
-  #execSeq = 0;
 
   /**
    * @throws BoxError `unsupported` when run as root, or when the caller has no subordinate ids, or crun,
    *   catatonit or newuidmap is missing (the message names the fix: `sandbox setup <user>`).
    */
   constructor(options: RootlessEngineOptions) {
+    super();
     this.user = currentUser();
     this.#initPath = options.initPath ?? '/usr/bin/catatonit';
     const { uids, gids } = rootlessPrerequisites(
@@ -122,6 +107,8 @@ export class RootlessEngine implements Engine {
       this.#initPath,
     );
     this.#opts = options;
+    this.networkHooks = options;
+    this.checkHostPath = (o, m, i) => checkAccess(o, m, i, this.user.name);
     this.#uids = uids;
     this.#gids = gids;
     this.stateRoot = options.stateRoot ?? join(this.user.home, '.sandbox', 'engine');
@@ -131,11 +118,11 @@ export class RootlessEngine implements Engine {
         code: 'invalid_option',
       });
     this.#crunRoot = join(this.stateRoot, 'crun');
-    this.#boxesDir = join(this.stateRoot, 'boxes');
+    this.boxesDir = join(this.stateRoot, 'boxes');
     this.#execDir = join(this.stateRoot, 'exec');
     this.#cgsave = join(this.stateRoot, 'cgsave');
     const bin = join(this.stateRoot, 'bin');
-    for (const d of [this.#crunRoot, this.#boxesDir, this.#execDir, this.#cgsave, bin])
+    for (const d of [this.#crunRoot, this.boxesDir, this.#execDir, this.#cgsave, bin])
       mkdirSync(d, { recursive: true, mode: 0o700 });
     this.#supervisorPath = join(bin, 'rootless-supervisor.sh');
     this.#crunScript = join(bin, 'rootless-crun.sh');
@@ -166,9 +153,14 @@ export class RootlessEngine implements Engine {
     return cgroupViewEnv(this.#crunRoot, this.#cgsave, delegation, enforce);
   }
 
-  /** Starts a box; see `Engine.start` and the module comment. */
-  async start(spec: EngineBoxSpec & { allowUnlimited?: boolean }): Promise<EngineStarted> {
-    validateSpec(spec);
+  /**
+   * Refuses what an ordinary account cannot have (the gVisor tier, `diskSizeGb`, limits without a
+   * delegated cgroup subtree unless `allowUnlimited`) before anything is opened or made.
+   * @throws BoxError `unsupported` naming the field or the fix.
+   */
+  protected override async prepare(
+    spec: EngineBoxSpec & { allowUnlimited?: boolean },
+  ): Promise<RootlessPrepared> {
     if (spec.isolation === 'gvisor') await this.gvisorPlatform();
     if (spec.diskSizeGb !== undefined) {
       throw new BoxError(
@@ -180,21 +172,17 @@ export class RootlessEngine implements Engine {
     const enforce = delegation.missing.length === 0;
     if (!enforce && spec.allowUnlimited !== true)
       throw new BoxError(limitsNotDelegatedMessage(this.user.name, delegation), { code: 'unsupported' });
-    return withOpenedHostPaths(
-      spec.mounts,
-      (opened) => this.#startOpened(spec, opened, delegation, enforce),
-      (o, m, i) => checkAccess(o, m, i, this.user.name),
-    );
+    return { delegation, enforce };
   }
 
-  async #startOpened(
+  /** Launches a box with crun in the caller's user namespace (rootless-bundle.ts, rootless-scripts.ts). */
+  protected async launch(
     spec: EngineBoxSpec,
     opened: OpenedHostPath[],
-    delegation: CgroupDelegation,
-    enforce: boolean,
-  ): Promise<EngineStarted> {
+    { delegation, enforce }: RootlessPrepared,
+  ): Promise<Launched> {
     const log = join(spec.boxDir, 'runtime.log');
-    if (this.#initPid(spec.id) !== undefined)
+    if (this.runningPid(spec.id) !== undefined)
       throw new BoxError(`box ${spec.id}: already running`, { code: 'conflict' });
     if (existsSync(join(this.#crunRoot, spec.id)))
       await this.#crun(['delete', '--force', spec.id], delegation, enforce);
@@ -216,7 +204,7 @@ export class RootlessEngine implements Engine {
     const stageBoxConfigMs = performance.now() - tConfig0;
 
     const tFs0 = performance.now();
-    const link = join(this.#boxesDir, spec.id);
+    const link = join(this.boxesDir, spec.id);
     rmSync(link, { force: true });
     symlinkSync(spec.boxDir, link);
     const binds = stageBoxFiles(spec.boxDir, opened);
@@ -229,37 +217,16 @@ export class RootlessEngine implements Engine {
       opened.map((o) => o.fd),
       log,
     );
-    this.#supervisors.keep(spec.id, child, spec.detach);
-    this.#metas.set(spec.id, { ...meta, boxDir: spec.boxDir });
-    const pid = this.#initPid(spec.id);
+    this.supervisors.keep(spec.id, child, spec.detach);
+    this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir });
+    const pid = this.runningPid(spec.id);
     // Until the init has exec'd catatonit it is still crun's own non-dumpable process, which crun 1.8.1's
     // exec cannot join (host-process.ts `waitForExec`; ENGINE.md "Start path").
     if (pid === undefined || !(await waitForExec(pid, this.#initIdentity()))) {
       await this.stop(spec.id, 0).catch(() => {});
       throw new BoxError(`box ${spec.id}: init process exited right after start`, { code: 'internal' });
     }
-    if (this.#opts.networkSetup) {
-      try {
-        await this.#opts.networkSetup({ id: spec.id, pid, boxDir: spec.boxDir, network: spec.network });
-      } catch (err) {
-        await this.stop(spec.id, 0).catch(() => {});
-        if (err instanceof BoxError) throw err;
-        throw new BoxError(`box ${spec.id}: network setup failed: ${(err as Error).message}`, {
-          cause: err,
-          code: codeOf(err),
-        });
-      }
-    }
-    const round = (ms: number) => Math.round(ms * 1000) / 1000;
-    return {
-      pid,
-      timings: {
-        stageBoxConfigMs: round(stageBoxConfigMs),
-        stageFilesystemSetupMs: round(tMounted - tFs0),
-        stageBoxSpawnMs: round(tStarted - tMounted),
-        stageContainerInitMs: round(performance.now() - tStarted),
-      },
-    };
+    return { pid, clock: { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted } };
   }
 
   /** Runs crun in a namespace where the caller is root, with the delegated cgroups in view. */
@@ -267,12 +234,12 @@ export class RootlessEngine implements Engine {
     return crunInUserns(this.#crunScript, this.#cgroupEnv(delegation, enforce), args);
   }
 
-  #meta(id: string): (RootlessMeta & { boxDir: string }) | undefined {
-    const known = this.#metas.get(id);
-    if (known) return known;
-    const read = readBoxMeta<RootlessMeta>(this.#boxesDir, id);
-    if (read) this.#metas.set(id, read);
-    return read;
+  protected readMeta(id: string): RootlessBoxMeta | undefined {
+    return readBoxMeta<RootlessMeta>(this.boxesDir, id);
+  }
+
+  protected placeholderMeta(id: string, boxDir: string): RootlessBoxMeta {
+    return { id, env: [], workingDir: '/', cpus: 1, capabilities: [], limitsEnforced: true, boxDir };
   }
 
   /** Device and inode of the init binary: a started box's init runs it once it has exec'd. */
@@ -281,25 +248,20 @@ export class RootlessEngine implements Engine {
     return { dev: st.dev, ino: st.ino };
   }
 
-  #initPid(id: string): number | undefined {
-    const meta = this.#meta(id);
-    return meta ? readLivePid(join(meta.boxDir, 'bundle', 'init.pid')) : undefined;
-  }
-
   /** Whether the box's cpu, memory and pids limits are enforced (false: created with `allowUnlimited`). */
   limitsEnforced(id: string): boolean | undefined {
-    return this.#meta(id)?.limitsEnforced;
+    return this.meta(id)?.limitsEnforced;
   }
 
-  /** Runs a command; see `Engine.exec` and rootless-exec.ts. @throws BoxError when the box is not running. */
-  async exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
-    checkBoxId(id);
-    const meta = this.#meta(id);
-    const initPid = this.#initPid(id);
-    if (!meta || initPid === undefined) throw new BoxError(`box ${id}: not running`, { code: 'conflict' });
+  /** Runs a command with `crun exec` in the box's user namespace (rootless-exec.ts). */
+  protected execIn(
+    meta: RootlessBoxMeta,
+    initPid: number,
+    options: EngineExecOptions,
+  ): Promise<EngineProcess> {
     return rootlessExec(
       {
-        id,
+        id: meta.id,
         initPid,
         env: meta.env,
         ...(meta.user !== undefined ? { user: meta.user } : {}),
@@ -308,105 +270,82 @@ export class RootlessEngine implements Engine {
         crun: { root: this.#crunRoot },
         execDir: this.#execDir,
         ...(this.#ttyRelay ? { ttyRelay: this.#ttyRelay } : {}),
-        seq: ++this.#execSeq,
+        seq: ++this.execSeq,
       },
       options,
     );
   }
 
-  /** SIGTERM to the box's commands (up to `graceMs`), SIGKILL to its init, then `crun delete`. Idempotent. */
-  async stop(id: string, graceMs = 2000): Promise<void> {
-    checkBoxId(id);
-    const meta = this.#meta(id);
-    const init = this.#initPid(id);
-    if (init !== undefined) {
-      const others = () => pidsOfBox(init).filter((p) => p !== init);
-      if (graceMs > 0 && others().length > 0) {
-        await signalInBox(init, others(), 'SIGTERM');
-        const deadline = performance.now() + graceMs;
-        while (others().length > 0 && performance.now() < deadline) await sleep(10);
-      }
-      try {
-        process.kill(init, 'SIGKILL');
-      } catch {}
-      for (let i = 0; i < 500 && alive(init); i++) await sleep(10);
+  /** SIGTERM to the box's commands (up to `graceMs`), then SIGKILL to its init. */
+  protected async halt(id: string, graceMs: number): Promise<void> {
+    const init = this.runningPid(id);
+    if (init === undefined) return;
+    const others = () => pidsOfBox(init).filter((p) => p !== init);
+    if (graceMs > 0 && others().length > 0) {
+      await signalInBox(init, others(), 'SIGTERM');
+      const deadline = performance.now() + graceMs;
+      while (others().length > 0 && performance.now() < deadline) await sleep(10);
     }
-    if (this.#opts.networkTeardown) await this.#opts.networkTeardown(id).catch(() => {});
-    if (existsSync(join(this.#crunRoot, id))) {
-      const del = await this.#crun(['delete', '--force', id]);
-      if (del.code !== 0 && existsSync(join(this.#crunRoot, id)))
-        throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`, {
-          code: 'internal',
-        });
-    }
-    // crun leaves nothing in the delegated subtree; a box killed in the middle of its start might.
+    try {
+      process.kill(init, 'SIGKILL');
+    } catch {}
+    for (let i = 0; i < 500 && alive(init); i++) await sleep(10);
+  }
+
+  protected runtimeKnows(id: string): boolean {
+    return existsSync(join(this.#crunRoot, id));
+  }
+
+  /** Every stop tears the box's network down (slirp4netns), whether crun still knows the box or not. */
+  protected override tearsDownNetwork(): boolean {
+    return true;
+  }
+
+  /** `crun delete --force`. @throws BoxError when crun fails and still knows the box. */
+  protected async deleteContainer(id: string): Promise<void> {
+    if (!this.runtimeKnows(id)) return;
+    const del = await this.#crun(['delete', '--force', id]);
+    if (del.code !== 0 && this.runtimeKnows(id))
+      throw new BoxError(`box ${id}: deleting the container failed: ${del.stderr.trim()}`, {
+        code: 'internal',
+      });
+  }
+
+  /** crun leaves nothing in the delegated subtree; a box killed in the middle of its start might. */
+  protected async releaseHost(id: string): Promise<void> {
     for (const dir of this.delegation().dirs.values()) {
       try {
         rmdirSync(join(dir, id));
       } catch {}
     }
-    if (meta) rmSync(join(meta.boxDir, 'bundle', 'init.pid'), { force: true });
-    this.#endSupervisor(id, meta?.boxDir);
   }
 
   /** Tells this process's supervisor of `id` to let go, or ends another process's with SIGTERM. */
-  #endSupervisor(id: string, boxDir: string | undefined): void {
-    if (!this.#supervisors.release(id) && boxDir) endForeignSupervisor(id, boxDir);
+  #endSupervisor(id: string, boxDir: string): void {
+    if (!this.supervisors.release(id)) endForeignSupervisor(id, boxDir);
   }
 
-  /** Stops the box and deletes its files (writable layer files of any box uid included). Idempotent. */
-  async remove(id: string, boxDir: string): Promise<void> {
-    checkBoxId(id);
-    if (!this.#meta(id))
-      this.#metas.set(id, {
-        id,
-        env: [],
-        workingDir: '/',
-        cpus: 1,
-        capabilities: [],
-        limitsEnforced: true,
-        boxDir,
-      });
-    await this.stop(id, 0);
+  /** Deletes the box's files, writable layer files of any box uid included (as the box's root). */
+  protected async removeFiles(_id: string, boxDir: string): Promise<void> {
     const paths = ['bundle', 'rootfs', 'binds', 'upper', 'work', 'runtime.log']
       .map((n) => join(boxDir, n))
       .filter((p) => existsSync(p));
     await removeAsBoxRoot(idMapArgs(this.#uids, this.#gids), paths);
-    try {
-      unlinkSync(join(this.#boxesDir, id));
-    } catch {}
-    this.#metas.delete(id);
   }
 
-  /** `running` while the init lives (a zombie counts as gone), `stopped` when only the files remain. */
-  async state(id: string): Promise<EngineState> {
-    checkBoxId(id);
-    const pid = this.#initPid(id);
-    if (pid !== undefined) return { status: 'running', pid };
-    return { status: this.#meta(id) ? 'stopped' : 'unknown' };
+  /** `running` while the init lives (a zombie counts as gone); undefined (`stopped`/`unknown`) otherwise. */
+  protected async runtimeState(id: string): Promise<EngineState | undefined> {
+    const pid = this.runningPid(id);
+    return pid !== undefined ? { status: 'running', pid } : undefined;
   }
 
   /** Memory from the box's cgroup, CPU from its processes, network from its namespace. */
-  async stats(id: string): Promise<EngineStats> {
-    checkBoxId(id);
-    const pid = this.#initPid(id);
-    return pid === undefined ? {} : boxStats(id, pid, this.#meta(id)?.cpus ?? 1);
+  protected override usage(id: string, meta: RootlessBoxMeta, pid: number): Promise<EngineStats> {
+    return boxStats(id, pid, meta.cpus);
   }
 
-  /** Every box in the engine's index, with its state (crash recovery). */
-  async list(): Promise<EngineBoxRecord[]> {
-    const out: EngineBoxRecord[] = [];
-    for (const id of await readdir(this.#boxesDir).catch(() => [] as string[])) {
-      if (!isBoxId(id)) continue;
-      const st = await this.state(id);
-      out.push({
-        id,
-        boxDir: this.#meta(id)?.boxDir,
-        status: st.status === 'unknown' ? 'stopped' : st.status,
-        pid: st.pid,
-        mounts: [],
-      });
-    }
-    return out;
+  /** The rootless engine keeps no runtime list beyond its index. */
+  protected async runtimeIds(): Promise<string[]> {
+    return [];
   }
 }
