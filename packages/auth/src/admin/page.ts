@@ -1,6 +1,7 @@
 /**
- * The admin web page at `{BasePath}/`: static files from `./web/` (HTML, two ES modules — the
- * page and its client OAuth settings form — and one stylesheet; no build step, no CDN), served with a strict Content-Security-Policy. The page signs in
+ * The admin web page at `{BasePath}/`: the build of the TypeScript page in `./web/` (`./web/dist/`: HTML, one
+ * ES module, one stylesheet; no CDN), made by `scripts/build-admin-web.ts` (run by the package's `npm start`
+ * and `npm test` set-up), served with a strict Content-Security-Policy. The page signs in
  * through this server's authorization-code + PKCE flow as the public client `clientId` (its redirect URI
  * must be `{origin}{BasePath}/`) and then calls `{BasePath}/api` with the access token. The page gets the
  * grant types a client may be allowed from the store's `GRANT_TYPES` (an attribute of its `<html>` element).
@@ -23,7 +24,7 @@ export const DEFAULT_ADMIN_PAGE_CLIENT_ID = 'demo-spa';
 /** Default scope requested by the admin page. */
 export const DEFAULT_ADMIN_PAGE_SCOPE = 'openid profile offline_access';
 
-const WEB_DIR = join(import.meta.dirname, 'web');
+const WEB_DIST = join(import.meta.dirname, 'web', 'dist');
 
 const attr = (value: string) => value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -37,23 +38,32 @@ const SECURITY_HEADERS = {
 };
 
 /**
- * Registers `GET {basePath}` (redirect to the trailing-slash URL), `GET {basePath}/`, `{basePath}/app.js`,
- * `{basePath}/client-settings.js` and `{basePath}/app.css` on `app` (no authentication: the page holds no data; the API checks every call).
- * @throws Error at registration when the asset files are missing.
+ * Registers `GET {basePath}` (redirect to the trailing-slash URL), `GET {basePath}/`, `{basePath}/app.js`
+ * and `{basePath}/app.css` on `app` (no authentication: the page holds no data; the API checks every call).
+ * @throws Error at registration when the built files are missing (run `node scripts/build-admin-web.ts` in
+ * packages/auth).
  */
 export function registerAdminPage(
   app: FastifyInstance,
   basePath: string,
   options: AdminPageOptions = {},
 ): void {
-  const index = readFileSync(join(WEB_DIR, 'index.html'), 'utf8')
+  const read = (name: string) => {
+    try {
+      return readFileSync(join(WEB_DIST, name), 'utf8');
+    } catch (err) {
+      throw new Error(
+        `admin page: ${join(WEB_DIST, name)} is missing; build it with \`node scripts/build-admin-web.ts\` in packages/auth (${(err as Error).message})`,
+      );
+    }
+  };
+  const index = read('index.html')
     .replace('%BASE_PATH%', attr(basePath))
     .replace('%CLIENT_ID%', attr(options.clientId ?? DEFAULT_ADMIN_PAGE_CLIENT_ID))
     .replace('%SCOPE%', attr(options.scope ?? DEFAULT_ADMIN_PAGE_SCOPE))
     .replace('%GRANT_TYPES%', attr(GRANT_TYPES.join(' ')));
-  const script = readFileSync(join(WEB_DIR, 'app.js'), 'utf8');
-  const settingsScript = readFileSync(join(WEB_DIR, 'client-settings.js'), 'utf8');
-  const style = readFileSync(join(WEB_DIR, 'app.css'), 'utf8');
+  const script = read('app.js');
+  const style = read('app.css');
 
   const send = (reply: FastifyReply, type: string, body: string, cache: string) =>
     reply.headers(SECURITY_HEADERS).header('cache-control', cache).type(type).send(body);
@@ -64,9 +74,6 @@ export function registerAdminPage(
   );
   app.get(`${basePath}/app.js`, { schema: { hide: true } }, (_request, reply) =>
     send(reply, 'text/javascript; charset=utf-8', script, 'no-cache'),
-  );
-  app.get(`${basePath}/client-settings.js`, { schema: { hide: true } }, (_request, reply) =>
-    send(reply, 'text/javascript; charset=utf-8', settingsScript, 'no-cache'),
   );
   app.get(`${basePath}/app.css`, { schema: { hide: true } }, (_request, reply) =>
     send(reply, 'text/css; charset=utf-8', style, 'no-cache'),

@@ -1,7 +1,16 @@
-// The OAuth extension settings of one client on the admin page (`PUT {BasePath}/api/clients/{id}/metadata`):
-// token endpoint authentication method and keys, DPoP required, PAR required, resource indicators, the
-// token-exchange policy, the web origins allowed cross-origin (CORS) and whether the ID token carries the
-// scope claims. Loaded by app.js, which passes its DOM and API helpers in `ui`.
+/**
+ * The OAuth extension settings of one client on the admin page (`PUT {BasePath}/api/clients/{id}/metadata`):
+ * token endpoint authentication method and keys, DPoP required, PAR required, resource indicators, the
+ * token-exchange policy, the web origins allowed cross-origin (CORS) and whether the ID token carries the
+ * scope claims.
+ */
+import { call, client, type paths } from './api.ts';
+import { card, checkbox, el, field, list, text } from './dom.ts';
+import { act } from './shell.ts';
+
+type Client = paths['/clients/{clientId}']['get']['responses'][200]['content']['application/json'];
+/** The settings as `PUT …/metadata` takes them. */
+type Settings = paths['/clients/{clientId}/metadata']['put']['requestBody']['content']['application/json'];
 
 /** Token endpoint authentication methods (RFC 7591 §2); '' leaves the method free. */
 const AUTH_METHODS = [
@@ -11,16 +20,14 @@ const AUTH_METHODS = [
   'client_secret_jwt',
   'private_key_jwt',
   'none',
-];
+] as const;
 
 /**
  * The settings card of `client`: a form labelled `OAuth settings of {clientId}` filled from `client.metadata`;
  * saving replaces the settings (a secret issued for `client_secret_jwt` is shown once in the status line).
- * `ui`: `{ el, field, checkbox, card, act, api, list }` of app.js.
  */
-export function clientSettingsCard(client, ui) {
-  const { el, field, checkbox, card, act, api, list } = ui;
-  const m = client.metadata ?? {};
+export function clientSettingsCard(record: Client): HTMLFormElement {
+  const m = record.metadata ?? {};
   const exchange = m.tokenExchange;
   const method = el(
     'select',
@@ -34,8 +41,8 @@ export function clientSettingsCard(client, ui) {
     ),
   );
   return card(
-    { 'aria-label': `OAuth settings of ${client.clientId}` },
-    `OAuth settings of ${client.clientId}`,
+    { 'aria-label': `OAuth settings of ${record.clientId}` },
+    `OAuth settings of ${record.clientId}`,
     [
       field('Token endpoint authentication', method),
       checkbox(
@@ -75,26 +82,27 @@ export function clientSettingsCard(client, ui) {
     ],
     'Save OAuth settings',
     (data) => {
-      const body = {};
-      const chosen = String(data.get('tokenEndpointAuthMethod'));
-      if (chosen) body.tokenEndpointAuthMethod = chosen;
+      const body: Settings = {};
+      const chosen = text(data, 'tokenEndpointAuthMethod');
+      if (chosen) body.tokenEndpointAuthMethod = chosen as NonNullable<Settings['tokenEndpointAuthMethod']>;
       if (data.get('dpopBoundAccessTokens') === 'on') body.dpopBoundAccessTokens = true;
       if (data.get('requirePushedAuthorizationRequests') === 'on')
         body.requirePushedAuthorizationRequests = true;
-      const jwksUri = String(data.get('jwksUri')).trim();
+      const jwksUri = text(data, 'jwksUri').trim();
       if (jwksUri) body.jwksUri = jwksUri;
-      const jwks = String(data.get('jwks')).trim();
+      const jwks = text(data, 'jwks').trim();
       if (jwks) {
         try {
-          body.jwks = JSON.parse(jwks);
+          // the server validates the key set and names what is wrong
+          body.jwks = JSON.parse(jwks) as Settings['jwks'];
         } catch {
           act('', () => Promise.reject(new Error('JWKS: not valid JSON')));
           return;
         }
       }
-      const resources = list(String(data.get('allowedResources')));
+      const resources = list(text(data, 'allowedResources'));
       if (resources.length) body.allowedResources = resources;
-      const subjects = list(String(data.get('subjectClients')));
+      const subjects = list(text(data, 'subjectClients'));
       if (subjects.length) {
         body.tokenExchange = {
           subjectClients: subjects,
@@ -102,15 +110,21 @@ export function clientSettingsCard(client, ui) {
           delegation: data.get('delegation') === 'on',
         };
       }
-      const origins = list(String(data.get('webOrigins')));
+      const origins = list(text(data, 'webOrigins'));
       if (origins.length) body.webOrigins = origins;
       if (data.get('claimsInIdToken') !== 'on') body.claimsInIdToken = false;
       act(
         (saved) =>
           saved.clientSecret
-            ? `Saved the OAuth settings of ${client.clientId}. Its new secret (shown once): `
-            : `Saved the OAuth settings of ${client.clientId}.`,
-        () => api('PUT', `clients/${encodeURIComponent(client.clientId)}/metadata`, body),
+            ? `Saved the OAuth settings of ${record.clientId}. Its new secret (shown once): `
+            : `Saved the OAuth settings of ${record.clientId}.`,
+        () =>
+          call(
+            client.PUT('/clients/{clientId}/metadata', {
+              params: { path: { clientId: record.clientId } },
+              body,
+            }),
+          ),
       );
     },
   );
