@@ -7,6 +7,7 @@ import {
   type UpstreamProviderConfig,
   upstreamProvidersFromEnv,
 } from './broker/config.ts';
+import { TrustedProxies } from './client-address.ts';
 import { MIN_MFA_KEY_LENGTH } from './mfa/seal.ts';
 import { type SigningAlg, SUPPORTED_SIGNING_ALGS } from './oauth/keys.ts';
 import { rateLimitsFromEnv } from './ratelimit.ts';
@@ -83,6 +84,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): EnvConfig {
       },
       rateLimits: rateLimitsFromEnv(env),
       upstreamProviders: envUpstreamProviders(env),
+      trustedProxies: env.AUTH_TRUSTED_PROXIES
+        ? TrustedProxies.parse(env.AUTH_TRUSTED_PROXIES).entries
+        : undefined,
       bootstrap: {
         adminUserName: env.AUTH_ADMIN_USERNAME || undefined,
         adminPassword: env.AUTH_ADMIN_PASSWORD || undefined,

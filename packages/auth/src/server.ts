@@ -12,6 +12,7 @@ import { adminApi, adminServerOptions } from './admin/index.ts';
 import { AuthorizationService } from './authorization.ts';
 import { type BootstrapOptions, type BootstrapResult, bootstrapStore } from './bootstrap.ts';
 import { resolveUpstreamProviders, type UpstreamProviderConfig } from './broker/config.ts';
+import { TrustedProxies, trustProxiesFor } from './client-address.ts';
 import { CredentialValidator } from './credentials.ts';
 import { registerHealthRoutes } from './health.ts';
 import { AuthMetrics, metricsPlugin } from './metrics.ts';
@@ -81,6 +82,13 @@ export interface AuthServerOptions {
    * `AUTH_UPSTREAM_PROVIDERS`). Register `<issuer>/login/upstream/<id>/callback` at each provider.
    */
   upstreamProviders?: readonly UpstreamProviderConfig[];
+  /**
+   * Reverse proxies (addresses and CIDR ranges, `AUTH_TRUSTED_PROXIES`) whose `Forwarded` (RFC 7239) or
+   * `X-Forwarded-For` header names the client for the per-IP limits and the audit log; see
+   * `client-address.ts`. Default none: the TCP peer is the client and those headers are ignored.
+   * @throws RangeError (from {@link buildAuthServer}) naming `trustedProxies` and a malformed entry.
+   */
+  trustedProxies?: readonly string[];
   /** Clock, ms since epoch. */
   now?: () => number;
 }
@@ -162,11 +170,13 @@ export async function buildAuthServer(options: AuthServerOptions = {}): Promise<
   const unwatchKeys = await store.watchSigningKeys?.(() => void keys.rotateIfDue().catch(() => {}));
   const adminBasePath = options.adminBasePath ?? '/auth-admin';
   // maxParamLength and frameworkErrors as the administration API needs them (long ids, spec error body).
+  const proxies = new TrustedProxies(options.trustedProxies ?? [], 'trustedProxies');
   const app = Fastify({
     logger: options.logger ?? false,
     trustProxy: false,
     ...adminServerOptions(adminBasePath),
   });
+  trustProxiesFor(app, proxies);
   if (metrics) await app.register(metricsPlugin, { metrics });
   const upstreamProviders = resolveUpstreamProviders(options.upstreamProviders);
   await app.register(oauthServer, {

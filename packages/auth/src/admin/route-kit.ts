@@ -4,6 +4,7 @@
  * separation-of-duties guards, paging, and the list/get/update/delete routes every collection has.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import type { ClientSecrets } from '../oauth/client-secrets.ts';
 import type { PasswordHasher } from '../passwords.ts';
 import { normalizePermissionCode } from '../permissions.ts';
@@ -120,7 +121,7 @@ export function createRouteKit(app: FastifyInstance, options: AdminRoutesOptions
       subjectId: caller.subjectId,
       subjectName: caller.subjectName,
       clientId: caller.clientId,
-      remoteAddress: request.ip,
+      remoteAddress: clientAddress(request),
       details: { action, target: { ...target }, changed, ...(values ? { values: auditValues(values) } : {}) },
     };
     return { audit: event };
@@ -140,7 +141,7 @@ export function createRouteKit(app: FastifyInstance, options: AdminRoutesOptions
       subjectId: caller.subjectId,
       subjectName: caller.subjectName,
       clientId: caller.clientId,
-      remoteAddress: request.ip,
+      remoteAddress: clientAddress(request),
       failureCode: 'separation_of_duties',
       details: { action, target: { ...target }, field, permission },
     });

@@ -22,6 +22,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as client from 'openid-client';
+import { clientAddress } from '../client-address.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { userActive } from '../oauth/context.ts';
 import { escapeHtml, layout } from '../oauth/page.ts';
@@ -311,7 +312,7 @@ export function registerUpstreamLogin(
       category: AuditCategory.Login,
       outcome: AuditOutcome.Denied,
       failureCode: failure.code,
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
       details: {
         provider: provider ?? null,
         ...(failure.detail ? { reason: failure.detail.slice(0, 512) } : {}),
@@ -416,7 +417,7 @@ export function registerUpstreamLogin(
           describeError(error),
         );
       }
-      const user = await localUser(ctx, provider, claims, req.ip);
+      const user = await localUser(ctx, provider, claims, clientAddress(req));
       if (!userActive(user, ctx.now()))
         throw new UpstreamFailure(
           403,
@@ -436,7 +437,7 @@ export function registerUpstreamLogin(
         subjectId: user.id,
         subjectName: user.userName,
         failureCode: null,
-        remoteAddress: req.ip,
+        remoteAddress: clientAddress(req),
         details: { action: 'upstream.login', provider: provider.id },
       });
       return reply.header('cache-control', 'no-store').redirect(returnTo ?? '/login', 302);

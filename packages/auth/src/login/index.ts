@@ -9,6 +9,7 @@
 import csrf from '@fastify/csrf-protection';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { registerUpstreamLogin, upstreamButtons } from '../broker/routes.ts';
+import { clientAddress } from '../client-address.ts';
 import { registerConsentPage } from '../oauth/consent.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { DEVICE_VERIFICATION_PATH } from '../oauth/device.ts';
@@ -130,7 +131,7 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
           outcome: AuditOutcome.Denied,
           subjectName: userName?.slice(0, 256) ?? null,
           failureCode: 'missing_credentials',
-          remoteAddress: req.ip,
+          remoteAddress: clientAddress(req),
         });
         return back();
       }
@@ -139,7 +140,7 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
       const outcome = await ctx.credentials.validate(userName, password, {
         category: AuditCategory.Login,
         clientId: null,
-        remoteAddress: req.ip,
+        remoteAddress: clientAddress(req),
       });
       if (!outcome.ok) return back();
       await attemptSucceeded(req, ctx, 'password', userName);

@@ -22,6 +22,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import { amrWithSecondFactor } from '../mfa/assurance.ts';
 import { clearPending } from '../mfa/pending.ts';
 import { type OAuthContext, userActive } from '../oauth/context.ts';
@@ -94,7 +95,7 @@ export function registerPasskeyPages(scope: FastifyInstance, ctx: OAuthContext, 
       subjectId: user?.id ?? null,
       subjectName: user?.userName ?? null,
       failureCode,
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
       details: { event, factor: 'passkey', ...details },
     });
 

@@ -17,6 +17,7 @@
  * `factor_enrolled`, `factor_used` or `recovery_code_used`. Code checks count against the `totp` rate limit.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import { acrValuesNeedMfa, amrWithSecondFactor } from '../mfa/assurance.ts';
 import type { MfaSettings } from '../mfa/config.ts';
 import { clearPending, type PendingSignIn, pendingMatches, readPending, setPending } from '../mfa/pending.ts';
@@ -96,7 +97,7 @@ function auditFactor(
     subjectName: user.userName,
     clientId: clientId ?? null,
     failureCode,
-    remoteAddress: req.ip,
+    remoteAddress: clientAddress(req),
     details: { event, factor },
   });
 }
@@ -132,7 +133,7 @@ export async function secondFactorAfterPassword(
       subjectName: user.userName,
       clientId,
       failureCode: 'second_factor_unavailable',
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
       details: { event: 'factor_failed', factor: 'totp' },
     });
     return kit.page(reply, secondFactorUnavailable());

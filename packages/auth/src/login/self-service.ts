@@ -21,6 +21,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import { ConflictError, ValidationError } from '../errors.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { userActive } from '../oauth/context.ts';
@@ -69,7 +70,7 @@ export function registerSelfService(scope: FastifyInstance, ctx: OAuthContext, k
       subjectId: user?.id ?? null,
       subjectName: user?.userName ?? subjectName ?? null,
       failureCode,
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
       details: { event },
     });
 
@@ -317,7 +318,7 @@ export function registerSelfService(scope: FastifyInstance, ctx: OAuthContext, k
     const check = await ctx.credentials.validate(user.userName, formField(req.body, 'current') ?? '', {
       category: AuditCategory.Login,
       clientId: null,
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
     });
     if (!check.ok) return redirect(reply, `${ACCOUNT_PATH}?err=1`);
     const now = ctx.now();

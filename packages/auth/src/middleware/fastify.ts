@@ -20,6 +20,7 @@ import {
   type EndpointRequirement,
   upgradeQueryToken,
 } from '../authorization.ts';
+import { clientAddress } from '../client-address.ts';
 import type { PolicyRequest } from '../policies.ts';
 import type { AuthorizationDecision } from '../reasons.ts';
 
@@ -73,7 +74,7 @@ function policyRequest(request: FastifyRequest): PolicyRequest {
     headers: request.headers,
     params: request.params as Record<string, unknown>,
     query: request.query as Record<string, unknown>,
-    remoteAddress: request.ip,
+    remoteAddress: clientAddress(request),
   };
 }
 

@@ -6,6 +6,7 @@
  * come back here.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import { acrValuesNeedMfa, hasMfa } from '../mfa/assurance.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord } from '../store/types.ts';
 import { CONSENT_PATH, consentStep, withoutConsentPrompt } from './consent.ts';
@@ -194,7 +195,7 @@ export function registerAuthorizeEndpoint(app: FastifyInstance, ctx: OAuthContex
         subjectId: active.user.id,
         subjectName: active.user.userName,
         clientId: client.clientId,
-        remoteAddress: req.ip,
+        remoteAddress: clientAddress(req),
       });
       return reply
         .header('cache-control', 'no-store')

@@ -6,6 +6,7 @@
  * client `access_denied` (RFC 6749 §4.1.2.1). `prompt=consent` asks again even when consent was given.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord, type UserRecord } from '../store/types.ts';
 import { consentForm } from './consent-page.ts';
 import type { OAuthContext } from './context.ts';
@@ -124,7 +125,7 @@ export function registerConsentPage(
       subjectId: active.user.id,
       subjectName: active.user.userName,
       clientId: pending.client.clientId,
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
     };
     if (decision !== 'allow') {
       await ctx.store.appendAudit({

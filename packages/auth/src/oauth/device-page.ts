@@ -7,6 +7,7 @@
  */
 import csrf from '@fastify/csrf-protection';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { DEVICE_VERIFICATION_PATH, displayUserCode, normalizeUserCode } from './device.ts';
@@ -127,7 +128,7 @@ export function registerDeviceVerificationPage(app: FastifyInstance, ctx: OAuthC
           subjectName: active.user.userName,
           clientId: record?.clientId ?? null,
           failureCode: 'invalid_user_code',
-          remoteAddress: req.ip,
+          remoteAddress: clientAddress(req),
           details: { action: 'device.verify' },
         });
         return page(
@@ -170,7 +171,7 @@ export function registerDeviceVerificationPage(app: FastifyInstance, ctx: OAuthC
           subjectName: active.user.userName,
           clientId: record?.clientId ?? null,
           failureCode: applied ? (approved ? null : 'access_denied') : 'invalid_user_code',
-          remoteAddress: req.ip,
+          remoteAddress: clientAddress(req),
           details: { action: 'device.decision', decision },
         });
         if (!applied) return page(reply, codeForm(reply.generateCsrf(), '', 'Unknown or expired code.'), 400);

@@ -5,6 +5,7 @@
  * are the answers: 429 with `Retry-After` (RFC 6585 §4, RFC 9110 §10.2.3).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import type { LimitDecision, LimitKind } from '../ratelimit.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
@@ -32,7 +33,7 @@ export async function limitAttempt(
 ): Promise<LimitDecision> {
   if (!ctx.limits) return { ok: true };
   const name = account?.slice(0, MAX_ACCOUNT_KEY);
-  const decision = await ctx.limits.consume(kind, { ip: req.ip, account: name });
+  const decision = await ctx.limits.consume(kind, { ip: clientAddress(req), account: name });
   if (!decision.ok && decision.first) {
     await ctx.store.appendAudit({
       category: AuditCategory.Login,
@@ -40,7 +41,7 @@ export async function limitAttempt(
       subjectName: name ?? null,
       clientId,
       failureCode: 'rate_limited',
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
       details: { kind, scope: decision.scope, retryAfterSeconds: decision.retryAfterSeconds },
     });
   }
@@ -54,7 +55,7 @@ export async function attemptSucceeded(
   kind: LimitKind,
   account: string | undefined,
 ): Promise<void> {
-  await ctx.limits?.reward(kind, { ip: req.ip, account: account?.slice(0, MAX_ACCOUNT_KEY) });
+  await ctx.limits?.reward(kind, { ip: clientAddress(req), account: account?.slice(0, MAX_ACCOUNT_KEY) });
 }
 
 /**

@@ -14,6 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { decodeJwt, type JWTPayload, jwtVerify } from 'jose';
+import { clientAddress } from '../client-address.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord, type LoginSessionRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 import { logoutConfirm, signedOut } from './logout-page.ts';
@@ -167,7 +168,7 @@ export async function logout(req: FastifyRequest, reply: FastifyReply, ctx: OAut
     category: AuditCategory.Login,
     outcome: AuditOutcome.Success,
     subjectId: session.userId,
-    remoteAddress: req.ip,
+    remoteAddress: clientAddress(req),
     details: { action: 'logout', sid: session.sid },
   });
   await notifyBackchannel(ctx, session);

@@ -8,6 +8,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parseAuthorization } from '../authorization-header.ts';
+import { clientAddress } from '../client-address.ts';
 import { ValidationError } from '../errors.ts';
 import {
   AuditCategory,
@@ -203,7 +204,7 @@ export function registerRegistrationEndpoints(app: FastifyInstance, ctx: OAuthCo
       outcome,
       clientId,
       failureCode: failure ?? null,
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
       details: { action },
     });
 

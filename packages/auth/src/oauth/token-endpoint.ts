@@ -4,6 +4,7 @@
  * `Pragma: no-cache`; `invalid_client` adds `WWW-Authenticate: Basic`.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import { AuditCategory, AuditOutcome, GRANT_TYPES, type GrantType } from '../store/types.ts';
 import { familyIdFor, type OAuthContext } from './context.ts';
 import { deviceCodeGrant } from './device.ts';
@@ -75,7 +76,7 @@ export function registerTokenEndpoint(app: FastifyInstance, ctx: OAuthContext): 
                 outcome: AuditOutcome.Denied,
                 clientId: clientIdHint(req),
                 failureCode: 'invalid_client',
-                remoteAddress: req.ip,
+                remoteAddress: clientAddress(req),
               });
             }
             return sendOAuthError(reply, err);

@@ -9,6 +9,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import type { JWTPayload } from 'jose';
+import { clientAddress } from '../client-address.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord, type UserRecord } from '../store/types.ts';
 import { type OAuthContext, userActive } from './context.ts';
 import type { DpopProof } from './dpop.ts';
@@ -76,7 +77,7 @@ export async function tokenExchangeGrant(
       clientId: client.clientId,
       subjectId: typeof details.subject === 'string' ? details.subject : null,
       failureCode,
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
       details: { action: 'token_exchange', ...details },
     });
   try {

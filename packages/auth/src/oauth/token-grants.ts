@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
+import { clientAddress } from '../client-address.ts';
 import { AuditCategory, AuditOutcome, type ClientRecord, type UserRecord } from '../store/types.ts';
 import type { AuthenticatedClient } from './clients.ts';
 import { familyIdFor, familyMatchesStamp, type OAuthContext, userActive } from './context.ts';
@@ -52,7 +53,7 @@ export async function passwordGrant(
   const outcome = await ctx.credentials.validate(userName, password, {
     category: AuditCategory.Login,
     clientId: client.clientId,
-    remoteAddress: req.ip,
+    remoteAddress: clientAddress(req),
   });
   if (!outcome.ok) throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
   await attemptSucceeded(req, ctx, 'password', userName);
@@ -70,7 +71,7 @@ export async function passwordGrant(
       subjectName: outcome.user.userName,
       clientId: client.clientId,
       failureCode: 'second_factor_required',
-      remoteAddress: req.ip,
+      remoteAddress: clientAddress(req),
     });
     throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
   }
@@ -215,7 +216,7 @@ export async function reuseDetected(
     subjectId: userId,
     clientId,
     failureCode: 'refresh_token_reuse',
-    remoteAddress: req.ip,
+    remoteAddress: clientAddress(req),
     details: { familyRevoked: revoked },
   });
 }
