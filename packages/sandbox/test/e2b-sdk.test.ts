@@ -5,12 +5,14 @@
  * `/v1/boxes`), commands (foreground, background + kill, stdin, pty with resize, non-zero exit,
  * env, cwd, user), files (text and bytes, list, makeDir, rename, remove, exists, getInfo, watchDir,
  * signed URLs), bad input (unknown sandbox, bad key, malformed Connect message, paused sandbox), a dropped
- * Start stream reattached with Connect, and Host-based routing.
+ * Start stream reattached with Connect, Host-based routing, and HTTP and WebSocket relays to other
+ * ports of the box.
  */
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { CommandExitError, FileType, NotFoundError, Sandbox, type SandboxOpts } from 'e2b';
+import WebSocket from 'ws';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { cleanupAll, ensureRegistry, testRuntime } from './runtime-helpers.ts';
 
@@ -54,6 +56,81 @@ function raw(
     });
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+/**
+ * A WebSocket echo server for the box (Python standard library only, as the `base` template has no
+ * WebSocket package): answers the RFC 6455 handshake and echoes each text frame as `echo <path>: <text>`.
+ */
+const WS_ECHO_SERVER = `
+import base64, hashlib, socketserver, struct, sys
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+class Echo(socketserver.StreamRequestHandler):
+    def handle(self):
+        line = self.rfile.readline().decode()
+        path = line.split(" ")[1]
+        headers = {}
+        while True:
+            h = self.rfile.readline().decode().strip()
+            if not h:
+                break
+            k, v = h.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        if headers.get("upgrade", "").lower() != "websocket":
+            self.wfile.write(b"HTTP/1.1 400 Bad Request\\r\\nContent-Length: 0\\r\\n\\r\\n")
+            return
+        accept = base64.b64encode(hashlib.sha1(headers["sec-websocket-key"].encode() + GUID).digest())
+        self.wfile.write(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: " + accept + b"\\r\\n\\r\\n")
+        while True:
+            head = self.rfile.read(2)
+            if len(head) < 2:
+                return
+            opcode, size = head[0] & 15, head[1] & 127
+            if size == 126:
+                size = struct.unpack(">H", self.rfile.read(2))[0]
+            elif size == 127:
+                size = struct.unpack(">Q", self.rfile.read(8))[0]
+            mask = self.rfile.read(4)
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(size)))
+            if opcode == 8:
+                self.wfile.write(b"\\x88\\x00")
+                return
+            out = ("echo " + path + ": ").encode() + data
+            n = len(out)
+            self.wfile.write(bytes([0x81, n]) if n < 126 else bytes([0x81, 126]) + struct.pack(">H", n) if n < 65536 else bytes([0x81, 127]) + struct.pack(">Q", n))
+            self.wfile.write(out)
+            self.wfile.flush()
+class Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+Server(("127.0.0.1", int(sys.argv[1])), Echo).serve_forever()
+`;
+
+/**
+ * Opens a WebSocket to `url` with `headers`, sends `messages` one at a time (each after the previous
+ * echo) and resolves with the answers. Rejects with `status` set when the upgrade is refused.
+ */
+function wsEcho(url: string, headers: Record<string, string>, messages: string[]): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, { headers });
+    const answers: string[] = [];
+    const next = () => {
+      const message = messages[answers.length];
+      if (message === undefined) socket.close();
+      else socket.send(message);
+    };
+    socket.on('open', next);
+    socket.on('message', (data) => {
+      answers.push(String(data));
+      next();
+    });
+    socket.on('close', () => resolve(answers));
+    socket.on('unexpected-response', (_req, res) => {
+      reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode }));
+      res.resume();
+      socket.terminate();
+    });
+    socket.on('error', reject);
   });
 }
 
@@ -241,6 +318,35 @@ describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
     assert.equal(byHost.text, 'served from the box');
     const closed = await raw('GET', '/', { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8001' });
     assert.equal(closed.status, 502);
+  });
+
+  it('relays a WebSocket to another port of the sandbox, by headers and by Host', async () => {
+    await sbx.files.write('/tmp/ws/echo.py', WS_ECHO_SERVER);
+    await sbx.commands.run('exec python3 /tmp/ws/echo.py 8765', { background: true });
+    const wsUrl = server.url.replace(/^http/, 'ws');
+    const byHeaders = { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8765' };
+    let answer = await wsEcho(`${wsUrl}/echo`, byHeaders, ['hello']).catch((e: Error) => e);
+    for (let i = 0; i < 100 && answer instanceof Error; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      answer = await wsEcho(`${wsUrl}/echo`, byHeaders, ['hello']).catch((e: Error) => e);
+    }
+    assert.deepEqual(answer, ['echo /echo: hello']);
+    const big = 'x'.repeat(200_000);
+    assert.deepEqual(await wsEcho(`${wsUrl}/big`, { host: sbx.getHost(8765) }, ['one', big, 'three']), [
+      'echo /big: one',
+      `echo /big: ${big}`,
+      'echo /big: three',
+    ]);
+    // Nothing listens on 8766; envd's port takes no upgrade; an unknown sandbox is 404.
+    const status = (headers: Record<string, string>) =>
+      wsEcho(`${wsUrl}/`, headers, []).then(
+        () => 101,
+        (e: Error & { status?: number }) => e.status,
+      );
+    assert.equal(await status({ 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8766' }), 502);
+    assert.equal(await status({ 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983' }), 404);
+    assert.equal(await status({ 'e2b-sandbox-id': 'inosuch', 'e2b-sandbox-port': '8765' }), 404);
+    assert.equal(await status({ host: `8765-inosuch.${DOMAIN}` }), 404);
   });
 
   it('answers bad input with E2B errors and leaves the sandbox working', async () => {

@@ -4,6 +4,8 @@
  * `/v1`. Unmodified `e2b` clients reach it with `E2B_API_URL=<server>` and `E2B_SANDBOX_URL=<server>`
  * (or Host names `<port>-<sandboxId>.<domain>` with `--e2b-domain`); see README "Coming from E2B".
  */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Authenticator } from '../rest/auth.ts';
 import type { ServerContext } from '../rest/context.ts';
@@ -25,10 +27,20 @@ export interface E2bOptions {
   domain?: string;
 }
 
+/** What `installE2b` gives the server for the traffic Fastify does not route. */
+export interface E2bHandle {
+  /**
+   * Takes an upgrade request (the HTTP server's `upgrade` event) routed to a sandbox port and relays it
+   * there; false, touching nothing, when the request is not for a sandbox. See `E2bRouter.upgrade`.
+   */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+}
+
 /**
  * Installs the E2B server on a REST server's Fastify instance: an `onRequest` hook that takes in-sandbox
  * requests (routing headers, Host names, signed `/files` URLs) before the server's own routes and auth,
- * and the control-plane routes. Call before the server's other hooks.
+ * and the control-plane routes. Call before the server's other hooks; pass upgrades to the returned
+ * handle's `upgrade` first.
  * @throws Error when `options.templates` maps a name to an empty image.
  */
 export function installE2b(
@@ -36,7 +48,7 @@ export function installE2b(
   ctx: ServerContext,
   auth: Authenticator,
   options: E2bOptions = {},
-): void {
+): E2bHandle {
   for (const [name, image] of Object.entries(options.templates ?? {})) {
     if (!name || !image) throw new Error(`template '${name}=${image}': give name=image`);
   }
@@ -58,4 +70,5 @@ export function installE2b(
     else void router.handle(request.raw, reply.raw, target);
   });
   app.register(controlRoutes, { auth, sandboxes, snapshots, domain });
+  return { upgrade: (req, socket, head) => router.upgrade(req, socket, head) };
 }

@@ -7,13 +7,16 @@
  * headers is routed to the sandbox whose access token signs it.
  *
  * Every other envd request needs the sandbox's `X-Access-Token`; a paused sandbox is resumed first when
- * it has `autoResume`, else the request is refused with 409. Other ports are relayed to the box
+ * it has `autoResume`, else the request is refused with 409. Other ports get HTTP requests and upgrades
+ * (WebSockets) relayed to the box
  * (`port-proxy.ts`) without a token, as E2B serves them publicly under the unguessable sandbox id;
  * 49999 is the code interpreter, served from the host over the box's kernels (`code-interpreter.ts`).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
+import type { JsBox } from '../runtime/box.ts';
 import { CODE_INTERPRETER_PORT, serveCodeInterpreter } from './code-interpreter.ts';
 import { type EnvdRequest, envdKey, userOf } from './envd-context.ts';
 import { filesystemService, type OwnerNames } from './envd-filesystem.ts';
@@ -21,14 +24,37 @@ import { download, sendError, signatureValid, upload } from './envd-http.ts';
 import { type ProcessTable, processService } from './envd-process.ts';
 import { Filesystem } from './gen/filesystem/filesystem_pb.ts';
 import { Process } from './gen/process/process_pb.ts';
-import { relay } from './port-proxy.ts';
+import { relay, relayUpgrade } from './port-proxy.ts';
 import { type E2bSandbox, E2bSandboxes, stateOf } from './sandboxes.ts';
-import { E2bError } from './wire.ts';
+import { E2bError, e2bErrorOf } from './wire.ts';
 
 /** envd's port in a sandbox. */
 export const ENVD_PORT = 49983;
 /** Largest Connect message accepted, bytes (8 MiB). */
 export const MAX_CONNECT_MESSAGE_BYTES = 8 * 1024 * 1024;
+
+/** `relaying`, with a failure to reach the box's port turned into E2bError 502. */
+async function unreachable(target: SandboxTarget, relaying: Promise<void>): Promise<void> {
+  try {
+    await relaying;
+  } catch (error) {
+    throw new E2bError(
+      502,
+      `port ${target.port} of sandbox ${target.sandboxId} is not reachable: ${(error as Error).message}`,
+    );
+  }
+}
+
+/** Answers an upgrade `socket` with the HTTP status and `{ code, message }` of `error`, then closes it. */
+function rejectUpgrade(socket: Duplex, error: unknown): void {
+  if (socket.destroyed) return;
+  const body = JSON.stringify(e2bErrorOf(error));
+  const status = e2bErrorOf(error).code;
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
 
 /** Where a request goes. */
 export interface SandboxTarget {
@@ -87,6 +113,43 @@ export class E2bRouter {
     return (req.url ?? '').startsWith('/files?') && /[?&]signature=/.test(req.url ?? '');
   }
 
+  /**
+   * Takes an upgrade request (a WebSocket) routed to a sandbox port other than envd's and the code
+   * interpreter's, and relays it to that port of the box (`relayUpgrade`). Returns false, touching
+   * nothing, when the request is not routed to a sandbox. A failure before the box's answer is written
+   * on the socket as an HTTP `{ code, message }` answer (404 unknown sandbox, 409 paused, 502 nothing
+   * listens on the port).
+   */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    let target: SandboxTarget | null;
+    try {
+      target = this.targetOf(req);
+    } catch (error) {
+      rejectUpgrade(socket, error);
+      return true;
+    }
+    if (!target) return false;
+    socket.on('error', () => {});
+    void (async () => {
+      if (target.port === ENVD_PORT || target.port === CODE_INTERPRETER_PORT) {
+        throw new E2bError(404, `port ${target.port} of a sandbox takes no upgrade`);
+      }
+      const box = await this.#running(target);
+      await unreachable(target, relayUpgrade(box, target.port, req, socket, head));
+    })().catch((error) => rejectUpgrade(socket, error));
+    return true;
+  }
+
+  /** The box of a routed request, resumed when paused with autoResume. @throws E2bError 404, 409. */
+  async #running(target: SandboxTarget): Promise<JsBox> {
+    const { record, box } = await this.#sandboxes.get(null, target.sandboxId);
+    if (stateOf(await box.info()) === 'paused') {
+      if (!record.autoResume) throw new E2bError(409, `sandbox ${record.sandboxId} is paused`);
+      await box.resume();
+    }
+    return box;
+  }
+
   /** Serves a routed request; every failure is answered as `{ code, message }`. */
   async handle(req: IncomingMessage, res: ServerResponse, target: SandboxTarget | null): Promise<void> {
     try {
@@ -99,21 +162,9 @@ export class E2bRouter {
   async #handle(req: IncomingMessage, res: ServerResponse, target: SandboxTarget | null): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://envd');
     if (target && target.port !== ENVD_PORT) {
-      const { record, box } = await this.#sandboxes.get(null, target.sandboxId);
-      if (stateOf(await box.info()) === 'paused') {
-        if (!record.autoResume) throw new E2bError(409, `sandbox ${record.sandboxId} is paused`);
-        await box.resume();
-      }
+      const box = await this.#running(target);
       if (target.port === CODE_INTERPRETER_PORT) return serveCodeInterpreter(box, req, res, url);
-      try {
-        await relay(box, target.port, req, req.socket);
-      } catch (error) {
-        throw new E2bError(
-          502,
-          `port ${target.port} of sandbox ${target.sandboxId} is not reachable: ${(error as Error).message}`,
-        );
-      }
-      return;
+      return unreachable(target, relay(box, target.port, req, req.socket));
     }
     if (url.pathname === '/health' && target) {
       const found = await this.#sandboxes.get(null, target.sandboxId).catch(() => null);

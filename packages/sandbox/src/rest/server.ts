@@ -134,7 +134,7 @@ export class RestServer {
       for (const method of [r.method].flat()) this.routes.push({ method, url: r.url });
     });
     installValidation(this.app);
-    if (options.e2b !== false) installE2b(this.app, this.#ctx, this.#auth, options.e2b ?? {});
+    const e2b = options.e2b !== false ? installE2b(this.app, this.#ctx, this.#auth, options.e2b ?? {}) : null;
     installHooks(this.app, this.#auth, this.#ctx.audit);
     installOpenApi(this.app);
     this.#ctx.metrics = options.metrics === false ? undefined : serveMetrics(this.app, this.#runtime);
@@ -142,6 +142,7 @@ export class RestServer {
     if (options.mcp !== false) this.app.register(mcpRoutes, { ctx: this.#ctx, config: options.mcp ?? {} });
     this.app.server.on('upgrade', (req, socket, head) => {
       if (previews.matches(req)) return void previews.upgrade(req, socket, head);
+      if (e2b?.upgrade(req, socket, head)) return;
       this.#sockets.onUpgrade(req, socket, head).catch((error) => rejectSocket(socket, httpErrorOf(error)));
     });
     this.app.server.on('connect', (req, socket, head) => {
