@@ -21,8 +21,9 @@
  * - `postrouting` (nat): everything leaving through `tap0` is masqueraded to `198.18.0.100`.
  * - `forward` (filter, policy drop): replies (tap0 → veth0); only IPv4 from `10.0.2.100` in through
  *   `veth0` and out through `tap0`, every packet of a connection checked (so a destination the policy
- *   stops allowing is refused from the next packet on: established connections are cut); the DNATs
- *   above; then host-reserved destinations (`destinations.ts`: loopback,
+ *   stops allowing is refused from the next packet on: established connections are cut); replies of
+ *   inbound publications; the box's DNATed connections (resolver, proxy, and the host loopback only
+ *   while `allowNet` names it); then host-reserved destinations (`destinations.ts`: loopback,
  *   link-local, the box and slirp networks, the host's own addresses at setup time) unless named
  *   exactly in `allowNet`; then the allow sets (`nets`: IP/CIDR rules, `hosts`: addresses admitted by
  *   the DNS resolver) or, for an empty `allowNet`, everything else. Refusals are immediate (TCP reset,
@@ -62,20 +63,27 @@ export interface GatewayRulesOptions {
 export function gatewayRules(options: GatewayRulesOptions): string {
   const { policy, dnsPort, proxyPort } = options;
   const nat: string[] = [];
+  /** `forward` rules for the box's DNATed connections (checked on every packet, so policy changes cut them). */
+  const accepted: string[] = [];
   if (dnsPort !== undefined) {
     nat.push(`iifname "veth0" ip daddr ${SLIRP_DNS_IP} udp dport 53 dnat ip to ${SLIRP_HOST_IP}:${dnsPort}`);
+    accepted.push(`ct status dnat ip daddr ${SLIRP_HOST_IP} udp dport ${dnsPort} accept`);
   } else {
     nat.push(
       `iifname "veth0" ip daddr ${SLIRP_DNS_IP} meta l4proto { tcp, udp } th dport 53 dnat ip to ${SLIRP_RESOLVER_IP}:53`,
     );
+    accepted.push(`ct status dnat ip daddr ${SLIRP_RESOLVER_IP} th dport 53 accept`);
   }
   if (proxyPort !== undefined) {
     nat.push(
       `iifname "veth0" ip daddr ${HOST_LOOPBACK_IP} tcp dport 3128 dnat ip to ${SLIRP_HOST_IP}:${proxyPort}`,
     );
+    accepted.push(`ct status dnat ip daddr ${SLIRP_HOST_IP} tcp dport ${proxyPort} accept`);
   }
-  if (allowsHostLoopback(policy))
+  if (allowsHostLoopback(policy)) {
     nat.push(`iifname "veth0" ip daddr ${HOST_LOOPBACK_IP} dnat ip to ${SLIRP_HOST_IP}`);
+    accepted.push(`ct status dnat ct original ip daddr ${HOST_LOOPBACK_IP} accept`);
+  }
   nat.push(`iifname "tap0" ip daddr ${SLIRP_GUEST_IP} dnat ip to ${GUEST_IP}`);
 
   const ipv4 = (list: Iterable<string>) => [...list].filter((a) => !a.includes(':'));
@@ -112,7 +120,8 @@ export function gatewayRules(options: GatewayRulesOptions): string {
     '    oifname != "tap0" goto refuse',
     '    meta nfproto != ipv4 drop',
     `    ip saddr != ${GUEST_IP} drop`,
-    '    ct status dnat accept',
+    '    ct direction reply ct status dnat accept',
+    ...accepted.map((r) => `    ${r}`),
     '    ip daddr @named accept',
     '    ip daddr @reserved goto refuse',
     '    ip daddr @nets accept',

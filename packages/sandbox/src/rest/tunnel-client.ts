@@ -258,12 +258,13 @@ export class RestNetworkHandle implements JsNetworkHandle {
    */
   async update(policy: JsNetworkPolicy): Promise<JsNetworkPolicy> {
     const allowNet = checkNetworkPolicy(policy);
-    const answer = await this.#conn.call<{ allow_net: string[] }>(
+    // The connection converts keys: `allowNet` travels as `allow_net` both ways.
+    const answer = await this.#conn.call<JsNetworkPolicy>(
       'PUT',
       `/v1/boxes/${encodeURIComponent(this.#boxId)}/network`,
-      { allow_net: allowNet },
+      { allowNet },
     );
-    return { allowNet: answer.allow_net };
+    return { allowNet: answer.allowNet };
   }
 
   /**
