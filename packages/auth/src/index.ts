@@ -14,9 +14,11 @@
  */
 
 export {
+  ADMIN_ERROR_STATUS,
   ADMIN_MAX_PARAM_LENGTH,
   type AdminApiOptions,
   type AdminCaller,
+  type AdminErrorCode,
   AdminHttpError,
   type AdminPageOptions,
   AdminPermission,

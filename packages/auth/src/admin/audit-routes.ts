@@ -42,7 +42,7 @@ export function registerAuditRoutes(app: FastifyInstance, kit: RouteKit): void {
       const from = q.from === undefined ? undefined : Date.parse(q.from);
       const to = q.to === undefined ? undefined : Date.parse(q.to);
       if (from !== undefined && to !== undefined && from > to) {
-        throw new AdminHttpError(400, 'querystring.from: must not be after querystring.to');
+        throw new AdminHttpError('validation', 'querystring.from: must not be after querystring.to');
       }
       const page = await store.listAudit({
         category: q.category,

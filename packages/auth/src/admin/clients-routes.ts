@@ -135,7 +135,7 @@ export function registerClientRoutes(app: FastifyInstance, kit: RouteKit): void 
     async (request) => {
       const current = await clients.find(request.params.clientId);
       if (current.clientType !== 'confidential') {
-        throw new AdminHttpError(400, `client '${current.clientId}': a public client has no secret`);
+        throw new AdminHttpError('validation', `client '${current.clientId}': a public client has no secret`);
       }
       const given = request.body?.clientSecret;
       const secret = given ?? newSecret();

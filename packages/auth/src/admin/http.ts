@@ -5,37 +5,70 @@
  * - Request bodies are validated by a dedicated Ajv instance without type coercion, default filling or
  *   removal of unknown properties: a wrong type or an unknown field is a 400, not silently fixed.
  *   Query strings and path parameters (always text) are coerced to the schema's types.
- * - Every error leaves as `{ "error": "message" }` with 400, 403, 404, 409 (or 401/413 where HTTP needs
- *   them); only a genuine server fault is a 500, with a generic message.
+ * - Every error has an {@link AdminErrorCode}, whose status ({@link ADMIN_ERROR_STATUS}: 400, 401, 403, 404,
+ *   409, 413, 414) it leaves with, as `{ "error": "message" }`; only a genuine server fault is `internal`
+ *   (500), with a generic message.
  */
 import { Ajv, type ErrorObject } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AUTH_ERROR_STATUS, AuthError } from '../errors.ts';
+import { AUTH_ERROR_STATUS, AuthError, type AuthErrorCode } from '../errors.ts';
 
 // ajv-formats is CommonJS with `exports.default`; under Node's ESM interop the default import is the module.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
   addFormatsModule) as unknown as (ajv: Ajv) => Ajv;
 
-/** An answer of the administration API carrying an HTTP status and the spec's `{ error }` body. */
+/**
+ * The stable codes of the administration API's errors, each answered with one HTTP status
+ * ({@link ADMIN_ERROR_STATUS}): the core's {@link AuthErrorCode}s, and
+ * - `separation_of_duties` — {@link SeparationOfDutiesError}, a change needs a permission the caller lacks (403);
+ * - `payload_too_large` — the request body is over the route's limit (413);
+ * - `uri_too_long` — a path parameter is over the router's limit (414);
+ * - `internal` — a server fault, answered with a generic message and logged (500).
+ */
+export type AdminErrorCode =
+  | AuthErrorCode
+  | 'separation_of_duties'
+  | 'payload_too_large'
+  | 'uri_too_long'
+  | 'internal';
+
+/** HTTP status of each {@link AdminErrorCode} (spec 001 "Errors › Administration API"). */
+export const ADMIN_ERROR_STATUS: Readonly<
+  Record<AdminErrorCode, 400 | 401 | 403 | 404 | 409 | 413 | 414 | 500>
+> = Object.freeze({
+  ...AUTH_ERROR_STATUS,
+  separation_of_duties: 403,
+  payload_too_large: 413,
+  uri_too_long: 414,
+  internal: 500,
+});
+
+/** An error of the administration API: its {@link AdminErrorCode} gives the status, the body is `{ error }`. */
 export class AdminHttpError extends Error {
-  /** HTTP status (400, 403, 404, 409, …). */
+  /** Stable machine-readable code. */
+  readonly code: AdminErrorCode;
+  /** HTTP status of `code` ({@link ADMIN_ERROR_STATUS}). */
   readonly statusCode: number;
-  constructor(statusCode: number, message: string) {
+  constructor(code: AdminErrorCode, message: string) {
     super(message);
     this.name = 'AdminHttpError';
-    this.statusCode = statusCode;
+    this.code = code;
+    this.statusCode = ADMIN_ERROR_STATUS[code];
   }
 }
 
-/** 403 of a separation-of-duties rule (spec 001 "Authentication", rules 1–3). */
+/** 403 of a separation-of-duties rule (spec 001 "Authentication", rules 1–3); code `separation_of_duties`. */
 export class SeparationOfDutiesError extends AdminHttpError {
   /** The permission code the caller lacks, e.g. `auth.admin.roles`. */
   readonly permission: string;
   /** The request field that needs it, e.g. `roles`. */
   readonly field: string;
   constructor(field: string, permission: string) {
-    super(403, `changing '${field}' requires the permission '${permission}' (separation of duties)`);
+    super(
+      'separation_of_duties',
+      `changing '${field}' requires the permission '${permission}' (separation of duties)`,
+    );
     this.permission = permission;
     this.field = field;
   }
@@ -89,7 +122,7 @@ export function installValidation(app: FastifyInstance): void {
     return strict;
   });
   app.setSchemaErrorFormatter(
-    (errors, dataVar) => new AdminHttpError(400, formatAjvError(errors[0], dataVar)),
+    (errors, dataVar) => new AdminHttpError('validation', formatAjvError(errors[0], dataVar)),
   );
 }
 
@@ -122,41 +155,54 @@ export function formatAjvError(error: ErrorObject | undefined, dataVar: string):
   }
 }
 
-/** Sends the spec's error body. */
-export function sendError(reply: FastifyReply, statusCode: number, message: string): FastifyReply {
-  return reply.code(statusCode).type('application/json; charset=utf-8').send({ error: message });
+/** Sends the spec's error body `{ error: message }` with the status of `code`. */
+export function sendError(reply: FastifyReply, code: AdminErrorCode, message: string): FastifyReply {
+  return reply
+    .code(ADMIN_ERROR_STATUS[code])
+    .type('application/json; charset=utf-8')
+    .send({ error: message });
 }
 
 /**
- * Maps any error thrown while handling an admin request to the spec's status and body:
- * an `AuthError` → the status of its code in `AUTH_ERROR_STATUS` (validation and constraint 400,
- * invalid_token 401, not_found 404, conflict 409),
- * Fastify's own client errors (malformed JSON, empty body, too large, …) → their 4xx (415 becomes 400:
- * the spec answers "body not JSON" with 400), anything else → 500 with a generic message (logged).
+ * The code of an error Fastify raised for a client's request (malformed JSON, empty body, bad URL, …):
+ * `payload_too_large` for a body over the limit (413), `uri_too_long` for a path parameter over the router's
+ * limit (414), `validation` (400) for the others.
+ */
+export function frameworkErrorCode(error: { statusCode?: number; code?: string }): AdminErrorCode {
+  if (error.statusCode === 413 || error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return 'payload_too_large';
+  if (error.statusCode === 414) return 'uri_too_long';
+  return 'validation';
+}
+
+/**
+ * Maps any error thrown while handling an admin request to its {@link AdminErrorCode} and answers with the
+ * code's status and the spec's body: an `AdminHttpError` or `AuthError` → its own code; a schema validation
+ * failure → `validation`; Fastify's own client errors (malformed JSON, empty body, wrong content type, too
+ * large, …) → {@link frameworkErrorCode}; anything else → `internal` (500) with a generic message (logged).
  */
 export function adminErrorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
-  if (error instanceof AdminHttpError) return sendError(reply, error.statusCode, error.message);
-  if (error instanceof AuthError) return sendError(reply, AUTH_ERROR_STATUS[error.code], error.message);
+  if (error instanceof AdminHttpError || error instanceof AuthError)
+    return sendError(reply, error.code, error.message);
   const fastifyError = error as FastifyError;
   if ('validation' in fastifyError && fastifyError.validation) {
     return sendError(
       reply,
-      400,
+      'validation',
       formatAjvError(fastifyError.validation[0] as ErrorObject, fastifyError.validationContext ?? 'body'),
     );
   }
   const status = fastifyError.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
     if (status === 415 || fastifyError.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return sendError(reply, 400, 'body must be JSON (Content-Type: application/json)');
+      return sendError(reply, 'validation', 'body must be JSON (Content-Type: application/json)');
     }
     if (error instanceof SyntaxError || fastifyError.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-      return sendError(reply, 400, `body is not valid JSON: ${error.message}`);
+      return sendError(reply, 'validation', `body is not valid JSON: ${error.message}`);
     }
-    return sendError(reply, status, error.message);
+    return sendError(reply, frameworkErrorCode(fastifyError), error.message);
   }
   request.log.error({ err: error }, 'administration API failure');
-  return sendError(reply, 500, 'internal server error');
+  return sendError(reply, 'internal', 'internal server error');
 }
 
 const JSON_TYPE = /^application\/json\s*(?:;|$)/i;
@@ -165,7 +211,7 @@ const JSON_TYPE = /^application\/json\s*(?:;|$)/i;
  * `preParsing` hook: a request that carries a body must declare JSON (spec: "body not JSON" → 400). Runs
  * after the permission check (`onRequest`) and before any parser could turn a form or text body into an
  * object.
- * @throws AdminHttpError 400 when a body is present with another content type.
+ * @throws AdminHttpError `validation` (400) when a body is present with another content type.
  */
 export async function requireJsonBody<T>(
   request: FastifyRequest,
@@ -178,7 +224,7 @@ export async function requireJsonBody<T>(
   if (!hasBody) return payload;
   const type = request.headers['content-type'];
   if (typeof type !== 'string' || !JSON_TYPE.test(type)) {
-    throw new AdminHttpError(400, 'body must be JSON (Content-Type: application/json)');
+    throw new AdminHttpError('validation', 'body must be JSON (Content-Type: application/json)');
   }
   return payload;
 }

@@ -19,13 +19,24 @@ import { ClientSecrets } from '../oauth/client-secrets.ts';
 import { PasswordHasher } from '../passwords.ts';
 import type { AuthStore } from '../store/types.ts';
 import { registerAdminRoutes } from './api.ts';
-import { adminErrorHandler, installValidation, requireJsonBody, sendError } from './http.ts';
+import {
+  adminErrorHandler,
+  frameworkErrorCode,
+  installValidation,
+  requireJsonBody,
+  sendError,
+} from './http.ts';
 import { type AdminPageOptions, registerAdminPage } from './page.ts';
 import { noQuery } from './schemas.ts';
 
 export type { AdminCaller } from './access.ts';
 export { AdminPermission } from './access.ts';
-export { AdminHttpError, SeparationOfDutiesError } from './http.ts';
+export {
+  ADMIN_ERROR_STATUS,
+  type AdminErrorCode,
+  AdminHttpError,
+  SeparationOfDutiesError,
+} from './http.ts';
 export { type AdminPageOptions, DEFAULT_ADMIN_PAGE_CLIENT_ID, DEFAULT_ADMIN_PAGE_SCOPE } from './page.ts';
 
 /** Default `BasePath` of the administration API and page (spec 001: default `/auth-admin`). */
@@ -101,7 +112,7 @@ export function adminServerOptions(
       const url = request.raw.url ?? '';
       const status = error.statusCode ?? 400;
       if (url === prefix || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`)) {
-        return sendError(reply, status, error.message);
+        return sendError(reply, frameworkErrorCode(error), error.message);
       }
       if (next) return next(error, request, reply);
       const body = { error: 'Bad Request', code: error.code, message: error.message, statusCode: status };
@@ -136,7 +147,7 @@ export const adminApi: FastifyPluginAsync<AdminApiOptions> = async (app: Fastify
       installValidation(api);
       api.setErrorHandler(adminErrorHandler);
       api.setNotFoundHandler((request, reply) =>
-        sendError(reply, 404, `no route ${request.method} ${request.url.split('?')[0]}`),
+        sendError(reply, 'not_found', `no route ${request.method} ${request.url.split('?')[0]}`),
       );
       api.addHook('preParsing', requireJsonBody);
       // Answers carry account data and, once, generated secrets: never stored by caches (RFC 9111 §5.2.2.5).

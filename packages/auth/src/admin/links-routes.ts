@@ -15,7 +15,7 @@ import * as s from './schemas.ts';
 /** What the routes need of `registerAdminRoutes`. */
 export interface LinkAdminRoutesContext {
   readonly store: AuthStore;
-  /** The user with that id. @throws AdminHttpError 404. */
+  /** The user with that id. @throws AdminHttpError `not_found` (404). */
   findUser(id: string): Promise<UserRecord>;
   /** The audit target of a user. */
   target(user: UserRecord): AdminTarget;
@@ -92,7 +92,10 @@ export function registerLinkAdminRoutes(app: FastifyInstance, ctx: LinkAdminRout
       const user = await ctx.findUser(request.params.id);
       const providerId = request.params.providerId;
       if (!(await ctx.store.links.deleteLink(user.id, providerId)))
-        throw new AdminHttpError(404, `link of user '${user.id}' to provider '${providerId}' not found`);
+        throw new AdminHttpError(
+          'not_found',
+          `link of user '${user.id}' to provider '${providerId}' not found`,
+        );
       const { audit } = ctx.auditFor(request, 'link.remove', ctx.target(user), ['links'], { providerId });
       if (audit) await ctx.store.appendAudit(audit);
       return reply.code(204).send();

@@ -130,7 +130,7 @@ export function registerMfaRoutes(app: FastifyInstance, kit: RouteKit): void {
       const user = await users.find(request.params.id);
       const id = request.params.credentialId;
       if (!(await store.factors.passkeys.remove(user.id, id)))
-        throw new AdminHttpError(404, `passkey '${id}' of user '${user.id}' not found`);
+        throw new AdminHttpError('not_found', `passkey '${id}' of user '${user.id}' not found`);
       const { audit } = auditFor(request, 'factor.remove', users.target(user), ['passkeys'], {
         factor: 'passkey',
         credentialId: id,
@@ -151,7 +151,7 @@ export function registerMfaRoutes(app: FastifyInstance, kit: RouteKit): void {
     async (request, reply) => {
       const user = await users.find(request.params.id);
       if (!(await store.factors.removeTotp(user.id)))
-        throw new AdminHttpError(404, `user '${user.id}' has no TOTP factor`);
+        throw new AdminHttpError('not_found', `user '${user.id}' has no TOTP factor`);
       const { audit } = auditFor(request, 'factor.remove', users.target(user), ['factors'], {
         factor: 'totp',
       });
@@ -198,7 +198,7 @@ export function registerMfaRoutes(app: FastifyInstance, kit: RouteKit): void {
           const kind: MfaTargetKind = area.kind;
           if (method === 'PUT') await store.factors.requireMfa(kind, id, kit.now());
           else if (!(await store.factors.unrequireMfa(kind, id)))
-            throw new AdminHttpError(404, `no second-factor requirement for ${area.kind} '${id}'`);
+            throw new AdminHttpError('not_found', `no second-factor requirement for ${area.kind} '${id}'`);
           const { audit } = auditFor(request, action, resource.target(found), ['mfaRequired'], {
             mfaRequired: method === 'PUT',
           });

@@ -17,7 +17,7 @@ export interface OidcAdminRoutesContext {
   readonly store: AuthStore;
   /** Clock, ms since epoch. */
   readonly now: () => number;
-  /** The user with that id. @throws AdminHttpError 404. */
+  /** The user with that id. @throws AdminHttpError `not_found` (404). */
   findUser(id: string): Promise<UserRecord>;
   /** The audit target of a user. */
   target(user: UserRecord): AdminTarget;
@@ -78,7 +78,10 @@ export function registerOidcAdminRoutes(app: FastifyInstance, ctx: OidcAdminRout
       const user = await ctx.findUser(request.params.id);
       const clientId = request.params.clientId;
       if (!(await ctx.store.getConsent(user.id, clientId)))
-        throw new AdminHttpError(404, `consent of user '${user.id}' to client '${clientId}' not found`);
+        throw new AdminHttpError(
+          'not_found',
+          `consent of user '${user.id}' to client '${clientId}' not found`,
+        );
       await ctx.store.revokeConsent(
         user.id,
         clientId,

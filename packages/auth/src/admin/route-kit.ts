@@ -304,7 +304,7 @@ export function createRouteKit(app: FastifyInstance, options: AdminRoutesOptions
     async (raw: string): Promise<R> => {
       const key = normalize(raw);
       const record = await get(key);
-      if (!record) throw new AdminHttpError(404, `${type} '${key}' not found`);
+      if (!record) throw new AdminHttpError('not_found', `${type} '${key}' not found`);
       return record;
     };
 
