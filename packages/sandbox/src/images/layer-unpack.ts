@@ -8,7 +8,7 @@
  *    published by one rename. Any failure removes the staging directory: the store is as before.
  */
 import fs from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -17,6 +17,7 @@ import type { RegistryClient } from './client.ts';
 import { decompressor, digestParts, HashCounter } from './digest.ts';
 import { UnpackBudget } from './limits.ts';
 import type { Descriptor } from './oci.ts';
+import { renameUnlessTaken } from './store-budget.ts';
 import type { LayerRecord, StoreFiles } from './store-files.ts';
 import { extractLayer } from './unpack.ts';
 
@@ -147,15 +148,12 @@ export async function unpackLayer(
     await writeFile(join(tmp, 'layer.json'), JSON.stringify(rec));
     const dir = files.layerPath(desc.digest);
     await mkdir(dirname(dir), { recursive: true });
-    try {
-      await rename(tmp, dir);
-      published = true;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'ENOTEMPTY' && code !== 'EEXIST') throw err;
-      // Another process finished the same layer first: use theirs (its bytes were counted at its start).
-      files.budget.give(layerBudget.usedBytes);
-    }
+    // Published and recorded in the store's ledger at once; its bytes count as stored from then on.
+    published = files.budget.publish(desc.digest, rec.sizeBytes, layerBudget.usedBytes, () =>
+      renameUnlessTaken(tmp, dir),
+    );
+    // Another process finished the same layer first: use theirs (its bytes are in the ledger).
+    if (!published) files.budget.give(layerBudget.usedBytes);
     return rec;
   } catch (err) {
     files.budget.give(layerBudget.usedBytes);

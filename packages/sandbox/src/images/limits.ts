@@ -67,11 +67,20 @@ export interface Bound {
   max: number;
 }
 
+/** What an unpack takes its bytes and entries from before it writes them (`extractLayer`'s budgets). */
+export interface Budget {
+  /** Takes `bytes` and `entries`. @throws BoxError `image` naming the bound (nothing is taken then). */
+  take(bytes: number, entries: number): void;
+  /** Gives back what `take` took. */
+  give(bytes: number, entries?: number): void;
+}
+
 /**
- * A running count of bytes and entries against a bound each; shared by every unpack it is passed to
- * (all layers of one image share the image's budget).
+ * A running count of bytes and entries against a bound each, in one process; shared by every unpack it
+ * is passed to (all layers of one image share the image's budget). The store-wide budget, shared by
+ * processes, is `StoreBudget` (`store-budget.ts`).
  */
-export class UnpackBudget {
+export class UnpackBudget implements Budget {
   /** Bytes taken so far. */
   usedBytes = 0;
   /** Entries taken so far. */

@@ -6,8 +6,9 @@
  * - `refs/<sha256(reference)>.json` one record per pulled reference (reference → manifest digest);
  * - `tmp/`                          work in progress (cleared of stale entries on start).
  *
- * It also keeps the store's disk budget (`ImageLimits.maxStoreBytes`): the unpacked bytes of the stored
- * layers, counted once at start, plus what unpacks in flight have taken.
+ * - `budget.db`                    the store's disk budget (`ImageLimits.maxStoreBytes`) shared by every
+ *                                   process using this directory: stored layers' unpacked bytes plus what
+ *                                   work in flight has reserved (`store-budget.ts`).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -15,9 +16,10 @@ import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/p
 import { dirname, join } from 'node:path';
 import { digestParts } from './digest.ts';
 import type { PreparedImage } from './image-types.ts';
-import { type ImageLimits, UnpackBudget } from './limits.ts';
+import type { ImageLimits } from './limits.ts';
 import type { ImageConfig } from './oci.ts';
 import { runtimeConfig } from './resolve.ts';
+import { StoreBudget } from './store-budget.ts';
 
 /** One stored reference (`refs/<sha256(reference)>.json`). */
 export interface RefRecord {
@@ -49,18 +51,25 @@ export class StoreFiles {
   /** `<homeDir>/images`. */
   readonly root: string;
   readonly limits: ImageLimits;
-  /** The store-wide budget (`maxStoreBytes`), valid after `init`. */
-  readonly budget: UnpackBudget;
+  #budget: StoreBudget | undefined;
   private ready: Promise<void> | undefined;
 
   /** @param root `<homeDir>/images`; @param limits the store's bounds. */
   constructor(root: string, limits: ImageLimits) {
     this.root = root;
     this.limits = limits;
-    this.budget = new UnpackBudget({ name: 'maxStoreBytes', max: limits.maxStoreBytes });
   }
 
-  /** Makes the directories, clears tmp entries older than an hour and counts the stored layers' bytes. */
+  /** The store-wide budget (`maxStoreBytes`, shared by processes). @throws Error before `init` resolved. */
+  get budget(): StoreBudget {
+    if (!this.#budget) throw new Error('the image store is used before init');
+    return this.#budget;
+  }
+
+  /**
+   * Makes the directories, clears tmp entries older than an hour, opens the budget ledger and records in it
+   * the stored layers' bytes (`StoreBudget.reconcile`).
+   */
   init(): Promise<void> {
     this.ready ??= (async () => {
       for (const d of ['blobs', 'layers', 'refs', 'tmp'])
@@ -72,13 +81,16 @@ export class StoreFiles {
         if (st && Date.now() - st.mtimeMs > 3_600_000)
           await rm(join(tmp, name), { recursive: true, force: true });
       }
-      let used = 0;
+      const stored = new Map<string, number>();
       for (const alg of await readdir(join(this.root, 'layers')).catch(() => [] as string[])) {
         for (const hex of await readdir(join(this.root, 'layers', alg)).catch(() => [] as string[])) {
-          used += (await this.readLayer(`${alg}:${hex}`))?.sizeBytes ?? 0;
+          const record = await this.readLayer(`${alg}:${hex}`);
+          if (record) stored.set(`${alg}:${hex}`, record.sizeBytes);
         }
       }
-      this.budget.usedBytes += used;
+      const budget = new StoreBudget(this.root, { name: 'maxStoreBytes', max: this.limits.maxStoreBytes });
+      budget.reconcile(stored, (digest) => this.layerPath(digest));
+      this.#budget = budget;
     })();
     return this.ready;
   }

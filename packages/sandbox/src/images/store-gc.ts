@@ -2,10 +2,11 @@
  * Listing, removal and garbage collection of the image store: references are listed from `refs/`;
  * removing one deletes its record, then every layer and blob no stored reference needs (a layer is first
  * renamed into `tmp/`, so a half-deleted layer is never seen as complete), giving its bytes back to the
- * store's disk budget.
+ * store's disk budget (the store's ledger, shared by processes).
  */
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, rename, rm } from 'node:fs/promises';
+import { renameSync } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ImageInfo } from './image-types.ts';
 import type { Index } from './oci.ts';
@@ -60,14 +61,17 @@ export async function collectGarbage(
         if (hex.includes('.tmp-') || keep[kind].has(digest)) continue;
         const victim = join(files.root, kind, alg, hex);
         if (kind === 'blobs' && (await isIndexOfKept(victim, keep.blobs))) continue;
-        const size = kind === 'layers' ? ((await files.readLayer(digest))?.sizeBytes ?? 0) : 0;
         const grave = join(files.root, 'tmp', `gc-${randomBytes(6).toString('hex')}`);
-        try {
-          await rename(victim, grave);
-        } catch {
-          continue;
-        }
-        files.budget.give(size);
+        const moved = () => {
+          try {
+            renameSync(victim, grave);
+            return true;
+          } catch {
+            return false;
+          }
+        };
+        // A layer leaves the directory and the store's ledger at once (its bytes are free store-wide).
+        if (!(kind === 'layers' ? files.budget.remove(digest, moved) : moved())) continue;
         await rm(grave, { recursive: true, force: true });
       }
     }

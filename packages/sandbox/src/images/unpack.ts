@@ -30,7 +30,7 @@ import type { Readable } from 'node:stream';
 import tar, { type Header } from 'tar-stream';
 import { BoxError } from '../errors.ts';
 import { at, lstatAt } from './dirfd.ts';
-import { DEFAULT_IMAGE_LIMITS, UnpackBudget } from './limits.ts';
+import { type Budget, DEFAULT_IMAGE_LIMITS, UnpackBudget } from './limits.ts';
 import { existingDir, hostile, IS_ROOT, Tree, UMASK, type UnpackStats } from './unpack-tree.ts';
 
 export type { UnpackStats } from './unpack-tree.ts';
@@ -38,10 +38,10 @@ export type { UnpackStats } from './unpack-tree.ts';
 /** Options of {@link extractLayer}. */
 export interface ExtractOptions {
   /**
-   * Budgets every entry and byte is taken from (e.g. the layer's and the image's); default one budget of
+   * Budgets every entry and byte is taken from (e.g. the layer's, the image's and the store's); default one budget of
    * `DEFAULT_IMAGE_LIMITS.maxLayerBytes` / `maxLayerEntries`.
    */
-  budgets?: UnpackBudget[];
+  budgets?: Budget[];
 }
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;

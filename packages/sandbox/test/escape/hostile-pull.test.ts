@@ -14,6 +14,7 @@ import fc from 'fast-check';
 import { BoxError } from '../../src/errors.ts';
 import { ImageStore, MediaType, sha256Digest } from '../../src/images/index.ts';
 import type { ImageLimits } from '../../src/images/limits.ts';
+import { StoreBudget } from '../../src/images/store-budget.ts';
 import {
   buildLayer,
   type FixtureEntry,
@@ -57,11 +58,15 @@ function newStore(
   };
 }
 
-/** Every path below `dir` with its type and size (no times: a failed pull may touch directory mtimes). */
+/**
+ * Every path below `dir` with its type and size (no times: a failed pull may touch directory mtimes),
+ * the budget ledger's files aside (its journal grows with every reservation; `ledgerBytes` reads it).
+ */
 function listing(dir: string): string[] {
   const out: string[] = [];
   const walk = (path: string, rel: string) => {
     for (const name of readdirSync(path).sort()) {
+      if (rel === '' && name.startsWith('budget.db')) continue;
       const st = lstatSync(join(path, name));
       out.push(`${rel}${name} ${st.isDirectory() ? 'dir' : st.size}`);
       if (st.isDirectory()) walk(join(path, name), `${rel}${name}/`);
@@ -69,6 +74,16 @@ function listing(dir: string): string[] {
   };
   walk(dir, '');
   return out;
+}
+
+/** Bytes the store's budget ledger under `root` counts (stored layers and reservations). */
+function ledgerBytes(root: string): number {
+  const ledger = new StoreBudget(root, { name: 'maxStoreBytes', max: 1 });
+  try {
+    return ledger.usedBytes;
+  } finally {
+    ledger.close();
+  }
 }
 
 /** Pulls `reference` into `store`; the error, if any. */
@@ -137,6 +152,7 @@ describe('verify before unpack', () => {
       assert.ok(error instanceof BoxError && error.code === 'image', String(error));
       assert.match(error.message, /digest mismatch/);
       assert.deepEqual(listing(root), storeBefore);
+      assert.equal(ledgerBytes(root), 0, 'nothing stored or reserved in the budget ledger');
       assert.deepEqual(readdirSync(join(root, 'tmp')), []);
       assert.deepEqual(readdirSync(join(root, 'layers')), []);
       assert.deepEqual(canaryFacts(canary), hostBefore);
