@@ -5,14 +5,17 @@
  * into E2B's `Sandbox`/`ListedSandbox`/`SandboxDetail` bodies.
  *
  * Boxes made through `/v1` show up too (their template is their image, their sandbox id the box id);
- * a box removed through `/v1` disappears from E2B's list on the next call.
+ * a box removed through `/v1` disappears from E2B's list on the next call. The records are kept on
+ * disk (`store.ts`), so a sandbox keeps its template, metadata, token and timeout across a restart.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { dirname, join } from 'node:path';
 import { BoxError, notFound } from '../errors.ts';
 import { operatorPrincipal, type Principal } from '../rest/auth.ts';
 import type { ServerContext } from '../rest/context.ts';
 import type { JsBox } from '../runtime/box.ts';
 import type { JsBoxInfo, JsBoxOptions, NetworkSpec } from '../types.ts';
+import { E2B_STATE_FILE, E2bStore } from './store.ts';
 
 /** The envd version the server advertises: every feature up to it is served (see README "Coming from E2B"). */
 export const ENVD_VERSION = '0.6.4';
@@ -76,13 +79,21 @@ const SYSTEM: Principal = operatorPrincipal('api_key');
 export class E2bSandboxes {
   readonly #ctx: ServerContext;
   readonly #templates: Map<string, string>;
-  readonly #records = new Map<string, E2bSandbox>();
+  readonly #records: Map<string, E2bSandbox>;
   readonly #byBox = new Map<string, string>();
+  readonly #store: E2bStore;
 
-  /** @param templates template name → image, on top of {@link DEFAULT_TEMPLATES}. */
+  /**
+   * @param templates template name → image, on top of {@link DEFAULT_TEMPLATES}.
+   * @throws Error when the state file (`store.ts`, in the directory of the server's `owners.json`)
+   *   exists and is not JSON.
+   */
   constructor(ctx: ServerContext, templates: Record<string, string> = {}) {
     this.#ctx = ctx;
     this.#templates = new Map(Object.entries({ ...DEFAULT_TEMPLATES, ...templates }));
+    this.#store = new E2bStore(join(dirname(ctx.owners.path), E2B_STATE_FILE));
+    this.#records = this.#store.load();
+    for (const record of this.#records.values()) this.#byBox.set(record.boxId, record.sandboxId);
   }
 
   /** Template names served, with their images. */
@@ -148,11 +159,17 @@ export class E2bSandboxes {
   #remember(record: E2bSandbox): void {
     this.#records.set(record.sandboxId, record);
     this.#byBox.set(record.boxId, record.sandboxId);
+    this.#save();
   }
 
   #forget(record: E2bSandbox): void {
     this.#records.delete(record.sandboxId);
     this.#byBox.delete(record.boxId);
+    this.#save();
+  }
+
+  #save(): void {
+    this.#store.save(this.#records.values());
   }
 
   /**
@@ -225,7 +242,12 @@ export class E2bSandboxes {
       out.push({ record, info });
     }
     if (principal.operator) {
-      for (const record of [...this.#records.values()]) if (!present.has(record.boxId)) this.#forget(record);
+      const gone = [...this.#records.values()].filter((record) => !present.has(record.boxId));
+      for (const record of gone) {
+        this.#records.delete(record.sandboxId);
+        this.#byBox.delete(record.boxId);
+      }
+      if (gone.length > 0) this.#save();
     }
     out.sort(
       (a, b) => b.info.createdAt.localeCompare(a.info.createdAt) || b.info.id.localeCompare(a.info.id),
@@ -249,6 +271,7 @@ export class E2bSandboxes {
     if (extendOnly && endAt <= record.endAt) return;
     await box.setTimeout(timeoutS * 1000, record.autoPause ? 'pause' : 'remove');
     record.endAt = endAt;
+    this.#save();
   }
 
   /** Whether `token` is the sandbox's envd access token (constant time). */
