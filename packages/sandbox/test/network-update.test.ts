@@ -83,18 +83,30 @@ print(json.dumps({
 
 /**
  * Holds a TCP connection from the box to the echo server at `host`, sending a byte every 100 ms, until
- * it breaks (or 20 s pass): the returned promise resolves to what the box printed (`cut` or `alive`).
+ * it breaks (or `seconds` pass): the returned promise resolves to what the box printed (`cut` or `alive`).
  * `opened` resolves once the echo server holds one more connection.
  */
 async function holdConnection(
   box: JsBox,
   host: string,
+  via: 'direct' | 'proxy' = 'direct',
+  seconds = 20,
 ): Promise<{ opened: Promise<void>; result: Promise<string> }> {
   const before = echoSockets.size;
+  const connect =
+    via === 'direct'
+      ? `s = socket.create_connection(("${host}", ${echoPort}), timeout=3)`
+      : [
+          's = socket.create_connection(("10.0.2.2", 3128), timeout=3)',
+          `s.sendall(b"CONNECT ${host}:${echoPort} HTTP/1.1\\r\\n\\r\\n")`,
+          'head = b""',
+          'while b"\\r\\n\\r\\n" not in head: head += s.recv(1)',
+          'assert b" 200 " in head, head',
+        ].join('\n');
   const script = `
 import socket, sys, time
-s = socket.create_connection(("${host}", ${echoPort}), timeout=3)
-end = time.time() + 20
+${connect}
+end = time.time() + ${seconds}
 try:
     while time.time() < end:
         s.sendall(b"x")
@@ -194,6 +206,23 @@ describe('box.network.update', () => {
     const restarted = await reach(box);
     assert.equal(restarted.byHostIp, 'hi /ip');
     assert.match(restarted.byName, /^ERR /);
+  });
+
+  test('a tunnel through the secrets proxy to a destination no longer allowed is closed by the proxy', async () => {
+    const proxied = await runtime.create({
+      image: IMAGE,
+      network: { mode: 'enabled', allowNet: ['host.sandbox.internal'] },
+      secrets: [{ name: 'K', value: 'v-not-for-this-host', hosts: ['only.example.test'] }],
+    });
+    const held = await holdConnection(proxied, 'host.sandbox.internal', 'proxy');
+    await held.opened;
+    await proxied.network.update({ allowNet: [HOST_IP!] });
+    assert.match(await held.result, /^cut /, 'the proxy closes the tunnel');
+    const fresh = await holdConnection(proxied, HOST_IP!, 'proxy', 5);
+    await fresh.opened;
+    await proxied.network.update({ allowNet: [HOST_IP!, 'host.sandbox.internal'] });
+    assert.match(await fresh.result, /^alive/, 'a tunnel still allowed stays open');
+    await runtime.remove(proxied.id, true);
   });
 
   test('the host ruleset is untouched', () => {

@@ -8,7 +8,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +39,16 @@ export function helperPid(dir: string): number | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * Starts the helper of `dir` when it has boxes (state files) and none runs: a runtime opening a home
+ * calls this, so boxes whose helper loop was killed as a whole get their policy served again.
+ */
+export function resumeHelper(dir: string): void {
+  try {
+    if (readdirSync(join(dir, 'boxes')).some((name) => name.endsWith('.json'))) ensureHelper(dir);
+  } catch {}
 }
 
 /** Starts the helper of `dir` unless one runs; returns at once (it starts in the background). */

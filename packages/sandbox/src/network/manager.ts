@@ -44,7 +44,7 @@ import {
   removeGatewayNamespace,
   SLIRP_GUEST_IP,
 } from './gateway.ts';
-import { callHelper, helperDir } from './helper-client.ts';
+import { callHelper, helperDir, resumeHelper } from './helper-client.ts';
 import { addHostForward, SLIRP_DNS_IP, startSlirp } from './netns.ts';
 import { HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
 
@@ -165,6 +165,7 @@ export class BoxNetworking {
     this.#stateDir = options.stateDir;
     this.#helper = helperDir(options.stateDir);
     mkdirSync(this.#stateDir, { recursive: true, mode: 0o700 });
+    resumeHelper(this.#helper);
   }
 
   /** Records ports, secrets and detach for the next start of box `id`. */

@@ -2,13 +2,14 @@
  * Secret substitution for outbound HTTP(S) (spec 002 `Secret`): a per-box forward proxy on the host
  * (reached from the box as `http://10.0.2.2:3128`, see `secretsEnv`). For a host that a secret
  * names (every host when its `hosts` is empty), `CONNECT` is answered by terminating TLS with a
- * certificate issued on the fly by the box's own CA (RSA 2048, SHA-256, 1 day; the CA key only ever
- * lives in this process's memory, the box gets the CA certificate in its trust store); the
- * decrypted request has every placeholder in its URL, header values and body replaced by the real
- * value and is sent upstream over verified TLS (system roots, `tls.setDefaultCACertificates`).
- * Other allowed destinations are tunnelled unchanged. Real values are never logged or returned.
- * `allowNet` and the host rule are enforced here too (`resolveDestination`: decided on the resolved,
- * normalized address, which is the one dialled): refused destinations get `403`.
+ * certificate issued on the fly by the box's own CA (RSA 2048, SHA-256, 1 day; the CA keys stay on the
+ * host — in the network helper's memory and state file, `helper.ts` — the box gets the CA certificate
+ * in its trust store); the decrypted request has every placeholder in its URL, header values and body
+ * replaced by the real value and is sent upstream over verified TLS (system roots,
+ * `NODE_EXTRA_CA_CERTS`). Other allowed destinations are tunnelled unchanged. Real values are never
+ * logged or returned. `allowNet` and the host rule are enforced here too (`resolveDestination`:
+ * decided on the resolved, normalized address, which is the one dialled): refused destinations get
+ * `403`; `setPolicy` applies a new `allowNet` to new requests and closes open connections it refuses.
  */
 import { createPublicKey, generateKeyPair, type KeyObject, randomBytes } from 'node:crypto';
 import {
