@@ -1,30 +1,13 @@
 /**
  * Error hierarchy of the sandbox SDK (spec 002, "Errors"): `BoxError` is the base; `ExecError`,
  * `TimeoutError` and `ParseError` derive from it. Every error carries a stable machine `code`
- * (`BoxErrorCode`); the REST server derives its HTTP status from that code alone (`rest/wire.ts`).
+ * (`BoxErrorCode`); the REST server derives its HTTP status from that code alone ({@link ERROR_CODES}).
  */
 
 /**
  * Stable machine codes of `BoxError.code`. New codes may be added; existing ones never change meaning.
- * Every `BoxError` carries one (`BoxErrorInit`); an unknown box is `not_found` everywhere. The table is
- * checked against `STATUS_OF_CODE` and the README by `test/errors-codes.test.ts`.
- *
- * | Code | Meaning | REST status |
- * |---|---|---|
- * | `invalid_option` | the caller passed a bad option or argument (`field` names it) | 400 |
- * | `not_found` | no box, volume, execution or file with that id, name or path | 404 |
- * | `conflict` | the object's state forbids it (running, not running, name taken, in use, exists) | 409 |
- * | `image` | an image cannot be pulled, found or unpacked | 422 |
- * | `timeout` | an operation exceeded its time limit | 504 |
- * | `exec` | a command failed (non-zero exit, cannot start) | 422 |
- * | `parse` | command output could not be parsed | 502 |
- * | `unsupported` | this runtime does not offer the operation | 501 |
- * | `unavailable` | the REST server cannot be reached | 503 |
- * | `unauthenticated` | the REST server refused the credential | 401 |
- * | `permission_denied` | the credential lacks a permission | 403 |
- * | `quota_exceeded` | the tenant is over a quota or rate limit (`field` names it; `retryAfterMs` when known) | 429 |
- * | `capacity` | the node cannot hold the box now (`field` names the resource; `retryAfterMs` hint) | 503 |
- * | `internal` | anything else (a bug, or a host failure) | 500 |
+ * Every `BoxError` carries one (`BoxErrorInit`); an unknown box is `not_found` everywhere. Their HTTP
+ * statuses and meanings are in {@link ERROR_CODES}.
  */
 export const BOX_ERROR_CODES = [
   'invalid_option',
@@ -44,6 +27,213 @@ export const BOX_ERROR_CODES = [
 ] as const;
 /** One of {@link BOX_ERROR_CODES}. */
 export type BoxErrorCode = (typeof BOX_ERROR_CODES)[number];
+
+/** The category (`error.type`) of an error body of the REST server. */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'conflict_error'
+  | 'rate_limit_error'
+  | 'capacity_error'
+  | 'sandbox_error'
+  | 'internal_error';
+
+/** One row of {@link ERROR_CODES}. */
+export interface ErrorCodeInfo {
+  /** HTTP status of an answer with this code. */
+  readonly status: number;
+  /** `error.type` of the body. */
+  readonly type: ErrorType;
+  /** The `BoxError.code` the SDK's REST client turns the answer into (the code itself for a `BoxErrorCode`). */
+  readonly sdk: BoxErrorCode;
+  /** When it is answered (the README "Errors" table and the OpenAPI `Error` schema say the same). */
+  readonly meaning: string;
+}
+
+const row = (status: number, type: ErrorType, sdk: BoxErrorCode, meaning: string): ErrorCodeInfo => ({
+  status,
+  type,
+  sdk,
+  meaning,
+});
+
+/**
+ * The one table of error codes: every `BoxError.code` and every further code the REST server answers
+ * (`error.code` of its error bodies), each with its HTTP status — the server takes the status from this
+ * table alone, never from a message — its `error.type`, and the `BoxError.code` the REST client rebuilds.
+ * The OpenAPI `Error` schema enumerates these keys; `test/errors-codes.test.ts` checks the README table
+ * against it and drives the server for its codes.
+ */
+export const ERROR_CODES = {
+  invalid_option: row(
+    400,
+    'invalid_request_error',
+    'invalid_option',
+    'a bad option, argument or request field (`field` names it)',
+  ),
+  not_found: row(
+    404,
+    'not_found_error',
+    'not_found',
+    "no such box, volume, pool, execution, snapshot, file or tenant (another tenant's is not found either)",
+  ),
+  conflict: row(
+    409,
+    'conflict_error',
+    'conflict',
+    'the state forbids it: running / not running, name taken, in use, a directory in the way',
+  ),
+  image: row(422, 'sandbox_error', 'image', 'the image cannot be pulled, found or unpacked'),
+  exec: row(422, 'sandbox_error', 'exec', 'a command failed or cannot start'),
+  timeout: row(504, 'sandbox_error', 'timeout', 'an operation exceeded its time limit'),
+  parse: row(502, 'sandbox_error', 'parse', 'command output could not be parsed'),
+  unsupported: row(501, 'sandbox_error', 'unsupported', 'this runtime does not offer the operation'),
+  unavailable: row(
+    503,
+    'sandbox_error',
+    'unavailable',
+    'the REST server (or a service it needs) cannot be reached',
+  ),
+  unauthenticated: row(401, 'authentication_error', 'unauthenticated', 'the credential was refused'),
+  permission_denied: row(
+    403,
+    'permission_error',
+    'permission_denied',
+    "a permission is missing (also a box user's file permissions)",
+  ),
+  quota_exceeded: row(
+    429,
+    'rate_limit_error',
+    'quota_exceeded',
+    'the tenant is over a quota or rate limit (`field` names it; `Retry-After` when waiting helps)',
+  ),
+  capacity: row(
+    503,
+    'capacity_error',
+    'capacity',
+    'the node cannot hold the box now (`field`: `memory`, `disk`, `processes`; `Retry-After`)',
+  ),
+  internal: row(
+    500,
+    'internal_error',
+    'internal',
+    'anything else: a bug or a host failure (generic message; the server log has the cause)',
+  ),
+  invalid_body: row(
+    400,
+    'invalid_request_error',
+    'invalid_option',
+    'the body (or a header carrying JSON) is not what the route takes',
+  ),
+  unknown_field: row(
+    400,
+    'invalid_request_error',
+    'invalid_option',
+    'the body or query names a field the route does not know (`field` names it)',
+  ),
+  body_too_large: row(
+    413,
+    'invalid_request_error',
+    'invalid_option',
+    'the JSON body is larger than the server takes (4 MiB)',
+  ),
+  unsupported_media_type: row(
+    415,
+    'invalid_request_error',
+    'invalid_option',
+    'the body has a media type the route does not take',
+  ),
+  upgrade_required: row(
+    426,
+    'invalid_request_error',
+    'invalid_option',
+    'a WebSocket endpoint reached without an upgrade',
+  ),
+  route_not_found: row(404, 'not_found_error', 'not_found', 'no route of that method and path'),
+  execution_not_found: row(
+    404,
+    'not_found_error',
+    'not_found',
+    'no such execution on the multiplexed exec stream',
+  ),
+  volume_not_found: row(
+    404,
+    'not_found_error',
+    'not_found',
+    'a box names a managed volume its tenant does not have',
+  ),
+  tunnel_not_found: row(
+    404,
+    'not_found_error',
+    'not_found',
+    "no such prepared tunnel (one-shot, 60 s), or another tenant's",
+  ),
+  preview_not_found: row(
+    404,
+    'not_found_error',
+    'not_found',
+    'a preview URL unknown, expired, revoked, or for another box or port',
+  ),
+  already_attached: row(
+    409,
+    'conflict_error',
+    'conflict',
+    'the execution already has an attached client (one at a time)',
+  ),
+  missing_credentials: row(
+    401,
+    'authentication_error',
+    'unauthenticated',
+    'no credential (`Authorization: Bearer` or `X-API-KEY`)',
+  ),
+  invalid_credentials: row(
+    401,
+    'authentication_error',
+    'unauthenticated',
+    'not a valid API key or access token of this server',
+  ),
+  invalid_token: row(
+    401,
+    'authentication_error',
+    'unauthenticated',
+    'the access token is invalid or expired',
+  ),
+  invalid_tenant: row(
+    401,
+    'authentication_error',
+    'unauthenticated',
+    "the access token's tenant claim (or `sub`) is missing, malformed or reserved",
+  ),
+  missing_permission: row(
+    403,
+    'permission_error',
+    'permission_denied',
+    'the credential lacks the permission the route needs',
+  ),
+  loopback_only: row(
+    403,
+    'permission_error',
+    'permission_denied',
+    'a server without credentials serves loopback clients only',
+  ),
+  tunnel_failed: row(502, 'sandbox_error', 'unavailable', 'the box side of a tunnel cannot be reached'),
+  preview_unreachable: row(
+    502,
+    'sandbox_error',
+    'unavailable',
+    'the box port behind a preview URL cannot be reached',
+  ),
+} as const satisfies Record<BoxErrorCode, ErrorCodeInfo> & Record<string, ErrorCodeInfo>;
+
+/** A code of {@link ERROR_CODES}: a `BoxErrorCode` or a further code of the REST server's answers. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** True when `value` is a key of {@link ERROR_CODES}. */
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
+}
 
 /** True when `value` is one of {@link BOX_ERROR_CODES}. */
 export function isBoxErrorCode(value: unknown): value is BoxErrorCode {

@@ -414,11 +414,19 @@ export interface JsNetworkPolicy {
 
 /**
  * A tenant's use of a `sandbox serve` node and its limits (`runtime.usage()`, `GET /v1/usage`): running
- * boxes, their vCPUs and memory (MiB), the disk of all its boxes (GiB), its snapshots (bytes); each limit
- * null when unlimited.
+ * boxes, their vCPUs and memory (MiB), the disk of all its boxes (GiB), its snapshots (bytes), its
+ * running commands; each limit null when unlimited.
  */
 export interface JsTenantUsage {
   tenant: string;
-  usage: { runningBoxes: number; vcpus: number; memoryMib: number; diskGb: number; snapshotBytes: number };
+  usage: {
+    runningBoxes: number;
+    vcpus: number;
+    memoryMib: number;
+    diskGb: number;
+    snapshotBytes: number;
+    /** Commands running now (the `running_executions` quota). */
+    runningExecutions: number;
+  };
   limits: Record<string, number | null>;
 }

@@ -695,23 +695,35 @@ describe('authentication', () => {
         .setExpirationTime('5m')
         .sign(key);
     try {
-      // Boxes made outside the server (rest-main) belong to the operator tenant.
+      // Three tokens of one tenant with different permissions.
+      const writer = new JsRuntime({
+        url: tokenServer.url,
+        accessToken: await token({
+          permissions: ['sandbox.boxes.read', 'sandbox.boxes.write'],
+          tenant: 'jwt-team',
+        }),
+      });
+      await writer.create({ image: BUSYBOX }, 'jwt-box');
       const reader = new JsRuntime({
         url: tokenServer.url,
-        accessToken: await token({ scope: 'openid sandbox.boxes.read', tenant: 'operator' }),
+        accessToken: await token({ scope: 'openid sandbox.boxes.read', tenant: 'jwt-team' }),
       });
-      assert.ok((await reader.listInfo()).some((i) => i.name === 'rest-main'));
+      assert.deepEqual(
+        (await reader.listInfo()).map((i) => i.name),
+        ['jwt-box'],
+      );
       await assert.rejects(
         reader.create({ image: BUSYBOX }),
         (e: unknown) => e instanceof BoxError && /lacks the permission sandbox.boxes.write/.test(e.message),
       );
-      const readerBox = (await reader.get('rest-main'))!;
+      const readerBox = (await reader.get('jwt-box'))!;
       await assert.rejects(readerBox.exec('true'), /sandbox.exec/);
       const runner = new JsRuntime({
         url: tokenServer.url,
-        accessToken: await token({ permissions: ['sandbox.boxes.read', 'sandbox.exec'], tenant: 'operator' }),
+        accessToken: await token({ permissions: ['sandbox.boxes.read', 'sandbox.exec'], tenant: 'jwt-team' }),
       });
-      assert.equal((await run((await runner.get('rest-main'))!, 'echo', ['jwt'])).stdout, 'jwt');
+      assert.equal((await run((await runner.get('jwt-box'))!, 'echo', ['jwt'])).stdout, 'jwt');
+      await writer.remove('jwt-box', true);
       const other = await generateKeyPair('ES256');
       const forged = new JsRuntime({
         url: tokenServer.url,

@@ -85,6 +85,7 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
         memory_mib: 640,
         disk_gb: 100,
         snapshot_bytes: 0,
+        running_executions: 0,
       },
     );
     assert.equal(usage.body.limits.running_boxes, 10);
@@ -199,5 +200,43 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
       operator.map((a) => a.status),
       [201, 201, 201, 201, 201],
     );
+  });
+
+  it('running executions are bounded per tenant: 429 naming running_executions, freed when one ends', async () => {
+    writeLimits({
+      defaults: { ...tenantLimits, running_boxes: 100 },
+      tenants: { 'exec-tenant': { running_executions: 2, exec_per_second: null } },
+    });
+    const execKey = (await createKey(url, 'exec-tenant')).key;
+    const made = await api(url, 'POST', '/v1/boxes', execKey, { image: BUSYBOX, memory_mib: 64 });
+    assert.equal(made.status, 201, JSON.stringify(made.body));
+    const box = made.body.id;
+    const start = () =>
+      api(url, 'POST', `/v1/boxes/${box}/executions`, execKey, { cmd: 'sleep', args: ['600'] });
+    const answers = await Promise.all(Array.from({ length: 8 }, start));
+    const started = answers.filter((a) => a.status === 201);
+    assert.equal(started.length, 2, JSON.stringify(answers.map((a) => a.status)));
+    for (const refused of answers.filter((a) => a.status !== 201)) {
+      assert.equal(refused.status, 429);
+      assert.equal(refused.body.error.code, 'quota_exceeded');
+      assert.equal(refused.body.error.field, 'running_executions');
+    }
+    const usage = await api(url, 'GET', '/v1/usage', execKey);
+    assert.equal(usage.body.usage.running_executions, 2);
+    assert.equal(usage.body.limits.running_executions, 2);
+    // Both sleeps still run: the refusals started nothing.
+    const ps = await api(url, 'POST', `/v1/boxes/${box}/executions`, OPERATOR_KEY, { cmd: 'ps' });
+    assert.equal(ps.status, 201, 'the operator is not bound by the tenant quota');
+    const killed = await api(url, 'POST', `/v1/boxes/${box}/executions/${started[0]!.body.id}/kill`, execKey);
+    assert.equal(killed.status, 200);
+    let running = 2;
+    for (let i = 0; i < 200 && running > 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      running = (await api(url, 'GET', '/v1/usage', execKey)).body.usage.running_executions;
+    }
+    assert.equal(running, 1, 'the ended command gave its slot back');
+    assert.equal((await start()).status, 201);
+    assert.equal((await start()).status, 429);
+    writeLimits({ defaults: { ...tenantLimits, running_boxes: 100 } });
   });
 });

@@ -158,19 +158,12 @@ export class Authenticator {
     const presented = presentedCredential(request);
     if (!this.required) {
       if (!isLoopback(request.socket.remoteAddress)) {
-        throw new HttpError(
-          403,
-          'permission_error',
-          'loopback_only',
-          'this server only serves loopback clients',
-        );
+        throw new HttpError('loopback_only', 'this server only serves loopback clients');
       }
       if (presented === null) return operatorPrincipal('loopback');
     }
     if (presented === null) {
       throw new HttpError(
-        401,
-        'authentication_error',
         'missing_credentials',
         'missing credentials (Authorization: Bearer <API key or access token>, or X-API-KEY: <API key>)',
       );
@@ -200,12 +193,7 @@ export class Authenticator {
           requiredClaims: ['exp', 'sub'],
         }));
       } catch (error) {
-        throw new HttpError(
-          401,
-          'authentication_error',
-          'invalid_token',
-          `invalid access token: ${(error as Error).message}`,
-        );
+        throw new HttpError('invalid_token', `invalid access token: ${(error as Error).message}`);
       }
       const granted = tokenPermissions(claims);
       const operator = granted.has(Permission.operator);
@@ -220,12 +208,7 @@ export class Authenticator {
       };
       return this.#permitted(principal, permission, 'access token');
     }
-    throw new HttpError(
-      401,
-      'authentication_error',
-      'invalid_credentials',
-      'invalid API key or access token',
-    );
+    throw new HttpError('invalid_credentials', 'invalid API key or access token');
   }
 
   /**
@@ -237,12 +220,7 @@ export class Authenticator {
     const claim = claims.tenant !== undefined || this.#jwt?.requireTenantClaim ? 'tenant' : 'sub';
     const tenant = claims[claim];
     const refuse = (why: string) =>
-      new HttpError(
-        401,
-        'authentication_error',
-        'invalid_tenant',
-        `the access token's ${claim} claim ${why}`,
-      );
+      new HttpError('invalid_tenant', `the access token's ${claim} claim ${why}`);
     if (tenant === undefined) throw refuse('is missing');
     if (!isTenant(tenant)) {
       throw refuse(
@@ -259,12 +237,7 @@ export class Authenticator {
 
   #permitted(principal: Principal, permission: Permission, what: string): Principal {
     if (!holds(principal, permission)) {
-      throw new HttpError(
-        403,
-        'permission_error',
-        'missing_permission',
-        `the ${what} lacks the permission ${permission}`,
-      );
+      throw new HttpError('missing_permission', `the ${what} lacks the permission ${permission}`);
     }
     return principal;
   }

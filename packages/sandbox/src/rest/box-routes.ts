@@ -81,12 +81,7 @@ export async function boxRoutes(app: FastifyInstance, ctx: ServerContext): Promi
     async (request, reply) => {
       const body = request.body ?? {};
       if (!isObject(body))
-        throw new HttpError(
-          400,
-          'invalid_request_error',
-          'invalid_body',
-          'the body must be a JSON object of box options',
-        );
+        throw new HttpError('invalid_body', 'the body must be a JSON object of box options');
       const { name, ...rest } = toCamel<JsBoxOptions & { name?: string }>(body);
       unknownFields({ name, ...rest }, BOX_OPTION_FIELDS);
       validateBoxName(name);
@@ -116,13 +111,7 @@ export async function boxRoutes(app: FastifyInstance, ctx: ServerContext): Promi
     async (request) => {
       const box = await ctx.box(request.params.box, principalOf(request));
       const info = await ctx.runtime.getInfo(box.id);
-      if (!info)
-        throw new HttpError(
-          404,
-          'not_found_error',
-          'not_found',
-          `no box with id or name '${request.params.box}'`,
-        );
+      if (!info) throw new HttpError('not_found', `no box with id or name '${request.params.box}'`);
       return ctx.info(info);
     },
   );

@@ -24,6 +24,7 @@ import type { RestMetrics } from './metrics.ts';
 import { ExecSession } from './sessions.ts';
 import { Admission, boxRequestOf } from './tenancy/admission.ts';
 import { type AuditEntry, AuditLog } from './tenancy/audit.ts';
+import { ExecutionSlots } from './tenancy/executions.ts';
 import { KeyStore } from './tenancy/keys.ts';
 import { LimitsFile } from './tenancy/limits.ts';
 import { Owners } from './tenancy/owners.ts';
@@ -108,6 +109,8 @@ export class ServerContext {
   readonly admission: Admission;
   /** Per-tenant rate limits of create, exec and files. */
   readonly rates: TenantRates;
+  /** Per-tenant count and quota of running executions. */
+  readonly executions: ExecutionSlots;
   /** The audit log (JSON lines). */
   readonly audit: AuditLog;
   /** Base URL of preview URLs; set by the server once listening unless configured. */
@@ -143,6 +146,7 @@ export class ServerContext {
       () => this.runtime.homeDir,
     );
     this.rates = new TenantRates(this.limits);
+    this.executions = new ExecutionSlots(this.limits);
     this.audit = new AuditLog(join(tenancy.stateDir, 'audit.jsonl'));
     this.publicUrl = tenancy.publicUrl?.replace(/\/+$/, '') ?? null;
     this.previewDomain = tenancy.previewDomain ?? null;
@@ -240,7 +244,7 @@ export class ServerContext {
     const key = name === undefined || principal.operator ? null : `${principal.tenant}\0${name}`;
     if (key !== null) {
       if (this.#creatingNames.has(key) || this.owners.byName('box', principal.tenant, name!)) {
-        throw new HttpError(409, 'conflict_error', 'conflict', `a box named '${name}' exists`, 'name');
+        throw new HttpError('conflict', `a box named '${name}' exists`, 'name');
       }
       this.#creatingNames.add(key);
     }
@@ -397,14 +401,14 @@ export class ServerContext {
 
   /**
    * Validates an exec request against the `ExecRequest` schema and starts its session in `principal`'s
-   * box `idOrName`.
-   * @throws HttpError 400 naming the field; BoxError `not_found`, or as `JsBox.execWith`.
+   * box `idOrName`, under the tenant's `exec_per_second` rate and `running_executions` quota (the slot
+   * is held until the command ends).
+   * @throws HttpError 400 naming the field; BoxError `not_found`, `quota_exceeded` (field
+   *   `exec_per_second` with `retryAfterMs`, or `running_executions`), or as `JsBox.execWith`.
    */
   async startExecution(idOrName: string, body: unknown, principal: Principal): Promise<ExecSession> {
     if (!isObject(body)) {
       throw new HttpError(
-        400,
-        'invalid_request_error',
         'invalid_body',
         'the body must be a JSON object { cmd, args?, env?, tty?, cwd?, user? }',
       );
@@ -412,12 +416,20 @@ export class ServerContext {
     const { cmd, args, env, tty, cwd, user } = checkExecRequest(body);
     const box = await this.box(idOrName, principal);
     await this.rates.consume('exec', principal);
-    const execution = await box.execWith(cmd, args ?? [], env, {
-      tty: tty === true,
-      ...(cwd !== undefined ? { cwd } : {}),
-      ...(user !== undefined ? { user } : {}),
-    });
+    const release = this.executions.take(principal);
+    let execution: Awaited<ReturnType<JsBox['execWith']>>;
+    try {
+      execution = await box.execWith(cmd, args ?? [], env, {
+        tty: tty === true,
+        ...(cwd !== undefined ? { cwd } : {}),
+        ...(user !== undefined ? { user } : {}),
+      });
+    } catch (error) {
+      release();
+      throw error;
+    }
     const session = new ExecSession(box.id, execution, this.backlogBytes);
+    session.done.then(release, release);
     this.sessions.set(session.id, session);
     this.metrics?.executionStarted(session);
     session.done.then(() => this.later(FINISHED_TTL_MS, () => this.sessions.delete(session.id)));

@@ -43,8 +43,6 @@ function statusOf(session: ExecSession): unknown {
 
 function upgradeRequired(what: string): never {
   throw new HttpError(
-    426,
-    'invalid_request_error',
     'upgrade_required',
     `${what} is a WebSocket endpoint (Connection: Upgrade, Upgrade: websocket)`,
   );
@@ -110,13 +108,7 @@ export async function execRoutes(app: FastifyInstance, ctx: ServerContext): Prom
       try {
         normalizeSignal(signal);
       } catch (error) {
-        throw new HttpError(
-          400,
-          'invalid_request_error',
-          'invalid_option',
-          `invalid field signal: ${(error as Error).message}`,
-          'signal',
-        );
+        throw new HttpError('invalid_option', `invalid field signal: ${(error as Error).message}`, 'signal');
       }
       await session.signal(signal);
       return statusOf(session);

@@ -25,7 +25,7 @@ import {
 /** Interval of WebSocket pings; a client silent for two intervals is dropped, ms. */
 export const HEARTBEAT_MS = 10_000;
 
-const invalidBody = (message: string) => new HttpError(400, 'invalid_request_error', 'invalid_body', message);
+const invalidBody = (message: string) => new HttpError('invalid_body', message);
 
 /** The exec WebSocket endpoints of one server. */
 export class ExecSockets {
@@ -130,8 +130,7 @@ export class ExecSockets {
       return;
     }
     const match = /^\/v1\/boxes\/([^/]+)\/executions\/([^/]+)\/attach$/.exec(url.pathname);
-    if (!match)
-      throw new HttpError(404, 'not_found_error', 'route_not_found', `no WebSocket route ${url.pathname}`);
+    if (!match) throw new HttpError('route_not_found', `no WebSocket route ${url.pathname}`);
     attempt.route = '/v1/boxes/:box/executions/:execution/attach';
     attempt.resource = { box: decodeURIComponent(match[1]!), execution: decodeURIComponent(match[2]!) };
     attempt.principal = await this.#auth.check(req, Permission.exec);
@@ -141,8 +140,6 @@ export class ExecSockets {
     const session = this.#ctx.session(box.id, attempt.resource.execution!);
     if (session.sink) {
       throw new HttpError(
-        409,
-        'conflict_error',
         'already_attached',
         `execution ${session.id} already has an attached client (one at a time)`,
       );
@@ -151,8 +148,6 @@ export class ExecSockets {
     const offset = Number(offsetText);
     if (!/^\d+$/.test(offsetText) || !Number.isSafeInteger(offset)) {
       throw new HttpError(
-        400,
-        'invalid_request_error',
         'invalid_option',
         'invalid query parameter offset: must be a non-negative integer',
         'offset',
@@ -256,8 +251,6 @@ export class ExecSockets {
         fail(
           stream,
           new HttpError(
-            400,
-            'invalid_request_error',
             'invalid_option',
             `invalid field stream: stream ${stream} is in use on this connection`,
             'stream',
@@ -266,10 +259,7 @@ export class ExecSockets {
         return;
       }
       if (principal.expiresAt !== undefined && Date.now() >= principal.expiresAt) {
-        fail(
-          stream,
-          new HttpError(401, 'authentication_error', 'invalid_token', 'the access token has expired'),
-        );
+        fail(stream, new HttpError('invalid_token', 'the access token has expired'));
         ws.close(4401, 'token expired');
         return;
       }
@@ -277,13 +267,7 @@ export class ExecSockets {
       const { type: _type, stream: _stream, box, ...request } = message;
       (async () => {
         if (typeof box !== 'string' || box === '') {
-          throw new HttpError(
-            400,
-            'invalid_request_error',
-            'invalid_option',
-            'invalid field box: must be a box id or name',
-            'box',
-          );
+          throw new HttpError('invalid_option', 'invalid field box: must be a box id or name', 'box');
         }
         const session = await this.#ctx.startExecution(box, request, principal);
         if (ws.readyState !== ws.OPEN) return; // gone while starting: reattach with …/attach
@@ -303,8 +287,6 @@ export class ExecSockets {
             fail(
               stream,
               new HttpError(
-                404,
-                'not_found_error',
                 'execution_not_found',
                 `execution ${session.id} was ended by the server (box removed or server stopping)`,
               ),

@@ -9,7 +9,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { BoxError } from '../errors.ts';
+import { BoxError, type ErrorCode } from '../errors.ts';
 import type { Authenticator, Principal } from './auth.ts';
 import type { AuditLog } from './tenancy/audit.ts';
 import { HttpError, httpErrorOf, Permission } from './wire.ts';
@@ -45,13 +45,18 @@ export function currentPrincipal(): Principal {
  * @throws HttpError 401 when the request went through no permission check (a public route).
  */
 export function principalOf(request: { principal?: Principal }): Principal {
-  if (!request.principal)
-    throw new HttpError(401, 'authentication_error', 'missing_credentials', 'this route needs a credential');
+  if (!request.principal) throw new HttpError('missing_credentials', 'this route needs a credential');
   return request.principal;
 }
 
 /** Path parameters the audit log records as the resources a request named. */
 const AUDITED_PARAMS = ['box', 'execution', 'volume', 'pool', 'preview', 'key', 'name'];
+
+/** The code of a client error Fastify raises itself (before a handler runs), by its status; else `invalid_body`. */
+const FASTIFY_CLIENT_ERROR: Record<number, ErrorCode> = {
+  413: 'body_too_large',
+  415: 'unsupported_media_type',
+};
 
 /**
  * Installs the hooks, error handler and not-found handler on the server's root instance; with `audit`,
@@ -116,12 +121,7 @@ export function installHooks(app: FastifyInstance, auth: Authenticator, audit?: 
       error.statusCode < 500
     ) {
       // Fastify's own client errors (body not JSON, too large, unsupported media type).
-      http = new HttpError(
-        error.statusCode,
-        'invalid_request_error',
-        (error.code ?? 'bad_request').toLowerCase(),
-        error.message,
-      );
+      http = new HttpError(FASTIFY_CLIENT_ERROR[error.statusCode] ?? 'invalid_body', error.message);
     } else {
       http = httpErrorOf(error);
     }
@@ -131,12 +131,7 @@ export function installHooks(app: FastifyInstance, auth: Authenticator, audit?: 
     return reply.code(http.status).send(http.body());
   });
   app.setNotFoundHandler((request, reply) => {
-    const error = new HttpError(
-      404,
-      'not_found_error',
-      'route_not_found',
-      `no route ${request.method} ${request.url.split('?')[0]}`,
-    );
+    const error = new HttpError('route_not_found', `no route ${request.method} ${request.url.split('?')[0]}`);
     return reply.code(404).send(error.body());
   });
 }

@@ -7,6 +7,7 @@
  */
 import swagger from '@fastify/swagger';
 import type { FastifyInstance, RouteOptions } from 'fastify';
+import { ERROR_CODES } from '../errors.ts';
 import { ref } from './schemas.ts';
 import type { Permission } from './wire.ts';
 
@@ -30,26 +31,16 @@ export interface RouteDoc {
   errors?: number[];
 }
 
-/** What each error status means on this server (the `description` of the documented answer). */
-const ERROR_MEANING: Record<number, string> = {
-  400: 'invalid request: the error names the field and the rule',
-  401: 'missing or invalid bearer credential',
-  403: 'permission missing (access token), or a non-loopback client of a server without credentials',
-  404: "no such box, execution, volume, pool, image or tunnel (the error says which); another tenant's is not found either",
-  409: 'state conflict: box running or not running, name taken, client already attached, entry in the way',
-  422: 'the image cannot be pulled or the command cannot run',
-  426: 'a WebSocket endpoint reached without an upgrade',
-  429: 'the tenant is over a quota or rate limit (`quota_exceeded`, `field` names it; `Retry-After` when a wait helps)',
-  500: 'internal server error (generic message; the server log has the cause)',
-  501: 'not supported by this server',
-  502: 'the box side of a tunnel failed',
-  503: 'the node cannot hold the box now (`capacity`, `field` names the resource, `Retry-After`), or a server-side dependency is unavailable',
-  504: 'a server-side operation timed out',
-};
+/** What each error status means on this server (the `description` of the documented answer): its codes. */
+function errorMeaning(status: number): string {
+  const codes = Object.entries(ERROR_CODES).filter(([, info]) => info.status === status);
+  if (codes.length === 0) return 'error';
+  return codes.map(([code, info]) => `\`${code}\`: ${info.meaning}`).join('; ');
+}
 
 /** The documented error answer of `status`. */
 function errorAnswer(status: number): Record<string, unknown> {
-  return { description: ERROR_MEANING[status] ?? 'error', ...ref('Error') };
+  return { description: errorMeaning(status), ...ref('Error') };
 }
 
 /**

@@ -7,6 +7,8 @@
  * so that a field added to a type is answered before it is documented, never dropped.
  */
 
+import { ERROR_CODES } from '../errors.ts';
+
 const str = { type: 'string' } as const;
 const num = { type: 'number' } as const;
 const int = { type: 'integer' } as const;
@@ -24,22 +26,27 @@ export function ref(id: string): { $ref: string } {
   return { $ref: `${id}#` };
 }
 
-/** `{ "error": { "message", "type", "code", "field"? } }`: the body of every failed request (`wire.ts`). */
+/**
+ * `{ "error": { "message", "type", "code", "field"? } }`: the body of every failed request (`wire.ts`);
+ * `code` and `type` enumerate `ERROR_CODES` (`src/errors.ts`), each code described with its status.
+ */
 const ErrorSchema = {
   $id: 'Error',
   description:
-    'The body of every failed request: `type` is a category, `code` a stable machine code (a `BoxError.code` such as `invalid_option`, `not_found`, `conflict`, or a server code such as `unknown_field`), `field` the request field at fault.',
+    "The body of every failed request: `code` is a stable machine code (the status of the answer is the code's), `type` its category, `field` the request field at fault.",
   ...obj(
     {
       error: obj(
         {
           message: str,
-          type: {
+          type: { type: 'string', enum: [...new Set(Object.values(ERROR_CODES).map((c) => c.type))] },
+          code: {
             type: 'string',
-            description:
-              'invalid_request_error, authentication_error, permission_error, not_found_error, conflict_error, sandbox_error or internal_error',
+            enum: Object.keys(ERROR_CODES),
+            description: Object.entries(ERROR_CODES)
+              .map(([code, info]) => `\`${code}\` (${info.status}): ${info.meaning}`)
+              .join('; '),
           },
-          code: str,
           field: str,
         },
         ['message', 'type', 'code'],

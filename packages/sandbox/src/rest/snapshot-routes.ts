@@ -222,12 +222,7 @@ export async function snapshotRoutes(app: FastifyInstance, ctx: ServerContext): 
     async (request, reply) => {
       const body = request.body ?? {};
       if (!isObject(body)) {
-        throw new HttpError(
-          400,
-          'invalid_request_error',
-          'invalid_body',
-          'the body must be a JSON object of box options',
-        );
+        throw new HttpError('invalid_body', 'the body must be a JSON object of box options');
       }
       const { name, ...rest } = toCamel<CloneOptions & { name?: string }>(body);
       unknownFields({ name, ...rest }, CLONE_FIELDS);

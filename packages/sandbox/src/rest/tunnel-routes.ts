@@ -82,7 +82,7 @@ export class Tunnels {
         const principal = principalOf(request);
         const box = await this.#ctx.box(request.params.box, principal);
         if (!(await box.info()).state.running)
-          throw new HttpError(409, 'conflict_error', 'conflict', `box ${box.id} is not running`);
+          throw new HttpError('conflict', `box ${box.id} is not running`);
         const id = ulid();
         this.#prepared.set(id, {
           boxId: box.id,
@@ -124,13 +124,7 @@ export class Tunnels {
   /** Authenticates a CONNECT, finds its tunnel and connects to the box port (see {@link onConnect}). */
   async #open(req: IncomingMessage, attempt: RawAttempt): Promise<Connection> {
     const match = /^\/v1\/tunnels\/([0-9A-HJKMNP-TV-Z]{26})$/.exec(req.url ?? '');
-    if (!match)
-      throw new HttpError(
-        404,
-        'not_found_error',
-        'route_not_found',
-        'CONNECT target must be /v1/tunnels/{tunnel id}',
-      );
+    if (!match) throw new HttpError('route_not_found', 'CONNECT target must be /v1/tunnels/{tunnel id}');
     attempt.route = '/v1/tunnels/:id';
     attempt.resource = { tunnel: match[1]! };
     attempt.principal = await this.#auth.check(req, Permission.exec);
@@ -140,19 +134,14 @@ export class Tunnels {
     const tunnel = found && (principal.operator || found.tenant === principal.tenant) ? found : undefined;
     if (tunnel) this.#prepared.delete(match[1]!);
     if (!tunnel || tunnel.expires < Date.now())
-      throw new HttpError(
-        404,
-        'not_found_error',
-        'tunnel_not_found',
-        'no such tunnel (tunnels are one-shot and expire after 60 s)',
-      );
+      throw new HttpError('tunnel_not_found', 'no such tunnel (tunnels are one-shot and expire after 60 s)');
     const box = await this.#ctx.box(tunnel.boxId, principal);
     attempt.resource = { box: box.id, tunnel: match[1]! };
     let connection: Connection;
     try {
       connection = await (await boxNetwork(box).tunnel(tunnel.port)).connect();
     } catch (error) {
-      throw new HttpError(502, 'sandbox_error', 'tunnel_failed', (error as Error).message);
+      throw new HttpError('tunnel_failed', (error as Error).message);
     }
     this.#ctx.auditEvent(principal, {
       method: 'CONNECT',

@@ -54,28 +54,22 @@ function fieldPath(instancePath: string): string {
 export function schemaError(errors: readonly Partial<ErrorObject>[], part: string): HttpError {
   const error = errors[0];
   const what = PART[part] ?? part;
-  if (!error) return new HttpError(400, 'invalid_request_error', 'invalid_body', `invalid ${what}`);
+  if (!error) return new HttpError('invalid_body', `invalid ${what}`);
   const base = fieldPath(error.instancePath ?? '');
   const params = (error.params ?? {}) as Record<string, unknown>;
   if (error.keyword === 'additionalProperties') {
     const field = base ? `${base}.${params.additionalProperty}` : String(params.additionalProperty);
-    return new HttpError(400, 'invalid_request_error', 'unknown_field', `unknown ${what} '${field}'`, field);
+    return new HttpError('unknown_field', `unknown ${what} '${field}'`, field);
   }
   if (error.keyword === 'required') {
     const field = base ? `${base}.${params.missingProperty}` : String(params.missingProperty);
-    return new HttpError(400, 'invalid_request_error', 'invalid_option', `missing ${what} ${field}`, field);
+    return new HttpError('invalid_option', `missing ${what} ${field}`, field);
   }
   if (!base) {
     const message = part === 'body' ? `the body ${error.message}` : `invalid ${what}: ${error.message}`;
-    return new HttpError(400, 'invalid_request_error', 'invalid_body', message);
+    return new HttpError('invalid_body', message);
   }
-  return new HttpError(
-    400,
-    'invalid_request_error',
-    'invalid_option',
-    `invalid ${what} ${base}: ${error.message}`,
-    base,
-  );
+  return new HttpError('invalid_option', `invalid ${what} ${base}: ${error.message}`, base);
 }
 
 /** Validates text parts (query, params): Ajv with coercion, integers only as plain decimal digits. */

@@ -69,12 +69,7 @@ export async function volumeRoutes(app: FastifyInstance, ctx: ServerContext): Pr
     async (request) => {
       const found = await findVolume(ctx.runtime, ctx.owners, principalOf(request), request.params.volume);
       if (!found)
-        throw new HttpError(
-          404,
-          'not_found_error',
-          'volume_not_found',
-          `no volume with id or name '${request.params.volume}'`,
-        );
+        throw new HttpError('volume_not_found', `no volume with id or name '${request.params.volume}'`);
       return toSnake(volumeView(ctx.owners, found));
     },
   );

@@ -28,7 +28,16 @@
  * - an execution attached through the stream counts as attached (a second client gets 409); when the
  *   connection drops, its executions may be reattached one by one with `…/{execution}/attach?offset=N`.
  */
-import { BoxError, type BoxErrorCode, isBoxErrorCode, OptionTypeError } from '../errors.ts';
+import {
+  BoxError,
+  type BoxErrorCode,
+  ERROR_CODES,
+  type ErrorCode,
+  type ErrorType,
+  isBoxErrorCode,
+  isErrorCode,
+  OptionTypeError,
+} from '../errors.ts';
 
 /** Channel byte of a binary exec frame. */
 export const Channel = { stdin: 0, stdout: 1, stderr: 2 } as const;
@@ -65,9 +74,9 @@ export const Permission = {
 /** One of the sandbox permission codes. */
 export type Permission = (typeof Permission)[keyof typeof Permission];
 
-/** The JSON error body of every failed request: `type` is a category, `code` a stable machine code. */
+/** The JSON error body of every failed request: `type` is a category, `code` a stable machine code (`ERROR_CODES`). */
 export interface ErrorBody {
-  error: { message: string; type: string; code: string; field?: string };
+  error: { message: string; type: ErrorType; code: ErrorCode; field?: string };
 }
 
 /** `fooBarMs` → `foo_bar_ms`. */
@@ -112,31 +121,39 @@ export function isObject(value: unknown): value is Record<string, unknown> {
 export function unknownFields(body: Record<string, unknown>, known: ReadonlySet<string>): void {
   for (const key of Object.keys(body)) {
     if (!known.has(key)) {
-      throw new HttpError(400, 'invalid_request_error', 'unknown_field', `unknown field '${key}'`, key);
+      throw new HttpError('unknown_field', `unknown field '${key}'`, key);
     }
   }
 }
 
-/** An error with an HTTP status and the spec'd error body; thrown by the server's handlers. */
+/**
+ * An error answered with the error body; thrown by the server's handlers. Its status and `type` come
+ * from its code's row of `ERROR_CODES` (`src/errors.ts`), never from the message.
+ */
 export class HttpError extends Error {
-  readonly status: number;
-  readonly type: string;
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly field?: string;
   /** Seconds for the `Retry-After` header (429, 503); absent: no header. */
   retryAfterS?: number;
   /**
-   * @param status HTTP status code.
-   * @param type error category (`invalid_request_error`, `authentication_error`, `permission_error`,
-   *   `not_found_error`, `conflict_error`, `sandbox_error`, `internal_error`).
-   * @param code machine code, e.g. `invalid_option`, `not_found` (a `BoxErrorCode` where one applies).
+   * @param code a code of `ERROR_CODES` (the type checker refuses any other string).
+   * @param message what failed, naming the field, box or route.
+   * @param field the request field at fault, when there is one.
    */
-  constructor(status: number, type: string, code: string, message: string, field?: string) {
+  constructor(code: ErrorCode, message: string, field?: string) {
     super(message);
-    this.status = status;
-    this.type = type;
     this.code = code;
     if (field !== undefined) this.field = field;
+  }
+
+  /** HTTP status of the answer (its code's). */
+  get status(): number {
+    return ERROR_CODES[this.code].status;
+  }
+
+  /** `error.type` of the body (its code's). */
+  get type(): ErrorType {
+    return ERROR_CODES[this.code].type;
   }
 
   /** The JSON body of this error. */
@@ -153,41 +170,19 @@ export class HttpError extends Error {
 }
 
 /**
- * HTTP status and error `type` of each `BoxError.code` (the one table the server uses; never the message).
- * `unsupported`, `parse`, `unavailable` and `internal` are server-side conditions; every client mistake
- * (`invalid_option`, `not_found`, `conflict`, `image`, `exec`) is a 4xx.
- */
-export const STATUS_OF_CODE: Record<BoxErrorCode, { status: number; type: string }> = {
-  invalid_option: { status: 400, type: 'invalid_request_error' },
-  not_found: { status: 404, type: 'not_found_error' },
-  conflict: { status: 409, type: 'conflict_error' },
-  image: { status: 422, type: 'sandbox_error' },
-  exec: { status: 422, type: 'sandbox_error' },
-  timeout: { status: 504, type: 'sandbox_error' },
-  parse: { status: 502, type: 'sandbox_error' },
-  unsupported: { status: 501, type: 'sandbox_error' },
-  unavailable: { status: 503, type: 'sandbox_error' },
-  unauthenticated: { status: 401, type: 'authentication_error' },
-  permission_denied: { status: 403, type: 'permission_error' },
-  quota_exceeded: { status: 429, type: 'rate_limit_error' },
-  capacity: { status: 503, type: 'capacity_error' },
-  internal: { status: 500, type: 'internal_error' },
-};
-
-/**
- * Maps an SDK error to its HTTP form through {@link STATUS_OF_CODE}: the body's `code` is the
- * `BoxError.code`; a non-`BoxError` is 500 `internal` with a generic message (never leaked).
+ * Maps an SDK error to its HTTP form: the body's `code` is the `BoxError.code` (its status from
+ * `ERROR_CODES`); a non-`BoxError` is 500 `internal` with a generic message (never leaked).
  */
 export function httpErrorOf(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
   if (error instanceof BoxError || error instanceof OptionTypeError) {
-    const { status, type } = STATUS_OF_CODE[error.code] ?? STATUS_OF_CODE.internal;
-    const http = new HttpError(status, type, error.code, error.message, error.field);
+    const code = isBoxErrorCode(error.code) ? error.code : 'internal';
+    const http = new HttpError(code, error.message, error.field);
     const retry = error instanceof BoxError ? error.retryAfterMs : undefined;
     if (retry !== undefined) http.retryAfterS = Math.max(1, Math.ceil(retry / 1000));
     return http;
   }
-  return new HttpError(500, 'internal_error', 'internal', 'internal server error');
+  return new HttpError('internal', 'internal server error');
 }
 
 /** The `BoxError.code` for an HTTP status when the body carries none of the stable codes. */
@@ -214,8 +209,8 @@ export function retryAfterMsOf(header: string | null | undefined, now = Date.now
 }
 
 /**
- * Turns an error body received by the client back into a `BoxError`: its `code` is the body's code when
- * that is a stable `BoxErrorCode`, else derived from the status; `field` when given; `retryAfterMs` from
+ * Turns an error body received by the client back into a `BoxError`: its `code` is the `sdk` code of the
+ * body's code in `ERROR_CODES` (a `BoxErrorCode` as it is), else derived from the status; `field` when given; `retryAfterMs` from
  * the answer's `Retry-After` header (`retryAfter`, when the caller passes it).
  */
 export function boxErrorOf(
@@ -228,7 +223,7 @@ export function boxErrorOf(
   const retryAfterMs = retryAfterMsOf(retryAfter);
   const retry = retryAfterMs === undefined ? {} : { retryAfterMs };
   if (error && typeof error.message === 'string') {
-    const code = isBoxErrorCode(error.code) ? error.code : codeOfStatus(status);
+    const code = isErrorCode(error.code) ? ERROR_CODES[error.code].sdk : codeOfStatus(status);
     const result = new BoxError(error.message, {
       code,
       ...(error.field ? { field: error.field } : {}),

@@ -7,8 +7,8 @@
  * ```json
  * {
  *   "defaults": { "running_boxes": 10, "vcpus": 16, "memory_mib": 16384, "disk_gb": 200,
- *                 "snapshot_bytes": 53687091200, "exec_per_second": 50, "create_per_minute": 60,
- *                 "files_per_second": 200 },
+ *                 "snapshot_bytes": 53687091200, "exec_per_second": 50, "running_executions": 100,
+ *                 "create_per_minute": 60, "files_per_second": 200 },
  *   "tenants": { "acme": { "running_boxes": 50 } },
  *   "node": { "reserve_memory_mib": 1024, "memory_overcommit": 1, "reserve_disk_gb": 2,
  *             "pids_per_box": 128, "retry_after_s": 5 }
@@ -34,6 +34,8 @@ export interface TenantLimits {
   snapshot_bytes: number | null;
   /** Commands started per second (rate). */
   exec_per_second: number | null;
+  /** Commands running at once (started over the server and not yet ended; `executions.ts`). */
+  running_executions: number | null;
   /** Boxes created per minute (rate). */
   create_per_minute: number | null;
   /** File operations per second (rate). */
@@ -70,6 +72,7 @@ export const DEFAULT_LIMITS: LimitsConfig = {
     disk_gb: 200,
     snapshot_bytes: 50 * 1024 ** 3,
     exec_per_second: 50,
+    running_executions: 100,
     create_per_minute: 60,
     files_per_second: 200,
   },

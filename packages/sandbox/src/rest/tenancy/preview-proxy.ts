@@ -50,12 +50,7 @@ interface Target {
 }
 
 function notFound(): HttpError {
-  return new HttpError(
-    404,
-    'not_found_error',
-    'preview_not_found',
-    'no such preview URL (expired, revoked, or never issued)',
-  );
+  return new HttpError('preview_not_found', 'no such preview URL (expired, revoked, or never issued)');
 }
 
 /** A Node stream over a box tunnel connection (reads pull, writes await the tunnel). */
@@ -152,12 +147,7 @@ export class PreviewProxy {
     try {
       connection = await (await boxNetwork(box).tunnel(info.port)).connect();
     } catch (error) {
-      throw new HttpError(
-        502,
-        'sandbox_error',
-        'preview_unreachable',
-        `port ${info.port} of the box: ${(error as Error).message}`,
-      );
+      throw new HttpError('preview_unreachable', `port ${info.port} of the box: ${(error as Error).message}`);
     }
     const stream = connectionStream(connection);
     stream.on('error', () => {});
@@ -240,8 +230,6 @@ export class PreviewProxy {
         upstream.once('error', (error) => {
           if (!res.headersSent) {
             const http = new HttpError(
-              502,
-              'sandbox_error',
               'preview_unreachable',
               `the box port did not answer: ${error.message}`,
             );

@@ -68,13 +68,7 @@ function timeQuery(value: string | undefined, field: string, what = 'query param
   if (value === undefined) return undefined;
   const at = Date.parse(value);
   if (Number.isNaN(at)) {
-    throw new HttpError(
-      400,
-      'invalid_request_error',
-      'invalid_option',
-      `invalid ${what} ${field}: must be an RFC 3339 time`,
-      field,
-    );
+    throw new HttpError('invalid_option', `invalid ${what} ${field}: must be an RFC 3339 time`, field);
   }
   return at;
 }
@@ -155,7 +149,7 @@ export async function tenancyRoutes(app: FastifyInstance, options: TenancyRoutes
       tags: ['usage'],
       summary: "the tenant's use of the node and its limits",
       description:
-        "A tenant sees its own (naming another tenant is 404); operators may name any tenant (default: their own). `running_boxes`, `vcpus` and `memory_mib` count running boxes; `disk_gb` all boxes; `snapshot_bytes` the boxes' snapshots.",
+        "A tenant sees its own (naming another tenant is 404); operators may name any tenant (default: their own). `running_boxes`, `vcpus` and `memory_mib` count running boxes; `disk_gb` all boxes; `snapshot_bytes` the boxes' snapshots; `running_executions` the commands running now.",
       querystring: obj({ tenant: tenantSchema }),
       response: {
         200: {
@@ -169,6 +163,7 @@ export async function tenancyRoutes(app: FastifyInstance, options: TenancyRoutes
                 memory_mib: { type: 'number' },
                 disk_gb: { type: 'number' },
                 snapshot_bytes: { type: 'integer' },
+                running_executions: { type: 'integer', description: 'commands running now' },
               }),
               limits: limitsSchema,
             },
@@ -181,12 +176,16 @@ export async function tenancyRoutes(app: FastifyInstance, options: TenancyRoutes
       const principal = principalOf(request);
       const tenant = request.query.tenant ?? principal.tenant;
       if (tenant !== principal.tenant && !principal.operator) {
-        throw new HttpError(404, 'not_found_error', 'not_found', `no tenant '${tenant}'`);
+        throw new HttpError('not_found', `no tenant '${tenant}'`);
       }
       const usage = await ctx.admission.usage(tenant);
       return {
         tenant,
-        usage: { ...(toSnake(usage) as object), snapshot_bytes: await ctx.snapshotBytes(tenant) },
+        usage: {
+          ...(toSnake(usage) as object),
+          snapshot_bytes: await ctx.snapshotBytes(tenant),
+          running_executions: ctx.executions.running(tenant),
+        },
         limits: ctx.limits.tenant(tenant),
       };
     },
@@ -295,7 +294,7 @@ export async function tenancyRoutes(app: FastifyInstance, options: TenancyRoutes
         request.query.tenant !== undefined &&
         request.query.tenant !== principal.tenant
       ) {
-        throw new HttpError(404, 'not_found_error', 'not_found', `no tenant '${request.query.tenant}'`);
+        throw new HttpError('not_found', `no tenant '${request.query.tenant}'`);
       }
       const sinceMs = timeQuery(since, 'since');
       const untilMs = timeQuery(until, 'until');
