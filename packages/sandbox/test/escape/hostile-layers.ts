@@ -391,3 +391,11 @@ export async function imageLayerTars(home: string, reference: string): Promise<B
   }
   return tars;
 }
+
+/**
+ * The hostile classes a box layer of an archive is tried with (swaps, writes and hard links through
+ * planted symlinks, names climbing out): the ones that aim at the host through the box's own tree.
+ */
+export const BOX_LAYER_CASES: HostileCase[] = HOSTILE_CASES.filter((c) =>
+  /swapped|through it|written through|hard link through|climbing/.test(c.name),
+);
