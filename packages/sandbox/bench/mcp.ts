@@ -2,14 +2,15 @@
  * MCP benchmark (issue 30 "Tests and measures"): the overhead of `exec` through `sandbox mcp` over stdio
  * (the SDK `Client` → the server process → the box) over the same command run by a direct SDK call
  * (`box.exec('true')` then `wait()`, on a runtime of the same home in this process), on one busybox box,
- * alternating the two so machine load hits both alike. Reports p50/p99 of each and the p50 difference.
+ * alternating the two so machine load hits both alike. Reports p50/p99 of each, the p50 difference and
+ * the median of the paired differences. `MCP_BENCH_PROF_DIR=<dir>` runs the server with `--cpu-prof`.
  * Goal: ≤ 2 ms p50 of overhead over stdio.
  *
  * Usage (root): `npm run bench:mcp -w @seed/sandbox` or `node bench/mcp.ts [runs]` (default 100). Needs
  * the local registry (started here when missing).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -24,11 +25,15 @@ const registry = spawnSync(process.execPath, [join(packageDir, 'scripts', 'regis
 });
 if (registry.status !== 0) throw new Error('the local registry could not be started (npm run registry)');
 
+console.log(`load average at the start: ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
 const home = mkdtempSync('/tmp/sandbox-bench-mcp-');
 const transport = new StdioClientTransport({
   command: process.execPath,
   args: [
     '--conditions=seed-source',
+    ...(process.env.MCP_BENCH_PROF_DIR
+      ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MCP_BENCH_PROF_DIR}`]
+      : []),
     join(packageDir, 'bin', 'sandbox.ts'),
     '--home',
     home,
@@ -36,9 +41,11 @@ const transport = new StdioClientTransport({
     'http://127.0.0.1:5000',
     'mcp',
   ],
-  stderr: 'ignore',
+  // The call log goes to stderr, which agents' clients read: a pipe drained here, as they do.
+  stderr: 'pipe',
   env: { ...process.env, SANDBOX_URL: '' } as Record<string, string>,
 });
+transport.stderr?.on('data', () => {});
 const client = new Client({ name: 'bench-mcp', version: '1.0.0' });
 await client.connect(transport);
 
@@ -86,6 +93,11 @@ try {
   report('exec true, direct SDK call', d);
   report('exec true, MCP over stdio', m);
   console.log(`MCP overhead p50: ${(percentile(m, 50) - percentile(d, 50)).toFixed(2)} ms (goal <= 2 ms)`);
+  // Each MCP call runs right after its direct twin: the median of the pairs' differences is less
+  // sensitive to load that shifts between the two runs.
+  const pairs = m.map((v, i) => v - d[i]!);
+  console.log(`MCP overhead, median of paired differences: ${percentile(pairs, 50).toFixed(2)} ms`);
+  console.log(`load average at the end: ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
   runtime.close();
 } finally {
   await client.close();

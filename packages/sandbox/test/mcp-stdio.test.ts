@@ -3,8 +3,10 @@
  * listed with valid schemas; an agent-like session on a `python:slim` box (write a Python file, run it,
  * read its output, stateful code twice, a plot as image content, long output truncated with the full
  * output in a file, a background command with input, progress notifications and cancellation killing the
- * command); errors as tool errors (unknown box, a network the operator does not allow, session limits);
- * and the end of the session removing its boxes but not a persisted one.
+ * command; a cancelled run_code interrupting the kernel, whose state the next call still has); errors as
+ * tool errors (unknown box, a network the operator does not allow, session limits); and the end of the
+ * session removing its boxes but not a persisted one, which a later session lists with the session that
+ * made it.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -117,6 +119,28 @@ describe('sandbox mcp over stdio', () => {
     assert.equal(reset.text, 'False');
   });
 
+  it('interrupts the kernel when a run_code call is cancelled, keeping its state for the next call', async () => {
+    await ok(client, 'run_code', { box, code: 'kept = 41' });
+    const controller = new AbortController();
+    let looping!: () => void;
+    const running = new Promise<void>((resolve) => {
+      looping = resolve;
+    });
+    const pending = client.callTool(
+      { name: 'run_code', arguments: { box, code: "print('looping', flush=True)\nwhile True:\n    pass" } },
+      undefined,
+      // The first output line arrives as a progress notification: the loop runs.
+      { signal: controller.signal, onprogress: () => looping(), timeout: 120_000 },
+    );
+    await running;
+    controller.abort();
+    await assert.rejects(pending);
+    // The kernel was interrupted, not restarted: the next call runs at once, with the state kept.
+    const next = await ok(client, 'run_code', { box, code: 'kept + 1' });
+    assert.equal(next.error, null);
+    assert.equal(next.text, '42');
+  });
+
   it('shortens long output, marks it truncated and leaves the whole of it in a file of the box', async () => {
     const run = await ok(client, 'exec', { box, cmd: 'python3', args: ['-c', 'print("y" * 99999)'] });
     assert.equal(run.stdout.truncated, true);
@@ -200,11 +224,30 @@ describe('sandbox mcp over stdio', () => {
 
   it('removes the boxes of the session when it ends, but not a persisted one, and logs every call', async () => {
     const kept = await ok(client, 'create_box', { image: 'busybox:latest', persist: true, memory_mib: 128 });
+    assert.match(kept.mcp_session, /^[0-9a-f]+$/);
     await client.close();
     const runtime = new JsRuntime({ homeDir: home, imageRegistries: REGISTRIES });
     const ids = (await runtime.listInfo()).map((info) => info.id);
     assert.deepEqual(ids, [kept.id]);
-    await runtime.remove(kept.id, true);
+    // A later session lists the persisted box with the session that made it.
+    const later = new Client({ name: 'mcp-stdio-later', version: '1.0.0' });
+    await later.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: ['--conditions=seed-source', join(packageDir, 'bin', 'sandbox.ts'), '--home', home, 'mcp'],
+        stderr: 'ignore',
+        env: { ...process.env, SANDBOX_URL: '' } as Record<string, string>,
+      }),
+    );
+    const listed = (await ok(later, 'list_boxes')).boxes;
+    assert.equal(listed.length, 1);
+    assert.equal(listed[0].id, kept.id);
+    assert.equal(listed[0].session_box, false);
+    assert.equal(listed[0].persist, true);
+    assert.equal(listed[0].mcp_session, kept.mcp_session);
+    await ok(later, 'remove_box', { box: kept.id });
+    await later.close();
+    assert.deepEqual(await runtime.listInfo(), []);
     const log = stderr
       .join('')
       .split('\n')

@@ -29,6 +29,15 @@ export interface McpConfig {
   maxKeptBytes: number;
   /** Background commands (`start_command`) one session may have running at once; default 16. */
   maxCommands: number;
+  /** Streamable HTTP only: sessions one tenant may have open at once (more answer 429); default 8. */
+  maxSessionsPerTenant: number;
+  /** Streamable HTTP only: sessions open at once in all (more answer 429); default 256. */
+  maxSessions: number;
+  /**
+   * Streamable HTTP only: a session without a request for this long ends (its boxes are removed unless
+   * persisted), ms; default 1800000 (30 minutes).
+   */
+  sessionIdleMs: number;
 }
 
 /** The defaults of {@link McpConfig}. */
@@ -42,6 +51,9 @@ export const DEFAULT_MCP_CONFIG: Readonly<McpConfig> = Object.freeze({
   maxOutputBytes: 32 * 1024,
   maxKeptBytes: 8 * 1024 * 1024,
   maxCommands: 16,
+  maxSessionsPerTenant: 8,
+  maxSessions: 256,
+  sessionIdleMs: 30 * 60_000,
 });
 
 const NUMERIC = [
@@ -52,6 +64,9 @@ const NUMERIC = [
   'maxOutputBytes',
   'maxKeptBytes',
   'maxCommands',
+  'maxSessionsPerTenant',
+  'maxSessions',
+  'sessionIdleMs',
 ] as const;
 
 /**

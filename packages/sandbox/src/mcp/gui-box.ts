@@ -1,7 +1,8 @@
 /**
  * What the computer and browser tools share: a box that this process makes itself (its ports are forwarded
- * or relayed from here, so it needs the runtime provider of `sandbox mcp`), started within the session's
- * limits and adopted by the session, and the look-up of such a box by id or name.
+ * or relayed from here, so it needs a provider with a local runtime: `sandbox mcp`, or `/mcp` on a
+ * `sandbox serve` node), started within the session's limits (and on a node, as the caller's tenant box),
+ * given its lifetime, adopted by the session; and the look-up of such a box by id or name.
  */
 
 import { BoxError } from '../errors.ts';
@@ -18,6 +19,8 @@ export interface GuiBoxRequest {
   memoryMib?: number | undefined;
   network: NetworkSpec;
   persist: boolean;
+  /** The box is removed this long after it started, ms (its `timeoutMs` with `onTimeout` `remove`). */
+  lifetimeMs: number;
 }
 
 /** A box class of this kind: started by `ready`, named by `getId`, stopped on failure. */
@@ -27,12 +30,13 @@ interface GuiBox {
 }
 
 /**
- * Makes a box of `kind` for `session` with `make` (given the runtime and the resolved vCPUs and MiB), waits
- * for `ready`, and adopts it in the session; a box whose start fails is stopped.
- * @param why what the kind needs this process for (the `unsupported` message without a runtime provider).
+ * Makes a box of `kind` for `session` with `make` (given the runtime, the runtime name of the box —
+ * undefined for a tenant box — and the resolved vCPUs and MiB), waits for `ready`, sets its lifetime and
+ * adopts it in the session; a box whose start fails is stopped.
+ * @param why what the kind needs this process for (the `unsupported` message without a local runtime).
  * @returns the box and its id.
- * @throws BoxError `unsupported` (field `kind`) without a runtime provider, `quota_exceeded` over the
- * session limits; what `ready` throws.
+ * @throws BoxError `unsupported` (field `kind`) without a local runtime, `quota_exceeded` over the
+ * session (or tenant) limits; what `ready` throws.
  */
 export async function startGuiBox<B extends GuiBox>(
   session: McpSession,
@@ -40,12 +44,11 @@ export async function startGuiBox<B extends GuiBox>(
   request: GuiBoxRequest,
   defaults: { cpus: number; memoryMib: number },
   why: string,
-  make: (runtime: JsRuntime, cpus: number, memoryMib: number) => B | Promise<B>,
+  make: (runtime: JsRuntime, name: string | undefined, cpus: number, memoryMib: number) => B | Promise<B>,
   ready: (box: B) => Promise<void>,
 ): Promise<{ id: string; box: B }> {
-  const runtime = session.provider.runtime;
-  if (!runtime) {
-    throw new BoxError(`${kind} boxes need the stdio server (sandbox mcp), which ${why}`, {
+  if (!session.provider.runtime) {
+    throw new BoxError(`${kind} boxes need a server with a local runtime, which ${why}`, {
       code: 'unsupported',
       field: 'kind',
     });
@@ -54,16 +57,28 @@ export async function startGuiBox<B extends GuiBox>(
   const memoryMib = request.memoryMib ?? defaults.memoryMib;
   const release = session.reserve(cpus, memoryMib);
   try {
-    const box = await make(runtime, cpus, memoryMib);
-    try {
-      await ready(box);
-    } catch (error) {
-      await box.stop().catch(() => {});
-      throw error;
-    }
-    const id = await box.getId();
-    session.adopt(await session.provider.get(id), { id, kind, cpus, memoryMib, persist: request.persist });
-    return { id, box };
+    let made: B | undefined;
+    const handle = await session.provider.createWith(
+      { cpus, memoryMib },
+      request.name,
+      async (runtime, name) => {
+        const box = await make(runtime, name, cpus, memoryMib);
+        made = box;
+        try {
+          await ready(box);
+          const started = await runtime.get(await box.getId());
+          if (!started) throw new BoxError(`the ${kind} box is gone after its start`, { code: 'not_found' });
+          await started.setTimeout(request.lifetimeMs, 'remove');
+          return started;
+        } catch (error) {
+          await box.stop().catch(() => {});
+          throw error;
+        }
+      },
+    );
+    session.adopt(handle, { id: handle.id, kind, cpus, memoryMib, persist: request.persist });
+    if (request.persist) await session.provider.tags?.set(handle.id, session.id);
+    return { id: handle.id, box: made as B };
   } finally {
     release();
   }

@@ -4,7 +4,7 @@
  * opens a session), `GET` opens the server's SSE stream, `DELETE` ends the session. Every request passes
  * the server's authentication (permission `sandbox.exec`); a session belongs to the caller that opened it
  * and works on its tenant's boxes under its tenant's quotas (`contextProvider`). Sessions are bounded in
- * number (per tenant and in all) and end after `idleMs` without a request; an ended session's boxes are
+ * number (per tenant and in all) and end after `sessionIdleMs` without a request; an ended session's boxes are
  * removed unless persisted. Host file transfers are never offered over HTTP.
  */
 import { randomUUID } from 'node:crypto';
@@ -17,21 +17,19 @@ import type { ServerContext } from '../rest/context.ts';
 import { principalOf } from '../rest/hooks.ts';
 import { route } from '../rest/openapi.ts';
 import { Permission } from '../rest/wire.ts';
-import type { McpConfig } from './config.ts';
+import { type McpConfig, mcpConfig } from './config.ts';
 import { contextProvider } from './provider.ts';
 import { createSandboxMcp, type SandboxMcp } from './server.ts';
 
 /** Options of the `/mcp` routes. */
 export interface McpHttpOptions {
   ctx: ServerContext;
-  /** Operator limits of every session (`hostPaths` is ignored: no host transfers over HTTP). */
+  /**
+   * Operator limits of every session, and the session count and idle limits (`maxSessionsPerTenant`,
+   * `maxSessions`, `sessionIdleMs`); checked by {@link mcpConfig}. `hostPaths` is ignored: no host
+   * transfers over HTTP.
+   */
   config?: Partial<McpConfig>;
-  /** Open sessions per tenant; default 8. */
-  maxSessionsPerTenant?: number;
-  /** Open sessions in all; default 256. */
-  maxSessions?: number;
-  /** A session without a request for this long ends, ms; default 30 minutes. */
-  idleMs?: number;
 }
 
 interface OpenSession {
@@ -40,6 +38,8 @@ interface OpenSession {
   tenant: string;
   subject: string;
   timer: NodeJS.Timeout;
+  /** POST requests of the session still being answered (a session does not idle out under them). */
+  inflight: number;
 }
 
 /** A JSON-RPC error answer (no id: the transport level refused the request). */
@@ -50,10 +50,8 @@ function refuse(reply: FastifyReply, status: number, message: string): FastifyRe
 /** Registers `POST`, `GET` and `DELETE /mcp` (a Fastify plugin). */
 export async function mcpRoutes(app: FastifyInstance, options: McpHttpOptions): Promise<void> {
   const sessions = new Map<string, OpenSession>();
-  const maxPerTenant = options.maxSessionsPerTenant ?? 8;
-  const maxSessions = options.maxSessions ?? 256;
-  const idleMs = options.idleMs ?? 30 * 60_000;
-  const config = { ...options.config, hostPaths: [] };
+  const config = mcpConfig({ ...options.config, hostPaths: [] });
+  const { maxSessionsPerTenant: maxPerTenant, maxSessions, sessionIdleMs: idleMs } = config;
 
   const end = async (id: string) => {
     const open = sessions.get(id);
@@ -62,9 +60,14 @@ export async function mcpRoutes(app: FastifyInstance, options: McpHttpOptions): 
     clearTimeout(open.timer);
     await open.mcp.server.close().catch(() => {});
   };
+  // The idle clock restarts on every request and when a POST answer ends; it ends the session only
+  // when no POST is being answered (an open GET stream does not keep a session alive).
   const touch = (id: string, open: OpenSession) => {
     clearTimeout(open.timer);
-    open.timer = setTimeout(() => void end(id), idleMs);
+    open.timer = setTimeout(() => {
+      if (open.inflight > 0) touch(id, open);
+      else void end(id);
+    }, idleMs);
     open.timer.unref();
   };
 
@@ -72,7 +75,8 @@ export async function mcpRoutes(app: FastifyInstance, options: McpHttpOptions): 
     const mine = [...sessions.values()].filter((s) => s.tenant === principal.tenant).length;
     if (mine >= maxPerTenant || sessions.size >= maxSessions) {
       reply.header('retry-after', '60');
-      return refuse(reply, 429, `too many MCP sessions (at most ${maxPerTenant} per tenant)`);
+      const limit = mine >= maxPerTenant ? `${maxPerTenant} per tenant` : `${maxSessions} in all`;
+      return refuse(reply, 429, `too many MCP sessions (at most ${limit}); end one with DELETE /mcp`);
     }
     const mcp = createSandboxMcp(contextProvider(options.ctx, principal), config, (entry) =>
       app.log.info({ mcp_tool_call: { ...entry, tenant: principal.tenant } }, 'mcp tool call'),
@@ -86,6 +90,7 @@ export async function mcpRoutes(app: FastifyInstance, options: McpHttpOptions): 
           tenant: principal.tenant,
           subject: principal.subject,
           timer: setTimeout(() => {}, 0),
+          inflight: 0,
         };
         sessions.set(id, entry);
         touch(id, entry);
@@ -114,6 +119,13 @@ export async function mcpRoutes(app: FastifyInstance, options: McpHttpOptions): 
       return refuse(reply, 404, 'unknown MCP session');
     }
     touch(id, session);
+    if (request.method === 'POST') {
+      session.inflight += 1;
+      reply.raw.once('close', () => {
+        session.inflight -= 1;
+        if (sessions.get(id) === session) touch(id, session);
+      });
+    }
     reply.hijack();
     await session.transport.handleRequest(
       request.raw as IncomingMessage,

@@ -4,11 +4,13 @@
  * tenant's and under its tenant's quotas.
  */
 import { BoxError } from '../errors.ts';
+import type { PullProgress } from '../images/image-types.ts';
 import type { JsRuntime } from '../js-runtime.ts';
 import type { Principal } from '../rest/auth.ts';
 import type { ServerContext } from '../rest/context.ts';
 import type { JsBox } from '../runtime/box.ts';
 import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
+import { BoxTags } from './tags.ts';
 
 /** A signed URL of a box port (`preview_url`). */
 export interface PreviewLink {
@@ -17,12 +19,39 @@ export interface PreviewLink {
   expiresAt: string;
 }
 
+/**
+ * Makes a box on `runtime` under `runtimeName` (undefined: unnamed in the runtime, as tenant boxes are)
+ * and returns its handle once it is started.
+ */
+export type BoxMaker = (runtime: JsRuntime, runtimeName: string | undefined) => Promise<JsBox>;
+
 /** The box operations the MCP tools use. */
 export interface BoxProvider {
-  /** The runtime itself, when the boxes are a runtime's (computer boxes are made through it). */
+  /**
+   * A local runtime in this process, on which box classes that run helpers here (the desktop
+   * forwarders of a computer box, the endpoint relay of a browser box) are made; absent: such boxes are
+   * `unsupported`.
+   */
   readonly runtime?: JsRuntime;
+  /**
+   * Makes a box with `make` on {@link runtime}, counted and recorded as the caller's like `create` (on a
+   * `sandbox serve` node: the tenant's quotas and admission for `request`, the box owned by the tenant
+   * under `name`).
+   * @throws BoxError as `create`; what `make` throws.
+   */
+  createWith(request: { cpus: number; memoryMib: number }, name: string, make: BoxMaker): Promise<JsBox>;
   /** Creates and starts a box. @throws BoxError as `JsRuntime.create` (and the tenant's quotas). */
   create(options: JsBoxOptions, name?: string): Promise<JsBox>;
+  /**
+   * Pulls `reference` into the local image store (at once when stored), reporting per-layer byte progress
+   * to `onProgress`; absent for a remote runtime (its `create` pulls on the server, without progress).
+   * @throws BoxError `image` as `images.pull` (unknown image, registry refusal, abort through `signal`).
+   */
+  pull?(reference: string, onProgress: (p: PullProgress) => void, signal: AbortSignal): Promise<void>;
+  /** Session tags of persisted boxes (a local runtime's home); absent: boxes carry no tag. */
+  readonly tags?: BoxTags;
+  /** Ids of every box of the runtime (the caller's or not), to drop tags of removed boxes. */
+  allIds?(): Promise<Set<string>>;
   /** Every box the caller sees, oldest first. */
   list(): Promise<JsBoxInfo[]>;
   /** The box with this id or name. @throws BoxError `not_found`. */
@@ -33,11 +62,25 @@ export interface BoxProvider {
   previewUrl(box: JsBox, port: number, expiresInMs?: number): Promise<PreviewLink>;
 }
 
+/** The `pull`, `tags` and `allIds` of a local runtime (none for a remote one). */
+function localParts(runtime: JsRuntime): Pick<BoxProvider, 'pull' | 'tags' | 'allIds'> {
+  if (runtime.url !== null) return {};
+  return {
+    tags: new BoxTags(runtime.homeDir),
+    allIds: async () => new Set((await runtime.listInfo()).map((info) => info.id)),
+    async pull(reference, onProgress, signal) {
+      await runtime.images.pull(reference, { onProgress, signal });
+    },
+  };
+}
+
 /** Boxes of a runtime (local, or remote over REST). */
 export function runtimeProvider(runtime: JsRuntime): BoxProvider {
   return {
     runtime,
+    ...localParts(runtime),
     create: (options, name) => runtime.create(options, name),
+    createWith: (_request, name, make) => make(runtime, name),
     list: () => runtime.listInfo(),
     async get(idOrName) {
       const box = await runtime.get(idOrName);
@@ -55,7 +98,12 @@ export function runtimeProvider(runtime: JsRuntime): BoxProvider {
 /** Boxes of `principal` on a `sandbox serve` node (its tenant's boxes, quotas and preview URLs). */
 export function contextProvider(ctx: ServerContext, principal: Principal): BoxProvider {
   return {
+    // The node's runtime is local to this process: computer and browser boxes run their helpers here.
+    ...(ctx.runtime.url === null ? { runtime: ctx.runtime } : {}),
+    ...localParts(ctx.runtime),
     create: (options, name) => ctx.createBox(principal, options, name),
+    createWith: (request, name, make) =>
+      ctx.createWith(principal, request, name, (runtimeName) => make(ctx.runtime, runtimeName)),
     list: () => ctx.listBoxes(principal),
     get: (idOrName) => ctx.box(idOrName, principal),
     remove: (idOrName) => ctx.removeBox(principal, idOrName, true),

@@ -178,20 +178,19 @@ export class McpSession {
     await Promise.all(kills.map(quietly));
     this.commands.clear();
     this.running.clear();
-    // Every box of the session goes at once; computer and browser boxes stop first with their
-    // forwarders and relays (a removal after that finds nothing, or what the stop left).
+    // Every box of the session goes at once: removed through the provider (on a node, that also ends
+    // the tenant's record of it), then the forwarders and relays of computer and browser boxes, which
+    // run in this process, are stopped with their box objects (whose box is gone by then).
     for (const [id, browser] of this.browsers)
       if (this.boxes.get(id)?.persist) await quietly(browser.onClose?.());
     const doomed = [...this.boxes.values()].filter((b) => !b.persist);
     await Promise.all(
       doomed.map(async (b) => {
         const browser = this.browsers.get(b.id);
-        if (browser) {
-          await quietly(browser.onClose?.());
-          await quietly(browser.box.stop());
-        }
-        await quietly(this.computers.get(b.id)?.stop());
+        await quietly(browser?.onClose?.());
         await quietly(this.provider.remove(b.id));
+        await quietly(browser?.box.stop());
+        await quietly(this.computers.get(b.id)?.stop());
       }),
     );
     this.computers.clear();

@@ -9,7 +9,7 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
 import { BoxError } from '../errors.ts';
-import type { McpSession } from './session.ts';
+import type { McpSession, ToolLogEntry } from './session.ts';
 
 /** What a tool handler gets besides its arguments. */
 export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -54,15 +54,19 @@ export function defineTool<I extends z.ZodRawShape, O extends z.ZodRawShape>(
     const started = performance.now();
     const box =
       typeof (args as { box?: unknown }).box === 'string' ? (args as { box: string }).box : undefined;
-    const done = (outcome: 'ok' | 'error' | 'cancelled', code?: string) =>
-      session.log({
+    // The log line is written after the answer has gone out (a write to a stderr pipe the client reads
+    // would otherwise delay it).
+    const done = (outcome: 'ok' | 'error' | 'cancelled', code?: string) => {
+      const entry: ToolLogEntry = {
         session: session.id,
         tool: spec.name,
         ...(box !== undefined ? { box } : {}),
         outcome,
         ...(code ? { code } : {}),
         durationMs: Math.round((performance.now() - started) * 100) / 100,
-      });
+      };
+      setImmediate(() => session.log(entry));
+    };
     try {
       const answer = await spec.run(args, extra);
       done('ok');
@@ -113,4 +117,36 @@ export async function progress(
       params: { progressToken: token, progress: value, ...(total !== undefined ? { total } : {}), message },
     })
     .catch(() => {});
+}
+
+/** Sends progress notifications of one call (see {@link progressReporter}). */
+export interface ProgressReporter {
+  /**
+   * Notifies `value` (raised to above the last value sent, as MCP requires progress to increase) of
+   * `total`, unless one was sent less than the reporter's interval ago and `force` is not set.
+   */
+  update(value: number, message: string, total?: number, force?: boolean): void;
+  /** The last value sent (0 before any). */
+  readonly last: number;
+}
+
+/**
+ * A {@link ProgressReporter} for the call of `extra`: at most one notification per `intervalMs` (ms),
+ * except forced ones; nothing is sent when the caller gave no `progressToken`.
+ */
+export function progressReporter(extra: ToolExtra, intervalMs = 100): ProgressReporter {
+  let last = 0;
+  let sentAt = Number.NEGATIVE_INFINITY;
+  return {
+    update(value, message, total, force = false) {
+      const now = performance.now();
+      if (!force && now - sentAt < intervalMs) return;
+      sentAt = now;
+      last = Math.max(value, last + 1);
+      void progress(extra, last, message, total === undefined ? undefined : Math.max(total, last));
+    },
+    get last() {
+      return last;
+    },
+  };
 }

@@ -7,10 +7,11 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { SIMPLEBOX_DEFAULT_IMAGE } from '../boxes/simple.ts';
 import { BoxError } from '../errors.ts';
+import type { PullProgress } from '../images/image-types.ts';
 import type { JsBoxInfo, JsBoxOptions, NetworkSpec } from '../types.ts';
 import type { McpConfig } from './config.ts';
 import type { McpSession } from './session.ts';
-import { defineTool, progress } from './tool.ts';
+import { defineTool, progress, progressReporter } from './tool.ts';
 import { createBrowser } from './tools-browser.ts';
 import { createComputer } from './tools-computer.ts';
 
@@ -32,10 +33,21 @@ export const boxShape = {
   isolation: z.string().nullable(),
   session_box: z.boolean().describe('created by this MCP session (removed when it ends unless persist)'),
   persist: z.boolean(),
+  mcp_session: z
+    .string()
+    .nullable()
+    .describe('the MCP session that created the box (kept on persisted boxes after it ended), else null'),
 };
 
-/** `info` in the structured form of {@link boxShape}. */
-export function boxView(session: McpSession, info: JsBoxInfo): z.infer<z.ZodObject<typeof boxShape>> {
+/**
+ * `info` in the structured form of {@link boxShape}; `tags` holds the session tags of persisted boxes of
+ * other sessions by box id.
+ */
+export function boxView(
+  session: McpSession,
+  info: JsBoxInfo,
+  tags: ReadonlyMap<string, string> = new Map(),
+): z.infer<z.ZodObject<typeof boxShape>> {
   const own = session.boxes.get(info.id);
   return {
     id: info.id,
@@ -49,7 +61,8 @@ export function boxView(session: McpSession, info: JsBoxInfo): z.infer<z.ZodObje
     network: info.network ? { mode: info.network.mode, allow_net: info.network.allowNet } : null,
     isolation: info.isolation?.tier ?? null,
     session_box: own !== undefined,
-    persist: own?.persist ?? false,
+    persist: own?.persist ?? tags.has(info.id),
+    mcp_session: own ? session.id : (tags.get(info.id) ?? null),
   };
 }
 
@@ -72,6 +85,13 @@ export function networkFor(config: McpConfig, allowNet: string[] | undefined): N
 
 const boxArg = z.string().min(1).describe('box id or name (from create_box or list_boxes)');
 
+/** The text of a pull progress notification of `image`: phase, layers done, MiB downloaded. */
+function pullMessage(image: string, p: PullProgress): string {
+  const mib = (bytes: number) => (bytes / (1024 * 1024)).toFixed(1);
+  const bytes = p.bytesTotal > 0 ? `, ${mib(p.bytesDone)} of ${mib(p.bytesTotal)} MiB` : '';
+  return `pulling ${image}: ${p.phase}, ${p.layersDone} of ${p.layersTotal} layers${bytes}`;
+}
+
 /** Registers the box tools. */
 export function boxTools(server: McpServer, session: McpSession): void {
   defineTool(server, session, {
@@ -89,7 +109,7 @@ export function boxTools(server: McpServer, session: McpSession): void {
         .describe(
           'simple: commands and files; code: also run_code; computer: a 1024x768 desktop driven by ' +
             'screenshot, click, type_text, key…; browser: Chromium driven by navigate, screenshot, ' +
-            'cdp_endpoint (for computer and browser, image, env and lifetime do not apply)',
+            'cdp_endpoint (for computer and browser, image, env and working_dir do not apply)',
         ),
       image: z.string().min(1).optional().describe(`OCI image reference; default ${SIMPLEBOX_DEFAULT_IMAGE}`),
       name: z
@@ -160,6 +180,7 @@ export function boxTools(server: McpServer, session: McpSession): void {
           memoryMib: args.memory_mib,
           network: options.network ?? { mode: 'disabled' },
           persist: args.persist,
+          lifetimeMs: lifetime * 1000,
         });
         return { result: boxView(session, await (await session.box(id)).info()) };
       }
@@ -171,15 +192,30 @@ export function boxTools(server: McpServer, session: McpSession): void {
           memoryMib: args.memory_mib,
           network: options.network ?? { mode: 'disabled' },
           persist: args.persist,
+          lifetimeMs: lifetime * 1000,
         });
         return { result: boxView(session, await (await session.box(id)).info()) };
       }
       const release = session.reserve(cpus, memoryMib);
       try {
-        await progress(extra, 0, `creating the box from ${options.image} (pulling the image when missing)`);
+        const image = options.image as string;
+        const report = progressReporter(extra);
+        report.update(0, `creating the box from ${image}`, undefined, true);
+        // Per-layer byte progress of the pull; a new phase or a finished layer is always sent.
+        let layers = 0;
+        await session.provider.pull?.(
+          image,
+          (p) => {
+            const force = p.phase !== 'downloading' || p.layersDone !== layers;
+            layers = p.layersDone;
+            report.update(p.bytesDone, pullMessage(image, p), p.bytesTotal || undefined, force);
+          },
+          extra.signal,
+        );
         const box = await session.provider.create(options, args.name ?? session.nextName());
         session.adopt(box, { id: box.id, kind: args.kind, cpus, memoryMib, persist: args.persist });
-        await progress(extra, 1, 'box started', 1);
+        if (args.persist) await session.provider.tags?.set(box.id, session.id);
+        report.update(report.last + 1, 'box started', report.last + 1, true);
         return { result: boxView(session, await box.info()) };
       } finally {
         release();
@@ -196,7 +232,12 @@ export function boxTools(server: McpServer, session: McpSession): void {
     readOnly: true,
     async run() {
       const infos = await session.provider.list();
-      return { result: { boxes: infos.map((info) => boxView(session, info)) } };
+      const tags =
+        (await session.provider.tags?.read(
+          infos.map((info) => info.id),
+          await session.provider.allIds?.(),
+        )) ?? new Map<string, string>();
+      return { result: { boxes: infos.map((info) => boxView(session, info, tags)) } };
     },
   });
 
@@ -209,7 +250,8 @@ export function boxTools(server: McpServer, session: McpSession): void {
     readOnly: true,
     async run(args) {
       const box = await session.box(args.box);
-      return { result: boxView(session, await box.info()) };
+      const tags = (await session.provider.tags?.read([box.id])) ?? new Map<string, string>();
+      return { result: boxView(session, await box.info(), tags) };
     },
   });
 
@@ -240,6 +282,7 @@ export function boxTools(server: McpServer, session: McpSession): void {
     async run(args) {
       const box = await session.box(args.box);
       await session.provider.remove(box.id);
+      await session.provider.tags?.drop(box.id);
       session.forget(box.id);
       return { result: { id: box.id, removed: true } };
     },

@@ -3,7 +3,8 @@
  * box with its DevTools endpoint reachable from this process; `navigate` opens a URL in its page,
  * `screenshot` (`tools-computer.ts`) returns the page as PNG image content, and `cdp_endpoint` gives the endpoint to
  * drive it with Playwright or Puppeteer. Pages are driven with `playwright-core` over CDP. Browser boxes
- * are made by this process (`BrowserBox` relays the endpoint from here), so they need a runtime provider.
+ * are made by this process (`BrowserBox` relays the endpoint from here), so they need a provider with a
+ * local runtime.
  */
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Browser, Page } from 'playwright-core';
@@ -26,7 +27,7 @@ export type BrowserRequest = GuiBoxRequest;
 
 /**
  * Creates a Chromium browser box for `session` and waits for its endpoint; returns its id.
- * @throws BoxError `unsupported` without a runtime provider, `quota_exceeded` over the session limits.
+ * @throws BoxError `unsupported` without a local runtime, `quota_exceeded` over the session limits.
  */
 export async function createBrowser(session: McpSession, request: BrowserRequest): Promise<string> {
   const { id, box } = await startGuiBox(
@@ -35,11 +36,11 @@ export async function createBrowser(session: McpSession, request: BrowserRequest
     request,
     { cpus: BROWSERBOX_CPUS, memoryMib: BROWSERBOX_MEMORY_MIB },
     'relays their endpoint',
-    (runtime, cpus, memoryMib) =>
+    (runtime, name, cpus, memoryMib) =>
       new BrowserBox({
         runtime,
         browser: 'chromium',
-        name: request.name,
+        ...(name === undefined ? {} : { name }),
         cpus,
         memoryMib,
         network: request.network,

@@ -3,7 +3,8 @@
  * `computer` starts an X desktop box (1024×768, `seed/desktop:latest`), and `screenshot` (PNG image
  * content), `click`, `double_click`, `drag`, `type_text`, `key`, `scroll`, `cursor_position` drive it
  * through xdotool — the action set of agents' computer-use loops. Computer boxes are made by this process
- * (`ComputerBox` forwards its GUI ports from here), so they need a runtime provider (`sandbox mcp`).
+ * (`ComputerBox` forwards its GUI ports from here), so they need a provider with a local runtime
+ * (`sandbox mcp` on the local runtime, or `/mcp` on `sandbox serve`).
  */
 import { createServer } from 'node:net';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -35,7 +36,7 @@ export type ComputerRequest = GuiBoxRequest;
 
 /**
  * Creates a computer box for `session` and waits until its desktop is ready; returns its id.
- * @throws BoxError `unsupported` without a runtime provider, `quota_exceeded` over the session limits.
+ * @throws BoxError `unsupported` without a local runtime, `quota_exceeded` over the session limits.
  */
 export async function createComputer(session: McpSession, request: ComputerRequest): Promise<string> {
   const { id, box } = await startGuiBox(
@@ -44,10 +45,10 @@ export async function createComputer(session: McpSession, request: ComputerReque
     request,
     { cpus: COMPUTERBOX_CPUS, memoryMib: COMPUTERBOX_MEMORY_MIB },
     'runs their desktop forwarders',
-    async (runtime, cpus, memoryMib) =>
+    async (runtime, name, cpus, memoryMib) =>
       new ComputerBox({
         runtime,
-        name: request.name,
+        ...(name === undefined ? {} : { name }),
         cpus,
         memoryMib,
         network: request.network,

@@ -70,13 +70,13 @@ async function streamResult(
   session: McpSession,
   box: JsBox,
   output: BoundedOutput,
-  spillName: string,
+  spillName: () => string,
 ): Promise<z.infer<typeof streamShape>> {
   const short = shorten(output.bytes(), session.config.maxOutputBytes);
   if (!short.truncated && !output.overflowed) {
     return { text: short.text, truncated: false, total_bytes: output.total, full_output_path: null };
   }
-  const path = `${SPILL_DIR}/${spillName}`;
+  const path = `${SPILL_DIR}/${spillName()}`;
   let where: string | null = path;
   try {
     await box.files.makeDir(SPILL_DIR);
@@ -138,17 +138,22 @@ export function execTools(server: McpServer, session: McpSession): void {
         const [result] = await Promise.all([run.execution.wait(), run.drained]);
         if (extra.signal.aborted)
           throw new BoxError('the call was cancelled; the command was killed', { code: 'exec' });
-        const id = randomBytes(6).toString('hex');
+        // The spill files of this call share one random stem, drawn only when output is shortened.
+        let stem: string | undefined;
+        const spill = (stream: string) => {
+          stem ??= randomBytes(6).toString('hex');
+          return `${stem}.${stream}`;
+        };
         return {
           result: {
             exit_code: result.exitCode,
-            stdout: await streamResult(session, box, run.stdout, `${id}.stdout`),
-            stderr: await streamResult(session, box, run.stderr, `${id}.stderr`),
+            stdout: await streamResult(session, box, run.stdout, () => spill('stdout')),
+            stderr: await streamResult(session, box, run.stderr, () => spill('stderr')),
             error: result.errorMessage ?? null,
           },
         };
       } finally {
-        clearInterval(ticker);
+        if (ticker) clearInterval(ticker);
         session.running.delete(run.execution);
         extra.signal.removeEventListener('abort', kill);
       }
@@ -286,8 +291,16 @@ export function execTools(server: McpServer, session: McpSession): void {
   });
 }
 
-/** Sends a progress notification every second while a command runs (bytes of output so far). */
-function progressTicker(extra: ToolExtra, stdout: BoundedOutput, stderr: BoundedOutput): NodeJS.Timeout {
+/**
+ * Sends a progress notification every second while a command runs (bytes of output so far), when the
+ * caller asked for progress (a `progressToken`); else returns undefined.
+ */
+function progressTicker(
+  extra: ToolExtra,
+  stdout: BoundedOutput,
+  stderr: BoundedOutput,
+): NodeJS.Timeout | undefined {
+  if (extra._meta?.progressToken === undefined) return undefined;
   let ticks = 0;
   const timer = setInterval(() => {
     ticks += 1;
