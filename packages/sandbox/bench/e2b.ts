@@ -7,15 +7,18 @@
  * into `Sandbox.create` and the first command, and measured again with a warm pool of `base` boxes kept by
  * the server for the caller's tenant (`POST /v1/pools {image: 'base:latest', size: 1}` through the REST
  * client; each create waits until the pool is full again, so every create is served by a fresh pooled box).
- * Goals: create → first command ≤ 150 ms p50; command round trip ≤ 1.5× ours.
+ * Last, `runCode('1+1')` of `@e2b/code-interpreter` on the warm default context of a
+ * `code-interpreter-v1` sandbox.
+ * Goals: create → first command ≤ 150 ms p50; command round trip ≤ 1.5× ours; warm `runCode` ≤ 20 ms p50.
  *
  * Usage (root): `npm run bench:e2b -w @seed/sandbox` or `node bench/e2b.ts [creates] [commands]`
- * (default 10 and 100). Needs the local registry with `base` (`npm run registry -w @seed/sandbox`).
+ * (default 10 and 100). Needs the local registry with `base` and `code-interpreter-v1` (`npm run registry -w @seed/sandbox`).
  */
 
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
 import { Sandbox } from 'e2b';
 import { JsRuntime } from '../src/js-runtime.ts';
 import { percentile } from './raw.ts';
@@ -32,7 +35,7 @@ function row(name: string, values: number[]): string {
 async function main(): Promise<void> {
   const registry = spawnSync(
     process.execPath,
-    [join(import.meta.dirname, '..', 'scripts', 'registry.ts'), '--quiet', '--images', 'base'],
+    [join(import.meta.dirname, '..', 'scripts', 'registry.ts'), '--quiet', '--images', 'base,python'],
     { stdio: 'inherit' },
   );
   if (registry.status !== 0) throw new Error('the local registry could not be started (npm run registry)');
@@ -97,6 +100,16 @@ async function main(): Promise<void> {
     }
     await sbx.kill();
     await rest.remove(box.id, true);
+    const code = await CodeSandbox.create('code-interpreter-v1', { ...opts, requestTimeoutMs: 300_000 });
+    const runCode: number[] = [];
+    await code.runCode('1+1', { timeoutMs: 300_000 });
+    for (let i = 0; i < 5; i++) await code.runCode('1+1');
+    for (let i = 0; i < commands; i++) {
+      const t0 = performance.now();
+      await code.runCode('1+1');
+      runCode.push(performance.now() - t0);
+    }
+    await code.kill();
     const load = readFileSync('/proc/loadavg', 'utf8').trim();
     console.log(
       `\nE2B SDK vs our REST client, ${creates} creates and ${commands} commands, alternating (ms):\n`,
@@ -110,11 +123,13 @@ async function main(): Promise<void> {
     console.log(row('  of which Sandbox.create', pooledCreateOnly));
     console.log(row("commands.run('true') round trip, e2b SDK", e2bRun));
     console.log(row("exec('true') round trip, REST client", restRun));
+    console.log(row("runCode('1+1') on a warm context, @e2b/code-interpreter", runCode));
     const ratio = percentile(e2bRun, 50) / percentile(restRun, 50);
     const best = percentile(pooledCreate, 50);
     console.log(
       `\ncreate → first command p50 ${percentile(e2bCreate, 50).toFixed(1)} ms, ${best.toFixed(1)} ms from a warm pool (goal ≤ 150: ${best <= 150 ? 'met' : 'NOT met'}); ` +
-        `command round trip ${ratio.toFixed(2)}× ours (goal ≤ 1.5: ${ratio <= 1.5 ? 'met' : 'NOT met'})`,
+        `command round trip ${ratio.toFixed(2)}× ours (goal ≤ 1.5: ${ratio <= 1.5 ? 'met' : 'NOT met'}); ` +
+        `warm runCode p50 ${percentile(runCode, 50).toFixed(1)} ms (goal ≤ 20: ${percentile(runCode, 50) <= 20 ? 'met' : 'NOT met'})`,
     );
     console.log(`load average: ${load}`);
   } finally {
