@@ -96,6 +96,7 @@ const VALUES: Record<string, unknown> = {
   image: BUSYBOX,
   size: 1,
   code: 'print(1)',
+  allow_net: ['example.com'],
 };
 
 // biome-ignore lint/suspicious/noExplicitAny: OpenAPI operation objects are read field by field

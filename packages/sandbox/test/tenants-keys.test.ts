@@ -7,7 +7,7 @@
  * `operator` without `sandbox.operator` is refused (the operator's box untouched), and a key and a token of one tenant see the same boxes.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -58,11 +58,24 @@ function token(claims: Record<string, unknown>, subject = 'user-1'): Promise<str
     .sign(privateKey);
 }
 
-function cli(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const result = spawnSync(process.execPath, [BIN, 'keys', '--state-dir', stateDir, ...args], {
-    encoding: 'utf8',
+/**
+ * Runs `sandbox keys …` beside the server. Asynchronously: a synchronous spawn would stall the server in
+ * this process too, and the client's kept-alive connection could then meet the server closing it.
+ */
+function cli(...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, 'keys', '--state-dir', stateDir, ...args]);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+    });
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      stderr += text;
+    });
+    child.once('error', reject);
+    child.once('close', (status) => resolve({ status, stdout, stderr }));
   });
-  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
 describe('managed API keys', () => {
@@ -121,16 +134,16 @@ describe('managed API keys', () => {
     assert.equal(revoked.status, 401);
     assert.match(revoked.headers.get('www-authenticate') ?? '', /^Bearer/);
 
-    const created = cli('create', '--tenant', 'cli-tenant', '--json');
+    const created = await cli('create', '--tenant', 'cli-tenant', '--json');
     assert.equal(created.status, 0, created.stderr);
     const fromCli = JSON.parse(created.stdout);
     assert.equal((await api(url, 'GET', '/v1/boxes', fromCli.key)).status, 200);
-    const listed = cli('list', '--tenant', 'cli-tenant');
+    const listed = await cli('list', '--tenant', 'cli-tenant');
     assert.match(listed.stdout, new RegExp(`${fromCli.id}\\s+${fromCli.key.slice(0, 10)}\\s+cli-tenant`));
     assert.ok(!listed.stdout.includes(fromCli.key));
-    assert.equal(cli('revoke', fromCli.id).status, 0);
+    assert.equal((await cli('revoke', fromCli.id)).status, 0);
     assert.equal((await api(url, 'GET', '/v1/boxes', fromCli.key)).status, 401);
-    const badCli = cli('create', '--tenant', 'x', '--expires', 'tomorrow');
+    const badCli = await cli('create', '--tenant', 'x', '--expires', 'tomorrow');
     assert.notEqual(badCli.status, 0);
     assert.match(badCli.stderr, /--expires/);
 
@@ -205,7 +218,7 @@ describe('access tokens as tenants', () => {
     const refused = await api(url, 'POST', '/v1/keys', OPERATOR_KEY, { tenant: 'operator' });
     assert.equal(refused.status, 400);
     assert.equal(refused.body.error.field, 'tenant');
-    const viaCli = cli('create', '--tenant', 'Operator');
+    const viaCli = await cli('create', '--tenant', 'Operator');
     assert.notEqual(viaCli.status, 0);
     assert.match(viaCli.stderr, /reserved/);
     // The operator's box is untouched; a token holding sandbox.operator is the operator.
