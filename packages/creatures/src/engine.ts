@@ -25,6 +25,7 @@ import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
 import { type CostEstimate, costError, estimateCost, type KnownListSizes, listSizesOf } from './cost.ts';
 import { createFastPath, type FastPath } from './engine-fast.ts';
+import type { CreatureErrorCode } from './errors.ts';
 import { createParamsParser } from './http/params.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
@@ -92,7 +93,7 @@ export const MAX_COMPILED_FIELDS = 128;
  * A copy of `error` with `extensions.code` set to `code` unless it has one, and without graphql-js's
  * "Did you mean …?" hint when `suggestions` is false.
  */
-export function withCode(error: GraphQLError, code: string, suggestions = true): GraphQLError {
+export function withCode(error: GraphQLError, code: CreatureErrorCode, suggestions = true): GraphQLError {
   const message = suggestions ? error.message : error.message.replace(/ ?Did you mean [^?]*\?/g, '');
   if (error.extensions.code !== undefined && message === error.message) return error;
   return new GraphQLError(message, {

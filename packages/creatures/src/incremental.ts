@@ -31,6 +31,7 @@ import {
   visit,
 } from 'graphql17';
 import { checkCost, listSizesOf } from './cost.ts';
+import type { CreatureErrorCode } from './errors.ts';
 import { depthLimit, type QueryLimits } from './limits.ts';
 import { checkDocument, DEFAULT_PARSE_LIMITS, parseWithLimits } from './parse-limits.ts';
 import { type ResolverContext, resolveNodeType } from './schema.ts';
@@ -122,7 +123,7 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
   const requestError = (
     status: number,
     errors: readonly GraphQLError[],
-    code: string,
+    code: CreatureErrorCode,
   ): IncrementalOutcome => ({
     kind: 'error',
     status,

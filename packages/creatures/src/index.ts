@@ -12,6 +12,7 @@
 export { creatureNumber, creatureSvg, IMAGE_PREFIX, imagePath, TYPE_COLOURS } from './art.ts';
 export { serverOptionsFromEnv } from './config.ts';
 export { createEngine, type Engine, type EngineOptions, type RequestState } from './engine.ts';
+export { CREATURE_ERRORS, type CreatureErrorCode, type CreatureErrorInfo } from './errors.ts';
 export { EXPLORER_ASSET_PREFIX } from './explorer.ts';
 export {
   loadAllowList,

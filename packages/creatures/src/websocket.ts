@@ -36,6 +36,7 @@ import { useServer as serveGraphQLWs } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
 import { checkCost, type KnownListSizes } from './cost.ts';
 import { withCode } from './engine.ts';
+import type { CreatureErrorCode } from './errors.ts';
 import type { PersistedQueries } from './http/persisted.ts';
 import type { QueryLimits } from './limits.ts';
 import { maskUnexpectedErrors } from './mask.ts';
@@ -152,7 +153,7 @@ export function attachGraphQLWs(options: WebSocketOptions): WebSocketTransport {
   };
   options.httpServer.on('upgrade', onUpgrade);
 
-  const refuse = (message: string, code: string): readonly GraphQLError[] => [
+  const refuse = (message: string, code: CreatureErrorCode): readonly GraphQLError[] => [
     new GraphQLError(message, { extensions: { code } }),
   ];
 

@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Response } from 'graphql-http';
 import { negotiate, type RequestState } from '../engine.ts';
+import type { CreatureErrorCode } from '../errors.ts';
 import type { IncrementalExecutor } from '../incremental.ts';
 import { toDefer20220824, wantsDefer20220824 } from './defer-20220824.ts';
 import { writeIncrementalMultipart, writeIncrementalSse } from './multipart.ts';
@@ -77,7 +78,7 @@ export async function answerBatch(
   body: string,
 ): Promise<void> {
   const contentType = negotiate(accept || null);
-  const refuse = (message: string, code: string) => sendError(res, 400, message, {}, code);
+  const refuse = (message: string, code: CreatureErrorCode) => sendError(res, 400, message, {}, code);
   if (maxBatch <= 0) {
     refuse(
       'Batched requests (a JSON array body) are not enabled on this server; send one operation per request',

@@ -20,6 +20,7 @@ import {
   type ValidationRule,
   validate,
 } from 'graphql';
+import type { CreatureErrorCode } from '../errors.ts';
 import type { IncrementalPayload } from '../incremental.ts';
 import { parseWithLimits } from '../parse-limits.ts';
 import { type ChangeSource, subscriptionRoot } from '../subscriptions.ts';
@@ -114,7 +115,7 @@ export function wantsMultipartSubscription(accept: string | undefined): boolean 
  */
 export function createMultipartSubscriptions(options: MultipartSubscriptionOptions): MultipartSubscriptions {
   const open = new Set<AsyncGenerator<ExecutionResult> | AsyncIterableIterator<ExecutionResult>>();
-  const refuse = (res: ServerResponse, error: GraphQLError, code: string) => {
+  const refuse = (res: ServerResponse, error: GraphQLError, code: CreatureErrorCode) => {
     const json = error.toJSON();
     const body = JSON.stringify({
       errors: [{ ...json, extensions: { ...json.extensions, code: json.extensions?.code ?? code } }],

@@ -8,6 +8,7 @@
  * with a JSON error body.
  */
 import type { RequestParams as GraphQLRequestParams, Request, Response } from 'graphql-http';
+import type { CreatureErrorCode } from '../errors.ts';
 import type { PersistedQueries, RequestParams } from './persisted.ts';
 
 /** Media type and charset of a `Content-Type` header value, lower case (`['application/json', 'charset=utf-8']`). */
@@ -70,7 +71,12 @@ export function checkParams(params: RequestParams): GraphQLRequestParams {
 }
 
 /** A JSON error response of graphql-http's `Response` shape. */
-export function errorResponse(status: number, contentType: string, message: string, code: string): Response {
+export function errorResponse(
+  status: number,
+  contentType: string,
+  message: string,
+  code: CreatureErrorCode,
+): Response {
   return [
     JSON.stringify({ errors: [{ message, extensions: { code } }] }),
     {

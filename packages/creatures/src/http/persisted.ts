@@ -21,6 +21,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
+import type { CreatureErrorCode } from '../errors.ts';
 
 /** Options of {@link PersistedQueries}. */
 export interface PersistedQueryOptions {
@@ -47,7 +48,7 @@ export type RequestParams = Record<string, unknown>;
 /** A persisted-query failure: the HTTP status for an `application/graphql-response+json` answer, a code and a message. */
 export interface PersistedQueryError {
   status: number;
-  code: string;
+  code: CreatureErrorCode;
   message: string;
 }
 

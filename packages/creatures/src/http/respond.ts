@@ -3,6 +3,7 @@
  * (answering 413 for a body over the limit).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { CreatureErrorCode } from '../errors.ts';
 import { lingerAfter } from './linger.ts';
 
 /** `application/json; charset=utf-8`. */
@@ -42,7 +43,7 @@ export function sendError(
   status: number,
   message: string,
   headers: Record<string, string> = {},
-  code?: string,
+  code?: CreatureErrorCode,
 ): void {
   const body = JSON.stringify({ errors: [code ? { message, extensions: { code } } : { message }] });
   res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body), ...headers });
