@@ -225,6 +225,23 @@ describe('box.network.update', () => {
     await runtime.remove(proxied.id, true);
   });
 
+  test('a gVisor box changes its policy the same way', async () => {
+    const sentry = await runtime.create({
+      image: IMAGE,
+      isolation: 'gvisor',
+      network: { mode: 'enabled', allowNet: ['host.sandbox.internal'] },
+    });
+    const start = await reach(sentry);
+    assert.equal(start.byName, 'hi /name');
+    assert.match(start.byHostIp, /^ERR /);
+    await sentry.network.update({ allowNet: [HOST_IP!] });
+    const after = await reach(sentry);
+    assert.equal(after.byHostIp, 'hi /ip');
+    assert.match(after.byName, /^ERR /);
+    assert.match(after.byLoopbackIp, /^ERR /);
+    await runtime.remove(sentry.id, true);
+  });
+
   test('the host ruleset is untouched', () => {
     assert.equal(hostRuleset(), rulesetBefore);
   });

@@ -58,10 +58,14 @@ export function ensureHelper(dir: string): void {
   const self = fileURLToPath(import.meta.url);
   const main = join(self, '..', `helper-main${self.slice(self.lastIndexOf('.'))}`);
   const loop = `until "$0" "$1" "$2" >>"$2/log" 2>&1; do sleep ${RESTART_DELAY_S}; done`;
+  // The helper gets no more of this process's environment than it uses: PATH for nft, ip and nsenter,
+  // and the extra CAs its secrets proxy verifies upstream servers with.
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+  if (process.env.NODE_EXTRA_CA_CERTS) env.NODE_EXTRA_CA_CERTS = process.env.NODE_EXTRA_CA_CERTS;
   const child = spawn(
     'flock',
     ['-n', '-E', '0', join(dir, 'lock'), 'sh', '-c', loop, process.execPath, main, dir],
-    { detached: true, stdio: 'ignore' },
+    { detached: true, stdio: 'ignore', env },
   );
   child.on('error', () => {});
   child.unref();
