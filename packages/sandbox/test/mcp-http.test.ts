@@ -136,6 +136,11 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     const box = await ok(remote, 'create_box', { image: BUSYBOX, memory_mib: 128 });
     const run = await ok(remote, 'exec', { box: box.id, cmd: 'echo', args: ['remote'] });
     assert.equal(run.stdout.text, 'remote\n');
+    // A desktop's forwarders would run here, away from the node's boxes.
+    assert.match(
+      await toolError(remote, 'create_box', { kind: 'computer' }),
+      /^unsupported: .*\(field kind\)/,
+    );
     assert.ok(JSON.stringify((await api(url, 'GET', '/v1/boxes', betaKey)).body).includes(box.id));
     await remote.close();
     assert.equal(await runtime.getInfo(box.id), null);

@@ -77,7 +77,8 @@ function localParts(runtime: JsRuntime): Pick<BoxProvider, 'pull' | 'tags' | 'al
 /** Boxes of a runtime (local, or remote over REST). */
 export function runtimeProvider(runtime: JsRuntime): BoxProvider {
   return {
-    runtime,
+    // A remote runtime's boxes run elsewhere: no computer or browser boxes through it.
+    ...(runtime.url === null ? { runtime } : {}),
     ...localParts(runtime),
     create: (options, name) => runtime.create(options, name),
     createWith: (_request, name, make) => make(runtime, name),
