@@ -8,8 +8,10 @@
  * CONTRACT for every route plugin (the `/v1` routes, the E2B routes, MCP): boxes are created, listed,
  * looked up and removed ONLY through {@link ServerContext.createBox}, {@link ServerContext.listBoxes},
  * {@link ServerContext.box} and {@link ServerContext.removeBox} with the caller's `Principal`, so that
- * tenancy, quotas and names per tenant hold on every route. Another tenant's box is `not_found` (404),
- * never 403: its existence is not disclosed.
+ * tenancy, quotas and names per tenant hold on every route. Commands are started with
+ * {@link ServerContext.startExecution}, or admitted with {@link ServerContext.admitExecution} by a plugin
+ * that starts them itself, so that the tenant's exec rate and running-executions quota hold. Another
+ * tenant's box is `not_found` (404), never 403: its existence is not disclosed.
  */
 import { join } from 'node:path';
 import { BoxError, notFound } from '../errors.ts';
@@ -415,8 +417,7 @@ export class ServerContext {
     }
     const { cmd, args, env, tty, cwd, user } = checkExecRequest(body);
     const box = await this.box(idOrName, principal);
-    await this.rates.consume('exec', principal);
-    const release = this.executions.take(principal);
+    const release = await this.admitExecution(principal);
     let execution: Awaited<ReturnType<JsBox['execWith']>>;
     try {
       execution = await box.execWith(cmd, args ?? [], env, {
@@ -434,6 +435,18 @@ export class ServerContext {
     this.metrics?.executionStarted(session);
     session.done.then(() => this.later(FINISHED_TTL_MS, () => this.sessions.delete(session.id)));
     return session;
+  }
+
+  /**
+   * Admits one command of `principal`'s tenant: takes one `exec_per_second` point and one
+   * `running_executions` slot. Every route plugin that starts commands in a tenant's box calls it first
+   * and calls the returned function once the command has ended (or failed to start).
+   * @throws BoxError `quota_exceeded` naming `exec_per_second` (with `retryAfterMs`) or
+   *   `running_executions`.
+   */
+  async admitExecution(principal: Principal): Promise<() => void> {
+    await this.rates.consume('exec', principal);
+    return this.executions.take(principal);
   }
 
   /**
