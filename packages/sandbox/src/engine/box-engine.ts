@@ -251,13 +251,14 @@ export abstract class BoxEngine<M extends BoxEngineMeta, P = void> implements En
   /**
    * Every box the engine's index or its OCI runtime knows, with its state and host mounts, so a
    * runtime can garbage-collect boxes it has no record of (e.g. a crash mid-create): call
-   * `remove(id, boxDir)` for each unwanted one.
+   * `remove(id, boxDir)` for each unwanted one. With `include`, only the ids it accepts (their state
+   * alone is read).
    */
-  async list(): Promise<EngineBoxRecord[]> {
+  async list(include: (id: string) => boolean = () => true): Promise<EngineBoxRecord[]> {
     const ids = new Set<string>();
     for (const name of await readdir(this.boxesDir).catch(() => [] as string[]))
-      if (this.listsIndexEntry(name)) ids.add(name);
-    for (const id of await this.runtimeIds()) ids.add(id);
+      if (include(name) && this.listsIndexEntry(name)) ids.add(name);
+    for (const id of await this.runtimeIds()) if (include(id)) ids.add(id);
     return boxRecords(
       ids,
       (id) => this.meta(id)?.boxDir,

@@ -169,17 +169,20 @@ export class TieredEngine implements Engine {
     return (await this.#engine(id)).stats(id);
   }
 
-  /** Boxes of both tiers (the gVisor tier is asked only when it was created or a box uses it). */
-  async list(): Promise<EngineBoxRecord[]> {
+  /**
+   * Boxes of both tiers (the gVisor tier is asked only when it was created or a box uses it); with
+   * `include`, only the ids it accepts (see `Engine.list`).
+   */
+  async list(include?: (id: string) => boolean): Promise<EngineBoxRecord[]> {
     const byId = new Map<string, EngineBoxRecord>();
     let anyGVisor = this.#gvisor !== null;
-    for (const box of await this.container.list()) {
+    for (const box of await this.container.list(include)) {
       if (this.tierOf(box.id) === 'container') byId.set(box.id, box);
       else anyGVisor = true;
     }
     if (anyGVisor) {
       const gvisor = await this.gvisor().catch(() => null);
-      for (const box of (await gvisor?.list()) ?? []) byId.set(box.id, box);
+      for (const box of (await gvisor?.list(include)) ?? []) byId.set(box.id, box);
     }
     return [...byId.values()];
   }

@@ -143,9 +143,11 @@ export interface Engine {
   stats(id: string): Promise<EngineStats>;
   /**
    * Every box the engine's state still knows (index, OCI runtime, host mounts), for garbage
-   * collection after a crash: `remove(id, boxDir)` each one the runtime has no record of.
+   * collection after a crash: `remove(id, boxDir)` each one the runtime has no record of. With
+   * `include`, only the ids it accepts are reported (and only their state is read: one runtime call
+   * each), so a runtime that has records of most boxes asks about the others only.
    */
-  list?(): Promise<EngineBoxRecord[]>;
+  list?(include?: (id: string) => boolean): Promise<EngineBoxRecord[]>;
 }
 
 /** A box known to the engine, as listed by `Engine.list()`. */

@@ -83,9 +83,13 @@ export class LocalLifecycle {
     for (const record of records) {
       if (pooled.has(record.id) && !ownerAlive(record.owner)) await this.teardown(record.id).catch(() => {});
     }
-    // Containers the engine knows (its state lives in this homeDir) but no record names.
-    const lister = engine as Engine & { list?: () => Promise<{ id: string; boxDir?: string }[]> };
-    for (const box of (await lister.list?.().catch(() => [])) ?? []) {
+    // Containers the engine knows (its state lives in this homeDir) but no record names: only their
+    // state is read (one runtime call each), not that of every recorded box.
+    const lister = engine as Engine & {
+      list?: (include?: (id: string) => boolean) => Promise<{ id: string; boxDir?: string }[]>;
+    };
+    const unrecorded = (id: string) => !db.getBox(id);
+    for (const box of (await lister.list?.(unrecorded).catch(() => [])) ?? []) {
       if (db.getBox(box.id)) continue;
       await engine.remove(box.id, box.boxDir ?? engines.boxDir(box.id)).catch(() => {});
     }
