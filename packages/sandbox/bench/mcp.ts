@@ -3,7 +3,9 @@
  * (the SDK `Client` → the server process → the box) over the same command run by a direct SDK call
  * (`box.exec('true')` then `wait()`, on a runtime of the same home in this process), on one busybox box,
  * alternating the two so machine load hits both alike. Reports p50/p99 of each, the p50 difference and
- * the median of the paired differences. `MCP_BENCH_PROF_DIR=<dir>` runs the server with `--cpu-prof`.
+ * the median of the paired differences; a third case runs the same server in this process over the SDK's
+ * in-memory transport (the protocol and tool layers without the process hop).
+ * `MCP_BENCH_PROF_DIR=<dir>` runs the server with `--cpu-prof`.
  * Goal: ≤ 2 ms p50 of overhead over stdio.
  *
  * Usage (root): `npm run bench:mcp -w @seed/sandbox` or `node bench/mcp.ts [runs]` (default 100). Needs
@@ -14,7 +16,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { JsRuntime } from '../src/js-runtime.ts';
+import { createSandboxMcp, runtimeProvider } from '../src/mcp/server.ts';
 import { percentile } from './raw.ts';
 
 const runs = Number(process.argv[2] ?? 100);
@@ -80,18 +84,37 @@ try {
     if (result.isError || exit !== 0) throw new Error(`MCP exec failed: ${JSON.stringify(result.content)}`);
     return performance.now() - t0;
   };
+  // The same server in this process over the SDK's in-memory transport: the protocol and tool layers
+  // without the process hop.
+  const local = createSandboxMcp(runtimeProvider(runtime), {}, () => {});
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await local.server.connect(serverSide);
+  const inProcess = new Client({ name: 'bench-mcp-in-process', version: '1.0.0' });
+  await inProcess.connect(clientSide);
+  const viaMemory = async () => {
+    const t0 = performance.now();
+    const result = await inProcess.callTool({ name: 'exec', arguments: { box: id, cmd: 'true' } });
+    if (result.isError) throw new Error(`MCP exec failed: ${JSON.stringify(result.content)}`);
+    return performance.now() - t0;
+  };
   for (let i = 0; i < 5; i++) {
     await direct();
     await viaMcp();
+    await viaMemory();
   }
   const d: number[] = [];
   const m: number[] = [];
+  const mem: number[] = [];
   for (let i = 0; i < runs; i++) {
     d.push(await direct());
     m.push(await viaMcp());
+    mem.push(await viaMemory());
   }
+  await inProcess.close();
   report('exec true, direct SDK call', d);
   report('exec true, MCP over stdio', m);
+  report('exec true, MCP in process', mem);
+  console.log(`MCP in-process overhead p50: ${(percentile(mem, 50) - percentile(d, 50)).toFixed(2)} ms`);
   console.log(`MCP overhead p50: ${(percentile(m, 50) - percentile(d, 50)).toFixed(2)} ms (goal <= 2 ms)`);
   // Each MCP call runs right after its direct twin: the median of the pairs' differences is less
   // sensitive to load that shifts between the two runs.
