@@ -1,6 +1,7 @@
 /**
  * The unmodified `@e2b/code-interpreter` SDK against `sandbox serve`: port 49999 of a
- * `code-interpreter-v1` sandbox is served from the host over the box's Jupyter kernels — `runCode` keeps
+ * `code-interpreter-v1` sandbox is served from the host over the box's Jupyter kernels — the default
+ * context starts with the sandbox; `runCode` keeps
  * state between calls, streams stdout/stderr to the callbacks, reports errors with their traceback and
  * matplotlib figures as PNG results; contexts are created, listed, keep their own state and are removed;
  * unknown contexts and bad bodies are refused.
@@ -33,10 +34,22 @@ after(async () => {
 });
 
 describe('@e2b/code-interpreter against sandbox serve', { timeout: 600_000 }, () => {
+  it('starts the default Python context with the sandbox, before any runCode', async () => {
+    let contexts = await sbx.listCodeContexts();
+    for (let i = 0; i < 1200 && contexts.length === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      contexts = await sbx.listCodeContexts();
+    }
+    assert.deepEqual(
+      contexts.map((c) => [c.language, c.cwd]),
+      [['python', '/home/user']],
+    );
+  });
+
   it('runCode keeps state between calls in the default context', async () => {
-    // The first execution starts the box's Jupyter Server and kernel.
     const first = await sbx.runCode('x = 1', { timeoutMs: 180_000 });
     assert.equal(first.error, undefined);
+    assert.equal(first.executionCount, 1, 'starting the context counted no execution');
     const second = await sbx.runCode('x += 1; x');
     assert.equal(second.error, undefined);
     assert.equal(second.text, '2');

@@ -39,6 +39,17 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
+/**
+ * Starts the Jupyter Server and the default Python context of `box` in the background, as E2B's code
+ * interpreter does when its sandbox starts, so that the first `runCode` finds the kernel ready instead of
+ * waiting seconds for it (long enough, on a loaded machine, to reach the SDK's 60 s `timeoutMs`). The
+ * empty execution used for it counts no execution (IPython skips empty cells). A failure is left for
+ * the first `runCode`, which tries again and reports it.
+ */
+export function startDefaultContext(box: JsBox): void {
+  box.interpreter.execute('', { timeoutMs: 0 }).catch(() => {});
+}
+
 /** Serves one request to port 49999 of `box`. @throws E2bError, BoxError (answered by the router). */
 export async function serveCodeInterpreter(
   box: JsBox,

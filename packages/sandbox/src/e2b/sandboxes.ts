@@ -15,6 +15,7 @@ import { operatorPrincipal, type Principal } from '../rest/auth.ts';
 import type { ServerContext } from '../rest/context.ts';
 import type { JsBox } from '../runtime/box.ts';
 import type { JsBoxInfo, JsBoxOptions, NetworkSpec } from '../types.ts';
+import { startDefaultContext } from './code-interpreter.ts';
 import { E2B_STATE_FILE, E2bStore } from './store.ts';
 
 /** The envd version the server advertises: every feature up to it is served (see README "Coming from E2B"). */
@@ -30,10 +31,13 @@ export const DEFAULT_TEMPLATE = 'base';
 /** The `clientID` every sandbox reports (E2B's cluster client; a single machine has one). */
 export const CLIENT_ID = 'seed-sandbox';
 
+/** The template whose sandboxes start their code interpreter's default context at create. */
+export const CODE_INTERPRETER_TEMPLATE = 'code-interpreter-v1';
+
 /** Templates served by default: name → image (built offline by `npm run sandbox:registry`). */
 export const DEFAULT_TEMPLATES: Readonly<Record<string, string>> = {
   base: 'base:latest',
-  'code-interpreter-v1': 'code-interpreter-v1:latest',
+  [CODE_INTERPRETER_TEMPLATE]: 'code-interpreter-v1:latest',
 };
 
 /** What E2B knows of one sandbox beyond its box. */
@@ -103,7 +107,8 @@ export class E2bSandboxes {
 
   /**
    * Creates a sandbox: a box of the template's image, named by a fresh sandbox id, with the E2B defaults
-   * (user `user`, working directory `/home/user`), its env vars, network and timeout.
+   * (user `user`, working directory `/home/user`), its env vars, network and timeout. A box of the
+   * `code-interpreter-v1` template's image starts its default Python context in the background.
    * @throws BoxError `invalid_option` (field `templateID`) for an unknown template; as `JsRuntime.create`.
    */
   async create(principal: Principal, request: CreateRequest): Promise<{ record: E2bSandbox; box: JsBox }> {
@@ -116,7 +121,9 @@ export class E2bSandboxes {
     }
     const sandboxId = newSandboxId();
     const box = await this.#ctx.createBox(principal, { image, ...boxOptionsOf(request) }, sandboxId);
-    return { record: this.#register(principal, request, box, sandboxId), box };
+    const record = this.#register(principal, request, box, sandboxId);
+    if (image === this.#templates.get(CODE_INTERPRETER_TEMPLATE)) startDefaultContext(box);
+    return { record, box };
   }
 
   /**
