@@ -272,7 +272,20 @@ export function checkCost(
     defaultPageSize: DEFAULT_CONNECTION_PAGE,
     known,
   });
-  return estimate.cost > limit.maxCost ? costError(estimate, limit.maxCost, operation) : undefined;
+  return tooCostly(estimate, limit.maxCost, operation);
+}
+
+/**
+ * The one cost check of every transport: the `QUERY_TOO_COSTLY` error ({@link costError}) when
+ * `estimate.cost` is over `maxCost`, else undefined. {@link checkCost} estimates and calls it; the HTTP
+ * engine calls it with its cached estimates.
+ */
+export function tooCostly(
+  estimate: CostEstimate,
+  maxCost: number,
+  operation: OperationDefinitionNode,
+): GraphQLError | undefined {
+  return estimate.cost > maxCost ? costError(estimate, maxCost, operation) : undefined;
 }
 
 /**

@@ -11,11 +11,16 @@
  * (whose estimate depends only on the document and the data) and the plan look-up. Nothing of the data
  * or the answer is kept: every request resolves the fields over the store and writes the answer.
  */
-import type { DocumentNode, ExecutionResult, GraphQLSchema, OperationDefinitionNode } from 'graphql';
+import type {
+  DocumentNode,
+  ExecutionResult,
+  GraphQLError,
+  GraphQLSchema,
+  OperationDefinitionNode,
+} from 'graphql';
 import { getVariableValues } from 'graphql/execution/values.js';
 import { type CompiledQuery, isCompiledQuery } from 'graphql-jit';
 import { BytesKeyedCache } from './bytes-cache.ts';
-import type { CostEstimate } from './cost.ts';
 import { usesIncrementalDelivery } from './incremental.ts';
 import type { Plan } from './plan.ts';
 
@@ -59,8 +64,6 @@ export interface FastPathDeps<E extends PreparedDocument> {
   schema: GraphQLSchema;
   /** The resolvers' context value. */
   context: unknown;
-  /** Highest estimated cost answered. */
-  maxCost: number;
   /** False in allow-list mode (every request then goes through the full handler). */
   automatic: boolean;
   /** The response media type for an `Accept` value, or null when graphql-http would answer 406. */
@@ -70,12 +73,13 @@ export interface FastPathDeps<E extends PreparedDocument> {
   /** The cached document entry of a query text. */
   prepare(query: string): E;
   operationOf(entry: E, operationName: string | null | undefined): OperationDefinitionNode | null;
-  costOf(
+  /** The engine's cost check: the `QUERY_TOO_COSTLY` error when the operation is over the limit. */
+  costErrorOf(
     entry: E,
     operation: OperationDefinitionNode,
     key: string,
     variables: Record<string, unknown> | undefined,
-  ): CostEstimate;
+  ): GraphQLError | undefined;
   planOf(entry: E, operation: OperationDefinitionNode, key: string): Plan | null;
   compiledOf(
     document: DocumentNode,
@@ -118,7 +122,7 @@ const REQUEST_ENTRY_BYTES = 1024;
 
 /** Creates the fast path over the engine's caches. */
 export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>): FastPath {
-  const { schema, context, maxCost } = deps;
+  const { schema, context } = deps;
   const requests = new BytesKeyedCache<FastRequest<E> | null>({
     max: REQUEST_CACHE_SIZE,
     maxKeyBytes: REQUEST_CACHE_KEY_BYTES,
@@ -189,7 +193,7 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
         if (result.errors) return undefined;
         coerced = result.coerced;
       }
-      if (deps.costOf(entry, operation, key, coerced).cost > maxCost) return undefined;
+      if (deps.costErrorOf(entry, operation, key, coerced)) return undefined;
       plan = deps.planOf(entry, operation, key);
       if (request.coerced !== undefined) {
         request.checkedAt = version;

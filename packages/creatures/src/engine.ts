@@ -23,7 +23,7 @@ import { getVariableValues } from 'graphql/execution/values.js';
 import { createHandler, type Handler, type Request } from 'graphql-http';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
-import { type CostEstimate, costError, estimateCost, type KnownListSizes, listSizesOf } from './cost.ts';
+import { type CostEstimate, estimateCost, type KnownListSizes, listSizesOf, tooCostly } from './cost.ts';
 import { createFastPath, type FastPath } from './engine-fast.ts';
 import type { CreatureErrorCode } from './errors.ts';
 import { createParamsParser } from './http/params.ts';
@@ -217,6 +217,14 @@ export function createEngine(options: EngineOptions): Engine {
     entry.fields.set(key, estimate.fields);
     return estimate;
   };
+  /** The cost check ({@link tooCostly}) of an operation with its (cached) estimate. */
+  const costErrorOf = (
+    entry: DocumentEntry,
+    operation: OperationDefinitionNode,
+    key: string,
+    variables: Record<string, unknown> | undefined,
+  ): GraphQLError | undefined =>
+    tooCostly(costOf(entry, operation, key, variables), limits.maxCost, operation);
   /** {@link CostEstimate.fields} of an operation, from its cost estimate when one was made. */
   const fieldsOf = (entry: DocumentEntry, operationName: string | null | undefined): number => {
     const key = operationName ?? '';
@@ -324,13 +332,12 @@ export function createEngine(options: EngineOptions): Engine {
   const fast = createFastPath({
     schema,
     context,
-    maxCost: limits.maxCost,
     automatic: options.persisted === undefined || !options.persisted.allowListMode,
     version: () => store.version,
     contentTypeFor,
     prepare,
     operationOf,
-    costOf,
+    costErrorOf,
     planOf,
     compiledOf,
   });
@@ -352,8 +359,8 @@ export function createEngine(options: EngineOptions): Engine {
         variables = coerced.coerced;
       }
       if (operation) {
-        const estimate = costOf(entry, operation, params.operationName ?? '', variables);
-        if (estimate.cost > limits.maxCost) return [costError(estimate, limits.maxCost, operation)];
+        const error = costErrorOf(entry, operation, params.operationName ?? '', variables);
+        if (error) return [error];
       }
       return {
         schema,
