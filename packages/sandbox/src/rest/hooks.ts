@@ -132,7 +132,7 @@ export function installHooks(app: FastifyInstance, auth: Authenticator, audit?: 
   });
   app.setNotFoundHandler((request, reply) => {
     const error = new HttpError('route_not_found', `no route ${request.method} ${request.url.split('?')[0]}`);
-    return reply.code(404).send(error.body());
+    return reply.code(error.status).send(error.body());
   });
 }
 

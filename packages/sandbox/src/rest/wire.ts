@@ -187,7 +187,7 @@ export function httpErrorOf(error: unknown): HttpError {
 
 /** The `BoxError.code` for an HTTP status when the body carries none of the stable codes. */
 export function codeOfStatus(status: number): BoxErrorCode {
-  if (status === 400) return 'invalid_option';
+  if (status === 400 || status === 413 || status === 415 || status === 426) return 'invalid_option';
   if (status === 401) return 'unauthenticated';
   if (status === 403) return 'permission_denied';
   if (status === 404) return 'not_found';

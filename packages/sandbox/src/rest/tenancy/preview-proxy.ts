@@ -14,6 +14,7 @@
  */
 import { request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Duplex } from 'node:stream';
+import { ERROR_CODES } from '../../errors.ts';
 import type { JsTunnelConnection } from '../../types.ts';
 import type { ServerContext } from '../context.ts';
 import { rejectSocket } from '../hooks.ts';
@@ -234,10 +235,10 @@ export class PreviewProxy {
               `the box port did not answer: ${error.message}`,
             );
             res
-              .writeHead(502, { 'content-type': 'application/json; charset=utf-8' })
+              .writeHead(http.status, { 'content-type': 'application/json; charset=utf-8' })
               .end(JSON.stringify(http.body()));
           } else res.destroy();
-          this.#audit(info, req, 502);
+          this.#audit(info, req, ERROR_CODES.preview_unreachable.status);
           resolve();
         });
         req.pipe(upstream);
