@@ -65,6 +65,8 @@ describe('openid-client', () => {
       'openid',
       'profile',
       'email',
+      'phone',
+      'address',
       'roles',
       'permissions',
       'offline_access',

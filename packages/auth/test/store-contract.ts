@@ -340,6 +340,50 @@ export function storeContract(name: string, opener: StoreOpener): void {
       expiresAt: 10_000,
     });
 
+    test('users: telephone number and postal address (OIDC phone and address claims) are stored, patched, cleared and validated', async () => {
+      const store = await open();
+      const address = { streetAddress: 'Main St 1\nFlat 2', locality: 'Springfield', country: 'US' };
+      const user = await store.createUser({
+        userName: 'phoebe',
+        phoneNumber: '+14155550100',
+        phoneNumberVerified: true,
+        address,
+      });
+      assert.deepEqual(
+        [user.phoneNumber, user.phoneNumberVerified, user.address],
+        ['+14155550100', true, address],
+      );
+      const read = (await store.findUserByName('PHOEBE'))!;
+      assert.deepEqual(
+        [read.phoneNumber, read.phoneNumberVerified, read.address],
+        ['+14155550100', true, address],
+      );
+      const renamed = await store.updateUser(user.id, { displayName: 'Phoebe' });
+      assert.deepEqual(
+        [renamed.phoneNumber, renamed.address],
+        ['+14155550100', address],
+        'kept when omitted',
+      );
+      const moved = await store.updateUser(user.id, { address: { locality: 'Shelbyville', region: ' ' } });
+      assert.deepEqual(moved.address, { locality: 'Shelbyville' }, 'replaced whole; blank members dropped');
+      await assert.rejects(store.updateUser(user.id, { phoneNumber: '555-0100' }), isError(ValidationError));
+      await assert.rejects(
+        store.updateUser(user.id, { address: { locality: 'a\tb' } }),
+        (e: unknown) => e instanceof ValidationError && /address\.locality/.test(e.message),
+      );
+      await assert.rejects(
+        store.updateUser(user.id, { address: { city: 'x' } as never }),
+        (e: unknown) => e instanceof ValidationError && /unknown member 'city'/.test(e.message),
+      );
+      const cleared = await store.updateUser(user.id, { phoneNumber: null, address: { country: '' } });
+      assert.deepEqual(
+        [cleared.phoneNumber, cleared.phoneNumberVerified, cleared.address],
+        [null, true, null],
+      );
+      const plain = await store.createUser({ userName: 'plain' });
+      assert.deepEqual([plain.phoneNumber, plain.phoneNumberVerified, plain.address], [null, false, null]);
+    });
+
     test('refresh tokens keep the auth_time and amr of their sign-in through a rotation', async () => {
       const store = await open();
       const user = await store.createUser({ userName: 'u' });

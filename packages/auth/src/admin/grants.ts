@@ -100,4 +100,7 @@ export const profileOf = (body: UserProfileInput): UserProfileInput => ({
   familyName: body.familyName,
   email: body.email,
   emailVerified: body.emailVerified,
+  phoneNumber: body.phoneNumber,
+  phoneNumberVerified: body.phoneNumberVerified,
+  address: body.address,
 });

@@ -74,7 +74,10 @@ export const MAX_PROFILE_TEXT = 256;
 /** Longest e-mail address, in characters (RFC 5321 §4.5.3.1.3, store rule). */
 export const MAX_EMAIL = 254;
 
-/** Profile fields of a user body (OIDC Core §5.1 claims `name`, `given_name`, `family_name`, `email`). */
+/**
+ * Profile fields of a user body (OIDC Core §5.1 claims `name`, `given_name`, `family_name`, `email`,
+ * `phone_number`, `address`).
+ */
 export const profileFields: Record<string, Schema> = {
   displayName: {
     type: ['string', 'null'],
@@ -89,6 +92,35 @@ export const profileFields: Record<string, Schema> = {
     description: 'E-mail address `local@domain` (claim `email`, scope `email`); null clears it.',
   },
   emailVerified: { type: 'boolean', description: 'Claim `email_verified`.' },
+  phoneNumber: {
+    type: ['string', 'null'],
+    maxLength: 32,
+    description:
+      'Telephone number in E.164 form, `+` and 2–15 digits, optionally `;ext=` and digits (claim `phone_number`, scope `phone`); null clears it.',
+  },
+  phoneNumberVerified: { type: 'boolean', description: 'Claim `phone_number_verified`.' },
+  address: {
+    type: ['object', 'null'],
+    additionalProperties: false,
+    description:
+      'Postal address (claim `address`, scope `address`, OIDC Core §5.1.1); blank members are dropped, null clears it.',
+    properties: {
+      formatted: {
+        type: 'string',
+        maxLength: MAX_PROFILE_TEXT,
+        description: 'Full address; lines separated by `\\n`.',
+      },
+      streetAddress: {
+        type: 'string',
+        maxLength: MAX_PROFILE_TEXT,
+        description: 'Claim member `street_address`; may span lines.',
+      },
+      locality: { type: 'string', maxLength: MAX_PROFILE_TEXT },
+      region: { type: 'string', maxLength: MAX_PROFILE_TEXT },
+      postalCode: { type: 'string', maxLength: MAX_PROFILE_TEXT, description: 'Claim member `postal_code`.' },
+      country: { type: 'string', maxLength: MAX_PROFILE_TEXT },
+    },
+  },
 };
 
 /**

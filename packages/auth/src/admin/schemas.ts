@@ -50,6 +50,20 @@ export const userSchema: Schema = record({
   familyName: nullableString,
   email: nullableString,
   emailVerified: { type: 'boolean' },
+  phoneNumber: nullableString,
+  phoneNumberVerified: { type: 'boolean' },
+  address: {
+    type: ['object', 'null'],
+    description: 'Postal address (OIDC Core §5.1.1 members in camelCase), or null.',
+    properties: {
+      formatted: { type: 'string' },
+      streetAddress: { type: 'string' },
+      locality: { type: 'string' },
+      region: { type: 'string' },
+      postalCode: { type: 'string' },
+      country: { type: 'string' },
+    },
+  },
   createdAt: timestamp,
   updatedAt: timestamp,
 });

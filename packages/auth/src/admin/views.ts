@@ -26,6 +26,9 @@ export function userView(user: UserRecord, now: number) {
     familyName: user.familyName,
     email: user.email,
     emailVerified: user.emailVerified,
+    phoneNumber: user.phoneNumber,
+    phoneNumberVerified: user.phoneNumberVerified,
+    address: user.address,
     createdAt: iso(user.createdAt),
     updatedAt: iso(user.updatedAt),
   };

@@ -2,6 +2,7 @@
 
 import { escapeHtml, layout } from '../oauth/page.ts';
 import type { AccountSession } from '../store/account.ts';
+import type { UserAddress } from '../store/types.ts';
 
 const csrfField = (token: string) => `<input type="hidden" name="_csrf" value="${escapeHtml(token)}">`;
 
@@ -84,12 +85,27 @@ export function done(title: string, text: string, href: string, linkText: string
   );
 }
 
+/**
+ * The address fields of the account page's contact form: form field, {@link UserAddress} member, label
+ * (OIDC Core §5.1.1 members; `formatted` is left to administrators).
+ */
+export const ADDRESS_FORM_FIELDS = [
+  ['street_address', 'streetAddress', 'Street address'],
+  ['locality', 'locality', 'City'],
+  ['region', 'region', 'Region'],
+  ['postal_code', 'postalCode', 'Postal code'],
+  ['country', 'country', 'Country'],
+] as const;
+
 /** What the account page shows. */
 export interface AccountView {
   readonly csrfToken: string;
   readonly userName: string;
   readonly email: string | null;
   readonly emailVerified: boolean;
+  readonly phoneNumber: string | null;
+  readonly phoneNumberVerified: boolean;
+  readonly address: UserAddress | null;
   /** Self-service mail is on (verification can be sent). */
   readonly mail: boolean;
   readonly totp: boolean;
@@ -138,6 +154,18 @@ export function accountPage(v: AccountView): string {
     `<h1>Your account</h1>
 ${v.notice ? `<p id="notice">${escapeHtml(v.notice)}</p>\n` : ''}${v.failed ? '<p class="error" role="alert">That change was not possible.</p>\n' : ''}<p>Signed in as <strong>${escapeHtml(v.userName)}</strong>.</p>
 ${email}
+<h2>Contact details</h2>
+<form method="post" action="/login/account/contact">
+${csrf}<label for="phone_number">Telephone (E.164, e.g. +4930123456)${v.phoneNumber !== null ? ` <small id="phone-state">${v.phoneNumberVerified ? 'verified' : 'not verified'}</small>` : ''}</label>
+<input type="tel" id="phone_number" name="phone_number" autocomplete="tel" maxlength="32" value="${escapeHtml(v.phoneNumber ?? '')}">
+${ADDRESS_FORM_FIELDS.map(([field, member, label]) => {
+  const value = escapeHtml(v.address?.[member] ?? '');
+  return member === 'streetAddress'
+    ? `<label for="${field}">${label}</label>\n<textarea id="${field}" name="${field}" autocomplete="street-address" maxlength="256" rows="2">${value}</textarea>`
+    : `<label for="${field}">${label}</label>\n<input id="${field}" name="${field}" maxlength="256" value="${value}">`;
+}).join('\n')}
+<button type="submit" id="save-contact">Save contact details</button>
+</form>
 <h2>Password</h2>
 <form method="post" action="/login/account/password">
 ${csrf}<label for="current">Current password</label>

@@ -32,6 +32,7 @@ import { hashToken } from '../oauth/tokens.ts';
 import type { AccountTokenPurpose } from '../store/account.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
 import {
+  ADDRESS_FORM_FIELDS,
   accountPage,
   done,
   forgotForm,
@@ -286,6 +287,9 @@ export function registerSelfService(scope: FastifyInstance, ctx: OAuthContext, k
         userName: user.userName,
         email: user.email,
         emailVerified: user.emailVerified,
+        phoneNumber: user.phoneNumber,
+        phoneNumberVerified: user.phoneNumberVerified,
+        address: user.address,
         mail: ctx.config.selfService !== null,
         totp: totp !== undefined,
         mfa: ctx.config.mfa !== null,
@@ -298,7 +302,9 @@ export function registerSelfService(scope: FastifyInstance, ctx: OAuthContext, k
             ? 'A verification link has been sent.'
             : query.changed === '1'
               ? 'Your password has been changed.'
-              : undefined,
+              : query.contact === '1'
+                ? 'Your contact details have been saved.'
+                : undefined,
         failed: query.err === '1',
       }),
     );
@@ -329,6 +335,30 @@ export function registerSelfService(scope: FastifyInstance, ctx: OAuthContext, k
     // Every other session ends; this browser continues in a new session with the same factors.
     await startSession(req, reply, ctx, user.id, session.amr);
     return redirect(reply, `${ACCOUNT_PATH}?changed=1`);
+  });
+
+  // The user's own telephone number and postal address (OIDC Core §5.1 `phone_number`, `address`). A new
+  // number is unverified; bad input (the store's rules) answers with the page's generic failure.
+  scope.post('/login/account/contact', { preHandler: scope.csrfProtection }, async (req, reply) => {
+    const active = await readSession(req, ctx);
+    if (!active || req.body === NOT_FORM) return redirect(reply, '/login');
+    const { user } = active;
+    const phone = (formField(req.body, 'phone_number') ?? '').trim();
+    const address = Object.fromEntries(
+      ADDRESS_FORM_FIELDS.map(([field, member]) => [member, formField(req.body, field) ?? '']),
+    );
+    try {
+      await ctx.store.updateUser(user.id, {
+        phoneNumber: phone,
+        phoneNumberVerified: phone === user.phoneNumber ? user.phoneNumberVerified : false,
+        address,
+      });
+    } catch (error) {
+      if (error instanceof ValidationError) return redirect(reply, `${ACCOUNT_PATH}?err=1`);
+      throw error;
+    }
+    await audit(req, user, 'contact_changed', null);
+    return redirect(reply, `${ACCOUNT_PATH}?contact=1`);
   });
 
   scope.post('/login/account/totp/remove', { preHandler: scope.csrfProtection }, async (req, reply) => {

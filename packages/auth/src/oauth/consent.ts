@@ -22,6 +22,8 @@ export const SCOPE_DESCRIPTIONS: Readonly<Record<string, string>> = Object.freez
   openid: 'Sign you in (your user id)',
   profile: 'Your name and user name',
   email: 'Your e-mail address',
+  phone: 'Your telephone number',
+  address: 'Your postal address',
   roles: 'Your roles and permissions',
   offline_access: 'Stay signed in (refresh tokens)',
   api: 'Call the API on your behalf',

@@ -9,7 +9,7 @@ import { hash } from 'node:crypto';
 import type { JWTPayload } from 'jose';
 import { acrFor } from '../mfa/assurance.ts';
 import { PermissionMatcher } from '../permissions.ts';
-import type { AuthStore, ClientRecord, UserRecord } from '../store/types.ts';
+import type { AuthStore, ClientRecord, UserAddress, UserRecord } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
 
 /** The scope of this server that releases a user's effective roles and permission patterns. */
@@ -26,6 +26,8 @@ export const OIDC_SCOPES = Object.freeze([
   'openid',
   'profile',
   'email',
+  'phone',
+  'address',
   ROLES_SCOPE,
   PERMISSIONS_SCOPE,
 ] as const);
@@ -35,6 +37,8 @@ export const SCOPE_CLAIMS: Readonly<Record<string, readonly string[]>> = Object.
   openid: ['sub'],
   profile: ['name', 'given_name', 'family_name', 'preferred_username', 'updated_at'],
   email: ['email', 'email_verified'],
+  phone: ['phone_number', 'phone_number_verified'],
+  address: ['address'],
   [ROLES_SCOPE]: ['roles', 'permissions', 'denied_permissions'],
   [PERMISSIONS_SCOPE]: ['roles', 'effective_permissions'],
 });
@@ -147,7 +151,9 @@ async function effectivePermissions(
 /**
  * The claims the granted `scopes` release about `user` (OIDC Core §5.1, §5.4): always `sub`; `profile`:
  * `name`, `given_name`, `family_name` (when set), `preferred_username`, `updated_at` (seconds); `email`:
- * `email` and `email_verified` (when an address is set); {@link ROLES_SCOPE}: `roles` (held roles and their
+ * `email` and `email_verified` (when an address is set); `phone`: `phone_number` and `phone_number_verified`
+ * (when a number is set); `address`: `address` (§5.1.1 members `formatted`, `street_address`, `locality`,
+ * `region`, `postal_code`, `country`, those set); {@link ROLES_SCOPE}: `roles` (held roles and their
  * ancestors, sorted), `permissions` and `denied_permissions` (the grant and deny patterns of the user and
  * those roles, sorted); {@link PERMISSIONS_SCOPE}: `roles` and `effective_permissions` (concrete codes the
  * user is granted, deny rules applied, sorted). Absent values are left out, never sent as null (§5.3.2).
@@ -169,6 +175,11 @@ export async function userClaims(
     claims.email = user.email;
     claims.email_verified = user.emailVerified;
   }
+  if (scopes.includes('phone') && user.phoneNumber !== null) {
+    claims.phone_number = user.phoneNumber;
+    claims.phone_number_verified = user.phoneNumberVerified;
+  }
+  if (scopes.includes('address') && user.address !== null) claims.address = addressClaim(user.address);
   if (scopes.includes(ROLES_SCOPE) || scopes.includes(PERMISSIONS_SCOPE)) {
     const subject = await store.getUserSubject(user.id);
     const roles = subject?.roles ?? [];
@@ -187,4 +198,16 @@ export async function userClaims(
       claims.effective_permissions = await effectivePermissions(store, allow, deny);
   }
   return claims;
+}
+
+/** The OIDC Core §5.1.1 Address Claim of a stored address (snake_case members; unset ones left out). */
+export function addressClaim(address: UserAddress): Record<string, string> {
+  const claim: Record<string, string> = {};
+  if (address.formatted !== undefined) claim.formatted = address.formatted;
+  if (address.streetAddress !== undefined) claim.street_address = address.streetAddress;
+  if (address.locality !== undefined) claim.locality = address.locality;
+  if (address.region !== undefined) claim.region = address.region;
+  if (address.postalCode !== undefined) claim.postal_code = address.postalCode;
+  if (address.country !== undefined) claim.country = address.country;
+  return claim;
 }

@@ -14,6 +14,7 @@ import type {
   NewUser,
   RolePatch,
   RoleRecord,
+  UserAddress,
   UserPatch,
   UserProfileInput,
 } from './types.ts';
@@ -50,6 +51,9 @@ export function profileValues(input: UserProfileInput): {
   familyName: string | null | undefined;
   email: string | null | undefined;
   emailVerified: boolean | undefined;
+  phoneNumber: string | null | undefined;
+  phoneNumberVerified: boolean | undefined;
+  address: UserAddress | null | undefined;
 } {
   return {
     displayName: v.profileText(input.displayName, 'displayName'),
@@ -58,6 +62,12 @@ export function profileValues(input: UserProfileInput): {
     email: v.email(input.email),
     emailVerified:
       input.emailVerified === undefined ? undefined : v.bool(input.emailVerified, 'emailVerified', false),
+    phoneNumber: v.phoneNumber(input.phoneNumber),
+    phoneNumberVerified:
+      input.phoneNumberVerified === undefined
+        ? undefined
+        : v.bool(input.phoneNumberVerified, 'phoneNumberVerified', false),
+    address: v.address(input.address),
   };
 }
 

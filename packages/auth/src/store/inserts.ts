@@ -42,16 +42,17 @@ export const POSTGRES_VALUES: ValueEncoding<readonly string[], boolean, Readonly
 /** Inserts a user; parameters: {@link userValues}. */
 export const INSERT_USER = `INSERT INTO users (id, user_name, user_name_key, password_hash, is_enabled,
   security_stamp, direct_permissions, denied_permissions, created_at, updated_at, display_name, given_name,
-  family_name, email, email_verified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  family_name, email, email_verified, phone_number, phone_number_verified, address)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /** The parameters of {@link INSERT_USER} for a new user `id` with security stamp `stamp`, at `now` (ms). */
-export function userValues<L, B>(
+export function userValues<L, B, J>(
   id: string,
   values: ReturnType<typeof newUserValues>,
   stamp: string,
   now: number,
-  encode: ValueEncoding<L, B>,
-): (SqlValue | L | B)[] {
+  encode: ValueEncoding<L, B, J>,
+): (SqlValue | L | B | J)[] {
   const { profile } = values;
   return [
     id,
@@ -69,6 +70,9 @@ export function userValues<L, B>(
     profile.familyName ?? null,
     profile.email ?? null,
     encode.bool(profile.emailVerified ?? false),
+    profile.phoneNumber ?? null,
+    encode.bool(profile.phoneNumberVerified ?? false),
+    profile.address ? encode.json(profile.address as Readonly<Record<string, string>>) : null,
   ];
 }
 

@@ -308,4 +308,13 @@ CREATE INDEX refresh_tokens_family_usable ON refresh_tokens(family_id)
     // JSON array text of RFC 8176 values, null for tokens issued before this column existed.
     sql: 'ALTER TABLE refresh_tokens ADD COLUMN amr TEXT;',
   },
+  {
+    version: 12,
+    name: 'users: telephone number and postal address (OpenID Connect phone and address claims)',
+    sql: `
+ALTER TABLE users ADD COLUMN phone_number TEXT;
+ALTER TABLE users ADD COLUMN phone_number_verified INTEGER NOT NULL DEFAULT 0 CHECK (phone_number_verified IN (0, 1));
+ALTER TABLE users ADD COLUMN address TEXT;
+`,
+  },
 ];

@@ -20,6 +20,7 @@ import type {
   RefreshTokenWithOwner,
   RoleRecord,
   SigningKeyRecord,
+  UserAddress,
   UserRecord,
 } from './types.ts';
 
@@ -66,6 +67,9 @@ export function toUser(row: Row): UserRecord {
     familyName: strOrNull(row.family_name),
     email: strOrNull(row.email),
     emailVerified: flag(row.email_verified),
+    phoneNumber: strOrNull(row.phone_number),
+    phoneNumberVerified: flag(row.phone_number_verified),
+    address: row.address === null || row.address === undefined ? null : json<UserAddress>(row.address),
     version: Number(row.version),
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),

@@ -45,6 +45,12 @@ export interface UserRecord {
   readonly email: string | null;
   /** Whether the e-mail address was verified (OIDC `email_verified`). */
   readonly emailVerified: boolean;
+  /** Telephone number in E.164 form, e.g. `+4930123456` (OIDC `phone_number`, scope `phone`), or null. */
+  readonly phoneNumber: string | null;
+  /** Whether the telephone number was verified (OIDC `phone_number_verified`). */
+  readonly phoneNumberVerified: boolean;
+  /** Postal address (OIDC `address`, scope `address`, §5.1.1), or null. */
+  readonly address: UserAddress | null;
   /** Incremented on every change of the record (part of the matcher cache key). */
   readonly version: number;
   readonly createdAt: number;
@@ -52,9 +58,31 @@ export interface UserRecord {
 }
 
 /**
+ * A postal address (OpenID Connect Core 1.0 §5.1.1 Address Claim), stored as given: each member at most
+ * 256 characters; `formatted` and `streetAddress` may span lines (`\n`), the others have no control
+ * characters. At least one member is set. In claims the members are `formatted`, `street_address`,
+ * `locality`, `region`, `postal_code`, `country`.
+ */
+export interface UserAddress {
+  /** The full address for display or a mailing label, lines separated by `\n`. */
+  readonly formatted?: string;
+  /** House number, street, and more lines (`\n`) when needed. */
+  readonly streetAddress?: string;
+  /** City or locality. */
+  readonly locality?: string;
+  /** State, province, prefecture or region. */
+  readonly region?: string;
+  readonly postalCode?: string;
+  /** Country name or ISO 3166-1 code. */
+  readonly country?: string;
+}
+
+/**
  * Profile fields of a user (OpenID Connect Core 1.0 §5.1 standard claims `name`, `given_name`,
- * `family_name`, `email`, `email_verified`). Text fields: at most 256 characters, no control characters;
- * `email`: at most 254 characters, `local@domain`. null clears a field.
+ * `family_name`, `email`, `email_verified`, `phone_number`, `phone_number_verified`, `address`). Text fields:
+ * at most 256 characters, no control characters; `email`: at most 254 characters, `local@domain`;
+ * `phoneNumber`: E.164 (`+` and 2–15 digits, optionally `;ext=` and up to 10 digits); `address`: see
+ * {@link UserAddress}. null clears a field.
  */
 export interface UserProfileInput {
   displayName?: string | null;
@@ -62,6 +90,9 @@ export interface UserProfileInput {
   familyName?: string | null;
   email?: string | null;
   emailVerified?: boolean;
+  phoneNumber?: string | null;
+  phoneNumberVerified?: boolean;
+  address?: UserAddress | null;
 }
 
 /** Input of {@link AuthStore.createUser}. */

@@ -69,7 +69,7 @@ export function roleCycleError(names: readonly string[], i: number): ValidationE
 
 /** Updates a user's profile, name, flags, permissions and stamp; parameters: {@link userUpdateValues}. */
 export const UPDATE_USER = `UPDATE users SET display_name = ?, given_name = ?, family_name = ?, email = ?,
-  email_verified = ?, user_name = ?, user_name_key = ?, is_enabled = ?, direct_permissions = ?,
+  email_verified = ?, phone_number = ?, phone_number_verified = ?, address = ?, user_name = ?, user_name_key = ?, is_enabled = ?, direct_permissions = ?,
   denied_permissions = ?, security_stamp = ?, version = version + 1, updated_at = ? WHERE id = ?`;
 
 /**
@@ -77,21 +77,25 @@ export const UPDATE_USER = `UPDATE users SET display_name = ?, given_name = ?, f
  * patch leaves out keeps its value, and disabling an enabled user rotates its security stamp (spec 001
  * "User": sessions and tokens of a disabled user stop working).
  */
-export function userUpdateValues<L, B>(
+export function userUpdateValues<L, B, J>(
   current: UserRecord,
   patch: ReturnType<typeof userPatchValues>,
   now: number,
-  encode: ValueEncoding<L, B>,
-): (string | number | null | L | B)[] {
+  encode: ValueEncoding<L, B, J>,
+): (string | number | null | L | B | J)[] {
   const { userName, isEnabled, direct, denied, profile } = patch;
   const keep = <T>(value: T | undefined, old: T) => (value === undefined ? old : value);
   const name = userName ?? current.userName;
+  const address = keep(profile.address, current.address) as Readonly<Record<string, string>> | null;
   return [
     keep(profile.displayName, current.displayName),
     keep(profile.givenName, current.givenName),
     keep(profile.familyName, current.familyName),
     keep(profile.email, current.email),
     encode.bool(keep(profile.emailVerified, current.emailVerified)),
+    keep(profile.phoneNumber, current.phoneNumber),
+    encode.bool(keep(profile.phoneNumberVerified, current.phoneNumberVerified)),
+    address === null ? null : encode.json(address),
     name,
     v.nameKey(name),
     encode.bool(isEnabled ?? current.isEnabled),

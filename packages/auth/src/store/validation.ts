@@ -203,6 +203,76 @@ export function email(value: unknown, field = 'email'): string | null | undefine
   return text;
 }
 
+const E164 = /^\+[1-9]\d{1,14}(?:;ext=\d{1,10})?$/;
+
+/**
+ * An optional telephone number (OIDC Core §5.1 `phone_number`): E.164, `+` then 2–15 digits without
+ * spaces (the first not 0), optionally `;ext=` and 1–10 digits (RFC 3966 extension). null or blank clears.
+ * @throws ValidationError (`phoneNumber`, `e164`).
+ */
+export function phoneNumber(value: unknown, field = 'phoneNumber'): string | null | undefined {
+  const text = profileText(value, field, 32);
+  if (text === undefined || text === null) return text;
+  if (!E164.test(text))
+    throw new ValidationError(
+      field,
+      'e164',
+      `${field}: must be an E.164 number, + and country code and digits without spaces (e.g. +4930123456)`,
+    );
+  return text;
+}
+
+/** The members of an address (OIDC Core §5.1.1), in claim order; the multi-line ones marked. */
+const ADDRESS_MEMBERS = [
+  ['formatted', true],
+  ['streetAddress', true],
+  ['locality', false],
+  ['region', false],
+  ['postalCode', false],
+  ['country', false],
+] as const;
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
+const CONTROL_BUT_NEWLINE = /[\u0000-\u0009\u000b-\u001f\u007f]/;
+
+/**
+ * An optional postal address (OIDC Core §5.1.1): an object of {@link ADDRESS_MEMBERS} strings, each at most
+ * 256 characters; `formatted` and `streetAddress` may hold newlines (`\r\n` is stored as `\n`), the others
+ * no control characters; blank members are dropped, an address without members is null.
+ * @throws ValidationError (`address`: `object`, `unknown_member`; `address.<member>`: `string`,
+ *   `max_length`, `characters`).
+ */
+export function address(value: unknown, field = 'address'): Record<string, string> | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === null) return null;
+  if (typeof value !== 'object' || Array.isArray(value))
+    throw new ValidationError(field, 'object', `${field}: must be an object or null`);
+  const known = new Set<string>(ADDRESS_MEMBERS.map(([name]) => name));
+  for (const key of Object.keys(value)) {
+    if (!known.has(key))
+      throw new ValidationError(
+        field,
+        'unknown_member',
+        `${field}: unknown member '${key.slice(0, 64)}' (allowed: ${[...known].join(', ')})`,
+      );
+  }
+  const result: Record<string, string> = {};
+  for (const [name, multiLine] of ADDRESS_MEMBERS) {
+    const member = `${field}.${name}`;
+    const raw = (value as Record<string, unknown>)[name];
+    if (raw === undefined || raw === null) continue;
+    if (typeof raw !== 'string') throw new ValidationError(member, 'string', `${member}: must be a string`);
+    const text = raw.replace(/\r\n/g, '\n').trim();
+    if (text === '') continue;
+    if (text.length > 256)
+      throw new ValidationError(member, 'max_length', `${member}: at most 256 characters`);
+    if ((multiLine ? CONTROL_BUT_NEWLINE : CONTROL).test(text))
+      throw new ValidationError(member, 'characters', `${member}: control characters not allowed`);
+    result[name] = text;
+  }
+  return Object.keys(result).length === 0 ? null : result;
+}
+
 /**
  * An optional absolute `http`/`https` URI without fragment (e.g. a back-channel logout URI), at most 2048
  * characters; null or `''` clears it.

@@ -318,6 +318,15 @@ CREATE INDEX rate_limits_expire ON rate_limits(expire);
     // JSON array text (as in SQLite, so both stores bind the same insert values).
     sql: 'ALTER TABLE refresh_tokens ADD COLUMN amr text;',
   },
+  {
+    version: 10,
+    name: 'users: telephone number and postal address (OpenID Connect phone and address claims)',
+    sql: `
+ALTER TABLE users ADD COLUMN phone_number text;
+ALTER TABLE users ADD COLUMN phone_number_verified boolean NOT NULL DEFAULT false;
+ALTER TABLE users ADD COLUMN address jsonb;
+`,
+  },
 ];
 
 /**
