@@ -11,6 +11,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { BoxError, notFound } from '../errors.ts';
+import { closeInterpreter } from '../interpreter/index.ts';
 import { operatorPrincipal, type Principal } from '../rest/auth.ts';
 import type { ServerContext } from '../rest/context.ts';
 import type { JsBox } from '../runtime/box.ts';
@@ -262,9 +263,13 @@ export class E2bSandboxes {
     return out;
   }
 
-  /** Removes the sandbox's box (its open streams end with it). @throws BoxError `not_found`. */
+  /**
+   * Removes the sandbox's box (its open streams end with it; its code interpreter's kernel connections
+   * are closed first, so that they end without trying to reconnect). @throws BoxError `not_found`.
+   */
   async kill(principal: Principal, sandboxId: string): Promise<void> {
     const { record, box } = await this.get(principal, sandboxId);
+    await closeInterpreter(box.id);
     await this.#ctx.removeBox(principal, box.id, true);
     this.#forget(record);
   }
