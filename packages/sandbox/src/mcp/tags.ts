@@ -35,10 +35,11 @@ export class BoxTags {
   }
 
   /**
-   * The sessions of the tagged boxes among `boxIds`; tags of boxes not in `existing` (every box of the
-   * runtime, when the caller knows them) are dropped.
+   * The sessions of the tagged boxes among `boxIds`; when `existing` is given (every box id of the
+   * runtime), tags of boxes not among them are dropped. `existing` is read after the tags, so that a box
+   * tagged meanwhile is never taken for a removed one.
    */
-  async read(boxIds: string[], existing?: ReadonlySet<string>): Promise<Map<string, string>> {
+  async read(boxIds: string[], existing?: () => Promise<ReadonlySet<string>>): Promise<Map<string, string>> {
     const tags = new Map<string, string>();
     let names: string[];
     try {
@@ -46,9 +47,10 @@ export class BoxTags {
     } catch {
       return tags;
     }
+    const live = existing ? await existing() : undefined;
     const wanted = new Set(boxIds);
     for (const name of names) {
-      if (existing && !existing.has(name)) {
+      if (live && !live.has(name)) {
         await this.drop(name).catch(() => {});
         continue;
       }

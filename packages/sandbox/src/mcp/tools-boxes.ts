@@ -235,7 +235,7 @@ export function boxTools(server: McpServer, session: McpSession): void {
       const tags =
         (await session.provider.tags?.read(
           infos.map((info) => info.id),
-          await session.provider.allIds?.(),
+          session.provider.allIds,
         )) ?? new Map<string, string>();
       return { result: { boxes: infos.map((info) => boxView(session, info, tags)) } };
     },
