@@ -1,10 +1,11 @@
 /**
- * The creature server's HTTP layer (`node:http`): GraphQL over HTTP at `/graphql` (spec 000
- * "Endpoints"), the explorer on a browser GET of `/graphql`, `/healthz`, the web front end's static
- * build at `/` when present, with a body limit, a CSRF guard, CORS, a response cache of read-only
- * queries, structured JSON logs and graceful shutdown.
+ * The creature server (`node:http`), the package's composition root: it opens the store, builds the
+ * schema and the GraphQL engine, and wires the HTTP parts — GraphQL over HTTP at `/graphql` (spec 000
+ * "Endpoints"; `http/graphql.ts`: explorer, CSRF guard, body limit, batching, response cache), CORS
+ * (`http/cors.ts`), the other routes (`http/site.ts`: `/metrics`, `/healthz`, images, explorer assets, the
+ * web front end at `/`), SSE, multipart and WebSocket subscriptions — with structured JSON logs and graceful
+ * shutdown.
  */
-import { existsSync } from 'node:fs';
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -15,19 +16,17 @@ import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import type { GraphQLSchema } from 'graphql';
 import { type Logger, pino } from 'pino';
-import sirv from 'sirv';
-import { IMAGE_PREFIX } from './art.ts';
 import { listSizesOf } from './cost.ts';
 import { createEngine, type Engine } from './engine.ts';
-import { EXPLORER_ASSET_PREFIX, type ExplorerAsset, loadExplorerAssets } from './explorer.ts';
 import { buildFederatedSchema } from './federation.ts';
+import { createCors } from './http/cors.ts';
 import { createGraphQLRoute } from './http/graphql.ts';
-import { serveCreatureImage } from './http/images.ts';
 import { answerClientError } from './http/linger.ts';
-import { createMetrics, type RouteLabel } from './http/metrics.ts';
+import { createMetrics } from './http/metrics.ts';
 import { createMultipartSubscriptions } from './http/multipart.ts';
 import { PersistedQueries } from './http/persisted.ts';
-import { JSON_TYPE, sendError } from './http/respond.ts';
+import { sendError } from './http/respond.ts';
+import { createSiteRoutes } from './http/site.ts';
 import { createIncrementalExecutor } from './incremental.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { PACKAGE_ROOT } from './package-root.ts';
@@ -45,13 +44,7 @@ import { attachGraphQLWs, type WebSocketTransport } from './websocket.ts';
 export const DEFAULT_DATABASE_PATH = resolve('.data', 'creatures.db');
 /** Default directory of the web front end's production build, served at `/` when it exists. */
 export const DEFAULT_WEB_ROOT = join(PACKAGE_ROOT, 'web', 'dist');
-/**
- * Content-Security-Policy of the web front end served at `/`: its own scripts, styles and `/graphql`
- * (fetch and event streams) only; no inline script, no framing.
- */
-export const WEB_CSP =
-  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-  "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+export { WEB_CSP } from './http/site.ts';
 /** Default request body limit: 100 KiB. */
 export const DEFAULT_BODY_LIMIT = 100 * 1024;
 
@@ -199,19 +192,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   const store = openStore(options, logger);
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const cors = options.corsOrigins ?? [];
-  const assets: Map<string, ExplorerAsset> = loadExplorerAssets();
-  const webRoot = options.webRoot ?? DEFAULT_WEB_ROOT;
-  const serveWeb = existsSync(webRoot)
-    ? sirv(webRoot, {
-        single: true,
-        dev: false,
-        etag: true,
-        setHeaders: (res) => {
-          res.setHeader('content-security-policy', WEB_CSP);
-          res.setHeader('x-content-type-options', 'nosniff');
-        },
-      })
-    : undefined;
+  const corsHeaders = createCors(cors);
   const maskErrors = options.maskErrors ?? process.env.NODE_ENV !== 'development';
   const production = process.env.NODE_ENV === 'production';
   const introspection = options.introspection ?? !production;
@@ -286,16 +267,12 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     multipartSubscriptions,
     fail: (req, res, err) => fail(req, res, err),
   });
-
-  function corsHeaders(req: IncomingMessage, res: ServerResponse): void {
-    const origin = req.headers.origin;
-    if (!origin) return;
-    if (cors === '*') res.setHeader('access-control-allow-origin', '*');
-    else if (cors.includes(origin)) {
-      res.setHeader('access-control-allow-origin', origin);
-      res.setHeader('vary', 'Origin');
-    }
-  }
+  const site = createSiteRoutes({
+    store,
+    metrics,
+    explorer,
+    webRoot: options.webRoot ?? DEFAULT_WEB_ROOT,
+  });
 
   function fail(req: IncomingMessage, res: ServerResponse, err: unknown): void {
     logger.error({ err, method: req.method, url: req.url }, 'request failed');
@@ -303,71 +280,18 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     else res.destroy();
   }
 
-  function routeOf(path: string): RouteLabel {
-    if (path === '/metrics') return 'metrics';
-    if (path === '/healthz') return 'health';
-    if (path.startsWith(IMAGE_PREFIX)) return 'images';
-    if (path.startsWith(EXPLORER_ASSET_PREFIX)) return 'explorer';
-    return serveWeb ? 'web' : 'other';
-  }
-
   function handle(req: IncomingMessage, res: ServerResponse): void {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
-    if (cors === '*' || cors.length > 0) corsHeaders(req, res);
+    corsHeaders?.(req, res);
     if (path === '/graphql') {
       metrics?.track(res, 'graphql');
       graphqlRoute(req, res, url);
       return;
     }
-    metrics?.track(res, routeOf(path));
-    if (req.method === 'GET' || req.method === 'HEAD') {
-      if (path === '/metrics' && metrics) {
-        metrics.serve(req, res);
-        return;
-      }
-      if (path === '/healthz') {
-        void Promise.resolve(store.healthy()).then((ok) => {
-          const body = JSON.stringify({
-            status: ok ? 'ok' : 'unavailable',
-            creatures: store.listCreatures().length,
-          });
-          res.writeHead(ok ? 200 : 503, { 'content-type': JSON_TYPE, 'cache-control': 'no-store' });
-          res.end(req.method === 'HEAD' ? undefined : body);
-        });
-        return;
-      }
-      if (path.startsWith(IMAGE_PREFIX)) {
-        serveCreatureImage(req, res, path, store);
-        return;
-      }
-      if (path.startsWith(EXPLORER_ASSET_PREFIX) && explorer) {
-        const asset = assets.get(path.slice(EXPLORER_ASSET_PREFIX.length));
-        if (asset) {
-          res.writeHead(200, {
-            'content-type': asset.contentType,
-            'content-length': asset.body.length,
-            'cache-control': 'public, max-age=3600',
-            'x-content-type-options': 'nosniff',
-          });
-          res.end(req.method === 'HEAD' ? undefined : asset.body);
-          return;
-        }
-        sendError(res, 404, `No explorer asset at ${path}`);
-        return;
-      }
-      if (serveWeb) {
-        serveWeb(req, res, () => sendError(res, 404, `Nothing at ${path}`));
-        return;
-      }
-      if (path === '/') {
-        res.writeHead(302, { location: '/graphql' });
-        res.end();
-        return;
-      }
-    }
-    sendError(res, 404, `Nothing at ${req.method} ${path}; the GraphQL endpoint is /graphql`);
+    metrics?.track(res, site.routeOf(path));
+    site.handle(req, res, path);
   }
 
   const httpOptions = { requestTimeout: 30_000, headersTimeout: 10_000 };
