@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv } from 'ajv';
+import { ERROR_CODES } from '../src/errors.ts';
 import { JsRuntime } from '../src/js-runtime.ts';
 import { openApiDocument, type RestServer, startRestServer } from '../src/rest/server.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
@@ -25,7 +26,7 @@ interface Operation {
   parameters?: Parameter[];
   security?: Record<string, string[]>[];
   requestBody?: { content: Record<string, unknown> };
-  responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
+  responses: Record<string, { description?: string; content?: Record<string, { schema: unknown }> }>;
 }
 interface Document {
   openapi: string;
@@ -100,6 +101,24 @@ describe('OpenAPI document', () => {
       }
     }
     assert.equal(operations, routes.length);
+  });
+
+  it('the Error schema enumerates the codes and types of ERROR_CODES, each code with its status', () => {
+    // biome-ignore lint/suspicious/noExplicitAny: the schema is read field by field
+    const error = (doc.components.schemas.Error as any).properties.error.properties;
+    assert.deepEqual(error.code.enum, Object.keys(ERROR_CODES));
+    assert.deepEqual(
+      [...error.type.enum].sort(),
+      [...new Set(Object.values(ERROR_CODES).map((c) => c.type))].sort(),
+    );
+    for (const [code, info] of Object.entries(ERROR_CODES)) {
+      assert.ok(error.code.description.includes(`\`${code}\` (${info.status})`), code);
+    }
+    // Each documented error answer describes the codes of its status.
+    assert.match(
+      doc.paths['/v1/volumes/{volume}']!.get!.responses['404']!.description!,
+      /`volume_not_found`/,
+    );
   });
 
   it('documents query parameters, non-JSON media and request bodies from the route schemas', () => {
