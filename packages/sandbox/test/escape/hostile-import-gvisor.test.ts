@@ -55,7 +55,7 @@ async function importOnGvisor(archive: string): Promise<unknown> {
   try {
     const box = await runtime.importBox(archive, { options: GVISOR });
     try {
-      assert.equal((await box.info()).isolation.tier, 'gvisor');
+      assert.equal((await box.info()).isolation?.tier, 'gvisor');
       assert.equal((await run(box, 'true')).exitCode, 0);
     } finally {
       await runtime.remove(box.id, true);
@@ -108,7 +108,7 @@ describe('hostile box layers imported onto the gVisor tier', { skip }, () => {
     const box = await runtime.importBox(archive, { options: GVISOR });
     try {
       assert.deepEqual([...box.droppedOptions].sort(), ['advanced.capabilities.add', 'volumes[0]']);
-      assert.equal((await box.info()).isolation.tier, 'gvisor');
+      assert.equal((await box.info()).isolation?.tier, 'gvisor');
       const probe = await run(box, 'sh', [
         '-c',
         'cat /root/hello; echo; [ -e /host/etc ] && echo host || echo no-host; grep CapEff /proc/self/status',
