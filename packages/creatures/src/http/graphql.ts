@@ -1,7 +1,7 @@
 /**
  * The `/graphql` route: GraphQL over HTTP (GET and POST, by the engine's graphql-http handler) with the
  * server's additions in front of it — event streams handed to the subscription handler, the explorer
- * for a browser GET, CORS preflight answers, the CSRF guard, the body limit, opt-in batching (a JSON array
+ * for a browser GET, CORS preflight answers, the CSRF guard (`csrf.ts`), the body limit, opt-in batching (a JSON array
  * of operations answered by a JSON array of results, in order, bounded) and the response cache of
  * read-only queries.
  */
@@ -11,12 +11,13 @@ import type { FastAnswer } from '../engine-fast.ts';
 import { type IncrementalExecutor, usesIncrementalDelivery } from '../incremental.ts';
 import type { ChangeSource, EventStreamHandler } from '../subscriptions.ts';
 import { isEventStreamRequest } from '../subscriptions.ts';
+import { refusedAsCrossSite } from './csrf.ts';
 import { etagOf } from './images.ts';
 import type { ServerMetrics } from './metrics.ts';
 import { answerBatch, answerIncremental } from './multi-part-answers.ts';
 import { type MultipartSubscriptions, wantsMultipartSubscription } from './multipart.ts';
 import { mediaTypeOf } from './params.ts';
-import { endWith, readBodyWithin, sendError } from './respond.ts';
+import { endWith, readBodyWithin } from './respond.ts';
 import { ResponseCache, writeCached } from './response-cache.ts';
 import {
   answerExplorer,
@@ -26,9 +27,7 @@ import {
   isJson,
   isSubscription,
   notModified,
-  PREFLIGHT_HEADERS,
   paramsOf,
-  SIMPLE_CONTENT_TYPES,
   varyWith,
 } from './route-helpers.ts';
 
@@ -155,16 +154,7 @@ export function createGraphQLRoute(options: GraphQLRouteOptions): GraphQLRoute {
       return;
     }
     const mediaType = contentType === 'application/json' ? contentType : mediaTypeOf(contentType)[0];
-    if (SIMPLE_CONTENT_TYPES.has(mediaType) && !PREFLIGHT_HEADERS.some((h) => req.headers[h])) {
-      sendError(
-        res,
-        400,
-        `CSRF guard: a POST with content-type "${mediaType || '(none)'}" needs a non-empty GraphQL-Require-Preflight header; send content-type application/json`,
-        {},
-        'CSRF_PREFLIGHT_REQUIRED',
-      );
-      return;
-    }
+    if (refusedAsCrossSite(req, res, mediaType)) return;
     const json = isJson(contentType);
     withBody(req, res, (bytes) => answerPost(req, res, url, accept, contentType, mediaType, json, bytes));
   }

@@ -1,6 +1,5 @@
 /**
- * Request checks and answer helpers of the `/graphql` route (`graphql.ts`): the CSRF guard's header and
- * media type lists, parameter and content-type checks, `304 Not Modified` answers for GET queries, the
+ * Request checks and answer helpers of the `/graphql` route (`graphql.ts`): parameter and content-type checks, `304 Not Modified` answers for GET queries, the
  * explorer page and `OPTIONS` answers.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -9,20 +8,6 @@ import { EXPLORER_CSP, EXPLORER_HTML } from '../explorer.ts';
 import { parseWithLimits } from '../parse-limits.ts';
 import { etagMatches } from './images.ts';
 import { checkParams, fromSearch, mediaTypeOf } from './params.ts';
-
-/** Headers any of which lets a POST with a "simple" content type through the CSRF guard. */
-export const PREFLIGHT_HEADERS = [
-  'graphql-require-preflight',
-  'apollo-require-preflight',
-  'x-apollo-operation-name',
-];
-/** Content types a browser may POST cross-site without a preflight (the CSRF guard refuses them). */
-export const SIMPLE_CONTENT_TYPES = new Set([
-  '',
-  'text/plain',
-  'application/x-www-form-urlencoded',
-  'multipart/form-data',
-]);
 
 /** The URL with percent-escapes decoded, or as it is when an escape is malformed. */
 export function decodeURIComponentSafe(url: string): string {
