@@ -3,18 +3,27 @@
  * `importBox(path, { options })` of a REST runtime): they apply inside the box (capabilities, env, a
  * managed volume); the refusals of `POST /v1/boxes` hold (host bind mounts, `rootfs_path`, `ports`: 400
  * naming the field, no box, no upload left, the host canary unchanged); a managed volume named by
- * another tenant's name or id never resolves to that tenant's volume.
+ * another tenant's name or id never resolves to that tenant's volume; `isolation: 'gvisor'` passed again
+ * starts a box imported with a hostile box layer under runsc, the canary unchanged.
  */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { findExecutable } from '../../src/engine/engine.ts';
 import { BoxError } from '../../src/errors.ts';
 import { JsRuntime } from '../../src/js-runtime.ts';
 import type { RestServer } from '../../src/rest/server.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome } from '../runtime-helpers.ts';
 import { api, createKey, startTenantServer } from '../tenants-helpers.ts';
-import { canaryFacts, handMadeArchive, imageLayerTars, makeCanary, tarOf } from './hostile-layers.ts';
+import {
+  BOX_LAYER_CASES,
+  canaryFacts,
+  handMadeArchive,
+  imageLayerTars,
+  makeCanary,
+  tarOf,
+} from './hostile-layers.ts';
 
 let home: string;
 let canary: string;
@@ -151,6 +160,29 @@ describe('importBox over REST with options passed again', () => {
     assert.equal(named.status, 200, JSON.stringify(named.body));
     assert.notEqual(named.body.id, volumeA);
     await volumeAUntouched();
+  });
+
+  test('isolation passed again: a hostile box layer imported over REST onto the gVisor tier stays confined', {
+    skip: findExecutable('runsc') ? false : 'runsc is not installed',
+  }, async () => {
+    // ptrace explicitly: the KVM probe is covered by gvisor.test.ts.
+    process.env.SEED_SANDBOX_GVISOR_PLATFORM = 'ptrace';
+    const swap = BOX_LAYER_CASES.find((c) => c.expect === 'confined')!;
+    const hostile = join(home, 'hostile-gvisor.tar');
+    await handMadeArchive(hostile, {
+      imageLayers: await imageLayerTars(join(home, 'pull-gv'), BUSYBOX),
+      boxLayer: await tarOf(swap.entries(canary)),
+      options: { cpus: 1 },
+    });
+    const client = new JsRuntime({ url, apiKey: keyB });
+    const box = await client.importBox(hostile, { options: { isolation: 'gvisor' } });
+    try {
+      assert.equal((await box.info()).isolation?.tier, 'gvisor');
+      assert.equal((await run(box, 'true')).exitCode, 0);
+    } finally {
+      await client.remove(box.id, true);
+    }
+    assert.deepEqual(canaryFacts(canary), canaryBefore);
   });
 
   test('host paths and ports are refused before any byte leaves the client', async () => {
