@@ -203,7 +203,16 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
     });
     if (this.ns) stageForNamespace(this.ns, spec, p.bundle, opened);
 
-    await prepareBoxNetns(spec, p.netns, this.opts.networkPrepare, this.opts.networkTeardown, this.ns);
+    // The box's network namespace and link are made while the supervisor mounts the root; runsc runs
+    // once both are ready (it takes the interfaces present when it starts).
+    const netnsReady = prepareBoxNetns(
+      spec,
+      p.netns,
+      this.opts.networkPrepare,
+      this.opts.networkTeardown,
+      this.ns,
+    );
+    netnsReady.catch(() => {});
 
     const env = {
       ...gvisorSupervisorEnv(
@@ -222,9 +231,19 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
       [this.supervisorPath],
       env,
       opened.map((o) => o.fd),
+      netnsReady,
     );
     if (outcome !== 'started') {
       child.stdin?.destroy();
+      // prepareBoxNetns undoes its own work when it fails: its error is the one to report.
+      const netnsError = await netnsReady.then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      if (netnsError !== undefined) {
+        await unmountBoxDir(spec.boxDir).catch(() => {});
+        throw netnsError;
+      }
       const error = await supervisorFailure(
         spec.id,
         outcome,

@@ -107,17 +107,29 @@ export interface SupervisorStart {
 /**
  * Spawns a box supervisor script (detached, stdin and stdout piped, `fds` passed as descriptors 3…) and
  * waits for its status lines on stdout: `mounted`, then `started` or `error <stage>`. Never throws for a
- * failed start: the caller checks `outcome` (and builds its error with `supervisorFailure`).
+ * failed start: the caller checks `outcome` (and builds its error with `supervisorFailure`). With
+ * `gate` (the script then runs with `SB_GO=1`), the script mounts the box root while `gate` settles and
+ * runs the box only once it resolved (`go` on its stdin); when `gate` rejects it gets `stop` and
+ * reports `error network`.
  */
 export async function startSupervisor(
   command: string,
   args: string[],
   env: Record<string, string>,
   fds: number[],
+  gate?: Promise<unknown>,
 ): Promise<SupervisorStart> {
-  const child = spawn(command, args, { env, detached: true, stdio: ['pipe', 'pipe', 'ignore', ...fds] });
+  const child = spawn(command, args, {
+    env: gate ? { ...env, SB_GO: '1' } : env,
+    detached: true,
+    stdio: ['pipe', 'pipe', 'ignore', ...fds],
+  });
   child.on('error', () => {});
   child.stdin?.on('error', () => {});
+  gate?.then(
+    () => child.stdin?.write('go\n'),
+    () => child.stdin?.write('stop\n'),
+  );
   let tMounted = performance.now();
   const outcome = await new Promise<string>((resolve) => {
     const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });

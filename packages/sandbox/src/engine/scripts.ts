@@ -88,6 +88,8 @@ else
   done
 fi
 echo mounted
+# SB_GO: the engine prepares something else meanwhile (the gVisor box's network namespace) and says go.
+if [ "$SB_GO" = 1 ]; then read -r go || go=eof; [ "$go" = go ] || fail network; fi
 rt run --detach --bundle "$SB_BUNDLE" --pid-file "$SB_PIDFILE" "$SB_ID" </dev/null >>"$SB_LOG" 2>&1 || fail run
 echo started
 [ "$SB_WATCH" = 1 ] || exit 0
