@@ -203,7 +203,7 @@ describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
     });
   });
 
-  it('runs background commands: list, stdin, kill, reattach after a dropped stream', async () => {
+  it('runs background commands: real pids, list, stdin, kill, reattach after a dropped stream', async () => {
     const cat = await sbx.commands.run('cat', { background: true, stdin: true });
     assert.ok((await sbx.commands.list()).some((p) => p.pid === cat.pid));
     await sbx.commands.sendStdin(cat.pid, 'typed\n');
@@ -212,6 +212,11 @@ describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
     assert.equal(done.stdout, 'typed\n');
 
     const sleeper = await sbx.commands.run('sleep 600', { background: true });
+    // Its pid is its own in the box: /proc/<pid> there is that command, and the shell's $$ the same.
+    const cmdline = await sbx.commands.run(`tr '\\0' ' ' < /proc/${sleeper.pid}/cmdline`);
+    assert.match(cmdline.stdout, /sleep 600/);
+    const self = await sbx.commands.run('echo $$', { background: true });
+    assert.equal((await self.wait()).stdout, `${self.pid}\n`);
     await sleeper.disconnect();
     const again = await sbx.commands.connect(sleeper.pid);
     assert.equal(await sbx.commands.kill(sleeper.pid), true);

@@ -5,8 +5,10 @@
  * List, SendInput, StreamInput, SendSignal (SIGTERM, SIGKILL), CloseStdin and Update (terminal size).
  * Streams send a keepalive after `Keepalive-Ping-Interval` seconds of quiet (default 50).
  *
- * A pid is the number this service gives the process in its sandbox (from 1000 up, never reused while
- * the server runs); the process inside the box has its own pid in the box's namespace.
+ * A pid is the process's own id in the box's pid namespace: the command is started through
+ * `/bin/sh -c 'echo $$; exec "$@"'`, whose first output line (taken off the output) is the pid that
+ * `exec` keeps. When no such line comes (an image without `/bin/sh`), the service numbers the process
+ * itself, from 1000 up, never reused while the server runs.
  */
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
@@ -32,8 +34,70 @@ import { connectErrorOf } from './wire.ts';
 
 /** Most processes started through envd that one sandbox may have running. */
 export const MAX_PROCESSES_PER_SANDBOX = 256;
-/** The first pid given in a sandbox. */
+/** The first pid given in a sandbox to a process whose own pid is unknown. */
 const FIRST_PID = 1000;
+/** Prints the shell's pid, then replaces the shell with the command (`$0` `sh`, `$@` the command). */
+const PID_SCRIPT = 'echo "$$"; exec "$@"';
+/** Longest first line taken as the pid line, characters. */
+const MAX_PID_LINE = 32;
+
+/** The first output stream of a process started with {@link PID_SCRIPT}: its pid line, then its output. */
+interface PidLine {
+  /** Takes the stream's next text. */
+  write(text: string): void;
+  /** The stream ended. */
+  end(): void;
+  /** The pid of the first line; null when the stream ends or shows something else first. */
+  readonly pid: Promise<number | null>;
+  /** Sends the output after the pid line to `sink` (what came before this call first). */
+  attach(sink: (text: string) => void): void;
+}
+
+/** A {@link PidLine} (see there). */
+function pidLine(): PidLine {
+  let seen = '';
+  let done = false;
+  let sink: ((text: string) => void) | null = null;
+  const pending: string[] = [];
+  const pass = (text: string) => {
+    if (text === '') return;
+    if (sink) sink(text);
+    else pending.push(text);
+  };
+  let resolvePid: (pid: number | null) => void = () => {};
+  const pid = new Promise<number | null>((resolve) => {
+    resolvePid = resolve;
+  });
+  return {
+    pid,
+    write(text) {
+      if (done) return pass(text);
+      seen += text;
+      const nl = seen.indexOf('\n');
+      if (nl < 0 && seen.length <= MAX_PID_LINE) return;
+      done = true;
+      const line = nl < 0 ? '' : seen.slice(0, nl).replace(/\r$/, '');
+      if (/^[1-9][0-9]{0,9}$/.test(line)) {
+        resolvePid(Number(line));
+        pass(seen.slice(nl + 1));
+      } else {
+        resolvePid(null);
+        pass(seen);
+      }
+      seen = '';
+    },
+    end() {
+      if (done) return;
+      done = true;
+      resolvePid(null);
+      pass(seen);
+    },
+    attach(target) {
+      sink = target;
+      for (const text of pending.splice(0)) target(text);
+    },
+  };
+}
 
 /** A process started through envd. */
 interface EnvdProcess {
@@ -80,13 +144,18 @@ export class ProcessTable {
     return [...(this.#boxes.get(boxId)?.processes.values() ?? [])].filter((p) => !p.end);
   }
 
-  /** Starts a process and registers it under a fresh pid. */
+  /**
+   * Starts a process and registers it under its pid in the box (see the module comment); returns it
+   * with the queue of the Start stream, which listens from the first output on.
+   * @throws ConnectError `resource_exhausted` past {@link MAX_PROCESSES_PER_SANDBOX}, `already_exists`
+   *   for a tag in use, or as the box's `execWith`.
+   */
   async start(
     request: EnvdRequest,
     config: ProcessConfig,
     pty: { cols: number; rows: number } | null,
     tag?: string,
-  ): Promise<EnvdProcess> {
+  ): Promise<{ proc: EnvdProcess; queue: StreamQueue<ProcessEvent> }> {
     const entry = this.#of(request.box.id);
     if (this.list(request.box.id).length >= MAX_PROCESSES_PER_SANDBOX) {
       throw new ConnectError(
@@ -105,17 +174,29 @@ export class ProcessTable {
       : homeOf(request.user);
     let execution: JsExecution;
     try {
-      execution = await request.box.execWith(config.cmd, [...config.args], env, {
-        tty: pty !== null,
-        ...(pty ? { ttySize: pty } : {}),
-        cwd,
-        user: request.user,
-      });
+      execution = await request.box.execWith(
+        '/bin/sh',
+        ['-c', PID_SCRIPT, 'sh', config.cmd, ...config.args],
+        env,
+        {
+          tty: pty !== null,
+          ...(pty ? { ttySize: pty } : {}),
+          cwd,
+          user: request.user,
+        },
+      );
     } catch (error) {
       throw connectErrorOf(error);
     }
-    const pid = entry.next++;
     const { stdout, stderr, stdin } = execution.collect();
+    const first = pidLine();
+    const stdoutDone = stdout.drainTo((text) => first.write(text));
+    void stdoutDone.then(
+      () => first.end(),
+      () => first.end(),
+    );
+    const own = await first.pid;
+    const pid = own !== null && !entry.processes.has(own) ? own : entry.next++;
     const proc: EnvdProcess = {
       pid,
       config,
@@ -136,10 +217,12 @@ export class ProcessTable {
         value.length,
       );
     };
-    const outputs = Promise.all([
-      stdout.drainTo(data(pty ? 'pty' : 'stdout')),
-      stderr.drainTo(data('stderr')),
-    ]);
+    // The Start stream listens before any output is passed on (output may come with the pid line).
+    const queue = new StreamQueue<ProcessEvent>();
+    queue.push(startEvent(pid));
+    proc.listeners.add(queue);
+    first.attach(data(pty ? 'pty' : 'stdout'));
+    const outputs = Promise.all([stdoutDone, stderr.drainTo(data('stderr'))]);
     execution.wait().then(
       async (result) => {
         await outputs;
@@ -166,7 +249,7 @@ export class ProcessTable {
         entry.processes.delete(pid);
       },
     );
-    return proc;
+    return { proc, queue };
   }
 
   /** Forgets a removed box's processes. */
@@ -185,19 +268,31 @@ function requestOf(context: HandlerContext): EnvdRequest {
   return request;
 }
 
-/** Events of `proc` to a stream: start first (for Start), then what comes until the end. */
+/** The start event of the process `pid`. */
+function startEvent(pid: number): ProcessEvent {
+  return create(ProcessEventSchema, { event: { case: 'start', value: { pid } } });
+}
+
+/**
+ * Events of `proc` to a stream: start first, then what comes until the end. `listening` is a queue
+ * already among `proc`'s listeners with its start event (Start's, from {@link ProcessTable.start}).
+ */
 async function* follow<T extends StartResponse | ConnectResponse>(
   proc: EnvdProcess,
   context: HandlerContext,
   wrap: (event: ProcessEvent) => T,
+  listening?: StreamQueue<ProcessEvent>,
 ): AsyncGenerator<T> {
-  const queue = new StreamQueue<ProcessEvent>();
-  queue.push(create(ProcessEventSchema, { event: { case: 'start', value: { pid: proc.pid } } }));
-  if (proc.end) {
-    queue.push(proc.end);
-    queue.close();
-  } else {
-    proc.listeners.add(queue);
+  let queue = listening;
+  if (!queue) {
+    queue = new StreamQueue<ProcessEvent>();
+    queue.push(startEvent(proc.pid));
+    if (proc.end) {
+      queue.push(proc.end);
+      queue.close();
+    } else {
+      proc.listeners.add(queue);
+    }
   }
   const keepalive = () => create(ProcessEventSchema, { event: { case: 'keepalive', value: {} } });
   const bytesOf = (e: ProcessEvent) =>
@@ -225,9 +320,9 @@ export function processService(table: ProcessTable): ServiceImpl<typeof Process>
         throw new ConnectError('process.cmd: required', Code.InvalidArgument);
       const size = req.pty?.size;
       const pty = req.pty ? { cols: size?.cols || 80, rows: size?.rows || 24 } : null;
-      const proc = await table.start(request, req.process, pty, req.tag);
+      const { proc, queue } = await table.start(request, req.process, pty, req.tag);
       if (req.stdin === false && !pty) proc.stdin.close().catch(() => {});
-      yield* follow(proc, context, (event) => create(StartResponseSchema, { event }));
+      yield* follow(proc, context, (event) => create(StartResponseSchema, { event }), queue);
     },
     async *connect(req, context) {
       const proc = table.find(requestOf(context).box.id, req.process);
