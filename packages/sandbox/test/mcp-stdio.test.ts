@@ -245,7 +245,10 @@ describe('sandbox mcp over stdio', () => {
     assert.equal(listed[0].session_box, false);
     assert.equal(listed[0].persist, true);
     assert.equal(listed[0].mcp_session, kept.mcp_session);
-    await ok(later, 'remove_box', { box: kept.id });
+    // The later session keeps the box's handle; removed by someone else, the box answers not_found.
+    assert.equal((await ok(later, 'box_info', { box: kept.id })).mcp_session, kept.mcp_session);
+    await runtime.remove(kept.id, true);
+    assert.match(await toolError(later, 'exec', { box: kept.id, cmd: 'true' }), /^not_found: /);
     await later.close();
     assert.deepEqual(await runtime.listInfo(), []);
     const log = stderr

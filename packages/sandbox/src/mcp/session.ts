@@ -39,6 +39,9 @@ export interface SessionBox {
   persist: boolean;
 }
 
+/** Handles of boxes made by other sessions that one session keeps (see `McpSession.box`). */
+export const SEEN_HANDLES = 64;
+
 /** Kinds of box `create_box` makes. */
 export type BoxKind = 'simple' | 'code' | 'computer' | 'browser';
 
@@ -70,6 +73,8 @@ export class McpSession {
   /** Browser boxes of this session by id (their endpoint relay runs in this process). */
   readonly browsers = new Map<string, SessionBrowser>();
   readonly #handles = new Map<string, JsBox>();
+  /** Handles of other boxes this session named by id, least recently used first. */
+  readonly #seen = new Map<string, JsBox>();
   #counter = 0;
   #reserved = { boxes: 0, cpus: 0, memoryMib: 0 };
   #closed = false;
@@ -132,12 +137,27 @@ export class McpSession {
   }
 
   /**
-   * The box `idOrName` the caller sees (handles of this session's boxes are kept by id, so that a call
-   * on them skips the lookup). @throws BoxError `not_found`.
+   * The box `idOrName` the caller sees. Handles of this session's boxes, and of the last
+   * {@link SEEN_HANDLES} other boxes the session named by id, are kept by id, so that a call on them
+   * skips the provider's lookup (a box removed meanwhile answers `not_found` from its handle). Names are
+   * looked up every time (a name may be given to another box later). @throws BoxError `not_found`.
    */
-  box(idOrName: string): Promise<JsBox> {
+  async box(idOrName: string): Promise<JsBox> {
     const own = this.#handles.get(idOrName);
-    return own ? Promise.resolve(own) : this.provider.get(idOrName);
+    if (own) return own;
+    const seen = this.#seen.get(idOrName);
+    if (seen) {
+      // Most recently used last.
+      this.#seen.delete(idOrName);
+      this.#seen.set(idOrName, seen);
+      return seen;
+    }
+    const box = await this.provider.get(idOrName);
+    if (box.id === idOrName) {
+      this.#seen.set(box.id, box);
+      if (this.#seen.size > SEEN_HANDLES) this.#seen.delete(this.#seen.keys().next().value as string);
+    }
+    return box;
   }
 
   /** Records box `box`, created by this session. */
@@ -158,6 +178,7 @@ export class McpSession {
   forget(id: string): void {
     this.boxes.delete(id);
     this.#handles.delete(id);
+    this.#seen.delete(id);
     this.computers.delete(id);
     this.browsers.delete(id);
     for (const [key, command] of this.commands) if (command.boxId === id) this.commands.delete(key);
