@@ -3,8 +3,9 @@
  * headless Chromium: the login page's "Sign in with Corp" button, the upstream login and consent pages,
  * the callback, and the authorization request continuing to the client. A first sign-in provisions a
  * local user from the verified e-mail (profile, configured roles) or links the local user with the same
- * verified address; later sign-ins find the link; the admin API lists and removes links. Refusals — the
- * user cancelling at the provider, an unverified e-mail, a wrong `iss`, a bad signature, a callback
+ * verified address; later sign-ins find the link; the admin API lists and removes links. An unverified
+ * e-mail is linked only after the user signs in with a local password on the link form. Refusals — the
+ * user cancelling at the provider, a wrong `iss`, a bad signature, a callback
  * without the pending request — start no session and show a page, never a 500, with the reason audited.
  */
 import assert from 'node:assert/strict';
@@ -13,6 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { decodeJwt } from 'jose';
 import type { Browser, Page } from 'playwright-core';
+import { resolveUpstreamProviders } from '../src/broker/config.ts';
 import { upstreamRedirectUri } from '../src/broker/routes.ts';
 import { startHostileUpstream, startUpstream, type Upstream } from './broker-fixtures.ts';
 import { launchChromium } from './browser.ts';
@@ -106,13 +108,22 @@ function adminCall(method: string, path: string) {
 
 /**
  * Runs an authorization request of `demo-spa` in a fresh browser context, signing in with Corp as
- * `account`; `consent` `cancel` aborts at the provider. @returns the page the browser ended on (the
- * client's callback, answered here, or a page of the auth server) and the code, if any.
+ * `account`; `consent` `cancel` aborts at the provider; each of `linkWith` (user name, password) is
+ * submitted in turn on the account-link form. @returns the page the browser ended on (the client's
+ * callback, answered here, or a page of the auth server), the code, if any, and the link form's texts.
  */
 async function brokeredSignIn(
   account: string,
   consent: 'continue' | 'cancel' = 'continue',
-): Promise<{ url: URL; status: number | undefined; text: string; code: string | null; verifier: string }> {
+  linkWith: [string, string][] = [],
+): Promise<{
+  url: URL;
+  status: number | undefined;
+  text: string;
+  code: string | null;
+  verifier: string;
+  linkTexts: string[];
+}> {
   const context = await browser.newContext();
   const page: Page = await context.newPage();
   try {
@@ -142,13 +153,20 @@ async function brokeredSignIn(
     if (consent === 'cancel') await page.click('a:has-text("Cancel")');
     else await page.click('button[type=submit]');
     await done;
+    const linkTexts: string[] = [];
+    for (const [userName, password] of linkWith) {
+      linkTexts.push((await page.textContent('body')) ?? '');
+      await page.fill('input[name=username]', userName);
+      await page.fill('input[name=password]', password);
+      await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.click('#link')]);
+    }
     const url = new URL(page.url());
     const text = (await page.textContent('body')) ?? '';
     const status = await page.evaluate(() => {
       const entry = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming | undefined;
       return entry?.responseStatus;
     });
-    return { url, status, text, code: url.searchParams.get('code'), verifier };
+    return { url, status, text, code: url.searchParams.get('code'), verifier, linkTexts };
   } finally {
     await context.close();
   }
@@ -252,12 +270,52 @@ describe('brokered sign-in with node-oidc-provider in Chromium', () => {
     assert.ok(audit.items.some((e) => e.failureCode === 'upstream_error'));
   });
 
-  test('an unverified upstream e-mail: 403 page, no user provisioned, no link', async () => {
+  test('an unverified upstream e-mail is not linked on its own: the user is asked for a local password', async () => {
     const result = await brokeredSignIn('uma');
-    assert.equal(result.status, 403);
-    assert.match(result.text, /did not confirm a verified e-mail address/);
+    assert.equal(result.status, 200);
+    assert.match(result.text, /Corp did not confirm uma@corp\.example as a verified address/);
+    assert.equal(result.url.pathname, '/login/upstream/corp/callback', 'the client got no code');
     assert.equal(await t.server.store.links.findLink('corp', 'uma'), undefined);
     assert.deepEqual(await t.server.store.links.findUsersByEmail('uma@corp.example'), []);
+    const audit = await t.server.store.listAudit({ category: 'Login', outcome: 'Denied', limit: 20 });
+    assert.ok(audit.items.some((e) => e.failureCode === 'upstream_email_unverified'));
+  });
+
+  test('the local password links it: a wrong one shows the form again, the right one links and the authorization continues; later sign-ins use the link', async () => {
+    const umberto = await t.createUser('umberto', 'umberto-password-1');
+    const result = await brokeredSignIn('uma', 'continue', [
+      ['umberto', 'wrong-password'],
+      ['umberto', 'umberto-password-1'],
+    ]);
+    assert.match(result.linkTexts[1]!, /The user name or password is not correct/);
+    assert.equal(`${result.url.origin}${result.url.pathname}`, clientCallback, result.text);
+    const id = await exchange(result.code!, result.verifier);
+    assert.equal(id.sub, umberto.id);
+    assert.deepEqual(id.amr, ['pwd'], 'the local password was used');
+    assert.equal((await t.server.store.links.findLink('corp', 'uma'))?.userId, umberto.id);
+    const audit = await t.server.store.listAudit({ category: 'Login', limit: 50 });
+    const linked = audit.items.find((e) => (e.details as { action?: string }).action === 'upstream.link');
+    assert.deepEqual(
+      [linked?.subjectId, (linked?.details as { method?: string }).method],
+      [umberto.id, 'password'],
+    );
+    assert.ok(
+      audit.items.some((e) => e.subjectName === 'umberto' && e.failureCode === 'invalid_credentials'),
+    );
+    // The next brokered sign-in finds the link: no form.
+    const again = await brokeredSignIn('uma');
+    assert.equal(`${again.url.origin}${again.url.pathname}`, clientCallback, again.text);
+    assert.equal((await exchange(again.code!, again.verifier)).sub, umberto.id);
+  });
+
+  test('the link form without a pending link signed by this server: 400 page, nothing linked', async () => {
+    const page = await fetch(`${t.base}/login/upstream/link`);
+    assert.equal(page.status, 400);
+    assert.match(await page.text(), /expired or was started elsewhere/);
+    const forged = await fetch(`${t.base}/login/upstream/link`, {
+      headers: { cookie: 'seed_auth_upstream_link=eyJhbGciOiJub25lIn0.eyJwIjoiY29ycCIsInN1YiI6InUifQ.' },
+    });
+    assert.equal(forged.status, 400);
   });
 });
 
@@ -319,5 +377,16 @@ describe('hostile upstream answers over HTTP', () => {
         id,
       );
     assert.match(html, /Sign in with Corp/);
+  });
+});
+
+describe('provider settings', () => {
+  test("the id 'link' is reserved for the account-link page", () => {
+    const provider = { name: 'L', issuer: 'https://l.example', clientId: 'c', clientSecret: 's' };
+    assert.throws(
+      () => resolveUpstreamProviders([{ id: 'link', ...provider }]),
+      /upstreamProviders\[0\]\.id: 'link' is reserved/,
+    );
+    assert.equal(resolveUpstreamProviders([{ id: 'links', ...provider }])[0]!.id, 'links');
   });
 });

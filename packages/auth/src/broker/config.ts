@@ -103,6 +103,7 @@ export function resolveUpstreamProviders(input: unknown): UpstreamProvider[] {
     }
     const id = text(p.id, `${f}.id`, 32, /^[a-z0-9][a-z0-9-]*$/);
     if (ids.has(id)) throw new RangeError(`${f}.id: '${id}' is used twice`);
+    if (id === 'link') throw new RangeError(`${f}.id: 'link' is reserved (the account-link page)`);
     ids.add(id);
     const issuer = text(p.issuer, `${f}.issuer`, 2048);
     let url: URL;

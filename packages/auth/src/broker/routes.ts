@@ -10,12 +10,14 @@
  *   about the same subject (OIDC Core §5.3.2) for providers that release them there. The upstream `sub` then
  *   finds its linked local user; on a first sign-in the verified e-mail address links the local user that
  *   has the same verified address, or a new local user is provisioned (profile from the claim mapping,
- *   the provider's roles, no password). A user with a local second factor (or required to use one) goes
+ *   the provider's roles, no password). When the e-mail is not verified (upstream, or on the local account
+ *   with that address) nothing is linked on its own: the user is asked to sign in with a local account's
+ *   password, which links it (`link-account.ts`). A user with a local second factor (or required to use one) goes
  *   on to the login page's second-factor step; otherwise a login session starts (no `amr`: RFC 8176 has
  *   no value for a federated sign-in) and the user continues `return_to`.
  *
- * Every failure — an error from the provider, a wrong `iss`, a bad signature, a missing or unverified
- * e-mail, a disabled account, an unreachable provider — starts no session and shows a page saying what
+ * Every failure — an error from the provider, a wrong `iss`, a bad signature, an ambiguous e-mail, a
+ * disabled account, an unreachable provider — starts no session and shows a page saying what
  * happened in general terms (400, 403 or 502; never a 500), with the precise reason in the audit log
  * (Category `Login`, Outcome `Denied`, failure code `upstream_*`, `details.provider`).
  */
@@ -29,6 +31,7 @@ import { escapeHtml, layout } from '../oauth/page.ts';
 import { startSession } from '../oauth/session.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
 import type { UpstreamProvider } from './config.ts';
+import { askToLink, registerLinkAccount } from './link-account.ts';
 
 /** Path prefix of the brokering routes. */
 export const UPSTREAM_PATH = '/login/upstream';
@@ -66,11 +69,29 @@ class UpstreamFailure extends Error {
   }
 }
 
+/**
+ * A first sign-in that is not linked automatically (an unverified e-mail upstream or here): the user is
+ * asked for the local password instead (`link-account.ts`). `code` is the audit failure code.
+ */
+class LinkNeeded extends Error {
+  readonly code: string;
+  readonly subject: string;
+  readonly email: string | null;
+  constructor(code: string, subject: string, email: string | null) {
+    super(code);
+    this.code = code;
+    this.subject = subject;
+    this.email = email;
+  }
+}
+
 /** Options of {@link registerUpstreamLogin}. */
 export interface UpstreamLoginOptions {
   readonly providers: readonly UpstreamProvider[];
   /** The login page's check of `return_to` (only authorization requests of this server are followed). */
   readonly safeReturnTo: (value: unknown) => string | undefined;
+  /** The login page's reader of a form field (the link form). */
+  readonly formField: (body: unknown, name: string) => string | undefined;
   /**
    * The login page's second-factor step for a user who has a factor or must use one: @returns the answer
    * that sends the user there, or undefined when no second factor is due. A brokered sign-in replaces the
@@ -211,11 +232,7 @@ async function localUser(
     return user;
   }
   if (email === null || claims.email_verified !== true)
-    throw new UpstreamFailure(
-      403,
-      'upstream_email_unverified',
-      'the provider did not confirm a verified e-mail address for this account.',
-    );
+    throw new LinkNeeded('upstream_email_unverified', subject, email);
   const matches = await ctx.store.links.findUsersByEmail(email);
   let user: UserRecord | undefined;
   if (matches.length > 1)
@@ -225,12 +242,7 @@ async function localUser(
       'more than one account has this e-mail address.',
     );
   if (matches.length === 1) {
-    if (!matches[0]!.emailVerified)
-      throw new UpstreamFailure(
-        403,
-        'upstream_email_unverified_locally',
-        'an account with this e-mail address exists here but its address is not verified; sign in with its password.',
-      );
+    if (!matches[0]!.emailVerified) throw new LinkNeeded('upstream_email_unverified_locally', subject, email);
     user = await ctx.store.getUser(matches[0]!.id);
   } else {
     if (!provider.provision)
@@ -318,6 +330,17 @@ export function registerUpstreamLogin(
         ...(failure.detail ? { reason: failure.detail.slice(0, 512) } : {}),
       },
     });
+
+  registerLinkAccount(
+    app,
+    ctx,
+    { ...options, providers },
+    async (req, reply, provider, status, code, message) => {
+      const failure = new UpstreamFailure(status, code, message);
+      await audit(req, provider?.id, failure);
+      return failurePage(reply, provider, failure);
+    },
+  );
 
   app.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>(
     `${UPSTREAM_PATH}/:id`,
@@ -417,7 +440,23 @@ export function registerUpstreamLogin(
           describeError(error),
         );
       }
-      const user = await localUser(ctx, provider, claims, clientAddress(req));
+      let user: UserRecord;
+      try {
+        user = await localUser(ctx, provider, claims, clientAddress(req));
+      } catch (error) {
+        if (!(error instanceof LinkNeeded)) throw error;
+        await audit(
+          req,
+          provider.id,
+          new UpstreamFailure(403, error.code, '', 'asked for the local password to link the account'),
+        );
+        return askToLink(reply, ctx, provider, {
+          providerId: provider.id,
+          subject: error.subject,
+          email: error.email,
+          returnTo: pending.r,
+        });
+      }
       if (!userActive(user, ctx.now()))
         throw new UpstreamFailure(
           403,

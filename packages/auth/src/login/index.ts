@@ -153,6 +153,7 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
     registerUpstreamLogin(scope, ctx, {
       providers: ctx.upstreamProviders ?? [],
       safeReturnTo,
+      formField,
       secondFactor: (req, reply, user, returnTo) =>
         secondFactorAfterPassword(req, reply, ctx, user, returnTo, kit),
     });
