@@ -296,7 +296,7 @@ describe('brokered sign-in with node-oidc-provider in Chromium', () => {
     const audit = await t.server.store.listAudit({ category: 'Login', limit: 50 });
     const linked = audit.items.find((e) => (e.details as { action?: string }).action === 'upstream.link');
     assert.deepEqual(
-      [linked?.subjectId, (linked?.details as { method?: string }).method],
+      [linked?.subjectId, (linked?.details as { method?: string } | undefined)?.method],
       [umberto.id, 'password'],
     );
     assert.ok(
