@@ -14,7 +14,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer as httpServer, type Server } from 'node:http';
 import { createServer as httpsServer } from 'node:https';
-import { createServer as netServer } from 'node:net';
+import { connect, createServer as netServer } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -171,6 +171,42 @@ describe('a detached box keeps its network policy without its creator', () => {
     await assertSecretUnseen(box);
     const state = readFileSync(join(dir(), 'boxes', `${id}.json`), 'utf8');
     assert.ok(state.includes('host.sandbox.internal'), 'the helper keeps the policy on disk');
+  });
+
+  test('the control socket refuses malformed and oversized requests and keeps serving', async () => {
+    const ask = (payload: string) =>
+      new Promise<Record<string, unknown>>((resolve, reject) => {
+        const socket = connect(join(dir(), 'sock'));
+        let data = '';
+        socket.on('data', (c) => {
+          data += c;
+        });
+        // An oversized request is answered while the rest is still being written: the write may
+        // then fail (reset), after the answer arrived.
+        socket.on('error', () => {});
+        socket.on('close', () => {
+          try {
+            resolve(JSON.parse(data));
+          } catch {
+            reject(new Error(`no answer: ${JSON.stringify(data)}`));
+          }
+        });
+        socket.end(payload);
+      });
+    assert.deepEqual(await ask('not json\n'), {
+      ok: false,
+      code: 'invalid_option',
+      field: 'body',
+      message: 'invalid network helper request body: must be JSON',
+    });
+    const unknownBox = await ask(`${JSON.stringify({ op: 'update', id: 'nosuchbox', allowNet: [] })}\n`);
+    assert.equal(unknownBox.code, 'not_found');
+    const badId = await ask(`${JSON.stringify({ op: 'remove', id: '../escape' })}\n`);
+    assert.equal(badId.field, 'id');
+    const huge = await ask('x'.repeat(2 * 1024 * 1024));
+    assert.equal(huge.field, 'body');
+    assert.deepEqual(await ask('{"op":"ping"}\n'), { ok: true });
+    assertPolicy(await probe(box));
   });
 
   test('helper frozen: names fail closed; helper SIGKILLed: restarted with the same policy and CA', async () => {

@@ -59,8 +59,12 @@ export function ensureHelper(dir: string): void {
   const main = join(self, '..', `helper-main${self.slice(self.lastIndexOf('.'))}`);
   const loop = `until "$0" "$1" "$2" >>"$2/log" 2>&1; do sleep ${RESTART_DELAY_S}; done`;
   // The helper gets no more of this process's environment than it uses: PATH for nft, ip and nsenter,
-  // and the extra CAs its secrets proxy verifies upstream servers with.
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+  // and the extra CAs its secrets proxy verifies upstream servers with. Name lookups of all boxes of
+  // the home share its libuv thread pool, hence more threads than Node's default 4.
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+    UV_THREADPOOL_SIZE: '16',
+  };
   if (process.env.NODE_EXTRA_CA_CERTS) env.NODE_EXTRA_CA_CERTS = process.env.NODE_EXTRA_CA_CERTS;
   const child = spawn(
     'flock',

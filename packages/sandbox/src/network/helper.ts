@@ -38,10 +38,14 @@ export const MAX_REQUEST_BYTES = 1024 * 1024;
 export const ORPHAN_GRACE_MS = 30_000;
 /** How long the helper runs without any box before it exits, ms. */
 export const IDLE_EXIT_MS = 10_000;
+/** How long a refused request's connection may go on sending before it is closed, ms. */
+const IDLE_SOCKET_MS = 5_000;
 /** How often the helper looks for boxes that are gone, ms. */
 const SWEEP_MS = 2_000;
 /** Addresses recorded per admitted name (the gateway keeps every one it was given). */
 const MAX_ADDRESSES_PER_NAME = 64;
+/** Names recorded per box (a `*.` rule admits any number): past it the oldest record goes. */
+const MAX_ADMITTED_NAMES = 1024;
 
 /** A secret rule with its value, as the proxy needs it. */
 export interface HelperSecret {
@@ -234,6 +238,10 @@ export class NetworkHelper {
       if (fresh.length > 0) await admitHosts(gatewayName(entry.state.id), fresh);
       if (changed) {
         entry.state.admitted[name] = merged;
+        const names = Object.keys(entry.state.admitted);
+        for (const old of names.slice(0, Math.max(0, names.length - MAX_ADMITTED_NAMES))) {
+          delete entry.state.admitted[old];
+        }
         this.#persist(entry);
       }
     };
@@ -322,20 +330,33 @@ export class NetworkHelper {
   #serve(socket: Socket): void {
     socket.on('error', () => {});
     let buffered = '';
+    let size = 0;
     socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => {
+    const read = (chunk: string) => {
       buffered += chunk;
-      if (buffered.length > MAX_REQUEST_BYTES) {
-        socket.end(
-          `${JSON.stringify({ ok: false, code: 'invalid_option', field: 'body', message: `request over ${MAX_REQUEST_BYTES} bytes` })}\n`,
-        );
+      size += Buffer.byteLength(chunk);
+      if (size > MAX_REQUEST_BYTES) {
+        // The rest is read and dropped (never kept) until the peer closes, at most IDLE_SOCKET_MS more.
+        socket.off('data', read);
+        buffered = '';
+        socket.resume();
+        socket.setTimeout(IDLE_SOCKET_MS, () => socket.destroy());
+        const answer = {
+          ok: false,
+          code: 'invalid_option',
+          field: 'body',
+          message: `request over ${MAX_REQUEST_BYTES} bytes`,
+        };
+        socket.end(`${JSON.stringify(answer)}\n`);
         return;
       }
       const nl = buffered.indexOf('\n');
       if (nl < 0) return;
+      socket.off('data', read);
       socket.pause();
       this.#handle(buffered.slice(0, nl)).then((answer) => socket.end(`${JSON.stringify(answer)}\n`));
-    });
+    };
+    socket.on('data', read);
   }
 
   async #handle(line: string): Promise<HelperAnswer> {
