@@ -61,8 +61,8 @@ export class RestRuntime implements RuntimeBackend {
    * @throws BoxError naming the field; server failures as BoxError with the server's message.
    */
   async create(options: JsBoxOptions, name?: string): Promise<JsBox> {
-    refuseHostReach(options as Record<string, unknown>);
     validateBoxOptions(options, { allowHostBinds: false });
+    refuseHostReach(options as Record<string, unknown>);
     const boxName = validateBoxName(name);
     const info = await this.#conn.call<JsBoxInfo>('POST', '/v1/boxes', {
       ...options,
