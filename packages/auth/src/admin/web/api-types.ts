@@ -2774,6 +2774,15 @@ export type paths = {
             'application/json': {
               items: {
                 accessFailedCount: number;
+                /** @description Postal address (OIDC Core §5.1.1 members in camelCase), or null. */
+                address: {
+                  country?: string;
+                  formatted?: string;
+                  locality?: string;
+                  postalCode?: string;
+                  region?: string;
+                  streetAddress?: string;
+                } | null;
                 /**
                  * Format: date-time
                  * @description RFC 3339 date-time (UTC).
@@ -2798,6 +2807,8 @@ export type paths = {
                  * @description RFC 3339 date-time (UTC), or null.
                  */
                 lockoutEnd: string | null;
+                phoneNumber: string | null;
+                phoneNumberVerified: boolean;
                 roles: string[];
                 /**
                  * Format: date-time
@@ -2871,6 +2882,18 @@ export type paths = {
       requestBody: {
         content: {
           'application/json': {
+            /** @description Postal address (claim `address`, scope `address`, OIDC Core §5.1.1); blank members are dropped, null clears it. */
+            address?: {
+              country?: string;
+              /** @description Full address; lines separated by `\n`. */
+              formatted?: string;
+              locality?: string;
+              /** @description Claim member `postal_code`. */
+              postalCode?: string;
+              region?: string;
+              /** @description Claim member `street_address`; may span lines. */
+              streetAddress?: string;
+            } | null;
             /** @description `DeniedPermissions`. Non-empty needs `auth.admin.permissions` (separation of duties). */
             deniedPermissions?: string[];
             /** @description `DirectPermissions`. Non-empty needs `auth.admin.permissions` (separation of duties). */
@@ -2889,6 +2912,10 @@ export type paths = {
             isEnabled?: boolean;
             /** @description Initial password (optional: an account without password cannot sign in). */
             password?: string;
+            /** @description Telephone number in E.164 form, `+` and 2–15 digits, optionally `;ext=` and digits (claim `phone_number`, scope `phone`); null clears it. */
+            phoneNumber?: string | null;
+            /** @description Claim `phone_number_verified`. */
+            phoneNumberVerified?: boolean;
             /** @description Role names. Non-empty needs `auth.admin.roles` (separation of duties). */
             roles?: string[];
             userName: string;
@@ -2904,6 +2931,15 @@ export type paths = {
           content: {
             'application/json': {
               accessFailedCount: number;
+              /** @description Postal address (OIDC Core §5.1.1 members in camelCase), or null. */
+              address: {
+                country?: string;
+                formatted?: string;
+                locality?: string;
+                postalCode?: string;
+                region?: string;
+                streetAddress?: string;
+              } | null;
               /**
                * Format: date-time
                * @description RFC 3339 date-time (UTC).
@@ -2928,6 +2964,8 @@ export type paths = {
                * @description RFC 3339 date-time (UTC), or null.
                */
               lockoutEnd: string | null;
+              phoneNumber: string | null;
+              phoneNumberVerified: boolean;
               roles: string[];
               /**
                * Format: date-time
@@ -3030,6 +3068,15 @@ export type paths = {
           content: {
             'application/json': {
               accessFailedCount: number;
+              /** @description Postal address (OIDC Core §5.1.1 members in camelCase), or null. */
+              address: {
+                country?: string;
+                formatted?: string;
+                locality?: string;
+                postalCode?: string;
+                region?: string;
+                streetAddress?: string;
+              } | null;
               /**
                * Format: date-time
                * @description RFC 3339 date-time (UTC).
@@ -3054,6 +3101,8 @@ export type paths = {
                * @description RFC 3339 date-time (UTC), or null.
                */
               lockoutEnd: string | null;
+              phoneNumber: string | null;
+              phoneNumberVerified: boolean;
               roles: string[];
               /**
                * Format: date-time
@@ -3220,6 +3269,18 @@ export type paths = {
       requestBody: {
         content: {
           'application/json': {
+            /** @description Postal address (claim `address`, scope `address`, OIDC Core §5.1.1); blank members are dropped, null clears it. */
+            address?: {
+              country?: string;
+              /** @description Full address; lines separated by `\n`. */
+              formatted?: string;
+              locality?: string;
+              /** @description Claim member `postal_code`. */
+              postalCode?: string;
+              region?: string;
+              /** @description Claim member `street_address`; may span lines. */
+              streetAddress?: string;
+            } | null;
             /** @description Changing it needs `auth.admin.permissions` (separation of duties). */
             deniedPermissions?: string[];
             /** @description Changing it needs `auth.admin.permissions` (separation of duties). */
@@ -3236,6 +3297,10 @@ export type paths = {
             givenName?: string | null;
             /** @description false disables the account (its tokens are refused at once). */
             isEnabled?: boolean;
+            /** @description Telephone number in E.164 form, `+` and 2–15 digits, optionally `;ext=` and digits (claim `phone_number`, scope `phone`); null clears it. */
+            phoneNumber?: string | null;
+            /** @description Claim `phone_number_verified`. */
+            phoneNumberVerified?: boolean;
             /** @description Changing it needs `auth.admin.roles` (separation of duties). */
             roles?: string[];
             userName?: string;
@@ -3251,6 +3316,15 @@ export type paths = {
           content: {
             'application/json': {
               accessFailedCount: number;
+              /** @description Postal address (OIDC Core §5.1.1 members in camelCase), or null. */
+              address: {
+                country?: string;
+                formatted?: string;
+                locality?: string;
+                postalCode?: string;
+                region?: string;
+                streetAddress?: string;
+              } | null;
               /**
                * Format: date-time
                * @description RFC 3339 date-time (UTC).
@@ -3275,6 +3349,8 @@ export type paths = {
                * @description RFC 3339 date-time (UTC), or null.
                */
               lockoutEnd: string | null;
+              phoneNumber: string | null;
+              phoneNumberVerified: boolean;
               roles: string[];
               /**
                * Format: date-time
@@ -3598,6 +3674,15 @@ export type paths = {
           content: {
             'application/json': {
               accessFailedCount: number;
+              /** @description Postal address (OIDC Core §5.1.1 members in camelCase), or null. */
+              address: {
+                country?: string;
+                formatted?: string;
+                locality?: string;
+                postalCode?: string;
+                region?: string;
+                streetAddress?: string;
+              } | null;
               /**
                * Format: date-time
                * @description RFC 3339 date-time (UTC).
@@ -3622,6 +3707,8 @@ export type paths = {
                * @description RFC 3339 date-time (UTC), or null.
                */
               lockoutEnd: string | null;
+              phoneNumber: string | null;
+              phoneNumberVerified: boolean;
               roles: string[];
               /**
                * Format: date-time
@@ -3728,6 +3815,15 @@ export type paths = {
           content: {
             'application/json': {
               accessFailedCount: number;
+              /** @description Postal address (OIDC Core §5.1.1 members in camelCase), or null. */
+              address: {
+                country?: string;
+                formatted?: string;
+                locality?: string;
+                postalCode?: string;
+                region?: string;
+                streetAddress?: string;
+              } | null;
               /**
                * Format: date-time
                * @description RFC 3339 date-time (UTC).
@@ -3752,6 +3848,8 @@ export type paths = {
                * @description RFC 3339 date-time (UTC), or null.
                */
               lockoutEnd: string | null;
+              phoneNumber: string | null;
+              phoneNumberVerified: boolean;
               roles: string[];
               /**
                * Format: date-time
@@ -4766,6 +4864,15 @@ export type paths = {
           content: {
             'application/json': {
               accessFailedCount: number;
+              /** @description Postal address (OIDC Core §5.1.1 members in camelCase), or null. */
+              address: {
+                country?: string;
+                formatted?: string;
+                locality?: string;
+                postalCode?: string;
+                region?: string;
+                streetAddress?: string;
+              } | null;
               /**
                * Format: date-time
                * @description RFC 3339 date-time (UTC).
@@ -4790,6 +4897,8 @@ export type paths = {
                * @description RFC 3339 date-time (UTC), or null.
                */
               lockoutEnd: string | null;
+              phoneNumber: string | null;
+              phoneNumberVerified: boolean;
               roles: string[];
               /**
                * Format: date-time
