@@ -245,12 +245,19 @@ describe('TOTP required for a role', () => {
     }
   });
 
-  test('the failure page does not say why', async () => {
+  test('the failure page does not say why; the password alone starts no session', async () => {
     const c3 = await s.browser.newContext();
     try {
+      const sessionsBefore = (await s.t.server.store.factors.account.listSessions(oliviaId, s.t.clock.now))
+        .length;
       const { url } = await request();
       const result = await walk(c3, url, { password: OLIVIA, codes: ['123456'] });
       assert.equal(result.callback, undefined);
+      assert.equal(
+        (await s.t.server.store.factors.account.listSessions(oliviaId, s.t.clock.now)).length,
+        sessionsBefore,
+        'no login session before the second factor',
+      );
       const text = await result.page.textContent('main');
       assert.match(text!, /That code is not valid/);
       assert.doesNotMatch(text!, /replay|expired|invalid_|recovery_code/i);

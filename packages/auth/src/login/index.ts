@@ -144,8 +144,10 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
       });
       if (!outcome.ok) return back();
       await attemptSucceeded(req, ctx, 'password', userName);
-      const factorStep = await secondFactorAfterPassword(req, reply, ctx, outcome.user, returnTo, kit);
-      if (factorStep) return factorStep;
+      // The step answers itself; a Fastify reply is thenable (awaiting it yields undefined), so whether it
+      // answered is read from `reply.sent`.
+      await secondFactorAfterPassword(req, reply, ctx, outcome.user, returnTo, kit);
+      if (reply.sent) return reply;
       await startSession(req, reply, ctx, outcome.user.id);
       return reply.header('cache-control', 'no-store').redirect(returnTo ?? LOGIN_PATH, 302);
     });
