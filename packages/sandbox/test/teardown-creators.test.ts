@@ -14,6 +14,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Created, leftovers, scanHost, spawnCreator, waitGone } from '../bench/boxes-creators.ts';
+import { JsRuntime } from '../src/js-runtime.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, tempHome } from './runtime-helpers.ts';
 
 /**
@@ -34,9 +35,17 @@ const BOUND_MS = 15_000;
 
 let home: string;
 
-before(() => {
+before(async () => {
   ensureRegistry();
   home = tempHome('sandbox-teardown-');
+  // The image, the disk templates of both tiers and the gVisor platform choice are made once here,
+  // so that the creators only start boxes (not 40 pulls and formats of the same things at once).
+  const runtime = new JsRuntime({ homeDir: home, imageRegistries: REGISTRIES });
+  for (const isolation of ['container', 'gvisor'] as const) {
+    const box = await runtime.create({ image: BUSYBOX, isolation, network: { mode: 'disabled' } });
+    await runtime.remove(box.id, true);
+  }
+  await runtime.shutdown();
 });
 
 after(async () => {
