@@ -12,6 +12,9 @@
  * {@link ServerContext.startExecution}, or admitted with {@link ServerContext.admitExecution} by a plugin
  * that starts them itself, so that the tenant's exec rate and running-executions quota hold. Another
  * tenant's box is `not_found` (404), never 403: its existence is not disclosed.
+ *
+ * The executions live in `exec-registry.ts`, audit entries of raw requests in `audit-events.ts` and
+ * preview links in `preview-links.ts`; this module is the tenant's view of boxes and the wiring.
  */
 import { join } from 'node:path';
 import { BoxError, notFound } from '../errors.ts';
@@ -21,9 +24,12 @@ import { validateBoxName } from '../runtime/options.ts';
 import { withHandOutPools } from '../runtime/pool.ts';
 import type { SnapshotInfo } from '../runtime/snapshots.ts';
 import type { JsBoxInfo, JsBoxOptions } from '../types.ts';
+import { type RawAttempt, writeAuditEvent, writeAuditRefused } from './audit-events.ts';
 import type { Principal } from './auth.ts';
+import { ExecRegistry, execRequestOf } from './exec-registry.ts';
 import type { RestMetrics } from './metrics.ts';
-import { ExecSession } from './sessions.ts';
+import { type PreviewUrl, previewLink } from './preview-links.ts';
+import type { ExecSession } from './sessions.ts';
 import { Admission, boxRequestOf } from './tenancy/admission.ts';
 import { type AuditEntry, AuditLog } from './tenancy/audit.ts';
 import { ExecutionSlots } from './tenancy/executions.ts';
@@ -33,21 +39,11 @@ import { Owners } from './tenancy/owners.ts';
 import { type PreviewInfo, PreviewStore } from './tenancy/previews.ts';
 import { TenantRates } from './tenancy/rates.ts';
 import { tenantVolumeOptions } from './tenancy/volumes.ts';
-import { bodyValidator } from './validation.ts';
-import { HttpError, isObject, toSnake } from './wire.ts';
+import { HttpError, toSnake } from './wire.ts';
 
-/** How long a finished execution stays queryable (status, reattach for its backlog), ms. */
-export const FINISHED_TTL_MS = 5 * 60_000;
-
-/** A command to start, as the `ExecRequest` schema admits it. */
-export interface ExecRequest {
-  cmd: string;
-  args?: string[];
-  env?: { key: string; value: string }[];
-  tty?: boolean;
-  cwd?: string;
-  user?: string;
-}
+export type { RawAttempt } from './audit-events.ts';
+export { type ExecRequest, FINISHED_TTL_MS } from './exec-registry.ts';
+export type { PreviewUrl } from './preview-links.ts';
 
 /** Where the shared service keeps its state and what it is configured with. */
 export interface TenancyOptions {
@@ -63,32 +59,6 @@ export interface TenancyOptions {
   previewDomain?: string;
 }
 
-/** A signed preview URL (see {@link ServerContext.previewUrl}). */
-export interface PreviewUrl {
-  /** The URL, token included; works without an API key until `expiresAt` or revocation. */
-  url: string;
-  /** The bearer token of the URL (`pv_…`), shown once. */
-  token: string;
-  /** When it stops working, RFC 3339. */
-  expiresAt: string;
-  /** Id of the preview (to revoke it). */
-  id: string;
-}
-
-/**
- * A WebSocket upgrade or CONNECT being handled outside Fastify's routing, for its audit entry: the
- * caller once authenticated, the route template once matched (`unmatched` before), and the resources
- * the request named (ids once resolved).
- */
-export interface RawAttempt {
-  principal?: Principal;
-  method: string;
-  route: string;
-  resource?: Record<string, string>;
-}
-
-const checkExecRequest = bodyValidator<ExecRequest>('ExecRequest');
-
 /** The state of one REST runtime server, shared by its route plugins. */
 export class ServerContext {
   /** The local runtime the server exposes. */
@@ -96,7 +66,7 @@ export class ServerContext {
   /** Output kept per execution for reconnecting clients, bytes. */
   readonly backlogBytes: number;
   /** Executions started over REST, by execution id. */
-  readonly sessions = new Map<string, ExecSession>();
+  readonly sessions: Map<string, ExecSession>;
   /** The server's metrics (absent when turned off). */
   metrics: RestMetrics | undefined;
   /** Owners of boxes, volumes and pools (persisted). */
@@ -129,6 +99,7 @@ export class ServerContext {
   readonly #timers = new Set<NodeJS.Timeout>();
   /** Names being created, `tenant NUL name`: two creations of one name never both pass. */
   readonly #creatingNames = new Set<string>();
+  readonly #executions: ExecRegistry;
 
   /**
    * @param backlogBytes output kept per execution, bytes.
@@ -137,6 +108,8 @@ export class ServerContext {
   constructor(runtime: JsRuntime, backlogBytes: number, tenancy: TenancyOptions) {
     this.runtime = runtime;
     this.backlogBytes = backlogBytes;
+    this.#executions = new ExecRegistry(backlogBytes, (ms, fn) => this.later(ms, fn));
+    this.sessions = this.#executions.sessions;
     this.owners = new Owners(join(tenancy.stateDir, 'owners.json'));
     this.keys = new KeyStore(join(tenancy.stateDir, 'keys.json'));
     this.previews = new PreviewStore(join(tenancy.stateDir, 'previews.json'));
@@ -355,12 +328,7 @@ export class ServerContext {
 
   /** The URL of preview `info` carrying `token` (see {@link previewUrl}). */
   previewLink(info: PreviewInfo, token: string): string {
-    const base = this.publicUrl ?? 'http://127.0.0.1';
-    if (this.previewDomain) {
-      const scheme = new URL(base).protocol;
-      return `${scheme}//${info.port}-${info.boxId.toLowerCase()}.${this.previewDomain}/?preview_token=${token}`;
-    }
-    return `${base}/preview/${token}/`;
+    return previewLink(this.publicUrl, this.previewDomain, info, token);
   }
 
   /** `JsBoxInfo` as the server answers it (snake_case, tenant name): boxes created here have no publications (`[]`), others null. */
@@ -373,23 +341,14 @@ export class ServerContext {
   /** Forgets a removed box: its handle, its executions (terminated), its previews and its owner record. */
   forget(boxId: string): void {
     this.#handles.delete(boxId);
-    for (const session of this.sessions.values()) {
-      if (session.boxId === boxId) {
-        session.terminate().catch(() => {});
-        this.sessions.delete(session.id);
-      }
-    }
+    this.#executions.forgetBox(boxId);
     this.previews.revokeBox(boxId);
     this.owners.delete('box', boxId);
   }
 
   /** The execution `executionId` of box `boxId`. @throws BoxError `not_found`. */
   session(boxId: string, executionId: string): ExecSession {
-    const session = this.sessions.get(executionId);
-    if (!session || session.boxId !== boxId) {
-      throw notFound(`no execution '${executionId}' in box ${boxId}`);
-    }
-    return session;
+    return this.#executions.get(boxId, executionId);
   }
 
   /**
@@ -409,32 +368,10 @@ export class ServerContext {
    *   `exec_per_second` with `retryAfterMs`, or `running_executions`), or as `JsBox.execWith`.
    */
   async startExecution(idOrName: string, body: unknown, principal: Principal): Promise<ExecSession> {
-    if (!isObject(body)) {
-      throw new HttpError(
-        'invalid_body',
-        'the body must be a JSON object { cmd, args?, env?, tty?, cwd?, user? }',
-      );
-    }
-    const { cmd, args, env, tty, cwd, user } = checkExecRequest(body);
+    const request = execRequestOf(body);
     const box = await this.box(idOrName, principal);
     const release = await this.admitExecution(principal);
-    let execution: Awaited<ReturnType<JsBox['execWith']>>;
-    try {
-      execution = await box.execWith(cmd, args ?? [], env, {
-        tty: tty === true,
-        ...(cwd !== undefined ? { cwd } : {}),
-        ...(user !== undefined ? { user } : {}),
-      });
-    } catch (error) {
-      release();
-      throw error;
-    }
-    const session = new ExecSession(box.id, execution, this.backlogBytes);
-    session.done.then(release, release);
-    this.sessions.set(session.id, session);
-    this.metrics?.executionStarted(session);
-    session.done.then(() => this.later(FINISHED_TTL_MS, () => this.sessions.delete(session.id)));
-    return session;
+    return this.#executions.start(box, request, release, this.metrics);
   }
 
   /**
@@ -457,13 +394,7 @@ export class ServerContext {
     principal: Pick<Principal, 'tenant' | 'subject' | 'keyId'>,
     what: Pick<AuditEntry, 'method' | 'route' | 'resource' | 'status' | 'error'>,
   ): void {
-    this.audit.write({
-      time: new Date().toISOString(),
-      tenant: principal.tenant,
-      subject: principal.subject,
-      ...(principal.keyId ? { key_id: principal.keyId } : {}),
-      ...what,
-    });
+    writeAuditEvent(this.audit, principal, what);
   }
 
   /**
@@ -471,22 +402,14 @@ export class ServerContext {
    * tenant, or `-` when its credential was refused, and the status and code it was answered with.
    */
   auditRefused(attempt: RawAttempt, error: HttpError): void {
-    const who = attempt.principal ?? { tenant: '-', subject: '-' };
-    this.auditEvent(who, {
-      method: attempt.method,
-      route: attempt.route,
-      ...(attempt.resource ? { resource: attempt.resource } : {}),
-      status: error.status,
-      error: error.code,
-    });
+    writeAuditRefused(this.audit, attempt, error);
   }
 
   /** Ends every execution and timer (the server is closing). */
   async close(): Promise<void> {
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
-    await Promise.all([...this.sessions.values()].map((s) => s.terminate()));
-    this.sessions.clear();
+    await this.#executions.close();
     await this.audit.flush();
   }
 }
