@@ -4,7 +4,7 @@
  */
 import type { JsRuntime } from '../src/js-runtime.ts';
 import { type RestServer, type RestServerOptions, startRestServer } from '../src/rest/server.ts';
-import { tempHome, testRuntime } from './runtime-helpers.ts';
+import { seededHome, testRuntime } from './runtime-helpers.ts';
 
 /** The operator key of the test servers. */
 export const OPERATOR_KEY = 'operator-key-0123456789abcdef';
@@ -57,7 +57,7 @@ export async function api(
 export async function startTenantServer(
   options: Partial<RestServerOptions> = {},
 ): Promise<{ server: RestServer; runtime: JsRuntime; url: string; home: string }> {
-  const home = tempHome('sandbox-tenants-');
+  const home = seededHome('sandbox-tenants-');
   const runtime = options.runtime ?? testRuntime(home);
   const server = await startRestServer({ runtime, port: 0, apiKey: OPERATOR_KEY, ...options });
   return { server, runtime, url: server.url, home: runtime.homeDir };

@@ -12,8 +12,8 @@ import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BoxError } from '../src/errors.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { Sandbox } from 'e2b';
+import { BoxError, JsRuntime } from '../src/index.ts';
 import type { RestServer } from '../src/rest/server.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry } from './runtime-helpers.ts';
 import { api, createKey, OPERATOR_KEY, startTenantServer } from './tenants-helpers.ts';
@@ -238,5 +238,31 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
     assert.equal((await start()).status, 201);
     assert.equal((await start()).status, 429);
     writeLimits({ defaults: { ...tenantLimits, running_boxes: 100 } });
+  });
+
+  it('commands started through the E2B API count against the same running-executions quota', async () => {
+    writeLimits({
+      defaults: { ...tenantLimits, running_boxes: 100 },
+      tenants: { 'e2b-exec-tenant': { running_executions: 1, exec_per_second: null } },
+    });
+    const e2bKey = (await createKey(url, 'e2b-exec-tenant')).key;
+    const sbx = await Sandbox.create('base', { apiKey: e2bKey, apiUrl: url, sandboxUrl: url });
+    try {
+      const sleeper = await sbx.commands.run('sleep 600', { background: true });
+      await assert.rejects(sbx.commands.run('true'), /running_executions/);
+      const usage = await api(url, 'GET', '/v1/usage', e2bKey);
+      assert.equal(usage.body.usage.running_executions, 1);
+      await sleeper.kill();
+      let running = 1;
+      for (let i = 0; i < 200 && running > 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        running = (await api(url, 'GET', '/v1/usage', e2bKey)).body.usage.running_executions;
+      }
+      assert.equal(running, 0, 'the killed command gave its slot back');
+      assert.equal((await sbx.commands.run('echo again')).stdout.trim(), 'again');
+    } finally {
+      await sbx.kill();
+      writeLimits({ defaults: { ...tenantLimits, running_boxes: 100 } });
+    }
   });
 });

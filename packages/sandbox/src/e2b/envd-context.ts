@@ -14,6 +14,12 @@ export interface EnvdRequest {
   box: JsBox;
   /** The OS user in the box. */
   user: string;
+  /**
+   * Admits one command of the sandbox's tenant (its exec rate and running-executions quota,
+   * `ServerContext.admitExecution`); the returned function gives the slot back once the command has ended.
+   * @throws BoxError `quota_exceeded` naming the quota.
+   */
+  admit: () => Promise<() => void>;
 }
 
 /** The Connect context key of {@link EnvdRequest}. */

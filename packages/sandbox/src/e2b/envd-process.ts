@@ -147,8 +147,8 @@ export class ProcessTable {
   /**
    * Starts a process and registers it under its pid in the box (see the module comment); returns it
    * with the queue of the Start stream, which listens from the first output on.
-   * @throws ConnectError `resource_exhausted` past {@link MAX_PROCESSES_PER_SANDBOX}, `already_exists`
-   *   for a tag in use, or as the box's `execWith`.
+   * @throws ConnectError `resource_exhausted` past {@link MAX_PROCESSES_PER_SANDBOX} or the tenant's
+   *   exec quotas (`EnvdRequest.admit`), `already_exists` for a tag in use, or as the box's `execWith`.
    */
   async start(
     request: EnvdRequest,
@@ -172,6 +172,12 @@ export class ProcessTable {
         ? config.cwd
         : `${homeOf(request.user)}/${config.cwd}`
       : homeOf(request.user);
+    let release: () => void;
+    try {
+      release = await request.admit();
+    } catch (error) {
+      throw connectErrorOf(error);
+    }
     let execution: JsExecution;
     try {
       execution = await request.box.execWith(
@@ -186,8 +192,10 @@ export class ProcessTable {
         },
       );
     } catch (error) {
+      release();
       throw connectErrorOf(error);
     }
+    void execution.wait().then(release, release);
     const { stdout, stderr, stdin } = execution.collect();
     const first = pidLine();
     const stdoutDone = stdout.drainTo((text) => first.write(text));

@@ -196,6 +196,7 @@ export class E2bRouter {
       record,
       box,
       user: userOf(req.headers.authorization, url.searchParams.get('username')),
+      admit: () => this.#sandboxes.admitExecution(record),
     };
     if (url.pathname === '/files') {
       if (req.method === 'GET') return download(request, req, res, url.searchParams);

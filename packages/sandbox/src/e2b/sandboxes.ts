@@ -14,6 +14,7 @@ import { BoxError, notFound } from '../errors.ts';
 import { closeInterpreter } from '../interpreter/index.ts';
 import { operatorPrincipal, type Principal } from '../rest/auth.ts';
 import type { ServerContext } from '../rest/context.ts';
+import { OPERATOR_TENANT } from '../rest/tenancy/tenant.ts';
 import type { JsBox } from '../runtime/box.ts';
 import type { JsBoxInfo, JsBoxOptions, NetworkSpec } from '../types.ts';
 import { startDefaultContext } from './code-interpreter.ts';
@@ -178,6 +179,23 @@ export class E2bSandboxes {
 
   #save(): void {
     this.#store.save(this.#records.values());
+  }
+
+  /**
+   * Admits one command started through envd in `record`'s sandbox against its tenant's exec rate and
+   * running-executions quota (`ServerContext.admitExecution`; the operator's sandboxes are not limited).
+   * @returns gives the slot back once the command has ended.
+   * @throws BoxError `quota_exceeded` naming `exec_per_second` or `running_executions`.
+   */
+  admitExecution(record: E2bSandbox): Promise<() => void> {
+    const operator = record.tenant === OPERATOR_TENANT;
+    return this.#ctx.admitExecution({
+      kind: 'token',
+      subject: `sandbox:${record.sandboxId}`,
+      tenant: record.tenant,
+      operator,
+      permissions: new Set(),
+    });
   }
 
   /**
