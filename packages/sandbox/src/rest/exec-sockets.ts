@@ -13,6 +13,7 @@ import type { RawAttempt, ServerContext } from './context.ts';
 import type { ExecSession, ExecSink } from './sessions.ts';
 import {
   Channel,
+  controlMessageOf,
   HttpError,
   httpErrorOf,
   isObject,
@@ -108,24 +109,14 @@ export class ExecSockets {
           throw invalidBody('invalid header sandbox-exec: must be base64url-encoded JSON');
         }
         const session = await this.#ctx.startExecution(box.id, request, principal);
-        this.#ctx.auditEvent(principal, {
-          method: 'GET',
-          route: attempt.route,
-          resource: { box: box.id, execution: session.id },
-          status: 101,
-        });
+        this.#auditUpgraded(principal, attempt.route, { box: box.id, execution: session.id });
         this.#upgrade(req, socket, head, (ws) => {
           ws.send(JSON.stringify({ type: 'started', id: session.id, box_id: session.boxId }));
           session.attach(ws, 0);
         });
         return;
       }
-      this.#ctx.auditEvent(principal, {
-        method: 'GET',
-        route: attempt.route,
-        resource: attempt.resource,
-        status: 101,
-      });
+      this.#auditUpgraded(principal, attempt.route, attempt.resource);
       this.#upgrade(req, socket, head, (ws) => this.#startOverSocket(ws, box.id, principal));
       return;
     }
@@ -153,12 +144,7 @@ export class ExecSockets {
         'offset',
       );
     }
-    this.#ctx.auditEvent(principal, {
-      method: 'GET',
-      route: attempt.route,
-      resource: { box: box.id, execution: session.id },
-      status: 101,
-    });
+    this.#auditUpgraded(principal, attempt.route, { box: box.id, execution: session.id });
     this.#upgrade(req, socket, head, (ws) => {
       if (session.sink) {
         ws.close(4409, 'already attached');
@@ -166,6 +152,11 @@ export class ExecSockets {
       }
       session.attach(ws, offset);
     });
+  }
+
+  /** Writes the audit entry of an accepted upgrade (GET, status 101) of `principal` on `route`. */
+  #auditUpgraded(principal: Principal, route: string, resource: Record<string, string> | undefined): void {
+    this.#ctx.auditEvent(principal, { method: 'GET', route, resource, status: 101 });
   }
 
   /** Completes a WebSocket upgrade; the socket then takes part in the heartbeat. */
@@ -235,13 +226,8 @@ export class ExecSockets {
         streams.get(data.readUInt32BE(1))?.session.input(data.subarray(MUX_HEADER_BYTES));
         return;
       }
-      let message: unknown;
-      try {
-        message = JSON.parse(data.toString('utf8'));
-      } catch {
-        return;
-      }
-      if (!isObject(message) || !isStreamNumber(message.stream)) return;
+      const message = controlMessageOf(data);
+      if (!message || !isStreamNumber(message.stream)) return;
       const stream = message.stream;
       if (message.type !== 'start') {
         streams.get(stream)?.session.command(message);

@@ -9,7 +9,14 @@
 import type { Socket } from 'node:net';
 import { WebSocket } from 'ws';
 import { BoxError } from '../errors.ts';
-import { boxErrorOf, type Channel, isStreamNumber, MUX_HEADER_BYTES, muxFrame } from './wire.ts';
+import {
+  boxErrorOf,
+  type Channel,
+  controlMessageOf,
+  isStreamNumber,
+  MUX_HEADER_BYTES,
+  muxFrame,
+} from './wire.ts';
 
 /** What one execution on the multiplexed stream is told. */
 export interface MuxStreamHandler {
@@ -116,12 +123,7 @@ export class ExecMux {
         this.#streams.get(data.readUInt32BE(1))?.data(data[0] as Channel, data.subarray(MUX_HEADER_BYTES));
         return;
       }
-      let message: Record<string, unknown>;
-      try {
-        message = JSON.parse(data.toString('utf8'));
-      } catch {
-        return;
-      }
+      const message = controlMessageOf(data);
       if (message && isStreamNumber(message.stream)) this.#streams.get(message.stream)?.control(message);
     });
     socket.on('unexpected-response', (_request, response) => {

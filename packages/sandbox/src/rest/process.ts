@@ -14,7 +14,7 @@ import { WebSocket } from 'ws';
 import type { EngineProcess } from '../engine/types.ts';
 import { BoxError } from '../errors.ts';
 import type { ExecMux } from './mux.ts';
-import { boxErrorOf, Channel } from './wire.ts';
+import { boxErrorOf, Channel, controlMessageOf } from './wire.ts';
 
 /** How the process reaches its server: WebSocket base URL and headers, and the HTTP control calls. */
 export interface RemoteProcessLink {
@@ -233,13 +233,8 @@ export class RemoteProcess implements EngineProcess {
         this.#data(data[0]!, data.subarray(1));
         return;
       }
-      let message: Record<string, unknown>;
-      try {
-        message = JSON.parse(data.toString('utf8'));
-      } catch {
-        return;
-      }
-      if (message !== null && typeof message === 'object') this.#control(message);
+      const message = controlMessageOf(data);
+      if (message) this.#control(message);
     });
     socket.on('unexpected-response', (_request, response) => {
       let body = '';

@@ -7,7 +7,7 @@
 import { ulid } from 'ulid';
 import type { WebSocket } from 'ws';
 import type { JsExecStdin, JsExecution } from '../runtime/execution.ts';
-import { Channel } from './wire.ts';
+import { Channel, controlMessageOf } from './wire.ts';
 
 /** Default backlog of output kept per execution for reconnecting clients, bytes (1 MiB). */
 export const DEFAULT_BACKLOG_BYTES = 1024 * 1024;
@@ -164,13 +164,8 @@ export class ExecSession {
         if (data.length > 1 && data[0] === Channel.stdin) this.input(data.subarray(1));
         return;
       }
-      let message: unknown;
-      try {
-        message = JSON.parse(data.toString('utf8'));
-      } catch {
-        return;
-      }
-      this.command(message as Record<string, unknown>);
+      const message = controlMessageOf(data);
+      if (message) this.command(message);
     });
     this.attachSink(sink, offset);
   }

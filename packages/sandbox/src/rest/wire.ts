@@ -117,6 +117,20 @@ export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/**
+ * The JSON object a WebSocket text frame carries (`data` as UTF-8), or undefined when the frame is not
+ * JSON or not an object (such frames are ignored by every socket of the REST protocol).
+ */
+export function controlMessageOf(data: Buffer): Record<string, unknown> | undefined {
+  let message: unknown;
+  try {
+    message = JSON.parse(data.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  return isObject(message) ? message : undefined;
+}
+
 /** @throws HttpError 400 `unknown_field` naming the first key of `body` not in `known`. */
 export function unknownFields(body: Record<string, unknown>, known: ReadonlySet<string>): void {
   for (const key of Object.keys(body)) {
