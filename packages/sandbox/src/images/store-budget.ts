@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { readProcStat } from '../engine/proc-stat.ts';
 import { BoxError } from '../errors.ts';
+import { immediateTransaction } from '../sqlite-transaction.ts';
 import type { Bound, Budget } from './limits.ts';
 
 /** Bytes reserved from the ledger at a time (a take of more reserves what it needs). */
@@ -184,15 +185,7 @@ export class StoreBudget implements Budget {
   }
 
   #transaction<T>(fn: () => T): T {
-    this.#db.exec('BEGIN IMMEDIATE');
-    try {
-      const result = fn();
-      this.#db.exec('COMMIT');
-      return result;
-    } catch (error) {
-      this.#db.exec('ROLLBACK');
-      throw error;
-    }
+    return immediateTransaction(this.#db, fn);
   }
 }
 

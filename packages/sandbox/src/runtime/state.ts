@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from 'node:sqlite';
 import { ownerAlive, processIdentity } from '../engine/proc-stat.ts';
 import { BoxError } from '../errors.ts';
+import { immediateTransaction } from '../sqlite-transaction.ts';
 import type { JsHealthStatus } from '../types.ts';
 import type { NormalizedBoxOptions } from './options.ts';
 
@@ -329,15 +330,7 @@ export class StateDb {
 
   /** Runs `fn` in one IMMEDIATE transaction (serialised against other processes). */
   transaction<T>(fn: () => T): T {
-    this.#db.exec('BEGIN IMMEDIATE');
-    try {
-      const result = fn();
-      this.#db.exec('COMMIT');
-      return result;
-    } catch (error) {
-      this.#db.exec('ROLLBACK');
-      throw error;
-    }
+    return immediateTransaction(this.#db, fn);
   }
 
   /** Runs a statement (used by tests and recovery). */
