@@ -69,6 +69,14 @@ function pixel(value: unknown, field: string): number {
   return value;
 }
 
+/**
+ * The xdotool arguments that move the pointer to (`x`, `y`) pixels and wait until it is there.
+ * @throws BoxError naming `xField` or `yField` when a coordinate is not a non-negative integer.
+ */
+function moveTo(x: number, y: number, xField: string, yField: string): string[] {
+  return ['mousemove', '--sync', String(pixel(x, xField)), String(pixel(y, yField))];
+}
+
 /** A desktop GUI automation box (spec 002 `ComputerBox`). */
 export class ComputerBox extends SimpleBox {
   /** Host port (127.0.0.1) of the desktop viewer over HTTP. */
@@ -217,7 +225,7 @@ export class ComputerBox extends SimpleBox {
 
   /** Moves the pointer to (`x`, `y`) pixels. @throws BoxError for a bad coordinate; ExecError from xdotool. */
   async mouseMove(x: number, y: number): Promise<void> {
-    await this.#xdotool('mousemove', '--sync', String(pixel(x, 'x')), String(pixel(y, 'y')));
+    await this.#xdotool(...moveTo(x, y, 'x', 'y'));
   }
 
   /** Clicks the left button where the pointer is. */
@@ -248,16 +256,10 @@ export class ComputerBox extends SimpleBox {
   /** Presses the left button at (`startX`, `startY`), moves to (`endX`, `endY`) and releases it. */
   async leftClickDrag(startX: number, startY: number, endX: number, endY: number): Promise<void> {
     await this.#xdotool(
-      'mousemove',
-      '--sync',
-      String(pixel(startX, 'startX')),
-      String(pixel(startY, 'startY')),
+      ...moveTo(startX, startY, 'startX', 'startY'),
       'mousedown',
       '1',
-      'mousemove',
-      '--sync',
-      String(pixel(endX, 'endX')),
-      String(pixel(endY, 'endY')),
+      ...moveTo(endX, endY, 'endX', 'endY'),
       'mouseup',
       '1',
     );
@@ -334,10 +336,7 @@ export class ComputerBox extends SimpleBox {
       });
     }
     await this.#xdotool(
-      'mousemove',
-      '--sync',
-      String(pixel(x, 'x')),
-      String(pixel(y, 'y')),
+      ...moveTo(x, y, 'x', 'y'),
       'click',
       '--repeat',
       String(amount),
