@@ -8,10 +8,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { CodeBox } from '../src/boxes/code.ts';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError, ExecError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, CodeBox, ExecError, type JsRuntime, SimpleBox } from '../src/index.ts';
 import { codeInterpreterSuite } from './interpreter-suite.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
