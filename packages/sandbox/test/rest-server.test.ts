@@ -12,14 +12,10 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { WebSocket } from 'ws';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError } from '../src/errors.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, type JsBox, type JsNetworkHandle, JsRuntime, SimpleBox } from '../src/index.ts';
 import { type RestExecution, restOptionsFrom } from '../src/rest/client.ts';
 import { RemoteProcess } from '../src/rest/process.ts';
 import { RestServer, startRestServer } from '../src/rest/server.ts';
-import type { JsBox } from '../src/runtime/box.ts';
-import type { JsNetworkHandle } from '../src/types.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
