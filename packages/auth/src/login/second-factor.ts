@@ -159,14 +159,27 @@ export function registerSecondFactorPages(
   const { safeReturnTo, formField, page } = kit;
   const toLogin = (reply: FastifyReply, returnTo: string | undefined) =>
     reply.header('cache-control', 'no-store').redirect(pathWith(LOGIN_PATH, { returnTo }), 302);
+  /**
+   * The MFA settings and the user at this step, or `done`: the reply already sent (MFA not configured:
+   * the unavailable page; nobody at the step: back to the login page).
+   */
+  const factorStep = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    returnTo: string | undefined,
+  ): Promise<{ mfa: MfaSettings; subject: FactorSubject } | { done: FastifyReply }> => {
+    const mfa = ctx.config.mfa;
+    if (!mfa) return { done: page(reply, secondFactorUnavailable()) };
+    const subject = await subjectOf(req, ctx, mfa);
+    return subject ? { mfa, subject } : { done: toLogin(reply, returnTo) };
+  };
 
   scope.get(OTP_PATH, async (req, reply) => {
     const query = req.query as Record<string, unknown>;
     const returnTo = safeReturnTo(query.return_to);
-    const mfa = ctx.config.mfa;
-    if (!mfa) return page(reply, secondFactorUnavailable());
-    const subject = await subjectOf(req, ctx, mfa);
-    if (!subject) return toLogin(reply, returnTo);
+    const step = await factorStep(req, reply, returnTo);
+    if ('done' in step) return step.done;
+    const { subject } = step;
     const totp = (await ctx.store.factors.getTotp(subject.user.id)) !== undefined;
     const passkey = (await ctx.store.factors.passkeys.list(subject.user.id)).length > 0;
     if (!totp && !passkey)
@@ -181,10 +194,9 @@ export function registerSecondFactorPages(
     if (req.body === NOT_FORM)
       return reply.code(400).type('text/plain; charset=utf-8').send('form body expected\n');
     const returnTo = safeReturnTo(formField(req.body, 'return_to'));
-    const mfa = ctx.config.mfa;
-    if (!mfa) return page(reply, secondFactorUnavailable());
-    const subject = await subjectOf(req, ctx, mfa);
-    if (!subject) return toLogin(reply, returnTo);
+    const step = await factorStep(req, reply, returnTo);
+    if ('done' in step) return step.done;
+    const { mfa, subject } = step;
     const { user } = subject;
     const clientId = returnToParam(returnTo, 'client_id');
     const limited = await limitAttempt(req, ctx, 'totp', user.id, clientId ?? null);
@@ -238,10 +250,9 @@ export function registerSecondFactorPages(
   scope.get(OTP_ENROL_PATH, async (req, reply) => {
     const query = req.query as Record<string, unknown>;
     const returnTo = safeReturnTo(query.return_to);
-    const mfa = ctx.config.mfa;
-    if (!mfa) return page(reply, secondFactorUnavailable());
-    const subject = await subjectOf(req, ctx, mfa);
-    if (!subject) return toLogin(reply, returnTo);
+    const step = await factorStep(req, reply, returnTo);
+    if ('done' in step) return step.done;
+    const { mfa, subject } = step;
     // A second seed is not enrolled over an existing one here: the existing factor is asked for instead.
     if (await ctx.store.factors.getTotp(subject.user.id))
       return reply.header('cache-control', 'no-store').redirect(pathWith(OTP_PATH, { returnTo }), 302);
