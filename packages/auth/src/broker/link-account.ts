@@ -40,18 +40,28 @@ export interface PendingLink {
   readonly returnTo: string | null;
 }
 
-/** What the link routes need of the brokering routes and the login page. */
-export interface LinkAccountOptions {
-  readonly providers: ReadonlyMap<string, UpstreamProvider>;
+/** What the brokering routes and the link routes take from the login page. */
+export interface BrokerPageKit {
+  /** The login page's check of `return_to` (only authorization requests of this server are followed). */
   readonly safeReturnTo: (value: unknown) => string | undefined;
+  /** The login page's reader of a form field (the link form). */
   readonly formField: (body: unknown, name: string) => string | undefined;
-  /** The login page's second-factor step (see `UpstreamLoginOptions.secondFactor`). */
+  /**
+   * The login page's second-factor step for a user who has a factor or must use one: @returns the answer
+   * that sends the user there, or undefined when no second factor is due. A brokered sign-in replaces the
+   * password only, never the local second factor.
+   */
   readonly secondFactor?: (
     req: FastifyRequest,
     reply: FastifyReply,
     user: UserRecord,
     returnTo: string | undefined,
-  ) => Promise<unknown>;
+  ) => Promise<FastifyReply | undefined>;
+}
+
+/** What the link routes need: the login page's kit and the configured providers by id. */
+export interface LinkAccountOptions extends BrokerPageKit {
+  readonly providers: ReadonlyMap<string, UpstreamProvider>;
 }
 
 const PAGE_HEADERS = {
