@@ -69,8 +69,21 @@ describe('computer and browser boxes through /mcp on sandbox serve', () => {
   });
 
   it("drives a computer box of the caller's tenant: screenshot, click, type, changed screenshot", async () => {
-    const created = await ok(client, 'create_box', { kind: 'computer' });
+    const notes: string[] = [];
+    const result = await client.callTool({ name: 'create_box', arguments: { kind: 'computer' } }, undefined, {
+      onprogress: (p) => notes.push(p.message ?? ''),
+    });
+    assert.ok(!result.isError, JSON.stringify(result.content));
+    // biome-ignore lint/suspicious/noExplicitAny: test access to the tool's structured result
+    const created = result.structuredContent as any;
     const box = created.id;
+    // The desktop image is stored already: its pull is reported done at once.
+    assert.match(notes[0] ?? '', /^starting a computer box from /);
+    assert.ok(
+      notes.some((n) => /^pulling .*desktop.*: done, \d+ of \d+ layers/.test(n)),
+      JSON.stringify(notes),
+    );
+    assert.equal(notes.at(-1), 'box started');
     made.push(box);
     assert.equal(created.running, true);
     assert.equal(created.session_box, true);

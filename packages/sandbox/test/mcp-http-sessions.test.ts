@@ -13,7 +13,7 @@ import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import type { JsRuntime } from '../src/js-runtime.ts';
 import type { RestServer } from '../src/rest/server.ts';
 import { ok } from './mcp-helpers.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry } from './runtime-helpers.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 import { api, createKey, startTenantServer } from './tenants-helpers.ts';
 
 const IDLE_MS = 1500;
@@ -51,8 +51,9 @@ describe('MCP sessions over Streamable HTTP', () => {
 
   before(async () => {
     ensureRegistry();
-    // A fresh node: no image is stored yet.
+    // A node on a fresh home: no image is stored yet.
     ({ server, runtime, url } = await startTenantServer({
+      runtime: testRuntime(tempHome('sandbox-mcp-sessions-')),
       mcp: {
         maxSessionsPerTenant: 2,
         maxSessions: 3,

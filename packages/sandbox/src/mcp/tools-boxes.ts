@@ -5,13 +5,15 @@
  */
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import { BROWSERBOX_IMAGES } from '../boxes/browser.ts';
+import { COMPUTERBOX_IMAGE } from '../boxes/computer.ts';
 import { SIMPLEBOX_DEFAULT_IMAGE } from '../boxes/simple.ts';
 import { BoxError } from '../errors.ts';
 import type { PullProgress } from '../images/image-types.ts';
 import type { JsBoxInfo, JsBoxOptions, NetworkSpec } from '../types.ts';
 import type { McpConfig } from './config.ts';
 import type { McpSession } from './session.ts';
-import { defineTool, progress, progressReporter } from './tool.ts';
+import { defineTool, type ProgressReporter, progressReporter, type ToolExtra } from './tool.ts';
 import { createBrowser } from './tools-browser.ts';
 import { createComputer } from './tools-computer.ts';
 
@@ -84,6 +86,29 @@ export function networkFor(config: McpConfig, allowNet: string[] | undefined): N
 }
 
 const boxArg = z.string().min(1).describe('box id or name (from create_box or list_boxes)');
+
+/**
+ * Pulls `image` through the session's provider (when it can pull: a local runtime), reporting per-layer
+ * byte progress to `report`; a new phase or a finished layer is always sent.
+ * @throws BoxError `image` as `images.pull`.
+ */
+async function pullReported(
+  session: McpSession,
+  extra: ToolExtra,
+  image: string,
+  report: ProgressReporter,
+): Promise<void> {
+  let layers = 0;
+  await session.provider.pull?.(
+    image,
+    (p) => {
+      const force = p.phase !== 'downloading' || p.layersDone !== layers;
+      layers = p.layersDone;
+      report.update(p.bytesDone, pullMessage(image, p), p.bytesTotal || undefined, force);
+    },
+    extra.signal,
+  );
+}
 
 /** The text of a pull progress notification of `image`: phase, layers done, MiB downloaded. */
 function pullMessage(image: string, p: PullProgress): string {
@@ -172,46 +197,32 @@ export function boxTools(server: McpServer, session: McpSession): void {
       if (args.isolation) options.isolation = args.isolation;
       if (args.env) options.env = Object.entries(args.env).map(([key, value]) => ({ key, value }));
       if (args.working_dir) options.workingDir = args.working_dir;
-      if (args.kind === 'computer') {
-        await progress(extra, 0, 'starting a desktop box (pulling its image when missing)');
-        const id = await createComputer(session, {
+      const report = progressReporter(extra);
+      if (args.kind === 'computer' || args.kind === 'browser') {
+        const image = args.kind === 'computer' ? COMPUTERBOX_IMAGE : (BROWSERBOX_IMAGES.chromium as string);
+        report.update(0, `starting a ${args.kind} box from ${image}`, undefined, true);
+        // Without a local runtime the kind is unsupported: nothing to pull.
+        if (session.provider.runtime) await pullReported(session, extra, image, report);
+        const request = {
           name: args.name ?? session.nextName(),
           cpus: args.cpus,
           memoryMib: args.memory_mib,
-          network: options.network ?? { mode: 'disabled' },
+          network: options.network ?? { mode: 'disabled' as const },
           persist: args.persist,
           lifetimeMs: lifetime * 1000,
-        });
-        return { result: boxView(session, await (await session.box(id)).info()) };
-      }
-      if (args.kind === 'browser') {
-        await progress(extra, 0, 'starting a Chromium box (pulling its image when missing)');
-        const id = await createBrowser(session, {
-          name: args.name ?? session.nextName(),
-          cpus: args.cpus,
-          memoryMib: args.memory_mib,
-          network: options.network ?? { mode: 'disabled' },
-          persist: args.persist,
-          lifetimeMs: lifetime * 1000,
-        });
+        };
+        const id =
+          args.kind === 'computer'
+            ? await createComputer(session, request)
+            : await createBrowser(session, request);
+        report.update(report.last + 1, 'box started', report.last + 1, true);
         return { result: boxView(session, await (await session.box(id)).info()) };
       }
       const release = session.reserve(cpus, memoryMib);
       try {
         const image = options.image as string;
-        const report = progressReporter(extra);
         report.update(0, `creating the box from ${image}`, undefined, true);
-        // Per-layer byte progress of the pull; a new phase or a finished layer is always sent.
-        let layers = 0;
-        await session.provider.pull?.(
-          image,
-          (p) => {
-            const force = p.phase !== 'downloading' || p.layersDone !== layers;
-            layers = p.layersDone;
-            report.update(p.bytesDone, pullMessage(image, p), p.bytesTotal || undefined, force);
-          },
-          extra.signal,
-        );
+        await pullReported(session, extra, image, report);
         const box = await session.provider.create(options, args.name ?? session.nextName());
         session.adopt(box, { id: box.id, kind: args.kind, cpus, memoryMib, persist: args.persist });
         if (args.persist) await session.provider.tags?.set(box.id, session.id);
