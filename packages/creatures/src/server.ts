@@ -3,8 +3,8 @@
  * schema and the GraphQL engine, and wires the HTTP parts — GraphQL over HTTP at `/graphql` (spec 000
  * "Endpoints"; `http/graphql.ts`: explorer, CSRF guard, body limit, batching, response cache), CORS
  * (`http/cors.ts`), the other routes (`http/site.ts`: `/metrics`, `/healthz`, images, explorer assets, the
- * web front end at `/`), SSE, multipart and WebSocket subscriptions — with structured JSON logs and graceful
- * shutdown.
+ * web front end at `/`), SSE, multipart and WebSocket subscriptions — with structured JSON logs; `listen`
+ * and the graceful shutdown are `http/lifecycle.ts`.
  */
 import {
   createServer as createHttpServer,
@@ -21,6 +21,7 @@ import { createEngine, type Engine } from './engine.ts';
 import { buildFederatedSchema } from './federation.ts';
 import { createCors } from './http/cors.ts';
 import { createGraphQLRoute } from './http/graphql.ts';
+import { serverLifecycle } from './http/lifecycle.ts';
 import { answerClientError } from './http/linger.ts';
 import { createMetrics } from './http/metrics.ts';
 import { createMultipartSubscriptions } from './http/multipart.ts';
@@ -342,61 +343,28 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         })
       : undefined;
 
-  let url = '';
-  let closing: Promise<void> | undefined;
+  const life = serverLifecycle({
+    httpServer,
+    store,
+    logger,
+    ownsStore,
+    shutdownTimeoutMs: options.shutdownTimeoutMs,
+    stopTransports: () => {
+      streams?.close();
+      multipartSubscriptions?.close();
+      return webSockets?.close() ?? Promise.resolve();
+    },
+    detach: () => graphqlRoute.close(),
+  });
   return {
     httpServer,
     schema,
     store,
     logger,
     get url() {
-      return url;
+      return life.url;
     },
-    async listen(port = 4000, host?: string) {
-      await store.ready();
-      return new Promise<AddressInfo>((resolve, reject) => {
-        httpServer.once('error', reject);
-        httpServer.listen(port, host, () => {
-          httpServer.off('error', reject);
-          const address = httpServer.address() as AddressInfo;
-          const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-          url = `http://${shownHost === '0.0.0.0' || shownHost === '[::]' ? 'localhost' : shownHost}:${address.port}`;
-          logger.info({ address: address.address, port: address.port, url: `${url}/graphql` }, 'listening');
-          resolve(address);
-        });
-      });
-    },
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        logger.info('shutting down');
-        const timer = setTimeout(() => httpServer.closeAllConnections(), options.shutdownTimeoutMs ?? 10_000);
-        timer.unref();
-        // Keep-alive connections become idle once their in-flight response is sent: close them then.
-        const sweeper = setInterval(() => httpServer.closeIdleConnections(), 50);
-        sweeper.unref();
-        const finish = async () => {
-          clearTimeout(timer);
-          clearInterval(sweeper);
-          graphqlRoute.close();
-          if (ownsStore) {
-            try {
-              await store.close();
-            } catch (err) {
-              logger.warn({ err }, 'closing the store failed');
-            }
-          }
-          logger.info('shutdown complete');
-          resolve();
-        };
-        streams?.close();
-        multipartSubscriptions?.close();
-        void (webSockets?.close() ?? Promise.resolve()).then(() => {
-          if (!httpServer.listening) return void finish();
-          httpServer.close(() => void finish());
-          httpServer.closeIdleConnections();
-        });
-      });
-      return closing;
-    },
+    listen: (port, host) => life.listen(port, host),
+    close: () => life.close(),
   };
 }
