@@ -4,7 +4,7 @@
  * refusal codes become `BoxError`s.
  */
 import { BoxError, conflict, notFound } from '../../errors.ts';
-import { permissionString } from './local.ts';
+import { permissionString } from './entries.ts';
 import { components } from './root.ts';
 import type { FileType, JsEntryInfo } from './types.ts';
 

@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import type { EngineProcess } from '../../engine/types.ts';
 import { BoxError, codeOf, conflict, notFound } from '../../errors.ts';
+import { MAX_LIST_ENTRIES } from './entries.ts';
 import {
   checkEntryPath,
   type Done,
@@ -24,7 +25,6 @@ import {
   under,
 } from './gvisor-parse.ts';
 import { GVISOR_FILES_SCRIPT } from './gvisor-script.ts';
-import { MAX_LIST_ENTRIES } from './local.ts';
 import { type ChunkSink, type HostFileSource, isHostFile, pumpFd, streamSink } from './pump.ts';
 import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 

@@ -26,9 +26,10 @@ import { pipeline } from 'node:stream/promises';
 import { readProcIdMap } from '../../engine/idmap.ts';
 import { BoxError, codeOf, conflict, notFound } from '../../errors.ts';
 import { processIdentity } from '../state.ts';
+import { entryOf, MAX_LIST_ENTRIES } from './entries.ts';
 import { createFileAs, mkdirAs, renameAs, rmdirAs, symlinkAs, unlinkAs } from './idmapped.ts';
 import { type ChunkSink, fdSink, type HostFileSource, isHostFile, pumpFd } from './pump.ts';
-import { at, BoxRoot, boxId, checkAccess, errno, type FileUser, joinPath } from './root.ts';
+import { at, BoxRoot, checkAccess, errno, type FileUser, joinPath } from './root.ts';
 import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
 import { watchLocal } from './watch.ts';
 
@@ -36,43 +37,6 @@ const R = 4;
 const W = 2;
 const X = 1;
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
-/** Entries `list` returns at most (a box must not make the host build an unbounded array). */
-export const MAX_LIST_ENTRIES = 100_000;
-
-/** `rwxr-xr-x` for mode bits. */
-export function permissionString(mode: number): string {
-  const chars = 'rwxrwxrwx';
-  let out = '';
-  for (let i = 0; i < 9; i++) out += mode & (0o400 >> i) ? chars[i] : '-';
-  return out;
-}
-
-/**
- * Builds a `JsEntryInfo` from `lstat` results; `uid`/`gid` are reported as the box sees them (host
- * ids translated by `user`'s id maps, when given).
- */
-export function entryOf(
-  st: Stats,
-  path: string,
-  name: string,
-  target?: string,
-  user?: FileUser,
-): JsEntryInfo {
-  const type = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : 'other';
-  return {
-    name,
-    path,
-    type,
-    size: st.size,
-    mode: st.mode & 0o7777,
-    permissions: permissionString(st.mode),
-    uid: boxId(user?.uidMap, st.uid),
-    gid: boxId(user?.gidMap, st.gid),
-    modifiedTime: st.mtime,
-    ...(target !== undefined ? { symlinkTarget: target } : {}),
-  };
-}
-
 /** Which process's root the files are in; resolved per operation (the box may restart). */
 export interface LocalFilesTarget {
   /**
