@@ -74,15 +74,7 @@ export function enginePlugin(options: EnginePluginOptions): EnginePlugin {
       context: state,
     });
 
-  function respond(
-    req: IncomingMessage,
-    res: ServerResponse,
-    method: string,
-    url: string,
-    accept: string,
-    contentType: string,
-    body: string,
-  ): void {
+  const respond: EnginePlugin['respond'] = (req, res, method, url, accept, contentType, body) => {
     const key =
       responses && (method === 'GET' || method === 'POST')
         ? ResponseCache.textKey(method, accept, contentType, method === 'GET' ? url : body)
@@ -125,17 +117,9 @@ export function enginePlugin(options: EnginePluginOptions): EnginePlugin {
         .then((done) => (done ? ok(done, startGeneration) : execute(req, res, method, url, body, key, -1)))
         .catch((err: unknown) => fail(req, res, err));
     } else ok(answer, cache.generation);
-  }
+  };
 
-  async function execute(
-    req: IncomingMessage,
-    res: ServerResponse,
-    method: string,
-    url: string,
-    body: string,
-    key: CacheKey,
-    variant: number,
-  ): Promise<void> {
+  const execute: EnginePlugin['execute'] = async (req, res, method, url, body, key, variant) => {
     const state: RequestState = { cacheable: false };
     const startGeneration = cache.generation;
     const [resBody, init] = await engineRequest(req, method, url, body, state);
@@ -152,7 +136,7 @@ export function enginePlugin(options: EnginePluginOptions): EnginePlugin {
       resBody ?? undefined,
       state.cacheable,
     );
-  }
+  };
 
   return { engineRequest, execute, respond };
 }

@@ -88,13 +88,7 @@ export function responseCachePlugin(options: ResponseCacheOptions): ResponseCach
   };
   options.changes.on('change', onChange);
 
-  function sendAnswer(
-    res: ServerResponse,
-    answer: FastAnswer,
-    key: Uint8Array | undefined,
-    variant: number,
-    startGeneration: number,
-  ): void {
+  const sendAnswer: ResponseCachePlugin['sendAnswer'] = (res, answer, key, variant, startGeneration) => {
     const { body, contentType } = answer;
     if (answer.latin1) {
       const text = body as string;
@@ -111,21 +105,21 @@ export function responseCachePlugin(options: ResponseCacheOptions): ResponseCach
     if (key !== undefined && generation === startGeneration)
       responses!.set(key, variant, { body: bytes, headers });
     endWith(res, 200, headers, bytes);
-  }
+  };
 
-  function send(
-    req: IncomingMessage,
-    res: ServerResponse,
-    method: string,
-    key: CacheKey,
-    variant: number,
-    startGeneration: number,
-    status: number,
-    statusText: string | undefined,
-    initHeaders: Record<string, string | undefined> | undefined,
-    text: string | Buffer | undefined,
-    queryCacheable: boolean,
-  ): void {
+  const send: ResponseCachePlugin['send'] = (
+    req,
+    res,
+    method,
+    key,
+    variant,
+    startGeneration,
+    status,
+    statusText,
+    initHeaders,
+    text,
+    queryCacheable,
+  ) => {
     const headers: string[] = [];
     for (const name in initHeaders) {
       const value = initHeaders[name];
@@ -156,7 +150,7 @@ export function responseCachePlugin(options: ResponseCacheOptions): ResponseCach
     if (method === 'GET' && cacheable && notModified(req, res, headers)) return;
     if (statusText !== undefined) res.statusMessage = statusText;
     endWith(res, status, headers, bytes ?? text);
-  }
+  };
 
   return {
     responses,
