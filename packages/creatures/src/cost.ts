@@ -73,36 +73,42 @@ export interface CostEstimate {
   fields: number;
 }
 
-function intArgument(
+/**
+ * Reads the argument `name` of `node` as a number: `literal` of its literal value, or `variable` of the
+ * variable's value in `variables` (`fromVariable` then true); no `value` when the argument is absent.
+ */
+function numberArgument(
   node: FieldNode,
   name: string,
   variables: Record<string, unknown> | undefined,
+  literal: (arg: ValueNode) => number | undefined,
+  variable: (value: unknown) => number | undefined,
 ): { value?: number; fromVariable: boolean } {
   const arg = node.arguments?.find((a) => a.name.value === name)?.value as ValueNode | undefined;
   if (!arg) return { fromVariable: false };
-  if (arg.kind === Kind.INT) return { value: Number(arg.value), fromVariable: false };
-  if (arg.kind === Kind.VARIABLE) {
-    const v = variables?.[arg.name.value];
-    return { value: typeof v === 'number' ? v : undefined, fromVariable: true };
-  }
-  return { fromVariable: false };
+  if (arg.kind === Kind.VARIABLE) return { value: variable(variables?.[arg.name.value]), fromVariable: true };
+  return { value: literal(arg), fromVariable: false };
 }
 
-/** The number of items of a list argument (a literal list, or a variable's array value). */
-function listArgumentLength(
-  node: FieldNode,
-  name: string,
-  variables: Record<string, unknown> | undefined,
-): { value?: number; fromVariable: boolean } {
-  const arg = node.arguments?.find((a) => a.name.value === name)?.value as ValueNode | undefined;
-  if (!arg) return { fromVariable: false };
-  if (arg.kind === Kind.LIST) return { value: arg.values.length, fromVariable: false };
-  if (arg.kind === Kind.VARIABLE) {
-    const v = variables?.[arg.name.value];
-    return { value: Array.isArray(v) ? v.length : undefined, fromVariable: true };
-  }
-  return { value: 1, fromVariable: false };
-}
+/** An Int argument (a literal, or a variable's number value). */
+const intArgument = (node: FieldNode, name: string, variables: Record<string, unknown> | undefined) =>
+  numberArgument(
+    node,
+    name,
+    variables,
+    (arg) => (arg.kind === Kind.INT ? Number(arg.value) : undefined),
+    (v) => (typeof v === 'number' ? v : undefined),
+  );
+
+/** The number of items of a list argument (a literal list, or a variable's array value; another literal: 1). */
+const listArgumentLength = (node: FieldNode, name: string, variables: Record<string, unknown> | undefined) =>
+  numberArgument(
+    node,
+    name,
+    variables,
+    (arg) => (arg.kind === Kind.LIST ? arg.values.length : 1),
+    (v) => (Array.isArray(v) ? v.length : undefined),
+  );
 
 function isList(type: GraphQLType): boolean {
   return isListType(isNonNullType(type) ? type.ofType : type);

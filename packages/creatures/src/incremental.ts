@@ -18,7 +18,6 @@ import {
   type FormattedExecutionResult,
   GraphQLDeferDirective,
   GraphQLError,
-  type GraphQLFieldResolver,
   GraphQLSchema,
   GraphQLStreamDirective,
   getOperationAST,
@@ -34,7 +33,7 @@ import { checkCost, listSizesOf } from './cost.ts';
 import type { CreatureErrorCode } from './errors.ts';
 import { depthLimit, type QueryLimits } from './limits.ts';
 import { checkDocument, DEFAULT_PARSE_LIMITS, parseWithLimits } from './parse-limits.ts';
-import { type ResolverContext, resolveNodeType } from './schema.ts';
+import { attachResolvers, type ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
 
 /** Whether a query text uses `@defer` or `@stream` (and so belongs to {@link createIncrementalExecutor}). */
@@ -84,19 +83,7 @@ export type IncrementalExecutor = (
  */
 export function createIncrementalExecutor(options: IncrementalOptions): IncrementalExecutor {
   const built = buildSchema(options.typeDefs);
-  const node = built.getType('Node');
-  if (node && 'resolveType' in node) node.resolveType = resolveNodeType;
-  for (const [typeName, fields] of Object.entries(options.resolvers)) {
-    const type = built.getType(typeName);
-    if (!type || !('getFields' in type)) throw new Error(`resolvers name an unknown type ${typeName}`);
-    const defined = type.getFields();
-    for (const [fieldName, resolve] of Object.entries(fields)) {
-      const field = defined[fieldName];
-      if (!field || !('resolve' in field))
-        throw new Error(`resolvers name an unknown field ${typeName}.${fieldName}`);
-      field.resolve = resolve as GraphQLFieldResolver<unknown, unknown>;
-    }
-  }
+  attachResolvers(built, options.resolvers);
   const schema = new GraphQLSchema({
     ...built.toConfig(),
     directives: [...specifiedDirectives, GraphQLDeferDirective, GraphQLStreamDirective],

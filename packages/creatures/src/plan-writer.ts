@@ -136,14 +136,31 @@ type Write = (
   variables: Record<string, unknown>,
 ) => number;
 
-/** A copy of the answer at `start`–`end` of the slab; drops a slab grown past {@link MAX_KEPT_SIZE}. */
-function copyOut(start: number, end: number): Buffer {
-  const copy = Buffer.allocUnsafe(end - start);
-  WRITER.b.copy(copy, 0, start, end);
+/**
+ * Claims the slab for one plan's writer and returns the position it writes from; throws `busy` while
+ * another writer holds it (the caller releases it by setting `WRITER.busy` back to false).
+ */
+function claim(busy: Error): number {
+  if (WRITER.busy) throw busy;
+  WRITER.busy = true;
+  const start = WRITER.next;
+  WRITER.start = start;
+  return start;
+}
+
+/** Replaces a slab grown past {@link MAX_KEPT_SIZE} by a new one of {@link SLAB_SIZE} bytes. */
+function dropGrownSlab(): void {
   if (WRITER.b.length > MAX_KEPT_SIZE) {
     WRITER.b = Buffer.allocUnsafeSlow(SLAB_SIZE);
     WRITER.next = 0;
   }
+}
+
+/** A copy of the answer at `start`–`end` of the slab; drops a slab grown past {@link MAX_KEPT_SIZE}. */
+function copyOut(start: number, end: number): Buffer {
+  const copy = Buffer.allocUnsafe(end - start);
+  WRITER.b.copy(copy, 0, start, end);
+  dropGrownSlab();
   return copy;
 }
 
@@ -161,18 +178,12 @@ export function writtenText(
   variables: Record<string, unknown>,
   busy: Error,
 ): string | Buffer {
-  if (WRITER.busy) throw busy;
-  WRITER.busy = true;
-  const start = WRITER.next;
-  WRITER.start = start;
+  const start = claim(busy);
   try {
     const end = write(WRITER.b, start, root, context, variables);
     if (end - start > MAX_TEXT_BYTES) return copyOut(start, end);
     const text = WRITER.b.toString('latin1', start, end);
-    if (WRITER.b.length > MAX_KEPT_SIZE) {
-      WRITER.b = Buffer.allocUnsafeSlow(SLAB_SIZE);
-      WRITER.next = 0;
-    }
+    dropGrownSlab();
     return text;
   } finally {
     WRITER.busy = false;
@@ -193,10 +204,7 @@ export function written(
   variables: Record<string, unknown>,
   busy: Error,
 ): Buffer {
-  if (WRITER.busy) throw busy;
-  WRITER.busy = true;
-  const start = WRITER.next;
-  WRITER.start = start;
+  const start = claim(busy);
   try {
     const end = write(WRITER.b, start, root, context, variables);
     if (end - start > MAX_VIEW) return copyOut(start, end);

@@ -4,13 +4,7 @@
  * `type Query` / `type Mutation` it resolves. Extend the server by adding SDL here and a resolver of the
  * same name below.
  */
-import {
-  buildSchema,
-  GraphQLError,
-  type GraphQLFieldResolver,
-  type GraphQLInterfaceType,
-  type GraphQLSchema,
-} from 'graphql';
+import { buildSchema, GraphQLError, type GraphQLFieldResolver, type GraphQLSchema } from 'graphql';
 import { creatureNumber, imagePath } from './art.ts';
 import {
   type CreatureOrder,
@@ -24,6 +18,25 @@ import {
 import type { Creature, CreatureDraft, CreaturePatch, Message, MessageDraft, Store } from './store.ts';
 
 export { MAX_NODES, MAX_PAGE_SIZE };
+
+/**
+ * The fields of `CreatureInput` and `CreatureUpdateInput` besides `name` (required in the one, optional in
+ * the other), written once for both.
+ */
+const CREATURE_INPUT_FIELDS = `  classification: String
+  types: [String!]
+  resistant: [String!]
+  weaknesses: [String!]
+  weight: DimensionInput
+  height: DimensionInput
+  fleeRate: Float
+  maxCP: Int
+  maxHP: Int
+  attacks: AttacksInput
+  evolutionIds: [ID!]
+  evolutionRequirements: EvolutionRequirementInput
+  previousEvolutionIds: [ID!]
+`;
 
 /** The schema in GraphQL SDL (spec 000 "Resources and their fields" and "Operations"). */
 export const typeDefs = /* GraphQL */ `
@@ -149,38 +162,12 @@ input EvolutionRequirementInput {
 "A new creature. Only name is required; evolutionIds/previousEvolutionIds name existing creatures."
 input CreatureInput {
   name: String!
-  classification: String
-  types: [String!]
-  resistant: [String!]
-  weaknesses: [String!]
-  weight: DimensionInput
-  height: DimensionInput
-  fleeRate: Float
-  maxCP: Int
-  maxHP: Int
-  attacks: AttacksInput
-  evolutionIds: [ID!]
-  evolutionRequirements: EvolutionRequirementInput
-  previousEvolutionIds: [ID!]
-}
+${CREATURE_INPUT_FIELDS}}
 
 "Changes to a creature: given fields replace the stored ones, omitted fields stay as they are."
 input CreatureUpdateInput {
   name: String
-  classification: String
-  types: [String!]
-  resistant: [String!]
-  weaknesses: [String!]
-  weight: DimensionInput
-  height: DimensionInput
-  fleeRate: Float
-  maxCP: Int
-  maxHP: Int
-  attacks: AttacksInput
-  evolutionIds: [ID!]
-  evolutionRequirements: EvolutionRequirementInput
-  previousEvolutionIds: [ID!]
-}
+${CREATURE_INPUT_FIELDS}}
 
 "What the creature list can be ordered by."
 enum CreatureOrderField {
@@ -402,23 +389,37 @@ export const resolvers = {
 };
 
 /**
- * Builds the executable schema: {@link typeDefs} with {@link resolvers} attached to their fields.
- * Throws if a resolver names a type or field the SDL does not declare.
+ * Attaches `map` (resolvers keyed by type, then field, as {@link resolvers}) to the fields of `schema`, and
+ * the `Node` interface's type resolver. `schema` is one built from {@link typeDefs} by graphql-js 16 (the
+ * engine) or 17 (incremental delivery): only `getType`, `getFields` and `resolve` are used, so it is
+ * typed by that shape. Throws `Error` naming the type or field when `map` names one the SDL does not declare.
  */
-export function buildCreatureSchema(): GraphQLSchema {
-  const schema = buildSchema(typeDefs);
-  (schema.getType('Node') as GraphQLInterfaceType).resolveType = resolveNodeType;
-  for (const [typeName, fields] of Object.entries(resolvers)) {
-    const type = schema.getType(typeName);
+export function attachResolvers(
+  schema: { getType(name: string): unknown },
+  map: Record<string, Record<string, unknown>>,
+): void {
+  const node = schema.getType('Node') as object | null | undefined;
+  if (node && 'resolveType' in node) node.resolveType = resolveNodeType;
+  for (const [typeName, fields] of Object.entries(map)) {
+    const type = schema.getType(typeName) as object | null | undefined;
     if (!type || !('getFields' in type)) throw new Error(`resolvers name an unknown type ${typeName}`);
-    const defined = type.getFields();
+    const defined = (type as { getFields(): Record<string, object | undefined> }).getFields();
     for (const [fieldName, resolve] of Object.entries(fields)) {
       const field = defined[fieldName];
       if (!field || !('resolve' in field))
         throw new Error(`resolvers name an unknown field ${typeName}.${fieldName}`);
-      field.resolve = resolve as GraphQLFieldResolver<unknown, unknown>;
+      field.resolve = resolve;
     }
   }
+}
+
+/**
+ * Builds the executable schema: {@link typeDefs} with {@link resolvers} attached to their fields
+ * ({@link attachResolvers}). Throws if a resolver names a type or field the SDL does not declare.
+ */
+export function buildCreatureSchema(): GraphQLSchema {
+  const schema = buildSchema(typeDefs);
+  attachResolvers(schema, resolvers);
   return schema;
 }
 
