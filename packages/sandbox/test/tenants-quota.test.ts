@@ -12,9 +12,12 @@ import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Sandbox } from 'e2b';
 import { BoxError, JsRuntime } from '../src/index.ts';
 import type { RestServer } from '../src/rest/server.ts';
+import { ok, toolError } from './mcp-helpers.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry } from './runtime-helpers.ts';
 import { api, createKey, OPERATOR_KEY, startTenantServer } from './tenants-helpers.ts';
 
@@ -238,6 +241,39 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
     assert.equal((await start()).status, 201);
     assert.equal((await start()).status, 429);
     writeLimits({ defaults: { ...tenantLimits, running_boxes: 100 } });
+  });
+
+  it('commands started through MCP at /mcp count against the same running-executions quota', async () => {
+    writeLimits({
+      defaults: { ...tenantLimits, running_boxes: 100 },
+      tenants: { 'mcp-exec-tenant': { running_executions: 1, exec_per_second: null } },
+    });
+    const mcpKey = (await createKey(url, 'mcp-exec-tenant')).key;
+    const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${mcpKey}` } },
+    });
+    const client = new Client({ name: 'quota-test', version: '1.0.0' });
+    await client.connect(transport);
+    try {
+      const box = (await ok(client, 'create_box', { image: BUSYBOX, memory_mib: 64 })).id;
+      const sleeper = await ok(client, 'start_command', { box, cmd: 'sleep', args: ['600'] });
+      assert.match(await toolError(client, 'exec', { box, cmd: 'true' }), /running_executions/);
+      assert.equal((await api(url, 'GET', '/v1/usage', mcpKey)).body.usage.running_executions, 1);
+      await ok(client, 'kill_command', { command_id: sleeper.command_id });
+      let running = 1;
+      for (let i = 0; i < 200 && running > 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        running = (await api(url, 'GET', '/v1/usage', mcpKey)).body.usage.running_executions;
+      }
+      assert.equal(running, 0, 'the killed command gave its slot back');
+      assert.equal(
+        (await ok(client, 'exec', { box, cmd: 'echo', args: ['again'] })).stdout.text.trim(),
+        'again',
+      );
+    } finally {
+      await client.close();
+      writeLimits({ defaults: { ...tenantLimits, running_boxes: 100 } });
+    }
   });
 
   it('commands started through the E2B API count against the same running-executions quota', async () => {

@@ -52,6 +52,13 @@ export interface BoxProvider {
   readonly tags?: BoxTags;
   /** Ids of every box of the runtime (the caller's or not), to drop tags of removed boxes. */
   allIds?(): Promise<Set<string>>;
+  /**
+   * Admits one command of the caller (on a `sandbox serve` node: its tenant's exec rate and
+   * running-executions quota, `ServerContext.admitExecution`); the returned function gives the slot back
+   * once the command has ended. Absent: commands are not counted here (a remote runtime's server counts them).
+   * @throws BoxError `quota_exceeded` naming the quota.
+   */
+  admitExecution?(): Promise<() => void>;
   /** Every box the caller sees, oldest first. */
   list(): Promise<JsBoxInfo[]>;
   /** The box with this id or name. @throws BoxError `not_found`. */
@@ -105,6 +112,7 @@ export function contextProvider(ctx: ServerContext, principal: Principal): BoxPr
     create: (options, name) => ctx.createBox(principal, options, name),
     createWith: (request, name, make) =>
       ctx.createWith(principal, request, name, (runtimeName) => make(ctx.runtime, runtimeName)),
+    admitExecution: () => ctx.admitExecution(principal),
     list: () => ctx.listBoxes(principal),
     get: (idOrName) => ctx.box(idOrName, principal),
     remove: (idOrName) => ctx.removeBox(principal, idOrName, true),

@@ -40,14 +40,27 @@ const streamShape = z.object({
   full_output_path: z.string().nullable().describe('file in the box holding the whole output when truncated'),
 });
 
-/** Starts `cmd`; the execution's output goes to bounded buffers. */
+/**
+ * Starts `cmd` once the session's provider admits it (the tenant's exec quotas on a `sandbox serve` node);
+ * the execution's output goes to bounded buffers.
+ * @throws BoxError `quota_exceeded` from the admission; as `box.exec`.
+ */
 async function start(
+  session: McpSession,
   box: JsBox,
   args: { cmd: string; args: string[]; cwd?: string | undefined; env?: Record<string, string> | undefined },
-  keep: number,
   timeoutSeconds?: number,
 ): Promise<{ execution: JsExecution; stdout: BoundedOutput; stderr: BoundedOutput; drained: Promise<void> }> {
-  const execution = await box.exec(args.cmd, args.args, args.env, false, undefined, timeoutSeconds, args.cwd);
+  const keep = session.config.maxKeptBytes;
+  const release = (await session.provider.admitExecution?.()) ?? (() => {});
+  let execution: JsExecution;
+  try {
+    execution = await box.exec(args.cmd, args.args, args.env, false, undefined, timeoutSeconds, args.cwd);
+  } catch (error) {
+    release();
+    throw error;
+  }
+  void execution.wait().then(release, release);
   const stdout = new BoundedOutput(keep);
   const stderr = new BoundedOutput(keep);
   const streams = execution.collect();
@@ -126,7 +139,7 @@ export function execTools(server: McpServer, session: McpSession): void {
     },
     async run(args, extra) {
       const box = await session.box(args.box);
-      const run = await start(box, args, session.config.maxKeptBytes, args.timeout_seconds);
+      const run = await start(session, box, args, args.timeout_seconds);
       const kill = () => void run.execution.kill().catch(() => {});
       extra.signal.addEventListener('abort', kill, { once: true });
       // Cancelled while the command was starting: the listener came too late to fire.
@@ -181,7 +194,7 @@ export function execTools(server: McpServer, session: McpSession): void {
         );
       }
       const box = await session.box(args.box);
-      const run = await start(box, args, session.config.maxKeptBytes);
+      const run = await start(session, box, args);
       const id = `cmd-${randomBytes(6).toString('hex')}`;
       const command: BackgroundCommand = {
         id,
