@@ -6,6 +6,7 @@
  * ({@link PG_ACCOUNT_TABLES}).
  */
 import type { SqlRunner } from './factors.ts';
+import { num } from './rows.ts';
 
 /** What a link token is for. */
 export type AccountTokenPurpose = 'reset' | 'verify_email';
@@ -91,7 +92,7 @@ const toToken = (row: Record<string, unknown>): AccountTokenRecord => ({
   purpose: String(row.purpose) as AccountTokenPurpose,
   email: String(row.email),
   expiresAt: Number(row.expires_at),
-  usedAt: row.used_at === null || row.used_at === undefined ? null : Number(row.used_at),
+  usedAt: num(row.used_at),
 });
 
 /** {@link AccountStore} over a store's {@link SqlRunner}. */

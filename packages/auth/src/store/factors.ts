@@ -10,6 +10,7 @@
 
 import { type AccountStore, SqlAccountStore } from './account.ts';
 import { type PasskeyStore, SqlPasskeyStore } from './passkeys.ts';
+import { num } from './rows.ts';
 
 /** A user's TOTP factor. */
 export interface TotpFactorRecord {
@@ -94,8 +95,6 @@ export interface SqlRunner {
   /** @returns the number of rows changed. */
   run(sql: string, ...params: (string | number | null)[]): Promise<number>;
 }
-
-const num = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value));
 
 /** Tables of SQLite migration 7. */
 export const SQLITE_FACTOR_TABLES = `

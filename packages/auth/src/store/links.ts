@@ -5,6 +5,8 @@
  * table comes from SQLite migration 8 ({@link SQLITE_LINK_TABLES}) and PostgreSQL migration 6
  * ({@link PG_LINK_TABLES}). A link goes with its user (foreign key, `ON DELETE CASCADE`).
  */
+import type { SqlRunner } from './factors.ts';
+import { strOrNull } from './rows.ts';
 
 /** A user's link to an upstream account. */
 export interface UserLinkRecord {
@@ -49,14 +51,6 @@ export interface LinkStore {
 /** A row as the drivers return it. */
 type Row = Record<string, unknown>;
 
-/** The query functions of a store (statements with `?` placeholders). */
-export interface LinkSqlRunner {
-  get(sql: string, ...params: (string | number | null)[]): Promise<Row | undefined>;
-  all(sql: string, ...params: (string | number | null)[]): Promise<Row[]>;
-  /** @returns the number of rows changed. */
-  run(sql: string, ...params: (string | number | null)[]): Promise<number>;
-}
-
 /** Tables of SQLite migration 8. */
 export const SQLITE_LINK_TABLES = `
 CREATE TABLE user_links (
@@ -90,7 +84,7 @@ function toLink(row: Row): UserLinkRecord {
     providerId: String(row.provider_id),
     subject: String(row.subject),
     userId: String(row.user_id),
-    email: row.email === null || row.email === undefined ? null : String(row.email),
+    email: strOrNull(row.email),
     createdAt: Number(row.created_at),
     lastUsedAt: Number(row.last_used_at),
   };
@@ -100,9 +94,9 @@ const COLUMNS = 'provider_id, subject, user_id, email, created_at, last_used_at'
 
 /** {@link LinkStore} over a store's query functions. */
 export class SqlLinkStore implements LinkStore {
-  readonly #db: LinkSqlRunner;
+  readonly #db: SqlRunner;
 
-  constructor(db: LinkSqlRunner) {
+  constructor(db: SqlRunner) {
     this.#db = db;
   }
 

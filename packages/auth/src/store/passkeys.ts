@@ -7,6 +7,7 @@
  * PostgreSQL migration 7 ({@link PG_PASSKEY_TABLES}).
  */
 import type { FactorRow, SqlRunner } from './factors.ts';
+import { num } from './rows.ts';
 
 /** A stored passkey. */
 export interface PasskeyRecord {
@@ -111,7 +112,7 @@ function toPasskey(row: FactorRow): PasskeyRecord {
     backedUp: Number(row.backed_up) === 1,
     name: String(row.name),
     createdAt: Number(row.created_at),
-    lastUsedAt: row.last_used_at === null || row.last_used_at === undefined ? null : Number(row.last_used_at),
+    lastUsedAt: num(row.last_used_at),
   };
 }
 

@@ -11,7 +11,7 @@
  */
 import postgres from 'postgres';
 import type { PgQueryClient } from '../ratelimit.ts';
-import { type FactorStore, SqlFactorStore } from './factors.ts';
+import { type FactorStore, SqlFactorStore, type SqlRunner } from './factors.ts';
 import { type LinkStore, SqlLinkStore } from './links.ts';
 import { ClientCache } from './postgres/client-cache.ts';
 import * as clients from './postgres/clients.ts';
@@ -102,16 +102,13 @@ export class PostgresAuthStore implements AuthStore {
     this.#sql = sql;
     this.#ctx = { sql, now };
     this.#clients = new ClientCache(clientCacheTtlMs);
-    this.links = new SqlLinkStore({
+    const db: SqlRunner = {
       get: (text, ...params) => get(sql, text, ...params),
       all: (text, ...params) => all(sql, text, ...params),
       run: (text, ...params) => run(sql, text, ...params),
-    });
-    this.factors = new SqlFactorStore({
-      get: (text, ...params) => get(sql, text, ...params),
-      all: (text, ...params) => all(sql, text, ...params),
-      run: (text, ...params) => run(sql, text, ...params),
-    });
+    };
+    this.links = new SqlLinkStore(db);
+    this.factors = new SqlFactorStore(db);
   }
 
   /**
