@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ClientRecord, UserRecord } from '../store/types.ts';
 import { type OAuthContext, userActive } from './context.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
-import { type FormParams, registerFormParser, requireForm } from './form.ts';
+import { type FormParams, registerFormParser, requiredParam, requireForm } from './form.ts';
 import { resolveScope } from './scope.ts';
 import { hashToken } from './tokens.ts';
 
@@ -126,8 +126,7 @@ export async function deviceCodeGrant(
   client: ClientRecord,
   form: FormParams,
 ): Promise<{ user: UserRecord; scope: string; deviceCodeHash: string }> {
-  const deviceCode = form.get('device_code');
-  if (deviceCode === undefined) throw new OAuthError('invalid_request', 'device_code is required');
+  const deviceCode = requiredParam(form, 'device_code');
   const now = ctx.now();
   const deviceCodeHash = hashToken(deviceCode);
   const polled = await ctx.store.pollDeviceCode(deviceCodeHash, now);

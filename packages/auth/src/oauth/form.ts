@@ -40,6 +40,16 @@ export interface FormParams {
   getAll(name: string): string[];
 }
 
+/**
+ * A parameter the request must carry (RFC 6749 §5.2 `invalid_request` when it is missing).
+ * @throws OAuthError `invalid_request` "<name> is required".
+ */
+export function requiredParam(form: FormParams, name: string): string {
+  const value = form.get(name);
+  if (value === undefined) throw new OAuthError('invalid_request', `${name} is required`);
+  return value;
+}
+
 /** Parameters that may appear more than once: `resource` (RFC 8707 §2). */
 export const REPEATABLE_PARAMS: ReadonlySet<string> = new Set(['resource']);
 

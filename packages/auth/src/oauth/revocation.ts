@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AuthenticatedClient } from './clients.ts';
 import { familyMatchesStamp, type OAuthContext, userActive } from './context.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
-import { registerFormParser, requireForm } from './form.ts';
+import { registerFormParser, requiredParam, requireForm } from './form.ts';
 import { ENDPOINT_PATHS } from './metadata.ts';
 import { hashRefreshToken, SECURITY_STAMP_CLAIM } from './tokens.ts';
 
@@ -58,8 +58,7 @@ export function registerRevocationAndIntrospection(app: FastifyInstance, ctx: OA
             'introspection requires an authenticated (confidential) client',
           );
         }
-        const token = form.get('token');
-        if (token === undefined) throw new OAuthError('invalid_request', 'token is required');
+        const token = requiredParam(form, 'token');
         return setNoStore(reply).send(await introspect(req, ctx, authenticated, token));
       } catch (err) {
         if (err instanceof OAuthError) return sendOAuthError(reply, err);

@@ -10,7 +10,7 @@ import { familyIdFor, type OAuthContext } from './context.ts';
 import { deviceCodeGrant } from './device.ts';
 import { dpopSuccessHeaders, tokenRequestProof } from './dpop-token.ts';
 import { OAuthError, oauthErrorHandler, sendOAuthError, setNoStore } from './errors.ts';
-import { parseBasicAuth, registerFormParser, requireForm } from './form.ts';
+import { parseBasicAuth, registerFormParser, requiredParam, requireForm } from './form.ts';
 import { requestedAudience } from './resource.ts';
 import { tokenExchangeGrant } from './token-exchange.ts';
 import {
@@ -105,8 +105,7 @@ function clientIdHint(req: FastifyRequest): string | null {
  */
 async function handleTokenRequest(req: FastifyRequest, ctx: OAuthContext): Promise<TokenResponse> {
   const form = requireForm(req.body);
-  const grantType = form.get('grant_type');
-  if (grantType === undefined) throw new OAuthError('invalid_request', 'grant_type is required');
+  const grantType = requiredParam(form, 'grant_type');
   const authenticated = await ctx.clients.authenticate(req, form);
   if (
     !(GRANT_TYPES as readonly string[]).includes(grantType) ||

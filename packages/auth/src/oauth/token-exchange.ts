@@ -14,7 +14,7 @@ import { AuditCategory, AuditOutcome, type ClientRecord, type UserRecord } from 
 import { type OAuthContext, userActive } from './context.ts';
 import type { DpopProof } from './dpop.ts';
 import { OAuthError } from './errors.ts';
-import type { FormParams } from './form.ts';
+import { type FormParams, requiredParam } from './form.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
 import { SECURITY_STAMP_CLAIM } from './tokens.ts';
 
@@ -98,10 +98,8 @@ async function exchange(
   proof: DpopProof | undefined,
   audience: string[] | undefined,
 ): Promise<{ response: TokenExchangeResponse; details: Record<string, unknown> }> {
-  const subjectToken = form.get('subject_token');
-  const subjectType = form.get('subject_token_type');
-  if (subjectToken === undefined) throw new OAuthError('invalid_request', 'subject_token is required');
-  if (subjectType === undefined) throw new OAuthError('invalid_request', 'subject_token_type is required');
+  const subjectToken = requiredParam(form, 'subject_token');
+  const subjectType = requiredParam(form, 'subject_token_type');
   if (!ACCEPTED_TYPES.has(subjectType))
     throw new OAuthError('unsupported_token_type', 'subject_token_type must be an access token or a JWT');
   const actorToken = form.get('actor_token');

@@ -13,7 +13,7 @@ import { familyIdFor, familyMatchesStamp, type OAuthContext, userActive } from '
 import type { DpopProof } from './dpop.ts';
 import { codeDpopJkt } from './dpop-code.ts';
 import { OAuthError } from './errors.ts';
-import type { FormParams } from './form.ts';
+import { type FormParams, requiredParam } from './form.ts';
 import { idTokenUserClaims, issueIdToken, releasesClaims, userClaims } from './id-token.ts';
 import { attemptSucceeded, limitAttempt, limitedOAuthError } from './limits.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
@@ -102,8 +102,7 @@ export async function refreshGrant(
   form: FormParams,
   { proof, audience }: TokenBinding,
 ): Promise<TokenResponse> {
-  const presented = form.get('refresh_token');
-  if (presented === undefined) throw new OAuthError('invalid_request', 'refresh_token is required');
+  const presented = requiredParam(form, 'refresh_token');
   const now = ctx.now();
   const tokenHash = hashRefreshToken(presented);
   // One query: the token and its user's status (enabled, lockout, security stamp).
@@ -229,8 +228,7 @@ export async function authorizationCodeGrant(
   form: FormParams,
   { proof, audience }: TokenBinding,
 ): Promise<TokenResponse> {
-  const code = form.get('code');
-  if (code === undefined) throw new OAuthError('invalid_request', 'code is required');
+  const code = requiredParam(form, 'code');
   // RFC 9449 §10: a code issued for dpop_jkt needs a proof of that key, checked before the code is used up.
   const boundJkt = codeDpopJkt(code);
   if (boundJkt !== undefined) {
