@@ -16,6 +16,7 @@ import {
   isStreamNumber,
   MUX_HEADER_BYTES,
   muxFrame,
+  readRefusal,
 } from './wire.ts';
 
 /** What one execution on the multiplexed stream is told. */
@@ -127,18 +128,8 @@ export class ExecMux {
       if (message && isStreamNumber(message.stream)) this.#streams.get(message.stream)?.control(message);
     });
     socket.on('unexpected-response', (_request, response) => {
-      let body = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      response.on('end', () => {
-        let parsed: unknown = null;
-        try {
-          parsed = JSON.parse(body);
-        } catch {}
-        const status = response.statusCode ?? 0;
-        this.#gone(socket, boxErrorOf(status, parsed, 'exec stream'), status);
+      readRefusal(response, (status, body) => {
+        this.#gone(socket, boxErrorOf(status, body, 'exec stream'), status);
         socket.terminate();
       });
     });

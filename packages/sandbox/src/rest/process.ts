@@ -14,7 +14,7 @@ import { WebSocket } from 'ws';
 import type { EngineProcess } from '../engine/types.ts';
 import { BoxError } from '../errors.ts';
 import type { ExecMux } from './mux.ts';
-import { boxErrorOf, Channel, controlMessageOf } from './wire.ts';
+import { boxErrorOf, Channel, controlMessageOf, readRefusal } from './wire.ts';
 
 /** How the process reaches its server: WebSocket base URL and headers, and the HTTP control calls. */
 export interface RemoteProcessLink {
@@ -237,24 +237,14 @@ export class RemoteProcess implements EngineProcess {
       if (message) this.#control(message);
     });
     socket.on('unexpected-response', (_request, response) => {
-      let body = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      response.on('end', () => {
-        const status = response.statusCode ?? 0;
+      readRefusal(response, (status, body) => {
         socket.terminate();
         // 409: the server has not noticed the old connection is gone yet; retry like a drop.
         if (this.#id && (status === 409 || status >= 500)) {
           this.#retry();
           return;
         }
-        let parsed: unknown = null;
-        try {
-          parsed = JSON.parse(body);
-        } catch {}
-        this.#fail(boxErrorOf(status, parsed, 'exec stream'));
+        this.#fail(boxErrorOf(status, body, 'exec stream'));
       });
     });
     socket.on('error', () => {});

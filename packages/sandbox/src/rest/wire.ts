@@ -28,6 +28,7 @@
  * - an execution attached through the stream counts as attached (a second client gets 409); when the
  *   connection drops, its executions may be reattached one by one with `…/{execution}/attach?offset=N`.
  */
+import type { IncomingMessage } from 'node:http';
 import {
   BoxError,
   type BoxErrorCode,
@@ -129,6 +130,33 @@ export function controlMessageOf(data: Buffer): Record<string, unknown> | undefi
     return undefined;
   }
   return isObject(message) ? message : undefined;
+}
+
+/** Characters (UTF-16 units) of a refused upgrade's answer read at most (an error body is far smaller). */
+export const REFUSAL_BODY_CHARS = 64 * 1024;
+
+/**
+ * Reads the answer to a refused WebSocket upgrade (`ws`'s `unexpected-response`) and calls `done` with
+ * its status (0 when absent) and its body parsed as JSON (null when it is not JSON or is longer than
+ * {@link REFUSAL_BODY_CHARS}).
+ */
+export function readRefusal(response: IncomingMessage, done: (status: number, body: unknown) => void): void {
+  let body = '';
+  let tooLong = false;
+  response.setEncoding('utf8');
+  response.on('data', (chunk: string) => {
+    if (body.length + chunk.length > REFUSAL_BODY_CHARS) tooLong = true;
+    else body += chunk;
+  });
+  response.on('end', () => {
+    let parsed: unknown = null;
+    if (!tooLong) {
+      try {
+        parsed = JSON.parse(body);
+      } catch {}
+    }
+    done(response.statusCode ?? 0, parsed);
+  });
 }
 
 /** @throws HttpError 400 `unknown_field` naming the first key of `body` not in `known`. */
