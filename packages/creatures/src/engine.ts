@@ -125,28 +125,12 @@ function acceptOf(headers: Request<unknown, RequestState>['headers']): string | 
   return Array.isArray(value) ? value.join(',') : (value ?? null);
 }
 
-/** Whether graphql-http accepts an `Accept` header value (else it answers 406). */
-function acceptable(accept: string | null): boolean {
-  for (const part of (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',')) {
-    const [mediaType, ...params] = part.split(';');
-    const charset = params.find((p) => p.includes('charset=')) || 'charset=utf-8';
-    if (mediaType === 'application/graphql-response+json' && charset === 'charset=utf-8') return true;
-    if (
-      (mediaType === 'application/json' || mediaType === 'application/*' || mediaType === '*/*') &&
-      (charset === 'charset=utf-8' || charset === 'charset=utf8')
-    ) {
-      return true;
-    }
-  }
-  return false;
-}
-
 /**
- * The response media type for an `Accept` header value, as graphql-http negotiates it (GraphQL over HTTP
- * §"Accept"), with its charset: `application/graphql-response+json; charset=utf-8` or
- * `application/json; charset=utf-8` (also the fallback).
+ * The response media type (with charset) graphql-http picks for an `Accept` header value (GraphQL over
+ * HTTP §"Accept"): the first acceptable part wins; `undefined` when no part is acceptable (graphql-http
+ * then answers 406).
  */
-export function negotiate(accept: string | null): string {
+function negotiated(accept: string | null): string | undefined {
   for (const part of (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',')) {
     const [mediaType, ...params] = part.split(';');
     const charset = params.find((p) => p.includes('charset=')) || 'charset=utf-8';
@@ -159,7 +143,21 @@ export function negotiate(accept: string | null): string {
       return JSON_RESPONSE;
     }
   }
-  return JSON_RESPONSE;
+  return undefined;
+}
+
+/** Whether graphql-http accepts an `Accept` header value (else it answers 406). */
+function acceptable(accept: string | null): boolean {
+  return negotiated(accept) !== undefined;
+}
+
+/**
+ * The response media type for an `Accept` header value, as graphql-http negotiates it (GraphQL over HTTP
+ * §"Accept"), with its charset: `application/graphql-response+json; charset=utf-8` or
+ * `application/json; charset=utf-8` (also the fallback).
+ */
+export function negotiate(accept: string | null): string {
+  return negotiated(accept) ?? JSON_RESPONSE;
 }
 
 /**

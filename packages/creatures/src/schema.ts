@@ -12,6 +12,7 @@ import {
   DEFAULT_CONNECTION_PAGE,
   MAX_NODES,
   MAX_PAGE_SIZE,
+  type PageArgs,
   pageOf,
   selectCreatures,
 } from './listing.ts';
@@ -311,11 +312,7 @@ export function resolveNodeType(value: unknown): 'Message' | 'Creature' {
   return typeof value === 'object' && value !== null && 'content' in value ? 'Message' : 'Creature';
 }
 
-interface CreaturesArgs {
-  first?: number | null;
-  after?: string | null;
-  last?: number | null;
-  before?: string | null;
+interface CreaturesArgs extends PageArgs {
   offset?: number | null;
   type?: string | null;
   search?: string | null;
