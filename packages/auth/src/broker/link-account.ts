@@ -20,8 +20,9 @@ import type { OAuthContext } from '../oauth/context.ts';
 import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
 import { escapeHtml, layout } from '../oauth/page.ts';
 import { startSession } from '../oauth/session.ts';
-import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
+import { AuditCategory, type UserRecord } from '../store/types.ts';
 import type { UpstreamProvider } from './config.ts';
+import { auditUpstreamSuccess } from './local-user.ts';
 
 /** Path of the link form (GET shows it, POST checks the local password). */
 export const LINK_PATH = '/login/upstream/link';
@@ -218,14 +219,10 @@ export function registerLinkAccount(
         'this account is already linked to another account of the provider.',
       );
     reply.clearCookie(LINK_COOKIE, { path: LINK_PATH });
-    await ctx.store.appendAudit({
-      category: AuditCategory.Login,
-      outcome: AuditOutcome.Success,
-      subjectId: user.id,
-      subjectName: user.userName,
-      failureCode: null,
-      remoteAddress: clientAddress(req),
-      details: { action: 'upstream.link', provider: provider.id, method: 'password' },
+    await auditUpstreamSuccess(ctx, user, clientAddress(req), {
+      action: 'upstream.link',
+      provider: provider.id,
+      method: 'password',
     });
     const returnTo = options.safeReturnTo(pending.returnTo);
     // The step answers itself (a Fastify reply is thenable, so its return value is not relied on).

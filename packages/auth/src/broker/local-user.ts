@@ -136,15 +136,28 @@ export async function localUser(
         'this account is already linked to another account of the provider.',
       );
   } else {
-    await ctx.store.appendAudit({
-      category: AuditCategory.Login,
-      outcome: AuditOutcome.Success,
-      subjectId: user.id,
-      subjectName: user.userName,
-      failureCode: null,
-      remoteAddress,
-      details: { action: 'upstream.link', provider: provider.id },
-    });
+    await auditUpstreamSuccess(ctx, user, remoteAddress, { action: 'upstream.link', provider: provider.id });
   }
   return user;
+}
+
+/**
+ * Writes the `Login`/`Success` audit event of a brokered sign-in or link for `user`.
+ * @param details `action` (`upstream.login`, `upstream.link`), `provider` and, for a link by password, `method`.
+ */
+export async function auditUpstreamSuccess(
+  ctx: OAuthContext,
+  user: UserRecord,
+  remoteAddress: string,
+  details: Readonly<Record<string, string>>,
+): Promise<void> {
+  await ctx.store.appendAudit({
+    category: AuditCategory.Login,
+    outcome: AuditOutcome.Success,
+    subjectId: user.id,
+    subjectName: user.userName,
+    failureCode: null,
+    remoteAddress,
+    details,
+  });
 }

@@ -31,7 +31,7 @@ import { startSession } from '../oauth/session.ts';
 import { AuditCategory, AuditOutcome, type UserRecord } from '../store/types.ts';
 import type { UpstreamProvider } from './config.ts';
 import { askToLink, type BrokerPageKit, registerLinkAccount } from './link-account.ts';
-import { LinkNeeded, localUser, UpstreamFailure } from './local-user.ts';
+import { auditUpstreamSuccess, LinkNeeded, localUser, UpstreamFailure } from './local-user.ts';
 
 /** Path prefix of the brokering routes. */
 export const UPSTREAM_PATH = '/login/upstream';
@@ -316,14 +316,9 @@ export function registerUpstreamLogin(
       // No RFC 8176 `amr` value names a federated sign-in: the session records none (the ID token then
       // carries no `amr`).
       await startSession(req, reply, ctx, user.id, []);
-      await ctx.store.appendAudit({
-        category: AuditCategory.Login,
-        outcome: AuditOutcome.Success,
-        subjectId: user.id,
-        subjectName: user.userName,
-        failureCode: null,
-        remoteAddress: clientAddress(req),
-        details: { action: 'upstream.login', provider: provider.id },
+      await auditUpstreamSuccess(ctx, user, clientAddress(req), {
+        action: 'upstream.login',
+        provider: provider.id,
       });
       return reply.header('cache-control', 'no-store').redirect(returnTo ?? '/login', 302);
     } catch (error) {
