@@ -62,6 +62,11 @@ describe('admin page: OpenID Connect settings', () => {
     await editor.getByLabel('Display name').fill('Olivia Roe');
     await editor.getByLabel('Family name').fill('Roe');
     await editor.getByLabel('E-mail', { exact: true }).fill('');
+    await editor.getByLabel(/Phone number \(E\.164/).fill('+15551234567');
+    await editor.getByLabel('Phone number verified').check();
+    await editor.getByLabel('Street address').fill('1 Main Street');
+    await editor.getByLabel('Locality (city)').fill('Springfield');
+    await editor.getByLabel('Country').fill('US');
     await editor.getByRole('button', { name: 'Save user' }).click();
     await page.locator('#status').filter({ hasText: 'Saved olivia' }).waitFor();
     const olivia = (await s.t.server.store.findUserByName('olivia'))!;
@@ -69,6 +74,23 @@ describe('admin page: OpenID Connect settings', () => {
       [olivia.displayName, olivia.familyName, olivia.givenName, olivia.email],
       ['Olivia Roe', 'Roe', 'Olivia', null],
     );
+    assert.equal(olivia.phoneNumber, '+15551234567');
+    assert.equal(olivia.phoneNumberVerified, true);
+    assert.deepEqual(olivia.address, {
+      streetAddress: '1 Main Street',
+      locality: 'Springfield',
+      country: 'US',
+    });
+    // A malformed number is refused naming the field, and nothing changes.
+    await row('user', 'olivia').getByRole('button', { name: 'Edit' }).click();
+    assert.equal(await editor.getByLabel('Street address').inputValue(), '1 Main Street');
+    await editor.getByLabel(/Phone number \(E\.164/).fill('555-1234');
+    await editor.getByRole('button', { name: 'Save user' }).click();
+    await page
+      .locator('#status')
+      .filter({ hasText: /phoneNumber/ })
+      .waitFor();
+    assert.equal((await s.t.server.store.findUserByName('olivia'))!.phoneNumber, '+15551234567');
   });
 
   test("lists a user's consents and revokes one", async () => {

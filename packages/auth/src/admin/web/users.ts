@@ -79,6 +79,29 @@ export const usersView = resourceView<User>('users', {
 /** A profile field's value: blank clears it (null). */
 const optional = (data: FormData, name: string): string | null => text(data, name).trim() || null;
 
+/** A user's postal address (OIDC Core §5.1.1 members), as the API takes and lists it. */
+type Address = NonNullable<User['address']>;
+
+/** The address members the editor shows, with their labels. */
+const ADDRESS_FIELDS: [keyof Address, string][] = [
+  ['streetAddress', 'Street address'],
+  ['locality', 'Locality (city)'],
+  ['region', 'Region'],
+  ['postalCode', 'Postal code'],
+  ['country', 'Country'],
+  ['formatted', 'Formatted address'],
+];
+
+/** The address of the editor's fields: the non-blank members, or null (cleared) when all are blank. */
+function addressOf(data: FormData): Address | null {
+  const address: Address = {};
+  for (const [name] of ADDRESS_FIELDS) {
+    const value = text(data, `address.${name}`).trim();
+    if (value) address[name] = value;
+  }
+  return Object.keys(address).length > 0 ? address : null;
+}
+
 function userEditor(user: User): Node {
   const form = card(
     { 'aria-label': `Edit user ${user.userName}` },
@@ -99,6 +122,14 @@ function userEditor(user: User): Node {
       field('Family name', el('input', { name: 'familyName', value: user.familyName ?? '' })),
       field('E-mail', el('input', { name: 'email', type: 'email', value: user.email ?? '' })),
       checkbox('emailVerified', 'E-mail verified', user.emailVerified),
+      field(
+        'Phone number (E.164, e.g. +15551234567)',
+        el('input', { name: 'phoneNumber', type: 'tel', value: user.phoneNumber ?? '' }),
+      ),
+      checkbox('phoneNumberVerified', 'Phone number verified', user.phoneNumberVerified),
+      ...ADDRESS_FIELDS.map(([name, label]) =>
+        field(label, el('input', { name: `address.${name}`, value: user.address?.[name] ?? '' })),
+      ),
     ],
     'Save user',
     (data) =>
@@ -116,6 +147,9 @@ function userEditor(user: User): Node {
               familyName: optional(data, 'familyName'),
               email: optional(data, 'email'),
               emailVerified: data.get('emailVerified') === 'on',
+              phoneNumber: optional(data, 'phoneNumber'),
+              phoneNumberVerified: data.get('phoneNumberVerified') === 'on',
+              address: addressOf(data),
             },
           }),
         ),
