@@ -18,7 +18,7 @@ import type { MultipartSubscriptions } from './multipart.ts';
 import { mediaTypeOf } from './params.ts';
 import { readBodyWithin } from './respond.ts';
 import { answerExplorer, answerOptions, decodeURIComponentSafe, isJson, paramsOf } from './route-helpers.ts';
-import { enginePlugin } from './use-engine.ts';
+import { enginePlugin, type FailHandler } from './use-engine.ts';
 import { fastPathPlugin } from './use-fast-path.ts';
 import { incrementalTest, postBodyPlugin } from './use-post-body.ts';
 import { responseCachePlugin } from './use-response-cache.ts';
@@ -46,8 +46,8 @@ export interface GraphQLRouteOptions {
   incremental?: IncrementalExecutor;
   /** Apollo multipart HTTP subscriptions, if subscriptions are on. */
   multipartSubscriptions?: MultipartSubscriptions;
-  /** Called when answering failed unexpectedly (answers 500 if nothing was sent yet). */
-  fail: (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
+  /** Called when answering failed unexpectedly. */
+  fail: FailHandler;
 }
 
 /** The route handler, and a way to stop listening to change events. */

@@ -10,12 +10,14 @@ import { ResponseCache, writeCached } from './response-cache.ts';
 import { notModified } from './route-helpers.ts';
 import type { CacheKey, ResponseCachePlugin } from './use-response-cache.ts';
 
+/** Called when answering failed unexpectedly: answers 500 if nothing was sent yet, else ends the response. */
+export type FailHandler = (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
+
 /** Options of {@link enginePlugin}. */
 export interface EnginePluginOptions {
   engine: Engine;
   cache: ResponseCachePlugin;
-  /** Called when answering failed unexpectedly (answers 500 if nothing was sent yet). */
-  fail: (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
+  fail: FailHandler;
 }
 
 /** The full-handler plugin of the `/graphql` route. */
@@ -58,13 +60,7 @@ export function enginePlugin(options: EnginePluginOptions): EnginePlugin {
   const { engine, cache, fail } = options;
   const { responses } = cache;
 
-  const engineRequest = (
-    req: IncomingMessage,
-    method: string,
-    url: string,
-    body: unknown,
-    state: RequestState,
-  ) =>
+  const engineRequest: EnginePlugin['engineRequest'] = (req, method, url, body, state) =>
     engine({
       method,
       url,

@@ -5,7 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine.ts';
 import { writeCached } from './response-cache.ts';
-import type { EnginePlugin } from './use-engine.ts';
+import type { EnginePlugin, FailHandler } from './use-engine.ts';
 import type { ResponseCachePlugin } from './use-response-cache.ts';
 
 /** Options of {@link fastPathPlugin}. */
@@ -14,8 +14,8 @@ export interface FastPathOptions {
   cache: ResponseCachePlugin;
   /** Where an answer the fast path cut short goes. */
   execute: EnginePlugin['execute'];
-  /** Called when answering failed unexpectedly (answers 500 if nothing was sent yet). */
-  fail: (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
+  /** Called when answering failed unexpectedly. */
+  fail: FailHandler;
 }
 
 /**

@@ -9,7 +9,7 @@ import { type IncrementalExecutor, usesIncrementalDelivery } from '../incrementa
 import { answerBatch, answerIncremental } from './multi-part-answers.ts';
 import { type MultipartSubscriptions, wantsMultipartSubscription } from './multipart.ts';
 import { checkParamsOrUndefined, isSubscription, paramsOf } from './route-helpers.ts';
-import type { EnginePlugin } from './use-engine.ts';
+import type { EnginePlugin, FailHandler } from './use-engine.ts';
 import type { FastPath } from './use-fast-path.ts';
 import type { ResponseCachePlugin } from './use-response-cache.ts';
 
@@ -24,8 +24,8 @@ export interface PostBodyOptions {
   incremental?: IncrementalExecutor;
   /** Apollo multipart HTTP subscriptions, if subscriptions are on. */
   multipartSubscriptions?: MultipartSubscriptions;
-  /** Called when answering failed unexpectedly (answers 500 if nothing was sent yet). */
-  fail: (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
+  /** Called when answering failed unexpectedly. */
+  fail: FailHandler;
 }
 
 /**
