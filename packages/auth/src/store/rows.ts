@@ -43,6 +43,14 @@ export const num = (value: unknown): number | null =>
 export const strOrNull = (value: unknown): string | null =>
   value === null || value === undefined ? null : String(value);
 
+/**
+ * The scopes of a consent after a grant: those of the current `consents` row (`scopes` JSON column; no
+ * row: none) united with `granted`, without repeats, sorted.
+ */
+export function grantedScopes(current: Row | undefined, granted: readonly string[]): string[] {
+  return [...new Set([...(current ? json<string[]>(current.scopes) : []), ...granted])].sort();
+}
+
 /** A list of names (JSON array text or array; nulls from outer joins dropped), sorted. */
 export function sortedNames(value: unknown): string[] {
   const names = value === null || value === undefined ? [] : json<(string | null)[]>(value);

@@ -7,7 +7,7 @@ import { NotFoundError } from '../../errors.ts';
 import { clientMetadata } from '../client-metadata.ts';
 import { type ClientOidcValues, clientPatchValues, newClientValues, paging } from '../inputs.ts';
 import { clientValues, INSERT_CLIENT, POSTGRES_VALUES } from '../inserts.ts';
-import { CLIENT_SELECT, json, toClient, toConsent } from '../rows.ts';
+import { CLIENT_SELECT, grantedScopes, toClient, toConsent } from '../rows.ts';
 import type {
   ChangeOptions,
   ClientMetadata,
@@ -177,7 +177,7 @@ export async function grantConsent(
       userId,
       clientId,
     );
-    const union = [...new Set([...(current ? json<string[]>(current.scopes) : []), ...granted])].sort();
+    const union = grantedScopes(current, granted);
     const row = await get(
       q,
       `INSERT INTO consents (user_id, client_id, scopes, created_at, updated_at) VALUES (?, ?, ?, ?, ?)

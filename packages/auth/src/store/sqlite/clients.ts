@@ -2,7 +2,7 @@ import { NotFoundError } from '../../errors.ts';
 import { clientMetadata } from '../client-metadata.ts';
 import { type ClientOidcValues, clientPatchValues, newClientValues, paging } from '../inputs.ts';
 import { clientValues, INSERT_CLIENT, SQLITE_VALUES } from '../inserts.ts';
-import { CLIENT_SELECT, freezeClient, json, toClient, toConsent } from '../rows.ts';
+import { CLIENT_SELECT, freezeClient, grantedScopes, toClient, toConsent } from '../rows.ts';
 import type {
   ChangeOptions,
   ClientMetadata,
@@ -123,7 +123,7 @@ export abstract class SqliteClients extends SqliteUsers {
         userId,
         clientId,
       );
-      const union = [...new Set([...(current ? json<string[]>(current.scopes) : []), ...granted])].sort();
+      const union = grantedScopes(current, granted);
       const row = this.sqlGet(
         `INSERT INTO consents (user_id, client_id, scopes, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
           ON CONFLICT (user_id, client_id) DO UPDATE SET scopes = excluded.scopes, updated_at = excluded.updated_at
