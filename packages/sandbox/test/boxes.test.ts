@@ -6,9 +6,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError, TimeoutError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, type JsRuntime, SimpleBox, TimeoutError } from '../src/index.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 
 describe('SimpleBox', () => {

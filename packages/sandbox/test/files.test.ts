@@ -3,7 +3,7 @@
  * `JsRuntime` talking to a `RestServer` over the same homeDir.
  */
 import { after } from 'node:test';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { filesSuite } from './files-suite.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
