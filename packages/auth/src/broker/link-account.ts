@@ -17,10 +17,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { jwtVerify } from 'jose';
 import { clientAddress } from '../client-address.ts';
 import type { OAuthContext } from '../oauth/context.ts';
-import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
+import { checkPassword, refuseLimitedPage } from '../oauth/limits.ts';
 import { escapeHtml, layout } from '../oauth/page.ts';
 import { startSession } from '../oauth/session.ts';
-import { AuditCategory, type UserRecord } from '../store/types.ts';
+import type { UserRecord } from '../store/types.ts';
 import type { UpstreamProvider } from './config.ts';
 import { auditUpstreamSuccess } from './local-user.ts';
 
@@ -192,15 +192,10 @@ export function registerLinkAccount(
     const userName = options.formField(req.body, 'username') ?? '';
     const password = options.formField(req.body, 'password') ?? '';
     if (userName === '' || password === '') return linkForm(reply, provider, pending.email, true);
-    const limited = await limitAttempt(req, ctx, 'password', userName);
-    if (!limited.ok) return refuseLimitedPage(reply, limited);
-    const outcome = await ctx.credentials.validate(userName, password, {
-      category: AuditCategory.Login,
-      clientId: null,
-      remoteAddress: clientAddress(req),
-    });
+    const checked = await checkPassword(req, ctx, userName, password);
+    if (checked.limited) return refuseLimitedPage(reply, checked.limited);
+    const { outcome } = checked;
     if (!outcome.ok) return linkForm(reply, provider, pending.email, true);
-    await attemptSucceeded(req, ctx, 'password', userName);
     const user = outcome.user;
     const created = await ctx.store.links.createLink({
       providerId: provider.id,

@@ -14,7 +14,7 @@ import { registerConsentPage } from '../oauth/consent.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { DEVICE_VERIFICATION_PATH } from '../oauth/device.ts';
 import { NOT_FORM, registerFormParser } from '../oauth/form.ts';
-import { attemptSucceeded, limitAttempt, refuseLimitedPage } from '../oauth/limits.ts';
+import { checkPassword, refuseLimitedPage } from '../oauth/limits.ts';
 import { logout, registerEndSessionEndpoint } from '../oauth/logout.ts';
 import { loginForm, signedIn } from '../oauth/page.ts';
 import { AUTHORIZE_PATH, LOGIN_PATH } from '../oauth/paths.ts';
@@ -135,15 +135,10 @@ export function registerLoginPage(app: FastifyInstance, ctx: OAuthContext): void
         });
         return back();
       }
-      const limited = await limitAttempt(req, ctx, 'password', userName);
-      if (!limited.ok) return refuseLimitedPage(reply, limited);
-      const outcome = await ctx.credentials.validate(userName, password, {
-        category: AuditCategory.Login,
-        clientId: null,
-        remoteAddress: clientAddress(req),
-      });
+      const checked = await checkPassword(req, ctx, userName, password);
+      if (checked.limited) return refuseLimitedPage(reply, checked.limited);
+      const { outcome } = checked;
       if (!outcome.ok) return back();
-      await attemptSucceeded(req, ctx, 'password', userName);
       // The step answers itself; a Fastify reply is thenable (awaiting it yields undefined), so whether it
       // answered is read from `reply.sent`.
       await secondFactorAfterPassword(req, reply, ctx, outcome.user, returnTo, kit);

@@ -6,6 +6,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { clientAddress } from '../client-address.ts';
+import type { CredentialValidationResult } from '../credentials.ts';
 import type { LimitDecision, LimitKind } from '../ratelimit.ts';
 import { AuditCategory, AuditOutcome } from '../store/types.ts';
 import type { OAuthContext } from './context.ts';
@@ -56,6 +57,32 @@ export async function attemptSucceeded(
   account: string | undefined,
 ): Promise<void> {
   await ctx.limits?.reward(kind, { ip: clientAddress(req), account: account?.slice(0, MAX_ACCOUNT_KEY) });
+}
+
+/**
+ * Checks a user name and password under the brute-force limits: counts the attempt ({@link limitAttempt},
+ * kind `password`), validates the credentials (one audit event, Category `Login`; spec 001 "Events": a
+ * failed one with Outcome `Denied` and the failure code, `clientId` telling password-grant validations
+ * apart from the login pages'), and gives the points back when they are right ({@link attemptSucceeded}).
+ * @param clientId the client of a password grant; null on the login pages.
+ * @returns `limited`: the refusal of the limits (the credentials are not checked), else the outcome.
+ */
+export async function checkPassword(
+  req: FastifyRequest,
+  ctx: OAuthContext,
+  userName: string,
+  password: string,
+  clientId: string | null = null,
+): Promise<{ limited: LimitRefusal } | { limited: undefined; outcome: CredentialValidationResult }> {
+  const limited = await limitAttempt(req, ctx, 'password', userName, clientId);
+  if (!limited.ok) return { limited };
+  const outcome = await ctx.credentials.validate(userName, password, {
+    category: AuditCategory.Login,
+    clientId,
+    remoteAddress: clientAddress(req),
+  });
+  if (outcome.ok) await attemptSucceeded(req, ctx, 'password', userName);
+  return { limited: undefined, outcome };
 }
 
 /**

@@ -15,7 +15,7 @@ import { codeDpopJkt } from './dpop-code.ts';
 import { OAuthError } from './errors.ts';
 import { type FormParams, requiredParam } from './form.ts';
 import { idTokenUserClaims, issueIdToken, releasesClaims, userClaims } from './id-token.ts';
-import { attemptSucceeded, limitAttempt, limitedOAuthError } from './limits.ts';
+import { checkPassword, limitedOAuthError } from './limits.ts';
 import { type PkceMethod, verifyPkce } from './pkce.ts';
 import { resolveScope, scopeTokens } from './scope.ts';
 import type { TokenResponse } from './token-endpoint.ts';
@@ -45,18 +45,10 @@ export async function passwordGrant(
   if (userName === undefined) throw new OAuthError('invalid_request', 'username is required');
   if (password === undefined) throw new OAuthError('invalid_request', 'password is required');
   const scope = resolveScope(form.get('scope'), client.allowedScopes);
-  const limited = await limitAttempt(req, ctx, 'password', userName, client.clientId);
-  if (!limited.ok) throw limitedOAuthError(limited);
-  // Spec 001 "Events": every credential validation writes one audit event, a failed one with Category
-  // `Login`, Outcome `Denied` and the failure code; the client id tells password-grant validations apart
-  // from login-page ones.
-  const outcome = await ctx.credentials.validate(userName, password, {
-    category: AuditCategory.Login,
-    clientId: client.clientId,
-    remoteAddress: clientAddress(req),
-  });
+  const checked = await checkPassword(req, ctx, userName, password, client.clientId);
+  if (checked.limited) throw limitedOAuthError(checked.limited);
+  const { outcome } = checked;
   if (!outcome.ok) throw new OAuthError('invalid_grant', INVALID_USER_CREDENTIALS);
-  await attemptSucceeded(req, ctx, 'password', userName);
   // The password grant has no step for a second factor: a user who has one, or for whom (or for whose
   // client) an administrator requires one, signs in through the authorization endpoint instead. Same
   // answer as a wrong password; the reason goes to the audit log.
