@@ -3,7 +3,7 @@
  * and the REST `JsRuntime` (`new JsRuntime({ url })`) talking to a `RestServer` over the same homeDir.
  */
 import { after } from 'node:test';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { runtimeSuite } from './rest-suite.ts';
 import { cleanupAll, ensureRegistry, seededHome, testRuntime } from './runtime-helpers.ts';

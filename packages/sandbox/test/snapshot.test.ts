@@ -1,6 +1,6 @@
 /** The snapshot suite (`snapshot-suite.ts`) against the local and the REST runtime. */
 import { after } from 'node:test';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 import { snapshotSuite } from './snapshot-suite.ts';
