@@ -131,44 +131,38 @@ export function registerPasskeyPages(scope: FastifyInstance, ctx: OAuthContext, 
     if (!mfa || req.body === NOT_FORM || !CEREMONIES.has(ceremony))
       return json(reply, 400, { error: 'passkey_failed' });
     const rp = relyingParty(ctx);
-    if (ceremony === 'authenticate') {
-      const options = await authenticationOptions(rp, undefined);
+    /** Keeps the ceremony's challenge in its cookie and answers the options the browser's API takes. */
+    const begin = async (
+      kind: 'authenticate' | 'register',
+      options: { challenge: string },
+      userId: string | undefined,
+    ) => {
       await setCeremony(
         reply,
         mfa,
-        { ceremony: 'authenticate', challenge: options.challenge, userId: undefined },
+        { ceremony: kind, challenge: options.challenge, userId },
         ctx.now(),
         secure(),
       );
       return json(reply, 200, options);
+    };
+    if (ceremony === 'authenticate') {
+      const options = await authenticationOptions(rp, undefined);
+      return begin('authenticate', options, undefined);
     }
     if (ceremony === 'second-factor') {
       const subject = await subjectOf(req, ctx, mfa);
       const passkeys = subject ? await ctx.store.factors.passkeys.list(subject.user.id) : [];
       if (!subject || passkeys.length === 0) return json(reply, 400, { error: 'passkey_failed' });
       const options = await authenticationOptions(rp, passkeys);
-      await setCeremony(
-        reply,
-        mfa,
-        { ceremony: 'authenticate', challenge: options.challenge, userId: subject.user.id },
-        ctx.now(),
-        secure(),
-      );
-      return json(reply, 200, options);
+      return begin('authenticate', options, subject.user.id);
     }
     const active = await readSession(req, ctx);
     if (!active) return json(reply, 400, { error: 'passkey_failed' });
     const existing = await ctx.store.factors.passkeys.list(active.user.id);
     if (existing.length >= MAX_PASSKEYS_PER_USER) return json(reply, 400, { error: 'passkey_failed' });
     const options = await registrationOptions(rp, active.user, existing);
-    await setCeremony(
-      reply,
-      mfa,
-      { ceremony: 'register', challenge: options.challenge, userId: active.user.id },
-      ctx.now(),
-      secure(),
-    );
-    return json(reply, 200, options);
+    return begin('register', options, active.user.id);
   });
 
   scope.post('/login/passkey/verify', { preHandler: scope.csrfProtection }, async (req, reply) => {
