@@ -30,6 +30,7 @@ import { createParamsParser } from './http/params.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
+import { maskError } from './mask.ts';
 import { DEFAULT_PARSE_LIMITS, type ParseLimits, parseWithLimits } from './parse-limits.ts';
 import { compilePlan, type Plan } from './plan.ts';
 import type { ResolverContext } from './schema.ts';
@@ -384,17 +385,7 @@ export function createEngine(options: EngineOptions): Engine {
       ];
     },
     formatError(err) {
-      if (err instanceof GraphQLError && err.originalError && !(err.originalError instanceof GraphQLError)) {
-        options.onUnexpectedError?.(err.originalError);
-        if (maskErrors) {
-          return new GraphQLError('Internal server error', {
-            nodes: err.nodes,
-            path: err.path,
-            extensions: { code: 'INTERNAL_SERVER_ERROR' },
-          });
-        }
-      }
-      return err;
+      return err instanceof GraphQLError ? maskError(err, maskErrors, options.onUnexpectedError) : err;
     },
   });
   return Object.assign(handler, { fast });
