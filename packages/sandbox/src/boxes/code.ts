@@ -6,14 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { BoxError, ExecError } from '../errors.ts';
 import { closeInterpreter } from '../interpreter/index.ts';
-import type {
-  CodeContext,
-  CreateContextOptions,
-  Execution,
-  ExecutionError,
-  ExecutionResult,
-  OutputMessage,
-} from '../interpreter/types.ts';
+import type { CodeContext, CreateContextOptions, ExecuteOptions, Execution } from '../interpreter/types.ts';
 import {
   type BoxDefaults,
   formatCommand,
@@ -25,23 +18,12 @@ import {
 /** Options of `CodeBox`: those of `SimpleBox` (spec 002). */
 export type CodeBoxOptions = SimpleBoxOptions;
 
-/** Options of `CodeBox.runCode` (E2B `RunCodeOpts`). */
-export interface RunCodeOptions {
-  /** Context (or its id) from `createCodeContext`; default the box's default context of `language`. */
-  context?: string | CodeContext;
-  /** Language of the default context (default `python`; the kernels the image has). */
-  language?: string;
-  /** Environment variables of this execution only (python contexts). */
-  envVars?: Record<string, string>;
-  /** Interrupts the kernel after this many ms (default 60000; 0: no limit); the error is `TimeoutError`. */
-  timeoutMs?: number;
-  /** Aborting interrupts the kernel; the error is `ExecutionAborted`. */
-  signal?: AbortSignal;
-  onStdout?: (output: OutputMessage) => unknown;
-  onStderr?: (output: OutputMessage) => unknown;
-  onResult?: (result: ExecutionResult) => unknown;
-  onError?: (error: ExecutionError) => unknown;
-}
+/**
+ * Options of `CodeBox.runCode` (E2B `RunCodeOpts`): those of the interpreter's `execute` without `onEvent`
+ * (context or language, per-execution `envVars`, `timeoutMs` default 60000 with 0 for no limit, `signal`, and
+ * the `onStdout`/`onStderr`/`onResult`/`onError` callbacks).
+ */
+export type RunCodeOptions = Omit<ExecuteOptions, 'onEvent'>;
 
 /** Python interpreter run in the box (Debian and the official `python` images both provide it). */
 export const CODEBOX_PYTHON = 'python3';
