@@ -74,6 +74,13 @@ function apt(args: string[]): number {
   );
 }
 
+/** Runs `scripts/<script>` with `args` on this Node; exits with its status when it fails. */
+function runScript(script: string, ...args: string[]): void {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const result = spawnSync(process.execPath, [join(here, script), ...args], { stdio: 'inherit' });
+  if (result.status !== 0) process.exit(result.status ?? 1);
+}
+
 function main(): void {
   const missing = missingPackages();
   if (missing.length > 0) {
@@ -102,54 +109,34 @@ function main(): void {
       `cgroup favordynmods: ${tuning.outcome}${tuning.mountPoint ? ` (${tuning.mountPoint})` : ''}${tuning.reason ? `: ${tuning.reason}` : ''}`,
     );
   }
-  const here = dirname(fileURLToPath(import.meta.url));
-  const r = spawnSync(process.execPath, [join(here, 'registry.ts'), '--auth'], { stdio: 'inherit' });
-  if (r.status !== 0) process.exit(r.status ?? 1);
-  // The account the rootless tests run as (`sandbox setup sbxuser`).
-  const rootless = spawnSync(process.execPath, [join(here, 'rootless-user.ts')], { stdio: 'inherit' });
-  if (rootless.status !== 0) process.exit(rootless.status ?? 1);
+  // The local registries (building missing images), then the account the rootless tests run as
+  // (`sandbox setup sbxuser`).
+  runScript('registry.ts', '--auth');
+  runScript('rootless-user.ts');
   // `--base-only` (used by `npm start`): busybox and python:slim only, not the big images below.
   if (process.argv.includes('--base-only')) return;
   // The small test images, unpacked once into the store the tests' runtimes link them from
   // (test/runtime-helpers.ts `seedImages`) instead of each test file pulling python:slim again.
-  const images = spawnSync(
-    process.execPath,
-    [
-      join(here, 'prepull.ts'),
-      '--home',
-      join(cacheDir(), 'test-home-images'),
-      'busybox:latest',
-      'python:slim',
-      'code-interpreter-v1:latest',
-      'base:latest',
-    ],
-    { stdio: 'inherit' },
+  runScript(
+    'prepull.ts',
+    '--home',
+    join(cacheDir(), 'test-home-images'),
+    'busybox:latest',
+    'python:slim',
+    'code-interpreter-v1:latest',
+    'base:latest',
   );
-  if (images.status !== 0) process.exit(images.status ?? 1);
-  // The BrowserBox/ComputerBox test images (big: built once, minutes, then cached).
-  const big = spawnSync(
-    process.execPath,
-    [join(here, 'registry.ts'), '--images', 'chromium,firefox,desktop'],
-    {
-      stdio: 'inherit',
-    },
+  // The BrowserBox/ComputerBox test images (big: built once, minutes, then cached), pulled and unpacked
+  // into the store those tests share, here rather than inside a test's readiness timeout.
+  runScript('registry.ts', '--images', 'chromium,firefox,desktop');
+  runScript(
+    'prepull.ts',
+    '--home',
+    join(cacheDir(), 'test-home-desktop'),
+    'seed/desktop:latest',
+    'seed/chromium:latest',
+    'seed/firefox:latest',
   );
-  if (big.status !== 0) process.exit(big.status ?? 1);
-  // Pulled and unpacked into the store the BrowserBox/ComputerBox tests share, here rather than inside
-  // a test's readiness timeout.
-  const pulled = spawnSync(
-    process.execPath,
-    [
-      join(here, 'prepull.ts'),
-      '--home',
-      join(cacheDir(), 'test-home-desktop'),
-      'seed/desktop:latest',
-      'seed/chromium:latest',
-      'seed/firefox:latest',
-    ],
-    { stdio: 'inherit' },
-  );
-  if (pulled.status !== 0) process.exit(pulled.status ?? 1);
 }
 
 main();

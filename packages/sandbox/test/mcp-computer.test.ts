@@ -14,21 +14,11 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { cacheDir } from '../scripts/offline-images.ts';
 import { pngSize } from '../src/boxes/computer.ts';
 import { JsRuntime } from '../src/js-runtime.ts';
-import { call, ok, toolError } from './mcp-helpers.ts';
+import { call, clickTypeAndSeeChange, ok, toolError } from './mcp-helpers.ts';
 import { REGISTRIES } from './runtime-helpers.ts';
 
 const packageDir = join(import.meta.dirname, '..');
 const home = join(cacheDir(), 'test-home-desktop');
-
-/** The PNG of a screenshot call, and its image content's MIME type. */
-async function screenshot(client: Client, box: string): Promise<Buffer> {
-  const result = await call(client, 'screenshot', { box });
-  assert.ok(!result.isError, JSON.stringify(result.content));
-  const image = result.content.find((c) => c.type === 'image');
-  assert.ok(image && image.type === 'image');
-  assert.equal(image.mimeType, 'image/png');
-  return Buffer.from(image.data, 'base64');
-}
 
 describe('computer use through sandbox mcp', () => {
   let client: Client;
@@ -85,23 +75,7 @@ describe('computer use through sandbox mcp', () => {
     const created = await ok(client, 'create_box', { kind: 'computer' });
     box = created.id;
     assert.equal(created.running, true);
-    const before = await screenshot(client, box);
-    assert.deepEqual(pngSize(before), [1024, 768]);
-    // The terminal sits at +40+40 (80x24 cells): a click gives it the focus.
-    await ok(client, 'click', { box, x: 200, y: 120 });
-    assert.deepEqual(await ok(client, 'cursor_position', { box }), { x: 200, y: 120 });
-    await ok(client, 'type_text', { box, text: 'echo typed-through-mcp > /tmp/typed; seq 1 30' });
-    await ok(client, 'key', { box, keys: 'Return' });
-    let typed = '';
-    for (let i = 0; i < 100 && typed === ''; i++) {
-      const r = await ok(client, 'exec', { box, cmd: 'cat', args: ['/tmp/typed'] });
-      typed = r.exit_code === 0 ? r.stdout.text : '';
-      if (typed === '') await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    assert.equal(typed, 'typed-through-mcp\n');
-    const afterShot = await screenshot(client, box);
-    assert.deepEqual(pngSize(afterShot), [1024, 768]);
-    assert.notDeepEqual(afterShot, before, 'the next screenshot shows the change');
+    await clickTypeAndSeeChange(client, box, 'typed-through-mcp');
     await ok(client, 'scroll', { box, x: 200, y: 120, direction: 'up', amount: 2 });
     assert.match(await toolError(client, 'click', { box: 'no-such-box', x: 1, y: 1 }), /^not_found: /);
   });

@@ -3,10 +3,12 @@
  * every transport must list, and checking every listed schema with ajv (JSON Schema 2020-12 and draft-07).
  */
 import assert from 'node:assert/strict';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { pngSize } from '../src/boxes/computer.ts';
 
 /** Tools every MCP server of the sandbox lists. */
 export const CORE_TOOLS = [
@@ -93,4 +95,51 @@ export async function checkToolSchemas(
     schemas.set(tool.name, { input: tool.inputSchema, output: tool.outputSchema });
   }
   return schemas;
+}
+
+/** An SDK client (named `name`) connected to `/mcp` of the server at `url` with the API key `key`. */
+export async function connectHttp(
+  url: string,
+  key: string,
+  name = 'mcp-http-test',
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } },
+  });
+  const client = new Client({ name, version: '1.0.0' });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+/** The PNG of a `screenshot` call, asserting image content of type image/png. */
+export async function screenshot(client: Client, box: string): Promise<Buffer> {
+  const result = await call(client, 'screenshot', { box });
+  assert.ok(!result.isError, JSON.stringify(result.content));
+  const image = result.content.find((c) => c.type === 'image');
+  assert.ok(image && image.type === 'image');
+  assert.equal(image.mimeType, 'image/png');
+  return Buffer.from(image.data, 'base64');
+}
+
+/**
+ * On a computer box: a 1024x768 screenshot, a click into the terminal (at +40+40, 80x24 cells), typing
+ * `echo <marker> > /tmp/typed` and Return; asserts the command ran in the box and the next screenshot differs.
+ */
+export async function clickTypeAndSeeChange(client: Client, box: string, marker: string): Promise<void> {
+  const before = await screenshot(client, box);
+  assert.deepEqual(pngSize(before), [1024, 768]);
+  await ok(client, 'click', { box, x: 200, y: 120 });
+  assert.deepEqual(await ok(client, 'cursor_position', { box }), { x: 200, y: 120 });
+  await ok(client, 'type_text', { box, text: `echo ${marker} > /tmp/typed; seq 1 30` });
+  await ok(client, 'key', { box, keys: 'Return' });
+  let typed = '';
+  for (let i = 0; i < 100 && typed === ''; i++) {
+    const r = await ok(client, 'exec', { box, cmd: 'cat', args: ['/tmp/typed'] });
+    typed = r.exit_code === 0 ? r.stdout.text : '';
+    if (typed === '') await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.equal(typed, `${marker}\n`);
+  const afterShot = await screenshot(client, box);
+  assert.deepEqual(pngSize(afterShot), [1024, 768]);
+  assert.notDeepEqual(afterShot, before, 'the next screenshot shows the change');
 }

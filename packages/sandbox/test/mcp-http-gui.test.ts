@@ -11,28 +11,18 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { cacheDir } from '../scripts/offline-images.ts';
 import { pngSize } from '../src/boxes/computer.ts';
 import { JsRuntime } from '../src/js-runtime.ts';
 import type { RestServer } from '../src/rest/server.ts';
-import { call, ok } from './mcp-helpers.ts';
+import { clickTypeAndSeeChange, connectHttp, ok, screenshot } from './mcp-helpers.ts';
 import { cleanupAll, REGISTRIES, tempHome } from './runtime-helpers.ts';
 import { api, createKey, startTenantServer } from './tenants-helpers.ts';
 
 const packageDir = join(import.meta.dirname, '..');
 const home = join(cacheDir(), 'test-home-desktop');
-
-/** The PNG of a screenshot call (asserting image content of type image/png). */
-async function screenshot(client: Client, box: string): Promise<Buffer> {
-  const result = await call(client, 'screenshot', { box });
-  assert.ok(!result.isError, JSON.stringify(result.content));
-  const image = result.content.find((c) => c.type === 'image');
-  assert.ok(image && image.type === 'image');
-  assert.equal(image.mimeType, 'image/png');
-  return Buffer.from(image.data, 'base64');
-}
 
 describe('computer and browser boxes through /mcp on sandbox serve', () => {
   let server: RestServer;
@@ -54,11 +44,7 @@ describe('computer and browser boxes through /mcp on sandbox serve', () => {
     ({ server, url } = await startTenantServer({ runtime, stateDir: tempHome('sandbox-mcp-gui-') }));
     alphaKey = (await createKey(url, 'alpha')).key;
     betaKey = (await createKey(url, 'beta')).key;
-    transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
-      requestInit: { headers: { authorization: `Bearer ${alphaKey}` } },
-    });
-    client = new Client({ name: 'mcp-http-gui-test', version: '1.0.0' });
-    await client.connect(transport);
+    ({ client, transport } = await connectHttp(url, alphaKey, 'mcp-http-gui-test'));
   });
 
   after(async () => {
@@ -90,23 +76,7 @@ describe('computer and browser boxes through /mcp on sandbox serve', () => {
     const listed = (key: string) => api(url, 'GET', '/v1/boxes', key).then((r) => JSON.stringify(r.body));
     assert.ok((await listed(alphaKey)).includes(box));
     assert.ok(!(await listed(betaKey)).includes(box), 'another tenant does not see it');
-    const before = await screenshot(client, box);
-    assert.deepEqual(pngSize(before), [1024, 768]);
-    // The terminal sits at +40+40 (80x24 cells): a click gives it the focus.
-    await ok(client, 'click', { box, x: 200, y: 120 });
-    assert.deepEqual(await ok(client, 'cursor_position', { box }), { x: 200, y: 120 });
-    await ok(client, 'type_text', { box, text: 'echo typed-over-http > /tmp/typed; seq 1 30' });
-    await ok(client, 'key', { box, keys: 'Return' });
-    let typed = '';
-    for (let i = 0; i < 100 && typed === ''; i++) {
-      const r = await ok(client, 'exec', { box, cmd: 'cat', args: ['/tmp/typed'] });
-      typed = r.exit_code === 0 ? r.stdout.text : '';
-      if (typed === '') await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    assert.equal(typed, 'typed-over-http\n');
-    const afterShot = await screenshot(client, box);
-    assert.deepEqual(pngSize(afterShot), [1024, 768]);
-    assert.notDeepEqual(afterShot, before, 'the next screenshot shows the change');
+    await clickTypeAndSeeChange(client, box, 'typed-over-http');
   });
 
   it('opens a page in a browser box and screenshots it', async () => {

@@ -7,29 +7,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import type { JsRuntime } from '../src/js-runtime.ts';
 import type { RestServer } from '../src/rest/server.ts';
-import { ok } from './mcp-helpers.ts';
+import { connectHttp, ok } from './mcp-helpers.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 import { api, createKey, startTenantServer } from './tenants-helpers.ts';
 
 const IDLE_MS = 1500;
-
-/** An SDK client connected to `/mcp` with `key`. */
-async function connect(
-  url: string,
-  key: string,
-): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
-  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
-    requestInit: { headers: { authorization: `Bearer ${key}` } },
-  });
-  const client = new Client({ name: 'mcp-sessions-test', version: '1.0.0' });
-  await client.connect(transport);
-  return { client, transport };
-}
 
 /** Resolves once `check` holds, polling every 100 ms (at most 30 s). */
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
@@ -75,7 +61,7 @@ describe('MCP sessions over Streamable HTTP', () => {
 
   it('reports the pull of an image the node does not hold as several progress notifications', async () => {
     assert.equal(await runtime.images.get(BUSYBOX), null, 'the image is not stored yet');
-    const { client } = await connect(url, alphaKey);
+    const { client } = await connectHttp(url, alphaKey);
     open.push(client);
     const seen: Progress[] = [];
     const created = await client.callTool(
@@ -126,16 +112,16 @@ describe('MCP sessions over Streamable HTTP', () => {
   });
 
   it('caps sessions per tenant and in all, and has room again once one ends', async () => {
-    const second = await connect(url, alphaKey);
+    const second = await connectHttp(url, alphaKey);
     open.push(second.client);
-    await assert.rejects(connect(url, alphaKey), /429|too many MCP sessions \(at most 2 per tenant\)/);
-    const beta = await connect(url, betaKey);
+    await assert.rejects(connectHttp(url, alphaKey), /429|too many MCP sessions \(at most 2 per tenant\)/);
+    const beta = await connectHttp(url, betaKey);
     open.push(beta.client);
-    await assert.rejects(connect(url, gammaKey), /429|too many MCP sessions \(at most 3 in all\)/);
+    await assert.rejects(connectHttp(url, gammaKey), /429|too many MCP sessions \(at most 3 in all\)/);
     // The refused clients left no session behind: after one DELETE, gamma gets one.
     await beta.transport.terminateSession();
     await beta.client.close();
-    const gamma = await connect(url, gammaKey);
+    const gamma = await connectHttp(url, gammaKey);
     open.push(gamma.client);
     assert.ok((await gamma.client.listTools()).tools.length > 0);
     await gamma.transport.terminateSession();
@@ -145,7 +131,7 @@ describe('MCP sessions over Streamable HTTP', () => {
   });
 
   it('keeps a session through a call longer than the idle time, then ends it once idle', async () => {
-    const { client, transport } = await connect(url, betaKey);
+    const { client, transport } = await connectHttp(url, betaKey);
     open.push(client);
     const box = await ok(client, 'create_box', { image: BUSYBOX, memory_mib: 128 });
     // A call that runs past the idle time keeps its session.

@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { JsRuntime } from '../src/js-runtime.ts';
 import type { RestServer } from '../src/rest/server.ts';
-import { checkToolSchemas, ok, toolError } from './mcp-helpers.ts';
+import { checkToolSchemas, connectHttp, ok, toolError } from './mcp-helpers.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry } from './runtime-helpers.ts';
 import { api, createKey, startTenantServer } from './tenants-helpers.ts';
 
@@ -24,19 +24,6 @@ const INITIALIZE = {
   params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
 };
 const ACCEPT = { accept: 'application/json, text/event-stream' };
-
-/** An SDK client connected to `/mcp` with `key`. */
-async function connect(
-  url: string,
-  key: string,
-): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
-  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
-    requestInit: { headers: { authorization: `Bearer ${key}` } },
-  });
-  const client = new Client({ name: 'mcp-http-test', version: '1.0.0' });
-  await client.connect(transport);
-  return { client, transport };
-}
 
 describe('MCP over Streamable HTTP at /mcp', () => {
   let server: RestServer;
@@ -52,8 +39,8 @@ describe('MCP over Streamable HTTP at /mcp', () => {
     ({ server, runtime, url } = await startTenantServer({ mcp: { maxBoxes: 1, hostPaths: ['/'] } }));
     alphaKey = (await createKey(url, 'alpha')).key;
     betaKey = (await createKey(url, 'beta')).key;
-    alpha = await connect(url, alphaKey);
-    beta = await connect(url, betaKey);
+    alpha = await connectHttp(url, alphaKey);
+    beta = await connectHttp(url, betaKey);
   });
 
   after(async () => {
