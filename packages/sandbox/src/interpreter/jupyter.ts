@@ -354,12 +354,16 @@ export class JupyterInterpreter implements CodeInterpreter {
         restarting = this.#restart(context).catch(() => {});
       }, INTERRUPT_GRACE_MS);
     };
+    // Executions of a context reach its kernel one at a time (the context queue), so the kernel has no
+    // queued request to abort after an error; with `stop_on_error` it would abort for a moment every
+    // execute request that arrives next, and the one sent right after an interrupted execution would be
+    // answered `aborted` without running.
     const future = kernel.requestExecute({
       code,
       silent: false,
       store_history: true,
       allow_stdin: false,
-      stop_on_error: true,
+      stop_on_error: false,
     });
     future.onIOPub = (msg: KernelMessage.IIOPubMessage) => {
       const type = msg.header.msg_type;
