@@ -8,7 +8,8 @@
  * sandbox range's `nobody`).
  *
  * `watch` polls: the box lists the directory every 250 ms and changes between two listings are
- * reported (`create`, `remove`, `write` for a changed size, mode or modification time).
+ * reported (`create`, `remove`, `write` for a changed size, mode or modification time); it is returned
+ * once the first listing has arrived, so every change made after that is reported.
  */
 import { randomBytes } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
@@ -276,6 +277,12 @@ export class GVisorFiles implements FilesBackend {
     let stopped = false;
     let last: Map<string, string> | undefined;
     let buffer = '';
+    // The watch is returned once the box's first listing (the baseline later listings are compared with)
+    // has arrived, so a change made right after `watchDir` resolves is reported; or once the poller ends.
+    let baselineTaken!: () => void;
+    const baseline = new Promise<void>((resolve) => {
+      baselineTaken = resolve;
+    });
     const prefix = dir === '/' ? '/' : `${dir}/`;
     const snapshot = (text: string) => {
       const entries = parseBatches(text.split('\n'));
@@ -294,6 +301,7 @@ export class GVisorFiles implements FilesBackend {
         for (const name of last.keys()) if (!now.has(name)) onEvent({ name, type: 'remove' });
       }
       last = now;
+      baselineTaken();
     };
     proc.stdout.setEncoding('latin1');
     proc.stdout.on('data', (chunk: string) => {
@@ -312,6 +320,7 @@ export class GVisorFiles implements FilesBackend {
       }
     });
     proc.stderr.resume();
+    void proc.exited.then(baselineTaken, baselineTaken);
     proc.exited.then(
       (code) => {
         if (stopped) return;
@@ -327,6 +336,7 @@ export class GVisorFiles implements FilesBackend {
         stopped = true;
       },
     );
+    await baseline;
     return {
       stop: async () => {
         if (stopped) return;
