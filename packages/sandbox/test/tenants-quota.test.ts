@@ -69,7 +69,11 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
       10,
       JSON.stringify(answers.find((a) => a.status !== 201 && a.status !== 429)?.body),
     );
-    assert.equal(refused.length, 90);
+    assert.equal(
+      refused.length,
+      90,
+      JSON.stringify(answers.filter((a) => a.status !== 201 && a.status !== 429).map((a) => a.body)),
+    );
     for (const answer of refused) {
       assert.equal(answer.body.error.code, 'quota_exceeded');
       assert.equal(answer.body.error.field, 'running_boxes');

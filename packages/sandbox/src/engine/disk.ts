@@ -107,6 +107,29 @@ export function diskMountOptions(img: string): string {
   return diskFormat(img) === 'btrfs' ? BTRFS_MOUNT_OPTIONS : DISK_MOUNT_OPTIONS;
 }
 
+/**
+ * Attempts of a box disk mount before it fails. The kernel can refuse a btrfs clone for a moment while
+ * another clone of the same template (same fsid and device uuid) is being registered or released
+ * (`mount(2)`: EEXIST), so a failed mount is tried again after 100, 200, 300, 400 ms; the supervisor
+ * script (`scripts.ts`, `mount_disk`) retries the same way.
+ */
+export const DISK_MOUNT_ATTEMPTS = 5;
+
+/**
+ * Mounts the box disk image `img` at `dir` with the options of its format, trying up to
+ * `DISK_MOUNT_ATTEMPTS` times.
+ * @returns the last `mount` exit code (0: mounted) and its standard error.
+ */
+export async function mountDisk(img: string, dir: string): Promise<{ code: number; stderr: string }> {
+  let result = { code: 1, stderr: '' };
+  for (let attempt = 1; attempt <= DISK_MOUNT_ATTEMPTS; attempt++) {
+    result = await run('mount', ['-o', diskMountOptions(img), img, dir]);
+    if (result.code === 0) return result;
+    if (attempt < DISK_MOUNT_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+  }
+  return result;
+}
+
 function run(file: string, args: string[]): Promise<{ code: number; stderr: string }> {
   return new Promise((resolve) => {
     execFile(file, args, { timeout: 60_000 }, (err, _stdout, stderr) => {
@@ -190,7 +213,7 @@ async function formatBtrfs(img: string, dir: string): Promise<void> {
     });
   const mnt = mkdtempSync(join(dir, 'mnt-'));
   try {
-    const mounted = await run('mount', ['-o', BTRFS_MOUNT_OPTIONS, img, mnt]);
+    const mounted = await mountDisk(img, mnt);
     if (mounted.code !== 0)
       throw new BoxError(`diskSizeGb: mounting a new btrfs disk failed: ${mounted.stderr.trim()}`, {
         code: 'internal',

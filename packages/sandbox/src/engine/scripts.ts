@@ -69,8 +69,18 @@ fail() {
   [ -z "$SB_CG_ID" ] || rt delete --force "$SB_ID" >/dev/null 2>&1
   exit 1
 }
+# The box disk, tried up to 5 times (100-400 ms apart): the kernel can refuse a btrfs clone for a moment
+# while another clone of the same template is being registered or released (disk.ts, DISK_MOUNT_ATTEMPTS).
+mount_disk() {
+  n=1
+  until mount -o "$SB_DISK_OPTS" "$SB_DISK_IMG" "$SB_DISK_DIR" 2>>"$SB_LOG"; do
+    [ $n -lt 5 ] || return 1
+    sleep "0.$n"
+    n=$((n + 1))
+  done
+}
 if [ -n "$SB_DISK_IMG" ]; then
-  mount -o "$SB_DISK_OPTS" "$SB_DISK_IMG" "$SB_DISK_DIR" 2>>"$SB_LOG" || fail disk
+  mount_disk || fail disk
   [ -d "$SB_UPPER" ] || mkdir "$SB_UPPER" "$SB_WORK" 2>>"$SB_LOG" || fail disk
   # The box's /etc/hosts and /etc/hostname, on its disk (kept across restarts; printf is a builtin).
   [ -e "$SB_DISK_DIR/hosts" ] || printf '%s' "$SB_HOSTS" >"$SB_DISK_DIR/hosts" || fail disk

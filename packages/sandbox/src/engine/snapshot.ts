@@ -32,7 +32,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { BoxError, conflict, notFound } from '../errors.ts';
-import { diskFormat, diskMountOptions } from './disk.ts';
+import { diskFormat, mountDisk } from './disk.ts';
 import { mountsUnder } from './host-system.ts';
 
 /** A snapshot as the SDK reports it. */
@@ -141,7 +141,7 @@ export async function withDisk<T>(boxDir: string, fn: () => Promise<T>): Promise
   const p = diskPaths(boxDir);
   if (diskMounted(boxDir)) return fn();
   mkdirSync(p.disk, { recursive: true });
-  const m = await run('mount', ['-o', diskMountOptions(p.img), p.img, p.disk]);
+  const m = await mountDisk(p.img, p.disk);
   if (m.code !== 0)
     throw new BoxError(`snapshots: mounting the disk of ${boxDir} failed: ${m.stderr.trim()}`, {
       code: 'internal',
