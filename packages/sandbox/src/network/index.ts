@@ -1,4 +1,6 @@
 /** Networking of local boxes (spec 002): user-mode networking, allowNet, ports, tunnels, secrets. */
+
+export type { BoxNetworkConfig, PortRequest, SecretRule } from './box-networking.ts';
 export {
   type Address,
   admitsAddress,
@@ -11,25 +13,8 @@ export {
   SLIRP_CIDR,
 } from './destinations.ts';
 export { type DnsServer, startDnsServer } from './dns.ts';
-export {
-  BOX_CA_PATH,
-  type BoxNetworkConfig,
-  BoxNetworking,
-  type PortRequest,
-  PROXY_GUEST_PORT,
-  type SecretRule,
-  secretsEnv,
-} from './manager.ts';
+export { BOX_CA_PATH, BoxNetworking, PROXY_GUEST_PORT, secretsEnv } from './manager.ts';
 export { GUEST_IP, SLIRP_DNS_IP } from './netns.ts';
-export {
-  type AllowPolicy,
-  allowsAddress,
-  allowsHostLoopback,
-  allowsName,
-  canonicalIp,
-  HOST_LOOPBACK_IP,
-  HOST_LOOPBACK_NAME,
-  parseAllowNet,
-} from './policy.ts';
+export * from './policy.ts';
 export { MAX_BODY_BYTES, type SecretsProxy, startSecretsProxy } from './secrets.ts';
 export { type BoxPidResolver, DEFAULT_READ_BYTES, LocalBoxTunnel, LocalNetworkHandle } from './tunnel.ts';

@@ -25,14 +25,13 @@
  * box runs. While the helper restarts, name resolution and the proxy fail closed (no answer, refused);
  * they never fall back to open access.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFileInRoot, writeFileInRoot } from '../engine/confined.ts';
 import type { EngineNetworkContext } from '../engine/engine.ts';
 import type { GVisorNetnsContext } from '../engine/gvisor-netns.ts';
-import { BoxError } from '../errors.ts';
 import type { JsPublishedPort } from '../types.ts';
+import { type BoxNetworkConfig, type SecretRule, SlirpNetworking } from './box-networking.ts';
 import { SLIRP_CIDR } from './destinations.ts';
 import {
   createGatewayNamespace,
@@ -45,7 +44,7 @@ import {
   SLIRP_GUEST_IP,
 } from './gateway.ts';
 import { callHelper, helperDir, resumeHelper } from './helper-client.ts';
-import { addHostForward, SLIRP_DNS_IP, startSlirp } from './netns.ts';
+import { SLIRP_DNS_IP, startSlirp } from './netns.ts';
 import { HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
 
 /** Port the box uses for the secrets proxy (`http://10.0.2.2:3128`); redirected to the real one. */
@@ -57,37 +56,6 @@ const BUNDLE_PATHS = [
   '/etc/pki/tls/certs/ca-bundle.crt',
   '/etc/ssl/cert.pem',
 ];
-
-/** A port publication request (defaults applied: `protocol` tcp, `hostIp` 0.0.0.0). */
-export interface PortRequest {
-  hostPort?: number;
-  guestPort: number;
-  protocol: 'tcp';
-  hostIp: string;
-}
-
-/** A secret rule with its value (kept in memory only). */
-export interface SecretRule {
-  name: string;
-  value: string;
-  hosts: string[];
-  placeholder: string;
-}
-
-/** What `prepare` records for a box before the engine starts it. */
-export interface BoxNetworkConfig {
-  ports: PortRequest[];
-  secrets: SecretRule[];
-  /** Detached boxes keep slirp4netns (and their published ports) after this process exits. */
-  detach: boolean;
-  /**
-   * The box's network, given when its host side (resolver, secrets proxy, gateway namespace,
-   * slirp4netns, ruleset) may be set up at once by `prepare`, while the engine mounts and starts the
-   * box; `setup` then only links the box to its gateway. Container-tier boxes only: the gVisor tier
-   * makes the gateway namespace itself (`prepareNetns`).
-   */
-  network?: EngineNetworkContext['network'];
-}
 
 /** What the host side of a box's network left for `setup` (see `BoxNetworking.setup`). */
 interface HostSide {
@@ -126,18 +94,6 @@ export function secretsEnv(
   return env;
 }
 
-/** A free TCP port on `host` (the kernel's choice), for auto-assigned publications. */
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, host, () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 function alive(pid: number, name: string): boolean {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]!.endsWith(name);
@@ -150,11 +106,8 @@ function alive(pid: number, name: string): boolean {
  * The network side of a local runtime. Hand `hooks()` to `createEngine`, call `prepare(id, config)`
  * before `engine.start`, and read `publishedPorts(id)` after it.
  */
-export class BoxNetworking {
-  readonly #stateDir: string;
+export class BoxNetworking extends SlirpNetworking {
   readonly #helper: string;
-  readonly #prepared = new Map<string, BoxNetworkConfig>();
-  readonly #published = new Map<string, JsPublishedPort[]>();
   /** Boxes whose gateway and link `prepareNetns` made before their runtime started (gVisor tier). */
   readonly #linked = new Set<string>();
   /** Host sides started by `prepare` that `setup` has not taken yet. */
@@ -162,15 +115,17 @@ export class BoxNetworking {
 
   /** `stateDir`: where per-box network state (slirp4netns pid, API socket, log) is kept; short path. */
   constructor(options: { stateDir: string }) {
-    this.#stateDir = options.stateDir;
+    super(options);
     this.#helper = helperDir(options.stateDir);
-    mkdirSync(this.#stateDir, { recursive: true, mode: 0o700 });
     resumeHelper(this.#helper);
   }
 
-  /** Records ports, secrets and detach for the next start of box `id`. */
-  prepare(id: string, config: BoxNetworkConfig): void {
-    this.#prepared.set(id, config);
+  /**
+   * Records ports, secrets and detach for the next start of box `id`, and starts the host side of its
+   * network at once when `config.network` is given and enabled.
+   */
+  override prepare(id: string, config: BoxNetworkConfig): void {
+    super.prepare(id, config);
     if (config.network && config.network.mode !== 'disabled') {
       // The host side starts now, beside the box's mounts and OCI runtime; `setup` awaits it.
       const early = this.#hostSide(id, config.network, config, false);
@@ -212,27 +167,13 @@ export class BoxNetworking {
     await linkBox(gateway, ctx.netns);
   }
 
-  /** Publications made when this process started box `id` (concrete host ports), or null. */
-  publishedPorts(id: string): JsPublishedPort[] | null {
-    const published = this.#published.get(id);
-    return published ? published.map((p) => ({ ...p })) : null;
-  }
-
-  #file(id: string, ext: string): string {
-    return join(this.#stateDir, `${id}.${ext}`);
-  }
-
   /**
    * Sets up the box's network (see the module comment). Rejects (the engine then stops the box) when
    * slirp4netns or the firewall fails, or a requested host port is taken (`ports[i].hostPort`).
    */
   async setup(ctx: EngineNetworkContext): Promise<void> {
-    const config = this.#prepared.get(ctx.id) ?? { ports: [], secrets: [], detach: true };
-    this.#prepared.delete(ctx.id);
-    if (ctx.network.mode === 'disabled') {
-      this.#published.set(ctx.id, []);
-      return;
-    }
+    const config = this.takeConfig(ctx);
+    if (config === null) return;
     const early = this.#early.get(ctx.id);
     this.#early.delete(ctx.id);
     let host: HostSide;
@@ -244,9 +185,8 @@ export class BoxNetworking {
       host = await this.#hostSide(ctx.id, ctx.network, config, linked ? true : ctx.pid);
     }
     this.#writeEtc(ctx.boxDir, host.live.caPem);
-    host.persisted.published = await this.#publish(ctx.id, config.ports);
-    writeFileSync(this.#file(ctx.id, 'json'), JSON.stringify(host.persisted));
-    this.#published.set(ctx.id, host.persisted.published);
+    host.persisted.published = await this.publish(ctx.id, config.ports, SLIRP_GUEST_IP);
+    writeFileSync(this.file(ctx.id, 'json'), JSON.stringify(host.persisted));
   }
 
   /**
@@ -269,7 +209,7 @@ export class BoxNetworking {
     // nothing before start() resolves). slirp4netns is recorded before any failure is reported, so
     // teardown finds it.
     const persisted: Persisted = { slirpPid: 0, published: [] };
-    writeFileSync(this.#file(id, 'json'), JSON.stringify(persisted));
+    writeFileSync(this.file(id, 'json'), JSON.stringify(persisted));
     const [registered, nsPath] = await Promise.all([
       callHelper(this.#helper, {
         op: 'register',
@@ -289,8 +229,8 @@ export class BoxNetworking {
       startSlirp({
         netns: nsPath,
         cidr: SLIRP_CIDR,
-        apiSocket: this.#file(id, 'sock'),
-        logFile: this.#file(id, 'log'),
+        apiSocket: this.file(id, 'sock'),
+        logFile: this.file(id, 'log'),
         // The host loopback is needed for the resolver and the proxy (the gateway admits only them).
         disableHostLoopback: false,
         disableDns: true,
@@ -300,7 +240,7 @@ export class BoxNetworking {
       loadGatewayRules(gateway, rules),
     ]);
     persisted.slirpPid = slirp.status === 'fulfilled' ? slirp.value : 0;
-    writeFileSync(this.#file(id, 'json'), JSON.stringify(persisted));
+    writeFileSync(this.file(id, 'json'), JSON.stringify(persisted));
     if (slirp.status === 'rejected') throw slirp.reason;
     if (linked.status === 'rejected') throw linked.reason;
     if (firewall.status === 'rejected') throw firewall.reason;
@@ -328,36 +268,6 @@ export class BoxNetworking {
     if (!wroteDefault) writeFileInRoot(root, BUNDLE_PATHS[0]!, caPem);
   }
 
-  async #publish(id: string, ports: PortRequest[]): Promise<JsPublishedPort[]> {
-    const published: JsPublishedPort[] = [];
-    const api = this.#file(id, 'sock');
-    for (const [i, port] of ports.entries()) {
-      let hostPort = port.hostPort;
-      if (hostPort !== undefined) {
-        try {
-          await addHostForward(api, port.hostIp, hostPort, SLIRP_GUEST_IP, port.guestPort);
-        } catch (error) {
-          throw new BoxError(
-            `invalid box option ports[${i}].hostPort: cannot listen on ${port.hostIp}:${hostPort} (${(error as Error).message})`,
-            { field: `ports[${i}].hostPort`, cause: error },
-          );
-        }
-      } else {
-        for (let attempt = 0; ; attempt++) {
-          hostPort = await freePort(port.hostIp);
-          try {
-            await addHostForward(api, port.hostIp, hostPort, SLIRP_GUEST_IP, port.guestPort);
-            break;
-          } catch (error) {
-            if (attempt >= 8) throw error; // another process took the port in between: retry
-          }
-        }
-      }
-      published.push({ guestPort: port.guestPort, hostIp: port.hostIp, hostPort, protocol: 'tcp' });
-    }
-    return published;
-  }
-
   /**
    * Replaces the `allowNet` of running box `id` (network `enabled`) in its network helper: atomically
    * for the box (one nft transaction), connections to destinations no longer allowed are cut, and the
@@ -378,19 +288,18 @@ export class BoxNetworking {
     const early = this.#early.get(id);
     this.#early.delete(id);
     await early?.catch(() => {});
-    this.#published.delete(id);
-    this.#prepared.delete(id);
+    this.forget(id);
     this.#linked.delete(id);
     // The helper's state file goes first (a helper that does not answer drops the box when it sees
     // the file gone), then the helper is told, when it runs.
     rmSync(join(this.#helper, 'boxes', `${id}.json`), { force: true });
     await callHelper(this.#helper, { op: 'remove', id }, { start: false, timeoutMs: 5000 }).catch(() => {});
     try {
-      const persisted = JSON.parse(readFileSync(this.#file(id, 'json'), 'utf8')) as Persisted;
+      const persisted = JSON.parse(readFileSync(this.file(id, 'json'), 'utf8')) as Persisted;
       if (persisted.slirpPid > 0 && alive(persisted.slirpPid, 'slirp4netns'))
         process.kill(persisted.slirpPid, 'SIGKILL');
     } catch {}
     await removeGatewayNamespace(gatewayName(id));
-    for (const ext of ['json', 'sock', 'log']) rmSync(this.#file(id, ext), { force: true });
+    for (const ext of ['json', 'sock', 'log']) rmSync(this.file(id, ext), { force: true });
   }
 }

@@ -4,7 +4,7 @@
  * networking) with its API socket for host port forwards. Root only (the engine runs as root).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { BoxError } from '../errors.ts';
 
@@ -49,8 +49,11 @@ export function inNetns(
 export interface SlirpOptions {
   /** Network namespace file (the box's gateway namespace) that gets `tap0`. */
   netns: string;
-  /** slirp4netns's network (`--cidr`): its host is `.2`, its DNS `.3`, the namespace `.100`. */
-  cidr: string;
+  /**
+   * slirp4netns's network (`--cidr`): its host is `.2`, its DNS `.3`, the namespace `.100`; absent:
+   * slirp4netns's default 10.0.2.0/24.
+   */
+  cidr?: string;
   /** Path of the API socket (at most 107 bytes). */
   apiSocket: string;
   /** File receiving slirp4netns's own log. */
@@ -58,16 +61,23 @@ export interface SlirpOptions {
   /** Refuse connections to the host's 127.0.0.1 through slirp4netns's host address. */
   disableHostLoopback: boolean;
   /** Turn slirp4netns's DNS forwarder off (the box's DNS goes to a resolver of its own). */
-  disableDns: boolean;
+  disableDns?: boolean;
   /** Exit when the calling process exits (for boxes stopped with their parent); else outlive it. */
   exitWithParent: boolean;
+  /**
+   * Run slirp4netns as root of the user namespace of this process (a rootless box's init, through
+   * `nsenter --user`), still in the calling process's network namespace for its outside sockets: its
+   * `--enable-sandbox` switches to uid/gid 0, which an ordinary account cannot outside it.
+   */
+  usernsOf?: number;
 }
 
 /**
  * Starts slirp4netns for a namespace file (`--configure`: `tap0` at `.100` of `cidr`, default route
- * via `.2`, MTU 65520; `--enable-sandbox --enable-seccomp`) in its own session, so it outlives the calling process (detached boxes keep
- * their published ports). Resolves with its pid once the interface is configured.
- * @throws Error when slirp4netns exits or does not report readiness.
+ * via `.2`, MTU 65520; `--enable-sandbox --enable-seccomp`) in its own session, so it outlives the
+ * calling process (detached boxes keep their published ports). Resolves with its pid once the
+ * interface is configured (its `--ready-fd` reports).
+ * @throws Error with the end of its log (≤ 400 characters) when slirp4netns exits before that.
  */
 export function startSlirp(options: SlirpOptions): Promise<number> {
   const log = openSync(options.logFile, 'a');
@@ -76,7 +86,7 @@ export function startSlirp(options: SlirpOptions): Promise<number> {
     '--mtu=65520',
     '--ready-fd=3',
     `--api-socket=${options.apiSocket}`,
-    `--cidr=${options.cidr}`,
+    ...(options.cidr !== undefined ? [`--cidr=${options.cidr}`] : []),
     '--netns-type=path',
     // slirp4netns parses everything the box sends: once set up it runs in an empty mount namespace,
     // with every capability but NET_BIND_SERVICE dropped and a seccomp filter of its own.
@@ -88,9 +98,13 @@ export function startSlirp(options: SlirpOptions): Promise<number> {
   // fd 4: a socket whose other end only this process holds; its EOF makes slirp4netns exit.
   if (options.exitWithParent) args.push('--exit-fd=4');
   args.push(options.netns, 'tap0');
+  const [command, ...prefix] =
+    options.usernsOf !== undefined
+      ? ['nsenter', `--user=/proc/${options.usernsOf}/ns/user`, '--', 'slirp4netns']
+      : ['slirp4netns'];
   let child: ChildProcess;
   try {
-    child = spawn('slirp4netns', args, {
+    child = spawn(command!, [...prefix, ...args], {
       stdio: ['ignore', log, log, 'pipe', options.exitWithParent ? 'pipe' : 'ignore'],
       detached: true,
     });
@@ -119,7 +133,13 @@ export function startSlirp(options: SlirpOptions): Promise<number> {
     };
     ready.on('data', () => finish());
     child.on('error', (e) => finish(e));
-    child.on('exit', (code) => finish(new Error(`slirp4netns exited (${code}); see ${options.logFile}`)));
+    child.on('exit', (code) => {
+      let log = '';
+      try {
+        log = readFileSync(options.logFile, 'utf8').trim().slice(-400);
+      } catch {}
+      finish(new Error(`slirp4netns exited (${code}): ${log}`));
+    });
   });
 }
 

@@ -18,22 +18,17 @@
  */
 import { spawn } from 'node:child_process';
 import { lookup } from 'node:dns/promises';
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, isIP } from 'node:net';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { join } from 'node:path';
 import type { EngineNetworkContext } from '../engine/engine.ts';
 import { processRuns } from '../engine/proc-stat.ts';
 import { unprivilegedPortStart } from '../engine/rootless-host.ts';
 import { BoxError } from '../errors.ts';
-import type { JsPublishedPort } from '../types.ts';
+import { type BoxNetworkConfig, SlirpNetworking } from './box-networking.ts';
 import { hostIpv4Addresses } from './destinations.ts';
-import type { BoxNetworkConfig, PortRequest } from './manager.ts';
-import { addHostForward } from './netns.ts';
+import { GUEST_IP, SLIRP_DNS_IP, startSlirp } from './netns.ts';
 import { allowsHostLoopback, HOST_LOOPBACK_IP, HOST_LOOPBACK_NAME, parseAllowNet } from './policy.ts';
-
-/** The box's address on slirp4netns's network. */
-const GUEST_IP = '10.0.2.100';
-const SLIRP_DNS = '10.0.2.3';
 
 /** Runs `argv` in the box's user and network namespaces (as their root), `input` on stdin. */
 function inBoxNet(pid: number, argv: string[], input = ''): Promise<void> {
@@ -66,7 +61,7 @@ export function rootlessRules(hostAddresses: string[], allowed: string[] | undef
     '    type filter hook output priority 0; policy accept;',
     '    oif "lo" accept',
     '    ct state established,related accept',
-    `    ip daddr ${SLIRP_DNS} meta l4proto { tcp, udp } th dport 53 accept`,
+    `    ip daddr ${SLIRP_DNS_IP} meta l4proto { tcp, udp } th dport 53 accept`,
   ];
   const hosts = v4(hostAddresses).filter((a) => !(allowed ?? []).includes(a));
   if (hosts.length > 0) lines.push(`    ip daddr { ${hosts.join(', ')} } reject`);
@@ -79,36 +74,14 @@ export function rootlessRules(hostAddresses: string[], allowed: string[] | undef
   return `${lines.join('\n')}\n`;
 }
 
-/** A free TCP port on `host`, for auto-assigned publications. */
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, host, () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 /** Networking of a rootless runtime's boxes; per-box state in `<stateDir>/<id>.{pid,sock,log}`. */
-export class RootlessNetworking {
-  readonly #stateDir: string;
-  readonly #prepared = new Map<string, BoxNetworkConfig>();
-  readonly #published = new Map<string, JsPublishedPort[]>();
-
-  /** `stateDir`: short directory path (the API socket path must fit 107 bytes). */
-  constructor(options: { stateDir: string }) {
-    this.#stateDir = options.stateDir;
-    mkdirSync(this.#stateDir, { recursive: true, mode: 0o700 });
-  }
-
+export class RootlessNetworking extends SlirpNetworking {
   /**
    * Records ports, secrets and detach for the next start of box `id`.
    * @throws BoxError `unsupported` naming `secrets` when there are any; `ports[i].hostPort` below
    *   the host's unprivileged port start.
    */
-  prepare(id: string, config: BoxNetworkConfig): void {
+  override prepare(id: string, config: BoxNetworkConfig): void {
     if (config.secrets.length > 0) {
       throw new BoxError('secrets: the substituting proxy needs root; not available to an ordinary account', {
         field: 'secrets',
@@ -124,7 +97,7 @@ export class RootlessNetworking {
         );
       }
     });
-    this.#prepared.set(id, config);
+    super.prepare(id, config);
   }
 
   /** The `networkSetup`/`networkTeardown` hooks of the engine. */
@@ -135,24 +108,10 @@ export class RootlessNetworking {
     return { networkSetup: (ctx) => this.setup(ctx), networkTeardown: (id) => this.teardown(id) };
   }
 
-  /** Publications made when this process started box `id`, or null. */
-  publishedPorts(id: string): JsPublishedPort[] | null {
-    const published = this.#published.get(id);
-    return published ? published.map((p) => ({ ...p })) : null;
-  }
-
-  #file(id: string, ext: string): string {
-    return join(this.#stateDir, `${id}.${ext}`);
-  }
-
   /** Sets up the box's network (see the module comment); rejects when slirp4netns or the rules fail. */
   async setup(ctx: EngineNetworkContext): Promise<void> {
-    const config = this.#prepared.get(ctx.id) ?? { ports: [], secrets: [], detach: true };
-    this.#prepared.delete(ctx.id);
-    if (ctx.network.mode === 'disabled') {
-      this.#published.set(ctx.id, []);
-      return;
-    }
+    const config = this.takeConfig(ctx);
+    if (config === null) return;
     const policy = parseAllowNet(ctx.network.allowNet);
     let allowed: string[] | undefined;
     if (!policy.open) {
@@ -178,108 +137,29 @@ export class RootlessNetworking {
       }
       if (allowsHostLoopback(policy)) allowed.push(HOST_LOOPBACK_IP);
     }
-    const pid = await this.#startSlirp(ctx, !allowsHostLoopback(policy), !config.detach);
+    rmSync(this.file(ctx.id, 'sock'), { force: true });
+    const pid = await startSlirp({
+      netns: `/proc/${ctx.pid}/ns/net`,
+      apiSocket: this.file(ctx.id, 'sock'),
+      logFile: this.file(ctx.id, 'log'),
+      disableHostLoopback: !allowsHostLoopback(policy),
+      exitWithParent: !config.detach,
+      usernsOf: ctx.pid,
+    });
+    writeFileSync(this.file(ctx.id, 'pid'), `${pid}\n`);
     writeFileSync(join(ctx.boxDir, 'bundle', 'slirp.pid'), `${pid}\n`);
     await inBoxNet(ctx.pid, ['nft', '-f', '-'], rootlessRules(hostIpv4Addresses(), allowed));
-    const published: JsPublishedPort[] = [];
-    for (const [i, port] of config.ports.entries()) published.push(await this.#publish(ctx.id, i, port));
-    this.#published.set(ctx.id, published);
-  }
-
-  #startSlirp(
-    ctx: EngineNetworkContext,
-    disableHostLoopback: boolean,
-    exitWithParent: boolean,
-  ): Promise<number> {
-    const log = openSync(this.#file(ctx.id, 'log'), 'a');
-    const args = [
-      '--configure',
-      '--mtu=65520',
-      '--ready-fd=3',
-      `--api-socket=${this.#file(ctx.id, 'sock')}`,
-      '--netns-type=path',
-      '--enable-sandbox',
-      '--enable-seccomp',
-      ...(disableHostLoopback ? ['--disable-host-loopback'] : []),
-      ...(exitWithParent ? ['--exit-fd=4'] : []),
-      `/proc/${ctx.pid}/ns/net`,
-      'tap0',
-    ];
-    rmSync(this.#file(ctx.id, 'sock'), { force: true });
-    // Run as root of the box's user namespace (its `--enable-sandbox` switches to gid/uid 0, which the
-    // caller's own account cannot), still in the host's network namespace for its outside sockets.
-    const child = spawn('nsenter', [`--user=/proc/${ctx.pid}/ns/user`, '--', 'slirp4netns', ...args], {
-      stdio: ['ignore', log, log, 'pipe', exitWithParent ? 'pipe' : 'ignore'],
-      detached: true,
-    });
-    closeSync(log);
-    return new Promise((resolve, reject) => {
-      const ready = child.stdio[3] as NodeJS.ReadableStream;
-      let done = false;
-      const finish = (error?: Error) => {
-        if (done) return;
-        done = true;
-        (ready as unknown as { destroy(): void }).destroy();
-        child.removeAllListeners('exit');
-        child.unref();
-        (child.stdio[4] as unknown as { unref?: () => void } | null)?.unref?.();
-        if (error) {
-          try {
-            if (child.pid) process.kill(child.pid, 'SIGKILL');
-          } catch {}
-          reject(error);
-        } else {
-          writeFileSync(this.#file(ctx.id, 'pid'), `${child.pid}\n`);
-          resolve(child.pid!);
-        }
-      };
-      ready.on('data', () => finish());
-      child.on('error', (e) => finish(e));
-      child.on('exit', (code) => {
-        let text = '';
-        try {
-          text = readFileSync(this.#file(ctx.id, 'log'), 'utf8').trim().slice(-400);
-        } catch {}
-        finish(new Error(`slirp4netns exited (${code}): ${text}`));
-      });
-    });
-  }
-
-  async #publish(id: string, i: number, port: PortRequest): Promise<JsPublishedPort> {
-    const api = this.#file(id, 'sock');
-    let hostPort = port.hostPort;
-    if (hostPort !== undefined && hostPort !== 0) {
-      try {
-        await addHostForward(api, port.hostIp, hostPort, GUEST_IP, port.guestPort);
-      } catch (error) {
-        throw new BoxError(
-          `invalid box option ports[${i}].hostPort: cannot listen on ${port.hostIp}:${hostPort} (${(error as Error).message})`,
-          { field: `ports[${i}].hostPort`, cause: error },
-        );
-      }
-    } else {
-      for (let attempt = 0; ; attempt++) {
-        hostPort = await freePort(port.hostIp);
-        try {
-          await addHostForward(api, port.hostIp, hostPort, GUEST_IP, port.guestPort);
-          break;
-        } catch (error) {
-          if (attempt >= 8) throw error;
-        }
-      }
-    }
-    return { guestPort: port.guestPort, hostIp: port.hostIp, hostPort, protocol: 'tcp' };
+    await this.publish(ctx.id, config.ports, GUEST_IP);
   }
 
   /** Ends slirp4netns of box `id` and removes its state files. Idempotent. */
   async teardown(id: string): Promise<void> {
-    this.#published.delete(id);
-    this.#prepared.delete(id);
+    this.forget(id);
     try {
-      const pid = Number.parseInt(readFileSync(this.#file(id, 'pid'), 'utf8'), 10);
+      const pid = Number.parseInt(readFileSync(this.file(id, 'pid'), 'utf8'), 10);
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
       if (pid > 0 && processRuns(pid) && cmdline.startsWith('slirp4netns')) process.kill(pid, 'SIGKILL');
     } catch {}
-    for (const ext of ['pid', 'sock', 'log']) rmSync(this.#file(id, ext), { force: true });
+    for (const ext of ['pid', 'sock', 'log']) rmSync(this.file(id, ext), { force: true });
   }
 }
