@@ -1,17 +1,13 @@
 /**
- * The creature server (`node:http`), the package's composition root: it opens the store, builds the
- * schema and the GraphQL engine, and wires the HTTP parts — GraphQL over HTTP at `/graphql` (spec 000
- * "Endpoints"; `http/graphql.ts`: explorer, CSRF guard, body limit, batching, response cache), CORS
- * (`http/cors.ts`), the other routes (`http/site.ts`: `/metrics`, `/healthz`, images, explorer assets, the
- * web front end at `/`), SSE, multipart and WebSocket subscriptions — with structured JSON logs; `listen`
- * and the graceful shutdown are `http/lifecycle.ts`.
+ * The creature server (`node:http`), the package's composition root: it only wires. It opens the store,
+ * builds the schema and the GraphQL engine, and wires the HTTP parts — the request listener
+ * (`http/router.ts`: CORS, the debug request log, metrics labels, dispatch by path, the 500 answer of
+ * `http/fail.ts`), GraphQL over HTTP at `/graphql` (spec 000 "Endpoints"; `http/graphql.ts`: explorer,
+ * CSRF guard, body limit, batching, response cache), the other routes (`http/site.ts`: `/metrics`,
+ * `/healthz`, images, explorer assets, the web front end at `/`), SSE, multipart and WebSocket
+ * subscriptions — with structured JSON logs; `listen` and the graceful shutdown are `http/lifecycle.ts`.
  */
-import {
-  createServer as createHttpServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from 'node:http';
+import { createServer as createHttpServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import type { GraphQLSchema } from 'graphql';
@@ -20,13 +16,14 @@ import { listSizesOf } from './cost.ts';
 import { createEngine, type Engine } from './engine.ts';
 import { buildFederatedSchema } from './federation.ts';
 import { createCors } from './http/cors.ts';
+import { createFailHandler } from './http/fail.ts';
 import { createGraphQLRoute } from './http/graphql.ts';
 import { serverLifecycle } from './http/lifecycle.ts';
 import { answerClientError } from './http/linger.ts';
 import { createMetrics } from './http/metrics.ts';
 import { createMultipartSubscriptions } from './http/multipart.ts';
 import { PersistedQueries } from './http/persisted.ts';
-import { sendError } from './http/respond.ts';
+import { createRouter } from './http/router.ts';
 import { createSiteRoutes } from './http/site.ts';
 import { createIncrementalExecutor } from './incremental.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
@@ -200,6 +197,9 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   const explorer = options.explorer ?? !production;
   const onUnexpectedError = (err: unknown) =>
     logger.error({ err }, 'unexpected error while executing an operation');
+  const suggestions = options.suggestions ?? !production;
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const known = () => listSizesOf(store.listCreatures());
   const withStreams = options.subscriptions ?? true;
   const baseSchema = options.federation === false ? creatureSchema : federatedSchema();
   const schema = withStreams ? withSubscriptions(baseSchema) : baseSchema;
@@ -210,32 +210,30 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
   const engine: Engine = createEngine({
     schema,
     store,
-    limits: options.limits,
+    limits,
     maskErrors,
     onUnexpectedError,
     persisted,
     introspection,
-    suggestions: options.suggestions ?? !production,
+    suggestions,
   });
   const resolverContext = { store };
+  /** The rules of the transports that validate without variables: with the cost rule on the current data. */
+  const rulesWithCost = validationRules(limits, { introspection, known });
   const streams = withStreams
     ? createSubscriptionHandler({
         schema,
         events: store.events,
-        validationRules: validationRules(
-          { ...DEFAULT_LIMITS, ...options.limits },
-          { introspection, known: () => listSizesOf(store.listCreatures()) },
-        ),
+        validationRules: rulesWithCost,
         context: () => resolverContext,
         maxBodyBytes: bodyLimit,
         maskErrors,
         onUnexpectedError,
-        suggestions: options.suggestions ?? !production,
+        suggestions,
       })
     : undefined;
 
   const metrics = options.metrics === false ? undefined : createMetrics(persisted, streams);
-  const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const incremental = createIncrementalExecutor({
     typeDefs,
     resolvers,
@@ -249,11 +247,12 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     ? createMultipartSubscriptions({
         schema,
         events: store.events,
-        rules: validationRules(limits, { introspection, known: () => listSizesOf(store.listCreatures()) }),
+        rules: rulesWithCost,
         context: resolverContext,
         maskErrors,
       })
     : undefined;
+  const fail = createFailHandler(logger);
   const graphqlRoute = createGraphQLRoute({
     engine,
     streams,
@@ -266,7 +265,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     metrics,
     incremental,
     multipartSubscriptions,
-    fail: (req, res, err) => fail(req, res, err),
+    fail,
   });
   const site = createSiteRoutes({
     store,
@@ -275,52 +274,11 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
     webRoot: options.webRoot ?? DEFAULT_WEB_ROOT,
   });
 
-  function fail(req: IncomingMessage, res: ServerResponse, err: unknown): void {
-    logger.error({ err, method: req.method, url: req.url }, 'request failed');
-    if (!res.headersSent) sendError(res, 500, 'Internal server error');
-    else res.destroy();
-  }
-
-  function handle(req: IncomingMessage, res: ServerResponse): void {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
-    corsHeaders?.(req, res);
-    if (path === '/graphql') {
-      metrics?.track(res, 'graphql');
-      graphqlRoute(req, res, url);
-      return;
-    }
-    metrics?.track(res, site.routeOf(path));
-    site.handle(req, res, path);
-  }
-
   const httpOptions = { requestTimeout: 30_000, headersTimeout: 10_000 };
   const httpServer = createHttpServer(
     metrics ? { ...httpOptions, ServerResponse: metrics.Response } : httpOptions,
-    (req: IncomingMessage, res: ServerResponse) => {
-      if (logger.isLevelEnabled('debug')) {
-        const started = performance.now();
-        res.once('finish', () =>
-          logger.debug(
-            {
-              method: req.method,
-              url: req.url,
-              status: res.statusCode,
-              ms: +(performance.now() - started).toFixed(3),
-            },
-            'request',
-          ),
-        );
-      }
-      try {
-        handle(req, res);
-      } catch (err) {
-        fail(req, res, err);
-      }
-    },
+    createRouter({ graphql: graphqlRoute, site, cors: corsHeaders, metrics, logger, fail }),
   );
-
   httpServer.on('clientError', answerClientError);
   const webSockets: WebSocketTransport | undefined =
     withStreams && (options.webSocket ?? true)
@@ -332,8 +290,8 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
           persisted,
           limits,
           rules: validationRules(limits, { cost: false, introspection }),
-          known: () => listSizesOf(store.listCreatures()),
-          suggestions: options.suggestions ?? !production,
+          known,
+          suggestions,
           maskErrors,
           onUnexpectedError,
           maxMessageBytes: bodyLimit,

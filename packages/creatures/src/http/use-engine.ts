@@ -6,12 +6,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine, RequestState } from '../engine.ts';
 import type { FastAnswer } from '../engine-fast.ts';
+import type { FailHandler } from './fail.ts';
 import { ResponseCache, writeCached } from './response-cache.ts';
 import { notModified } from './route-helpers.ts';
-import type { CacheKey, ResponseCachePlugin } from './use-response-cache.ts';
-
-/** Called when answering failed unexpectedly: answers 500 if nothing was sent yet, else ends the response. */
-export type FailHandler = (req: IncomingMessage, res: ServerResponse, err: unknown) => void;
+import type { AnswerInit, CacheKey, ResponseCachePlugin } from './use-response-cache.ts';
 
 /** Options of {@link enginePlugin}. */
 export interface EnginePluginOptions {
@@ -55,6 +53,11 @@ export interface EnginePlugin {
   ): void;
 }
 
+/** The head of a `200` answer of media type `contentType`. */
+function okInit(contentType: string): AnswerInit {
+  return { status: 200, statusText: 'OK', headers: { 'content-type': contentType } };
+}
+
 /** Creates the full-handler plugin. */
 export function enginePlugin(options: EnginePluginOptions): EnginePlugin {
   const { engine, cache, fail } = options;
@@ -92,19 +95,7 @@ export function enginePlugin(options: EnginePluginOptions): EnginePlugin {
       return;
     }
     const ok = (done: FastAnswer, startGeneration: number) =>
-      cache.send(
-        req,
-        res,
-        method,
-        key,
-        -1,
-        startGeneration,
-        200,
-        'OK',
-        { 'content-type': done.contentType },
-        done.body,
-        true,
-      );
+      cache.send(req, res, method, key, -1, startGeneration, okInit(done.contentType), done.body, true);
     if (answer === undefined) {
       execute(req, res, method, url, body, key, -1).catch((err: unknown) => fail(req, res, err));
     } else if (answer instanceof Promise) {
@@ -119,19 +110,7 @@ export function enginePlugin(options: EnginePluginOptions): EnginePlugin {
     const state: RequestState = { cacheable: false };
     const startGeneration = cache.generation;
     const [resBody, init] = await engineRequest(req, method, url, body, state);
-    cache.send(
-      req,
-      res,
-      method,
-      key,
-      variant,
-      startGeneration,
-      init.status,
-      init.statusText,
-      init.headers,
-      resBody ?? undefined,
-      state.cacheable,
-    );
+    cache.send(req, res, method, key, variant, startGeneration, init, resBody ?? undefined, state.cacheable);
   };
 
   return { engineRequest, execute, respond };

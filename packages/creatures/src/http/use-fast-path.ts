@@ -4,8 +4,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Engine } from '../engine.ts';
+import type { FailHandler } from './fail.ts';
 import { writeCached } from './response-cache.ts';
-import type { EnginePlugin, FailHandler } from './use-engine.ts';
+import type { EnginePlugin } from './use-engine.ts';
 import type { ResponseCachePlugin } from './use-response-cache.ts';
 
 /** Options of {@link fastPathPlugin}. */

@@ -6,10 +6,11 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type IncrementalExecutor, usesIncrementalDelivery } from '../incremental.ts';
+import type { FailHandler } from './fail.ts';
 import { answerBatch, answerIncremental } from './multi-part-answers.ts';
 import { type MultipartSubscriptions, wantsMultipartSubscription } from './multipart.ts';
 import { checkParamsOrUndefined, isSubscription, paramsOf } from './route-helpers.ts';
-import type { EnginePlugin, FailHandler } from './use-engine.ts';
+import type { EnginePlugin } from './use-engine.ts';
 import type { FastPath } from './use-fast-path.ts';
 import type { ResponseCachePlugin } from './use-response-cache.ts';
 

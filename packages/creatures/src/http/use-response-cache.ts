@@ -31,6 +31,16 @@ export interface ResponseCacheOptions {
  */
 export type CacheKey = string | Uint8Array | undefined;
 
+/**
+ * The head of an answer to write: `status`, `statusText` (none: node's default reason phrase) and
+ * `headers` (lower-case names; `undefined` values are left out); graphql-http's `ResponseInit` has this shape.
+ */
+export interface AnswerInit {
+  readonly status: number;
+  readonly statusText?: string;
+  readonly headers?: Record<string, string | undefined>;
+}
+
 /** The response cache plugin of the `/graphql` route. */
 export interface ResponseCachePlugin {
   /** The cache, or `undefined` when its size is 0. */
@@ -64,9 +74,7 @@ export interface ResponseCachePlugin {
     key: CacheKey,
     variant: number,
     startGeneration: number,
-    status: number,
-    statusText: string | undefined,
-    initHeaders: Record<string, string | undefined> | undefined,
+    init: AnswerInit,
     text: string | Buffer | undefined,
     queryCacheable: boolean,
   ): void;
@@ -114,12 +122,11 @@ export function responseCachePlugin(options: ResponseCacheOptions): ResponseCach
     key,
     variant,
     startGeneration,
-    status,
-    statusText,
-    initHeaders,
+    init,
     text,
     queryCacheable,
   ) => {
+    const { status, statusText, headers: initHeaders } = init;
     const headers: string[] = [];
     for (const name in initHeaders) {
       const value = initHeaders[name];
