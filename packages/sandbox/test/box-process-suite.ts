@@ -7,11 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
-import type { JsBox } from '../src/runtime/box.ts';
-import type { JsBoxOptions, JsHealthStatus } from '../src/types.ts';
+import {
+  BoxError,
+  type JsBox,
+  type JsBoxOptions,
+  type JsHealthStatus,
+  type JsRuntime,
+  SimpleBox,
+} from '../src/index.ts';
 import { BUSYBOX, run } from './runtime-helpers.ts';
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;

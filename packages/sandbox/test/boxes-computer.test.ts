@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { connect } from 'node:tls';
 import { cacheDir } from '../scripts/offline-images.ts';
+// internal: the PNG-size and cursor-position parsers are tested as units
 import { parseCursorPosition, pngSize } from '../src/boxes/computer.ts';
 import {
   BoxError,

@@ -9,9 +9,16 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { findExecutable } from '../src/engine/engine.ts';
 import { BoxError, InteractiveBox } from '../src/index.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, tempHome, testRuntime } from './runtime-helpers.ts';
+import {
+  BUSYBOX,
+  cleanupAll,
+  ensureRegistry,
+  GVISOR_SKIP,
+  REGISTRIES,
+  tempHome,
+  testRuntime,
+} from './runtime-helpers.ts';
 
 const src = join(import.meta.dirname, '..', 'src', 'index.ts');
 
@@ -51,7 +58,7 @@ after(cleanupAll);
 
 describe('InteractiveBox', () => {
   for (const isolation of ['container', 'gvisor'] as const) {
-    const skip = isolation === 'gvisor' && !findExecutable('runsc') ? 'runsc is not installed' : false;
+    const skip = isolation === 'gvisor' ? GVISOR_SKIP : false;
     it(`forwards a terminal (${isolation} tier): keystrokes reach the shell, output comes back, Ctrl-C and exit work`, {
       skip,
     }, async () => {

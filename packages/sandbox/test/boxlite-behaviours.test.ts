@@ -8,10 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
-import type { JsBox } from '../src/runtime/box.ts';
+import { BoxError, type JsBox, type JsRuntime, SimpleBox } from '../src/index.ts';
 import {
   BUSYBOX,
   boxDirs,

@@ -5,9 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { BoxError } from '../src/errors.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
-import { ApiKeyCredential, RuntimeRestOptions } from '../src/rest/credential.ts';
+import { ApiKeyCredential, BoxError, JsRuntime, RuntimeRestOptions } from '../src/index.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { boxliteSuite } from './boxlite-suite.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
+// internal: the engine's cgroup tuning is tested as a unit
 import { cgroupMounts, ensureFavorDynmods } from '../src/engine/cgroup-tuning.ts';
 
 const HYBRID = `32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu

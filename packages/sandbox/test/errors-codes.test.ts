@@ -14,10 +14,15 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { WebSocket } from 'ws';
-import { BOX_ERROR_CODES, ERROR_CODES, type ErrorCode, isErrorCode } from '../src/errors.ts';
+// internal: the full wire-code table (public and REST-only codes) is checked
+import { ERROR_CODES, type ErrorCode, isErrorCode } from '../src/errors.ts';
+import { BOX_ERROR_CODES } from '../src/index.ts';
+// internal: the REST error hooks are tested on a bare Fastify app
 import { Authenticator } from '../src/rest/auth.ts';
+// internal: the REST error hooks are tested on a bare Fastify app
 import { installHooks } from '../src/rest/hooks.ts';
 import type { RestServer } from '../src/rest/server.ts';
+// internal: the REST error mapping is tested as a unit
 import { boxErrorOf, HttpError } from '../src/rest/wire.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry } from './runtime-helpers.ts';
 import { type Answer, api, createKey, OPERATOR_KEY, startTenantServer } from './tenants-helpers.ts';

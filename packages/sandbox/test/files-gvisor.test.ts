@@ -3,12 +3,11 @@
  * with the files moved by a helper inside the box (src/runtime/files/gvisor.ts).
  */
 import { after, describe } from 'node:test';
-import { findExecutable } from '../src/engine/engine.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { filesSuite } from './files-suite.ts';
-import { cleanupAll, ensureRegistry, REGISTRIES, tempHome } from './runtime-helpers.ts';
+import { cleanupAll, ensureRegistry, GVISOR_SKIP, REGISTRIES, tempHome } from './runtime-helpers.ts';
 
-const skip = findExecutable('runsc') ? false : 'runsc is not installed (npm run test:setup installs it)';
+const skip = GVISOR_SKIP;
 
 if (skip) describe('box.files on the gVisor tier', { skip }, () => {});
 else {

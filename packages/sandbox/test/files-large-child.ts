@@ -4,7 +4,7 @@
  * Prints `listening <url>` once it accepts requests; exits on SIGTERM after closing the server.
  * Usage: node files-large-child.ts <homeDir>
  */
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { startRestServer } from '../src/rest/server.ts';
 import { REGISTRIES } from './runtime-helpers.ts';
 

@@ -20,11 +20,7 @@ import {
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
-import type { JsBox } from '../src/runtime/box.ts';
-import type { FilesystemEvent } from '../src/runtime/files/types.ts';
+import { BoxError, type FilesystemEvent, type JsBox, type JsRuntime, SimpleBox } from '../src/index.ts';
 import { BUSYBOX, run } from './runtime-helpers.ts';
 
 /** A runtime under test. */

@@ -9,21 +9,20 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, get, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { findExecutable } from '../src/engine/engine.ts';
-import { BoxError } from '../src/errors.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, JsRuntime } from '../src/index.ts';
 import { startRestServer } from '../src/rest/server.ts';
 import {
   BUSYBOX,
   cleanupAll,
   ensureRegistry,
+  GVISOR_SKIP,
   REGISTRIES,
   run,
   seededHome,
   tempHome,
 } from './runtime-helpers.ts';
 
-const skip = findExecutable('runsc') ? false : 'runsc is not installed (npm run test:setup installs it)';
+const skip = GVISOR_SKIP;
 
 let runtime: JsRuntime;
 let server: Server;

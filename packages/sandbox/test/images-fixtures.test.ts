@@ -11,18 +11,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import zlib from 'node:zlib';
-import { BoxError } from '../src/errors.ts';
-import {
-  ImageStore,
-  MediaType,
-  pushBlob,
-  pushManifest,
-  RegistryClient,
-  sha256Digest,
-} from '../src/images/index.ts';
+// internal: the registry client and push helpers build the fixture images
+import { MediaType, pushBlob, pushManifest, RegistryClient, sha256Digest } from '../src/images/index.ts';
+// internal: the host's OCI architecture names the fixtures' platform
 import { hostArchitecture } from '../src/images/oci.ts';
+// internal: registry endpoint resolution is tested as a unit
 import { endpointFor } from '../src/images/reference.ts';
-import type { JsImageRegistry } from '../src/types.ts';
+import { BoxError, ImageStore, type JsImageRegistry } from '../src/index.ts';
 import { buildLayer, localRegistry, pushFixture, startRegistryProxy } from './helpers/registry.ts';
 
 const IS_ROOT = process.getuid?.() === 0;

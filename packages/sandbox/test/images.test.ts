@@ -10,14 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { BoxError } from '../src/errors.ts';
-import {
-  candidates,
-  ImageStore,
-  type PullProgress,
-  parseReference,
-  renderPullProgress,
-} from '../src/images/index.ts';
+// internal: image reference parsing is tested as a unit
+import { candidates, parseReference } from '../src/images/index.ts';
+import { BoxError, ImageStore, type PullProgress, renderPullProgress } from '../src/index.ts';
 import { type LocalRegistry, localRegistry, startRegistryProxy } from './helpers/registry.ts';
 
 let reg: LocalRegistry;

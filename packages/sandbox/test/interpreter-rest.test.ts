@@ -6,11 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { type JsBox, JsRuntime } from '../src/index.ts';
+// internal: the interpreter event codec is tested as a unit
 import { decodeEvent, encodeEvent, resultFromBundle } from '../src/interpreter/events.ts';
+// internal: the interpreter's event type (not exported)
 import type { ExecutionEvent } from '../src/interpreter/types.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
-import type { JsBox } from '../src/runtime/box.ts';
 import { codeInterpreterSuite } from './interpreter-suite.ts';
 import { cleanupAll, ensureRegistry, testRuntime } from './runtime-helpers.ts';
 

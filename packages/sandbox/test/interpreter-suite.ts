@@ -8,10 +8,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CodeBox } from '../src/boxes/code.ts';
-import { BoxError } from '../src/errors.ts';
+import { BoxError, CodeBox, type JsRuntime } from '../src/index.ts';
+// internal: the interpreter's output message type (not exported)
 import type { OutputMessage } from '../src/interpreter/types.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
 
 /** PNG file signature, base64 of `\x89PNG\r\n\x1a\n`. */
 const PNG_BASE64_PREFIX = 'iVBORw0KGgo';

@@ -6,9 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, type JsRuntime, SimpleBox } from '../src/index.ts';
 import { BUSYBOX, run } from './runtime-helpers.ts';
 
 /** A runtime under test. */

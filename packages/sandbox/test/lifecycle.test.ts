@@ -1,6 +1,6 @@
 /** The lifecycle suite (`lifecycle-suite.ts`) against the local and the REST runtime. */
 import { after } from 'node:test';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { boxProcessSuite } from './box-process-suite.ts';
 import { lifecycleSuite } from './lifecycle-suite.ts';

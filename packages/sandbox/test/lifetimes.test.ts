@@ -9,8 +9,9 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
+// internal: the reaper process is started and checked directly
 import { ensureReaper, reaperRunning } from '../src/runtime/reaper.ts';
 import {
   BUSYBOX,

@@ -12,8 +12,9 @@ import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { cacheDir } from '../scripts/offline-images.ts';
+// internal: pngSize reads a screenshot's dimensions
 import { pngSize } from '../src/boxes/computer.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { call, clickTypeAndSeeChange, ok, toolError } from './mcp-helpers.ts';
 import { REGISTRIES } from './runtime-helpers.ts';
 

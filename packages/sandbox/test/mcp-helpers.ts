@@ -8,6 +8,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+// internal: pngSize reads a screenshot's dimensions
 import { pngSize } from '../src/boxes/computer.ts';
 
 /** Tools every MCP server of the sandbox lists. */

@@ -14,8 +14,9 @@ import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { cacheDir } from '../scripts/offline-images.ts';
+// internal: pngSize reads a screenshot's dimensions
 import { pngSize } from '../src/boxes/computer.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import type { RestServer } from '../src/rest/server.ts';
 import { clickTypeAndSeeChange, connectHttp, ok, screenshot } from './mcp-helpers.ts';
 import { cleanupAll, REGISTRIES, tempHome } from './runtime-helpers.ts';

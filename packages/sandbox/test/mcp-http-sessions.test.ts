@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import type { JsRuntime } from '../src/index.ts';
 import type { RestServer } from '../src/rest/server.ts';
 import { connectHttp, ok } from './mcp-helpers.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import type { JsRuntime } from '../src/index.ts';
 import type { RestServer } from '../src/rest/server.ts';
 import { checkToolSchemas, connectHttp, ok, toolError } from './mcp-helpers.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry } from './runtime-helpers.ts';

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { CORE_TOOLS } from './mcp-helpers.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, tempHome } from './runtime-helpers.ts';
 

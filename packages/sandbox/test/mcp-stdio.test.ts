@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { call, checkToolSchemas, ok, toolError } from './mcp-helpers.ts';
 import { cleanupAll, ensureRegistry, REGISTRIES, tempHome } from './runtime-helpers.ts';
 

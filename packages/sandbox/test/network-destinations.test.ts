@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { BlockList } from 'node:net';
 import { describe, test } from 'node:test';
+// internal: destination parsing and admission are tested as units
 import {
   admitsAddress,
   allowsHostLoopback,

@@ -18,9 +18,9 @@ import { connect, createServer as netServer } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { type JsBox, JsRuntime } from '../src/index.ts';
+// internal: locates the network helper's process to check its life cycle
 import { helperDir, helperPid } from '../src/network/helper-client.ts';
-import type { JsBox } from '../src/runtime/box.ts';
 import { testPki } from './helpers/pki.ts';
 import { cleanupAll, ensureRegistry, REGISTRIES, run, seededHome, testRuntime } from './runtime-helpers.ts';
 

@@ -10,9 +10,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as httpsServer, type Server } from 'node:https';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, type JsRuntime, SimpleBox } from '../src/index.ts';
 import { testPki } from './helpers/pki.ts';
 import {
   BUSYBOX,

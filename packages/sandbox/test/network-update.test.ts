@@ -12,9 +12,7 @@ import { createServer as httpServer, type Server } from 'node:http';
 import { type Server as NetServer, createServer as netServer, type Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { after, before, describe, test } from 'node:test';
-import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
-import type { JsBox } from '../src/runtime/box.ts';
+import { BoxError, type JsBox, type JsRuntime } from '../src/index.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, testRuntime } from './runtime-helpers.ts';
 
 const IMAGE = 'python:slim';

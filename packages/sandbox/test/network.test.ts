@@ -9,8 +9,10 @@ import { createServer as httpServer, type Server } from 'node:http';
 import { connect, createConnection } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+// internal: the network manager is tested under the engine, without the runtime
 import { createEngine, makeBusyboxRootfs, type OciEngine } from '../src/engine/index.ts';
-import { BoxError } from '../src/errors.ts';
+import { BoxError } from '../src/index.ts';
+// internal: the network manager is tested as a unit
 import {
   BoxNetworking,
   LocalNetworkHandle,

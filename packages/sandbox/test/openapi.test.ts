@@ -10,8 +10,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv } from 'ajv';
+// internal: the full wire-code table the OpenAPI Error schema enumerates
 import { ERROR_CODES } from '../src/errors.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { openApiDocument, type RestServer, startRestServer } from '../src/rest/server.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 

@@ -5,9 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { BoxError } from '../src/errors.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
-import type { JsBox } from '../src/runtime/box.ts';
+import { BoxError, type JsBox, JsRuntime } from '../src/index.ts';
+// internal: processIdentity tells whether a box's process still runs
 import { processIdentity } from '../src/runtime/state.ts';
 import { BUSYBOX, run } from './runtime-helpers.ts';
 

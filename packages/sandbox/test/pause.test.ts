@@ -1,6 +1,6 @@
 /** The pause suite (`pause-suite.ts`) against the local and the REST runtime. */
 import { after } from 'node:test';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { pauseSuite } from './pause-suite.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';

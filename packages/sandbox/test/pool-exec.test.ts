@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import type { JsRuntime } from '../src/index.ts';
+// internal: the pool's refill delay sizes the waits
 import { REFILL_DELAY_MS } from '../src/runtime/pool.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
 

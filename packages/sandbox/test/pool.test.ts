@@ -5,8 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { BoxError } from '../src/errors.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, JsRuntime } from '../src/index.ts';
 import {
   BUSYBOX,
   boxDirs,

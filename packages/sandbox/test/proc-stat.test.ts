@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { test } from 'node:test';
+// internal: the process-table reader is tested as a unit
 import { parseProcStat, processRuns, readProcStat } from '../src/engine/proc-stat.ts';
 
 test('parses fields after the last parenthesis, whatever the command name holds', () => {

@@ -9,8 +9,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { BoxError } from '../src/errors.ts';
+import { BoxError } from '../src/index.ts';
+// internal: the REST connection is driven directly to test downloads
 import { Connection } from '../src/rest/connection.ts';
+// internal: the download buffer bound is checked
 import { DOWNLOAD_BUFFER_BYTES } from '../src/rest/download-client.ts';
 
 const BODY = randomBytes(5 * 1024 * 1024 + 123);

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import type { JsRuntime } from '../src/index.ts';
 import { RestServer, startRestServer } from '../src/rest/server.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, tempHome, testRuntime } from './runtime-helpers.ts';
 

@@ -12,8 +12,17 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { WebSocket } from 'ws';
-import { BoxError, type JsBox, type JsNetworkHandle, JsRuntime, SimpleBox } from '../src/index.ts';
-import { type RestExecution, restOptionsFrom } from '../src/rest/client.ts';
+import {
+  BoxError,
+  type JsBox,
+  type JsNetworkHandle,
+  JsRuntime,
+  type RestExecution,
+  SimpleBox,
+} from '../src/index.ts';
+// internal: restOptionsFrom is tested as a unit
+import { restOptionsFrom } from '../src/rest/client.ts';
+// internal: the REST process handle is tested as a unit
 import { RemoteProcess } from '../src/rest/process.ts';
 import { RestServer, startRestServer } from '../src/rest/server.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';

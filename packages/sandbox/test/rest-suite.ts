@@ -6,12 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CodeBox } from '../src/boxes/code.ts';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError, ExecError, TimeoutError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
-import { JsBox } from '../src/runtime/box.ts';
-import { JsExecution } from '../src/runtime/execution.ts';
+import {
+  BoxError,
+  CodeBox,
+  ExecError,
+  JsBox,
+  JsExecution,
+  type JsRuntime,
+  SimpleBox,
+  TimeoutError,
+} from '../src/index.ts';
 import { BUSYBOX, run } from './runtime-helpers.ts';
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;

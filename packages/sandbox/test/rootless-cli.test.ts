@@ -9,7 +9,9 @@ import { existsSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+// internal: the doctor and user lookup are called in-process
 import { lookupUser, runDoctor } from '../src/cli/doctor.ts';
+// internal: the setup command is called in-process
 import { runSetup } from '../src/cli/setup.ts';
 import { cgroupDelegation, cgroupMounts, delegatedControllers, parseRanges } from './rootless-helpers.ts';
 

@@ -4,8 +4,10 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+// internal: subordinate-id parsing reads /etc/subuid as the engine does
 import { parseSubid, type SubidEntry } from '../src/engine/idmap.ts';
 
+// internal: the rootless host checks the rootless tests compare against
 export { cgroupDelegation, cgroupMounts, delegatedControllers } from '../src/engine/rootless-host.ts';
 
 /** The account `npm run test:setup` prepares with `sandbox setup`. */

@@ -11,10 +11,14 @@ import { createServer, type Server } from 'node:net';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+// internal: the rootless engine is tested under the runtime, on a plain rootfs
 import { makeBusyboxRootfs } from '../src/engine/rootfs.ts';
+// internal: the rootless engine is tested as a unit
 import { RootlessEngine } from '../src/engine/rootless.ts';
+// internal: the rootless host checks are tested as units
 import { cgroupDelegation, cgroupMounts, subordinateRanges } from '../src/engine/rootless-host.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
+// internal: the host's own addresses the box must not reach
 import { hostIpv4Addresses } from '../src/network/destinations.ts';
 import { buildLayer, pushFixture } from './helpers/registry.ts';
 import { processUids } from './rootless-helpers.ts';

@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
+// internal: the user lookup names the rootless test user
 import { lookupUser } from '../src/cli/doctor.ts';
 import { cgroupDelegation, cgroupMounts, hostMounts, ROOTLESS_TEST_USER } from './rootless-helpers.ts';
 import { ensureRegistry } from './runtime-helpers.ts';

@@ -5,9 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { SimpleBox } from '../src/boxes/simple.ts';
-import { BoxError } from '../src/errors.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, JsRuntime, SimpleBox } from '../src/index.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, tempHome } from './runtime-helpers.ts';
 
 describe('default runtime', () => {

@@ -6,9 +6,11 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
+// internal: an engine process double drives the execution unit
 import type { EngineProcess } from '../src/engine/types.ts';
-import { BoxError } from '../src/errors.ts';
-import { type ExecutionReport, JsExecution } from '../src/runtime/execution.ts';
+import { BoxError, JsExecution } from '../src/index.ts';
+// internal: the execution's report type (not exported)
+import type { ExecutionReport } from '../src/runtime/execution.ts';
 
 function hostProcess(script: string): EngineProcess {
   const child = spawn('/bin/sh', ['-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });

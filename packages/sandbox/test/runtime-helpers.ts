@@ -16,14 +16,18 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { cacheDir } from '../scripts/offline-images.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
-import type { JsBox } from '../src/runtime/box.ts';
-import type { JsImageRegistry } from '../src/types.ts';
+// internal: findExecutable looks runsc up on PATH the way the engine does
+import { findExecutable } from '../src/engine/engine.ts';
+import { type JsBox, type JsImageRegistry, JsRuntime } from '../src/index.ts';
 
 /** The local registry of the test images (`busybox:latest`, `library/python:slim`). */
 export const REGISTRIES: JsImageRegistry[] = [{ host: '127.0.0.1:5000', transport: 'http', search: true }];
 /** Small image for most tests. */
 export const BUSYBOX = 'busybox:latest';
+/** node:test's `skip` for the gVisor tests: `false` when runsc is installed, else the reason. */
+export const GVISOR_SKIP: string | false = findExecutable('runsc')
+  ? false
+  : 'runsc is not installed (npm run test:setup installs it)';
 
 const packageDir = join(import.meta.dirname, '..');
 

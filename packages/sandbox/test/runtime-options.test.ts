@@ -5,9 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DEFAULT_CPUS, DEFAULT_MEMORY_MIB } from '../src/constants.ts';
-import { BoxError } from '../src/errors.ts';
-import { validateBoxOptions } from '../src/runtime/options.ts';
+import { BoxError, DEFAULT_CPUS, DEFAULT_MEMORY_MIB, validateBoxOptions } from '../src/index.ts';
 
 function rejects(options: unknown, field: string, pattern: RegExp, context = {}) {
   assert.throws(

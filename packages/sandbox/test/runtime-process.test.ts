@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+// internal: the state database is read directly
 import { StateDb } from '../src/runtime/state.ts';
 import {
   BUSYBOX,

@@ -14,8 +14,8 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
+import { BoxError, type JsRuntime } from '../src/index.ts';
+// internal: the state database is read directly
 import { StateDb } from '../src/runtime/state.ts';
 import {
   BUSYBOX,

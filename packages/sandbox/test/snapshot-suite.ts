@@ -12,9 +12,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BoxError } from '../src/errors.ts';
-import type { JsRuntime } from '../src/js-runtime.ts';
-import type { JsBox } from '../src/runtime/box.ts';
+import { BoxError, type JsBox, type JsRuntime } from '../src/index.ts';
 import { BUSYBOX, run } from './runtime-helpers.ts';
 
 /** A runtime under test and where its imports go (another homeDir locally, the same server over REST). */

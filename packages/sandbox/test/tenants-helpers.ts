@@ -2,7 +2,7 @@
  * Helpers of the shared-service tests (`tenants-*.test.ts`): a REST server with an operator key
  * over a fresh runtime, managed keys for tenants, and raw JSON requests.
  */
-import type { JsRuntime } from '../src/js-runtime.ts';
+import type { JsRuntime } from '../src/index.ts';
 import { type RestServer, type RestServerOptions, startRestServer } from '../src/rest/server.ts';
 import { seededHome, testRuntime } from './runtime-helpers.ts';
 

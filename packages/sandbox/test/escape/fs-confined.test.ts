@@ -19,10 +19,13 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+// internal: the confined file operations are tested as units
 import { lstatInRoot, readFileInRoot, writeFileInRoot } from '../../src/engine/confined.ts';
+// internal: host path opening is tested as a unit
 import { openHostPath } from '../../src/engine/hostpath.ts';
+// internal: boxes are made with the engine directly
 import { createEngine, makeBusyboxRootfs, type OciEngine } from '../../src/engine/index.ts';
-import { BoxError } from '../../src/errors.ts';
+import { BoxError } from '../../src/index.ts';
 import { execSh, specFactory } from '../helpers/engine.ts';
 import { assertHostUntouched, type HostMarker, makeHostMarker, snapshotHost } from './helpers.ts';
 

@@ -9,6 +9,7 @@ import { existsSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+// internal: the box disk is tested as a unit
 import { btrfsAvailable, DEFAULT_DISK_SIZE_GB } from '../../src/engine/disk.ts';
 import { engineTestBed, execSh } from '../helpers/engine.ts';
 import { assertHostUntouched, snapshotHost } from './helpers.ts';

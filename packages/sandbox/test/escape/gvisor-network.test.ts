@@ -15,10 +15,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { findExecutable } from '../../src/engine/engine.ts';
-import type { JsRuntime } from '../../src/js-runtime.ts';
-import type { JsBox } from '../../src/runtime/box.ts';
-import { cleanupAll, ensureRegistry, tempHome, testRuntime } from '../runtime-helpers.ts';
+import type { JsBox, JsRuntime } from '../../src/index.ts';
+import { cleanupAll, ensureRegistry, GVISOR_SKIP, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
 import { type HostListeners, hostListeners } from './network-listeners.ts';
 import {
@@ -30,7 +28,7 @@ import {
   trySockets as trySocketsTo,
 } from './network-probes.ts';
 
-const skip = findExecutable('runsc') ? false : 'runsc is not installed';
+const skip = GVISOR_SKIP;
 const PYTHON = 'python:slim';
 const VETH = `sbxgvn${process.pid % 100000}`;
 const HOST_TARGETS = ['10.0.2.2', '198.18.0.2', '127.0.0.1', HOST_A, HOST_B];

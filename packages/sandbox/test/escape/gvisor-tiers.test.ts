@@ -12,11 +12,14 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { findExecutable } from '../../src/engine/engine.ts';
+// internal: the tiered engine is tested as a unit
 import { createTieredEngine, type IsolationTier, type TieredEngine } from '../../src/engine/gvisor-tiers.ts';
+// internal: boxes are made with the engine directly
 import { makeBusyboxRootfs } from '../../src/engine/index.ts';
+// internal: boxes are made with the engine directly
 import type { EngineBoxSpec } from '../../src/engine/types.ts';
 import { execSh, specFactory } from '../helpers/engine.ts';
+import { GVISOR_SKIP } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostMarker, makeHostMarker, snapshotHost } from './helpers.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'escape-tiers-'));
@@ -50,7 +53,7 @@ function hostSysctls(): string[] {
  * the host untouched.
  */
 function attackCases(tier: IsolationTier): void {
-  const skip = tier === 'gvisor' && !findExecutable('runsc') ? 'runsc is not installed' : false;
+  const skip = tier === 'gvisor' ? GVISOR_SKIP : false;
   const spec = specFactory(tmp, rootfs, tier === 'gvisor' ? 'escg' : 'escc', {
     isolation: tier,
     memoryMib: 64,

@@ -9,10 +9,8 @@ import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { findExecutable } from '../../src/engine/engine.ts';
-import { BoxError } from '../../src/errors.ts';
-import { JsRuntime } from '../../src/js-runtime.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome } from '../runtime-helpers.ts';
+import { BoxError, JsRuntime } from '../../src/index.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, GVISOR_SKIP, run, tempHome } from '../runtime-helpers.ts';
 import {
   BOX_LAYER_CASES,
   canaryFacts,
@@ -23,7 +21,7 @@ import {
   tarOf,
 } from './hostile-layers.ts';
 
-const skip = findExecutable('runsc') ? false : 'runsc is not installed (npm run test:setup installs it)';
+const skip = GVISOR_SKIP;
 const GVISOR = { isolation: 'gvisor' } as const;
 let home: string;
 let canary: string;

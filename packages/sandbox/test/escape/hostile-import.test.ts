@@ -12,9 +12,9 @@ import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { BoxError } from '../../src/errors.ts';
-import { JsRuntime } from '../../src/js-runtime.ts';
+import { BoxError, JsRuntime } from '../../src/index.ts';
 import { type RestServer, startRestServer } from '../../src/rest/server.ts';
+// internal: the archive's resource reader is tested as a unit
 import { archiveResources } from '../../src/runtime/archive-import.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome } from '../runtime-helpers.ts';
 import {

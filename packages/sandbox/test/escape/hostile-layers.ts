@@ -20,7 +20,8 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
 import tar from 'tar-stream';
-import { ImageStore } from '../../src/images/index.ts';
+import { ImageStore } from '../../src/index.ts';
+// internal: writes hostile layer tars the way box exports do
 import { writeLayerTar } from '../../src/runtime/archive-tar.ts';
 import type { FixtureEntry } from '../helpers/registry.ts';
 import { REGISTRIES } from '../runtime-helpers.ts';

@@ -11,10 +11,11 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { BoxError } from '../../src/errors.ts';
-import { ImageStore, MediaType, sha256Digest } from '../../src/images/index.ts';
-import type { ImageLimits } from '../../src/images/limits.ts';
+// internal: digest and media-type helpers build the hostile manifests
+import { MediaType, sha256Digest } from '../../src/images/index.ts';
+// internal: the store budget is read directly
 import { StoreBudget } from '../../src/images/store-budget.ts';
+import { BoxError, type ImageLimits, ImageStore } from '../../src/index.ts';
 import {
   buildLayer,
   type FixtureEntry,

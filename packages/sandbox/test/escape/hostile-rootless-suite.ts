@@ -14,9 +14,11 @@ import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { BoxError } from '../../src/errors.ts';
-import { ImageStore, MediaType, sha256Digest } from '../../src/images/index.ts';
+// internal: digest and media-type helpers build the hostile manifests
+import { MediaType, sha256Digest } from '../../src/images/index.ts';
+// internal: the layer unpacker is tested as a unit
 import { extractLayer } from '../../src/images/unpack.ts';
+import { BoxError, ImageStore } from '../../src/index.ts';
 import { buildLayer, type FixtureLayer, pushFixture } from '../helpers/registry.ts';
 import { cleanupAll, tempHome } from '../runtime-helpers.ts';
 import { canaryFacts, HOSTILE_CASES, hostileLayer, makeCanary, tarOf } from './hostile-layers.ts';

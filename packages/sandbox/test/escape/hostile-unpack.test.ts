@@ -12,9 +12,11 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { BoxError } from '../../src/errors.ts';
+// internal: the layer unpacker is tested as a unit
 import { UnpackBudget } from '../../src/images/limits.ts';
+// internal: the layer unpacker is tested as a unit
 import { extractLayer } from '../../src/images/unpack.ts';
+import { BoxError } from '../../src/index.ts';
 import { canaryFacts, HOSTILE_CASES, hostileLayer, makeCanary, tarOf } from './hostile-layers.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'seed-hostile-unpack-'));

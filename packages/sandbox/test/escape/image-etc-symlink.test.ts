@@ -8,8 +8,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { SimpleBox } from '../../src/boxes/simple.ts';
-import { BoxError } from '../../src/errors.ts';
+import { BoxError, SimpleBox } from '../../src/index.ts';
 import { buildLayer, type FixtureLayer, localRegistry, pushFixture } from '../helpers/registry.ts';
 import { cleanupAll, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostMarker, makeHostMarker, snapshotHost } from './helpers.ts';

@@ -15,8 +15,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { JsRuntime } from '../../src/js-runtime.ts';
-import type { JsBox } from '../../src/runtime/box.ts';
+import type { JsBox, JsRuntime } from '../../src/index.ts';
 import { cleanupAll, ensureRegistry, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
 import { type HostListeners, hostListeners } from './network-listeners.ts';

@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JsBox } from '../../src/runtime/box.ts';
+import type { JsBox } from '../../src/index.ts';
 import { run } from '../runtime-helpers.ts';
 
 /**

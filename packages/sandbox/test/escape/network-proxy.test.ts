@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server, connect as tcpConnect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+// internal: the host's own addresses the proxy must refuse
 import { hostIpv4Addresses } from '../../src/network/destinations.ts';
+// internal: the secrets proxy is tested as a unit
 import { parseAllowNet, type SecretsProxy, startSecretsProxy } from '../../src/network/index.ts';
 import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
 

@@ -6,9 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+// internal: the default seccomp profile is inspected
 import { defaultSeccompProfile } from '../../src/engine/seccomp.ts';
-import type { JsRuntime } from '../../src/js-runtime.ts';
-import type { JsBox } from '../../src/runtime/box.ts';
+import type { JsBox, JsRuntime } from '../../src/index.ts';
 import { cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
 import { type HostListeners, hostListeners } from './network-listeners.ts';

@@ -11,9 +11,9 @@
 import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
 import { after, before, describe, test } from 'node:test';
+// internal: findExecutable names the host's runtime binaries
 import { findExecutable } from '../../src/engine/engine.ts';
-import type { JsRuntime } from '../../src/js-runtime.ts';
-import type { JsBox } from '../../src/runtime/box.ts';
+import type { JsBox, JsRuntime } from '../../src/index.ts';
 import { cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, boxProcessHostUids, type HostSnapshot, snapshotHost } from './helpers.ts';
 

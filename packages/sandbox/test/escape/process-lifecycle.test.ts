@@ -9,8 +9,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+// internal: boxes are made with the engine directly
 import { createEngine } from '../../src/engine/index.ts';
+// internal: the box rlimits are checked
 import { BOX_RLIMITS } from '../../src/engine/oci.ts';
+// internal: process identity and owner checks are tested as units
 import { ownerAlive, processIdentity } from '../../src/runtime/state.ts';
 import { engineTestBed, execSh } from '../helpers/engine.ts';
 import { assertHostUntouched, snapshotHost } from './helpers.ts';

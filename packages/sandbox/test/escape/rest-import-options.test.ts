@@ -10,11 +10,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { findExecutable } from '../../src/engine/engine.ts';
-import { BoxError } from '../../src/errors.ts';
-import { JsRuntime } from '../../src/js-runtime.ts';
+import { BoxError, JsRuntime } from '../../src/index.ts';
 import type { RestServer } from '../../src/rest/server.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome } from '../runtime-helpers.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, GVISOR_SKIP, run, tempHome } from '../runtime-helpers.ts';
 import { api, createKey, startTenantServer } from '../tenants-helpers.ts';
 import {
   BOX_LAYER_CASES,
@@ -163,7 +161,7 @@ describe('importBox over REST with options passed again', () => {
   });
 
   test('isolation passed again: a hostile box layer imported over REST onto the gVisor tier stays confined', {
-    skip: findExecutable('runsc') ? false : 'runsc is not installed',
+    skip: GVISOR_SKIP,
   }, async () => {
     // ptrace explicitly: the KVM probe is covered by gvisor.test.ts.
     process.env.SEED_SANDBOX_GVISOR_PLATFORM = 'ptrace';

@@ -14,12 +14,16 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { findExecutable } from '../../src/engine/engine.ts';
-import { BoxError } from '../../src/errors.ts';
-import { JsRuntime } from '../../src/js-runtime.ts';
-import type { JsBox } from '../../src/runtime/box.ts';
-import type { JsExecution } from '../../src/runtime/execution.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, run, tempHome } from '../runtime-helpers.ts';
+import { BoxError, type JsBox, type JsExecution, JsRuntime } from '../../src/index.ts';
+import {
+  BUSYBOX,
+  cleanupAll,
+  ensureRegistry,
+  GVISOR_SKIP,
+  REGISTRIES,
+  run,
+  tempHome,
+} from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostMarker, makeHostMarker, snapshotHost } from './helpers.ts';
 
 /**
@@ -32,9 +36,7 @@ const TIERS = [
 ] as const;
 const tmp = mkdtempSync(join(tmpdir(), 'escape-shared-'));
 let marker: HostMarker;
-const gvisorSkip = findExecutable('runsc')
-  ? false
-  : 'runsc is not installed (npm run test:setup installs it)';
+const gvisorSkip = GVISOR_SKIP;
 
 /**
  * The box's flipper: under /shared/in and /shared/out, `d` is renamed back and forth between a

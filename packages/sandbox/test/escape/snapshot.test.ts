@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { JsRuntime } from '../../src/js-runtime.ts';
+import { JsRuntime } from '../../src/index.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostMarker, makeHostMarker, snapshotHost } from './helpers.ts';
 

@@ -9,9 +9,9 @@
 import { once } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { BoxError } from '../../src/errors.ts';
-import { ImageStore } from '../../src/images/index.ts';
+// internal: the store budget is driven directly
 import { StoreBudget } from '../../src/images/store-budget.ts';
+import { BoxError, ImageStore } from '../../src/index.ts';
 
 const [mode, homeDir, max, what] = process.argv.slice(2) as [string, string, string, string];
 const maxStoreBytes = Number(max);

@@ -12,9 +12,11 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, test } from 'node:test';
 import { gzipSync } from 'node:zlib';
-import { BoxError } from '../../src/errors.ts';
+// internal: digest and media-type helpers build the test blobs
 import { MediaType, sha256Digest } from '../../src/images/index.ts';
+// internal: the store budget is tested as a unit
 import { StoreBudget } from '../../src/images/store-budget.ts';
+import { BoxError } from '../../src/index.ts';
 import { type FixtureLayer, localRegistry, pushFixture } from '../helpers/registry.ts';
 import { cleanupAll, tempHome } from '../runtime-helpers.ts';
 import { tarOf } from './hostile-layers.ts';

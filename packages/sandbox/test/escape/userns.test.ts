@@ -35,15 +35,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+// internal: the box disk's layer directories are inspected
 import { diskLayerDirs } from '../../src/engine/disk.ts';
-import { findExecutable } from '../../src/engine/engine.ts';
+// internal: boxes are made with the engine directly
 import { createTieredEngine, type TieredEngine } from '../../src/engine/gvisor-tiers.ts';
+// internal: the id mapping is tested as a unit
 import { ensureSandboxIdRange, type IdMapping } from '../../src/engine/idmap.ts';
+// internal: boxes are made with the engine directly
 import { makeBusyboxRootfs } from '../../src/engine/index.ts';
+// internal: boxes are made with the engine directly
 import type { EngineProcess } from '../../src/engine/types.ts';
+// internal: the local file backend is tested as a unit
 import { LocalFiles } from '../../src/runtime/files/local.ts';
+// internal: processIdentity pins the box's init process
 import { processIdentity } from '../../src/runtime/state.ts';
 import { collect, execSh, specFactory } from '../helpers/engine.ts';
+import { GVISOR_SKIP } from '../runtime-helpers.ts';
 import { assertHostUntouched, snapshotHost } from './helpers.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'escape-userns-'));
@@ -174,7 +181,7 @@ describe('host ids of every box process (/proc/<pid>/status read from the host)'
   });
 
   test('gVisor tier: no process in the box cgroup has host uid 0; the gofer is the range root, the Sentry and stubs its nobody', {
-    skip: findExecutable('runsc') ? false : 'runsc is not installed',
+    skip: GVISOR_SKIP,
   }, async () => {
     const s = specFactory(tmp, rootfs, 'unsg')({ isolation: 'gvisor' });
     const { pid } = await engine.start(s);

@@ -8,12 +8,14 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
+// internal: helpers of the engine-level tests
 import {
   createEngine,
   type EngineBoxSpec,
   makeBusyboxRootfs,
   type OciEngine,
 } from '../../src/engine/index.ts';
+// internal: helpers of the engine-level tests
 import type { EngineProcess } from '../../src/engine/types.ts';
 
 /** What a finished process wrote and its exit code (128+signal when killed by a signal). */

@@ -13,9 +13,11 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
 import { AUTH_PASSWORD, AUTH_REGISTRY_HOST, AUTH_USER, REGISTRY_HOST } from '../../scripts/offline-images.ts';
+// internal: builds test images in the OCI format the store reads
 import { type Descriptor, hostArchitecture, MediaType } from '../../src/images/oci.ts';
+// internal: pushes test images to the local registry
 import { pushImage, sha256Digest } from '../../src/images/push.ts';
-import type { JsImageRegistry } from '../../src/types.ts';
+import type { JsImageRegistry } from '../../src/index.ts';
 
 /** A ready local registry: its host, `imageRegistries` config resolving `python:slim` etc. through it. */
 export interface LocalRegistry {
