@@ -452,6 +452,40 @@ export function storeContract(name: string, opener: StoreOpener): void {
       }
     });
 
+    test('concurrent changes on one store: each commits or rolls back alone, with its audit event', async () => {
+      const store = await open();
+      const audit = { audit: { category: 'Concurrent', outcome: 'Success' } };
+      const results = await Promise.allSettled([
+        ...Array.from({ length: 8 }, (_, i) => store.createUser({ userName: `user${i}` }, audit)),
+        ...Array.from({ length: 4 }, () => store.createUser({ userName: 'twin' }, audit)),
+        store.createUser({ userName: 'nobody', roles: ['no-such-role'] }, audit),
+        store.listUsers({ limit: 100 }),
+        store.appendAudit({ category: 'Concurrent', outcome: 'Denied' }),
+      ]);
+      const failed = results.filter((r) => r.status === 'rejected').map((r) => r.reason);
+      assert.equal(
+        failed.filter((e) => e instanceof ConflictError).length,
+        3,
+        'three of the four twins conflict',
+      );
+      assert.equal(
+        failed.filter((e) => e instanceof ValidationError).length,
+        1,
+        'the unknown role is refused',
+      );
+      assert.equal(failed.length, 4);
+      const users = await store.listUsers({ limit: 100 });
+      const names = users.items.map((u) => u.userName).filter((n) => /^(user\d|twin|nobody)$/.test(n));
+      assert.deepEqual(names.sort(), [...Array.from({ length: 8 }, (_, i) => `user${i}`), 'twin'].sort());
+      const events = await store.listAudit({ category: 'Concurrent', limit: 100 });
+      assert.equal(
+        events.items.filter((e) => e.outcome === 'Success').length,
+        9,
+        'only committed changes are audited',
+      );
+      assert.equal(events.items.filter((e) => e.outcome === 'Denied').length, 1);
+    });
+
     test('across two stores on one database: 50 concurrent wrong-password attempts count exactly 5, then locked', async () => {
       const clock = new ManualClock();
       const a = await open({ now: clock.now });

@@ -22,7 +22,7 @@ export interface ValueEncoding<L, B, J = unknown> {
   /** A boolean: 1 or 0 in SQLite, the boolean in PostgreSQL. */
   bool(value: boolean): B;
   /** A JSON object: JSON text in SQLite, the object itself for a `jsonb` column. */
-  json(value: Readonly<Record<string, string>>): J;
+  json(value: object): J;
 }
 
 /** {@link ValueEncoding} of the SQLite store. */
@@ -33,11 +33,12 @@ export const SQLITE_VALUES: ValueEncoding<string, number, string> = {
 };
 
 /** {@link ValueEncoding} of the PostgreSQL store. */
-export const POSTGRES_VALUES: ValueEncoding<readonly string[], boolean, Readonly<Record<string, string>>> = {
-  list: (values) => values,
-  bool: (value) => value,
-  json: (value) => value,
-};
+export const POSTGRES_VALUES: ValueEncoding<readonly string[], boolean, { readonly [key: string]: unknown }> =
+  {
+    list: (values) => values,
+    bool: (value) => value,
+    json: (value) => value as { readonly [key: string]: unknown },
+  };
 
 /** Inserts a user; parameters: {@link userValues}. */
 export const INSERT_USER = `INSERT INTO users (id, user_name, user_name_key, password_hash, is_enabled,

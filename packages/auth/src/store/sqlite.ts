@@ -1,381 +1,193 @@
-import { NotFoundError } from '../errors.ts';
-import { type FactorStore, SqlFactorStore } from './factors.ts';
-import {
-  authorizationCodeValues,
-  deviceCodeValues,
-  INSERT_AUTHORIZATION_CODE,
-  INSERT_DEVICE_CODE,
-  INSERT_LOGIN_SESSION,
-  INSERT_PUSHED_REQUEST,
-  loginSessionValues,
-  pushedRequestValues,
-  REFRESH_TOKEN_COLUMNS,
-  refreshTokenValues,
-  SQLITE_VALUES,
-} from './inserts.ts';
-import { type LinkStore, SqlLinkStore } from './links.ts';
-import {
-  toCode,
-  toDeviceCode,
-  toKey,
-  toPushedRequest,
-  toRefresh,
-  toRefreshWithOwner,
-  toSession,
-} from './rows.ts';
-import { SqliteClients } from './sqlite/clients.ts';
-import type {
-  AuthorizationCodeRecord,
-  AuthStore,
-  ClientRecord,
-  DeviceCodeRecord,
-  LoginSessionRecord,
-  NewAuthorizationCode,
-  NewLoginSession,
-  NewRefreshToken,
-  NewSigningKey,
-  PushedRequestRecord,
-  RefreshTokenRecord,
-  RefreshTokenWithOwner,
-  SigningKeyRecord,
-} from './types.ts';
-import { devicePoll, UPDATE_DEVICE_POLL } from './updates.ts';
+/**
+ * The default {@link AuthStore}: SQLite through `node:sqlite`, one connection per store. The repository
+ * logic is the one both databases share (`./sql-store.ts`, `./sql/`); this file opens and migrates the
+ * database, runs the optional background checkpointer, keeps the client cache coherent with other
+ * connections, and group-commits the token endpoint's writes (`./sqlite/driver.ts`).
+ */
+import { DatabaseSync } from 'node:sqlite';
+import { Worker } from 'node:worker_threads';
+import { MIGRATIONS } from './migrations.ts';
+import { freezeClient } from './rows.ts';
+import type { ChangeKey, SqlDriver } from './sql/driver.ts';
+import { type ClientLookup, SqlAuthStore } from './sql-store.ts';
+import { SqliteDriver } from './sqlite/driver.ts';
+import type { AuthStore, ClientRecord } from './types.ts';
 
-export type { SqliteAuthStoreOptions } from './sqlite/core.ts';
+/** Options of {@link SqliteAuthStore}. */
+export interface SqliteAuthStoreOptions {
+  /** Database file path, or `':memory:'` (default) for an in-memory database. */
+  path?: string;
+  /** Clock for `createdAt` / `updatedAt` / audit times, ms epoch (default `Date.now`). */
+  now?: () => number;
+  /** How long to wait for a lock held by another connection, ms (default 5000). */
+  busyTimeoutMs?: number;
+  /**
+   * WAL pages after which a commit checkpoints the WAL into the database file (`PRAGMA wal_autocheckpoint`;
+   * files only). Default: SQLite's 1000. Larger values mean fewer checkpoints (each one fsyncs, blocking
+   * the event loop) at the cost of a larger WAL file (4 KiB per page).
+   */
+  walAutocheckpointPages?: number;
+  /**
+   * When set (files only), a worker thread checkpoints the WAL every `backgroundCheckpointMs` ms on its own
+   * connection (`PRAGMA wal_checkpoint(PASSIVE)`, see `checkpointer.ts`), so that the copy into the
+   * database file and its fsync happen off Node's event loop. The automatic checkpoint of this connection
+   * stays on as a backstop (at `walAutocheckpointPages`). Default: off.
+   */
+  backgroundCheckpointMs?: number;
+}
 
-const INSERT_REFRESH_TOKEN = `INSERT INTO refresh_tokens (${REFRESH_TOKEN_COLUMNS})
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+/** The checkpoint worker's module: `.ts` when running from source, `.js` from the published build. */
+const CHECKPOINTER_MODULE = import.meta.url.endsWith('.ts') ? './checkpointer.ts' : './checkpointer.js';
 
-/** Marks an unused, unrevoked refresh token used; parameters: used_at, replaced_by, token_hash. */
-const MARK_REFRESH_TOKEN_USED = `UPDATE refresh_tokens SET used_at = ?, replaced_by = ?
-  WHERE token_hash = ? AND used_at IS NULL AND revoked_at IS NULL`;
+/** Entries of the client cache (clients and misses); it is emptied when full. */
+const CLIENT_CACHE_LIMIT = 1024;
 
 /**
- * The default {@link AuthStore}: SQLite through `node:sqlite`. Synchronous inside, async at the interface.
- * This file holds the token lifecycle, login sessions and the OAuth extension state; the rest is in
- * `./sqlite/` (core, users, clients).
+ * Parsed client records (and misses) by id, valid while `PRAGMA data_version` is unchanged (it changes
+ * when another connection commits) and dropped by this store's own client writes.
  */
-export class SqliteAuthStore extends SqliteClients implements AuthStore {
-  /** Links to upstream provider accounts (`./links.ts`) over this connection. */
-  readonly links: LinkStore = new SqlLinkStore({
-    get: async (sql, ...params) => this.sqlGet(sql, ...params),
-    all: async (sql, ...params) => this.sqlAll(sql, ...params),
-    run: async (sql, ...params) => this.sqlRun(sql, ...params),
-  });
-  /** Second factors (`./factors.ts`) over this connection. */
-  readonly factors: FactorStore = new SqlFactorStore({
-    get: async (sql, ...params) => this.sqlGet(sql, ...params),
-    all: async (sql, ...params) => this.sqlAll(sql, ...params),
-    run: async (sql, ...params) => this.sqlRun(sql, ...params),
-  });
+class DataVersionClientCache implements ClientLookup {
+  readonly #entries = new Map<string, ClientRecord | undefined>();
+  readonly #db: SqlDriver;
+  #version: number | undefined;
+  /** Bumped by every invalidation: a read that overlapped one is not cached. */
+  #generation = 0;
 
-  // ── refresh tokens, authorization codes, signing keys, login sessions ──
-
-  async insertRefreshToken(input: NewRefreshToken): Promise<RefreshTokenRecord> {
-    return this.change('refresh token', { field: 'tokenHash', value: '…' }, undefined, () => {
-      const row = this.sqlGet(`${INSERT_REFRESH_TOKEN} RETURNING *`, ...refreshTokenValues(input));
-      return toRefresh(row!);
-    });
+  constructor(db: SqlDriver) {
+    this.#db = db;
   }
 
-  async findRefreshToken(tokenHash: string): Promise<RefreshTokenRecord | undefined> {
-    return this.sqlGetAs(toRefresh, 'SELECT * FROM refresh_tokens WHERE token_hash = ?', String(tokenHash));
+  async get(
+    clientId: string,
+    load: () => Promise<ClientRecord | undefined>,
+  ): Promise<ClientRecord | undefined> {
+    const version = Number((await this.#db.get('PRAGMA data_version'))?.data_version);
+    if (version !== this.#version) {
+      this.#entries.clear();
+      this.#version = version;
+    }
+    if (this.#entries.has(clientId)) return this.#entries.get(clientId);
+    const generation = this.#generation;
+    const record = await load();
+    if (record) freezeClient(record);
+    if (generation === this.#generation) {
+      if (this.#entries.size >= CLIENT_CACHE_LIMIT) this.#entries.clear();
+      this.#entries.set(clientId, record);
+    }
+    return record;
   }
 
-  async findRefreshTokenWithOwner(tokenHash: string): Promise<RefreshTokenWithOwner | undefined> {
-    const row = this.sqlGet(
-      `SELECT t.*, u.id AS owner_id, u.user_name AS owner_user_name, u.is_enabled AS owner_is_enabled,
-        u.lockout_end AS owner_lockout_end, u.security_stamp AS owner_security_stamp
-        FROM refresh_tokens t LEFT JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?`,
-      String(tokenHash),
-    );
-    return row ? toRefreshWithOwner(row) : undefined;
+  invalidate(): void {
+    this.#generation++;
+    this.#entries.clear();
   }
+}
 
-  async markRefreshTokenUsed(tokenHash: string, now: number, replacedBy: string | null): Promise<boolean> {
-    return this.sqlRun(MARK_REFRESH_TOKEN_USED, now, replacedBy, tokenHash) > 0;
-  }
+/** See the module comment. */
+export class SqliteAuthStore extends SqlAuthStore implements AuthStore {
+  readonly #database: DatabaseSync;
+  readonly #driver: SqliteDriver;
+  readonly #now: () => number;
+  #checkpointer: Worker | undefined;
+  #checkpointerExited: Promise<void> = Promise.resolve();
 
   /**
-   * Group commit: rotations requested during one turn of the event loop are written in one
-   * `BEGIN IMMEDIATE` … `COMMIT` (each in its own savepoint, so one failure affects only its caller), and
-   * every promise settles only after that commit. Under concurrent refresh traffic this shares one WAL
-   * append (and its write syscalls) among the rotations of a turn; durability per answer is unchanged.
+   * Opens (creating if needed) the database and applies pending migrations.
+   * @throws Error when the file cannot be opened or a migration fails (nothing of that migration is
+   * applied); RangeError for a bad `walAutocheckpointPages` or `backgroundCheckpointMs`.
    */
-  async rotateRefreshToken(tokenHash: string, next: NewRefreshToken, now: number): Promise<boolean> {
-    const hash = String(tokenHash);
-    return this.enqueue('refresh token', () => this.#rotate(hash, next, now));
-  }
-
-  /** One rotation inside the group commit's transaction: mark used (if unused and unrevoked), insert the successor. */
-  #rotate(tokenHash: string, next: NewRefreshToken, now: number): boolean {
-    if (this.sqlRun(MARK_REFRESH_TOKEN_USED, now, next.tokenHash, tokenHash) === 0) return false;
-    this.sqlRun(INSERT_REFRESH_TOKEN, ...refreshTokenValues(next));
-    return true;
-  }
-
-  async revokeRefreshToken(tokenHash: string, now: number): Promise<boolean> {
-    return (
-      this.sqlRun(
-        'UPDATE refresh_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL',
-        now,
-        tokenHash,
-      ) > 0
-    );
-  }
-
-  async revokeRefreshTokenFamily(familyId: string, now: number): Promise<number> {
-    return this.sqlRun(
-      'UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND used_at IS NULL AND revoked_at IS NULL',
-      now,
-      familyId,
-    );
-  }
-
-  async revokeUserRefreshTokens(userId: string, now: number): Promise<number> {
-    return this.sqlRun(
-      'UPDATE refresh_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL',
-      now,
-      userId,
-    );
-  }
-
-  async insertAuthorizationCode(input: NewAuthorizationCode): Promise<AuthorizationCodeRecord> {
-    return this.change('authorization code', { field: 'codeHash', value: '…' }, undefined, () => {
-      const row = this.sqlGet(
-        INSERT_AUTHORIZATION_CODE,
-        ...authorizationCodeValues(input, (amr) => JSON.stringify(amr)),
-      );
-      return toCode(row!);
+  constructor(options: SqliteAuthStoreOptions = {}) {
+    const path = options.path ?? ':memory:';
+    const database = new DatabaseSync(path, {
+      enableForeignKeyConstraints: true,
+      timeout: options.busyTimeoutMs ?? 5000,
     });
-  }
-
-  async findAuthorizationCode(codeHash: string): Promise<AuthorizationCodeRecord | undefined> {
-    return this.sqlGetAs(toCode, 'SELECT * FROM authorization_codes WHERE code_hash = ?', String(codeHash));
-  }
-
-  async consumeAuthorizationCode(
-    codeHash: string,
-    now: number,
-  ): Promise<AuthorizationCodeRecord | undefined> {
-    return this.sqlGetAs(
-      toCode,
-      'UPDATE authorization_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL RETURNING *',
-      now,
-      String(codeHash),
-    );
-  }
-
-  async insertSigningKey(input: NewSigningKey): Promise<SigningKeyRecord> {
-    return this.change('signing key', { field: 'kid', value: input.kid }, undefined, () => {
-      const row = this.sqlGet(
-        `INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, expires_at)
-          VALUES (?, ?, ?, ?, ?, ?) RETURNING *`,
-        input.kid,
-        input.alg,
-        JSON.stringify(input.privateJwk),
-        JSON.stringify(input.publicJwk),
-        input.createdAt,
-        input.expiresAt ?? null,
-      );
-      return toKey(row!);
-    });
-  }
-
-  async listSigningKeys(
-    options: { includeRetired?: boolean; now?: number } = {},
-  ): Promise<SigningKeyRecord[]> {
-    const now = options.now ?? this.clock();
-    const sql = options.includeRetired
-      ? 'SELECT * FROM signing_keys WHERE expires_at IS NULL OR expires_at > ? ORDER BY created_at DESC, kid'
-      : 'SELECT * FROM signing_keys WHERE retired_at IS NULL AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, kid';
-    return this.sqlAll(sql, now).map(toKey);
-  }
-
-  async retireSigningKey(kid: string, at: number, expiresAt: number | null): Promise<void> {
-    if (
-      this.sqlRun(
-        'UPDATE signing_keys SET retired_at = ?, expires_at = ? WHERE kid = ?',
-        at,
-        expiresAt,
-        kid,
-      ) === 0
-    ) {
-      throw new NotFoundError('signing key', kid);
+    const driver = new SqliteDriver(database);
+    const now = options.now ?? Date.now;
+    super(driver, now, new DataVersionClientCache(driver));
+    this.#database = database;
+    this.#driver = driver;
+    this.#now = now;
+    if (path !== ':memory:') {
+      database.exec('PRAGMA journal_mode = WAL');
+      database.exec('PRAGMA synchronous = NORMAL');
+      const pages = options.walAutocheckpointPages;
+      if (pages !== undefined) {
+        if (!Number.isSafeInteger(pages) || pages < 1)
+          throw new RangeError('walAutocheckpointPages: positive integer');
+        database.exec(`PRAGMA wal_autocheckpoint = ${pages}`);
+      }
+    }
+    this.#migrate();
+    const interval = options.backgroundCheckpointMs;
+    if (interval !== undefined && path !== ':memory:') {
+      if (!Number.isSafeInteger(interval) || interval < 1)
+        throw new RangeError('backgroundCheckpointMs: positive integer (ms)');
+      const checkpointer = new Worker(new URL(CHECKPOINTER_MODULE, import.meta.url), {
+        workerData: { path, intervalMs: interval },
+      });
+      this.#checkpointer = checkpointer;
+      this.#checkpointerExited = new Promise<void>((resolve) => checkpointer.once('exit', () => resolve()));
+      checkpointer.unref();
+      checkpointer.on('error', () => {
+        // The automatic checkpoint of this connection remains; nothing to recover here.
+      });
     }
   }
 
-  async createLoginSession(input: NewLoginSession): Promise<LoginSessionRecord> {
-    return this.change('login session', { field: 'sessionHash', value: '…' }, undefined, () => {
-      const row = this.sqlGet(INSERT_LOGIN_SESSION, ...loginSessionValues(input, SQLITE_VALUES));
-      return toSession(row!);
-    });
+  /** Versions of the applied migrations, ascending. */
+  appliedMigrations(): number[] {
+    return this.#database
+      .prepare('SELECT version FROM schema_migrations ORDER BY version')
+      .all()
+      .map((row) => Number(row.version));
   }
 
-  async getLoginSession(sessionHash: string): Promise<LoginSessionRecord | undefined> {
-    return this.sqlGetAs(
-      toSession,
-      'SELECT * FROM login_sessions WHERE session_hash = ?',
-      String(sessionHash),
-    );
+  /** The SQLite journal mode in effect (`wal` for files, `memory` for `:memory:`). */
+  journalMode(): string {
+    return String(this.#database.prepare('PRAGMA journal_mode').get()?.journal_mode);
   }
 
-  async revokeLoginSession(sessionHash: string, now: number): Promise<boolean> {
-    return (
-      this.sqlRun(
-        'UPDATE login_sessions SET revoked_at = ? WHERE session_hash = ? AND revoked_at IS NULL',
-        now,
-        sessionHash,
-      ) > 0
-    );
+  /** Applies the pending migrations, each in its own transaction (synchronously, before any other use). */
+  #migrate(): void {
+    const database = this.#database;
+    database.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`);
+    const applied = new Set(this.appliedMigrations());
+    for (const migration of MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      database.exec('BEGIN IMMEDIATE');
+      try {
+        database.exec(migration.sql);
+        database
+          .prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
+          .run(migration.version, migration.name, this.#now());
+        database.exec('COMMIT');
+      } catch (error) {
+        database.exec('ROLLBACK');
+        throw error;
+      }
+    }
   }
 
-  async findLoginSessionBySid(sid: string): Promise<LoginSessionRecord | undefined> {
-    if (typeof sid !== 'string') return undefined;
-    return this.sqlGetAs(toSession, 'SELECT * FROM login_sessions WHERE sid = ?', sid);
+  /** Group-committed with the other writes of this event-loop turn (see `SqliteDriver.batch`). */
+  protected override batched(
+    entity: string,
+    key: ChangeKey,
+    work: (db: SqlDriver) => Promise<boolean>,
+  ): Promise<boolean> {
+    return this.#driver.batch(entity, key, work);
   }
 
-  async endLoginSession(sessionHash: string, now: number): Promise<number> {
-    return this.tx(() => {
-      const session = this.sqlGet(
-        'UPDATE login_sessions SET revoked_at = coalesce(revoked_at, ?) WHERE session_hash = ? RETURNING sid',
-        now,
-        String(sessionHash),
-      );
-      if (!session || session.sid === null || session.sid === undefined) return 0;
-      return this.sqlRun(
-        'UPDATE refresh_tokens SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL',
-        now,
-        String(session.sid),
-      );
-    });
-  }
-
-  async addSessionClient(sid: string, clientId: string, now: number): Promise<void> {
-    this.sqlRun(
-      'INSERT INTO session_clients (session_id, client_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING',
-      sid,
-      clientId,
-      now,
-    );
-  }
-
-  async listSessionClients(sid: string): Promise<ClientRecord[]> {
-    return this.sqlAll(
-      'SELECT client_id FROM session_clients WHERE session_id = ? ORDER BY client_id',
-      String(sid),
-    ).flatMap((row) => this.clientRecord(String(row.client_id)) ?? []);
-  }
-
-  async purgeExpired(now: number): Promise<number> {
-    return this.tx(
-      () =>
-        this.sqlRun('DELETE FROM refresh_tokens WHERE expires_at <= ?', now) +
-        this.sqlRun('DELETE FROM authorization_codes WHERE expires_at <= ?', now) +
-        this.sqlRun('DELETE FROM login_sessions WHERE expires_at <= ?', now) +
-        this.sqlRun('DELETE FROM signing_keys WHERE expires_at IS NOT NULL AND expires_at <= ?', now) +
-        this.sqlRun('DELETE FROM replay_cache WHERE expires_at <= ?', now) +
-        this.sqlRun('DELETE FROM pushed_authorization_requests WHERE expires_at <= ?', now) +
-        this.sqlRun('DELETE FROM device_codes WHERE expires_at <= ?', now),
-    );
-  }
-
-  async insertDeviceCode(
-    input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
-  ): Promise<DeviceCodeRecord> {
-    return this.change('device code', { field: 'userCode', value: input.userCode }, undefined, () => {
-      const row = this.sqlGet(INSERT_DEVICE_CODE, ...deviceCodeValues(input));
-      return toDeviceCode(row!);
-    });
-  }
-
-  async findDeviceCodeByUserCode(userCode: string): Promise<DeviceCodeRecord | undefined> {
-    return this.sqlGetAs(toDeviceCode, 'SELECT * FROM device_codes WHERE user_code = ?', String(userCode));
-  }
-
-  async pollDeviceCode(
-    deviceCodeHash: string,
-    now: number,
-  ): Promise<{ record: DeviceCodeRecord; slowDown: boolean } | undefined> {
-    return this.tx(() => {
-      const record = this.sqlGetAs(
-        toDeviceCode,
-        'SELECT * FROM device_codes WHERE device_code_hash = ?',
-        String(deviceCodeHash),
-      );
-      if (!record) return undefined;
-      const { slowDown, params } = devicePoll(record, now);
-      this.sqlRun(UPDATE_DEVICE_POLL, ...params);
-      return { record, slowDown };
-    });
-  }
-
-  async decideDeviceCode(userCode: string, approved: boolean, userId: string, now: number): Promise<boolean> {
-    return (
-      this.sqlRun(
-        `UPDATE device_codes SET status = ?, user_id = ?
-          WHERE user_code = ? AND status = 'pending' AND expires_at > ?`,
-        approved ? 'approved' : 'denied',
-        userId,
-        String(userCode),
-        now,
-      ) === 1
-    );
-  }
-
-  async consumeDeviceCode(deviceCodeHash: string): Promise<boolean> {
-    return (
-      this.sqlRun(
-        `UPDATE device_codes SET status = 'used' WHERE device_code_hash = ? AND status = 'approved'`,
-        String(deviceCodeHash),
-      ) === 1
-    );
-  }
-
-  async insertPushedRequest(input: Omit<PushedRequestRecord, 'usedAt'>): Promise<PushedRequestRecord> {
-    return this.change('pushed request', { field: 'requestHash', value: '…' }, undefined, () => {
-      const row = this.sqlGet(INSERT_PUSHED_REQUEST, ...pushedRequestValues(input, SQLITE_VALUES));
-      return toPushedRequest(row!);
-    });
-  }
-
-  async findPushedRequest(requestHash: string): Promise<PushedRequestRecord | undefined> {
-    return this.sqlGetAs(
-      toPushedRequest,
-      'SELECT * FROM pushed_authorization_requests WHERE request_hash = ?',
-      String(requestHash),
-    );
-  }
-
-  async consumePushedRequest(requestHash: string, now: number): Promise<boolean> {
-    return (
-      this.sqlRun(
-        `UPDATE pushed_authorization_requests SET used_at = ?
-          WHERE request_hash = ? AND used_at IS NULL AND expires_at > ?`,
-        now,
-        String(requestHash),
-        now,
-      ) === 1
-    );
-  }
-
-  async claimReplayKey(kind: string, key: string, expiresAt: number, now: number): Promise<boolean> {
-    // Committed with the rotations of the same event-loop turn (one commit for many DPoP refreshes). One
-    // statement: inserts the key, or takes over an expired row of the same key; `BEGIN IMMEDIATE` makes
-    // the check and the write atomic against every other connection.
-    const kindText = String(kind);
-    const keyText = String(key);
-    return this.enqueue(
-      'replay key',
-      () =>
-        this.sqlRun(
-          `INSERT INTO replay_cache (kind, key, expires_at) VALUES (?, ?, ?)
-            ON CONFLICT (kind, key) DO UPDATE SET expires_at = excluded.expires_at WHERE replay_cache.expires_at <= ?`,
-          kindText,
-          keyText,
-          expiresAt,
-          now,
-        ) === 1,
-    );
+  /** Commits pending group writes, stops the checkpointer and closes the database. */
+  async close(): Promise<void> {
+    if (this.#database.isOpen) await this.#driver.flush();
+    const checkpointer = this.#checkpointer;
+    if (checkpointer) {
+      this.#checkpointer = undefined;
+      checkpointer.postMessage('stop');
+      await this.#checkpointerExited;
+    }
+    if (this.#database.isOpen) this.#database.close();
   }
 }

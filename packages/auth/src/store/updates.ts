@@ -44,7 +44,7 @@ export function devicePoll(
  * one row `{ hit: 1 }` if so. `seed` is the first placeholder as the dialect needs it typed
  * (`'?'` for SQLite, `'?::text'` for PostgreSQL).
  */
-export function roleInheritsSql(seed: '?' | '?::text'): string {
+export function roleInheritsSql(seed: string): string {
   return `WITH RECURSIVE up(id) AS (SELECT ${seed} UNION SELECT rp.parent_id FROM role_parents rp JOIN up ON rp.role_id = up.id)
     SELECT 1 AS hit FROM up WHERE id = ?`;
 }

@@ -1,79 +1,17 @@
 /**
- * Query helpers of the PostgreSQL store over the `postgres` driver: statements are written with `?`
- * placeholders (as the SQLite store's are) and run as prepared statements with `$n` parameters; writes run
- * in transactions ({@link change}) that also append the optional audit event; PostgreSQL constraint errors
- * become the typed errors of `../../errors.ts`.
+ * The {@link SqlDriver} of the PostgreSQL store over the `postgres` driver: statements are written with
+ * `?` placeholders (as the SQLite store's are) and run as prepared statements with `$n` parameters; a
+ * transaction reserves one connection of the pool (`sql.begin`). PostgreSQL constraint errors become the
+ * typed errors of `../../errors.ts`.
  */
 import type postgres from 'postgres';
 import { ConflictError, ConstraintError } from '../../errors.ts';
-import { auditValues, likePattern, paging } from '../inputs.ts';
-import { type Row, toAudit } from '../rows.ts';
-import type { AuditEvent, ChangeOptions, ListQuery, NewAuditEvent, Page } from '../types.ts';
+import { POSTGRES_VALUES } from '../inserts.ts';
+import type { Row } from '../rows.ts';
+import { type Dialect, dialectSelects, type SqlDriver, type SqlParam } from '../sql/driver.ts';
 
-/** A connection pool or a transaction: anything that runs queries. */
-export type Q = postgres.ISql;
-
-/**
- * A statement parameter. Arrays and objects are for `jsonb` columns (the driver serializes them as JSON
- * once the server has described the parameter's type).
- */
-export type Param =
-  | string
-  | number
-  | boolean
-  | null
-  | readonly unknown[]
-  | { readonly [key: string]: unknown };
-
-/** What the store's area modules share: the pool and the clock. */
-export interface PgContext {
-  readonly sql: postgres.Sql;
-  /** ms epoch. */
-  readonly now: () => number;
-}
-
-const texts = new Map<string, string>();
-
-/** `?` placeholders → `$1`, `$2`, … (the statements of this store have no `?` in literals). */
-function pgText(text: string): string {
-  let converted = texts.get(text);
-  if (converted === undefined) {
-    let n = 0;
-    converted = text.replace(/\?/g, () => `$${++n}`);
-    texts.set(text, converted);
-  }
-  return converted;
-}
-
-function exec(q: Q, text: string, params: Param[]) {
-  return q.unsafe(pgText(text), params as postgres.ParameterOrJSON<never>[], { prepare: true });
-}
-
-/** Every row of a statement. */
-export async function all(q: Q, text: string, ...params: Param[]): Promise<Row[]> {
-  return [...(await exec(q, text, params))] as Row[];
-}
-
-/** The first row of a statement, or undefined. */
-export async function get(q: Q, text: string, ...params: Param[]): Promise<Row | undefined> {
-  return (await exec(q, text, params))[0] as Row | undefined;
-}
-
-/** The first row mapped by `map`, or undefined. */
-export async function getAs<T>(
-  map: (row: Row) => T,
-  q: Q,
-  text: string,
-  ...params: Param[]
-): Promise<T | undefined> {
-  const row = await get(q, text, ...params);
-  return row ? map(row) : undefined;
-}
-
-/** Runs a statement. @returns the number of rows it changed. */
-export async function run(q: Q, text: string, ...params: Param[]): Promise<number> {
-  return (await exec(q, text, params)).count;
-}
+/** Advisory lock key serializing changes of the role inheritance graph (see `../sql/roles.ts`). */
+const ROLE_GRAPH_LOCK_KEY = 4_100_022;
 
 /** PostgreSQL error codes (Appendix A): unique violation, foreign key violation. */
 const UNIQUE_VIOLATION = '23505';
@@ -91,75 +29,63 @@ export function constraintError(entity: string, field: string, value: string, er
   return error;
 }
 
-/** Runs `fn` in one transaction. */
-export async function tx<T>(ctx: PgContext, fn: (q: Q) => Promise<T>): Promise<T> {
-  return (await ctx.sql.begin((t) => fn(t))) as T;
-}
+/** The PostgreSQL {@link Dialect}. */
+export const POSTGRES_DIALECT: Dialect = {
+  name: 'postgres',
+  values: POSTGRES_VALUES,
+  typed: (type) => `?::${type}`,
+  forUpdate: ' FOR UPDATE',
+  ...dialectSelects((column, from) => `ARRAY(SELECT ${column} ${from})`),
+  consentScopesOnConflict: `(SELECT coalesce(jsonb_agg(DISTINCT s ORDER BY s), '[]'::jsonb)
+    FROM jsonb_array_elements_text(consents.scopes || excluded.scopes) AS s)`,
+  roleGraphLock: `SELECT pg_advisory_xact_lock(${ROLE_GRAPH_LOCK_KEY})`,
+  notify: 'SELECT pg_notify(?, ?)',
+  constraintError,
+};
 
-/** Appends an audit event (in the caller's transaction when `q` is one). @throws ValidationError. */
-export async function insertAudit(q: Q, event: NewAuditEvent, now: number): Promise<AuditEvent> {
-  const row = await get(
-    q,
-    `INSERT INTO audit_events (time, category, outcome, subject_id, subject_name, client_id, failure_code,
-      remote_address, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-    ...auditValues(event, now).slice(0, 8),
-    event.details ?? null,
-  );
-  return toAudit(row!);
-}
+const texts = new Map<string, string>();
 
-/**
- * Runs a change in one transaction, appends the optional audit event in it, and maps constraint errors
- * (naming `key.field`).
- */
-export async function change<T>(
-  ctx: PgContext,
-  entity: string,
-  key: { field: string; value: string },
-  options: ChangeOptions | undefined,
-  fn: (q: Q) => Promise<T>,
-): Promise<T> {
-  try {
-    return await tx(ctx, async (q) => {
-      const result = await fn(q);
-      if (options?.audit) await insertAudit(q, options.audit, ctx.now());
-      return result;
-    });
-  } catch (error) {
-    throw constraintError(entity, key.field, key.value, error);
+/** `?` placeholders → `$1`, `$2`, … (the statements of this store have no `?` in literals). */
+function pgText(text: string): string {
+  let converted = texts.get(text);
+  if (converted === undefined) {
+    let n = 0;
+    converted = text.replace(/\?/g, () => `$${++n}`);
+    texts.set(text, converted);
   }
+  return converted;
 }
 
-/** Runs one statement and maps its constraint errors (no transaction needed for a single statement). */
-export async function write<T>(
-  entity: string,
-  key: { field: string; value: string },
-  fn: () => Promise<T>,
-): Promise<T> {
-  try {
-    return await fn();
-  } catch (error) {
-    throw constraintError(entity, key.field, key.value, error);
+/** See the module comment. `q` is the pool, or the connection of an open transaction. */
+export class PgDriver implements SqlDriver {
+  readonly dialect = POSTGRES_DIALECT;
+  readonly #q: postgres.ISql;
+  /** The pool, or undefined inside a transaction (whose nested transactions run inline). */
+  readonly #pool: postgres.Sql | undefined;
+
+  constructor(q: postgres.Sql | postgres.TransactionSql, pool?: postgres.Sql) {
+    this.#q = q;
+    this.#pool = pool;
   }
-}
 
-/**
- * One page of a searchable list and the total count: `search` is the column matched case-insensitively
- * against `query.search`; `select` reads the rows of `table`; `order` sorts them.
- * @throws ValidationError (bad offset, limit or search).
- */
-export async function page<T>(
-  q: Q,
-  query: ListQuery | undefined,
-  sql: { table: string; select: string; search: string; order: string },
-  map: (row: Row) => T,
-): Promise<Page<T>> {
-  const { offset, limit } = paging(query);
-  const like = likePattern(query?.search);
-  const where = `WHERE ${sql.search} LIKE ? ESCAPE '\\'`;
-  const [count, rows] = await Promise.all([
-    get(q, `SELECT count(*) AS n FROM ${sql.table} ${where}`, like),
-    all(q, `${sql.select} ${where} ORDER BY ${sql.order} LIMIT ? OFFSET ?`, like, limit, offset),
-  ]);
-  return { items: rows.map(map), total: Number(count?.n) };
+  #exec(text: string, params: SqlParam[]) {
+    return this.#q.unsafe(pgText(text), params as postgres.ParameterOrJSON<never>[], { prepare: true });
+  }
+
+  async get(sql: string, ...params: SqlParam[]): Promise<Row | undefined> {
+    return (await this.#exec(sql, params))[0] as Row | undefined;
+  }
+
+  async all(sql: string, ...params: SqlParam[]): Promise<Row[]> {
+    return [...(await this.#exec(sql, params))] as Row[];
+  }
+
+  async run(sql: string, ...params: SqlParam[]): Promise<number> {
+    return (await this.#exec(sql, params)).count;
+  }
+
+  async transaction<T>(fn: (db: SqlDriver) => Promise<T>): Promise<T> {
+    if (!this.#pool) return fn(this);
+    return (await this.#pool.begin((t) => fn(new PgDriver(t)))) as T;
+  }
 }

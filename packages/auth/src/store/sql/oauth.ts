@@ -1,29 +1,27 @@
 /**
- * Audit log and the OAuth extension state of the PostgreSQL store: device authorizations (RFC 8628),
- * pushed authorization requests (RFC 9126), the one-time-key replay cache shared by every instance
- * (DPoP `jti`, RFC 9449 §11.1; client assertion `jti`, RFC 7523 §3), and expiry purging.
+ * Audit log and the OAuth extension state, for both databases: device authorizations (RFC 8628), pushed
+ * authorization requests (RFC 9126), the one-time-key replay cache shared by every connection and
+ * instance (DPoP `jti`, RFC 9449 §11.1; client assertion `jti`, RFC 7523 §3), and expiry purging.
  */
 import { auditWhere, paging } from '../inputs.ts';
 import {
   deviceCodeValues,
   INSERT_DEVICE_CODE,
   INSERT_PUSHED_REQUEST,
-  POSTGRES_VALUES,
   pushedRequestValues,
 } from '../inserts.ts';
 import { toAudit, toDeviceCode, toPushedRequest } from '../rows.ts';
 import type { AuditEvent, AuditQuery, DeviceCodeRecord, Page, PushedRequestRecord } from '../types.ts';
 import { devicePoll, UPDATE_DEVICE_POLL } from '../updates.ts';
-import { all, get, getAs, type PgContext, type Q, run, tx, write } from './db.ts';
+import { getAs, type SqlDriver, type StoreContext, write } from './driver.ts';
 
 /** See `AuthStore.listAudit`. */
-export async function listAudit(q: Q, query?: AuditQuery): Promise<Page<AuditEvent>> {
+export async function listAudit(db: SqlDriver, query?: AuditQuery): Promise<Page<AuditEvent>> {
   const { offset, limit } = paging(query);
   const { clause, params } = auditWhere(query ?? {});
   const [count, rows] = await Promise.all([
-    get(q, `SELECT count(*) AS n FROM audit_events ${clause}`, ...params),
-    all(
-      q,
+    db.get(`SELECT count(*) AS n FROM audit_events ${clause}`, ...params),
+    db.all(
       `SELECT * FROM audit_events ${clause} ORDER BY time DESC, id DESC LIMIT ? OFFSET ?`,
       ...params,
       limit,
@@ -35,50 +33,52 @@ export async function listAudit(q: Q, query?: AuditQuery): Promise<Page<AuditEve
 
 /** See `AuthStore.insertDeviceCode`. */
 export function insertDeviceCode(
-  q: Q,
+  db: SqlDriver,
   input: Omit<DeviceCodeRecord, 'status' | 'userId' | 'lastPolledAt'>,
 ): Promise<DeviceCodeRecord> {
-  return write('device code', { field: 'userCode', value: input.userCode }, async () => {
-    const row = await get(q, INSERT_DEVICE_CODE, ...deviceCodeValues(input));
+  return write(db, 'device code', { field: 'userCode', value: input.userCode }, async () => {
+    const row = await db.get(INSERT_DEVICE_CODE, ...deviceCodeValues(input));
     return toDeviceCode(row!);
   });
 }
 
 /** See `AuthStore.findDeviceCodeByUserCode`. */
-export function findDeviceCodeByUserCode(q: Q, userCode: string): Promise<DeviceCodeRecord | undefined> {
-  return getAs(toDeviceCode, q, 'SELECT * FROM device_codes WHERE user_code = ?', String(userCode));
+export function findDeviceCodeByUserCode(
+  db: SqlDriver,
+  userCode: string,
+): Promise<DeviceCodeRecord | undefined> {
+  return getAs(toDeviceCode, db, 'SELECT * FROM device_codes WHERE user_code = ?', String(userCode));
 }
 
 /** See `AuthStore.pollDeviceCode`: the row is locked for the read and the update. */
 export function pollDeviceCode(
-  ctx: PgContext,
+  ctx: StoreContext,
   deviceCodeHash: string,
   now: number,
 ): Promise<{ record: DeviceCodeRecord; slowDown: boolean } | undefined> {
-  return tx(ctx, async (q) => {
+  return ctx.db.transaction(async (db) => {
     const record = await getAs(
       toDeviceCode,
-      q,
-      'SELECT * FROM device_codes WHERE device_code_hash = ? FOR UPDATE',
+      db,
+      `SELECT * FROM device_codes WHERE device_code_hash = ?${db.dialect.forUpdate}`,
       String(deviceCodeHash),
     );
     if (!record) return undefined;
     const { slowDown, params } = devicePoll(record, now);
-    await run(q, UPDATE_DEVICE_POLL, ...params);
+    await db.run(UPDATE_DEVICE_POLL, ...params);
     return { record, slowDown };
   });
 }
 
 /** See `AuthStore.decideDeviceCode`. */
 export async function decideDeviceCode(
-  q: Q,
+  db: SqlDriver,
   userCode: string,
   approved: boolean,
   userId: string,
   now: number,
 ): Promise<boolean> {
-  const changed = await run(
-    q,
+  const changed = await db.run(
     `UPDATE device_codes SET status = ?, user_id = ?
       WHERE user_code = ? AND status = 'pending' AND expires_at > ?`,
     approved ? 'approved' : 'denied',
@@ -90,9 +90,8 @@ export async function decideDeviceCode(
 }
 
 /** See `AuthStore.consumeDeviceCode`. */
-export async function consumeDeviceCode(q: Q, deviceCodeHash: string): Promise<boolean> {
-  const changed = await run(
-    q,
+export async function consumeDeviceCode(db: SqlDriver, deviceCodeHash: string): Promise<boolean> {
+  const changed = await db.run(
     `UPDATE device_codes SET status = 'used' WHERE device_code_hash = ? AND status = 'approved'`,
     String(deviceCodeHash),
   );
@@ -101,29 +100,35 @@ export async function consumeDeviceCode(q: Q, deviceCodeHash: string): Promise<b
 
 /** See `AuthStore.insertPushedRequest`. */
 export function insertPushedRequest(
-  q: Q,
+  db: SqlDriver,
   input: Omit<PushedRequestRecord, 'usedAt'>,
 ): Promise<PushedRequestRecord> {
-  return write('pushed request', { field: 'requestHash', value: '…' }, async () => {
-    const row = await get(q, INSERT_PUSHED_REQUEST, ...pushedRequestValues(input, POSTGRES_VALUES));
+  return write(db, 'pushed request', { field: 'requestHash', value: '…' }, async () => {
+    const row = await db.get(INSERT_PUSHED_REQUEST, ...pushedRequestValues(input, db.dialect.values));
     return toPushedRequest(row!);
   });
 }
 
 /** See `AuthStore.findPushedRequest`. */
-export function findPushedRequest(q: Q, requestHash: string): Promise<PushedRequestRecord | undefined> {
+export function findPushedRequest(
+  db: SqlDriver,
+  requestHash: string,
+): Promise<PushedRequestRecord | undefined> {
   return getAs(
     toPushedRequest,
-    q,
+    db,
     'SELECT * FROM pushed_authorization_requests WHERE request_hash = ?',
     String(requestHash),
   );
 }
 
 /** See `AuthStore.consumePushedRequest`. */
-export async function consumePushedRequest(q: Q, requestHash: string, now: number): Promise<boolean> {
-  const changed = await run(
-    q,
+export async function consumePushedRequest(
+  db: SqlDriver,
+  requestHash: string,
+  now: number,
+): Promise<boolean> {
+  const changed = await db.run(
     `UPDATE pushed_authorization_requests SET used_at = ?
       WHERE request_hash = ? AND used_at IS NULL AND expires_at > ?`,
     now,
@@ -138,14 +143,13 @@ export async function consumePushedRequest(q: Q, requestHash: string, now: numbe
  * of the same key; of concurrent claims of one key (from any instance) exactly one changes a row.
  */
 export async function claimReplayKey(
-  q: Q,
+  db: SqlDriver,
   kind: string,
   key: string,
   expiresAt: number,
   now: number,
 ): Promise<boolean> {
-  const changed = await run(
-    q,
+  const changed = await db.run(
     `INSERT INTO replay_cache (kind, key, expires_at) VALUES (?, ?, ?)
       ON CONFLICT (kind, key) DO UPDATE SET expires_at = excluded.expires_at WHERE replay_cache.expires_at <= ?`,
     String(kind),
@@ -157,8 +161,8 @@ export async function claimReplayKey(
 }
 
 /** See `AuthStore.purgeExpired`. */
-export function purgeExpired(ctx: PgContext, now: number): Promise<number> {
-  return tx(ctx, async (q) => {
+export function purgeExpired(ctx: StoreContext, now: number): Promise<number> {
+  return ctx.db.transaction(async (db) => {
     let total = 0;
     for (const statement of [
       'DELETE FROM refresh_tokens WHERE expires_at <= ?',
@@ -169,7 +173,7 @@ export function purgeExpired(ctx: PgContext, now: number): Promise<number> {
       'DELETE FROM pushed_authorization_requests WHERE expires_at <= ?',
       'DELETE FROM device_codes WHERE expires_at <= ?',
     ])
-      total += await run(q, statement, now);
+      total += await db.run(statement, now);
     return total;
   });
 }
