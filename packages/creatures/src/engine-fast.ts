@@ -18,10 +18,10 @@ import type {
   GraphQLSchema,
   OperationDefinitionNode,
 } from 'graphql';
-import { getVariableValues } from 'graphql/execution/values.js';
 import { type CompiledQuery, isCompiledQuery } from 'graphql-jit';
 import { BytesKeyedCache } from './bytes-cache.ts';
 import { usesIncrementalDelivery } from './incremental.ts';
+import { coerceVariables } from './operation-checks.ts';
 import type { Plan } from './plan.ts';
 
 /** A complete answer of the fast path: always status 200. */
@@ -187,9 +187,7 @@ export function createFastPath<E extends PreparedDocument>(deps: FastPathDeps<E>
     if (coerced !== undefined && request.checkedAt === version) plan = request.plan;
     else {
       if (coerced === undefined) {
-        const result = getVariableValues(schema, operation.variableDefinitions ?? [], request.variables, {
-          maxErrors: 50,
-        });
+        const result = coerceVariables(schema, operation, request.variables);
         if (result.errors) return undefined;
         coerced = result.coerced;
       }

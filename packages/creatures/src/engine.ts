@@ -17,21 +17,19 @@ import {
   getOperationAST,
   execute as graphqlExecute,
   type OperationDefinitionNode,
-  validate,
 } from 'graphql';
-import { getVariableValues } from 'graphql/execution/values.js';
 import { createHandler, type Handler, type Request } from 'graphql-http';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
 import { type CostEstimate, estimateCost, type KnownListSizes, listSizesOf, tooCostly } from './cost.ts';
 import { createFastPath, type FastPath } from './engine-fast.ts';
-import type { CreatureErrorCode } from './errors.ts';
 import { createParamsParser } from './http/params.ts';
 import { PersistedQueries } from './http/persisted.ts';
 import { DEFAULT_LIMITS, type QueryLimits, validationRules } from './limits.ts';
 import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
 import { maskError } from './mask.ts';
-import { DEFAULT_PARSE_LIMITS, type ParseLimits, parseWithLimits } from './parse-limits.ts';
+import { checkDocument, coerceVariables } from './operation-checks.ts';
+import { DEFAULT_PARSE_LIMITS, type ParseLimits } from './parse-limits.ts';
 import { compilePlan, type Plan } from './plan.ts';
 import type { ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
@@ -89,23 +87,6 @@ interface DocumentEntry {
  * Larger operations run on graphql-js's `execute`, which compiles nothing.
  */
 export const MAX_COMPILED_FIELDS = 128;
-
-/**
- * A copy of `error` with `extensions.code` set to `code` unless it has one, and without graphql-js's
- * "Did you mean …?" hint when `suggestions` is false.
- */
-export function withCode(error: GraphQLError, code: CreatureErrorCode, suggestions = true): GraphQLError {
-  const message = suggestions ? error.message : error.message.replace(/ ?Did you mean [^?]*\?/g, '');
-  if (error.extensions.code !== undefined && message === error.message) return error;
-  return new GraphQLError(message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
-    extensions: { ...error.extensions, code: error.extensions.code ?? code },
-  });
-}
 
 /**
  * Estimated bytes of a cached document per character of its text: graphql-js's syntax tree with
@@ -254,18 +235,11 @@ export function createEngine(options: EngineOptions): Engine {
       plans: new Map(),
       fields: new Map(),
     };
-    try {
-      const document = parseWithLimits(query, parseLimits);
-      const errors = validate(schema, document, rules);
-      if (errors.length > 0)
-        entry.errors = errors.map((e) => withCode(e, 'GRAPHQL_VALIDATION_FAILED', suggestions));
-      else {
-        entry.document = document;
-        entries.set(document, entry);
-      }
-    } catch (err) {
-      if (!(err instanceof GraphQLError)) throw err;
-      entry.errors = [withCode(err, 'GRAPHQL_PARSE_FAILED', suggestions)];
+    const checked = checkDocument(schema, query, rules, suggestions, parseLimits);
+    if (checked.errors) entry.errors = checked.errors;
+    else {
+      entry.document = checked.document;
+      entries.set(checked.document, entry);
     }
     documents.set(query, entry);
     return entry;
@@ -351,10 +325,8 @@ export function createEngine(options: EngineOptions): Engine {
       const operation = operationOf(entry, params.operationName);
       let variables: Record<string, unknown> | undefined;
       if (operation?.variableDefinitions?.length) {
-        const coerced = getVariableValues(schema, operation.variableDefinitions, params.variables ?? {}, {
-          maxErrors: 50,
-        });
-        if (coerced.errors) return coerced.errors.map((e) => withCode(e, 'BAD_USER_INPUT', suggestions));
+        const coerced = coerceVariables(schema, operation, params.variables ?? {}, suggestions);
+        if (coerced.errors) return [...coerced.errors];
         variables = coerced.coerced;
       }
       if (operation) {

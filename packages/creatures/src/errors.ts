@@ -10,6 +10,8 @@
  * answer with `data`) has 200 with either media type.
  */
 
+import { GraphQLError } from 'graphql';
+
 /** One code's row: `status` (null: sent only as a WebSocket `error` message) and when it is raised. */
 export interface CreatureErrorInfo {
   readonly status: number | null;
@@ -74,3 +76,42 @@ export const CREATURE_ERRORS = {
 
 /** A stable error code of the creature server (`extensions.code`); see {@link CREATURE_ERRORS}. */
 export type CreatureErrorCode = keyof typeof CREATURE_ERRORS;
+
+/**
+ * A `GraphQLError` with `extensions.code` set to `code`, plus any further `extensions` (such as the
+ * `argument` a message names).
+ */
+export function creatureError(
+  message: string,
+  code: CreatureErrorCode,
+  extensions?: Record<string, unknown>,
+): GraphQLError {
+  return new GraphQLError(message, { extensions: { ...extensions, code } });
+}
+
+/** A client mistake: a `GraphQLError` with code `BAD_USER_INPUT`; `message` names the field and the rule. */
+export function badUserInput(message: string): GraphQLError {
+  return creatureError(message, 'BAD_USER_INPUT');
+}
+
+/** A `GraphQLError` with code `NOT_FOUND` (a mutation names a record that does not exist). */
+export function notFound(message: string): GraphQLError {
+  return creatureError(message, 'NOT_FOUND');
+}
+
+/**
+ * A copy of `error` with `extensions.code` set to `code` unless it has one, and without graphql-js's
+ * "Did you mean …?" hint when `suggestions` is false (`error` itself when neither changes it).
+ */
+export function withCode(error: GraphQLError, code: CreatureErrorCode, suggestions = true): GraphQLError {
+  const message = suggestions ? error.message : error.message.replace(/ ?Did you mean [^?]*\?/g, '');
+  if (error.extensions.code !== undefined && message === error.message) return error;
+  return new GraphQLError(message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions: { ...error.extensions, code: error.extensions.code ?? code },
+  });
+}

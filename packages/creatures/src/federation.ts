@@ -18,8 +18,9 @@ import {
   parse,
   visit,
 } from 'graphql';
+import { badUserInput } from './errors.ts';
 import { MAX_NODES } from './listing.ts';
-import { badInput, type ResolverContext, resolveNodeType, resolvers, typeDefs } from './schema.ts';
+import { type ResolverContext, resolveNodeType, resolvers, typeDefs } from './schema.ts';
 import type { Creature, Message } from './store.ts';
 
 /** The Federation version the subgraph links. */
@@ -83,7 +84,7 @@ export function buildFederatedSchema(): GraphQLSchema {
     >;
     entities.resolve = (root, args, context, info) => {
       if (args.representations.length > MAX_NODES) {
-        throw badInput(
+        throw badUserInput(
           `_entities(representations:) takes at most ${MAX_NODES} representations, got ${args.representations.length}`,
         );
       }

@@ -4,7 +4,7 @@
  * Specification, https://relay.dev/graphql/connections.htm). Errors are `BAD_USER_INPUT` GraphQL errors
  * naming the argument and the rule.
  */
-import { GraphQLError } from 'graphql';
+import { badUserInput } from './errors.ts';
 import { type Creature, nameKey } from './store.ts';
 
 /** Largest page `first:` accepts on both list fields. */
@@ -38,10 +38,6 @@ export interface ListFilter {
   search?: string | null;
   /** Order; default by number (id order), ascending. */
   orderBy?: CreatureOrder | null;
-}
-
-function bad(message: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });
 }
 
 const numberOf = (c: Creature) => (/^\d+$/.test(c.id) ? Number(c.id) : Number.POSITIVE_INFINITY);
@@ -79,7 +75,7 @@ export function selectCreatures(all: readonly Creature[], filter: ListFilter): r
     list = list.filter((c) => c.types.some((t) => t.toLowerCase() === wanted));
   }
   if (filter.search != null && filter.search.trim() !== '') {
-    if (filter.search.length > 100) throw bad('search must be at most 100 characters');
+    if (filter.search.length > 100) throw badUserInput('search must be at most 100 characters');
     const text = filter.search.trim().toLowerCase();
     const key = nameKey(filter.search);
     list = list.filter(
@@ -93,7 +89,7 @@ export function selectCreatures(all: readonly Creature[], filter: ListFilter): r
 /** Checks `first:` of the field `field`: null or 0..{@link MAX_PAGE_SIZE}. */
 export function checkFirst(field: string, first: number | null | undefined): void {
   if (first != null && (first < 0 || first > MAX_PAGE_SIZE)) {
-    throw bad(`${field}(first:) must be between 0 and ${MAX_PAGE_SIZE}, got ${first}`);
+    throw badUserInput(`${field}(first:) must be between 0 and ${MAX_PAGE_SIZE}, got ${first}`);
   }
 }
 
@@ -111,7 +107,7 @@ function indexOf(list: readonly Creature[], cursor: string, argument: 'after' | 
   const id = decoded.startsWith('creature:') ? decoded.slice('creature:'.length) : undefined;
   const index = id === undefined ? -1 : list.findIndex((c) => c.id === id);
   if (index < 0) {
-    throw bad(
+    throw badUserInput(
       `creaturesConnection(${argument}:) is not a cursor of this list: "${cursor}" (use a cursor of the same search, type and orderBy)`,
     );
   }
@@ -156,7 +152,7 @@ export function pageOf(list: readonly Creature[], args: PageArgs): CreaturePage 
   const { first, after, last, before } = args;
   checkFirst('creaturesConnection', first);
   if (last != null && (last < 0 || last > MAX_PAGE_SIZE)) {
-    throw bad(`creaturesConnection(last:) must be between 0 and ${MAX_PAGE_SIZE}, got ${last}`);
+    throw badUserInput(`creaturesConnection(last:) must be between 0 and ${MAX_PAGE_SIZE}, got ${last}`);
   }
   let start = after == null ? 0 : indexAfter(list, after);
   let end = before == null ? list.length : indexOf(list, before, 'before');

@@ -4,8 +4,9 @@
  * `type Query` / `type Mutation` it resolves. Extend the server by adding SDL here and a resolver of the
  * same name below.
  */
-import { buildSchema, GraphQLError, type GraphQLFieldResolver, type GraphQLSchema } from 'graphql';
+import { buildSchema, type GraphQLFieldResolver, type GraphQLSchema } from 'graphql';
 import { creatureNumber, imagePath } from './art.ts';
+import { badUserInput } from './errors.ts';
 import {
   type CreatureOrder,
   checkFirst,
@@ -288,11 +289,6 @@ type Resolver<Args = Record<string, unknown>, Parent = unknown> = GraphQLFieldRe
   Args
 >;
 
-/** A client mistake: reported as a GraphQL error with `extensions.code` "BAD_USER_INPUT". */
-export function badInput(message: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });
-}
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
@@ -328,13 +324,15 @@ export const resolvers = {
     creatures: ((_root, args, { store }) => {
       const { first, after, offset } = args;
       checkFirst('creatures', first);
-      if (offset != null && offset < 0) throw badInput(`creatures(offset:) must be 0 or more, got ${offset}`);
-      if (after != null && offset != null) throw badInput('creatures takes either after or offset, not both');
+      if (offset != null && offset < 0)
+        throw badUserInput(`creatures(offset:) must be 0 or more, got ${offset}`);
+      if (after != null && offset != null)
+        throw badUserInput('creatures takes either after or offset, not both');
       const list = selectCreatures(store.listCreatures(), args);
       let start = offset ?? 0;
       if (after != null) {
         const index = list.findIndex((c) => c.id === after);
-        if (index < 0) throw badInput(`creatures(after:) names no creature in this list: "${after}"`);
+        if (index < 0) throw badUserInput(`creatures(after:) names no creature in this list: "${after}"`);
         start = index + 1;
       }
       return list.slice(start, first == null ? undefined : start + first);
@@ -344,11 +342,11 @@ export const resolvers = {
     node: ((_root, { id }, { store }) => nodeById(store, id)) as Resolver<{ id: string }>,
     nodes: ((_root, { ids }, { store }) => {
       if (ids.length > MAX_NODES)
-        throw badInput(`nodes(ids:) takes at most ${MAX_NODES} ids, got ${ids.length}`);
+        throw badUserInput(`nodes(ids:) takes at most ${MAX_NODES} ids, got ${ids.length}`);
       return ids.map((id) => nodeById(store, id));
     }) as Resolver<{ ids: string[] }>,
     creature: ((_root, { name, id }, { store }) => {
-      if (name == null && id == null) throw badInput('creature needs a name or an id argument');
+      if (name == null && id == null) throw badUserInput('creature needs a name or an id argument');
       const byName = name == null ? undefined : store.getCreatureByName(name);
       const byId = id == null ? undefined : store.findCreature(id);
       if (name != null && id != null) return byName && byName === byId ? byName : null;

@@ -24,6 +24,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
+import { badUserInput, notFound } from './errors.ts';
 import {
   type ChangeEvent,
   type Creature,
@@ -45,7 +46,7 @@ import {
   updateMessageRow,
   writeLockedCreatureChange,
 } from './store-postgres-sql.ts';
-import { applyPatch, bad, emptyCreature, messageFields, notFound, numericId } from './store-rules.ts';
+import { applyPatch, emptyCreature, messageFields, numericId } from './store-rules.ts';
 
 export { isPostgresUrl, redactUrl } from './store-postgres-sql.ts';
 
@@ -308,7 +309,7 @@ export class PostgresStore extends MirroredStore {
    * Throws `BAD_USER_INPUT` for an empty/too long/taken name, a bad number or an unknown evolution id.
    */
   createCreature(draft: CreatureDraft): Promise<Creature> {
-    if (draft.name == null) return Promise.reject(bad('input.name is required'));
+    if (draft.name == null) return Promise.reject(badUserInput('input.name is required'));
     return this.#writeCreature((next) => {
       const id = String(next).padStart(3, '0');
       return {

@@ -4,7 +4,7 @@
  * with code `BAD_USER_INPUT` naming the field (`input.attacks.fast[2].damage`) and the rule; an unknown
  * id throws code `NOT_FOUND`.
  */
-import { GraphQLError } from 'graphql';
+import { badUserInput } from './errors.ts';
 import {
   type Attack,
   type Creature,
@@ -18,31 +18,24 @@ import {
   type Store,
 } from './store.ts';
 
-/** A `GraphQLError` with code `NOT_FOUND`. */
-export function notFound(message: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: 'NOT_FOUND' } });
-}
-/** A `GraphQLError` with code `BAD_USER_INPUT`. */
-export function bad(message: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: 'BAD_USER_INPUT' } });
-}
-
 function text(field: string, value: string, max = MAX_TEXT, allowEmpty = false): string {
   const trimmed = value.trim();
-  if (!allowEmpty && trimmed === '') throw bad(`${field} must not be empty`);
-  if (trimmed.length > max) throw bad(`${field} must be at most ${max} characters, got ${trimmed.length}`);
+  if (!allowEmpty && trimmed === '') throw badUserInput(`${field} must not be empty`);
+  if (trimmed.length > max)
+    throw badUserInput(`${field} must be at most ${max} characters, got ${trimmed.length}`);
   return trimmed;
 }
 function textList(field: string, values: string[]): string[] {
-  if (values.length > MAX_LIST) throw bad(`${field} must have at most ${MAX_LIST} entries`);
+  if (values.length > MAX_LIST) throw badUserInput(`${field} must have at most ${MAX_LIST} entries`);
   return values.map((v, i) => text(`${field}[${i}]`, v));
 }
 function count(field: string, value: number): number {
-  if (!Number.isInteger(value) || value < 0) throw bad(`${field} must be a whole number ≥ 0, got ${value}`);
+  if (!Number.isInteger(value) || value < 0)
+    throw badUserInput(`${field} must be a whole number ≥ 0, got ${value}`);
   return value;
 }
 function attacks(field: string, values: Attack[]): Attack[] {
-  if (values.length > MAX_LIST) throw bad(`${field} must have at most ${MAX_LIST} entries`);
+  if (values.length > MAX_LIST) throw badUserInput(`${field} must have at most ${MAX_LIST} entries`);
   return values.map((a, i) => ({
     name: text(`${field}[${i}].name`, a.name),
     type: text(`${field}[${i}].type`, a.type),
@@ -64,11 +57,11 @@ export type CreatureLookup = Pick<Store, 'getCreature'> & {
 };
 
 function refs(field: string, ids: string[], self: string | undefined, lookup: CreatureLookup): CreatureRef[] {
-  if (ids.length > MAX_LIST) throw bad(`${field} must have at most ${MAX_LIST} entries`);
+  if (ids.length > MAX_LIST) throw badUserInput(`${field} must have at most ${MAX_LIST} entries`);
   return ids.map((id, i) => {
-    if (id === self) throw bad(`${field}[${i}] must not be the creature itself`);
+    if (id === self) throw badUserInput(`${field}[${i}] must not be the creature itself`);
     const c = lookup.getCreature(id);
-    if (!c) throw bad(`${field}[${i}] names no creature: "${id}"`);
+    if (!c) throw badUserInput(`${field}[${i}] names no creature: "${id}"`);
     return { id: c.id, name: c.name };
   });
 }
@@ -107,11 +100,11 @@ export function applyPatch(
 ): Creature {
   const next: Creature = { ...base, attacks: { ...base.attacks } };
   if (patch.name !== undefined) {
-    if (patch.name === null) throw bad(`${prefix}.name must not be null`);
+    if (patch.name === null) throw badUserInput(`${prefix}.name must not be null`);
     next.name = text(`${prefix}.name`, patch.name);
     const holder = lookup.holderOfName(next.name);
     if (holder && holder.id !== base.id) {
-      throw bad(`${prefix}.name must be unique: "${next.name}" is taken by creature ${holder.id}`);
+      throw badUserInput(`${prefix}.name must be unique: "${next.name}" is taken by creature ${holder.id}`);
     }
   }
   if (patch.classification !== undefined) {
@@ -126,7 +119,8 @@ export function applyPatch(
   if (patch.height !== undefined) next.height = dimension(`${prefix}.height`, patch.height);
   if (patch.fleeRate !== undefined) {
     const f = patch.fleeRate;
-    if (f !== null && !(f >= 0 && f <= 1)) throw bad(`${prefix}.fleeRate must be between 0 and 1, got ${f}`);
+    if (f !== null && !(f >= 0 && f <= 1))
+      throw badUserInput(`${prefix}.fleeRate must be between 0 and 1, got ${f}`);
     next.fleeRate = f;
   }
   if (patch.maxCP !== undefined)

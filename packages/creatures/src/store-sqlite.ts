@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { badUserInput, notFound } from './errors.ts';
 import {
   type Creature,
   type CreatureDraft,
@@ -16,7 +17,7 @@ import {
   type MessageDraft,
 } from './store.ts';
 import { MirroredStore } from './store-mirror.ts';
-import { applyPatch, bad, emptyCreature, messageFields, notFound, numericId } from './store-rules.ts';
+import { applyPatch, emptyCreature, messageFields, numericId } from './store-rules.ts';
 
 /** Options of {@link SqliteStore}. */
 export interface SqliteStoreOptions {
@@ -97,7 +98,7 @@ export class SqliteStore extends MirroredStore {
    * Throws `BAD_USER_INPUT` for an empty/too long/taken name, a bad number or an unknown evolution id.
    */
   createCreature(draft: CreatureDraft): Creature {
-    if (draft.name == null) throw bad('input.name is required');
+    if (draft.name == null) throw badUserInput('input.name is required');
     const last = Number(
       (this.#db.prepare(`SELECT value FROM meta WHERE key = 'last_creature_id'`).get()?.value as string) ??
         '0',

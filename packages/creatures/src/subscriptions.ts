@@ -27,7 +27,7 @@ import {
   validate,
 } from 'graphql';
 import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
-import { withCode } from './engine.ts';
+import { withCode } from './errors.ts';
 import { lingerAfter } from './http/linger.ts';
 import { readBody } from './http/respond.ts';
 import { maskUnexpectedErrors } from './mask.ts';

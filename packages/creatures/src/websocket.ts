@@ -22,25 +22,22 @@ import type { Duplex } from 'node:stream';
 import {
   type ExecutionArgs,
   type ExecutionResult,
-  GraphQLError,
+  type GraphQLError,
   type GraphQLSchema,
   getOperationAST,
   execute as graphqlExecute,
   subscribe as graphqlSubscribe,
   type ValidationRule,
-  validate,
 } from 'graphql';
-import { getVariableValues } from 'graphql/execution/values.js';
 import { handleProtocols } from 'graphql-ws';
 import { useServer as serveGraphQLWs } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
 import { checkCost, type KnownListSizes } from './cost.ts';
-import { withCode } from './engine.ts';
-import type { CreatureErrorCode } from './errors.ts';
+import { type CreatureErrorCode, creatureError } from './errors.ts';
 import type { PersistedQueries } from './http/persisted.ts';
 import type { QueryLimits } from './limits.ts';
 import { maskUnexpectedErrors } from './mask.ts';
-import { parseWithLimits } from './parse-limits.ts';
+import { checkDocument, coerceVariables } from './operation-checks.ts';
 import { type ChangeSource, subscriptionRoot } from './subscriptions.ts';
 
 /** Options of {@link attachGraphQLWs}. */
@@ -154,7 +151,7 @@ export function attachGraphQLWs(options: WebSocketOptions): WebSocketTransport {
   options.httpServer.on('upgrade', onUpgrade);
 
   const refuse = (message: string, code: CreatureErrorCode): readonly GraphQLError[] => [
-    new GraphQLError(message, { extensions: { code } }),
+    creatureError(message, code),
   ];
 
   const server = serveGraphQLWs(
@@ -177,29 +174,14 @@ export function attachGraphQLWs(options: WebSocketOptions): WebSocketTransport {
         if ('error' in resolved) return refuse(resolved.error.message, resolved.error.code);
         const query = resolved.params.query;
         if (typeof query !== 'string') return refuse('Missing query', 'BAD_REQUEST');
-        let document: ReturnType<typeof parseWithLimits>;
-        try {
-          document = parseWithLimits(query);
-        } catch (err) {
-          if (!(err instanceof GraphQLError)) throw err;
-          return [withCode(err, 'GRAPHQL_PARSE_FAILED', options.suggestions)];
-        }
-        const errors = validate(schema, document, options.rules);
-        if (errors.length > 0)
-          return errors.map((e) => withCode(e, 'GRAPHQL_VALIDATION_FAILED', options.suggestions));
+        const checked = checkDocument(schema, query, options.rules, options.suggestions);
+        if (checked.errors) return checked.errors;
+        const { document } = checked;
         const operationName = payload.operationName ?? undefined;
         const operation = getOperationAST(document, operationName);
         if (!operation) return refuse('Unable to identify the operation to run', 'BAD_REQUEST');
-        const coerced = getVariableValues(
-          schema,
-          operation.variableDefinitions ?? [],
-          payload.variables ?? {},
-          {
-            maxErrors: 50,
-          },
-        );
-        if (coerced.errors)
-          return coerced.errors.map((e) => withCode(e, 'BAD_USER_INPUT', options.suggestions));
+        const coerced = coerceVariables(schema, operation, payload.variables ?? {}, options.suggestions);
+        if (coerced.errors) return coerced.errors;
         const tooCostly = checkCost(schema, document, operation, coerced.coerced, limits, options.known());
         if (tooCostly) return [tooCostly];
         const args: ExecutionArgs = {

@@ -18,11 +18,10 @@ import {
   getOperationAST,
   subscribe,
   type ValidationRule,
-  validate,
 } from 'graphql';
 import type { CreatureErrorCode } from '../errors.ts';
 import type { IncrementalPayload } from '../incremental.ts';
-import { parseWithLimits } from '../parse-limits.ts';
+import { checkDocument } from '../operation-checks.ts';
 import { type ChangeSource, subscriptionRoot } from '../subscriptions.ts';
 
 /** Interval of the heartbeat parts of a multipart subscription, in ms. */
@@ -146,14 +145,9 @@ export function createMultipartSubscriptions(options: MultipartSubscriptionOptio
     res: ServerResponse,
     params: { query: string; variables?: Record<string, unknown>; operationName?: string },
   ) => {
-    let document: ReturnType<typeof parseWithLimits>;
-    try {
-      document = parseWithLimits(params.query);
-    } catch (err) {
-      return refuse(res, err as GraphQLError, 'GRAPHQL_PARSE_FAILED');
-    }
-    const errors = validate(options.schema, document, options.rules);
-    if (errors.length > 0) return refuse(res, errors[0]!, 'GRAPHQL_VALIDATION_FAILED');
+    const checked = checkDocument(options.schema, params.query, options.rules);
+    if (checked.errors) return refuse(res, checked.errors[0]!, 'GRAPHQL_VALIDATION_FAILED');
+    const { document } = checked;
     if (getOperationAST(document, params.operationName)?.operation !== 'subscription') {
       return refuse(
         res,
