@@ -11,6 +11,7 @@ import type {
   JsEntryInfo,
   JsWriteInfo,
   WatchHandle,
+  WatchRequest,
 } from '../runtime/files/types.ts';
 import type { Connection } from './client.ts';
 
@@ -79,12 +80,7 @@ export class RestFiles implements FilesBackend {
     await this.#conn.call('POST', `${this.#base}/symlink`, { path, target });
   }
 
-  async watch(
-    path: string,
-    recursive: boolean,
-    onEvent: (e: FilesystemEvent) => void,
-    onExit: (error?: Error) => void,
-  ): Promise<WatchHandle> {
+  async watch({ path, recursive, onEvent, onExit }: WatchRequest): Promise<WatchHandle> {
     const lines = await this.#conn.raw(`${this.#base}/watch${q({ path, recursive })}`);
     lines.setEncoding('utf8'); // a character split across two chunks is decoded whole
     let stopped = false;

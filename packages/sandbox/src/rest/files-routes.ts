@@ -24,7 +24,7 @@ import { streamSink } from '../runtime/files/pump.ts';
 import type { JsEntryInfo } from '../runtime/files/types.ts';
 import type { Principal } from './auth.ts';
 import { principalOf } from './hooks.ts';
-import { route } from './openapi.ts';
+import { type RouteDoc, route } from './openapi.ts';
 import { obj, ref } from './schemas.ts';
 import { documentedBody } from './validation.ts';
 import { type Permission, toSnake } from './wire.ts';
@@ -59,17 +59,18 @@ export function wireEntry(entry: JsEntryInfo): unknown {
 /** Registers the file routes (see the module comment) in their own scope (raw-body parser). */
 export async function fileRoutes(app: FastifyInstance, options: FileRoutesOptions): Promise<void> {
   const { config } = options;
+  // Every file route needs the same permission, has the same tag and takes the box in its path.
+  const fileRoute = (doc: Omit<RouteDoc, 'tags' | 'params'>) =>
+    route(config.permission, { tags, params: boxParams, ...doc });
   const files = async (request: { params: P; principal?: Principal }) =>
     (await options.box(request.params.box, principalOf(request))).files;
   app.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
 
   app.get<{ Params: P; Querystring: Q }>(
     '/v1/boxes/:box/files/content',
-    route(config.permission, {
-      tags,
+    fileRoute({
       summary: 'read a regular file',
       description: 'The bytes, streamed (chunked); symlinks are followed inside the box.',
-      params: boxParams,
       querystring: pathQuery,
       response: {
         200: { description: 'the file bytes', content: { 'application/octet-stream': { schema: binary } } },
@@ -105,12 +106,10 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
   app.put<{ Params: P; Querystring: Q; Body: Readable }>(
     '/v1/boxes/:box/files/content',
     {
-      ...route(config.permission, {
-        tags,
+      ...fileRoute({
         summary: 'write a file',
         description:
           'Atomically, streamed from the body; parents are created; the owner and mode of an existing file are kept.',
-        params: boxParams,
         querystring: obj(
           {
             path,
@@ -149,10 +148,8 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.get<{ Params: P; Querystring: Q }>(
     '/v1/boxes/:box/files',
-    route(config.permission, {
-      tags,
+    fileRoute({
       summary: 'list a directory',
-      params: boxParams,
       querystring: obj(
         { path, depth: { type: 'integer', minimum: 1, maximum: 64, description: 'levels (default 1)' } },
         ['path'],
@@ -171,10 +168,8 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.delete<{ Params: P; Querystring: Q }>(
     '/v1/boxes/:box/files',
-    route(config.permission, {
-      tags,
+    fileRoute({
       summary: 'remove a file, symlink or directory tree',
-      params: boxParams,
       querystring: pathQuery,
       response: { 204: { description: 'removed', type: 'null' } },
     }),
@@ -186,10 +181,8 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.get<{ Params: P; Querystring: Q }>(
     '/v1/boxes/:box/files/stat',
-    route(config.permission, {
-      tags,
+    fileRoute({
       summary: 'the entry at a path (a final symlink is not followed)',
-      params: boxParams,
       querystring: pathQuery,
       response: { 200: entry },
     }),
@@ -198,10 +191,8 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.post<{ Params: P; Body: { path: string } }>(
     '/v1/boxes/:box/files/mkdir',
-    route(config.permission, {
-      tags,
+    fileRoute({
       summary: 'make a directory and its parents',
-      params: boxParams,
       body: obj({ path }, ['path']),
       response: {
         200: {
@@ -216,10 +207,8 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.post<{ Params: P; Body: { from: string; to: string } }>(
     '/v1/boxes/:box/files/rename',
-    route(config.permission, {
-      tags,
+    fileRoute({
       summary: 'rename (move) an entry',
-      params: boxParams,
       body: obj({ from: path, to: path }, ['from', 'to']),
       response: { 200: { description: 'the entry at its new path', ...ref('EntryInfo') } },
       errors: [409],
@@ -229,10 +218,8 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.post<{ Params: P; Body: { path: string; target: string } }>(
     '/v1/boxes/:box/files/symlink',
-    route(config.permission, {
-      tags,
+    fileRoute({
       summary: 'make a symbolic link (used by copyIn)',
-      params: boxParams,
       body: obj({ path, target: { type: 'string', minLength: 1, description: 'link target' } }, [
         'path',
         'target',
@@ -248,12 +235,10 @@ export async function fileRoutes(app: FastifyInstance, options: FileRoutesOption
 
   app.get<{ Params: P; Querystring: Q }>(
     '/v1/boxes/:box/files/watch',
-    route(config.permission, {
-      tags,
+    fileRoute({
       summary: 'watch a directory (inotify)',
       description:
         'Newline-delimited JSON: first `{"type":"ready"}`, then `{"name","type"}` per event (create, write, remove); ends when the client disconnects.',
-      params: boxParams,
       querystring: obj(
         {
           path,

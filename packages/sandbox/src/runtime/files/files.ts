@@ -223,10 +223,15 @@ export class BoxFiles {
       throw new BoxError('invalid files option recursive: must be a boolean', { field: 'recursive' });
     }
     let exited = false;
-    return this.#backend.watch(path, recursive, onEvent, (error) => {
-      if (exited) return;
-      exited = true;
-      options?.onExit?.(error);
+    return this.#backend.watch({
+      path,
+      recursive,
+      onEvent,
+      onExit: (error) => {
+        if (exited) return;
+        exited = true;
+        options?.onExit?.(error);
+      },
     });
   }
 

@@ -6,7 +6,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { ChunkSink, HostFileSource } from './pump.ts';
-import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
+import type { FilesBackend, JsEntryInfo, JsWriteInfo, WatchHandle, WatchRequest } from './types.ts';
 
 /** Forwards every call to the backend `pick` resolves for it. */
 export class ForwardedFiles implements FilesBackend {
@@ -63,12 +63,7 @@ export class ForwardedFiles implements FilesBackend {
     return (await this.#pick()).symlink(path, target);
   }
 
-  async watch(
-    path: string,
-    recursive: boolean,
-    onEvent: (e: FilesystemEvent) => void,
-    onExit: (error?: Error) => void,
-  ): Promise<WatchHandle> {
-    return (await this.#pick()).watch(path, recursive, onEvent, onExit);
+  async watch(request: WatchRequest): Promise<WatchHandle> {
+    return (await this.#pick()).watch(request);
   }
 }

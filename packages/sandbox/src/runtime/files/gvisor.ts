@@ -27,7 +27,7 @@ import {
 } from './gvisor-parse.ts';
 import { GVISOR_FILES_SCRIPT } from './gvisor-script.ts';
 import { type ChunkSink, type HostFileSource, isHostFile, pumpFd, streamSink } from './pump.ts';
-import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
+import type { FilesBackend, JsEntryInfo, JsWriteInfo, WatchHandle, WatchRequest } from './types.ts';
 
 /** Bytes of a listing's output read at most (about 300 bytes per entry at `MAX_LIST_ENTRIES`). */
 const MAX_LISTING_BYTES = 48 * 1024 * 1024;
@@ -263,12 +263,7 @@ export class GVisorFiles implements FilesBackend {
     if (done.code !== 0) throw refusal(path, done);
   }
 
-  async watch(
-    path: string,
-    recursive: boolean,
-    onEvent: (e: FilesystemEvent) => void,
-    onExit: (error?: Error) => void,
-  ): Promise<WatchHandle> {
+  async watch({ path, recursive, onEvent, onExit }: WatchRequest): Promise<WatchHandle> {
     checkEntryPath(path);
     // The first listing checks the path (and its refusal comes back as the call's error).
     const { dir } = await this.#entries(path, ['list', path, '1']);

@@ -30,7 +30,7 @@ import { entryOf, MAX_LIST_ENTRIES } from './entries.ts';
 import { createFileAs, mkdirAs, renameAs, rmdirAs, symlinkAs, unlinkAs } from './idmapped.ts';
 import { type ChunkSink, fdSink, type HostFileSource, isHostFile, pumpFd } from './pump.ts';
 import { at, BoxRoot, checkAccess, errno, type FileUser, joinPath } from './root.ts';
-import type { FilesBackend, FilesystemEvent, JsEntryInfo, JsWriteInfo, WatchHandle } from './types.ts';
+import type { FilesBackend, JsEntryInfo, JsWriteInfo, WatchHandle, WatchRequest } from './types.ts';
 import { watchLocal } from './watch.ts';
 
 const R = 4;
@@ -327,12 +327,7 @@ export class LocalFiles implements FilesBackend {
     });
   }
 
-  async watch(
-    path: string,
-    recursive: boolean,
-    onEvent: (e: FilesystemEvent) => void,
-    onExit: (error?: Error) => void,
-  ): Promise<WatchHandle> {
+  async watch({ path, recursive, onEvent, onExit }: WatchRequest): Promise<WatchHandle> {
     return this.#with(path, (root, user) => {
       const { dirFd, name } = root.locate(path, { followLast: true });
       const fd = openSync(at(dirFd, name), DIR_FLAGS);

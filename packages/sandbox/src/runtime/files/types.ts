@@ -124,11 +124,18 @@ export interface FilesBackend {
    * Absent or empty where the host side is not this machine's (REST).
    */
   sharedHostRoots?(): Promise<string[]>;
-  /** Watches a directory. */
-  watch(
-    path: string,
-    recursive: boolean,
-    onEvent: (e: FilesystemEvent) => void,
-    onExit: (error?: Error) => void,
-  ): Promise<WatchHandle>;
+  /** Watches a directory; resolves once the watch is in place. */
+  watch(request: WatchRequest): Promise<WatchHandle>;
+}
+
+/** A directory watch as `BoxFiles.watchDir` hands it to a backend (arguments already checked). */
+export interface WatchRequest {
+  /** Absolute in-box path of the directory. */
+  path: string;
+  /** Also watch every subdirectory, present and future. */
+  recursive: boolean;
+  /** Called for each change: `name` relative to `path`. */
+  onEvent: (event: FilesystemEvent) => void;
+  /** Called when the watch ends by itself (box stopped, connection lost, too many entries), with the reason. */
+  onExit: (error?: Error) => void;
 }
