@@ -123,6 +123,17 @@ export async function resolveManifest(
   throw bad('image index nesting deeper than 3 levels');
 }
 
+/** A small blob to fetch: from which registry repository, its descriptor, and the most bytes read. */
+export interface BlobRequest {
+  client: RegistryClient;
+  /** Repository path on the registry, e.g. `library/busybox`. */
+  repository: string;
+  /** The blob's descriptor (its digest is verified). */
+  desc: Descriptor;
+  /** Bytes read at most; a longer body is refused. */
+  limit: number;
+}
+
 /** Bound of the bytes `BlobFetcher` keeps of recently fetched blobs (4 MiB; image configs are a few KiB). */
 export const RECENT_BLOB_BYTES = 4 * 1024 * 1024;
 
@@ -146,29 +157,19 @@ export class BlobFetcher {
   }
 
   /**
-   * The blob of `desc` from the store, or downloaded (at most `limit` bytes).
+   * The blob `request.desc` from the store, or downloaded (at most `request.limit` bytes).
    * @throws BoxError `image` on a digest mismatch; RegistryError for registry answers.
    */
-  fetch(
-    client: RegistryClient,
-    repository: string,
-    desc: Descriptor,
-    limit: number,
-    signal: AbortSignal,
-  ): Promise<Buffer> {
-    const recent = this.recent.get(desc.digest);
+  fetch(request: BlobRequest, signal: AbortSignal): Promise<Buffer> {
+    const { digest } = request.desc;
+    const recent = this.recent.get(digest);
     if (recent) return Promise.resolve(recent);
     const job = this.jobs.get(
-      desc.digest,
+      digest,
       () =>
         new SharedJob<Buffer, never>(async (_, jobSignal) => {
-          const blob = await withRetries(
-            3,
-            () => this.fetchOnce(client, repository, desc, limit, jobSignal),
-            isTransient,
-            jobSignal,
-          );
-          this.remember(desc.digest, blob);
+          const blob = await withRetries(3, () => this.fetchOnce(request, jobSignal), isTransient, jobSignal);
+          this.remember(digest, blob);
           return blob;
         }),
     );
@@ -189,11 +190,9 @@ export class BlobFetcher {
     }
   }
 
+  /** One attempt of `fetch`: the stored blob if it is intact, else one download, verified. */
   private async fetchOnce(
-    client: RegistryClient,
-    repository: string,
-    desc: Descriptor,
-    limit: number,
+    { client, repository, desc, limit }: BlobRequest,
     signal: AbortSignal,
   ): Promise<Buffer> {
     const { alg } = digestParts(desc.digest);

@@ -214,10 +214,7 @@ export class ImageStore {
     const client = this.client(ref.domain);
     try {
       const cfgBytes = await this.blobs.fetch(
-        client,
-        ref.repository,
-        manifest.config,
-        16 * 1024 * 1024,
+        { client, repository: ref.repository, desc: manifest.config, limit: 16 * 1024 * 1024 },
         signal,
       );
       const cfg = JSON.parse(cfgBytes.toString('utf8')) as ImageConfig;
