@@ -5,8 +5,8 @@
  * given its lifetime, adopted by the session; and the look-up of such a box by id or name.
  */
 
+import type { SimpleBoxOptions } from '../boxes/simple.ts';
 import { BoxError } from '../errors.ts';
-import type { JsRuntime } from '../js-runtime.ts';
 import type { NetworkSpec } from '../types.ts';
 import type { McpSession } from './session.ts';
 
@@ -29,24 +29,35 @@ interface GuiBox {
   stop(): Promise<void>;
 }
 
+/** How one kind of GUI box is made and started. */
+export interface GuiBoxKind<B extends GuiBox> {
+  kind: 'computer' | 'browser';
+  /** vCPUs and MiB of a box whose request names none. */
+  defaults: { cpus: number; memoryMib: number };
+  /** What the kind needs this process for (the `unsupported` message without a local runtime). */
+  why: string;
+  /**
+   * Makes the box from the options every kind shares: the runtime, the runtime name of the box (absent for
+   * a tenant box), the resolved vCPUs and MiB, the request's network, and `autoRemove`/`detach` from `persist`.
+   */
+  make(options: SimpleBoxOptions): B | Promise<B>;
+  /** Starts the box and waits until it is ready. */
+  ready(box: B): Promise<void>;
+}
+
 /**
- * Makes a box of `kind` for `session` with `make` (given the runtime, the runtime name of the box —
- * undefined for a tenant box — and the resolved vCPUs and MiB), waits for `ready`, sets its lifetime and
+ * Makes a box of `spec.kind` for `session` with `spec.make`, waits for `spec.ready`, sets its lifetime and
  * adopts it in the session; a box whose start fails is stopped.
- * @param why what the kind needs this process for (the `unsupported` message without a local runtime).
  * @returns the box and its id.
  * @throws BoxError `unsupported` (field `kind`) without a local runtime, `quota_exceeded` over the
  * session (or tenant) limits; what `ready` throws.
  */
 export async function startGuiBox<B extends GuiBox>(
   session: McpSession,
-  kind: 'computer' | 'browser',
   request: GuiBoxRequest,
-  defaults: { cpus: number; memoryMib: number },
-  why: string,
-  make: (runtime: JsRuntime, name: string | undefined, cpus: number, memoryMib: number) => B | Promise<B>,
-  ready: (box: B) => Promise<void>,
+  spec: GuiBoxKind<B>,
 ): Promise<{ id: string; box: B }> {
+  const { kind, defaults, why, make, ready } = spec;
   if (!session.provider.runtime) {
     throw new BoxError(`${kind} boxes need a server with a local runtime, which ${why}`, {
       code: 'unsupported',
@@ -62,7 +73,15 @@ export async function startGuiBox<B extends GuiBox>(
       { cpus, memoryMib },
       request.name,
       async (runtime, name) => {
-        const box = await make(runtime, name, cpus, memoryMib);
+        const box = await make({
+          runtime,
+          ...(name === undefined ? {} : { name }),
+          cpus,
+          memoryMib,
+          network: request.network,
+          autoRemove: !request.persist,
+          detach: request.persist,
+        });
         made = box;
         try {
           await ready(box);

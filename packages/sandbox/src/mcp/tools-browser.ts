@@ -30,25 +30,13 @@ export type BrowserRequest = GuiBoxRequest;
  * @throws BoxError `unsupported` without a local runtime, `quota_exceeded` over the session limits.
  */
 export async function createBrowser(session: McpSession, request: BrowserRequest): Promise<string> {
-  const { id, box } = await startGuiBox(
-    session,
-    'browser',
-    request,
-    { cpus: BROWSERBOX_CPUS, memoryMib: BROWSERBOX_MEMORY_MIB },
-    'relays their endpoint',
-    (runtime, name, cpus, memoryMib) =>
-      new BrowserBox({
-        runtime,
-        browser: 'chromium',
-        ...(name === undefined ? {} : { name }),
-        cpus,
-        memoryMib,
-        network: request.network,
-        autoRemove: !request.persist,
-        detach: request.persist,
-      }),
-    (box) => box.start(),
-  );
+  const { id, box } = await startGuiBox(session, request, {
+    kind: 'browser',
+    defaults: { cpus: BROWSERBOX_CPUS, memoryMib: BROWSERBOX_MEMORY_MIB },
+    why: 'relays their endpoint',
+    make: (options) => new BrowserBox({ ...options, browser: 'chromium' }),
+    ready: (box) => box.start(),
+  });
   const entry: SessionBrowser = { box, page: null };
   entry.onClose = () => disconnectBrowser(entry);
   session.browsers.set(id, entry);

@@ -39,26 +39,14 @@ export type ComputerRequest = GuiBoxRequest;
  * @throws BoxError `unsupported` without a local runtime, `quota_exceeded` over the session limits.
  */
 export async function createComputer(session: McpSession, request: ComputerRequest): Promise<string> {
-  const { id, box } = await startGuiBox(
-    session,
-    'computer',
-    request,
-    { cpus: COMPUTERBOX_CPUS, memoryMib: COMPUTERBOX_MEMORY_MIB },
-    'runs their desktop forwarders',
-    async (runtime, name, cpus, memoryMib) =>
-      new ComputerBox({
-        runtime,
-        ...(name === undefined ? {} : { name }),
-        cpus,
-        memoryMib,
-        network: request.network,
-        autoRemove: !request.persist,
-        detach: request.persist,
-        guiHttpPort: await freePort(),
-        guiHttpsPort: await freePort(),
-      }),
-    (box) => box.waitUntilReady(),
-  );
+  const { id, box } = await startGuiBox(session, request, {
+    kind: 'computer',
+    defaults: { cpus: COMPUTERBOX_CPUS, memoryMib: COMPUTERBOX_MEMORY_MIB },
+    why: 'runs their desktop forwarders',
+    make: async (options) =>
+      new ComputerBox({ ...options, guiHttpPort: await freePort(), guiHttpsPort: await freePort() }),
+    ready: (box) => box.waitUntilReady(),
+  });
   session.computers.set(id, box);
   return id;
 }
