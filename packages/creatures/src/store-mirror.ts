@@ -4,6 +4,7 @@
  * the version and emits the {@link ChangeEvent} — one path, so the copy and the events never disagree.
  */
 import { EventEmitter, on } from 'node:events';
+import { notFound } from './errors.ts';
 import {
   type Awaitable,
   type ChangeEvent,
@@ -40,6 +41,13 @@ export abstract class MirroredStore implements Store, CreatureLookup {
   /** Count of changes applied since the store was opened (changes whenever the data changes). */
   get version(): number {
     return this.#version;
+  }
+
+  /** The creature with this id; throws `NOT_FOUND` when there is none. */
+  protected existingCreature(id: string): Creature {
+    const creature = this.getCreature(id);
+    if (!creature) throw notFound(`No creature exists with id "${id}"`);
+    return creature;
   }
 
   /**

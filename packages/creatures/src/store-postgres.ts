@@ -22,7 +22,6 @@
  *
  * Messages are not kept in memory: `getMessage` reads the database.
  */
-import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { badUserInput, notFound } from './errors.ts';
 import {
@@ -46,7 +45,7 @@ import {
   updateMessageRow,
   writeLockedCreatureChange,
 } from './store-postgres-sql.ts';
-import { applyPatch, emptyCreature, messageFields, numericId } from './store-rules.ts';
+import { applyPatch, emptyCreature, messageFields, newMessage, numericId } from './store-rules.ts';
 
 export { isPostgresUrl, redactUrl } from './store-postgres-sql.ts';
 
@@ -324,18 +323,15 @@ export class PostgresStore extends MirroredStore {
   /** Applies a patch to a creature. Throws `NOT_FOUND` for an unknown id, `BAD_USER_INPUT` as create. */
   updateCreature(id: string, patch: CreaturePatch): Promise<Creature> {
     return this.#writeCreature(() => {
-      const base = this.getCreature(id);
-      if (!base) throw notFound(`No creature exists with id "${id}"`);
-      return { entity: 'creature', kind: 'updated', id, value: applyPatch(base, patch, 'input', this) };
+      const value = applyPatch(this.existingCreature(id), patch, 'input', this);
+      return { entity: 'creature', kind: 'updated', id, value };
     });
   }
 
   /** Removes a creature and returns it. Throws `NOT_FOUND` for an unknown id. */
   deleteCreature(id: string): Promise<Creature> {
     return this.#writeCreature(() => {
-      const old = this.getCreature(id);
-      if (!old) throw notFound(`No creature exists with id "${id}"`);
-      return { entity: 'creature', kind: 'deleted', id, value: old };
+      return { entity: 'creature', kind: 'deleted', id, value: this.existingCreature(id) };
     });
   }
 
@@ -350,8 +346,7 @@ export class PostgresStore extends MirroredStore {
 
   /** Stores a new message with a random UUID id. Throws `BAD_USER_INPUT` for too long fields. */
   async createMessage(draft: MessageDraft): Promise<Message> {
-    const f = messageFields(draft, 'input');
-    const message: Message = { id: randomUUID(), content: f.content ?? null, author: f.author ?? null };
+    const message = newMessage(draft, 'input');
     await this.ready();
     const seq = await insertMessage(this.#sql, message);
     await this.#applyOwn(seq, { entity: 'message', kind: 'created', id: message.id, value: message });

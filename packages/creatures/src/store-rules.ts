@@ -4,6 +4,7 @@
  * with code `BAD_USER_INPUT` naming the field (`input.attacks.fast[2].damage`) and the rule; an unknown
  * id throws code `NOT_FOUND`.
  */
+import { randomUUID } from 'node:crypto';
 import { badUserInput } from './errors.ts';
 import {
   type Attack,
@@ -14,6 +15,7 @@ import {
   MAX_CONTENT,
   MAX_LIST,
   MAX_TEXT,
+  type Message,
   type MessageDraft,
   type Store,
 } from './store.ts';
@@ -175,6 +177,15 @@ export function messageFields(draft: MessageDraft, prefix: string): MessageDraft
     out.author = draft.author === null ? null : text(`${prefix}.author`, draft.author, MAX_TEXT, true);
   }
   return out;
+}
+
+/**
+ * A new message from a draft: a random UUID id and the validated fields ({@link messageFields}, absent
+ * fields null). Throws `BAD_USER_INPUT` as {@link messageFields}.
+ */
+export function newMessage(draft: MessageDraft, prefix: string): Message {
+  const f = messageFields(draft, prefix);
+  return { id: randomUUID(), content: f.content ?? null, author: f.author ?? null };
 }
 
 /** The numeric value of a numeric id (`"025"` → 25), or +∞ for any other id. */

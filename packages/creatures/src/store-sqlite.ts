@@ -3,7 +3,6 @@
  * process. Every method is synchronous; each write validates (`store-rules.ts`), commits in one
  * transaction, then updates the in-memory creatures and emits one {@link ChangeEvent}.
  */
-import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -17,7 +16,7 @@ import {
   type MessageDraft,
 } from './store.ts';
 import { MirroredStore } from './store-mirror.ts';
-import { applyPatch, emptyCreature, messageFields, numericId } from './store-rules.ts';
+import { applyPatch, emptyCreature, messageFields, newMessage, numericId } from './store-rules.ts';
 
 /** Options of {@link SqliteStore}. */
 export interface SqliteStoreOptions {
@@ -117,9 +116,7 @@ export class SqliteStore extends MirroredStore {
 
   /** Applies a patch to a creature. Throws `NOT_FOUND` for an unknown id, `BAD_USER_INPUT` as create. */
   updateCreature(id: string, patch: CreaturePatch): Creature {
-    const base = this.getCreature(id);
-    if (!base) throw notFound(`No creature exists with id "${id}"`);
-    const next = applyPatch(base, patch, 'input', this);
+    const next = applyPatch(this.existingCreature(id), patch, 'input', this);
     this.#transaction(() => {
       this.#db
         .prepare('UPDATE creatures SET name_key = ?, doc = ? WHERE id = ?')
@@ -131,8 +128,7 @@ export class SqliteStore extends MirroredStore {
 
   /** Removes a creature and returns it. Throws `NOT_FOUND` for an unknown id. */
   deleteCreature(id: string): Creature {
-    const old = this.getCreature(id);
-    if (!old) throw notFound(`No creature exists with id "${id}"`);
+    const old = this.existingCreature(id);
     this.#transaction(() => {
       this.#db.prepare('DELETE FROM creatures WHERE id = ?').run(id);
     });
@@ -150,8 +146,7 @@ export class SqliteStore extends MirroredStore {
 
   /** Stores a new message with a random UUID id. Throws `BAD_USER_INPUT` for too long fields. */
   createMessage(draft: MessageDraft): Message {
-    const f = messageFields(draft, 'input');
-    const message: Message = { id: randomUUID(), content: f.content ?? null, author: f.author ?? null };
+    const message = newMessage(draft, 'input');
     this.#transaction(() => {
       this.#db
         .prepare('INSERT INTO messages (id, content, author) VALUES (?, ?, ?)')
