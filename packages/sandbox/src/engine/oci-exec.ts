@@ -3,7 +3,10 @@
  * pipes, the command given as an OCI process file (the box's rlimits, capabilities and
  * `noNewPrivileges`; exec-process.ts). A terminal (`tty`) is made by `tty-relay.pl` (scripts.ts) in
  * the box's own devpts with crun, or by the runtime's `exec --tty` under script(1) otherwise. A
- * background command (`detach`) is started by `exec --detach` and outlives this process.
+ * background command (`detach`) is started by `exec --detach` and outlives this process. The steps the
+ * rootless engine (rootless-exec.ts) takes alike live here too: the checked request, OCI process and
+ * per-command files (`prepareOciExec`), the terminal relay's arguments (`ttyRelayArgs`) and the files'
+ * removal at exit (`execFilesHandling`).
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -12,11 +15,14 @@ import { join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import {
+  type CommandHandling,
   checkTerminalSize,
   commandProcess,
   type ExecDefaults,
+  type ExecRequest,
   execRequest,
   exitCode,
+  type OciExecProcess,
   ociExecProcess,
   resolveInBox,
   searchPath,
@@ -59,12 +65,94 @@ export function shellQuote(s: string): string {
   return /^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
+/** A command checked and described for `<runtime> exec --process` (see `prepareOciExec`). */
+export interface PreparedOciExec {
+  /** The checked request. */
+  req: ExecRequest;
+  /** The command's OCI process, to be written to `processFile`. */
+  ociProcess: OciExecProcess;
+  /** The runtime's pid file of the command: `<execDir>/<box id>.<node pid>.<seq>.pid`. */
+  pidFile: string;
+  /** The command's OCI process file: the same name ending in `.json`. */
+  processFile: string;
+  /** The terminal size in character cells (default 80×24), checked; undefined without `tty`. */
+  ttySize: { cols: number; rows: number } | undefined;
+}
+
+/**
+ * The first steps of a command of the root (`ociExec`) and rootless (rootless-exec.ts) engines: checks
+ * `options` against the box's defaults (its user resolved under `rootfs`), builds its OCI process with the
+ * box's `capabilities`, names its per-command files under `files.execDir` and checks its terminal size.
+ * @throws BoxError naming `cmd`, `user`, `cwd`, `env` (`execRequest`), `ttySize`, or `detach` (with a tty).
+ */
+export function prepareOciExec(
+  rootfs: string,
+  box: ExecDefaults & { id: string; capabilities?: string[] | undefined },
+  options: EngineExecOptions,
+  files: { execDir: string; seq: number },
+): PreparedOciExec {
+  const req = execRequest(rootfs, box, options);
+  const base = join(files.execDir, `${box.id}.${process.pid}.${files.seq}`);
+  // The command is given as an OCI process (`exec --process`): the runtime's command-line form
+  // would leave out the box's rlimits and `noNewPrivileges`, and give the command the caller's limits.
+  const ociProcess = ociExecProcess(req, options, box.capabilities);
+  let ttySize: { cols: number; rows: number } | undefined;
+  if (options.tty) {
+    ttySize = options.ttySize ?? { cols: 80, rows: 24 };
+    checkTerminalSize('ttySize', ttySize.cols, ttySize.rows);
+    if (options.detach)
+      throw new BoxError('detach: a background command cannot have a tty', { field: 'detach' });
+  }
+  return { req, ociProcess, pidFile: `${base}.pid`, processFile: `${base}.json`, ttySize };
+}
+
+/**
+ * Lets `tty-relay.pl` make the command's terminal in the box's own devpts (`<boxRoot>/dev/pts`, sized
+ * before anything runs): the command is resolved on the box's PATH here (busybox would run its own
+ * applet of that name instead; one not found is left to the runtime, which reports it) and started by
+ * busybox `setsid -c`, so it leads a session owning the terminal (Ctrl-C, job control).
+ * @param boxRoot the box root as the host reaches it, `/proc/<init pid>/root`.
+ * @returns the relay's arguments before the runtime's command line: the devpts directory, cols, rows.
+ */
+export function ttyRelayArgs(
+  boxRoot: string,
+  prepared: PreparedOciExec,
+  options: EngineExecOptions,
+  size: { cols: number; rows: number },
+): string[] {
+  const inBox = resolveInBox(boxRoot, options.cmd, searchPath(prepared.req.env));
+  if (inBox) prepared.ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];
+  return [join(boxRoot, 'dev/pts'), String(size.cols), String(size.rows)];
+}
+
+/**
+ * What `commandProcess` is told about a foreground command's files: `kill` and `resize` wait up to 1 s
+ * for its pid file, and both files are removed when the runtime process exits.
+ */
+export function execFilesHandling(
+  id: string,
+  prepared: PreparedOciExec,
+): Pick<CommandHandling, 'id' | 'pidFile' | 'pidWaitMs' | 'exitOf'> {
+  const { pidFile, processFile } = prepared;
+  return {
+    id,
+    pidFile,
+    pidWaitMs: 1000,
+    exitOf: (code, signal) => {
+      rm(pidFile, { force: true }).catch(() => {});
+      rm(processFile, { force: true }).catch(() => {});
+      return exitCode(code, signal);
+    },
+  };
+}
+
 /**
  * Runs a command in the running box `box`; see `Engine.exec`. The exit code is the command's, or
  * 128 + signal when a signal ended it.
- * @throws BoxError naming `cmd`, `user`, `cwd`, `env`, `ttySize`, `tty` (no script(1) on the host) or
- *   `detach` (with a tty); code `exec` when a background command could not be started. `exited`
- *   rejects with a BoxError when the runtime cannot be spawned.
+ * @throws BoxError naming `cmd`, `user`, `cwd`, `env`, `ttySize` or `detach` (with a tty); code
+ *   `unsupported` for a tty without script(1) on the host where the terminal relay cannot serve; code
+ *   `exec` when a background command could not be started. `exited` rejects with a BoxError when the
+ *   runtime cannot be spawned.
  */
 export async function ociExec(
   ctx: OciExecContext,
@@ -72,42 +160,24 @@ export async function ociExec(
   options: EngineExecOptions,
 ): Promise<EngineProcess> {
   const { id } = box;
-  const req = execRequest(box.rootfs, box, options);
-  const pidFile = join(ctx.execDir, `${id}.${process.pid}.${ctx.seq}.pid`);
-  // The command is given as an OCI process (`exec --process`): the runtime's command-line form
-  // would leave out the box's rlimits and `noNewPrivileges`, and give the command the caller's limits.
-  const processFile = join(ctx.execDir, `${id}.${process.pid}.${ctx.seq}.json`);
-  const ociProcess = ociExecProcess(req, options, box.capabilities);
+  const prepared = prepareOciExec(box.rootfs, box, options, ctx);
+  const { ociProcess, pidFile, processFile, ttySize: size } = prepared;
   const uid = ociProcess.user.uid;
   let file = ctx.runtime[0] as string;
   let argv = [...ctx.runtime.slice(1), 'exec', '--pid-file', pidFile, '--process', processFile, id];
   let resizeAfterStart: { cols: number; rows: number } | undefined;
   let ttyEnv: NodeJS.ProcessEnv | undefined;
-  if (options.tty) {
-    const size = options.ttySize ?? { cols: 80, rows: 24 };
-    checkTerminalSize('ttySize', size.cols, size.rows);
+  if (size) {
     const boxRoot = `/proc/${box.initPid}/root`;
     const perl = ctx.ttyPerl;
     if (perl && existsSync(join(boxRoot, TTY_HELPER_PATH))) {
       // The terminal is made by tty-relay.pl in the box's own devpts (so the command sees
-      // /dev/pts/<n> of its box), sized before anything runs; the runtime passes it on as plain
-      // stdio and busybox `setsid -c` makes the command a session leader owning it (Ctrl-C, job
-      // control). The runtime's own `exec --tty` is not used: it sizes its terminal only after the
-      // command has started, and crun 1.8.1 prints output still unread when the command exits as
-      // its own red error line.
-      // The command is resolved on the box's PATH here: busybox would run its own applet of that
-      // name instead. One not found is left to the runtime, which reports it.
-      const inBox = resolveInBox(boxRoot, options.cmd, searchPath(req.env));
-      if (inBox) ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];
+      // /dev/pts/<n> of its box); the runtime passes it on as plain stdio. The runtime's own
+      // `exec --tty` is not used: it sizes its terminal only after the command has started, and
+      // crun 1.8.1 prints output still unread when the command exits as its own red error line.
+      const relay = ttyRelayArgs(boxRoot, prepared, options, size);
       if (box.idMap) ttyEnv = { ...process.env, SB_TTY_UID: String(box.idMap.hostUid + uid) };
-      argv = [
-        ctx.ttyRelayPath,
-        join(boxRoot, 'dev/pts'),
-        String(size.cols),
-        String(size.rows),
-        file,
-        ...argv,
-      ];
+      argv = [ctx.ttyRelayPath, ...relay, file, ...argv];
       file = perl;
     } else {
       // runc (which copies a foreground command's plain stdio through pipes) or boxes started
@@ -132,24 +202,12 @@ export async function ociExec(
   }
   writeFileSync(processFile, JSON.stringify(ociProcess));
   if (options.detach) {
-    if (options.tty)
-      throw new BoxError('detach: a background command cannot have a tty', {
-        field: 'tty',
-        code: 'invalid_option',
-      });
     argv.splice(argv.indexOf('exec') + 1, 0, '--detach');
     return execDetached(id, file, argv, pidFile, processFile);
   }
   const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'], ...(ttyEnv ? { env: ttyEnv } : {}) });
   const proc = commandProcess(child, {
-    id,
-    pidFile,
-    pidWaitMs: 1000,
-    exitOf: (code, signal) => {
-      rm(pidFile, { force: true }).catch(() => {});
-      rm(processFile, { force: true }).catch(() => {});
-      return exitCode(code, signal);
-    },
+    ...execFilesHandling(id, prepared),
     signal: async (pid, signal) => {
       try {
         process.kill(pid, signal);

@@ -10,20 +10,12 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { lstatInRoot } from './confined.ts';
-import {
-  checkTerminalSize,
-  commandProcess,
-  execRequest,
-  exitCode,
-  ociExecProcess,
-  resolveInBox,
-  searchPath,
-} from './exec-process.ts';
+import { commandProcess } from './exec-process.ts';
 import { TTY_HELPER_PATH } from './oci.ts';
+import { execFilesHandling, prepareOciExec, ttyRelayArgs } from './oci-exec.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
 /** What an exec needs to know about the box. */
@@ -74,11 +66,8 @@ export async function rootlessExec(
   options: EngineExecOptions,
 ): Promise<EngineProcess> {
   const boxRoot = `/proc/${ctx.initPid}/root`;
-  const req = execRequest(boxRoot, ctx, options);
-  const base = join(ctx.execDir, `${ctx.id}.${process.pid}.${ctx.seq}`);
-  const pidFile = `${base}.pid`;
-  const processFile = `${base}.json`;
-  const ociProcess = ociExecProcess(req, options, ctx.capabilities);
+  const prepared = prepareOciExec(boxRoot, ctx, options, ctx);
+  const { ociProcess, pidFile, processFile, ttySize: size } = prepared;
   // crun joins the box's cgroups through the delegated subtree (freezer included, which it reads on
   // every exec); the hybrid layout it refuses for `run` does not stop `exec`.
   const crunArgv = [
@@ -94,31 +83,19 @@ export async function rootlessExec(
     ctx.id,
   ];
   let argv = crunArgv;
-  if (options.tty) {
-    const size = options.ttySize ?? { cols: 80, rows: 24 };
-    checkTerminalSize('ttySize', size.cols, size.rows);
+  if (size) {
     if (!ctx.ttyRelay || !lstatInRoot(boxRoot, TTY_HELPER_PATH)) {
       throw new BoxError('tty: needs perl and a static busybox (busybox-static) on the host', {
         code: 'unsupported',
       });
     }
-    const inBox = resolveInBox(boxRoot, options.cmd, searchPath(req.env));
-    if (inBox) ociProcess.args = [TTY_HELPER_PATH, 'setsid', '-c', inBox, ...options.args];
-    argv = [
-      ctx.ttyRelay.perl,
-      ctx.ttyRelay.script,
-      join(boxRoot, 'dev/pts'),
-      String(size.cols),
-      String(size.rows),
-      ...crunArgv,
-    ];
+    const relay = ttyRelayArgs(boxRoot, prepared, options, size);
+    argv = [ctx.ttyRelay.perl, ctx.ttyRelay.script, ...relay, ...crunArgv];
   }
   writeFileSync(processFile, JSON.stringify(ociProcess));
   const childEnv = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
   if (options.detach) {
     // A background command (a box's main process): crun starts it with /dev/null as stdio and returns.
-    if (options.tty)
-      throw new BoxError('detach: a background command cannot have a tty', { field: 'detach' });
     argv.splice(argv.indexOf('exec') + 1, 0, '--detach');
     const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
       const c = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], env: childEnv });
@@ -150,14 +127,7 @@ export async function rootlessExec(
     env: childEnv,
   });
   return commandProcess(child, {
-    id: ctx.id,
-    pidFile,
-    pidWaitMs: 1000,
-    exitOf: (code, signal) => {
-      rm(pidFile, { force: true }).catch(() => {});
-      rm(processFile, { force: true }).catch(() => {});
-      return exitCode(code, signal);
-    },
+    ...execFilesHandling(ctx.id, prepared),
     signal: (pid, signal) => signalInBox(ctx.initPid, [pid], signal),
     // The terminal is the command's stdin; stty runs in the box's user namespace (the command may
     // run as a box user the caller cannot reach from outside).
