@@ -2,6 +2,7 @@
  * Public data types of the sandbox SDK, named and shaped exactly as spec 002 "Resources and their
  * fields". Behaviour lives elsewhere; this module only declares shapes.
  */
+import type { EngineStats } from './engine/types.ts';
 import type { ImageLimits } from './images/limits.ts';
 
 /** Registry configuration (spec 002 `JsImageRegistry`). */
@@ -316,23 +317,17 @@ export interface JsRuntimeMetrics {
   totalExecErrors: number;
 }
 
-/** Box counters, resources (bytes, percent) and creation stage timings in ms (spec 002 `JsBoxMetrics`). */
-export interface JsBoxMetrics {
+/**
+ * Box counters, resources (bytes, percent; the fields of `EngineStats`, present while the box runs) and
+ * creation stage timings in ms (spec 002 `JsBoxMetrics`).
+ */
+export interface JsBoxMetrics extends EngineStats {
   commandsExecutedTotal: number;
   execErrorsTotal: number;
   /** Bytes written to commands' stdin. */
   bytesSentTotal: number;
   /** Bytes read from commands' stdout and stderr. */
   bytesReceivedTotal: number;
-  /** 0.0 to 100.0. */
-  cpuPercent?: number;
-  memoryBytes?: number;
-  networkBytesSent?: number;
-  networkBytesReceived?: number;
-  /** Current TCP connections. */
-  networkTcpConnections?: number;
-  /** Total TCP errors. */
-  networkTcpErrors?: number;
   totalCreateDurationMs?: number;
   guestBootDurationMs?: number;
   stageFilesystemSetupMs?: number;

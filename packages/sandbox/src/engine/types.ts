@@ -114,12 +114,18 @@ export interface EngineState {
   pid?: number;
 }
 
-/** Resource usage of a box from its cgroup. */
+/**
+ * Resource usage of a box from its cgroup and its network namespace (also the resource fields of the
+ * public `JsBoxMetrics`). A field that could not be read is absent.
+ */
 export interface EngineStats {
   /** CPU usage since the previous call, percent of the box's allowance, 0.0–100.0. */
   cpuPercent?: number;
+  /** Memory in use by the box's cgroup, bytes (`memory.current`, v1 `memory.usage_in_bytes`). */
   memoryBytes?: number;
+  /** Bytes sent on the box's interfaces other than `lo` since they were made. */
   networkBytesSent?: number;
+  /** Bytes received on the box's interfaces other than `lo` since they were made. */
   networkBytesReceived?: number;
   /** TCP connections currently established in the box's namespace (`CurrEstab`, /proc/net/snmp). */
   networkTcpConnections?: number;
