@@ -2,7 +2,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { useMutation, useQuery } from 'urql';
 import type { CreatureChangeSignal } from './App.tsx';
-import { TypeBadge } from './CreatureList.tsx';
+import { CreatureKind, TypeBadge } from './CreatureList.tsx';
 import { CreaturePicture } from './CreaturePicture.tsx';
 import { ErrorNotice } from './ErrorNotice.tsx';
 import { type Attack, CreatureQuery, DeleteCreatureMutation, type Dimension, errorText } from './graphql.ts';
@@ -63,12 +63,7 @@ export function CreatureDetailView({ name, change }: { name: string; change: Cre
           <PageHeading title={creature.name} id="creature-name">
             {creature.name} <span className="id">#{creature.id}</span>
           </PageHeading>
-          <p className="classification">{creature.classification ?? 'Unclassified'}</p>
-          <p className="types">
-            {creature.types.map((t) => (
-              <TypeBadge key={t} type={t} />
-            ))}
-          </p>
+          <CreatureKind creature={creature} />
         </div>
       </header>
       <div className="detail-actions">

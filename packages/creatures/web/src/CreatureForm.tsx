@@ -75,6 +75,35 @@ const EMPTY: Draft = {
   reqName: '',
 };
 
+/** The number fields of the measures grid (all at least 0): draft field, label, unit, step and maximum. */
+const NUMBER_FIELDS: readonly {
+  key: 'weightMin' | 'weightMax' | 'heightMin' | 'heightMax' | 'maxCP' | 'maxHP' | 'fleeRate';
+  label: string;
+  step: string;
+  unit?: string;
+  max?: number;
+}[] = [
+  { key: 'weightMin', label: 'Weight, minimum', step: 'any', unit: 'kg' },
+  { key: 'weightMax', label: 'Weight, maximum', step: 'any', unit: 'kg' },
+  { key: 'heightMin', label: 'Height, minimum', step: 'any', unit: 'm' },
+  { key: 'heightMax', label: 'Height, maximum', step: 'any', unit: 'm' },
+  { key: 'maxCP', label: 'Max CP', step: '1' },
+  { key: 'maxHP', label: 'Max HP', step: '1' },
+  { key: 'fleeRate', label: 'Flee rate', step: 'any', unit: '%', max: 100 },
+];
+
+/** The two attack lists: draft field (also the editor's id), legend and the noun of one row. */
+const ATTACK_LISTS = [
+  { key: 'fast', legend: 'Fast attacks', noun: 'fast attack' },
+  { key: 'special', legend: 'Special attacks', noun: 'special attack' },
+] as const;
+
+/** The two evolution lists: draft field (also the editor's id), legend and hint. */
+const EVOLUTION_LISTS = [
+  { key: 'previous', legend: 'Previous evolutions', hint: 'Earlier stages, earliest first.' },
+  { key: 'evolutions', legend: 'Evolutions', hint: 'Later stages, nearest first.' },
+] as const;
+
 /** The number of a measure such as "6.75kg" ("6.75"), or "" when there is none. */
 const amount = (measure: string | null | undefined) => {
   const n = Number.parseFloat(measure ?? '');
@@ -297,6 +326,13 @@ function CreatureForm(props: CreatureFormProps) {
     (value: Draft[K]) =>
       setDraft((d) => ({ ...d, [key]: value }));
   const e = errors.fields;
+  /** The props that tie a control to one draft field: its id, value, change handler and error. */
+  const bind = <K extends keyof Draft>(key: K) => ({
+    id: key,
+    value: draft[key],
+    onChange: set(key),
+    error: e[key],
+  });
 
   // Counts requests to focus the first error; the effect runs after React has committed the render that
   // shows the errors (with the same update), so the controls in error are marked by then.
@@ -331,177 +367,36 @@ function CreatureForm(props: CreatureFormProps) {
         </div>
       )}
       <div className="grid">
-        <Field id="name" label="Name" value={draft.name} onChange={set('name')} error={e.name} />
-        <Field
-          id="classification"
-          label="Classification"
-          hint="e.g. Mouse Pokémon"
-          value={draft.classification}
-          onChange={set('classification')}
-          error={e.classification}
-        />
+        <Field label="Name" {...bind('name')} />
+        <Field label="Classification" hint="e.g. Mouse Pokémon" {...bind('classification')} />
       </div>
-      <TypeChooser
-        id="types"
-        legend="Types"
-        choices={types}
-        value={draft.types}
-        onChange={set('types')}
-        error={e.types}
-      />
+      <TypeChooser legend="Types" choices={types} {...bind('types')} />
       <div className="grid measures">
-        <Field
-          id="weightMin"
-          label="Weight, minimum"
-          type="number"
-          step="any"
-          min={0}
-          unit="kg"
-          value={draft.weightMin}
-          onChange={set('weightMin')}
-          error={e.weightMin}
-        />
-        <Field
-          id="weightMax"
-          label="Weight, maximum"
-          type="number"
-          step="any"
-          min={0}
-          unit="kg"
-          value={draft.weightMax}
-          onChange={set('weightMax')}
-          error={e.weightMax}
-        />
-        <Field
-          id="heightMin"
-          label="Height, minimum"
-          type="number"
-          step="any"
-          min={0}
-          unit="m"
-          value={draft.heightMin}
-          onChange={set('heightMin')}
-          error={e.heightMin}
-        />
-        <Field
-          id="heightMax"
-          label="Height, maximum"
-          type="number"
-          step="any"
-          min={0}
-          unit="m"
-          value={draft.heightMax}
-          onChange={set('heightMax')}
-          error={e.heightMax}
-        />
-        <Field
-          id="maxCP"
-          label="Max CP"
-          type="number"
-          step="1"
-          min={0}
-          value={draft.maxCP}
-          onChange={set('maxCP')}
-          error={e.maxCP}
-        />
-        <Field
-          id="maxHP"
-          label="Max HP"
-          type="number"
-          step="1"
-          min={0}
-          value={draft.maxHP}
-          onChange={set('maxHP')}
-          error={e.maxHP}
-        />
-        <Field
-          id="fleeRate"
-          label="Flee rate"
-          type="number"
-          step="any"
-          min={0}
-          max={100}
-          unit="%"
-          value={draft.fleeRate}
-          onChange={set('fleeRate')}
-          error={e.fleeRate}
-        />
+        {NUMBER_FIELDS.map(({ key, ...field }) => (
+          <Field key={key} type="number" min={0} {...field} {...bind(key)} />
+        ))}
       </div>
-      <TypeChooser
-        id="resistant"
-        legend="Resistant to"
-        choices={types}
-        value={draft.resistant}
-        onChange={set('resistant')}
-        error={e.resistant}
-      />
-      <TypeChooser
-        id="weaknesses"
-        legend="Weak against"
-        choices={types}
-        value={draft.weaknesses}
-        onChange={set('weaknesses')}
-        error={e.weaknesses}
-      />
-      <AttackEditor
-        id="fast"
-        legend="Fast attacks"
-        noun="fast attack"
-        attacks={draft.fast}
-        onChange={set('fast')}
-        types={types}
-        errors={e}
-      />
-      <AttackEditor
-        id="special"
-        legend="Special attacks"
-        noun="special attack"
-        attacks={draft.special}
-        onChange={set('special')}
-        types={types}
-        errors={e}
-      />
-      <EvolutionEditor
-        id="previous"
-        legend="Previous evolutions"
-        hint="Earlier stages, earliest first."
-        value={draft.previous}
-        onChange={set('previous')}
-        creatures={creatures}
-        self={props.self}
-        error={e.previous}
-      />
-      <EvolutionEditor
-        id="evolutions"
-        legend="Evolutions"
-        hint="Later stages, nearest first."
-        value={draft.evolutions}
-        onChange={set('evolutions')}
-        creatures={creatures}
-        self={props.self}
-        error={e.evolutions}
-      />
+      <TypeChooser legend="Resistant to" choices={types} {...bind('resistant')} />
+      <TypeChooser legend="Weak against" choices={types} {...bind('weaknesses')} />
+      {ATTACK_LISTS.map(({ key, ...list }) => (
+        <AttackEditor
+          key={key}
+          id={key}
+          {...list}
+          attacks={draft[key]}
+          onChange={set(key)}
+          types={types}
+          errors={e}
+        />
+      ))}
+      {EVOLUTION_LISTS.map(({ key, ...list }) => (
+        <EvolutionEditor key={key} {...list} {...bind(key)} creatures={creatures} self={props.self} />
+      ))}
       <fieldset className="requirement">
         <legend>Evolves with</legend>
         <div className="grid">
-          <Field
-            id="reqAmount"
-            label="Amount"
-            type="number"
-            step="1"
-            min={0}
-            value={draft.reqAmount}
-            onChange={set('reqAmount')}
-            error={e.reqAmount}
-          />
-          <Field
-            id="reqName"
-            label="Of what"
-            hint="e.g. Pikachu candies"
-            value={draft.reqName}
-            onChange={set('reqName')}
-            error={e.reqName}
-          />
+          <Field label="Amount" type="number" step="1" min={0} {...bind('reqAmount')} />
+          <Field label="Of what" hint="e.g. Pikachu candies" {...bind('reqName')} />
         </div>
       </fieldset>
       <div className="actions">

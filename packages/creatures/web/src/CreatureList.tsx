@@ -6,7 +6,12 @@ import { useEffect, useRef, useState } from 'react';
 import { useQuery } from 'urql';
 import { CreaturePicture } from './CreaturePicture.tsx';
 import { ErrorNotice } from './ErrorNotice.tsx';
-import { type CreatureOrderField, CreaturePageQuery, type CreaturePageVariables } from './graphql.ts';
+import {
+  type CreatureOrderField,
+  CreaturePageQuery,
+  type CreaturePageVariables,
+  type CreatureSummary,
+} from './graphql.ts';
 import { creatureHref } from './route.ts';
 
 /** Creatures per page of the list. */
@@ -212,4 +217,18 @@ function Page({ variables, refresh, selected, last, focusFirst, onTotal, onMore 
 /** A small colored label of an elemental type. */
 export function TypeBadge({ type }: { type: string }) {
   return <span className={`type type-${type.toLowerCase()}`}>{type}</span>;
+}
+
+/** A creature's classification ("Unclassified" without one) and its type badges, as two paragraphs. */
+export function CreatureKind({ creature }: { creature: Pick<CreatureSummary, 'classification' | 'types'> }) {
+  return (
+    <>
+      <p className="classification">{creature.classification ?? 'Unclassified'}</p>
+      <p className="types">
+        {creature.types.map((t) => (
+          <TypeBadge key={t} type={t} />
+        ))}
+      </p>
+    </>
+  );
 }

@@ -4,7 +4,7 @@
  */
 import { useMemo, useState } from 'react';
 import type { CreatureChangeSignal } from './App.tsx';
-import { TypeBadge } from './CreatureList.tsx';
+import { CreatureKind } from './CreatureList.tsx';
 import { CreaturePicture } from './CreaturePicture.tsx';
 import type { CreatureSummary } from './graphql.ts';
 import { PageHeading } from './PageHeading.tsx';
@@ -102,12 +102,7 @@ function RandomCreature({ creatures }: { creatures: CreatureSummary[] | undefine
             <a href={creatureHref(creature.name)}>{creature.name}</a>{' '}
             <span className="id">#{creature.id}</span>
           </p>
-          <p className="classification">{creature.classification ?? 'Unclassified'}</p>
-          <p className="types">
-            {creature.types.map((t) => (
-              <TypeBadge key={t} type={t} />
-            ))}
-          </p>
+          <CreatureKind creature={creature} />
         </div>
       </div>
       <button type="button" onClick={() => setSeed(Math.random())}>

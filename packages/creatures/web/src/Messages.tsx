@@ -94,30 +94,49 @@ export function MessageBoard() {
   );
 }
 
+/**
+ * A form's submit handler and the error it shows: `submit` stops the browser's own submission, clears the
+ * error and runs `action`, whose answer is the text of the error to show (null: none).
+ */
+function useFormAction(action: () => Promise<string | null>) {
+  const [error, setError] = useState<string | null>(null);
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    setError(null);
+    setError(await action());
+  };
+  return { error, submit };
+}
+
+/** A text input whose placeholder is also its accessible name (`aria-label`). */
+function PlaceholderInput(props: { label: string; value: string; onChange: (value: string) => void }) {
+  return (
+    <input
+      aria-label={props.label}
+      placeholder={props.label}
+      value={props.value}
+      onChange={(e) => props.onChange(e.target.value)}
+    />
+  );
+}
+
 function PostMessage({ onPosted }: { onPosted: (m: Message) => void }) {
   const [author, setAuthor] = useState(() => localStorage.getItem(AUTHOR_KEY) ?? '');
   const [content, setContent] = useState('');
-  const [error, setError] = useState<string | null>(null);
   const [state, create] = useMutation(CreateMessageMutation);
-  const submit = async (e: FormEvent) => {
-    e.preventDefault();
-    setError(null);
+  const { error, submit } = useFormAction(async () => {
     localStorage.setItem(AUTHOR_KEY, author);
     const result = await create({ input: { content, author: author.trim() || null } });
-    if (result.error) setError(errorText(result.error));
-    else if (result.data?.createMessage) {
+    if (result.error) return errorText(result.error);
+    if (result.data?.createMessage) {
       onPosted(result.data.createMessage);
       setContent('');
     }
-  };
+    return null;
+  });
   return (
     <form className="post-message" onSubmit={submit} aria-label="Post a message">
-      <input
-        aria-label="Your name"
-        placeholder="Your name"
-        value={author}
-        onChange={(e) => setAuthor(e.target.value)}
-      />
+      <PlaceholderInput label="Your name" value={author} onChange={setAuthor} />
       <textarea
         aria-label="Message"
         placeholder="Write a message"
@@ -136,28 +155,19 @@ function PostMessage({ onPosted }: { onPosted: (m: Message) => void }) {
 function OpenMessage({ onFound }: { onFound: (m: Message) => void }) {
   const client = useClient();
   const [id, setId] = useState('');
-  const [error, setError] = useState<string | null>(null);
-  const submit = async (e: FormEvent) => {
-    e.preventDefault();
-    setError(null);
+  const { error, submit } = useFormAction(async () => {
     const result = await client
       .query(GetMessageQuery, { id: id.trim() }, { requestPolicy: 'network-only' })
       .toPromise();
-    if (result.error) setError(errorText(result.error));
-    else if (!result.data?.getMessage) setError(`No message has the id “${id.trim()}”.`);
-    else {
-      onFound(result.data.getMessage);
-      setId('');
-    }
-  };
+    if (result.error) return errorText(result.error);
+    if (!result.data?.getMessage) return `No message has the id “${id.trim()}”.`;
+    onFound(result.data.getMessage);
+    setId('');
+    return null;
+  });
   return (
     <form className="open-message" onSubmit={submit} aria-label="Open a message by id">
-      <input
-        aria-label="Message id"
-        placeholder="Message id"
-        value={id}
-        onChange={(e) => setId(e.target.value)}
-      />
+      <PlaceholderInput label="Message id" value={id} onChange={setId} />
       <button type="submit" disabled={id.trim() === ''}>
         Open
       </button>
@@ -169,18 +179,16 @@ function OpenMessage({ onFound }: { onFound: (m: Message) => void }) {
 function MessageItem({ message, onSaved }: { message: Message; onSaved: (m: Message) => void }) {
   const [editing, setEditing] = useState(false);
   const [content, setContent] = useState(message.content ?? '');
-  const [error, setError] = useState<string | null>(null);
   const [state, update] = useMutation(UpdateMessageMutation);
-  const save = async (e: FormEvent) => {
-    e.preventDefault();
-    setError(null);
+  const { error, submit: save } = useFormAction(async () => {
     const result = await update({ id: message.id, input: { content, author: message.author } });
-    if (result.error) setError(errorText(result.error));
-    else if (result.data?.updateMessage) {
+    if (result.error) return errorText(result.error);
+    if (result.data?.updateMessage) {
       onSaved(result.data.updateMessage);
       setEditing(false);
     }
-  };
+    return null;
+  });
   return (
     <li className="message" data-id={message.id}>
       {editing ? (
