@@ -2,9 +2,11 @@
  * Test helper: hostile layer content aimed at a host canary tree, and the oracle that the tree did not
  * change. `makeCanary` makes the tree, `canaryFacts` records everything an escape could change in it
  * (type, mode with setuid bits, owner, size, mtime, content hash, link target, device number, extended
- * attributes), `HOSTILE_CASES` are the hand-written classes of hostile layers and `hostileLayer` is the
- * fast-check arbitrary that generates orderings of the same entry types.
+ * attributes), `HOSTILE_CASES` are the hand-written classes of hostile layers, `hostileLayer` is the
+ * fast-check arbitrary that generates orderings of the same entry types and
+ * `assertGeneratedLayersKeepCanary` runs an escape path on generated layers with the canary oracle.
  */
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
@@ -14,13 +16,14 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  rmSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
 import tar from 'tar-stream';
-import { ImageStore } from '../../src/index.ts';
+import { BoxError, ImageStore, type JsRuntime } from '../../src/index.ts';
 // internal: writes hostile layer tars the way box exports do
 import { writeLayerTar } from '../../src/runtime/archive-tar.ts';
 import type { FixtureEntry } from '../helpers/registry.ts';
@@ -74,48 +77,10 @@ export function canaryFacts(dir: string): string[] {
   return out;
 }
 
-/** Raw (uncompressed) tar of `entries` in order; `size` overrides a file's declared size (with no body). */
-export async function tarOf(entries: (FixtureEntry & { sparse?: boolean })[]): Promise<Buffer> {
-  const pack = tar.pack();
-  const sparse: number[] = [];
-  let offset = 0;
-  for (const e of entries) {
-    const type = e.type ?? 'file';
-    const content = type === 'file' ? Buffer.from(e.content ?? '') : Buffer.alloc(0);
-    if (e.sparse) sparse.push(offset);
-    pack.entry(
-      {
-        name: e.name,
-        type,
-        linkname: e.linkname,
-        mode: e.mode ?? (type === 'directory' ? 0o755 : 0o644),
-        uid: e.uid ?? 0,
-        gid: e.gid ?? 0,
-        mtime: new Date('2024-01-01T00:00:00Z'),
-      },
-      content,
-    );
-    offset += 512 + Math.ceil(content.length / 512) * 512;
-  }
-  pack.finalize();
-  const chunks: Buffer[] = [];
-  for await (const c of pack) chunks.push(c as Buffer);
-  const raw = Buffer.concat(chunks);
-  // GNU sparse entries ('S'): the same header with its type flag changed and the checksum redone.
-  for (const at of sparse) {
-    raw[at + 156] = 'S'.charCodeAt(0);
-    raw.fill(' ', at + 148, at + 156);
-    let sum = 0;
-    for (let i = at; i < at + 512; i++) sum += raw[i]!;
-    raw.write(`${sum.toString(8).padStart(6, '0')}\0 `, at + 148, 'latin1');
-  }
-  return raw;
-}
-
 /** A hand-written hostile layer: its entries (aimed at `canary`) and what must come of it. */
 export interface HostileCase {
   name: string;
-  entries: (canary: string) => (FixtureEntry & { sparse?: boolean })[];
+  entries: (canary: string) => FixtureEntry[];
   /** `refused`: the unpack fails with code `image`; `confined`: it succeeds inside the target. */
   expect: 'refused' | 'confined' | 'either';
 }
@@ -281,7 +246,7 @@ export const HOSTILE_CASES: HostileCase[] = [
  * fast-check arbitrary: a layer of 1–12 entries over a few names, of every entry type (GNU sparse
  * included), aimed at `canary`.
  */
-export function hostileLayer(canary: string): fc.Arbitrary<(FixtureEntry & { sparse?: boolean })[]> {
+export function hostileLayer(canary: string): fc.Arbitrary<HostileEntries> {
   const name = fc.constantFrom(
     'd',
     'a',
@@ -317,6 +282,67 @@ export function hostileLayer(canary: string): fc.Arbitrary<(FixtureEntry & { spa
     fc.record({ name, content: fc.constant('s'.repeat(700)), sparse: fc.constant(true) }),
   );
   return fc.array(entry, { minLength: 1, maxLength: 12 });
+}
+
+/** The entries of one generated hostile layer (see {@link hostileLayer}). */
+export type HostileEntries = FixtureEntry[];
+
+/**
+ * The property every escape path must hold for generated layers (fast-check, seeded by `run.seed`,
+ * `run.numRuns` layers): before each run, `arena` is made afresh with `<arena>/canary` (and an empty
+ * directory for each name in `run.beside`); `attempt` gets the generated entries aimed at the canary and
+ * answers the error it met (undefined when the layer was accepted). After each run: an error is a
+ * `BoxError` with code `image`, the canary's facts ({@link canaryFacts}) are unchanged, and `arena`
+ * holds nothing but the canary and `run.beside`. Rejects with fast-check's report of the first failing
+ * run (the run stops there).
+ */
+export async function assertGeneratedLayersKeepCanary(
+  arena: string,
+  attempt: (entries: HostileEntries) => Promise<unknown>,
+  run: { seed: number; numRuns: number; beside?: string[] },
+): Promise<void> {
+  const canary = join(arena, 'canary');
+  const beside = run.beside ?? [];
+  await fc.assert(
+    fc.asyncProperty(hostileLayer(canary), async (entries) => {
+      rmSync(arena, { recursive: true, force: true });
+      for (const name of beside) mkdirSync(join(arena, name), { recursive: true });
+      makeCanary(arena);
+      const before = canaryFacts(canary);
+      const error = await attempt(entries);
+      if (error !== undefined && error !== null) {
+        assert.ok(
+          error instanceof BoxError && error.code === 'image',
+          String((error as Error).stack ?? error),
+        );
+      }
+      assert.deepEqual(canaryFacts(canary), before);
+      assert.deepEqual(readdirSync(arena).sort(), ['canary', ...beside].sort());
+    }),
+    { seed: run.seed, numRuns: run.numRuns, endOnFailure: true },
+  );
+}
+
+/**
+ * One hand-written box-layer class through an import path: `attempt` imports a box whose layer holds
+ * `c.entries(canary)` (and removes it) and answers the error it met. A `refused` class must fail with a
+ * `BoxError` of code `image` and leave `runtime` with as many boxes as before; any other class must
+ * import without error; either way the canary's facts ({@link canaryFacts}) are unchanged.
+ */
+export async function assertBoxLayerCaseKeepsCanary(
+  c: HostileCase,
+  canary: string,
+  runtime: JsRuntime,
+  attempt: (entries: HostileEntries) => Promise<unknown>,
+): Promise<void> {
+  const boxes = (await runtime.listInfo()).length;
+  const before = canaryFacts(canary);
+  const error = await attempt(c.entries(canary));
+  if (c.expect === 'refused') {
+    assert.ok(error instanceof BoxError && error.code === 'image', String(error));
+    assert.equal((await runtime.listInfo()).length, boxes, 'no box is left');
+  } else assert.equal(error, undefined, String(error));
+  assert.deepEqual(canaryFacts(canary), before);
 }
 
 /** sha256 digest of `data`. */

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BoxError, JsRuntime } from '../../src/index.ts';
 import type { RestServer } from '../../src/rest/server.ts';
+import { tarOf } from '../helpers/registry.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, GVISOR_SKIP, run, tempHome } from '../runtime-helpers.ts';
 import { api, createKey, startTenantServer } from '../tenants-helpers.ts';
 import {
@@ -20,7 +21,6 @@ import {
   handMadeArchive,
   imageLayerTars,
   makeCanary,
-  tarOf,
 } from './hostile-layers.ts';
 
 let home: string;

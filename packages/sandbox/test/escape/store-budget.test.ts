@@ -17,9 +17,8 @@ import { MediaType, sha256Digest } from '../../src/images/index.ts';
 // internal: the store budget is tested as a unit
 import { StoreBudget } from '../../src/images/store-budget.ts';
 import { BoxError } from '../../src/index.ts';
-import { type FixtureLayer, localRegistry, pushFixture } from '../helpers/registry.ts';
+import { type FixtureLayer, localRegistry, pushFixture, tarOf } from '../helpers/registry.ts';
 import { cleanupAll, tempHome } from '../runtime-helpers.ts';
-import { tarOf } from './hostile-layers.ts';
 
 const MiB = 1024 * 1024;
 const CHILD = join(import.meta.dirname, 'store-budget-child.ts');

@@ -75,6 +75,46 @@ export interface FixtureEntry {
   mode?: number;
   uid?: number;
   gid?: number;
+  /** Written with a GNU sparse header (type flag `S`) and no sparse map: what a hostile layer may hold. */
+  sparse?: boolean;
+}
+
+/** Raw (uncompressed) tar of `entries` in order (hostile names allowed on purpose; `sparse` ones get a GNU sparse header). */
+export async function tarOf(entries: FixtureEntry[]): Promise<Buffer> {
+  const pack = tar.pack();
+  const sparse: number[] = [];
+  let offset = 0;
+  for (const e of entries) {
+    const type = e.type ?? 'file';
+    const content = type === 'file' ? Buffer.from(e.content ?? '') : Buffer.alloc(0);
+    if (e.sparse) sparse.push(offset);
+    pack.entry(
+      {
+        name: e.name,
+        type,
+        linkname: e.linkname,
+        mode: e.mode ?? (type === 'directory' ? 0o755 : 0o644),
+        uid: e.uid ?? 0,
+        gid: e.gid ?? 0,
+        mtime: new Date('2024-01-01T00:00:00Z'),
+      },
+      content,
+    );
+    offset += 512 + Math.ceil(content.length / 512) * 512;
+  }
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack) chunks.push(c as Buffer);
+  const raw = Buffer.concat(chunks);
+  // GNU sparse entries ('S'): the same header with its type flag changed and the checksum redone.
+  for (const at of sparse) {
+    raw[at + 156] = 'S'.charCodeAt(0);
+    raw.fill(' ', at + 148, at + 156);
+    let sum = 0;
+    for (let i = at; i < at + 512; i++) sum += raw[i]!;
+    raw.write(`${sum.toString(8).padStart(6, '0')}\0 `, at + 148, 'latin1');
+  }
+  return raw;
 }
 
 /** A built layer blob with its media type and diff id, ready for `pushImage`. */
@@ -92,26 +132,7 @@ export async function buildLayer(
   entries: FixtureEntry[],
   compression: 'gzip' | 'zstd' | 'none' = 'gzip',
 ): Promise<FixtureLayer> {
-  const pack = tar.pack();
-  for (const e of entries) {
-    const type = e.type ?? 'file';
-    pack.entry(
-      {
-        name: e.name,
-        type,
-        linkname: e.linkname,
-        mode: e.mode ?? (type === 'directory' ? 0o755 : 0o644),
-        uid: e.uid ?? 0,
-        gid: e.gid ?? 0,
-        mtime: new Date('2024-01-01T00:00:00Z'),
-      },
-      type === 'file' ? (e.content ?? '') : '',
-    );
-  }
-  pack.finalize();
-  const chunks: Buffer[] = [];
-  for await (const c of pack) chunks.push(c as Buffer);
-  const raw = Buffer.concat(chunks);
+  const raw = await tarOf(entries);
   const diffId = sha256Digest(raw);
   if (compression === 'none') return { data: raw, mediaType: MediaType.ociLayerTar, diffId };
   if (compression === 'zstd')
