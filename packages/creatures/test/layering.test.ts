@@ -1,10 +1,12 @@
 /**
- * The package's imports point one way: the core (schema and resolvers, the stores, the cost model, the
- * limits, query plans) → the protocols (the GraphQL engine with its HTTP helpers under `http/`, SSE,
- * multipart, incremental delivery, WebSocket, the explorer) → the composition root (`server.ts`,
- * `config.ts`, `index.ts`). Every source file is parsed with the TypeScript compiler; each relative value
- * import (type-only imports load nothing) is placed in its layer, an import into a higher layer fails the
- * test naming the file and the specifier, and the value imports must form no cycle.
+ * The package's imports point one way: the core (schema and resolvers, the stores, the error codes, the
+ * operation checks, the cost model, the limits, query plans) → the protocols (the GraphQL engine with its
+ * HTTP parts under `http/`, the request listener `http/router.ts` among them, SSE, multipart, incremental
+ * delivery, WebSocket, the explorer) → the composition root (`server.ts`, `config.ts`, `index.ts`). Every
+ * source file is parsed with the TypeScript compiler; each relative value import (type-only imports load
+ * nothing) is placed in its layer, an import into a higher layer fails the test naming the file and the
+ * specifier, and the value imports must form no cycle. The composition root only wires: `server.ts`
+ * handles no request itself (it names no request or response type of `node:http`).
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -76,6 +78,11 @@ describe('layering of @seed/creatures', () => {
     };
     for (const rel of graph.keys()) if (!state.has(rel)) walk(rel, []);
     assert.deepEqual(cycles, []);
+  });
+
+  it('the composition root handles no request itself', () => {
+    const source = readFileSync(join(SRC, 'server.ts'), 'utf8');
+    assert.deepEqual(source.match(/\b(IncomingMessage|ServerResponse)\b(?!:)/g) ?? [], []);
   });
 
   it('the layers are not empty (the file lists above still name real files)', () => {
