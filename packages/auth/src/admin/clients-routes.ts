@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { ValidationError } from '../errors.ts';
 import { isSealedSecret } from '../oauth/client-secrets.ts';
 import type { ClientMetadata, ClientPatch, ClientRecord } from '../store/types.ts';
-import { type AdminTarget, CLIENT_GRANTS, normalizeGrants } from './grants.ts';
+import { type AdminTarget, CLIENT_GRANTS } from './grants.ts';
 import { AdminHttpError } from './http.ts';
 import { errors, routeOptions } from './route-docs.ts';
 import type { RouteKit } from './route-kit.ts';
@@ -75,9 +75,14 @@ export function registerClientRoutes(app: FastifyInstance, kit: RouteKit): void 
           'clientSecret: a public client has no secret',
         );
       }
-      const { permissions: granted } = normalizeGrants(CLIENT_GRANTS, body);
       const target: AdminTarget = { type: 'client', id: body.clientId };
-      await guardCreate(request, 'client.create', target, CLIENT_GRANTS, { permissions: granted });
+      const { permissions: granted } = await guardCreate(
+        request,
+        'client.create',
+        target,
+        CLIENT_GRANTS,
+        body,
+      );
       const secret = body.clientType === 'confidential' ? (clientSecret ?? newSecret()) : undefined;
       const changed = Object.keys(body);
       if (secret !== undefined) changed.push('clientSecret');

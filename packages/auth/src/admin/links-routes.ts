@@ -5,12 +5,10 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AuthStore, ChangeOptions, UserRecord } from '../store/types.ts';
-import { AdminPermission as P } from './access.ts';
 import type { AdminTarget } from './grants.ts';
-import { AdminHttpError } from './http.ts';
-import { errors, iso, noContent, readRule, routeOptions } from './route-docs.ts';
+import { iso } from './route-docs.ts';
 import { record, type Schema, timestamp } from './schema-parts.ts';
-import * as s from './schemas.ts';
+import { registerUserItemRoutes } from './user-items.ts';
 
 /** What the routes need of `registerAdminRoutes`. */
 export interface LinkAdminRoutesContext {
@@ -49,56 +47,37 @@ const linkParams: Schema = {
 
 /** Registers the link routes on the API's encapsulated context. */
 export function registerLinkAdminRoutes(app: FastifyInstance, ctx: LinkAdminRoutesContext): void {
-  app.get<{ Params: { id: string } }>(
-    '/users/:id/links',
-    routeOptions(
-      'users',
-      P.Read,
-      {
-        summary: "A user's links to upstream OpenID provider accounts",
-        description: readRule(P.Users),
-        params: s.idParams,
-        response: {
-          200: { description: 'The links, by provider id', ...s.pageOf(linkSchema) },
-          ...errors(404),
-        },
+  registerUserItemRoutes(app, {
+    findUser: ctx.findUser,
+    path: 'links',
+    list: {
+      summary: "A user's links to upstream OpenID provider accounts",
+      answer: 'The links, by provider id',
+      item: linkSchema,
+      async read(userId) {
+        const links = await ctx.store.links.listLinks(userId);
+        const items = links.map((link) => ({
+          providerId: link.providerId,
+          subject: link.subject,
+          email: link.email,
+          createdAt: iso(link.createdAt),
+          lastUsedAt: iso(link.lastUsedAt),
+        }));
+        return { items, total: items.length, limit: 1000 };
       },
-      [P.Users],
-    ),
-    async (request) => {
-      const user = await ctx.findUser(request.params.id);
-      const links = await ctx.store.links.listLinks(user.id);
-      const items = links.map((link) => ({
-        providerId: link.providerId,
-        subject: link.subject,
-        email: link.email,
-        createdAt: iso(link.createdAt),
-        lastUsedAt: iso(link.lastUsedAt),
-      }));
-      return { items, total: items.length, offset: 0, limit: 1000 };
     },
-  );
-
-  app.delete<{ Params: { id: string; providerId: string } }>(
-    '/users/:id/links/:providerId',
-    routeOptions('users', P.Users, {
+    remove: {
       summary:
         "Remove a user's link to an upstream provider (the next sign-in there links or provisions again)",
+      param: 'providerId',
       params: linkParams,
-      body: s.emptyBody,
-      response: { ...noContent, ...errors(404) },
-    }),
-    async (request, reply) => {
-      const user = await ctx.findUser(request.params.id);
-      const providerId = request.params.providerId;
-      if (!(await ctx.store.links.deleteLink(user.id, providerId)))
-        throw new AdminHttpError(
-          'not_found',
-          `link of user '${user.id}' to provider '${providerId}' not found`,
-        );
-      const { audit } = ctx.auditFor(request, 'link.remove', ctx.target(user), ['links'], { providerId });
-      if (audit) await ctx.store.appendAudit(audit);
-      return reply.code(204).send();
+      async apply(request, user, providerId) {
+        if (!(await ctx.store.links.deleteLink(user.id, providerId))) return false;
+        const { audit } = ctx.auditFor(request, 'link.remove', ctx.target(user), ['links'], { providerId });
+        if (audit) await ctx.store.appendAudit(audit);
+        return true;
+      },
+      notFound: (userId, providerId) => `link of user '${userId}' to provider '${providerId}' not found`,
     },
-  );
+  });
 }

@@ -17,6 +17,7 @@ import { errors, iso, noContent, readRule, routeOptions } from './route-docs.ts'
 import type { RouteKit } from './route-kit.ts';
 import { nullableTimestamp, record, type Schema, timestamp } from './schema-parts.ts';
 import * as s from './schemas.ts';
+import { registerUserItemRoutes } from './user-items.ts';
 
 /** A user's second factors as the API shows them. */
 export const factorsSchema: Schema = record({
@@ -87,58 +88,42 @@ export function registerMfaRoutes(app: FastifyInstance, kit: RouteKit): void {
     },
   );
 
-  app.get<{ Params: { id: string } }>(
-    '/users/:id/passkeys',
-    routeOptions(
-      'users',
-      P.Read,
-      {
-        summary: "A user's passkeys (public data only)",
-        description: readRule(P.Users),
-        params: s.idParams,
-        response: {
-          200: { description: 'The passkeys, oldest first', ...s.pageOf(passkeySchema) },
-          ...errors(404),
-        },
+  registerUserItemRoutes(app, {
+    findUser: (id) => users.find(id),
+    path: 'passkeys',
+    list: {
+      summary: "A user's passkeys (public data only)",
+      answer: 'The passkeys, oldest first',
+      item: passkeySchema,
+      async read(userId) {
+        const items = (await store.factors.passkeys.list(userId)).map((p) => ({
+          id: p.id,
+          name: p.name,
+          deviceType: p.deviceType,
+          backedUp: p.backedUp,
+          transports: [...p.transports],
+          createdAt: iso(p.createdAt),
+          lastUsedAt: p.lastUsedAt === null ? null : iso(p.lastUsedAt),
+        }));
+        return { items, total: items.length, limit: items.length };
       },
-      [P.Users],
-    ),
-    async (request) => {
-      const user = await users.find(request.params.id);
-      const items = (await store.factors.passkeys.list(user.id)).map((p) => ({
-        id: p.id,
-        name: p.name,
-        deviceType: p.deviceType,
-        backedUp: p.backedUp,
-        transports: [...p.transports],
-        createdAt: iso(p.createdAt),
-        lastUsedAt: p.lastUsedAt === null ? null : iso(p.lastUsedAt),
-      }));
-      return { items, total: items.length, offset: 0, limit: items.length };
     },
-  );
-
-  app.delete<{ Params: { id: string; credentialId: string } }>(
-    '/users/:id/passkeys/:credentialId',
-    routeOptions('users', P.Users, {
+    remove: {
       summary: "Remove one of a user's passkeys",
+      param: 'credentialId',
       params: passkeyParams,
-      body: s.emptyBody,
-      response: { ...noContent, ...errors(404) },
-    }),
-    async (request, reply) => {
-      const user = await users.find(request.params.id);
-      const id = request.params.credentialId;
-      if (!(await store.factors.passkeys.remove(user.id, id)))
-        throw new AdminHttpError('not_found', `passkey '${id}' of user '${user.id}' not found`);
-      const { audit } = auditFor(request, 'factor.remove', users.target(user), ['passkeys'], {
-        factor: 'passkey',
-        credentialId: id,
-      });
-      if (audit) await store.appendAudit(audit);
-      return reply.code(204).send();
+      async apply(request, user, id) {
+        if (!(await store.factors.passkeys.remove(user.id, id))) return false;
+        const { audit } = auditFor(request, 'factor.remove', users.target(user), ['passkeys'], {
+          factor: 'passkey',
+          credentialId: id,
+        });
+        if (audit) await store.appendAudit(audit);
+        return true;
+      },
+      notFound: (userId, id) => `passkey '${id}' of user '${userId}' not found`,
     },
-  );
+  });
 
   app.delete<{ Params: { id: string } }>(
     '/users/:id/factors/totp',

@@ -8,9 +8,9 @@ import { AuthorizationReason } from '../reasons.ts';
 import type { AuthStore, ChangeOptions, UserRecord } from '../store/types.ts';
 import { AdminPermission as P } from './access.ts';
 import type { AdminTarget } from './grants.ts';
-import { AdminHttpError } from './http.ts';
-import { bearer, denial, errors, iso, noContent, readRule, routeOptions } from './route-docs.ts';
+import { bearer, denial, iso } from './route-docs.ts';
 import * as s from './schemas.ts';
+import { registerUserItemRoutes } from './user-items.ts';
 
 /** What the routes need of `registerAdminRoutes`. */
 export interface OidcAdminRoutesContext {
@@ -37,59 +37,37 @@ export interface OidcAdminRoutesContext {
 export function registerOidcAdminRoutes(app: FastifyInstance, ctx: OidcAdminRoutesContext): void {
   // ── consents ──
 
-  app.get<{ Params: { id: string } }>(
-    '/users/:id/consents',
-    routeOptions(
-      'users',
-      P.Read,
-      {
-        summary: "A user's remembered consents to third-party clients",
-        description: readRule(P.Users),
-        params: s.idParams,
-        response: {
-          200: { description: 'The consents, newest first', ...s.pageOf(s.consentSchema) },
-          ...errors(404),
-        },
+  registerUserItemRoutes(app, {
+    findUser: ctx.findUser,
+    path: 'consents',
+    list: {
+      summary: "A user's remembered consents to third-party clients",
+      answer: 'The consents, newest first',
+      item: s.consentSchema,
+      async read(userId) {
+        const page = await ctx.store.listConsents({ userId, limit: 1000 });
+        const items = page.items.map((c) => ({
+          clientId: c.clientId,
+          scopes: c.scopes,
+          createdAt: iso(c.createdAt),
+          updatedAt: iso(c.updatedAt),
+        }));
+        return { items, total: page.total, limit: 1000 };
       },
-      [P.Users],
-    ),
-    async (request) => {
-      const user = await ctx.findUser(request.params.id);
-      const page = await ctx.store.listConsents({ userId: user.id, limit: 1000 });
-      const items = page.items.map((c) => ({
-        clientId: c.clientId,
-        scopes: c.scopes,
-        createdAt: iso(c.createdAt),
-        updatedAt: iso(c.updatedAt),
-      }));
-      return { items, total: page.total, offset: 0, limit: 1000 };
     },
-  );
-
-  app.delete<{ Params: { id: string; clientId: string } }>(
-    '/users/:id/consents/:clientId',
-    routeOptions('users', P.Users, {
+    remove: {
       summary: "Revoke a user's consent to a client (the consent page asks again next time)",
+      param: 'clientId',
       params: s.userClientParams,
-      body: s.emptyBody,
-      response: { ...noContent, ...errors(404) },
-    }),
-    async (request, reply) => {
-      const user = await ctx.findUser(request.params.id);
-      const clientId = request.params.clientId;
-      if (!(await ctx.store.getConsent(user.id, clientId)))
-        throw new AdminHttpError(
-          'not_found',
-          `consent of user '${user.id}' to client '${clientId}' not found`,
-        );
-      await ctx.store.revokeConsent(
-        user.id,
-        clientId,
-        ctx.auditFor(request, 'consent.revoke', ctx.target(user), ['consents'], { clientId }),
-      );
-      return reply.code(204).send();
+      async apply(request, user, clientId) {
+        if (!(await ctx.store.getConsent(user.id, clientId))) return false;
+        const audit = ctx.auditFor(request, 'consent.revoke', ctx.target(user), ['consents'], { clientId });
+        await ctx.store.revokeConsent(user.id, clientId, audit);
+        return true;
+      },
+      notFound: (userId, clientId) => `consent of user '${userId}' to client '${clientId}' not found`,
     },
-  );
+  });
 
   // ── me ──
 

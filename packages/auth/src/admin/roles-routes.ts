@@ -3,7 +3,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { PermissionRecord, RolePatch, RoleRecord } from '../store/types.ts';
-import { type AdminTarget, normalizeGrants, ROLE_GRANTS } from './grants.ts';
+import { type AdminTarget, ROLE_GRANTS } from './grants.ts';
 import { errors, routeOptions } from './route-docs.ts';
 import type { RouteKit } from './route-kit.ts';
 import * as s from './schemas.ts';
@@ -49,9 +49,8 @@ export function registerRoleRoutes(app: FastifyInstance, kit: RouteKit): void {
     }),
     async (request, reply) => {
       const body = request.body;
-      const grants = normalizeGrants(ROLE_GRANTS, body);
       const target: AdminTarget = { type: 'role', name: body.name };
-      await guardCreate(request, 'role.create', target, ROLE_GRANTS, grants);
+      const grants = await guardCreate(request, 'role.create', target, ROLE_GRANTS, body);
       const fields = {
         name: body.name,
         description: body.description,

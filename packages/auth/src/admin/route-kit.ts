@@ -149,16 +149,18 @@ export function createRouteKit(app: FastifyInstance, options: AdminRoutesOptions
   }
 
   /**
-   * Separation of duties for a create: a non-empty value of a granting field grants something and needs the
-   * rule's permission (403 otherwise). Checked in the rules' order.
+   * Separation of duties for a create: normalizes the granting fields of `body` (400 for a bad one), and a
+   * non-empty value of a granting field grants something and needs the rule's permission (403 otherwise).
+   * Checked in the rules' order. @returns the normalized grants (absent fields undefined).
    */
   async function guardCreate(
     request: FastifyRequest,
     action: string,
     target: AdminTarget,
     rules: readonly GrantRule[],
-    grants: Grants,
-  ) {
+    body: Record<string, unknown>,
+  ): Promise<Grants> {
+    const grants = normalizeGrants(rules, body);
     for (const rule of rules) {
       const value = grants[rule.field];
       if (value === undefined || value.length === 0) continue;
@@ -166,6 +168,7 @@ export function createRouteKit(app: FastifyInstance, options: AdminRoutesOptions
         await refuse(request, action, target, rule.field, rule.permission);
       }
     }
+    return grants;
   }
 
   /**

@@ -3,7 +3,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { UserPatch, UserProfileInput, UserRecord } from '../store/types.ts';
-import { type AdminTarget, normalizeGrants, profileOf, USER_GRANTS } from './grants.ts';
+import { type AdminTarget, profileOf, USER_GRANTS } from './grants.ts';
 import { errors, noContent, routeOptions } from './route-docs.ts';
 import type { RouteKit } from './route-kit.ts';
 import * as s from './schemas.ts';
@@ -50,10 +50,9 @@ export function registerUserRoutes(app: FastifyInstance, kit: RouteKit): void {
     }),
     async (request, reply) => {
       const body = request.body;
-      const grants = normalizeGrants(USER_GRANTS, { ...body });
-      const roles = grants.roles ?? [];
       const target: AdminTarget = { type: 'user', name: body.userName };
-      await guardCreate(request, 'user.create', target, USER_GRANTS, grants);
+      const grants = await guardCreate(request, 'user.create', target, USER_GRANTS, { ...body });
+      const roles = grants.roles ?? [];
       const passwordHash = body.password === undefined ? null : await passwordHasher.hash(body.password);
       const changed = Object.keys(body).filter((k) => k !== 'password');
       if (body.password !== undefined) changed.push('password');
