@@ -28,8 +28,7 @@ import {
 } from 'graphql';
 import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
 import { withCode } from './errors.ts';
-import { lingerAfter } from './http/linger.ts';
-import { readBody } from './http/respond.ts';
+import { answerTooLarge, readBody } from './http/respond.ts';
 import { maskUnexpectedErrors } from './mask.ts';
 import { parseWithLimits } from './parse-limits.ts';
 import type { ChangeEvent, Creature, Message } from './store.ts';
@@ -297,10 +296,7 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
           'utf8',
         );
       if (read === undefined) {
-        lingerAfter(res);
-        return sendJson(res, 413, {
-          errors: [{ message: `Request body is larger than the limit of ${maxBodyBytes} bytes` }],
-        });
+        return answerTooLarge(res, `Request body is larger than the limit of ${maxBodyBytes} bytes`);
       }
       body = read;
       if (isJsonContentType(req.headers['content-type'])) {

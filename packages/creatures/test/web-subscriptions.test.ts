@@ -158,7 +158,9 @@ describe('GraphQL subscriptions over SSE', () => {
       body: JSON.stringify({ query: `subscription { messageChanged { kind } } #${'x'.repeat(5000)}` }),
     });
     assert.equal(big.status, 413);
-    assert.match(JSON.stringify(await big.json()), /larger than the limit of 4096 bytes/);
+    const bigBody = (await big.json()) as { errors: { message: string; extensions?: { code?: string } }[] };
+    assert.match(bigBody.errors[0]!.message, /larger than the limit of 4096 bytes/);
+    assert.equal(bigBody.errors[0]!.extensions?.code, 'PAYLOAD_TOO_LARGE');
 
     const notJson = await fetch(url, {
       method: 'POST',

@@ -87,6 +87,15 @@ export function readBody(
 }
 
 /**
+ * Answers `413` with code `PAYLOAD_TOO_LARGE` and `message`, and closes the connection lingering
+ * (`linger.ts`), so the client reads the answer while the rest of its body is dropped.
+ */
+export function answerTooLarge(res: ServerResponse, message: string): void {
+  lingerAfter(res);
+  sendError(res, 413, message, { connection: 'close' }, 'PAYLOAD_TOO_LARGE');
+}
+
+/**
  * Reads the body of a POST within `limit` bytes and passes its bytes to `next`; a body over the limit
  * (by its `content-length`, or as it arrives) is answered `413` (`PAYLOAD_TOO_LARGE`, connection closed
  * lingering, `linger.ts`, so the client reads the answer) here and `next` is not called.
@@ -99,29 +108,12 @@ export function readBodyWithin(
 ): void {
   const declared = Number(req.headers['content-length']);
   if (declared > limit) {
-    lingerAfter(res);
-    sendError(
-      res,
-      413,
-      `Request body of ${declared} bytes exceeds the limit of ${limit} bytes`,
-      { connection: 'close' },
-      'PAYLOAD_TOO_LARGE',
-    );
+    answerTooLarge(res, `Request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
     req.resume();
     return;
   }
   readBody(req, limit, (body) => {
-    if (body === undefined) {
-      lingerAfter(res);
-      sendError(
-        res,
-        413,
-        `Request body exceeds the limit of ${limit} bytes`,
-        { connection: 'close' },
-        'PAYLOAD_TOO_LARGE',
-      );
-      return;
-    }
-    next(body);
+    if (body === undefined) answerTooLarge(res, `Request body exceeds the limit of ${limit} bytes`);
+    else next(body);
   });
 }
