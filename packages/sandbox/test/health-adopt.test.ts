@@ -22,7 +22,7 @@ after(cleanupAll);
 it('another process takes over the checks of a detached box whose creating process exited', async () => {
   ensureRegistry();
   const home = tempHome('sandbox-health-adopt-');
-  const runtimeModule = join(import.meta.dirname, '..', 'src', 'js-runtime.ts');
+  const runtimeModule = join(import.meta.dirname, '..', 'src', 'index.ts');
   // The creating process: a detached box whose check fails until /tmp/ok exists; it exits once the box
   // is unhealthy.
   const script = `

@@ -120,7 +120,7 @@ describe('box lifetimes (reaper)', () => {
 
   it('holds for a detached box whose creating process has exited (the reaper outlives its starter)', async () => {
     const script = `
-      import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '../src/js-runtime.ts'))};
+      import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '../src/index.ts'))};
       const runtime = new JsRuntime({ homeDir: process.argv[1], imageRegistries: ${JSON.stringify(REGISTRIES)} });
       const box = await runtime.create({ image: 'busybox:latest', network: { mode: 'disabled' }, detach: true,
         timeoutMs: 1000, onTimeout: 'remove' }, 'orphan');

@@ -22,7 +22,7 @@ import { type JsBox, JsRuntime } from '../src/index.ts';
 // internal: locates the network helper's process to check its life cycle
 import { helperDir, helperPid } from '../src/network/helper-client.ts';
 import { testPki } from './helpers/pki.ts';
-import { cleanupAll, ensureRegistry, REGISTRIES, run, seededHome, testRuntime } from './runtime-helpers.ts';
+import { cleanupAll, ensureRegistry, run, runtimeChild, seededHome, testRuntime } from './runtime-helpers.ts';
 
 const SECRET = 'sk-helper-test-5c0ffee-real-value';
 const IMAGE = 'python:slim';
@@ -124,23 +124,11 @@ const OPTIONS = {
   secrets: [{ name: 'API_KEY', value: SECRET, hosts: ['host.sandbox.internal'] }],
 };
 
-/** Runs `body` in a child Node process with `runtime` on `homeDir`; resolves what it printed once it exits 0. */
-function inChild(homeDir: string, body: string): Promise<string> {
-  const runtimeModule = join(import.meta.dirname, '..', 'src', 'js-runtime.ts');
-  const source = `
-    import { JsRuntime } from ${JSON.stringify(runtimeModule)};
-    const runtime = new JsRuntime({ homeDir: ${JSON.stringify(homeDir)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
-    ${body}`;
-  const proc = spawn(process.execPath, ['--input-type=module', '-e', source], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  proc.stdout.on('data', (c) => {
-    out += c;
-  });
-  return new Promise((resolve, reject) =>
-    proc.on('exit', (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`child exited ${code}`)))),
-  );
+/** Runs `body` in a child process with `runtime` on `homeDir` ({@link runtimeChild}); resolves what it printed once it exits 0. */
+async function inChild(homeDir: string, body: string): Promise<string> {
+  const { code, stdout } = await runtimeChild(homeDir, body).exited;
+  if (code !== 0) throw new Error(`child exited ${code}`);
+  return stdout.trim();
 }
 
 /** Waits (bounded) until `check` holds. */

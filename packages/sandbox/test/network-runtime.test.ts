@@ -5,7 +5,6 @@
  * test server listens on the host's loopback with a certificate of a test CA.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as httpsServer, type Server } from 'node:https';
 import { join } from 'node:path';
@@ -16,40 +15,12 @@ import {
   BUSYBOX,
   cleanupAll,
   ensureRegistry,
-  REGISTRIES,
   run,
+  runtimeChild,
   seededHome,
   tempHome,
   testRuntime,
 } from './runtime-helpers.ts';
-
-/** Runs `body` in a child Node process with `runtime` on `homeDir`; resolves its stdout (after `READY`) and a kill. */
-function child(homeDir: string, body: string): { ready: Promise<string>; kill: () => Promise<void> } {
-  const runtimeModule = join(import.meta.dirname, '..', 'src', 'js-runtime.ts');
-  const source = `
-    import { JsRuntime } from ${JSON.stringify(runtimeModule)};
-    const runtime = new JsRuntime({ homeDir: ${JSON.stringify(homeDir)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
-    ${body}`;
-  const proc = spawn(process.execPath, ['--input-type=module', '-e', source], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  const exited = new Promise((resolve) => proc.on('exit', resolve));
-  const ready = new Promise<string>((resolve, reject) => {
-    proc.stdout.on('data', (c) => {
-      out += c;
-      if (out.includes('READY')) resolve(out.replace('READY', '').trim());
-    });
-    proc.on('exit', () => reject(new Error(`child exited before READY: ${out}`)));
-  });
-  return {
-    ready,
-    kill: async () => {
-      proc.kill('SIGKILL');
-      await exited;
-    },
-  };
-}
 
 function processGone(pid: number): boolean {
   try {
@@ -154,7 +125,7 @@ describe('across processes', () => {
       setInterval(() => {}, 1000);`;
     const netDir = join(procHome, 'engine', 'net');
     for (const detach of [true, false]) {
-      const proc = child(procHome, body(detach));
+      const proc = runtimeChild(procHome, body(detach));
       const { id, port } = JSON.parse(await proc.ready) as { id: string; port: number };
       const slirpPid = (JSON.parse(readFileSync(join(netDir, `${id}.json`), 'utf8')) as { slirpPid: number })
         .slirpPid;

@@ -271,7 +271,7 @@ describe(`rootless runtime as ${me.username}`, () => {
     const script = join(home, 'create-detached.ts');
     writeFileSync(
       script,
-      `import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '..', 'src', 'js-runtime.ts'))};
+      `import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '..', 'src', 'index.ts'))};
 const rt = new JsRuntime({ homeDir: ${JSON.stringify(home)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
 const box = await rt.create({ image: 'busybox:latest', detach: true, network: { mode: 'disabled' } }, 'detached-one');
 process.stdout.write(box.id);\n`,
@@ -293,7 +293,7 @@ process.stdout.write(box.id);\n`,
     const script = join(home, 'create-attached.ts');
     writeFileSync(
       script,
-      `import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '..', 'src', 'js-runtime.ts'))};
+      `import { JsRuntime } from ${JSON.stringify(join(import.meta.dirname, '..', 'src', 'index.ts'))};
 const rt = new JsRuntime({ homeDir: ${JSON.stringify(home)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
 const box = await rt.create({ image: 'busybox:latest' }, 'attached-one');
 process.stdout.write(box.id + '\\n');

@@ -2,7 +2,7 @@
  * Shared helpers of the runtime, boxes and CLI tests: the local registry (started through the image
  * store's idempotent script), temporary home directories and a runtime on them.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   copyFileSync,
   existsSync,
@@ -122,6 +122,54 @@ export function boxDirs(homeDir: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** A child Node process running test code against a runtime (see {@link runtimeChild}). */
+export interface RuntimeChild {
+  /** The child's process id. */
+  pid: number;
+  /** Resolves with its stdout before `READY` (trimmed) once it prints `READY`; rejects if it exits first. */
+  ready: Promise<string>;
+  /** Resolves once it has exited: its exit code or signal and its whole stdout. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string }>;
+  /** Sends it SIGKILL; resolves once it has exited. */
+  kill: () => Promise<void>;
+}
+
+/**
+ * Runs `body` (ES module code, top-level await allowed) in a child Node process in which `runtime` is a
+ * `JsRuntime` from the package entry on `homeDir` with the test registries. Its stdout is collected,
+ * its stderr goes to the test's.
+ */
+export function runtimeChild(homeDir: string, body: string): RuntimeChild {
+  const source = `
+    import { JsRuntime } from ${JSON.stringify(join(packageDir, 'src', 'index.ts'))};
+    const runtime = new JsRuntime({ homeDir: ${JSON.stringify(homeDir)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
+    ${body}`;
+  const proc = spawn(process.execPath, ['--conditions=seed-source', '--input-type=module', '-e', source], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let stdout = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string }>(
+    (resolve) => proc.on('exit', (code, signal) => resolve({ code, signal, stdout })),
+  );
+  const ready = new Promise<string>((resolve, reject) => {
+    proc.stdout.on('data', (chunk) => {
+      stdout += chunk;
+      if (stdout.includes('READY')) resolve(stdout.replace('READY', '').trim());
+    });
+    proc.on('exit', () => reject(new Error(`child exited before READY: ${stdout}`)));
+  });
+  ready.catch(() => {}); // a child that never prints READY is not an unhandled rejection
+  return {
+    pid: proc.pid!,
+    ready,
+    exited,
+    kill: async () => {
+      proc.kill('SIGKILL');
+      await exited;
+    },
+  };
 }
 
 /** Runs a command in a box to completion: exit code and whole stdout/stderr. */

@@ -4,7 +4,6 @@
  * SIGKILL; a crash mid-create leaves no half box once a runtime starts again.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,40 +14,11 @@ import {
   boxDirs,
   cleanupAll,
   ensureRegistry,
-  REGISTRIES,
   run,
+  runtimeChild,
   tempHome,
   testRuntime,
 } from './runtime-helpers.ts';
-
-const runtimeModule = join(import.meta.dirname, '..', 'src', 'js-runtime.ts');
-
-/** Runs a child Node process that creates a box; resolves with its stdout and exit status. */
-function child(
-  homeDir: string,
-  body: string,
-): {
-  done: Promise<{ code: number | null; signal: string | null; stdout: string }>;
-  pid: number;
-  kill: () => void;
-} {
-  const source = `
-    import { JsRuntime } from ${JSON.stringify(runtimeModule)};
-    const runtime = new JsRuntime({ homeDir: ${JSON.stringify(homeDir)}, imageRegistries: ${JSON.stringify(REGISTRIES)} });
-    ${body}
-  `;
-  const proc = spawn(process.execPath, ['--input-type=module', '-e', source], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let stdout = '';
-  proc.stdout.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  const done = new Promise<{ code: number | null; signal: string | null; stdout: string }>((resolve) => {
-    proc.on('exit', (code, signal) => resolve({ code, signal, stdout }));
-  });
-  return { done, pid: proc.pid!, kill: () => proc.kill('SIGKILL') };
-}
 
 async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
   for (let i = 0; i < 600; i++) {
@@ -64,7 +34,7 @@ describe('boxes across processes', () => {
 
   it('a detached box outlives its creating process and is reattached by another', async () => {
     const home = tempHome();
-    const { done } = child(
+    const { exited: done } = runtimeChild(
       home,
       `const box = await runtime.create({ image: '${BUSYBOX}', detach: true }, 'keeper');
        const ex = await box.exec('sh', ['-c', 'echo written-by-child > /root/mark']);
@@ -90,7 +60,7 @@ describe('boxes across processes', () => {
 
   it('a non-detached box is stopped when its parent is SIGKILLed', async () => {
     const home = tempHome();
-    const proc = child(
+    const proc = runtimeChild(
       home,
       `const box = await runtime.create({ image: '${BUSYBOX}' }, 'watched');
        process.stdout.write(box.id);
@@ -101,8 +71,8 @@ describe('boxes across processes', () => {
       'the child to create the box',
       async () => (await runtime.getInfo('watched'))?.state.running,
     );
-    proc.kill();
-    assert.equal((await proc.done).signal, 'SIGKILL');
+    await proc.kill();
+    assert.equal((await proc.exited).signal, 'SIGKILL');
     const stopped = await waitFor('the box to stop', async () => {
       const info = await runtime.getInfo('watched');
       return info?.state.status === 'stopped' ? info : null;
@@ -114,15 +84,15 @@ describe('boxes across processes', () => {
 
   it('a SimpleBox (autoRemove) left running by an exiting process is gone for the next runtime', async () => {
     const home = tempHome();
-    const simpleModule = join(import.meta.dirname, '..', 'src', 'boxes', 'simple.ts');
-    const proc = child(
+    const simpleModule = join(import.meta.dirname, '..', 'src', 'index.ts');
+    const proc = runtimeChild(
       home,
       `const { SimpleBox } = await import(${JSON.stringify(simpleModule)});
        const box = new SimpleBox({ runtime, image: '${BUSYBOX}', name: 'forgotten' });
        await box.exec('true');
        process.exit(0);`,
     );
-    assert.equal((await proc.done).code, 0);
+    assert.equal((await proc.exited).code, 0);
     const runtime = testRuntime(home);
     await waitFor(
       'the forgotten box to be cleaned up',
@@ -133,12 +103,15 @@ describe('boxes across processes', () => {
 
   it('a crash in the middle of create leaves no half box after the next start', async () => {
     const home = tempHome();
-    const proc = child(home, `await runtime.create({ image: 'python:slim' }, 'half'); process.exit(0);`);
+    const proc = runtimeChild(
+      home,
+      `await runtime.create({ image: 'python:slim' }, 'half'); process.exit(0);`,
+    );
     const db = new StateDb(home);
     // Kill the creating process as soon as its record exists (the image is still being pulled then).
     await waitFor('the creating record', async () => db.listBoxes().some((b) => b.status === 'creating'));
-    proc.kill();
-    await proc.done;
+    await proc.kill();
+    await proc.exited;
     assert.equal(db.listBoxes().length, 1, 'the record of the half box is there before recovery');
     db.close();
     const runtime = testRuntime(home);
