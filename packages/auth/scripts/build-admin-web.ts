@@ -17,9 +17,15 @@ export const ADMIN_WEB_DIST = join(ADMIN_WEB_DIR, 'dist');
 /** The files of the build that the server reads. */
 export const ADMIN_WEB_FILES = ['index.html', 'app.js', 'app.css'] as const;
 
-/** The newest modification time (ms) of the page's sources (every file of `src/admin/web/` but `dist/`). */
+/** The store's value lists the page bundles (`src/store/constants.ts`, which imports nothing). */
+const SHARED_CONSTANTS = join(ADMIN_WEB_DIR, '..', '..', 'store', 'constants.ts');
+
+/**
+ * The newest modification time (ms) of the page's sources: every file of `src/admin/web/` but `dist/`,
+ * and the shared constants module.
+ */
 function newestSourceMtimeMs(): number {
-  let newest = 0;
+  let newest = statSync(SHARED_CONSTANTS).mtimeMs;
   for (const entry of readdirSync(ADMIN_WEB_DIR, { withFileTypes: true })) {
     if (entry.isFile()) newest = Math.max(newest, statSync(join(ADMIN_WEB_DIR, entry.name)).mtimeMs);
   }

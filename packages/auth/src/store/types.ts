@@ -10,6 +10,7 @@
  */
 
 import type { PgQueryClient } from '../ratelimit.ts';
+import type { GrantType, TokenEndpointAuthMethod } from './constants.ts';
 import type { FactorStore } from './factors.ts';
 import type { LinkStore } from './links.ts';
 
@@ -173,20 +174,8 @@ export interface ClientOidcInput {
 /** OAuth client type (RFC 6749 §2.1). Public clients have no secret. */
 export type ClientType = 'public' | 'confidential';
 
-/**
- * Grant types a client may be allowed (RFC 6749 §4, `AllowedGrantTypes`), and token exchange
- * (RFC 8693 §2.1).
- */
-export const GRANT_TYPES = [
-  'authorization_code',
-  'refresh_token',
-  'password',
-  'client_credentials',
-  'urn:ietf:params:oauth:grant-type:token-exchange',
-  'urn:ietf:params:oauth:grant-type:device_code',
-] as const;
-/** One of {@link GRANT_TYPES}. */
-export type GrantType = (typeof GRANT_TYPES)[number];
+export type { GrantType, TokenEndpointAuthMethod } from './constants.ts';
+export { GRANT_TYPES, TOKEN_ENDPOINT_AUTH_METHODS } from './constants.ts';
 
 /** An OAuth client. */
 export interface ClientRecord {
@@ -239,17 +228,6 @@ export interface NewClient extends ClientOidcInput {
  * (which never change); omitted fields stay unchanged.
  */
 export type ClientPatch = Partial<Omit<NewClient, 'clientId' | 'clientType'>>;
-
-/** `token_endpoint_auth_method` values (RFC 7591 §2, RFC 7523 §2.2, OIDC Core §9). */
-export const TOKEN_ENDPOINT_AUTH_METHODS = [
-  'client_secret_basic',
-  'client_secret_post',
-  'client_secret_jwt',
-  'private_key_jwt',
-  'none',
-] as const;
-/** One of {@link TOKEN_ENDPOINT_AUTH_METHODS}. */
-export type TokenEndpointAuthMethod = (typeof TOKEN_ENDPOINT_AUTH_METHODS)[number];
 
 /**
  * OAuth extension settings of a client (RFC 7591 §2 client metadata, camelCase). Every field is optional;

@@ -4,6 +4,7 @@
  * token-exchange policy, the web origins allowed cross-origin (CORS) and whether the ID token carries the
  * scope claims.
  */
+import { TOKEN_ENDPOINT_AUTH_METHODS } from '../../store/constants.ts';
 import { call, client, type paths } from './api.ts';
 import { card, checkbox, el, field, list, text } from './dom.ts';
 import { act } from './shell.ts';
@@ -13,14 +14,7 @@ type Client = paths['/clients/{clientId}']['get']['responses'][200]['content']['
 type Settings = paths['/clients/{clientId}/metadata']['put']['requestBody']['content']['application/json'];
 
 /** Token endpoint authentication methods (RFC 7591 §2); '' leaves the method free. */
-const AUTH_METHODS = [
-  '',
-  'client_secret_basic',
-  'client_secret_post',
-  'client_secret_jwt',
-  'private_key_jwt',
-  'none',
-] as const;
+const AUTH_METHODS = ['', ...TOKEN_ENDPOINT_AUTH_METHODS] as const;
 
 /**
  * The settings card of `client`: a form labelled `OAuth settings of {clientId}` filled from `client.metadata`;
