@@ -78,6 +78,20 @@ export function upgradeQueryToken(
 }
 
 /**
+ * The `Authorization` value a request presents to the permission middleware (both adapters): its
+ * `Authorization` header, else — only when `queryTokenOnUpgrade` is set — {@link upgradeQueryToken}'s
+ * value of a WebSocket upgrade; undefined when it presents none.
+ */
+export function requestAuthorization(
+  method: string | undefined,
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  url: string | undefined,
+  queryTokenOnUpgrade: boolean | undefined,
+): string | string[] | undefined {
+  return headers.authorization ?? (queryTokenOnUpgrade ? upgradeQueryToken(method, headers, url) : undefined);
+}
+
+/**
  * The access token of an `Authorization: Bearer` or `Authorization: DPoP` header (RFC 6750 §2.1, RFC 9449
  * §7.1): `undefined` when none is presented (no header, another scheme such as Basic), `null` when a Bearer
  * or DPoP header is malformed.

@@ -6,14 +6,21 @@
  * token is encrypted with a key derived from the MFA key). It expires after `mfa.pendingTtlSeconds`.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { EncryptJWT, jwtDecrypt } from 'jose';
 import { stampTag } from '../oauth/context.ts';
 import type { MfaSettings } from './config.ts';
+import { clearSealedCookie, readSealedCookie, type SealedCookie, setSealedCookie } from './sealed-cookie.ts';
 
 /** Name of the pending sign-in cookie. */
 export const PENDING_COOKIE = 'seed_auth_mfa';
-/** Path the cookie is sent to. */
-const COOKIE_PATH = '/login';
+
+/** Where the pending cookie lives; it lives `mfa.pendingTtlSeconds`. */
+const PENDING_PLACE = { name: PENDING_COOKIE, path: '/login' } as const;
+
+/** The pending cookie under `mfa`'s settings. */
+const pendingCookie = (mfa: MfaSettings): SealedCookie => ({
+  ...PENDING_PLACE,
+  ttlSeconds: mfa.pendingTtlSeconds,
+});
 
 /** What the pending cookie holds. */
 export interface PendingSignIn {
@@ -38,24 +45,13 @@ export async function setPending(
   nowMs: number,
   secure: boolean,
 ): Promise<void> {
-  const now = Math.floor(nowMs / 1000);
-  const token = await new EncryptJWT({
+  const claims = {
+    sub: pending.userId,
     stamp: pending.stamp,
     amr: [...pending.amr],
     ...(pending.totpSecret ? { totp: pending.totpSecret } : {}),
-  })
-    .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
-    .setSubject(pending.userId)
-    .setIssuedAt(now)
-    .setExpirationTime(now + mfa.pendingTtlSeconds)
-    .encrypt(mfa.pendingKey);
-  reply.setCookie(PENDING_COOKIE, token, {
-    httpOnly: true,
-    sameSite: 'strict',
-    path: COOKIE_PATH,
-    secure,
-    maxAge: mfa.pendingTtlSeconds,
-  });
+  };
+  await setSealedCookie(reply, pendingCookie(mfa), mfa.pendingKey, claims, nowMs, secure);
 }
 
 /**
@@ -67,31 +63,22 @@ export async function readPending(
   mfa: MfaSettings,
   nowMs: number,
 ): Promise<PendingSignIn | undefined> {
-  const token = req.cookies[PENDING_COOKIE];
-  if (!token || token.length > 2048) return undefined;
-  try {
-    const { payload } = await jwtDecrypt(token, mfa.pendingKey, {
-      currentDate: new Date(nowMs),
-      keyManagementAlgorithms: ['dir'],
-      contentEncryptionAlgorithms: ['A256GCM'],
-    });
-    const amr = payload.amr;
-    if (
-      typeof payload.sub !== 'string' ||
-      typeof payload.stamp !== 'string' ||
-      !Array.isArray(amr) ||
-      !amr.every((v) => typeof v === 'string')
-    )
-      return undefined;
-    return {
-      userId: payload.sub,
-      stamp: payload.stamp,
-      amr: amr as string[],
-      totpSecret: typeof payload.totp === 'string' ? payload.totp : undefined,
-    };
-  } catch {
+  const payload = await readSealedCookie(req, pendingCookie(mfa), mfa.pendingKey, nowMs);
+  if (!payload) return undefined;
+  const amr = payload.amr;
+  if (
+    typeof payload.sub !== 'string' ||
+    typeof payload.stamp !== 'string' ||
+    !Array.isArray(amr) ||
+    !amr.every((v) => typeof v === 'string')
+  )
     return undefined;
-  }
+  return {
+    userId: payload.sub,
+    stamp: payload.stamp,
+    amr: amr as string[],
+    totpSecret: typeof payload.totp === 'string' ? payload.totp : undefined,
+  };
 }
 
 /** True when the pending sign-in was made under the user's current security stamp. */
@@ -101,5 +88,5 @@ export function pendingMatches(pending: PendingSignIn, securityStamp: string): b
 
 /** Clears the pending cookie on `reply`. */
 export function clearPending(reply: FastifyReply, secure: boolean): void {
-  reply.clearCookie(PENDING_COOKIE, { path: COOKIE_PATH, httpOnly: true, sameSite: 'strict', secure });
+  clearSealedCookie(reply, PENDING_PLACE, secure);
 }

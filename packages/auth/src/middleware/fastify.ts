@@ -13,13 +13,13 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
-import {
-  type AuthorizationOutcome,
-  type AuthorizationService,
-  type Denial,
-  type EndpointRequirement,
-  upgradeQueryToken,
+import type {
+  AuthorizationOutcome,
+  AuthorizationService,
+  Denial,
+  EndpointRequirement,
 } from '../authorization.ts';
+import { requestAuthorization } from '../authorization-wire.ts';
 import { clientAddress } from '../client-address.ts';
 import type { PolicyRequest } from '../policies.ts';
 import type { AuthorizationDecision } from '../reasons.ts';
@@ -85,11 +85,12 @@ async function plugin(app: FastifyInstance, options: AuthPluginOptions): Promise
 
   const run = async (request: FastifyRequest, reply: FastifyReply, requirement: EndpointRequirement) => {
     const outcome = await service.authorize({
-      authorization:
-        request.headers.authorization ??
-        (options.queryTokenOnUpgrade
-          ? upgradeQueryToken(request.raw.method, request.headers, request.raw.url)
-          : undefined),
+      authorization: requestAuthorization(
+        request.raw.method,
+        request.headers,
+        request.raw.url,
+        options.queryTokenOnUpgrade,
+      ),
       requirement,
       request: policyRequest(request),
       resource: resourceOf(request),

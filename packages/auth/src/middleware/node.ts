@@ -5,13 +5,13 @@
  * (RFC 6750 §3), or lets `onDenied` write the body.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import {
-  type AuthorizationOutcome,
-  type AuthorizationService,
-  type Denial,
-  type EndpointRequirement,
-  upgradeQueryToken,
+import type {
+  AuthorizationOutcome,
+  AuthorizationService,
+  Denial,
+  EndpointRequirement,
 } from '../authorization.ts';
+import { requestAuthorization } from '../authorization-wire.ts';
 import type { AuthorizationDecision } from '../reasons.ts';
 
 /** A request after the middleware ran. */
@@ -62,9 +62,7 @@ export function createAuthMiddleware(
     const request = req as AuthorizedRequest;
     const handle = async () => {
       const outcome = await service.authorize({
-        authorization:
-          req.headers.authorization ??
-          (options.queryTokenOnUpgrade ? upgradeQueryToken(req.method, req.headers, req.url) : undefined),
+        authorization: requestAuthorization(req.method, req.headers, req.url, options.queryTokenOnUpgrade),
         requirement: requirementOf(req),
         request: {
           method: req.method ?? 'GET',

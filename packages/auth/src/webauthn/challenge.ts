@@ -6,14 +6,25 @@
  * verifying request claims it in the store's replay cache first (every instance shares it).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { EncryptJWT, jwtDecrypt } from 'jose';
 import type { MfaSettings } from '../mfa/config.ts';
+import {
+  clearSealedCookie,
+  readSealedCookie,
+  type SealedCookie,
+  setSealedCookie,
+} from '../mfa/sealed-cookie.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 
 /** Name of the ceremony cookie. */
 export const CHALLENGE_COOKIE = 'seed_auth_webauthn';
 /** Lifetime of a challenge, seconds (also the `timeout` given to the browser). */
 export const CHALLENGE_TTL_SECONDS = 300;
+
+const ceremonyCookie: SealedCookie = {
+  name: CHALLENGE_COOKIE,
+  path: '/login',
+  ttlSeconds: CHALLENGE_TTL_SECONDS,
+};
 
 /** A ceremony in progress. */
 export interface PendingCeremony {
@@ -34,28 +45,17 @@ export async function setCeremony(
   nowMs: number,
   secure: boolean,
 ): Promise<void> {
-  const now = Math.floor(nowMs / 1000);
-  const token = await new EncryptJWT({
+  const claims = {
     cer: ceremony.ceremony,
     ch: ceremony.challenge,
     ...(ceremony.userId ? { uid: ceremony.userId } : {}),
-  })
-    .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
-    .setIssuedAt(now)
-    .setExpirationTime(now + CHALLENGE_TTL_SECONDS)
-    .encrypt(mfa.pendingKey);
-  reply.setCookie(CHALLENGE_COOKIE, token, {
-    httpOnly: true,
-    sameSite: 'strict',
-    path: '/login',
-    secure,
-    maxAge: CHALLENGE_TTL_SECONDS,
-  });
+  };
+  await setSealedCookie(reply, ceremonyCookie, mfa.pendingKey, claims, nowMs, secure);
 }
 
 /** Clears the ceremony cookie. */
 export function clearCeremony(reply: FastifyReply, secure: boolean): void {
-  reply.clearCookie(CHALLENGE_COOKIE, { path: '/login', httpOnly: true, sameSite: 'strict', secure });
+  clearSealedCookie(reply, ceremonyCookie, secure);
 }
 
 /**
@@ -69,19 +69,9 @@ export async function takeCeremony(
   mfa: MfaSettings,
   ceremony: PendingCeremony['ceremony'],
 ): Promise<PendingCeremony | 'passkey_challenge_missing' | 'passkey_challenge_replayed'> {
-  const token = req.cookies[CHALLENGE_COOKIE];
-  if (!token || token.length > 2048) return 'passkey_challenge_missing';
   const now = ctx.now();
-  let payload: Record<string, unknown>;
-  try {
-    ({ payload } = await jwtDecrypt(token, mfa.pendingKey, {
-      currentDate: new Date(now),
-      keyManagementAlgorithms: ['dir'],
-      contentEncryptionAlgorithms: ['A256GCM'],
-    }));
-  } catch {
-    return 'passkey_challenge_missing';
-  }
+  const payload = await readSealedCookie(req, ceremonyCookie, mfa.pendingKey, now);
+  if (!payload) return 'passkey_challenge_missing';
   if (payload.cer !== ceremony || typeof payload.ch !== 'string' || typeof payload.exp !== 'number')
     return 'passkey_challenge_missing';
   const expiresAt = payload.exp * 1000;
