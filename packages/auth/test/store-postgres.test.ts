@@ -2,12 +2,19 @@
  * The PostgreSQL store on a real, throwaway PostgreSQL cluster (`scripts/postgres.ts`): the store contract
  * shared with SQLite (`store-contract.ts`, each test on a fresh database), plus what only PostgreSQL has —
  * migrations applied once when several instances start together (advisory lock), signing-key changes
- * announced to every instance (LISTEN/NOTIFY), and URL checks.
+ * announced to every instance (LISTEN/NOTIFY), URL checks, and that both migration lists build the same
+ * tables and columns (the repository statements of `src/store/sql/` are written once for both).
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
+import postgres from 'postgres';
 import { type PostgresCluster, startPostgres } from '../../../scripts/postgres.ts';
 import { checkPostgresUrl, PostgresAuthStore } from '../src/store/postgres.ts';
+import { SqliteAuthStore } from '../src/store/sqlite.ts';
 import { type StoreOpener, storeContract } from './store-contract.ts';
 
 /** Longer than any test runs, ms: a cache entry of this age is only ever dropped by a notification. */
@@ -118,6 +125,42 @@ describe('PostgresAuthStore', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  test('the SQLite and the PostgreSQL migrations build the same tables with the same columns', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'auth-schema-'));
+    const path = join(dir, 'auth.db');
+    const url = await cluster.createDatabase();
+    const pg = await PostgresAuthStore.open({ url, maxConnections: 1 });
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      await new SqliteAuthStore({ path }).close();
+      const lite = new DatabaseSync(path, { readOnly: true });
+      const sqliteColumns = lite
+        .prepare(
+          `SELECT m.name || '.' || c.name AS col FROM sqlite_schema m, pragma_table_info(m.name) c
+            WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`,
+        )
+        .all()
+        .map((row) => String(row.col))
+        .sort();
+      lite.close();
+      const pgColumns =
+        // rate_limits is PostgreSQL's alone: the brute-force counters every instance shares (SQLite
+        // keeps them in the process, see src/ratelimit.ts).
+        (
+          await sql`SELECT table_name || '.' || column_name AS col FROM information_schema.columns
+          WHERE table_schema = 'public' AND table_name <> 'rate_limits'`
+        )
+          .map((row) => String(row.col))
+          .sort();
+      assert.ok(sqliteColumns.length > 50, 'the tables of every migration are read');
+      assert.deepEqual(pgColumns, sqliteColumns);
+    } finally {
+      await sql.end();
+      await pg.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
