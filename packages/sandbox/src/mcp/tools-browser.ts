@@ -22,14 +22,11 @@ export interface SessionBrowser {
   onClose?: () => Promise<void>;
 }
 
-/** What `create_box` passes for a browser box. */
-export type BrowserRequest = GuiBoxRequest;
-
 /**
  * Creates a Chromium browser box for `session` and waits for its endpoint; returns its id.
  * @throws BoxError `unsupported` without a local runtime, `quota_exceeded` over the session limits.
  */
-export async function createBrowser(session: McpSession, request: BrowserRequest): Promise<string> {
+export async function createBrowser(session: McpSession, request: GuiBoxRequest): Promise<string> {
   const { id, box } = await startGuiBox(session, request, {
     kind: 'browser',
     defaults: { cpus: BROWSERBOX_CPUS, memoryMib: BROWSERBOX_MEMORY_MIB },

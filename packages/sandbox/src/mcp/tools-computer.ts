@@ -31,14 +31,11 @@ async function freePort(): Promise<number> {
   return address.port;
 }
 
-/** What `create_box` passes for a computer box. */
-export type ComputerRequest = GuiBoxRequest;
-
 /**
  * Creates a computer box for `session` and waits until its desktop is ready; returns its id.
  * @throws BoxError `unsupported` without a local runtime, `quota_exceeded` over the session limits.
  */
-export async function createComputer(session: McpSession, request: ComputerRequest): Promise<string> {
+export async function createComputer(session: McpSession, request: GuiBoxRequest): Promise<string> {
   const { id, box } = await startGuiBox(session, request, {
     kind: 'computer',
     defaults: { cpus: COMPUTERBOX_CPUS, memoryMib: COMPUTERBOX_MEMORY_MIB },
