@@ -250,6 +250,7 @@ export function createServer(options: CreatureServerOptions = {}): CreatureServe
         rules: rulesWithCost,
         context: resolverContext,
         maskErrors,
+        onUnexpectedError,
       })
     : undefined;
   const fail = createFailHandler(logger);

@@ -1,11 +1,14 @@
 /**
  * `@defer`/`@stream` over multipart/mixed and Server-Sent Events (graphql-js 17 incremental delivery),
- * and Apollo Client's multipart HTTP subscriptions — with Apollo Client itself and on the wire.
+ * and Apollo Client's multipart HTTP subscriptions — with Apollo Client itself and on the wire, unexpected
+ * errors of their events masked and logged.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApolloClient, gql, HttpLink, InMemoryCache } from '@apollo/client';
 import { Defer20220824Handler, GraphQL17Alpha9Handler } from '@apollo/client/incremental';
+import { pino } from 'pino';
+import { SqliteStore } from '../src/store-sqlite.ts';
 import { type Running, start } from './helpers.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: payloads are inspected field by field
@@ -360,5 +363,65 @@ describe('Apollo multipart HTTP subscriptions', () => {
       body: JSON.stringify({ query: '{ creature(name: "Mew") { name } }' }),
     });
     assert.deepEqual(await query.json(), { data: { creature: { name: 'Mew' } } });
+  });
+});
+
+describe('multipart subscriptions: unexpected errors', () => {
+  test('an event whose field fails unexpectedly is masked and logged, as over SSE and WebSocket', async () => {
+    const store = new SqliteStore({ path: ':memory:' });
+    const logged: string[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => void logged.push(line) });
+    const s = await start({ store, logger });
+    const query = 'subscription { creatureChanged(id: "133") { name creature { evolutions { name } } } }';
+    const controller = new AbortController();
+    try {
+      // From here on, reading a creature's evolutions fails as a broken disk would.
+      store.resolveRefs = () => {
+        throw new Error('disk on fire');
+      };
+      const res = await fetch(s.endpoint, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/json',
+        },
+        body: JSON.stringify({ query }),
+        signal: controller.signal,
+      });
+      assert.equal(res.status, 200);
+      const reader = res.body!.getReader();
+      let text = '';
+      // Change Eevee until the subscription (set up asynchronously) has seen it.
+      const changes: Promise<unknown>[] = [];
+      const timer = setInterval(() => {
+        const maxCP = 2000 + changes.length;
+        changes.push(s.gql(`mutation { updateCreature(id: "133", input: { maxCP: ${maxCP} }) { id } }`));
+      }, 50);
+      try {
+        while (!text.includes('"payload"')) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          text += new TextDecoder().decode(value);
+        }
+      } finally {
+        clearInterval(timer);
+        await Promise.all(changes);
+      }
+      const event = parts(text, 'graphql').find((part) => part.payload);
+      assert.deepEqual(event?.payload.errors, [
+        {
+          message: 'Internal server error',
+          locations: [{ line: 1, column: query.indexOf('evolutions') + 1 }],
+          path: ['creatureChanged', 'creature', 'evolutions'],
+          extensions: { code: 'INTERNAL_SERVER_ERROR' },
+        },
+      ]);
+      assert.doesNotMatch(text, /disk on fire/);
+      assert.match(logged.join(''), /disk on fire/);
+    } finally {
+      controller.abort();
+      await s.server.close();
+      store.close();
+    }
   });
 });

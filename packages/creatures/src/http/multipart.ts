@@ -21,6 +21,7 @@ import {
 } from 'graphql';
 import type { CreatureErrorCode } from '../errors.ts';
 import type { IncrementalPayload } from '../incremental.ts';
+import { maskUnexpectedErrors } from '../mask.ts';
 import { checkDocument } from '../operation-checks.ts';
 import { type ChangeSource, subscriptionRoot } from '../subscriptions.ts';
 
@@ -88,8 +89,10 @@ export interface MultipartSubscriptionOptions {
   /** The server's validation rules (depth and cost limits included). */
   rules: readonly ValidationRule[];
   context: unknown;
-  /** Replace messages of unexpected errors by "Internal server error". */
+  /** Replace messages of unexpected errors by "Internal server error" (`mask.ts`). */
   maskErrors: boolean;
+  /** Called with each unexpected error of an event's execution. */
+  onUnexpectedError?: (err: unknown) => void;
 }
 
 /** Handles one multipart subscription request with its parameters; `close()` ends every open stream. */
@@ -125,20 +128,8 @@ export function createMultipartSubscriptions(options: MultipartSubscriptionOptio
     });
     res.end(body);
   };
-  const mask = (result: ExecutionResult): ExecutionResult => {
-    if (!options.maskErrors || !result.errors) return result;
-    return {
-      ...result,
-      errors: result.errors.map((e) =>
-        e.originalError && !(e.originalError instanceof GraphQLError)
-          ? new GraphQLError('Internal server error', {
-              path: e.path,
-              extensions: { code: 'INTERNAL_SERVER_ERROR' },
-            })
-          : e,
-      ),
-    };
-  };
+  const mask = (result: ExecutionResult): ExecutionResult =>
+    maskUnexpectedErrors(result, options.maskErrors, options.onUnexpectedError) ?? result;
 
   const handler = async (
     _req: IncomingMessage,
