@@ -14,33 +14,29 @@
  * probes (sockets, frames, addresses) are network-probes.ts's, shared with network-gateway.test.ts.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import type { JsBox, JsRuntime } from '../../src/index.ts';
-import { cleanupAll, ensureRegistry, GVISOR_SKIP, tempHome, testRuntime } from '../runtime-helpers.ts';
-import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
-import { type HostListeners, hostListeners } from './network-listeners.ts';
+import { describe, test } from 'node:test';
+import type { JsBox } from '../../src/index.ts';
+import { GVISOR_SKIP } from '../runtime-helpers.ts';
+import { assertHostUntouched } from './helpers.ts';
 import {
-  addHostAddresses,
+  assertOpenPolicyHolds,
   HOST_A,
   HOST_B,
   ip,
   sendFrames as sendFramesFrom,
-  trySockets as trySocketsTo,
+  useGatewayArena,
 } from './network-probes.ts';
 
 const skip = GVISOR_SKIP;
 const PYTHON = 'python:slim';
-const VETH = `sbxgvn${process.pid % 100000}`;
-const HOST_TARGETS = ['10.0.2.2', '198.18.0.2', '127.0.0.1', HOST_A, HOST_B];
-
-let runtime: JsRuntime;
-let listeners: HostListeners;
-let removeHostAddresses: (() => void) | undefined;
-let home = '';
-let hostBefore: HostSnapshot;
+const arena = useGatewayArena({
+  veth: `sbxgvn${process.pid % 100000}`,
+  homePrefix: 'sandbox-escape-gvnet-',
+  skip,
+});
 
 async function pythonBox(allowNet: string[] = []): Promise<JsBox> {
-  return runtime.create({
+  return arena.runtime.create({
     image: PYTHON,
     memoryMib: 256,
     isolation: 'gvisor',
@@ -54,58 +50,43 @@ async function sendFrames(box: JsBox, targets: string[]): Promise<void> {
   assert.ok(pid, 'the Sentry pid');
   const gw = /link\/ether ([0-9a-f:]{17})/.exec(ip(['-n', `sbx-${box.id}`, 'link', 'show', 'veth0']))?.[1];
   assert.ok(gw, "the gateway's MAC");
-  await sendFramesFrom([`--net=/proc/${pid}/ns/net`], targets, listeners.port, gw);
+  await sendFramesFrom([`--net=/proc/${pid}/ns/net`], targets, arena.listeners.port, gw);
 }
-
-/** Ordinary TCP connects and UDP datagrams from an unprivileged process of the box. */
-function trySockets(box: JsBox, targets: string[]): Promise<Record<string, string>> {
-  return trySocketsTo(box, targets, listeners.port);
-}
-
-before(async () => {
-  if (skip) return;
-  ensureRegistry();
-  removeHostAddresses = addHostAddresses(VETH);
-  home = tempHome('sandbox-escape-gvnet-');
-  runtime = testRuntime(home);
-  listeners = await hostListeners();
-  hostBefore = snapshotHost();
-});
-after(async () => {
-  if (skip) return;
-  removeHostAddresses?.();
-  await listeners?.close();
-  await cleanupAll();
-});
 
 describe('gVisor boxes: the gateway cannot be gone around by the box or by its Sentry', { skip }, () => {
   test('open policy: no socket or hand-made frame reaches the host loopback or host addresses', async () => {
-    const box = await pythonBox();
-    const got = await trySockets(box, HOST_TARGETS);
-    for (const dst of HOST_TARGETS) assert.notEqual(got[dst], 'connected', dst);
-    listeners.assertUntouched('ordinary sockets');
-    await sendFrames(box, HOST_TARGETS);
-    listeners.assertUntouched('hand-made frames from the Sentry’s namespace');
+    await assertOpenPolicyHolds(
+      arena,
+      await pythonBox(),
+      sendFrames,
+      'hand-made frames from the Sentry’s namespace',
+    );
   });
 
   test('allowNet naming one host address: it is reached, the other and the host loopback are not', async () => {
     const box = await pythonBox([HOST_A]);
-    const got = await trySockets(box, [HOST_A]);
+    const got = await arena.trySockets(box, [HOST_A]);
     assert.equal(got[HOST_A], 'connected', 'control: the named address is reachable');
-    assert.ok(listeners.tcp() >= 1 && listeners.udp() >= 1, 'control: the listeners saw the named address');
-    listeners.reset();
-    const other = await trySockets(box, [HOST_B, '10.0.2.2', '198.18.0.2']);
+    assert.ok(
+      arena.listeners.tcp() >= 1 && arena.listeners.udp() >= 1,
+      'control: the listeners saw the named address',
+    );
+    arena.listeners.reset();
+    const other = await arena.trySockets(box, [HOST_B, '10.0.2.2', '198.18.0.2']);
     for (const dst of [HOST_B, '10.0.2.2', '198.18.0.2']) assert.notEqual(other[dst], 'connected', dst);
-    listeners.assertUntouched('sockets towards what allowNet does not name');
+    arena.listeners.assertUntouched('sockets towards what allowNet does not name');
     // Control for the frames: the same frames to the named address do arrive.
     await sendFrames(box, [HOST_A]);
-    assert.ok(listeners.tcp() >= 1 && listeners.udp() >= 1, 'control: hand-made frames to the named address');
-    listeners.reset();
+    assert.ok(
+      arena.listeners.tcp() >= 1 && arena.listeners.udp() >= 1,
+      'control: hand-made frames to the named address',
+    );
+    arena.listeners.reset();
     await sendFrames(box, [HOST_B, '10.0.2.2', '198.18.0.2', '127.0.0.1']);
-    listeners.assertUntouched('hand-made frames towards what allowNet does not name');
+    arena.listeners.assertUntouched('hand-made frames towards what allowNet does not name');
   });
 
   test('the host is untouched after every case (files, mounts, listeners, processes)', () => {
-    assertHostUntouched(hostBefore, { allowMountsUnder: [home] });
+    assertHostUntouched(arena.hostBefore, { allowMountsUnder: [arena.home] });
   });
 });

@@ -14,101 +14,76 @@
  * (sockets, frames, addresses) are network-probes.ts's, shared with gvisor-network.test.ts.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import type { JsBox, JsRuntime } from '../../src/index.ts';
-import { cleanupAll, ensureRegistry, tempHome, testRuntime } from '../runtime-helpers.ts';
-import { assertHostUntouched, type HostSnapshot, snapshotHost } from './helpers.ts';
-import { type HostListeners, hostListeners } from './network-listeners.ts';
+import { describe, test } from 'node:test';
+import type { JsBox } from '../../src/index.ts';
+import { assertHostUntouched } from './helpers.ts';
 import {
-  addHostAddresses,
+  assertOpenPolicyHolds,
   HOST_A,
   HOST_B,
+  HOST_TARGETS,
   sendFrames as sendFramesFrom,
-  trySockets as trySocketsTo,
+  useGatewayArena,
 } from './network-probes.ts';
 
 const PYTHON = 'python:slim';
-const DUMMY = `sbxesc${process.pid % 100000}`; // a veth pair (the dummy driver may be absent)
-const HOST_TARGETS = ['10.0.2.2', '198.18.0.2', '127.0.0.1', HOST_A, HOST_B];
-
-let runtime: JsRuntime;
-let listeners: HostListeners;
-let removeHostAddresses: (() => void) | undefined;
-let home = '';
-let hostBefore: HostSnapshot;
+// A veth pair (the dummy driver may be absent).
+const arena = useGatewayArena({ veth: `sbxesc${process.pid % 100000}`, homePrefix: 'sandbox-escape-gw-' });
 
 async function pythonBox(allowNet: string[] = []): Promise<JsBox> {
-  return runtime.create({ image: PYTHON, memoryMib: 256, network: { mode: 'enabled', allowNet } });
+  return arena.runtime.create({ image: PYTHON, memoryMib: 256, network: { mode: 'enabled', allowNet } });
 }
 
 /** Sends the hand-made frames from inside the box's namespaces with host root (see module comment). */
 async function sendFrames(box: JsBox, targets: string[]): Promise<void> {
   const pid = (await box.info()).state.pid;
   assert.ok(pid, 'box init pid');
-  await sendFramesFrom([`--target=${pid}`, '--net', '--mount', '--pid'], targets, listeners.port);
+  await sendFramesFrom([`--target=${pid}`, '--net', '--mount', '--pid'], targets, arena.listeners.port);
 }
-
-/** Ordinary TCP connects and UDP datagrams from an unprivileged process of the box. */
-function trySockets(box: JsBox, targets: string[]): Promise<Record<string, string>> {
-  return trySocketsTo(box, targets, listeners.port);
-}
-
-before(async () => {
-  ensureRegistry();
-  removeHostAddresses = addHostAddresses(DUMMY);
-  home = tempHome('sandbox-escape-gw-');
-  runtime = testRuntime(home);
-  listeners = await hostListeners();
-  hostBefore = snapshotHost();
-});
-after(async () => {
-  removeHostAddresses?.();
-  await listeners?.close();
-  await cleanupAll();
-});
 
 describe('the gateway cannot be gone around', () => {
   test('open policy: no socket or hand-made frame reaches the host loopback or host addresses', async () => {
-    const box = await pythonBox();
-    const got = await trySockets(box, HOST_TARGETS);
-    for (const dst of HOST_TARGETS) assert.notEqual(got[dst], 'connected', dst);
-    listeners.assertUntouched('ordinary sockets');
-    await sendFrames(box, HOST_TARGETS);
-    listeners.assertUntouched('hand-made frames');
+    await assertOpenPolicyHolds(arena, await pythonBox(), sendFrames, 'hand-made frames');
   });
 
   test("allowNet ['127.0.0.1']: the box's own loopback only; 10.0.2.2 and frames reach nothing", async () => {
     const box = await pythonBox(['127.0.0.1']);
-    const got = await trySockets(box, HOST_TARGETS);
+    const got = await arena.trySockets(box, HOST_TARGETS);
     for (const dst of HOST_TARGETS) assert.notEqual(got[dst], 'connected', dst);
-    await sendFrames(box, HOST_TARGETS);
-    listeners.assertUntouched();
+    await sendFrames(box, [...HOST_TARGETS]);
+    arena.listeners.assertUntouched();
   });
 
   test('allowNet naming one host address: it is reached, the other is not, by socket or frame', async () => {
     const box = await pythonBox([HOST_A]);
-    const got = await trySockets(box, [HOST_A]);
+    const got = await arena.trySockets(box, [HOST_A]);
     assert.equal(got[HOST_A], 'connected', 'control: the named host address is reachable');
-    assert.ok(listeners.tcp() >= 1 && listeners.udp() >= 1, 'control: the listeners saw the named address');
-    listeners.reset();
-    const other = await trySockets(box, [HOST_B, '10.0.2.2', '198.18.0.2']);
+    assert.ok(
+      arena.listeners.tcp() >= 1 && arena.listeners.udp() >= 1,
+      'control: the listeners saw the named address',
+    );
+    arena.listeners.reset();
+    const other = await arena.trySockets(box, [HOST_B, '10.0.2.2', '198.18.0.2']);
     assert.notEqual(other[HOST_B], 'connected');
     await sendFrames(box, [HOST_B, '10.0.2.2', '198.18.0.2', '127.0.0.1']);
-    listeners.assertUntouched('sockets and frames towards what allowNet does not name');
+    arena.listeners.assertUntouched('sockets and frames towards what allowNet does not name');
   });
 
   test('control: with host.sandbox.internal named, the same frames to 10.0.2.2 do arrive', async () => {
     const box = await pythonBox(['host.sandbox.internal']);
     await sendFrames(box, ['10.0.2.2']);
-    assert.ok(listeners.tcp() >= 1, 'a hand-made SYN to 10.0.2.2 reached the host loopback listener');
-    assert.ok(listeners.udp() >= 1, 'a hand-made datagram to 10.0.2.2 reached the host loopback listener');
-    listeners.reset();
+    assert.ok(arena.listeners.tcp() >= 1, 'a hand-made SYN to 10.0.2.2 reached the host loopback listener');
+    assert.ok(
+      arena.listeners.udp() >= 1,
+      'a hand-made datagram to 10.0.2.2 reached the host loopback listener',
+    );
+    arena.listeners.reset();
     // Naming the host loopback names neither slirp4netns's side of it nor the host's other addresses.
     await sendFrames(box, ['198.18.0.2', HOST_A, HOST_B]);
-    listeners.assertUntouched();
+    arena.listeners.assertUntouched();
   });
 
   test('the host is untouched after every case (files, mounts, listeners, processes)', () => {
-    assertHostUntouched(hostBefore, { allowMountsUnder: [home] });
+    assertHostUntouched(arena.hostBefore, { allowMountsUnder: [arena.home] });
   });
 });

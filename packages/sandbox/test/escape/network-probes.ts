@@ -6,13 +6,18 @@
  *  - `trySockets`: ordinary TCP connects and UDP datagrams from an unprivileged python in the box;
  *  - `sendFrames`: hand-made IPv4 TCP SYNs and UDP datagrams in Ethernet frames sent on `eth0` of a
  *    network namespace with host root (python through `nsenter`), addressed to the gateway's MAC,
- *    from the box's own address and spoofed as the gateway's.
+ *    from the box's own address and spoofed as the gateway's;
+ *  - `useGatewayArena`: the hooks that set up and remove those addresses, the listeners, a runtime and
+ *    a host snapshot for one test file, and `assertOpenPolicyHolds`, the open-policy case of both tiers.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { after, before } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JsBox } from '../../src/index.ts';
-import { run } from '../runtime-helpers.ts';
+import type { JsBox, JsRuntime } from '../../src/index.ts';
+import { cleanupAll, ensureRegistry, run, tempHome, testRuntime } from '../runtime-helpers.ts';
+import { type HostSnapshot, snapshotHost } from './helpers.ts';
+import { type HostListeners, hostListeners } from './network-listeners.ts';
 
 /**
  * Python sending the frames (argv: targets JSON, port, gateway MAC or '' to resolve it by ARP for
@@ -148,4 +153,73 @@ export async function sendFrames(
   assert.match(sent.gateway_mac ?? '', /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, "the gateway's MAC");
   assert.equal(sent.frames, targets.length * 4);
   await sleep(1000);
+}
+
+/** Every host destination an open policy must keep a box from: the host loopback three ways and both host addresses. */
+export const HOST_TARGETS: readonly string[] = ['10.0.2.2', '198.18.0.2', '127.0.0.1', HOST_A, HOST_B];
+
+/** The fixtures of a gateway escape test file, filled in by the `before` hook of {@link useGatewayArena}. */
+export interface GatewayArena {
+  /** A runtime on `home` with the test registries. */
+  runtime: JsRuntime;
+  /** The TCP and UDP listeners on every host address. */
+  listeners: HostListeners;
+  /** The test file's temporary home directory. */
+  home: string;
+  /** The host as it was before the first case. */
+  hostBefore: HostSnapshot;
+  /** {@link trySockets} aimed at the arena's listeners. */
+  trySockets: (box: JsBox, targets: readonly string[]) => Promise<Record<string, string>>;
+}
+
+/**
+ * Registers the file-level hooks of a gateway escape test: before, the host addresses on the veth pair
+ * `veth` ({@link addHostAddresses}), a fresh home (`homePrefix`) with a runtime, the host listeners and
+ * a host snapshot; after, the pair, the listeners and every box and home removed. Both hooks do nothing
+ * when `skip` is a reason.
+ * @returns the arena, whose fields are set once the `before` hook has run.
+ */
+export function useGatewayArena(options: {
+  veth: string;
+  homePrefix: string;
+  skip?: string | false;
+}): GatewayArena {
+  const arena = {
+    trySockets: (box, targets) => trySockets(box, [...targets], arena.listeners.port),
+  } as GatewayArena;
+  let removeHostAddresses: (() => void) | undefined;
+  before(async () => {
+    if (options.skip) return;
+    ensureRegistry();
+    removeHostAddresses = addHostAddresses(options.veth);
+    arena.home = tempHome(options.homePrefix);
+    arena.runtime = testRuntime(arena.home);
+    arena.listeners = await hostListeners();
+    arena.hostBefore = snapshotHost();
+  });
+  after(async () => {
+    if (options.skip) return;
+    removeHostAddresses?.();
+    await arena.listeners?.close();
+    await cleanupAll();
+  });
+  return arena;
+}
+
+/**
+ * The open-policy case: neither ordinary sockets of `box` nor the frames `sendFrames` sends from its
+ * side reach any of {@link HOST_TARGETS} (the listeners saw nothing; `framesWhat` names the frames in
+ * the failure message).
+ */
+export async function assertOpenPolicyHolds(
+  arena: GatewayArena,
+  box: JsBox,
+  sendFrames: (box: JsBox, targets: string[]) => Promise<void>,
+  framesWhat: string,
+): Promise<void> {
+  const got = await arena.trySockets(box, HOST_TARGETS);
+  for (const dst of HOST_TARGETS) assert.notEqual(got[dst], 'connected', dst);
+  arena.listeners.assertUntouched('ordinary sockets');
+  await sendFrames(box, [...HOST_TARGETS]);
+  arena.listeners.assertUntouched(framesWhat);
 }
