@@ -17,5 +17,5 @@ export { BOX_CA_PATH, BoxNetworking, PROXY_GUEST_PORT, secretsEnv } from './mana
 export { GUEST_IP, SLIRP_DNS_IP } from './netns.ts';
 export * from './policy.ts';
 export { MAX_BODY_BYTES, type SecretsProxy, startSecretsProxy } from './secrets.ts';
-export { type BoxPidResolver, LocalBoxTunnel, LocalNetworkHandle } from './tunnel.ts';
+export { type BoxPidResolver, LocalNetworkHandle } from './tunnel.ts';
 export { DEFAULT_READ_BYTES } from './tunnel-shared.ts';

@@ -268,22 +268,28 @@ async function listenForTunnels(spec: TunnelListen, onClient: TunnelClientHandle
   return new TunnelListener(server, spec, onClient);
 }
 
+/** How one kind of box tunnel reaches the box port (see `OneShotTunnel`). */
+export interface TunnelWays {
+  /** The public URL of the tunnel, or null where it has none. */
+  uri: string | null;
+  /** Opens the one connection of `connect()`. */
+  open(): Promise<JsTunnelConnection>;
+  /** Gets ready to forward (e.g. resolves the box) and returns what tunnels each client. */
+  clientHandler(): Promise<TunnelClientHandler>;
+}
+
 /**
  * A prepared one-shot tunnel (spec 002 `JsBoxTunnel`): `connect()` or `forward(listen)`, once; a second
- * use is refused. A kind of tunnel says how it opens one connection and how it tunnels a forwarder's
- * client.
+ * use is refused. `ways` says how its kind (local, REST) reaches the box port.
  */
-export abstract class OneShotTunnel implements JsBoxTunnel {
+export class OneShotTunnel implements JsBoxTunnel {
+  readonly #ways: TunnelWays;
   #used = false;
 
-  /** The public URL of the tunnel, or null where it has none. */
-  abstract uri(): string | null;
-
-  /** Opens the one connection of `connect()`. */
-  protected abstract open(): Promise<JsTunnelConnection>;
-
-  /** Gets ready to forward (e.g. resolves the box) and returns what tunnels each client. */
-  protected abstract clientHandler(): Promise<TunnelClientHandler>;
+  /** @internal Use `box.network.tunnel(port)`. */
+  constructor(ways: TunnelWays) {
+    this.#ways = ways;
+  }
 
   #consume(): void {
     if (this.#used)
@@ -293,6 +299,11 @@ export abstract class OneShotTunnel implements JsBoxTunnel {
     this.#used = true;
   }
 
+  /** The public URL of the tunnel (a REST tunnel's CONNECT URL on the server); null for a local box. */
+  uri(): string | null {
+    return this.#ways.uri;
+  }
+
   /**
    * Opens the connection.
    * @throws BoxError `conflict` when the tunnel was used; `unavailable` when nothing listens on the port
@@ -300,7 +311,7 @@ export abstract class OneShotTunnel implements JsBoxTunnel {
    */
   async connect(): Promise<JsTunnelConnection> {
     this.#consume();
-    return this.open();
+    return this.#ways.open();
   }
 
   /**
@@ -311,7 +322,7 @@ export abstract class OneShotTunnel implements JsBoxTunnel {
   async forward(listen: TunnelListen): Promise<TunnelForwarder> {
     const spec = validateListen(listen);
     this.#consume();
-    return listenForTunnels(spec, await this.clientHandler());
+    return listenForTunnels(spec, await this.#ways.clientHandler());
   }
 }
 

@@ -9,12 +9,7 @@ import type { Socket } from 'node:net';
 import { gvisorTunnelCommand, TUNNEL_READY_LINE } from '../engine/gvisor-netns.ts';
 import { BoxError } from '../errors.ts';
 import type { JsBoxTunnel, JsPreviewUrl, JsTunnelConnection } from '../types.ts';
-import {
-  ByteStreamConnection,
-  CheckedNetworkHandle,
-  OneShotTunnel,
-  type TunnelClientHandler,
-} from './tunnel-shared.ts';
+import { ByteStreamConnection, CheckedNetworkHandle, OneShotTunnel } from './tunnel-shared.ts';
 
 /** Resolves the host pid of a running box's init (its namespace is `/proc/<pid>/ns/net`). */
 export type BoxPidResolver = () => Promise<number>;
@@ -110,33 +105,6 @@ function tunnelClient(socket: Socket, open: () => Promise<ChildProcess>): () => 
   return () => child?.kill('SIGKILL');
 }
 
-/** A one-shot tunnel of a local box (`uri()` is null); each connection is its own stream. */
-export class LocalBoxTunnel extends OneShotTunnel {
-  readonly #pid: BoxPidResolver;
-  readonly #port: number;
-
-  /** @internal Use `box.network.tunnel(port)`. */
-  constructor(pid: BoxPidResolver, port: number) {
-    super();
-    this.#pid = pid;
-    this.#port = port;
-  }
-
-  /** null: local boxes have no public tunnel URL. */
-  uri(): string | null {
-    return null;
-  }
-
-  protected async open(): Promise<JsTunnelConnection> {
-    return streamConnection(await openStream(await this.#pid(), this.#port));
-  }
-
-  protected async clientHandler(): Promise<TunnelClientHandler> {
-    const pid = await this.#pid();
-    return (socket) => tunnelClient(socket, () => openStream(pid, this.#port));
-  }
-}
-
 /** `box.network` of a local box. */
 export class LocalNetworkHandle extends CheckedNetworkHandle {
   readonly #pid: BoxPidResolver;
@@ -161,8 +129,17 @@ export class LocalNetworkHandle extends CheckedNetworkHandle {
     return this.#update(allowNet);
   }
 
+  /** A tunnel whose connection and each forwarded client are their own stream; no public URL. */
   protected async prepareTunnel(port: number): Promise<JsBoxTunnel> {
-    return new LocalBoxTunnel(this.#pid, port);
+    const pid = this.#pid;
+    return new OneShotTunnel({
+      uri: null,
+      open: async () => streamConnection(await openStream(await pid(), port)),
+      clientHandler: async () => {
+        const resolved = await pid();
+        return (socket) => tunnelClient(socket, () => openStream(resolved, port));
+      },
+    });
   }
 
   /** Preview URLs are served by `sandbox serve`: @throws BoxError `unsupported` on a local runtime. */

@@ -82,49 +82,33 @@ function prepare(conn: Connection, boxId: string, port: number): Promise<Prepare
   return conn.call<PreparedTunnel>('POST', `${boxPath(boxId)}/tunnels`, { port });
 }
 
-/** A one-shot tunnel of a REST box (spec 002 `JsBoxTunnel`); `uri()` is its CONNECT URL on the server. */
-class RestBoxTunnel extends OneShotTunnel {
-  readonly #conn: Connection;
-  readonly #boxId: string;
-  readonly #port: number;
-  readonly #prepared: PreparedTunnel;
-
-  constructor(conn: Connection, boxId: string, port: number, prepared: PreparedTunnel) {
-    super();
-    this.#conn = conn;
-    this.#boxId = boxId;
-    this.#port = port;
-    this.#prepared = prepared;
-  }
-
-  uri(): string {
-    return `${this.#conn.url}${this.#prepared.connectPath}`;
-  }
-
-  protected async open(): Promise<JsTunnelConnection> {
-    return socketConnection(await connectTunnel(this.#conn, this.#prepared.connectPath));
-  }
-
-  /** The first client uses the tunnel prepared already; each later one gets a tunnel prepared for it. */
-  protected async clientHandler(): Promise<TunnelClientHandler> {
-    let first: PreparedTunnel | null = this.#prepared;
-    return (client) => {
-      const prepared = first;
-      first = null;
-      (prepared ? Promise.resolve(prepared) : prepare(this.#conn, this.#boxId, this.#port))
-        .then((p) => connectTunnel(this.#conn, p.connectPath))
-        .then(
-          (upstream) => {
-            upstream.on('error', () => client.destroy());
-            client.on('close', () => upstream.destroy());
-            client.pipe(upstream).pipe(client);
-            client.resume();
-          },
-          () => client.destroy(),
-        );
-      return undefined;
-    };
-  }
+/**
+ * What tunnels one forwarder client of a REST box: the first client uses the tunnel `prepared` already,
+ * each later one a tunnel prepared for it; its bytes are piped through the tunnel's CONNECT stream.
+ */
+function forwardClients(
+  conn: Connection,
+  boxId: string,
+  port: number,
+  prepared: PreparedTunnel,
+): TunnelClientHandler {
+  let first: PreparedTunnel | null = prepared;
+  return (client) => {
+    const ready = first;
+    first = null;
+    (ready ? Promise.resolve(ready) : prepare(conn, boxId, port))
+      .then((p) => connectTunnel(conn, p.connectPath))
+      .then(
+        (upstream) => {
+          upstream.on('error', () => client.destroy());
+          client.on('close', () => upstream.destroy());
+          client.pipe(upstream).pipe(client);
+          client.resume();
+        },
+        () => client.destroy(),
+      );
+    return undefined;
+  };
 }
 
 /** `box.network` of a REST box: tunnels prepared on the server, consumed with HTTP CONNECT. */
@@ -138,8 +122,15 @@ export class RestNetworkHandle extends CheckedNetworkHandle {
     this.#boxId = boxId;
   }
 
+  /** A tunnel prepared on the server (`POST /v1/boxes/{box}/tunnels`); `uri()` is its CONNECT URL there. */
   protected async prepareTunnel(port: number): Promise<JsBoxTunnel> {
-    return new RestBoxTunnel(this.#conn, this.#boxId, port, await prepare(this.#conn, this.#boxId, port));
+    const conn = this.#conn;
+    const prepared = await prepare(conn, this.#boxId, port);
+    return new OneShotTunnel({
+      uri: `${conn.url}${prepared.connectPath}`,
+      open: async () => socketConnection(await connectTunnel(conn, prepared.connectPath)),
+      clientHandler: async () => forwardClients(conn, this.#boxId, port, prepared),
+    });
   }
 
   /** `PUT /v1/boxes/{box}/network`. @throws BoxError as the server answers. */
