@@ -6,6 +6,13 @@ import type { UserAddress } from '../store/types.ts';
 
 const csrfField = (token: string) => `<input type="hidden" name="_csrf" value="${escapeHtml(token)}">`;
 
+/** A new password and its repetition (fields `password`, `password2`), as registration and reset ask. */
+const newPasswordFields = (label: string, autofocus: boolean) =>
+  `<label for="password">${label}</label>
+<input type="password" id="password" name="password" autocomplete="new-password" required minlength="8" maxlength="1024"${autofocus ? ' autofocus' : ''}>
+<label for="password2">Repeat it</label>
+<input type="password" id="password2" name="password2" autocomplete="new-password" required minlength="8" maxlength="1024">`;
+
 /** `GET /login/forgot`: user name or e-mail address. */
 export function forgotForm(options: { csrfToken: string }): string {
   return layout(
@@ -30,10 +37,7 @@ ${csrfField(options.csrfToken)}<label for="username">User name</label>
 <input type="text" id="username" name="username" autocomplete="username" required maxlength="64" autofocus>
 <label for="email">E-mail</label>
 <input type="email" id="email" name="email" autocomplete="email" required maxlength="254">
-<label for="password">Password</label>
-<input type="password" id="password" name="password" autocomplete="new-password" required minlength="8" maxlength="1024">
-<label for="password2">Repeat it</label>
-<input type="password" id="password2" name="password2" autocomplete="new-password" required minlength="8" maxlength="1024">
+${newPasswordFields('Password', false)}
 <button type="submit">Create account</button>
 </form>`,
   );
@@ -56,10 +60,7 @@ export function resetForm(options: { csrfToken: string; token: string; failed: b
     `<h1>Set a new password</h1>
 ${options.failed ? '<p class="error" role="alert">The passwords must match and have at least 8 characters.</p>\n' : ''}<form method="post" action="/login/reset">
 ${csrfField(options.csrfToken)}<input type="hidden" name="token" value="${escapeHtml(options.token)}">
-<label for="password">New password</label>
-<input type="password" id="password" name="password" autocomplete="new-password" required minlength="8" maxlength="1024" autofocus>
-<label for="password2">Repeat it</label>
-<input type="password" id="password2" name="password2" autocomplete="new-password" required minlength="8" maxlength="1024">
+${newPasswordFields('New password', true)}
 <button type="submit">Set password</button>
 </form>`,
   );

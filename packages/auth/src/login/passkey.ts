@@ -110,20 +110,18 @@ export function registerPasskeyPages(scope: FastifyInstance, ctx: OAuthContext, 
     return json(reply, 400, { error: 'passkey_failed' });
   };
 
-  scope.get('/login/assets/webauthn.js', async (_req, reply) =>
-    reply
-      .type('text/javascript; charset=utf-8')
-      .header('cache-control', 'public, max-age=3600')
-      .header('x-content-type-options', 'nosniff')
-      .send(scripts().library),
-  );
-  scope.get('/login/assets/passkey.js', async (_req, reply) =>
-    reply
-      .type('text/javascript; charset=utf-8')
-      .header('cache-control', 'public, max-age=3600')
-      .header('x-content-type-options', 'nosniff')
-      .send(scripts().ours),
-  );
+  for (const [name, script] of [
+    ['webauthn.js', () => scripts().library],
+    ['passkey.js', () => scripts().ours],
+  ] as const) {
+    scope.get(`/login/assets/${name}`, async (_req, reply) =>
+      reply
+        .type('text/javascript; charset=utf-8')
+        .header('cache-control', 'public, max-age=3600')
+        .header('x-content-type-options', 'nosniff')
+        .send(script()),
+    );
+  }
 
   scope.post('/login/passkey/options', { preHandler: scope.csrfProtection }, async (req, reply) => {
     const mfa = ctx.config.mfa;

@@ -5,10 +5,15 @@
  * typed errors of `../../errors.ts`.
  */
 import type postgres from 'postgres';
-import { ConflictError, ConstraintError } from '../../errors.ts';
 import { POSTGRES_VALUES } from '../inserts.ts';
 import type { Row } from '../rows.ts';
-import { type Dialect, dialectSelects, type SqlDriver, type SqlParam } from '../sql/driver.ts';
+import {
+  constraintErrorOf,
+  type Dialect,
+  dialectSelects,
+  type SqlDriver,
+  type SqlParam,
+} from '../sql/driver.ts';
 
 /** Advisory lock key serializing changes of the role inheritance graph (see `../sql/roles.ts`). */
 const ROLE_GRAPH_LOCK_KEY = 4_100_022;
@@ -20,13 +25,9 @@ const FOREIGN_KEY_VIOLATION = '23503';
 /** Maps constraint errors to `ConflictError` / `ConstraintError`; returns other errors unchanged. */
 export function constraintError(entity: string, field: string, value: string, error: unknown): unknown {
   const code = (error as { code?: unknown }).code;
-  if (code === UNIQUE_VIOLATION) return new ConflictError(entity, field, value, { cause: error });
-  if (code === FOREIGN_KEY_VIOLATION) {
-    return new ConstraintError('foreign_key', `${entity}: a referenced record does not exist`, {
-      cause: error,
-    });
-  }
-  return error;
+  const violated =
+    code === UNIQUE_VIOLATION ? 'unique' : code === FOREIGN_KEY_VIOLATION ? 'foreign_key' : undefined;
+  return constraintErrorOf(violated, entity, field, value, error);
 }
 
 /** The PostgreSQL {@link Dialect}. */

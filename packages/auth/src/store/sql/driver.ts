@@ -6,6 +6,7 @@
  * dialects differ. Also the helpers every repository uses: one-transaction changes with their audit event
  * ({@link change}), single-statement writes ({@link write}), pages of a searchable list ({@link page}).
  */
+import { ConflictError, ConstraintError } from '../../errors.ts';
 import type { SqlRunner } from '../factors.ts';
 import { auditValues, likePattern, paging } from '../inputs.ts';
 import type { ValueEncoding } from '../inserts.ts';
@@ -94,6 +95,29 @@ export interface SqlDriver extends SqlRunner {
    * when it rejects). Called on a transaction's driver, `fn` runs inside that same transaction.
    */
   transaction<T>(fn: (db: SqlDriver) => Promise<T>): Promise<T>;
+}
+
+/** The constraint a database error reports as violated: a unique key, a foreign key, or neither. */
+export type ViolatedConstraint = 'unique' | 'foreign_key' | undefined;
+
+/**
+ * The typed error of a constraint violation: `ConflictError` naming `field` and `value` for a unique key,
+ * `ConstraintError` (`foreign_key`) for a foreign key; any other `error` is returned unchanged.
+ */
+export function constraintErrorOf(
+  violated: ViolatedConstraint,
+  entity: string,
+  field: string,
+  value: string,
+  error: unknown,
+): unknown {
+  if (violated === 'unique') return new ConflictError(entity, field, value, { cause: error });
+  if (violated === 'foreign_key') {
+    return new ConstraintError('foreign_key', `${entity}: a referenced record does not exist`, {
+      cause: error,
+    });
+  }
+  return error;
 }
 
 /** What every repository function gets: the database and the store's clock (ms epoch). */

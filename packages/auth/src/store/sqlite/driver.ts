@@ -6,11 +6,11 @@
  * endpoint's hot path can be group-committed ({@link SqliteDriver.batch}).
  */
 import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
-import { ConflictError, ConstraintError } from '../../errors.ts';
 import { SQLITE_VALUES } from '../inserts.ts';
 import type { Row } from '../rows.ts';
 import {
   type ChangeKey,
+  constraintErrorOf,
   type Dialect,
   dialectSelects,
   type SqlDriver,
@@ -24,15 +24,13 @@ const SQLITE_CONSTRAINT_FOREIGNKEY = 787;
 /** Maps SQLite constraint errors to `ConflictError` / `ConstraintError`; returns other errors unchanged. */
 export function constraintError(entity: string, field: string, value: string, error: unknown): unknown {
   const code = (error as { errcode?: number }).errcode;
-  if (code === SQLITE_CONSTRAINT_UNIQUE || code === SQLITE_CONSTRAINT_PRIMARYKEY) {
-    return new ConflictError(entity, field, value, { cause: error });
-  }
-  if (code === SQLITE_CONSTRAINT_FOREIGNKEY) {
-    return new ConstraintError('foreign_key', `${entity}: a referenced record does not exist`, {
-      cause: error,
-    });
-  }
-  return error;
+  const violated =
+    code === SQLITE_CONSTRAINT_UNIQUE || code === SQLITE_CONSTRAINT_PRIMARYKEY
+      ? 'unique'
+      : code === SQLITE_CONSTRAINT_FOREIGNKEY
+        ? 'foreign_key'
+        : undefined;
+  return constraintErrorOf(violated, entity, field, value, error);
 }
 
 /** The SQLite {@link Dialect}. */
