@@ -28,6 +28,13 @@ import type {
 export const DEFAULT_EXECUTION_TIMEOUT_MS = 60_000;
 /** Time a new or restarted kernel gets to run its first (silent) code, ms. */
 export const KERNEL_READY_MS = 60_000;
+/**
+ * Cells between two writes of IPython's history database in a Python context (`HistoryManager.db_cache_size`;
+ * the rest is written when the kernel ends). IPython's default, 0, writes (and syncs) the SQLite file after
+ * every cell from a second thread, which doubled the time of a warm `1+1` (35 ms against 18 ms at load 5);
+ * the session's own history (`In`, `Out`, `%history`) is kept in memory either way.
+ */
+export const HISTORY_WRITE_CELLS = 1000;
 /** Time an interrupted execution gets to end before its kernel is restarted, ms. */
 export const INTERRUPT_GRACE_MS = 5000;
 
@@ -181,7 +188,7 @@ export class JupyterInterpreter implements CodeInterpreter {
     };
     this.#contexts.set(model.id, context);
     try {
-      await this.#chdir(context);
+      await this.#setUp(context);
     } catch (error) {
       await this.#remove(context);
       throw error;
@@ -189,11 +196,16 @@ export class JupyterInterpreter implements CodeInterpreter {
     return context;
   }
 
-  /** Moves a fresh (or restarted) Python kernel to its context's cwd. @throws BoxError naming `cwd`. */
-  async #chdir(context: Context): Promise<void> {
+  /**
+   * Moves a fresh (or restarted) Python kernel to its context's cwd and sets how often IPython writes its
+   * history database (`HISTORY_WRITE_CELLS`). @throws BoxError naming `cwd`.
+   */
+  async #setUp(context: Context): Promise<void> {
     if (context.info.language !== 'python') return;
     const future = context.kernel.requestExecute({
-      code: `import os as __e2b_os\n__e2b_os.chdir(${JSON.stringify(context.info.cwd)})\ndel __e2b_os`,
+      code:
+        `try:\n    get_ipython().history_manager.db_cache_size = ${HISTORY_WRITE_CELLS}\nexcept Exception:\n    pass\n` +
+        `import os as __e2b_os\n__e2b_os.chdir(${JSON.stringify(context.info.cwd)})\ndel __e2b_os`,
       silent: true,
       store_history: false,
     });
@@ -243,7 +255,7 @@ export class JupyterInterpreter implements CodeInterpreter {
     context.kernel.dispose();
     await services.KernelAPI.restartKernel(context.info.id, server.settings);
     context.kernel = connect(services, server, { id: context.info.id, name: context.kernelName });
-    await this.#chdir(context);
+    await this.#setUp(context);
   }
 
   async removeContext(context: string | CodeContext): Promise<void> {
