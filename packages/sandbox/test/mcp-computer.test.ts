@@ -9,14 +9,12 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { cacheDir } from '../scripts/offline-images.ts';
 // internal: pngSize reads a screenshot's dimensions
 import { pngSize } from '../src/boxes/computer.ts';
 import { JsRuntime } from '../src/index.ts';
-import { call, clickTypeAndSeeChange, ok, toolError } from './mcp-helpers.ts';
-import { REGISTRIES } from './runtime-helpers.ts';
+import { call, clickTypeAndSeeChange, connectStdio, localMcpArgs, ok, toolError } from './mcp-helpers.ts';
 
 const packageDir = join(import.meta.dirname, '..');
 const home = join(cacheDir(), 'test-home-desktop');
@@ -34,22 +32,7 @@ describe('computer use through sandbox mcp', () => {
         timeout: 900_000,
       },
     );
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [
-        '--conditions=seed-source',
-        join(packageDir, 'bin', 'sandbox.ts'),
-        '--home',
-        home,
-        '--registry',
-        `http://${REGISTRIES[0]!.host}`,
-        'mcp',
-      ],
-      stderr: 'ignore',
-      env: { ...process.env, SANDBOX_URL: '' } as Record<string, string>,
-    });
-    client = new Client({ name: 'mcp-computer-test', version: '1.0.0' });
-    await client.connect(transport);
+    ({ client } = await connectStdio(localMcpArgs(home), 'mcp-computer-test'));
   });
 
   after(async () => {

@@ -1,15 +1,21 @@
 /**
- * Shared helpers of the MCP tests: calling a tool and reading its structured result, the tool names
- * every transport must list, and checking every listed schema with ajv (JSON Schema 2020-12 and draft-07).
+ * Shared helpers of the MCP tests: starting `sandbox mcp` over stdio or connecting over HTTP, calling a
+ * tool and reading its structured result, the tool names every transport must list, and checking every
+ * listed schema with ajv (JSON Schema 2020-12 and draft-07).
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 // internal: pngSize reads a screenshot's dimensions
 import { pngSize } from '../src/boxes/computer.ts';
+import { REGISTRIES } from './runtime-helpers.ts';
+
+const SANDBOX_BIN = join(import.meta.dirname, '..', 'bin', 'sandbox.ts');
 
 /** Tools every MCP server of the sandbox lists. */
 export const CORE_TOOLS = [
@@ -96,6 +102,40 @@ export async function checkToolSchemas(
     schemas.set(tool.name, { input: tool.inputSchema, output: tool.outputSchema });
   }
   return schemas;
+}
+
+/**
+ * The `sandbox` command's arguments for `sandbox mcp` on the runtime at `home` with the local test
+ * registry, followed by `extra` (e.g. `--config <file>`).
+ */
+export function localMcpArgs(home: string, ...extra: string[]): string[] {
+  return ['--home', home, '--registry', `http://${REGISTRIES[0]!.host}`, 'mcp', ...extra];
+}
+
+/** The Node arguments that run the `sandbox` command from source with `args`. */
+export function sandboxNodeArgs(args: string[]): string[] {
+  return ['--conditions=seed-source', SANDBOX_BIN, ...args];
+}
+
+/**
+ * An SDK client (named `name`) connected over stdio to a `sandbox` process started with `args` (with
+ * `SANDBOX_URL` unset). Its stderr goes to `onStderr` when given and is dropped otherwise.
+ */
+export async function connectStdio(
+  args: string[],
+  name: string,
+  onStderr?: (text: string) => void,
+): Promise<{ client: Client; transport: StdioClientTransport }> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: sandboxNodeArgs(args),
+    stderr: onStderr ? 'pipe' : 'ignore',
+    env: { ...process.env, SANDBOX_URL: '' } as Record<string, string>,
+  });
+  if (onStderr) transport.stderr?.on('data', (chunk: Buffer) => onStderr(chunk.toString()));
+  const client = new Client({ name, version: '1.0.0' });
+  await client.connect(transport);
+  return { client, transport };
 }
 
 /** An SDK client (named `name`) connected to `/mcp` of the server at `url` with the API key `key`. */

@@ -6,14 +6,12 @@
  * `sandbox mcp --url` serving the same node's boxes over stdio as the API key's tenant.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { JsRuntime } from '../src/index.ts';
 import type { RestServer } from '../src/rest/server.ts';
-import { checkToolSchemas, connectHttp, ok, toolError } from './mcp-helpers.ts';
+import { checkToolSchemas, connectHttp, connectStdio, ok, toolError } from './mcp-helpers.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry } from './runtime-helpers.ts';
 import { api, createKey, startTenantServer } from './tenants-helpers.ts';
 
@@ -105,21 +103,10 @@ describe('MCP over Streamable HTTP at /mcp', () => {
   });
 
   it('serves a remote runtime over stdio with sandbox mcp --url, as the key holder', async () => {
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [
-        '--conditions=seed-source',
-        join(import.meta.dirname, '..', 'bin', 'sandbox.ts'),
-        'mcp',
-        '--url',
-        url,
-        '--api-key',
-        betaKey,
-      ],
-      stderr: 'ignore',
-    });
-    const remote = new Client({ name: 'mcp-remote-test', version: '1.0.0' });
-    await remote.connect(transport);
+    const { client: remote } = await connectStdio(
+      ['mcp', '--url', url, '--api-key', betaKey],
+      'mcp-remote-test',
+    );
     const box = await ok(remote, 'create_box', { image: BUSYBOX, memory_mib: 128 });
     const run = await ok(remote, 'exec', { box: box.id, cmd: 'echo', args: ['remote'] });
     assert.equal(run.stdout.text, 'remote\n');

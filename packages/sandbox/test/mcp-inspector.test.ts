@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { JsRuntime } from '../src/index.ts';
-import { CORE_TOOLS } from './mcp-helpers.ts';
-import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, tempHome } from './runtime-helpers.ts';
+import { CORE_TOOLS, localMcpArgs, sandboxNodeArgs } from './mcp-helpers.ts';
+import { BUSYBOX, cleanupAll, ensureRegistry, tempHome } from './runtime-helpers.ts';
 
 const run = promisify(execFile);
 const packageDir = join(import.meta.dirname, '..');
@@ -22,16 +22,7 @@ describe('MCP Inspector CLI against sandbox mcp', () => {
   /** Runs the Inspector CLI with `args` against a `sandbox mcp` on `home`; returns its parsed JSON output. */
   // biome-ignore lint/suspicious/noExplicitAny: the Inspector's JSON output is inspected field by field
   async function inspect(...args: string[]): Promise<any> {
-    const server = [
-      process.execPath,
-      '--conditions=seed-source',
-      join(packageDir, 'bin', 'sandbox.ts'),
-      '--home',
-      home,
-      '--registry',
-      `http://${REGISTRIES[0]!.host}`,
-      'mcp',
-    ];
+    const server = [process.execPath, ...sandboxNodeArgs(localMcpArgs(home))];
     const { stdout } = await run(inspector, ['--cli', ...server, ...args], {
       env: { ...process.env, SANDBOX_URL: '' },
       maxBuffer: 16 * 1024 * 1024,

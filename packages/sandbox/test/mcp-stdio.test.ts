@@ -12,19 +12,16 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { JsRuntime } from '../src/index.ts';
-import { call, checkToolSchemas, ok, toolError } from './mcp-helpers.ts';
+import { call, checkToolSchemas, connectStdio, localMcpArgs, ok, toolError } from './mcp-helpers.ts';
 import { cleanupAll, ensureRegistry, REGISTRIES, tempHome } from './runtime-helpers.ts';
 
-const packageDir = join(import.meta.dirname, '..');
 const PNG_BASE64_PREFIX = 'iVBORw0KGgo';
 
 describe('sandbox mcp over stdio', () => {
   let home: string;
   let client: Client;
-  let transport: StdioClientTransport;
   let box: string;
   const stderr: string[] = [];
 
@@ -36,25 +33,9 @@ describe('sandbox mcp over stdio', () => {
       config,
       JSON.stringify({ maxBoxes: 3, maxMemoryMib: 2048, maxOutputBytes: 4096, allowNet: ['example.com'] }),
     );
-    transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [
-        '--conditions=seed-source',
-        join(packageDir, 'bin', 'sandbox.ts'),
-        '--home',
-        home,
-        '--registry',
-        `http://${REGISTRIES[0]!.host}`,
-        'mcp',
-        '--config',
-        config,
-      ],
-      stderr: 'pipe',
-      env: { ...process.env, SANDBOX_URL: '' } as Record<string, string>,
-    });
-    transport.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
-    client = new Client({ name: 'mcp-stdio-test', version: '1.0.0' });
-    await client.connect(transport);
+    ({ client } = await connectStdio(localMcpArgs(home, '--config', config), 'mcp-stdio-test', (text) =>
+      stderr.push(text),
+    ));
   });
 
   after(async () => {
@@ -230,15 +211,7 @@ describe('sandbox mcp over stdio', () => {
     const ids = (await runtime.listInfo()).map((info) => info.id);
     assert.deepEqual(ids, [kept.id]);
     // A later session lists the persisted box with the session that made it.
-    const later = new Client({ name: 'mcp-stdio-later', version: '1.0.0' });
-    await later.connect(
-      new StdioClientTransport({
-        command: process.execPath,
-        args: ['--conditions=seed-source', join(packageDir, 'bin', 'sandbox.ts'), '--home', home, 'mcp'],
-        stderr: 'ignore',
-        env: { ...process.env, SANDBOX_URL: '' } as Record<string, string>,
-      }),
-    );
+    const { client: later } = await connectStdio(['--home', home, 'mcp'], 'mcp-stdio-later');
     const listed = (await ok(later, 'list_boxes')).boxes;
     assert.equal(listed.length, 1);
     assert.equal(listed[0].id, kept.id);
