@@ -57,6 +57,38 @@ const boxArg = z.string().min(1).describe("box id or name of a box created with 
 const px = z.number().int().min(0).max(16384);
 const done = { done: z.boolean() };
 
+/** A desktop action tool: `act` drives the computer box `args.box` of the session; the answer is `{ done: true }`. */
+interface ActionSpec<I extends z.ZodRawShape> {
+  name: string;
+  title: string;
+  description: string;
+  /** The arguments, `box` (the computer box) among them. */
+  input: I & { box: typeof boxArg };
+  act(computer: ComputerBox, args: z.infer<z.ZodObject<I>>): Promise<void>;
+}
+
+/** Registers the desktop action `spec` (see `ActionSpec`). */
+function defineAction<I extends z.ZodRawShape>(
+  server: McpServer,
+  session: McpSession,
+  spec: ActionSpec<I>,
+): void {
+  defineTool(server, session, {
+    name: spec.name,
+    title: spec.title,
+    description: spec.description,
+    input: spec.input,
+    output: done,
+    async run(args) {
+      await spec.act(
+        await computerOf(session, (args as { box: string }).box),
+        args as z.infer<z.ZodObject<I>>,
+      );
+      return { result: { done: true } };
+    },
+  });
+}
+
 /** Registers the computer-use tools. */
 export function computerTools(server: McpServer, session: McpSession): void {
   defineTool(server, session, {
@@ -84,74 +116,55 @@ export function computerTools(server: McpServer, session: McpSession): void {
     },
   });
 
-  defineTool(server, session, {
+  defineAction(server, session, {
     name: 'click',
     title: 'Click',
     description: 'Moves the pointer to (x, y) pixels of the desktop and clicks the button (default left).',
     input: { box: boxArg, x: px, y: px, button: z.enum(['left', 'right', 'middle']).default('left') },
-    output: done,
-    async run(args) {
-      const computer = await computerOf(session, args.box);
+    async act(computer, args) {
       await computer.mouseMove(args.x, args.y);
       if (args.button === 'left') await computer.leftClick();
       else if (args.button === 'right') await computer.rightClick();
       else await computer.middleClick();
-      return { result: { done: true } };
     },
   });
 
-  defineTool(server, session, {
+  defineAction(server, session, {
     name: 'double_click',
     title: 'Double-click',
     description: 'Moves the pointer to (x, y) pixels and double-clicks the left button.',
     input: { box: boxArg, x: px, y: px },
-    output: done,
-    async run(args) {
-      const computer = await computerOf(session, args.box);
+    async act(computer, args) {
       await computer.mouseMove(args.x, args.y);
       await computer.doubleClick();
-      return { result: { done: true } };
     },
   });
 
-  defineTool(server, session, {
+  defineAction(server, session, {
     name: 'drag',
     title: 'Drag',
     description: 'Presses the left button at (start_x, start_y), moves to (end_x, end_y) and releases it.',
     input: { box: boxArg, start_x: px, start_y: px, end_x: px, end_y: px },
-    output: done,
-    async run(args) {
-      const computer = await computerOf(session, args.box);
-      await computer.leftClickDrag(args.start_x, args.start_y, args.end_x, args.end_y);
-      return { result: { done: true } };
-    },
+    act: (computer, args) => computer.leftClickDrag(args.start_x, args.start_y, args.end_x, args.end_y),
   });
 
-  defineTool(server, session, {
+  defineAction(server, session, {
     name: 'type_text',
     title: 'Type text',
     description: 'Types text with the keyboard into the focused window (use key for Return, Tab, shortcuts).',
     input: { box: boxArg, text: z.string().min(1).max(65536) },
-    output: done,
-    async run(args) {
-      await (await computerOf(session, args.box)).type(args.text);
-      return { result: { done: true } };
-    },
+    act: (computer, args) => computer.type(args.text),
   });
 
-  defineTool(server, session, {
+  defineAction(server, session, {
     name: 'key',
     title: 'Press keys',
     description: "Presses a key or a combination, xdotool names: 'Return', 'ctrl+c', 'alt+Tab', 'Escape'.",
     input: { box: boxArg, keys: z.string().min(1).max(256) },
-    output: done,
-    async run(args) {
-      await (await computerOf(session, args.box)).key(args.keys);
-      return { result: { done: true } };
-    },
+    act: (computer, args) => computer.key(args.keys),
   });
 
-  defineTool(server, session, {
+  defineAction(server, session, {
     name: 'scroll',
     title: 'Scroll',
     description: 'Scrolls at (x, y) in a direction by amount wheel clicks (default 3).',
@@ -162,11 +175,7 @@ export function computerTools(server: McpServer, session: McpSession): void {
       direction: z.enum(['up', 'down', 'left', 'right']),
       amount: z.number().int().min(1).max(100).default(3),
     },
-    output: done,
-    async run(args) {
-      await (await computerOf(session, args.box)).scroll(args.x, args.y, args.direction, args.amount);
-      return { result: { done: true } };
-    },
+    act: (computer, args) => computer.scroll(args.x, args.y, args.direction, args.amount),
   });
 
   defineTool(server, session, {
