@@ -3,29 +3,13 @@
  * provider accounts (`GET /users/{id}/links`) and their removal (`DELETE /users/{id}/links/{providerId}`,
  * audited `link.remove`); after a removal the next sign-in with that provider links or provisions again.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AuthStore, ChangeOptions, UserRecord } from '../store/types.ts';
-import type { AdminTarget } from './grants.ts';
+import type { FastifyInstance } from 'fastify';
 import { iso } from './route-docs.ts';
 import { record, type Schema, timestamp } from './schema-parts.ts';
-import { registerUserItemRoutes } from './user-items.ts';
+import { registerUserItemRoutes, type UserRoutesContext } from './user-items.ts';
 
 /** What the routes need of `registerAdminRoutes`. */
-export interface LinkAdminRoutesContext {
-  readonly store: AuthStore;
-  /** The user with that id. @throws AdminHttpError `not_found` (404). */
-  findUser(id: string): Promise<UserRecord>;
-  /** The audit target of a user. */
-  target(user: UserRecord): AdminTarget;
-  /** The audit event of a change by the request's caller. */
-  auditFor(
-    request: FastifyRequest,
-    action: string,
-    target: AdminTarget,
-    changed: string[],
-    values?: object,
-  ): ChangeOptions;
-}
+export type LinkAdminRoutesContext = UserRoutesContext;
 
 /** A link as the API shows it. */
 export const linkSchema: Schema = record({

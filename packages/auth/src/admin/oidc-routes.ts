@@ -5,30 +5,15 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuthorizationReason } from '../reasons.ts';
-import type { AuthStore, ChangeOptions, UserRecord } from '../store/types.ts';
 import { AdminPermission as P } from './access.ts';
-import type { AdminTarget } from './grants.ts';
 import { bearer, denial, iso } from './route-docs.ts';
 import * as s from './schemas.ts';
-import { registerUserItemRoutes } from './user-items.ts';
+import { registerUserItemRoutes, type UserRoutesContext } from './user-items.ts';
 
 /** What the routes need of `registerAdminRoutes`. */
-export interface OidcAdminRoutesContext {
-  readonly store: AuthStore;
+export interface OidcAdminRoutesContext extends UserRoutesContext {
   /** Clock, ms since epoch. */
   readonly now: () => number;
-  /** The user with that id. @throws AdminHttpError `not_found` (404). */
-  findUser(id: string): Promise<UserRecord>;
-  /** The audit target of a user. */
-  target(user: UserRecord): AdminTarget;
-  /** The audit event of a change by the request's caller (written in the change's transaction). */
-  auditFor(
-    request: FastifyRequest,
-    action: string,
-    target: AdminTarget,
-    changed: string[],
-    values?: object,
-  ): ChangeOptions;
   /** Whether the caller holds a permission code (deny rules win). */
   holds(request: FastifyRequest, permission: string): boolean;
 }

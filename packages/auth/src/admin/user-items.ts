@@ -4,12 +4,30 @@
  * there is none); reading needs `auth.admin.read` or `auth.admin.users`, removing `auth.admin.users`.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { UserRecord } from '../store/types.ts';
+import type { AuthStore, ChangeOptions, UserRecord } from '../store/types.ts';
 import { AdminPermission as P } from './access.ts';
+import type { AdminTarget } from './grants.ts';
 import { AdminHttpError } from './http.ts';
 import { errors, noContent, readRule, routeOptions } from './route-docs.ts';
 import type { Schema } from './schema-parts.ts';
 import * as s from './schemas.ts';
+
+/** What the routes of a user collection need of `registerAdminRoutes`. */
+export interface UserRoutesContext {
+  readonly store: AuthStore;
+  /** The user with that id. @throws AdminHttpError `not_found` (404). */
+  findUser(id: string): Promise<UserRecord>;
+  /** The audit target of a user. */
+  target(user: UserRecord): AdminTarget;
+  /** The audit event of a change by the request's caller (to pass to the store's change, or append). */
+  auditFor(
+    request: FastifyRequest,
+    action: string,
+    target: AdminTarget,
+    changed: string[],
+    values?: object,
+  ): ChangeOptions;
+}
 
 /** One page holding the whole collection (`offset` 0, `limit` as the route answers it). */
 export interface UserItems {
