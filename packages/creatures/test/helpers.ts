@@ -88,3 +88,16 @@ export async function start(options: CreatureServerOptions = {}): Promise<Runnin
     },
   };
 }
+
+/** A JSON value of a test's answer, inspected field by field. */
+// biome-ignore lint/suspicious/noExplicitAny: payloads are inspected field by field
+export type Json = any;
+
+/** The JSON parts of a `multipart/mixed` body with the given boundary (parts that are not JSON left out). */
+export function multipartParts(body: string, boundary: string): Json[] {
+  return body
+    .split(`\r\n--${boundary}`)
+    .map((part) => part.slice(part.indexOf('\r\n\r\n') + 4))
+    .filter((part) => part.startsWith('{'))
+    .map((part) => JSON.parse(part));
+}
