@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer as httpServer, type Server } from 'node:http';
-import { connect, createConnection } from 'node:net';
+import { connect, createConnection, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 // internal: the network manager is tested under the engine, without the runtime
@@ -85,6 +85,23 @@ after(async () => {
   assert.deepEqual(left, [], 'network state of every box is torn down');
   assert.deepEqual(gateways, [], 'no gateway namespace is left');
 });
+
+/** Writes `text` and a newline on `socket`; resolves with what comes back up to the first newline (then closes it). */
+function askLine(socket: Socket, text: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let data = '';
+    socket.on('data', (c) => {
+      data += c;
+      if (data.includes('\n')) {
+        socket.destroy();
+        resolve(data);
+      }
+    });
+    socket.on('error', reject);
+    socket.on('close', () => reject(new Error(`closed after '${data}'`)));
+    socket.write(`${text}\n`);
+  });
+}
 
 describe('network modes', () => {
   test("mode 'disabled': only lo, no eth0", async () => {
@@ -302,21 +319,7 @@ describe('tunnels', () => {
     const forwarder = await (await network.tunnel(7000)).forward({ type: 'tcp', port: 0 });
     const [host, port] = forwarder.localAddr().split(':');
     assert.equal(host, '127.0.0.1');
-    const talk = (text: string) =>
-      new Promise<string>((resolve, reject) => {
-        const s = connect(Number(port), '127.0.0.1');
-        let data = '';
-        s.on('data', (c) => {
-          data += c;
-          if (data.includes('\n')) {
-            s.destroy();
-            resolve(data);
-          }
-        });
-        s.on('error', reject);
-        s.on('close', () => reject(new Error(`closed after '${data}'`)));
-        s.write(`${text}\n`);
-      });
+    const talk = (text: string) => askLine(connect(Number(port), '127.0.0.1'), text);
     const replies = await Promise.all(['one', 'two', 'three', 'four'].map(talk));
     assert.deepEqual(replies, ['ONE\n', 'TWO\n', 'THREE\n', 'FOUR\n']);
     let waited = false;
@@ -333,20 +336,7 @@ describe('tunnels', () => {
     const path = join(tmp, `fwd-${process.pid}.sock`);
     const forwarder = await (await network.tunnel(7000)).forward({ type: 'unix', path });
     assert.equal(forwarder.localAddr(), path);
-    const reply = await new Promise<string>((resolve, reject) => {
-      const s = connect(path);
-      let data = '';
-      s.on('data', (c) => {
-        data += c;
-        if (data.includes('\n')) {
-          s.destroy();
-          resolve(data);
-        }
-      });
-      s.on('error', reject);
-      s.on('close', () => reject(new Error(`closed after '${data}'`)));
-      s.write('via unix\n');
-    });
+    const reply = await askLine(connect(path), 'via unix');
     assert.equal(reply, 'VIA UNIX\n');
     await forwarder.close();
   });
