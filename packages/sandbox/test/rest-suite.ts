@@ -86,8 +86,18 @@ export function runtimeSuite(title: string, prefix: string, setup: () => Promise
       assert.ok((await runtime.listInfo()).some((i) => i.id === box.id && i.state.running));
       assert.equal(await runtime.getInfo(name('missing')), null);
       assert.equal(await runtime.get(name('missing')), null);
-      const r = await run(box, 'sh', ['-c', 'pwd; hostname']);
-      assert.deepEqual(r, { exitCode: 0, stdout: `/root\n${name('defaults')}`, stderr: '' });
+      // workingDir /root, hostname = name, the image's env (PATH) present.
+      const r = await run(box, 'sh', ['-c', 'pwd; hostname; echo $PATH']);
+      assert.equal(r.exitCode, 0, r.stderr);
+      const [pwd, hostname, path] = r.stdout.split('\n');
+      assert.deepEqual([pwd, hostname], ['/root', name('defaults')]);
+      assert.match(path!, /\/bin/);
+      if (target.kind === 'local') {
+        // The image of a box cannot be removed from the store while the box exists.
+        await assert.rejects(runtime.images.remove(BUSYBOX), new RegExp(`used by box ${name('defaults')}`));
+      }
+      await runtime.remove(box.id, true);
+      assert.equal(await runtime.getInfo(box.id), null);
     });
 
     it('applies cpus, memoryMib, workingDir, env, network and managed volumes', async () => {
@@ -268,6 +278,13 @@ export function runtimeSuite(title: string, prefix: string, setup: () => Promise
         [{ image: BUSYBOX, ports: [{ guestPort: 53, protocol: 'udp' }] }, 'ports[0].protocol'],
         [{ image: BUSYBOX, memoryMib: 0 }, 'memoryMib'],
       ];
+      // A host path is checked where the boxes run: the local runtime refuses a missing one by name.
+      if (target.kind === 'local') {
+        cases.push([
+          { image: BUSYBOX, volumes: [{ hostPath: '/no/such/dir', guestPath: '/x' }] },
+          'volumes[0].hostPath',
+        ]);
+      }
       for (const [options, field] of cases) {
         await assert.rejects(
           runtime.create(options as never),

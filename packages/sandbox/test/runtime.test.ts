@@ -1,6 +1,8 @@
 /**
  * `JsRuntime` and `JsBox` against real boxes from the local registry (spec 002 "Runtime", "Box handle",
- * "JsBoxOptions", "JsBoxInfo", "JsRuntimeMetrics", "JsBoxMetrics", rejections at creation).
+ * "JsBoxOptions", "JsBoxInfo", "JsRuntimeMetrics", "JsBoxMetrics", rejections at creation). The spec
+ * defaults and invalid options are checked in the shared suite (rest-suite.ts), which runs on the local
+ * runtime too.
  */
 import assert from 'node:assert/strict';
 import {
@@ -28,7 +30,6 @@ import {
 } from './runtime-helpers.ts';
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
-const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 describe('JsRuntime with real boxes', () => {
   let home: string;
@@ -42,51 +43,6 @@ describe('JsRuntime with real boxes', () => {
 
   after(async () => {
     for (const info of await runtime.listInfo()) await runtime.remove(info.id, true);
-  });
-
-  it('creates a box with the spec defaults and reports JsBoxInfo', async () => {
-    const box = await runtime.create({ image: BUSYBOX }, 'defaults');
-    assert.match(box.id, ULID);
-    assert.equal(box.name, 'defaults');
-    const info = await box.info();
-    assert.equal(info.id, box.id);
-    assert.equal(info.name, 'defaults');
-    assert.equal(info.state.status, 'running');
-    assert.equal(info.state.running, true);
-    assert.ok(info.state.pid && info.state.pid > 1);
-    assert.ok(!Number.isNaN(Date.parse(info.createdAt)));
-    assert.match(info.startedAt!, RFC3339);
-    assert.ok(Date.parse(info.startedAt!) >= Date.parse(info.createdAt));
-    assert.equal(info.image, BUSYBOX);
-    assert.equal(info.cpus, 1);
-    assert.equal(info.memoryMib, 512);
-    assert.deepEqual(info.network, {
-      outbound: { mode: 'enabled', allowNet: [] },
-      inbound: { mode: 'enabled', allowNet: [] },
-      publishedPorts: [],
-      mode: 'enabled',
-      allowNet: [],
-    });
-    // workingDir /root, hostname = name, image env (PATH) present.
-    const r = await run(box, 'sh', ['-c', 'pwd; hostname; echo $PATH']);
-    assert.equal(r.exitCode, 0);
-    const [pwd, hostname, path] = r.stdout.split('\n');
-    assert.equal(pwd, '/root');
-    assert.equal(hostname, 'defaults');
-    assert.match(path!, /\/bin/);
-    // Lookups by id and by name; a loaded handle does not know the publications (spec: null).
-    assert.equal((await runtime.getInfo(box.id))?.name, 'defaults');
-    assert.equal((await runtime.getInfo('defaults'))?.id, box.id);
-    const loaded = await runtime.get('defaults');
-    assert.equal(loaded?.id, box.id);
-    assert.equal((await loaded!.info()).network?.publishedPorts, null);
-    assert.ok((await runtime.listInfo()).some((i) => i.id === box.id));
-    assert.equal(await runtime.getInfo('no-such-box'), null);
-    assert.equal(await runtime.get('no-such-box'), null);
-    // The image of a box cannot be removed from the store while the box exists.
-    await assert.rejects(runtime.images.remove(BUSYBOX), /used by box defaults/);
-    await runtime.remove(box.id, true);
-    assert.equal(await runtime.getInfo(box.id), null);
   });
 
   it('applies cpus, memoryMib, workingDir, env, hostPath volumes (rw and ro) and capabilities', async () => {
@@ -197,41 +153,6 @@ describe('JsRuntime with real boxes', () => {
     assert.equal((await box.info()).image, rootfs);
     assert.equal((await run(box, '/bin/sh', ['-c', 'echo from rootfs'])).stdout, 'from rootfs');
     await runtime.remove(box.id, true);
-  });
-
-  it('rejects invalid options with a BoxError naming the field, leaving no box behind', async () => {
-    const before = (await runtime.listInfo()).length;
-    const cases: [unknown, string][] = [
-      [
-        { image: BUSYBOX, volumes: [{ managedVolume: 'v', hostPath: '/tmp', guestPath: '/x' }] },
-        'volumes[0]',
-      ],
-      [{ image: BUSYBOX, volumes: [{ guestPath: '/x' }] }, 'volumes[0]'],
-      [
-        { image: BUSYBOX, volumes: [{ managedVolume: 'v', guestPath: '/x', readOnly: true }] },
-        'volumes[0].readOnly',
-      ],
-      [{ image: BUSYBOX, ports: [{ guestPort: 53, protocol: 'udp' }] }, 'ports[0].protocol'],
-      [{ image: BUSYBOX, volumes: [{ hostPath: '/no/such/dir', guestPath: '/x' }] }, 'volumes[0].hostPath'],
-      [{ image: BUSYBOX, memoryMib: 0 }, 'memoryMib'],
-    ];
-    for (const [options, field] of cases) {
-      await assert.rejects(
-        runtime.create(options as never),
-        (error: unknown) =>
-          error instanceof BoxError && error.field === field && error.message.includes(field),
-        field,
-      );
-    }
-    await runtime.create({ image: BUSYBOX }, 'unique-name');
-    await assert.rejects(
-      runtime.create({ image: BUSYBOX }, 'unique-name'),
-      (error: unknown) =>
-        error instanceof BoxError && error.field === 'name' && /already exists/.test(error.message),
-    );
-    await assert.rejects(runtime.create({ image: BUSYBOX }, 'bad name!'), /name/);
-    await runtime.remove('unique-name', true);
-    assert.equal((await runtime.listInfo()).length, before);
   });
 
   it('a missing image fails with a BoxError naming it, counted in boxesFailedTotal, with no row left', async () => {
