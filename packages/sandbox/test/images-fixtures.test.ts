@@ -15,7 +15,7 @@ import zlib from 'node:zlib';
 import { MediaType, pushBlob, pushManifest, RegistryClient, sha256Digest } from '../src/images/index.ts';
 // internal: the host's OCI architecture names the fixtures' platform
 import { hostArchitecture } from '../src/images/oci.ts';
-// internal: registry endpoint resolution is tested as a unit
+// internal: points the registry client at the local registry
 import { endpointFor } from '../src/images/reference.ts';
 import { BoxError, ImageStore, type JsImageRegistry } from '../src/index.ts';
 import { buildLayer, localRegistry, pushFixture, startRegistryProxy } from './helpers/registry.ts';

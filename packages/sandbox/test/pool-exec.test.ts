@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { JsRuntime } from '../src/index.ts';
-// internal: the pool's refill delay sizes the waits
+// internal: the refill delay is the bound the pool is checked against
 import { REFILL_DELAY_MS } from '../src/runtime/pool.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, run, tempHome, testRuntime } from './runtime-helpers.ts';
 

@@ -11,7 +11,7 @@ import { createServer, type Server } from 'node:net';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-// internal: the rootless engine is tested under the runtime, on a plain rootfs
+// internal: a plain busybox rootfs for the engine-level cases
 import { makeBusyboxRootfs } from '../src/engine/rootfs.ts';
 // internal: the rootless engine is tested as a unit
 import { RootlessEngine } from '../src/engine/rootless.ts';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 // internal: digest and media-type helpers build the hostile manifests
 import { sha256Digest } from '../../src/images/index.ts';
-// internal: the store budget is read directly
+// internal: a store budget ledger is driven directly
 import { StoreBudget } from '../../src/images/store-budget.ts';
 import { BoxError, type ImageLimits, ImageStore } from '../../src/index.ts';
 import {
