@@ -111,6 +111,10 @@ export function supervisorEnv(
     SB_PIDFILE: p.pidFile,
     SB_BINDS: binds.join(' '),
     SB_WATCH: spec.detach ? '0' : '1',
+    // The box's cgroup under `CGROUP_PARENT` (config.json `cgroupsPath`), killed whole on creator death.
+    SB_CGROUP: spec.id,
+    SB_SPARE_SRC: p.spare?.source ?? '',
+    SB_SPARE: p.spare?.spare ?? '',
   };
 }
 

@@ -23,7 +23,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { DEFAULT_DISK_SIZE_GB, diskLayerDirs, ensureDiskImage } from './disk.ts';
+import { DEFAULT_DISK_SIZE_GB, diskLayerDirs, ensureDiskImage, type SpareRefill } from './disk.ts';
 import { alive } from './host-process.ts';
 import { mountsUnder } from './host-system.ts';
 import type { OpenedHostPath } from './hostpath.ts';
@@ -64,6 +64,8 @@ export interface BoxPaths {
   log: string;
   /** Host pid of the box's init (crun) or sandbox process (runsc), written by `--pid-file`. */
   pidFile: string;
+  /** The disk template's spare the supervisor refills once the box runs (set by `stageBoxFiles`). */
+  spare?: SpareRefill;
 }
 
 /** The files of the box in `boxDir`; `diskSizeGb` absent puts the writable layer in `boxDir` itself. */
@@ -177,8 +179,11 @@ export async function stageBoxFiles(
   mkdirSync(p.rootfs, { recursive: true });
   if (diskSizeGb !== undefined) {
     mkdirSync(p.diskDir, { recursive: true });
-    await ensureDiskImage(stateRoot, spec.id, p.diskImg, diskSizeGb, { snapshots: options.snapshots });
-    Object.assign(p, diskLayerDirs(p.diskImg, p.diskDir));
+    const spare = await ensureDiskImage(stateRoot, spec.id, p.diskImg, diskSizeGb, {
+      snapshots: options.snapshots,
+      refillLater: true,
+    });
+    Object.assign(p, diskLayerDirs(p.diskImg, p.diskDir), spare ? { spare } : {});
   } else {
     mkdirSync(p.upper, { recursive: true });
     mkdirSync(p.work, { recursive: true });

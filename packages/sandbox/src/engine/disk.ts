@@ -6,8 +6,9 @@
  *
  * Formatting is done once per size: `mkfs.ext4` makes `<stateRoot>/disks/<bytes>.img`, and each box
  * gets a sparse copy of it (`cp --sparse=always`, ≈ 4 ms and ≈ 4 MiB on disk for 10 GB, against
- * ≈ 20 ms for mkfs). One copy is kept ready ahead (`<bytes>.spare`, refilled in the background after
- * each use), so a create usually only renames it. The copy is mounted with `noinit_itable`, so the kernel never zeroes the inode
+ * ≈ 20 ms for mkfs). One copy is kept ready ahead (`<bytes>.spare`, refilled after each use: by the
+ * box's supervisor once the box runs, `SpareRefill`, or in the background), so a create usually only
+ * renames it. The copy is mounted with `noinit_itable`, so the kernel never zeroes the inode
  * tables of a fresh image in the background (≈ 160 MB of writes per 10 GB box otherwise).
  *
  * Format: a disk of at least `BTRFS_MIN_BYTES` asked for with `{ snapshots: true }` (the crun engine's
@@ -238,8 +239,23 @@ async function formatBtrfs(img: string, dir: string): Promise<void> {
 }
 
 /**
+ * The copy of a disk template that refills its spare (`cp --sparse=always <source> <spare>.<pid>`, then
+ * a rename to `spare`), for the box supervisor to make once the box runs (scripts.ts `refill`): a
+ * spawn from this process would hold its event loop for the length of a `fork` of it (≈ 8 ms on a
+ * loaded 2-core host) on the box's start path.
+ */
+export interface SpareRefill {
+  /** The formatted template (`<stateRoot>/disks/<bytes>[.btrfs].img`). */
+  source: string;
+  /** The spare to make (`<stateRoot>/disks/<bytes>[.btrfs].spare`). */
+  spare: string;
+}
+
+/**
  * Makes the disk image `img` of box `id` (`sizeGb` GB) unless it exists; an existing one must have
- * that size. With `options.snapshots` it is btrfs when the host can (see the module comment).
+ * that size. With `options.snapshots` it is btrfs when the host can (see the module comment). The
+ * template's spare is refilled in the background, or, with `options.refillLater`, left to the caller.
+ * @returns the spare refill left to the caller (`refillLater` and a spare was used), else undefined.
  * @throws BoxError naming `diskSizeGb` when an existing disk has another size or making it fails.
  */
 export async function ensureDiskImage(
@@ -247,12 +263,12 @@ export async function ensureDiskImage(
   id: string,
   img: string,
   sizeGb: number,
-  options: { snapshots?: boolean } = {},
-): Promise<void> {
+  options: { snapshots?: boolean; refillLater?: boolean } = {},
+): Promise<SpareRefill | undefined> {
   const bytes = Math.ceil(sizeGb * 1e9);
   if (existsSync(img)) {
     const size = statSync(img).size;
-    if (size >= bytes) return;
+    if (size >= bytes) return undefined;
     throw new BoxError(`diskSizeGb: box ${id} already has a ${size}-byte disk; it cannot shrink or grow`, {
       code: 'conflict',
     });
@@ -276,7 +292,9 @@ export async function ensureDiskImage(
     }
     renameSync(tmp, img);
   }
+  if (options.refillLater === true) return { source, spare };
   refillSpare(source, spare);
+  return undefined;
 }
 
 /** Copies the template to `spare` in the background unless a spare or a copy in progress exists. */

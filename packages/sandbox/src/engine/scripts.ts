@@ -3,14 +3,16 @@
  *
  * `supervisor.sh` is the per-box launcher and parent-death watch: it mounts the box's writable
  * disk and overlay root, runs the OCI runtime (`run --detach`), reports progress on stdout
- * (`mounted`, `started` or `error <stage>`), and — for a non-detached box — then blocks reading its
+ * (`mounted`, `started` or `error <stage>`), refills the disk template's spare (`SB_SPARE`), and — for
+ * a non-detached box — then blocks reading its
  * stdin, a pipe whose only writer is the Node process that created the box. When that process
- * exits for any reason (SIGKILL included) the read sees end-of-file and the script kills and
- * deletes the container, unmounts its root and removes its network namespace files (`SB_NETNS`); on
- * the gVisor tier (`SB_CG_ID`) it SIGKILLs every process of the box's cgroup first, then unmounts,
- * removes the namespace files and the cgroup (the box is gone then), and last execs `runsc delete`,
- * which clears runsc's state of the dead sandbox (the slow step: 0.5-2 s) — unless the box was meanwhile restarted with another
- * init (another process drove it), which the pid file tells. The engine writes `release` to the pipe when it
+ * exits for any reason (SIGKILL included) the read sees end-of-file and the script SIGKILLs every
+ * process of the box's cgroup (`SB_CGROUP`) and removes that cgroup (`<runtime> kill` and `delete` when
+ * the box has no cgroup of its own), unmounts its root, binds and disk and removes its network
+ * namespace files (`SB_NETNS`): the box is gone then. Last it execs
+ * `<runtime> delete --force`, which clears the runtime's state of the dead box (runsc: the slow step,
+ * 0.5-2 s) — unless the box was meanwhile restarted with another init (another process drove it),
+ * which the pid file tells. The engine writes `release` to the pipe when it
  * stops or removes the box itself, which makes the script exit without touching anything; an engine of
  * another process sends SIGTERM instead (the script's pid is in `<bundle>/supervisor.pid`).
  * No Node process sits on the critical path and nothing polls.
@@ -25,25 +27,41 @@ export const SUPERVISOR_SH = `#!/bin/sh
 # seed-sandbox box supervisor (generated; see src/engine/scripts.ts)
 trap '' PIPE HUP INT
 rt() { $SB_RT "$@"; }
-# gVisor tier (SB_CG_ID): SIGKILL to every process of the box's cgroup (the Sentry, the gofer), which
-# ends the sandbox at once; runsc kill and runsc delete take 0.5-2 s each on a loaded host.
+# SIGKILL to every process of the box's cgroup (SB_CGROUP: v2 cgroup.kill, else the pids of the v1
+# pids hierarchy, its v1 freezer thawed so that a paused box dies too), until it is empty, then its
+# cgroup directories are removed: this ends the
+# box at once (a container's init, a gVisor sandbox's Sentry and gofer) without a runtime process on the
+# way (crun kill and delete are two unshare + sh + crun runs; runsc kill and delete take 0.5-2 s each on
+# a loaded host). Returns 1 when the box has no cgroup of its own to kill.
 killcg() {
-  [ -n "$SB_CG_ID" ] || return 0
+  [ -n "$SB_CGROUP" ] || return 1
+  v2=/sys/fs/cgroup/seed-sandbox/$SB_CGROUP
+  v1=/sys/fs/cgroup/pids/seed-sandbox/$SB_CGROUP
+  frozen=/sys/fs/cgroup/freezer/seed-sandbox/$SB_CGROUP/freezer.state
+  [ -e "$v2/cgroup.procs" ] || [ -e "$v1/cgroup.procs" ] || return 1
   n=0
   while [ $n -lt 100 ]; do
-    if [ -e /sys/fs/cgroup/seed-sandbox/"$SB_CG_ID"/cgroup.kill ]; then
-      echo 1 >/sys/fs/cgroup/seed-sandbox/"$SB_CG_ID"/cgroup.kill 2>/dev/null
-    fi
-    pids=$(cat /sys/fs/cgroup/seed-sandbox/"$SB_CG_ID"/cgroup.procs /sys/fs/cgroup/pids/seed-sandbox/"$SB_CG_ID"/cgroup.procs 2>/dev/null)
-    [ -n "$pids" ] || return 0
-    kill -KILL $pids >/dev/null 2>&1
+    [ ! -e "$v2/cgroup.kill" ] || echo 1 >"$v2/cgroup.kill" 2>/dev/null
+    found=
+    for f in "$v2/cgroup.procs" "$v1/cgroup.procs"; do
+      [ -e "$f" ] || continue
+      while read -r p; do found=1; kill -KILL "$p" 2>/dev/null; done <"$f"
+    done
+    [ ! -e "$frozen" ] || echo THAWED >"$frozen" 2>/dev/null
+    [ -n "$found" ] || break
     n=$((n + 1))
     sleep 0.01
   done
+  # The emptied cgroups (the runtime's, or the gVisor launcher's), rmdir retried for up to 1 s while
+  # the kernel finishes the exits.
+  for d in "$v2" /sys/fs/cgroup/*/seed-sandbox/"$SB_CGROUP"; do
+    n=0
+    while [ -d "$d" ] && ! rmdir "$d" >/dev/null 2>&1 && [ $n -lt 100 ]; do n=$((n + 1)); sleep 0.01; done
+  done
+  return 0
 }
 cleanup() {
-  killcg
-  if [ -z "$SB_CG_ID" ]; then
+  if ! killcg; then
     rt kill "$SB_ID" KILL >/dev/null 2>&1
     rt delete --force "$SB_ID" >/dev/null 2>&1
   fi
@@ -51,22 +69,30 @@ cleanup() {
   for b in $SB_BINDS; do umount -l "\${b#*:}" >/dev/null 2>&1; done
   if [ -n "$SB_DISK_IMG" ]; then umount "$SB_DISK_DIR" >/dev/null 2>&1; fi
 }
-# After the creator died: the box's network namespace files and (gVisor tier) the cgroup the launcher
-# made (its processes have just exited: rmdir is retried for up to 1 s); the box is gone then. Last,
-# in place of this script, runsc deletes its own state of the dead sandbox.
+# After the creator died: the box's network namespace files; the box is gone then. Last, in place of
+# this script, the runtime deletes its own state of the dead box.
 orphaned() {
   for n in $SB_NETNS; do umount "$n" >/dev/null 2>&1; rm -f "$n"; done
-  [ -n "$SB_CG_ID" ] || return 0
-  for d in /sys/fs/cgroup/seed-sandbox/"$SB_CG_ID" /sys/fs/cgroup/*/seed-sandbox/"$SB_CG_ID"; do
-    n=0
-    while [ -d "$d" ] && ! rmdir "$d" >/dev/null 2>&1 && [ $n -lt 100 ]; do n=$((n + 1)); sleep 0.01; done
-  done
   exec $SB_RT delete --force "$SB_ID" >/dev/null 2>&1
+}
+# The disk template's spare (disk.ts SpareRefill), copied in the background at the lowest CPU priority
+# once the box runs, unless one exists or another process is making one (<spare>.<pid of its maker>; a
+# copy whose maker is gone is removed). The copy serves the next box of any process, not this one: its
+# environment does not name this box (SB_ID empty).
+refill() {
+  [ -n "$SB_SPARE" ] || return 0
+  for f in "$SB_SPARE".*; do
+    [ -e "$f" ] || continue
+    [ -d /proc/"\${f##*.}" ] && return 0
+    rm -f "$f"
+  done
+  [ -e "$SB_SPARE" ] && return 0
+  SB_ID= nice -n 19 sh -c 'cp --sparse=always "$1" "$2.$$" && mv -f "$2.$$" "$2" || rm -f "$2.$$"' refill "$SB_SPARE_SRC" "$SB_SPARE" &
 }
 fail() {
   echo "error $1"
   cleanup
-  [ -z "$SB_CG_ID" ] || rt delete --force "$SB_ID" >/dev/null 2>&1
+  rt delete --force "$SB_ID" >/dev/null 2>&1
   exit 1
 }
 # The box disk, tried up to 5 times (100-400 ms apart): the kernel can refuse a btrfs clone for a moment
@@ -102,8 +128,9 @@ echo mounted
 if [ "$SB_GO" = 1 ]; then read -r go || go=eof; [ "$go" = go ] || fail network; fi
 rt run --detach --bundle "$SB_BUNDLE" --pid-file "$SB_PIDFILE" "$SB_ID" </dev/null >>"$SB_LOG" 2>&1 || fail run
 echo started
-[ "$SB_WATCH" = 1 ] || exit 0
 exec >/dev/null 2>&1
+refill
+[ "$SB_WATCH" = 1 ] || exit 0
 # Another process that stops or removes the box ends this watch with SIGTERM (pid file below).
 trap 'exit 0' TERM
 echo $$ >"$SB_BUNDLE/supervisor.pid"
