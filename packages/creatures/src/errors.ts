@@ -68,6 +68,10 @@ export const CREATURE_ERRORS = {
     status: null,
     when: 'WebSocket: more operations in flight on one connection than allowed',
   },
+  SERVICE_UNAVAILABLE: {
+    status: 503,
+    when: 'the server is shutting down, or more event streams or WebSocket connections are open than allowed',
+  },
   INTERNAL_SERVER_ERROR: {
     status: 500,
     when: 'an unexpected fault (logged; the message is generic); as a field error (200), a resolver failure',

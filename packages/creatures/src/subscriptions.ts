@@ -28,7 +28,7 @@ import {
 } from 'graphql';
 import { createHandler, print, type Request as SseRequest } from 'graphql-sse';
 import { withCode } from './errors.ts';
-import { answerTooLarge, readBody } from './http/respond.ts';
+import { answerTooLarge, readBody, sendError } from './http/respond.ts';
 import { maskUnexpectedErrors } from './mask.ts';
 import { parseWithLimits } from './parse-limits.ts';
 import type { ChangeEvent, Creature, Message } from './store.ts';
@@ -281,12 +281,16 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
     preread?: string,
   ): Promise<void> {
     if (closing) {
-      return sendJson(res, 503, { errors: [{ message: 'The server is shutting down' }] });
+      return sendError(res, 503, 'The server is shutting down', {}, 'SERVICE_UNAVAILABLE');
     }
     if (streams.size >= maxStreams) {
-      return sendJson(res, 503, {
-        errors: [{ message: `Too many open event streams (limit ${maxStreams})` }],
-      });
+      return sendError(
+        res,
+        503,
+        `Too many open event streams (limit ${maxStreams})`,
+        {},
+        'SERVICE_UNAVAILABLE',
+      );
     }
     let body: string | Record<string, unknown> | null = null;
     if (req.method === 'POST') {
@@ -303,10 +307,10 @@ export function createSubscriptionHandler(options: SubscriptionHandlerOptions): 
         try {
           body = JSON.parse(read) as Record<string, unknown>;
         } catch {
-          return sendJson(res, 400, { errors: [{ message: 'Request body is not valid JSON' }] });
+          return sendError(res, 400, 'Request body is not valid JSON', {}, 'BAD_REQUEST');
         }
         if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-          return sendJson(res, 400, { errors: [{ message: 'Request body must be a JSON object' }] });
+          return sendError(res, 400, 'Request body must be a JSON object', {}, 'BAD_REQUEST');
         }
       }
     }
@@ -369,14 +373,4 @@ export function isEventStreamRequest(req: IncomingMessage): boolean {
 
 function isJsonContentType(value: string | undefined): boolean {
   return value?.toLowerCase().includes('application/json') ?? false;
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): Promise<void> {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(text),
-    ...(status === 413 ? { connection: 'close' } : {}),
-  });
-  return new Promise((resolve) => res.end(text, () => resolve()));
 }

@@ -95,8 +95,14 @@ function originAllowed(req: IncomingMessage, cors: readonly string[] | '*'): boo
   }
 }
 
-function refuseUpgrade(socket: Duplex, status: number, reason: string, message: string): void {
-  const body = JSON.stringify({ errors: [{ message }] });
+function refuseUpgrade(
+  socket: Duplex,
+  status: number,
+  reason: string,
+  message: string,
+  code?: CreatureErrorCode,
+): void {
+  const body = JSON.stringify({ errors: [code ? { message, extensions: { code } } : { message }] });
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
@@ -136,6 +142,7 @@ export function attachGraphQLWs(options: WebSocketOptions): WebSocketTransport {
         503,
         'Service Unavailable',
         `Too many WebSocket connections (limit ${maxConnections})`,
+        'SERVICE_UNAVAILABLE',
       );
       return;
     }

@@ -168,7 +168,9 @@ describe('GraphQL subscriptions over SSE', () => {
       body: '{ nope',
     });
     assert.equal(notJson.status, 400);
-    await notJson.body?.cancel();
+    assert.deepEqual(await notJson.json(), {
+      errors: [{ message: 'Request body is not valid JSON', extensions: { code: 'BAD_REQUEST' } }],
+    });
 
     const text = await fetch(url, {
       method: 'POST',
@@ -213,7 +215,9 @@ describe('GraphQL subscriptions over SSE', () => {
     assert.equal(handle.open, 0);
     const later = await fetch(url, { headers: { accept: 'text/event-stream' } });
     assert.equal(later.status, 503);
-    await later.body?.cancel();
+    assert.deepEqual(await later.json(), {
+      errors: [{ message: 'The server is shutting down', extensions: { code: 'SERVICE_UNAVAILABLE' } }],
+    });
     client.dispose();
   });
 });
