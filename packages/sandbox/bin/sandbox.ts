@@ -19,6 +19,7 @@ import type { JsBoxOptions, JsImageRegistry, JsVolumeSpec } from '../src/types.t
 module.enableCompileCache?.();
 const { BoxError } = await import('../src/errors.ts');
 const { renderPullProgress } = await import('../src/images/index.ts');
+const { labelFilter } = await import('../src/runtime/options.ts');
 const { JsRuntime, defaultHomeDir } = await import('../src/js-runtime.ts');
 const { addHostCommands } = await import('../src/cli/host-commands.ts');
 const { addKeyCommands } = await import('../src/cli/keys.ts');
@@ -63,10 +64,10 @@ function runtimeFrom(command: Command): JsRuntime {
   });
 }
 
-function parseEnv(values: string[]): { key: string; value: string }[] {
+function parseEnv(values: string[], option = '--env'): { key: string; value: string }[] {
   return values.map((entry) => {
     const eq = entry.indexOf('=');
-    if (eq <= 0) throw new InvalidArgumentError(`--env '${entry}' must be KEY=VALUE`);
+    if (eq <= 0) throw new InvalidArgumentError(`${option} '${entry}' must be KEY=VALUE`);
     return { key: entry.slice(0, eq), value: entry.slice(eq + 1) };
   });
 }
@@ -186,6 +187,7 @@ export function buildProgram(): Command {
     .option('--rm', 'remove the box when the command exits (the box does not outlive this process)')
     .option('--name <name>', 'unique box name')
     .option('-e, --env <KEY=VALUE>', 'environment variable (repeatable)', collect, [])
+    .option('-l, --label <KEY=VALUE>', 'label of the box (repeatable)', collect, [])
     .option(
       '-v, --volume <HOST:GUEST[:ro]>',
       'bind a host path, or NAME:GUEST for a managed volume (repeatable)',
@@ -212,6 +214,11 @@ export function buildProgram(): Command {
       if (opts.memory !== undefined) options.memoryMib = opts.memory;
       if (opts.workdir !== undefined) options.workingDir = opts.workdir;
       if (opts.network !== undefined) options.network = { mode: opts.network };
+      if (opts.label.length > 0) {
+        options.labels = Object.fromEntries(
+          parseEnv(opts.label, '--label').map(({ key, value }) => [key, value]),
+        );
+      }
       // Stored images resolve without network access; others are pulled here with a progress bar. A REST
       // runtime's server pulls the image itself when the box is created.
       if (runtime.url === null && !(await runtime.images.get(image))) {
@@ -237,15 +244,27 @@ export function buildProgram(): Command {
     .description('list boxes')
     .option('-q, --quiet', 'only ids')
     .option('--json', 'JSON array of JsBoxInfo')
+    .option(
+      '-l, --label <KEY[=VALUE]>',
+      'only boxes with this label (repeatable: all must match)',
+      collect,
+      [],
+    )
     .action(async (opts, command: Command) => {
-      const infos = await runtimeFrom(command).listInfo();
+      const matches = labelFilter(opts.label);
+      const infos = (await runtimeFrom(command).listInfo()).filter(matches);
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(infos, null, 2)}\n`);
       } else if (opts.quiet) {
         for (const info of infos) process.stdout.write(`${info.id}\n`);
       } else {
-        const rows = [['ID', 'NAME', 'STATUS', 'IMAGE', 'CPUS', 'MEMORY', 'CREATED']];
+        // The LABELS column (`key=value,…`) is shown when a listed box has labels.
+        const labelled = infos.some((i) => i.labels !== undefined);
+        const rows = [
+          ['ID', 'NAME', 'STATUS', 'IMAGE', 'CPUS', 'MEMORY', 'CREATED', ...(labelled ? ['LABELS'] : [])],
+        ];
         for (const i of infos) {
+          const labels = Object.entries(i.labels ?? {}).map(([key, value]) => `${key}=${value}`);
           rows.push([
             i.id,
             i.name ?? '',
@@ -254,6 +273,7 @@ export function buildProgram(): Command {
             String(i.cpus),
             `${i.memoryMib} MiB`,
             i.createdAt,
+            ...(labelled ? [labels.join(',')] : []),
           ]);
         }
         process.stdout.write(`${pad(rows)}\n`);

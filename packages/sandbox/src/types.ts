@@ -166,6 +166,14 @@ export interface JsBoxOptions extends JsLifetimeOptions {
   user?: string;
   /** Periodic health check of the box (BoxLite `healthCheck`; Docker HEALTHCHECK semantics). */
   healthCheck?: JsHealthCheckOptions;
+  /**
+   * Labels of the box, kept with it and shown in `JsBoxInfo.labels`, `GET /v1/boxes` (filter
+   * `?label=key=value`) and `sandbox ps`: at most 64, keys matching `^[a-z0-9][a-z0-9._/-]{0,62}$`,
+   * values strings of at most 256 characters. A box made through the E2B API carries `e2b.template` and
+   * `e2b.metadata.<key>`. A box handed out by a warm pool gets the labels of the create, not the pool's.
+   * Invalid labels are a BoxError `invalid_option` naming `labels`.
+   */
+  labels?: Record<string, string>;
 }
 
 /**
@@ -279,6 +287,8 @@ export interface JsBoxInfo {
   healthStatus?: JsHealthStatus;
   /** `false` when the box runs without its cpu, memory and pids limits (`advanced.allowUnlimited`); absent otherwise. */
   limitsEnforced?: false;
+  /** The box's labels (`JsBoxOptions.labels`); absent when it has none. */
+  labels?: Record<string, string>;
 }
 
 /** Result of `JsExecution.wait` (spec 002 `JsExecResult`). */

@@ -16,6 +16,7 @@ import { operatorPrincipal, type Principal } from '../rest/auth.ts';
 import type { ServerContext } from '../rest/context.ts';
 import { OPERATOR_TENANT } from '../rest/tenancy/tenant.ts';
 import type { JsBox } from '../runtime/box.ts';
+import { LABEL_KEY_RE, MAX_LABEL_VALUE, MAX_LABELS } from '../runtime/options.ts';
 import type { JsBoxInfo, JsBoxOptions, NetworkSpec } from '../types.ts';
 import { startDefaultContext } from './code-interpreter.ts';
 import { E2B_STATE_FILE, E2bStore } from './store.ts';
@@ -364,7 +365,32 @@ function newSandboxId(): string {
   return `i${randomBytes(10).toString('hex')}`;
 }
 
-/** Box options of a create: env vars, network, timeout and what happens at its end. */
+/** Label of a sandbox's box naming its template (`JsBoxOptions.labels`). */
+export const TEMPLATE_LABEL = 'e2b.template';
+/** Prefix of the labels of a sandbox's box that carry its metadata. */
+export const METADATA_LABEL_PREFIX = 'e2b.metadata.';
+
+/**
+ * The labels of a sandbox's box (shown by `GET /v1/boxes` and `sandbox ps`): `e2b.template=<template>`
+ * and `e2b.metadata.<key>=<value>` per metadata entry. A metadata key is lowercased and every character
+ * outside `[a-z0-9._/-]` becomes `-` (`userId` → `e2b.metadata.userid`). An entry is left out when its
+ * label key would pass 63 characters or repeat an earlier one, when its value passes 256 characters, or
+ * past the 64th label; E2B's own metadata (`getInfo`, the list's `metadata` filter) keeps every entry.
+ */
+export function sandboxLabels(templateId: string, metadata: Record<string, string>): Record<string, string> {
+  const labels: Record<string, string> = {};
+  if (templateId.length <= MAX_LABEL_VALUE) labels[TEMPLATE_LABEL] = templateId;
+  for (const [key, value] of Object.entries(metadata)) {
+    if (Object.keys(labels).length >= MAX_LABELS) break;
+    const label = METADATA_LABEL_PREFIX + key.toLowerCase().replace(/[^a-z0-9._/-]/g, '-');
+    if (key === '' || !LABEL_KEY_RE.test(label) || Object.hasOwn(labels, label)) continue;
+    if (value.length > MAX_LABEL_VALUE) continue;
+    labels[label] = value;
+  }
+  return labels;
+}
+
+/** Box options of a create: env vars, network, timeout, what happens at its end, and labels. */
 function boxOptionsOf(request: CreateRequest): JsBoxOptions {
   const network: NetworkSpec = request.allowInternetAccess
     ? { mode: 'enabled', ...(request.allowOut ? { allowNet: request.allowOut } : {}) }
@@ -375,5 +401,6 @@ function boxOptionsOf(request: CreateRequest): JsBoxOptions {
     timeoutMs: request.timeoutS * 1000,
     onTimeout: request.autoPause ? 'pause' : 'remove',
     autoResume: request.autoResume,
+    labels: sandboxLabels(request.templateId, request.metadata),
   };
 }

@@ -6,7 +6,7 @@
  * | Route | Permission | What |
  * |---|---|---|
  * | `POST /v1/boxes` (options + `name`) | `sandbox.boxes.write` | create → 201 box |
- * | `GET /v1/boxes`, `GET /v1/boxes/{box}` | `sandbox.boxes.read` | list, get |
+ * | `GET /v1/boxes[?label=key=value]`, `GET /v1/boxes/{box}` | `sandbox.boxes.read` | list (by labels), get |
  * | `DELETE /v1/boxes/{box}[?force=true]` | `sandbox.boxes.write` | remove → 204 |
  * | `POST /v1/boxes/{box}/start`, `POST …/stop[?timeout=s]` | `sandbox.boxes.write` | start, stop → box (204 once an `autoRemove` box is gone) |
  * | `GET /v1/boxes/{box}/metrics` | `sandbox.boxes.read` | box metrics |
@@ -15,7 +15,7 @@
  * is 404, names are unique per tenant, and creation applies its quotas and the node's admission.
  */
 import type { FastifyInstance } from 'fastify';
-import { validateBoxName, validateBoxOptions } from '../runtime/options.ts';
+import { labelFilter, MAX_LABELS, validateBoxName, validateBoxOptions } from '../runtime/options.ts';
 import type { JsBoxOptions } from '../types.ts';
 import type { ServerContext } from './context.ts';
 import { principalOf } from './hooks.ts';
@@ -56,6 +56,7 @@ export const BOX_OPTION_FIELDS: ReadonlySet<string> = new Set([
   'cmd',
   'user',
   'healthCheck',
+  'labels',
 ]);
 
 /** Registers the box routes (see the module comment). */
@@ -93,16 +94,29 @@ export async function boxRoutes(app: FastifyInstance, ctx: ServerContext): Promi
     },
   );
 
-  app.get(
+  app.get<{ Querystring: { label?: string | string[] } }>(
     '/v1/boxes',
     route(read, {
       tags,
       summary: 'list boxes',
       description:
         "The caller's boxes (every tenant's for the operator), oldest first (boxes held ready by a warm pool are not listed).",
+      querystring: obj({
+        label: {
+          type: ['string', 'array'],
+          items: { type: 'string' },
+          maxItems: MAX_LABELS,
+          description:
+            'only boxes with this label: `key=value`, or `key` for any value (repeatable: all must match)',
+        },
+      }),
       response: { 200: { description: 'boxes', type: 'array', items: ref('BoxInfo') } },
     }),
-    async (request) => (await ctx.listBoxes(principalOf(request))).map((info) => ctx.info(info)),
+    async (request) => {
+      const { label } = request.query;
+      const matches = labelFilter(label === undefined ? [] : typeof label === 'string' ? [label] : label);
+      return (await ctx.listBoxes(principalOf(request))).filter(matches).map((info) => ctx.info(info));
+    },
   );
 
   app.get<{ Params: { box: string } }>(

@@ -8,6 +8,7 @@
  */
 
 import { ERROR_CODES } from '../errors.ts';
+import { LABEL_KEY_RE, MAX_LABEL_VALUE, MAX_LABELS } from '../runtime/options.ts';
 
 const str = { type: 'string' } as const;
 const num = { type: 'number' } as const;
@@ -60,6 +61,16 @@ const envList = {
   type: 'array',
   items: obj({ key: str, value: str }, ['key', 'value']),
   description: 'environment variables as a list, so that their names are never case-converted',
+};
+
+/** Box labels (`JsBoxOptions.labels`): keys are never case-converted. */
+const labels = {
+  type: 'object',
+  maxProperties: MAX_LABELS,
+  propertyNames: { pattern: LABEL_KEY_RE.source },
+  additionalProperties: { type: 'string', maxLength: MAX_LABEL_VALUE },
+  description:
+    'labels of the box (at most 64; keys as written, never case-converted); E2B boxes carry e2b.template and e2b.metadata.<key>',
 };
 
 /** `JsBoxOptions` and the box `name` (the body of `POST /v1/boxes`). */
@@ -121,6 +132,7 @@ const BoxOptions = {
             "exec form, ['CMD', …] or ['CMD-SHELL', script]; default the image's HEALTHCHECK, else a probe",
         },
       }),
+      labels,
     },
     ['image'],
   ),
@@ -182,6 +194,7 @@ const BoxInfo = {
         ['state', 'failures'],
       ),
       limits_enforced: { const: false, description: 'present when the box runs without its limits' },
+      labels,
     },
     ['id', 'state', 'created_at', 'image', 'cpus', 'memory_mib', 'network'],
   ),

@@ -90,11 +90,17 @@ export function camelKey(key: string): string {
   return key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 }
 
+/** Members whose value is a user-keyed map: copied without rewriting its keys. */
+const USER_KEYED = new Set(['labels']);
+
 function convert(value: unknown, key: (k: string) => string): unknown {
   if (Array.isArray(value)) return value.map((item) => convert(item, key));
   if (value !== null && typeof value === 'object' && !Buffer.isBuffer(value)) {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) if (v !== undefined) out[key(k)] = convert(v, key);
+    for (const [k, v] of Object.entries(value)) {
+      if (v === undefined) continue;
+      out[key(k)] = USER_KEYED.has(k) && isObject(v) ? { ...v } : convert(v, key);
+    }
     return out;
   }
   return value;
@@ -102,7 +108,8 @@ function convert(value: unknown, key: (k: string) => string): unknown {
 
 /**
  * Deep copy with object keys in snake_case (undefined members dropped). Only for SDK shapes: user-keyed
- * maps (environment variables) travel as `{ key, value }` lists so that their names are never rewritten.
+ * maps (environment variables) travel as `{ key, value }` lists so that their names are never rewritten;
+ * the one exception is a member named `labels` (box labels), copied with its keys as they are.
  */
 export function toSnake<T>(value: T): unknown {
   return convert(value, snakeKey);

@@ -71,6 +71,7 @@ export function boxInfo(record: BoxRecord, publishedPorts: JsPublishedPort[] | n
         : initialHealth(running)
       : initialHealth(false),
     ...(record.options.limitsEnforced === false ? { limitsEnforced: false as const } : {}),
+    ...(record.options.labels ? { labels: { ...record.options.labels } } : {}),
   };
 }
 

@@ -18,7 +18,7 @@ import { validateLifetimes } from './lifetimes.ts';
 import { launchBox } from './local-launch.ts';
 import type { LocalLifecycle } from './local-lifecycle.ts';
 import type { LocalParts } from './local-parts.ts';
-import { type NormalizedBoxOptions, validateBoxName, validateBoxOptions } from './options.ts';
+import { type NormalizedBoxOptions, validateBoxName, validateBoxOptions, validateLabels } from './options.ts';
 import { BoxPool, type JsBoxPool, type PoolSpec, poolBoxOptions, poolKey } from './pool.ts';
 import { ensureReaper } from './reaper.ts';
 import type { BoxRecord } from './state.ts';
@@ -75,6 +75,7 @@ export class LocalCreation {
     if (this.pools.size > 0) {
       const boxName = validateBoxName(name) ?? null;
       const lifetimes = validateLifetimes(options);
+      const labels = validateLabels((options as { labels?: unknown } | null)?.labels);
       const key = poolKey(options);
       for (const pool of this.pools.values()) {
         if (pool.key !== key) continue;
@@ -90,10 +91,30 @@ export class LocalCreation {
           this.#parts.lifetimes.create(record.id, lifetimes);
           ensureReaper(this.#parts.homeDir);
         }
+        this.#relabel(record, labels);
         return this.#handle(record, []);
       }
     }
     return this.createNew(options, name);
+  }
+
+  /** Gives a box handed out by a pool the labels of the create (none: no labels; the pool key ignores them). */
+  #relabel(record: BoxRecord, labels: Record<string, string> | undefined): void {
+    if (labels === undefined && record.options.labels === undefined) return;
+    if (labels !== undefined) {
+      this.#parts.db.run(
+        "UPDATE boxes SET options = json_set(options, '$.labels', json(?)) WHERE id = ?",
+        JSON.stringify(labels),
+        record.id,
+      );
+      record.options.labels = labels;
+    } else {
+      this.#parts.db.run(
+        "UPDATE boxes SET options = json_remove(options, '$.labels') WHERE id = ?",
+        record.id,
+      );
+      delete record.options.labels;
+    }
   }
 
   /**

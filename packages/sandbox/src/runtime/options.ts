@@ -65,6 +65,8 @@ export interface NormalizedBoxOptions {
   user?: string;
   /** Health check with its defaults applied. */
   healthCheck?: NormalizedHealthCheck;
+  /** Labels (`validateLabels`); absent when none were given. */
+  labels?: Record<string, string>;
 }
 
 export type { NormalizedHealthCheck } from './health.ts';
@@ -92,6 +94,69 @@ export function validateIsolation(value: unknown, field: string): IsolationTier 
 }
 
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+/** Most labels one box may carry (`JsBoxOptions.labels`). */
+export const MAX_LABELS = 64;
+/** Longest label value, characters. */
+export const MAX_LABEL_VALUE = 256;
+/** A label key: 1–63 characters of `[a-z0-9._/-]`, starting with a letter or digit. */
+export const LABEL_KEY_RE = /^[a-z0-9][a-z0-9._/-]{0,62}$/;
+
+/**
+ * Validates `JsBoxOptions.labels`: an object of at most `MAX_LABELS` members whose keys match
+ * `LABEL_KEY_RE` and whose values are strings of at most `MAX_LABEL_VALUE` characters. Returns a copy
+ * (undefined when absent or null).
+ * @throws BoxError `invalid_option` naming `labels` and the rule broken.
+ */
+export function validateLabels(value: unknown): Record<string, string> | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isObject(value)) reject('labels', 'must be an object of label keys to strings');
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (entries.length > MAX_LABELS)
+    reject('labels', `must have at most ${MAX_LABELS} labels (got ${entries.length})`);
+  const labels: Record<string, string> = {};
+  for (const [key, label] of entries) {
+    if (!LABEL_KEY_RE.test(key)) {
+      reject(
+        'labels',
+        `key '${key.slice(0, 80)}' must be 1-63 characters of a-z, 0-9, ".", "_", "/" or "-", starting with a letter or digit`,
+      );
+    }
+    if (typeof label !== 'string' || label.length > MAX_LABEL_VALUE) {
+      reject('labels', `the value of '${key}' must be a string of at most ${MAX_LABEL_VALUE} characters`);
+    }
+    labels[key] = label as string;
+  }
+  return labels;
+}
+
+/**
+ * The predicate of a label filter (`GET /v1/boxes?label=…`, `sandbox ps --label`): a box matches when it
+ * has every `key=value` label of `filters` and every bare `key` (any value).
+ * @throws BoxError `invalid_option` naming `label` for a filter whose key is no label key.
+ */
+export function labelFilter(
+  filters: readonly string[],
+): (info: { labels?: Record<string, string> }) => boolean {
+  const wanted = filters.map((filter) => {
+    const eq = filter.indexOf('=');
+    const key = eq < 0 ? filter : filter.slice(0, eq);
+    if (!LABEL_KEY_RE.test(key)) {
+      throw new BoxError(
+        `invalid label filter '${filter.slice(0, 80)}': must be key=value or key, with a label key`,
+        {
+          field: 'label',
+        },
+      );
+    }
+    return { key, value: eq < 0 ? null : filter.slice(eq + 1) };
+  });
+  return ({ labels }) =>
+    wanted.every(({ key, value }) => {
+      const have = labels && Object.hasOwn(labels, key) ? labels[key] : undefined;
+      return have !== undefined && (value === null || have === value);
+    });
+}
 
 /** Validates a box name: 1–63 characters of `[A-Za-z0-9_.-]`, starting with a letter or digit. */
 export function validateBoxName(name: unknown): string | undefined {
@@ -184,6 +249,8 @@ export function validateBoxOptions(options: unknown, context: ValidateContext = 
   if (user !== undefined) normalized.user = user;
   const healthCheck = validateHealthCheck(o.healthCheck);
   if (healthCheck !== undefined) normalized.healthCheck = healthCheck;
+  const labels = validateLabels(o.labels);
+  if (labels !== undefined) normalized.labels = labels;
   return normalized;
 }
 

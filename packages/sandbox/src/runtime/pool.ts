@@ -75,11 +75,15 @@ export function withHandOutPools<T>(pools: ReadonlySet<string>, fn: () => T): T 
   return handOutPools.run(pools, fn);
 }
 
-/** The canonical form of box options for matching: normalized, without name and lifetimes. */
+/**
+ * The canonical form of box options for matching: normalized, without name, lifetimes and labels (a
+ * handed-out box takes the create's, see `LocalCreation.create`).
+ */
 export function poolKey(options: unknown): string {
   if (typeof options !== 'object' || options === null) return '';
   const rest: Record<string, unknown> = { ...(options as Record<string, unknown>) };
   for (const field of LIFETIME_FIELDS) delete rest[field];
+  delete rest.labels;
   return JSON.stringify(validateBoxOptions(rest));
 }
 
