@@ -9,6 +9,47 @@ import { pino } from 'pino';
 import { SqliteStore } from '../src/store-sqlite.ts';
 import { type Json, multipartParts as parts, type Running, start } from './helpers.ts';
 
+const MULTIPART_SUBSCRIPTION = 'multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/json';
+
+/** POSTs `query` to `endpoint` asking for a multipart subscription answer. */
+function postMultipart(endpoint: string, query: string, signal?: AbortSignal): Promise<Response> {
+  return fetch(endpoint, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: MULTIPART_SUBSCRIPTION },
+    body: JSON.stringify({ query }),
+    signal,
+  });
+}
+
+/**
+ * Sends `mutation(n)` to `s` every 50 ms while `until` is pending (a subscription is set up
+ * asynchronously, so the change is repeated until the subscriber has seen one), then waits for the
+ * mutations sent; resolves with `until`'s value.
+ */
+async function changingUntil<T>(s: Running, mutation: (n: number) => string, until: Promise<T>): Promise<T> {
+  const sent: Promise<unknown>[] = [];
+  const timer = setInterval(() => sent.push(s.gql(mutation(sent.length))), 50);
+  try {
+    return await until;
+  } finally {
+    clearInterval(timer);
+    await Promise.allSettled(sent);
+  }
+}
+
+/** Reads a multipart body until it holds a `"payload"` part (or ends); resolves with the text read. */
+async function readUntilPayload(res: Response): Promise<string> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  while (!text.includes('"payload"')) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  return text;
+}
+
 describe('Apollo multipart HTTP subscriptions', () => {
   let s: Running;
   before(async () => {
@@ -29,62 +70,35 @@ describe('Apollo multipart HTTP subscriptions', () => {
           error: reject,
         });
     });
-    // Change Eevee until the subscription (set up asynchronously) has seen it.
-    let n = 0;
-    const timer = setInterval(() => {
-      void s.gql(`mutation { updateCreature(id: "133", input: { maxCP: ${1000 + n++} }) { id } }`);
-    }, 50);
-    try {
-      assert.deepEqual(await received, {
-        creatureChanged: { __typename: 'CreatureChange', kind: 'UPDATED', name: 'Eevee' },
-      });
-    } finally {
-      clearInterval(timer);
-    }
+    const seen = await changingUntil(
+      s,
+      (n) => `mutation { updateCreature(id: "133", input: { maxCP: ${1000 + n} }) { id } }`,
+      received,
+    );
+    assert.deepEqual(seen, {
+      creatureChanged: { __typename: 'CreatureChange', kind: 'UPDATED', name: 'Eevee' },
+    });
   });
 
   test('on the wire: a heartbeat, then {"payload": result} parts; a query with that Accept is answered as JSON', async () => {
     const controller = new AbortController();
-    const res = await fetch(s.endpoint, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/json',
-      },
-      body: JSON.stringify({ query: 'subscription { messageChanged { kind message { content } } }' }),
-      signal: controller.signal,
-    });
+    const subscription = 'subscription { messageChanged { kind message { content } } }';
+    const res = await postMultipart(s.endpoint, subscription, controller.signal);
     assert.match(
       res.headers.get('content-type')!,
       /^multipart\/mixed; boundary="graphql"; subscriptionSpec="1.0"/,
     );
-    const reader = res.body!.getReader();
-    let text = '';
-    const timer = setInterval(
-      () => void s.gql('mutation { createMessage(input: { content: "hi" }) { id } }'),
-      50,
-    );
+    let text: string;
     try {
-      while (!text.includes('"payload"')) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += new TextDecoder().decode(value);
-      }
+      const message = () => 'mutation { createMessage(input: { content: "hi" }) { id } }';
+      text = await changingUntil(s, message, readUntilPayload(res));
     } finally {
-      clearInterval(timer);
       controller.abort();
     }
     const [heartbeat, event] = parts(text, 'graphql');
     assert.deepEqual(heartbeat, {});
     assert.deepEqual(event.payload.data.messageChanged, { kind: 'CREATED', message: { content: 'hi' } });
-    const query = await fetch(s.endpoint, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/json',
-      },
-      body: JSON.stringify({ query: '{ creature(name: "Mew") { name } }' }),
-    });
+    const query = await postMultipart(s.endpoint, '{ creature(name: "Mew") { name } }');
     assert.deepEqual(await query.json(), { data: { creature: { name: 'Mew' } } });
   });
 });
@@ -102,34 +116,13 @@ describe('multipart subscriptions: unexpected errors', () => {
       store.resolveRefs = () => {
         throw new Error('disk on fire');
       };
-      const res = await fetch(s.endpoint, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/json',
-        },
-        body: JSON.stringify({ query }),
-        signal: controller.signal,
-      });
+      const res = await postMultipart(s.endpoint, query, controller.signal);
       assert.equal(res.status, 200);
-      const reader = res.body!.getReader();
-      let text = '';
-      // Change Eevee until the subscription (set up asynchronously) has seen it.
-      const changes: Promise<unknown>[] = [];
-      const timer = setInterval(() => {
-        const maxCP = 2000 + changes.length;
-        changes.push(s.gql(`mutation { updateCreature(id: "133", input: { maxCP: ${maxCP} }) { id } }`));
-      }, 50);
-      try {
-        while (!text.includes('"payload"')) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          text += new TextDecoder().decode(value);
-        }
-      } finally {
-        clearInterval(timer);
-        await Promise.all(changes);
-      }
+      const text = await changingUntil(
+        s,
+        (n) => `mutation { updateCreature(id: "133", input: { maxCP: ${2000 + n} }) { id } }`,
+        readUntilPayload(res),
+      );
       const event = parts(text, 'graphql').find((part) => part.payload);
       assert.deepEqual(event?.payload.errors, [
         {
