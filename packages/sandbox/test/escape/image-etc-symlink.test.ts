@@ -9,7 +9,13 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { BoxError, SimpleBox } from '../../src/index.ts';
-import { buildLayer, type FixtureLayer, localRegistry, pushFixture } from '../helpers/registry.ts';
+import {
+  buildLayer,
+  type FixtureEntry,
+  type FixtureLayer,
+  localRegistry,
+  pushFixture,
+} from '../helpers/registry.ts';
 import { cleanupAll, tempHome, testRuntime } from '../runtime-helpers.ts';
 import { assertHostUntouched, type HostMarker, makeHostMarker, snapshotHost } from './helpers.ts';
 
@@ -41,23 +47,38 @@ function inImage(path: string): { name: string; type: 'directory' }[] {
   return parts.map((_, i) => ({ name: `${parts.slice(0, i + 1).join('/')}/`, type: 'directory' as const }));
 }
 
+/**
+ * Pushes busybox plus a layer of `entries` as fixture `fixture`, runs `check` on a SimpleBox of it
+ * (network on and one secret, so the box gets its resolver config and the secrets CA), and asserts the
+ * host untouched once the box is gone.
+ */
+async function inHostileImage(
+  fixture: string,
+  entries: FixtureEntry[],
+  check: (box: SimpleBox) => Promise<void>,
+): Promise<void> {
+  const image = await pushFixture(fixture, [busybox, await buildLayer(entries)]);
+  const before = snapshotHost({ paths: [marker.dir] });
+  {
+    await using box = new SimpleBox({
+      runtime: testRuntime(home),
+      image: image.reference,
+      network: { mode: 'enabled' },
+      secrets: [{ name: 'token', value: 'never-in-the-box', hosts: ['example.com'] }],
+    });
+    await check(box);
+  }
+  assertHostUntouched(before, { allowMountsUnder: [home] });
+}
+
 describe('malicious images: symlinked etc', () => {
   test('etc → host directory: resolv.conf, the secrets CA and user: stay inside the box', async () => {
-    const hostile = await buildLayer([
+    const entries: FixtureEntry[] = [
       { name: 'etc', type: 'symlink', linkname: `${marker.dir}/etc` },
       ...inImage(`${marker.dir}/etc/ssl/certs`),
       { name: `${marker.dir.slice(1)}/etc/passwd`, content: 'root:x:0:0::/root:/bin/sh\n' },
-    ]);
-    const image = await pushFixture('escape-etc', [busybox, hostile]);
-    const before = snapshotHost({ paths: [marker.dir] });
-    const runtime = testRuntime(home);
-    {
-      await using box = new SimpleBox({
-        runtime,
-        image: image.reference,
-        network: { mode: 'enabled' },
-        secrets: [{ name: 'token', value: 'never-in-the-box', hosts: ['example.com'] }],
-      });
+    ];
+    await inHostileImage('escape-etc', entries, async (box) => {
       const resolv = await box.exec('cat', '/etc/resolv.conf');
       assert.match(resolv.stdout, /^nameserver 10\.0\.2\.3$/m, 'the box got its resolver config');
       const bundle = await box.exec('cat', '/etc/ssl/certs/ca-certificates.crt');
@@ -68,31 +89,20 @@ describe('malicious images: symlinked etc', () => {
       );
       const secret = await box.exec('cat', `${marker.dir}/secret`);
       assert.notEqual(secret.stdout, marker.secret);
-    }
-    assertHostUntouched(before, { allowMountsUnder: [home] });
+    });
   });
 
   test('etc/ssl → host directory with a bundle: the bundle inside the box gets the CA', async () => {
-    const hostile = await buildLayer([
+    const entries: FixtureEntry[] = [
       { name: 'etc/', type: 'directory' },
       { name: 'etc/passwd', content: 'root:x:0:0::/root:/bin/sh\n' },
       { name: 'etc/ssl', type: 'symlink', linkname: `${marker.dir}/etc/ssl` },
       ...inImage(`${marker.dir}/etc/ssl/certs`),
       { name: `${marker.dir.slice(1)}/etc/ssl/certs/ca-certificates.crt`, content: 'IMAGE BUNDLE\n' },
-    ]);
-    const image = await pushFixture('escape-etc-ssl', [busybox, hostile]);
-    const before = snapshotHost({ paths: [marker.dir] });
-    const runtime = testRuntime(home);
-    {
-      await using box = new SimpleBox({
-        runtime,
-        image: image.reference,
-        network: { mode: 'enabled' },
-        secrets: [{ name: 'token', value: 'never-in-the-box', hosts: ['example.com'] }],
-      });
+    ];
+    await inHostileImage('escape-etc-ssl', entries, async (box) => {
       const bundle = await box.exec('cat', '/etc/ssl/certs/ca-certificates.crt');
       assert.match(bundle.stdout, /^IMAGE BUNDLE\n-----BEGIN CERTIFICATE-----/, 'image bundle plus the CA');
-    }
-    assertHostUntouched(before, { allowMountsUnder: [home] });
+    });
   });
 });
