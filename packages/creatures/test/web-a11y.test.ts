@@ -6,22 +6,21 @@
  * route at both sizes is stored in `packages/creatures/test-artifacts/` (`<route>-<width>x<height>.png`).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { buildWeb, WEB_DIST } from '../scripts/build-web.ts';
-import { CHROMIUM_PATH } from '../scripts/setup-browser.ts';
 import { type Running, start } from './helpers.ts';
 import {
   ARTIFACTS,
+  assertAccessible,
   DESKTOP,
   hasFocus,
   inPage,
-  LAUNCH_ARGS,
+  launchChromium,
   openPage,
   PHONE,
-  seriousAxeFindings,
 } from './web-helpers.ts';
 
 let running: Running;
@@ -49,18 +48,6 @@ const ROUTES: RouteCase[] = [
   { shot: 'not-found', hash: '#/creatures/Agumon', heading: /^Agumon$/, title: 'Not found · Creatures' },
 ];
 
-/** Fails with the findings listed when axe finds anything serious or critical. */
-async function assertAccessible(page: Page, where: string): Promise<void> {
-  const findings = await seriousAxeFindings(page);
-  assert.deepEqual(
-    findings,
-    [],
-    `${where}: ${findings.length} serious/critical axe findings:\n${findings
-      .map((f) => `  ${f.impact} ${f.id}: ${f.help} (${f.targets.join(', ')})`)
-      .join('\n')}`,
-  );
-}
-
 /** Waits until the page shows its data: the list is loaded and the live connection is up. */
 async function settled(page: Page): Promise<void> {
   await page.getByText('151 creatures', { exact: true }).waitFor();
@@ -68,13 +55,9 @@ async function settled(page: Page): Promise<void> {
 }
 
 before(async () => {
-  assert.ok(
-    existsSync(CHROMIUM_PATH),
-    `${CHROMIUM_PATH} is missing: run npm run test:setup -w @seed/creatures`,
-  );
   await buildWeb();
   running = await start({ webRoot: WEB_DIST });
-  browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: LAUNCH_ARGS });
+  browser = await launchChromium();
   mkdirSync(ARTIFACTS, { recursive: true });
 });
 

@@ -6,19 +6,18 @@
  * A screenshot is stored in `packages/creatures/test-artifacts/`.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { buildWeb, WEB_DIST } from '../scripts/build-web.ts';
-import { CHROMIUM_PATH } from '../scripts/setup-browser.ts';
 import { type Running, start } from './helpers.ts';
 import {
   ARTIFACTS,
   DESKTOP,
   describedBy,
   inPage,
-  LAUNCH_ARGS,
+  launchChromium,
   openPage as openPageIn,
   PHONE,
   waitForFocus,
@@ -75,15 +74,11 @@ function listedNames(page: Page): Promise<string[]> {
 }
 
 before(async () => {
-  assert.ok(
-    existsSync(CHROMIUM_PATH),
-    `${CHROMIUM_PATH} is missing: run npm run test:setup -w @seed/creatures`,
-  );
   await buildWeb();
   running = await start({ webRoot: WEB_DIST });
   baseline = running.server.store.events.listenerCount('change');
   base = running.server.url;
-  browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: LAUNCH_ARGS });
+  browser = await launchChromium();
   page1 = await openPage();
   page2 = await openPage();
 });

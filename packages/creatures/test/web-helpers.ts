@@ -2,9 +2,12 @@
  * Shared fixtures of the web front end's browser tests: Chromium launch options, pages in fresh browser
  * contexts at a given viewport, the axe-core accessibility check and the screenshot folder.
  */
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import type { Browser, Locator, Page } from 'playwright-core';
+import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
+import { CHROMIUM_PATH } from '../scripts/setup-browser.ts';
 
 /** Where screenshots go (`packages/creatures/test-artifacts/`, gitignored). */
 export const ARTIFACTS = join(import.meta.dirname, '..', 'test-artifacts');
@@ -112,4 +115,28 @@ export async function describedBy(locator: Locator): Promise<string> {
   const ids = ((await locator.getAttribute('aria-describedby')) ?? '').split(/\s+/).filter(Boolean);
   const texts = await Promise.all(ids.map((id) => locator.page().locator(`[id="${id}"]`).textContent()));
   return texts.join(' ');
+}
+
+/**
+ * Launches the headless Chromium that `npm run test:setup -w @seed/creatures` installs, with
+ * {@link LAUNCH_ARGS}; fails naming the set-up command when it is not installed.
+ */
+export async function launchChromium(): Promise<Browser> {
+  assert.ok(
+    existsSync(CHROMIUM_PATH),
+    `${CHROMIUM_PATH} is missing: run npm run test:setup -w @seed/creatures`,
+  );
+  return chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: LAUNCH_ARGS });
+}
+
+/** Fails with the findings listed when axe finds anything serious or critical. */
+export async function assertAccessible(page: Page, where: string): Promise<void> {
+  const findings = await seriousAxeFindings(page);
+  assert.deepEqual(
+    findings,
+    [],
+    `${where}: ${findings.length} serious/critical axe findings:\n${findings
+      .map((f) => `  ${f.impact} ${f.id}: ${f.help} (${f.targets.join(', ')})`)
+      .join('\n')}`,
+  );
 }
