@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { ConstraintError, ValidationError } from '../errors.ts';
 import type {
+  AuditQuery,
   ClientOidcInput,
   ClientPatch,
   NewAuditEvent,
@@ -271,14 +272,10 @@ export function auditValues(event: NewAuditEvent, now: number) {
  * half-open time range `from <= time < to` in ms since the epoch. `clause` is `''` when nothing filters.
  * @throws ValidationError naming the field when a filter is not a string or a bound not a finite number.
  */
-export function auditWhere(query: {
-  category?: string;
-  outcome?: string;
-  subjectId?: string;
-  clientId?: string;
-  from?: number;
-  to?: number;
-}): { clause: string; params: (string | number)[] } {
+export function auditWhere(query: Omit<AuditQuery, 'offset' | 'limit'>): {
+  clause: string;
+  params: (string | number)[];
+} {
   const where: string[] = [];
   const params: (string | number)[] = [];
   const eq = (column: string, value: unknown, field: string) => {
