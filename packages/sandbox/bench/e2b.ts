@@ -8,7 +8,8 @@
  * the server for the caller's tenant (`POST /v1/pools {image: 'base:latest', size: 1}` through the REST
  * client; each create waits until the pool is full again, so every create is served by a fresh pooled box).
  * Last, `runCode('1+1')` of `@e2b/code-interpreter` on the warm default context of a
- * `code-interpreter-v1` sandbox.
+ * `code-interpreter-v1` sandbox, and the same `1+1` measured inside that sandbox through Jupyter Server's
+ * kernel WebSocket and straight to the kernel (`IN_BOX`): what the host's hops add.
  * Goals: create → first command ≤ 150 ms p50; command round trip ≤ 1.5× ours; warm `runCode` ≤ 20 ms p50.
  *
  * Usage (root): `npm run bench:e2b -w @seed/sandbox` or `node bench/e2b.ts [creates] [commands]`
@@ -23,6 +24,78 @@ import { Sandbox } from 'e2b';
 import { JsRuntime } from '../src/js-runtime.ts';
 import { percentile } from './raw.ts';
 import { serve } from './rest-server.ts';
+
+/**
+ * Python run inside the `code-interpreter-v1` sandbox after the host's `runCode` loop: `1+1` on the
+ * default context's kernel `n` times through Jupyter Server's kernel WebSocket (the server's own path,
+ * without the host's hops) and straight to the kernel's ZMQ channels (`jupyter_client.session.Session`
+ * signs the messages with the key of the kernel's connection file); prints `{ ws, direct }` in ms.
+ */
+const IN_BOX = `
+import asyncio, glob, json, os, sys, time, uuid
+import zmq
+from jupyter_client.session import Session
+from tornado.websocket import websocket_connect
+n = int(sys.argv[1])
+runtime = os.path.expanduser('~/.local/share/jupyter/runtime')
+server = json.load(open(max(glob.glob(runtime + '/jpserver-*.json'), key=os.path.getmtime)))
+connection = min(glob.glob(runtime + '/kernel-*.json'), key=os.path.getmtime)
+kernel_id = os.path.basename(connection)[len('kernel-'):-len('.json')]
+content = {'code': '1+1', 'silent': False, 'store_history': True, 'user_expressions': {}, 'allow_stdin': False, 'stop_on_error': False}
+
+async def through_server():
+    url = 'ws://127.0.0.1:%d/api/kernels/%s/channels?token=%s' % (server['port'], kernel_id, server['token'])
+    ws = await websocket_connect(url)
+    times = []
+    for i in range(n + 3):
+        mid = uuid.uuid4().hex
+        header = {'msg_id': mid, 'msg_type': 'execute_request', 'username': 'bench', 'session': 'bench', 'date': '', 'version': '5.3'}
+        t = time.perf_counter()
+        await ws.write_message(json.dumps({'header': header, 'parent_header': {}, 'metadata': {}, 'content': content, 'channel': 'shell', 'buffers': []}))
+        reply = idle = False
+        while not (reply and idle):
+            m = json.loads(await ws.read_message())
+            if m['parent_header'].get('msg_id') != mid:
+                continue
+            reply = reply or m['channel'] == 'shell'
+            idle = idle or (m['msg_type'] == 'status' and m['content']['execution_state'] == 'idle')
+        if i >= 3:
+            times.append((time.perf_counter() - t) * 1000)
+    ws.close()
+    return times
+
+def direct():
+    info = json.load(open(connection))
+    session = Session(key=info['key'].encode(), signature_scheme=info['signature_scheme'])
+    context = zmq.Context()
+    shell = context.socket(zmq.DEALER)
+    shell.connect('tcp://%s:%d' % (info['ip'], info['shell_port']))
+    iopub = context.socket(zmq.SUB)
+    iopub.setsockopt(zmq.SUBSCRIBE, b'')
+    iopub.connect('tcp://%s:%d' % (info['ip'], info['iopub_port']))
+    time.sleep(0.5)
+    poller = zmq.Poller()
+    poller.register(shell, zmq.POLLIN)
+    poller.register(iopub, zmq.POLLIN)
+    times = []
+    for i in range(n + 3):
+        t = time.perf_counter()
+        mid = session.send(shell, 'execute_request', content)['header']['msg_id']
+        reply = idle = False
+        while not (reply and idle):
+            for socket, _ in poller.poll(10000):
+                _, m = session.recv(socket, mode=zmq.NOBLOCK)
+                if m is None or m['parent_header'].get('msg_id') != mid:
+                    continue
+                reply = reply or socket is shell
+                idle = idle or (m['msg_type'] == 'status' and m['content']['execution_state'] == 'idle')
+        if i >= 3:
+            times.append((time.perf_counter() - t) * 1000)
+    context.destroy(linger=0)
+    return times
+
+print(json.dumps({'ws': asyncio.run(through_server()), 'direct': direct()}))
+`;
 
 const creates = Number(process.argv[2] ?? 10);
 const commands = Number(process.argv[3] ?? 100);
@@ -109,6 +182,10 @@ async function main(): Promise<void> {
       await code.runCode('1+1');
       runCode.push(performance.now() - t0);
     }
+    await code.files.write('/tmp/bench-in-box.py', IN_BOX);
+    const inBox = JSON.parse(
+      (await code.commands.run(`python3 /tmp/bench-in-box.py ${commands}`, { timeoutMs: 300_000 })).stdout,
+    ) as { ws: number[]; direct: number[] };
     await code.kill();
     const load = readFileSync('/proc/loadavg', 'utf8').trim();
     console.log(
@@ -124,6 +201,8 @@ async function main(): Promise<void> {
     console.log(row("commands.run('true') round trip, e2b SDK", e2bRun));
     console.log(row("exec('true') round trip, REST client", restRun));
     console.log(row("runCode('1+1') on a warm context, @e2b/code-interpreter", runCode));
+    console.log(row("  in the box: '1+1' through Jupyter Server's kernel WebSocket", inBox.ws));
+    console.log(row("  in the box: '1+1' straight to the kernel (ZMQ)", inBox.direct));
     const ratio = percentile(e2bRun, 50) / percentile(restRun, 50);
     const best = percentile(pooledCreate, 50);
     console.log(
