@@ -143,6 +143,8 @@ const events = (list: AuditEvent[]) =>
 describe('TOTP required for a role', () => {
   let context: BrowserContext;
   let secret = '';
+  /** Server time (ms) of the enrolment: the time step of this instant is claimed by the enrolment's code. */
+  let enrolledAt = 0;
   let recoveryCodes: string[] = [];
   let oliviaId = '';
   before(async () => {
@@ -163,7 +165,8 @@ describe('TOTP required for a role', () => {
       enrol: (key, svg) => {
         secret = key;
         qr = svg;
-        return totpCode(key, s.t.clock.now);
+        enrolledAt = s.t.clock.now;
+        return totpCode(key, enrolledAt);
       },
       recovery: (codes) => {
         recoveryCodes = codes;
@@ -223,9 +226,13 @@ describe('TOTP required for a role', () => {
   test('sign-in asks for the code: the code of the enrolment step is a replay, a wrong code fails alike, the next step passes', async () => {
     s.t.clock.now += 1;
     const since = s.t.clock.now;
-    const replayed = totpCode(secret, s.t.clock.now);
+    // The sign-in happens in the step right after the enrolment's, whatever the phase of the clock within
+    // its 30 s step: the server still matches the enrolment's code (one step of drift) and refuses it as
+    // claimed, and the code of the sign-in's own step is fresh.
+    const replayed = totpCode(secret, enrolledAt);
     const wrong = replayed === '000000' ? '111111' : '000000';
-    s.t.clock.now += 30_000;
+    assert.ok(enrolledAt + 30_000 > s.t.clock.now, 'the earlier tests moved the clock by less than a step');
+    s.t.clock.now = enrolledAt + 30_000;
     const fresh = totpCode(secret, s.t.clock.now);
     const { url, redeem } = await request();
     const c2 = await s.browser.newContext();

@@ -78,10 +78,15 @@ test('Chromium: sign in, confirm the code, allow → the polling device gets its
 
 test('Chromium: deny → the polling device gets access_denied', async () => {
   const response = await client.initiateDeviceAuthorization(config, { scope: 'openid' });
-  const polling = client.pollDeviceAuthorizationGrant(config, response);
+  // The assertion is attached as the polling starts: the poll after the denial may reject before the
+  // browser step returns, and its rejection is then already handled.
+  const denied = assert.rejects(
+    client.pollDeviceAuthorizationGrant(config, response),
+    (err: { error?: string }) => err.error === 'access_denied',
+  );
   assert.equal(
     await userStep(response.verification_uri_complete!, response.user_code, 'Deny'),
     'Request denied',
   );
-  await assert.rejects(polling, (err: { error?: string }) => err.error === 'access_denied');
+  await denied;
 });
