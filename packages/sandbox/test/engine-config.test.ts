@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+// internal: the engine's OCI config builder is tested as a unit
 import {
   buildOciConfig,
   DEFAULT_CAPABILITIES,
@@ -12,7 +13,7 @@ import {
   resolveCapabilities,
   validateSpec,
 } from '../src/engine/index.ts';
-import { BoxError } from '../src/errors.ts';
+import { BoxError } from '../src/index.ts';
 
 const base: EngineBoxSpec = {
   id: '01JABCDEF',

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+// internal: the engine is tested as a unit
 import type { EngineBoxSpec } from '../src/engine/index.ts';
 import { collect, engineTestBed, execSh } from './helpers/engine.ts';
 

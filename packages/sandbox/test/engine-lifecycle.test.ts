@@ -18,6 +18,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
+// internal: the engine is tested as a unit
 import {
   createEngine,
   type EngineBoxSpec,

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { describe, test } from 'node:test';
+// internal: the engine's exec wait is tested as a unit
 import { waitForExec } from '../src/engine/host-process.ts';
 import { collect, engineTestBed } from './helpers/engine.ts';
 

@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+// internal: the engine is tested as a unit
 import { type EngineBoxSpec, mountsUnder, type OciEngine } from '../src/engine/index.ts';
-import { BoxError } from '../src/errors.ts';
+import { BoxError } from '../src/index.ts';
 import { collect, engineTestBed, execSh } from './helpers/engine.ts';
 
 const bed = engineTestBed('engine-test-', 'eng', { env: ['PATH=/bin', 'HOME=/root'] });

@@ -21,11 +21,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+// internal: the gVisor engine is tested as a unit
 import { findExecutable } from '../src/engine/engine.ts';
+// internal: the gVisor engine is tested as a unit
 import { gvisorOciConfig, SENTRY_TASKS } from '../src/engine/gvisor.ts';
+// internal: the gVisor engine is tested as a unit
 import { chooseGVisorPlatform, probeKvm } from '../src/engine/gvisor-platform.ts';
+// internal: the gVisor engine is tested as a unit
 import { createTieredEngine, type TieredEngine } from '../src/engine/gvisor-tiers.ts';
+// internal: the gVisor engine is tested as a unit
 import { boxCgroupDirs } from '../src/engine/gvisor-userns.ts';
+// internal: the gVisor engine is tested as a unit
 import { makeBusyboxRootfs, mountsUnder } from '../src/engine/index.ts';
 import { collect, execSh, specFactory } from './helpers/engine.ts';
 

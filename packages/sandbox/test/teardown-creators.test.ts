@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Created, leftovers, scanHost, spawnCreator, waitGone } from '../bench/boxes-creators.ts';
-import { JsRuntime } from '../src/js-runtime.ts';
+import { JsRuntime } from '../src/index.ts';
 import { BUSYBOX, cleanupAll, ensureRegistry, REGISTRIES, tempHome } from './runtime-helpers.ts';
 
 /**
