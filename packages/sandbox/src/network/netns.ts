@@ -74,7 +74,9 @@ export interface SlirpOptions {
 
 /**
  * Starts slirp4netns for a namespace file (`--configure`: `tap0` at `.100` of `cidr`, default route
- * via `.2`, MTU 65520; `--enable-sandbox --enable-seccomp`) in its own session, so it outlives the
+ * via `.2`, MTU 65520; `--enable-sandbox --enable-seccomp`; as root under `unshare --mount
+ * --propagation private`, so its sandbox's unmounts stay off the host's mounts whether `/run/netns`
+ * is shared or not) in its own session, so it outlives the
  * calling process (detached boxes keep their published ports). Resolves with its pid once the
  * interface is configured (its `--ready-fd` reports).
  * @throws Error with the end of its log (≤ 400 characters) when slirp4netns exits before that.
@@ -98,10 +100,14 @@ export function startSlirp(options: SlirpOptions): Promise<number> {
   // fd 4: a socket whose other end only this process holds; its EOF makes slirp4netns exit.
   if (options.exitWithParent) args.push('--exit-fd=4');
   args.push(options.netns, 'tap0');
+  // `--enable-sandbox` unmounts the old root lazily after its pivot_root. As root, slirp4netns starts
+  // in a mount namespace of its own with every mount private, so that unmount never reaches the
+  // host's mounts: a shared `/run/netns` (after any `ip netns add`) would carry it to every gateway's
+  // nsfs mount. In a box's user namespace the kernel turns shared mounts into slaves already.
   const [command, ...prefix] =
     options.usernsOf !== undefined
       ? ['nsenter', `--user=/proc/${options.usernsOf}/ns/user`, '--', 'slirp4netns']
-      : ['slirp4netns'];
+      : ['unshare', '--mount', '--propagation', 'private', '--', 'slirp4netns'];
   let child: ChildProcess;
   try {
     child = spawn(command!, [...prefix, ...args], {
