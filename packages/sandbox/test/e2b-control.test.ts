@@ -14,6 +14,7 @@ import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+// internal: the envd process protocol messages are built directly
 import { Process, Signal, StreamInputRequestSchema } from '../src/e2b/gen/process/process_pb.ts';
 import { type RestServer, startRestServer } from '../src/rest/server.ts';
 import { cleanupAll, ensureRegistry, testRuntime } from './runtime-helpers.ts';

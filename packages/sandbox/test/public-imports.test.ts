@@ -109,13 +109,6 @@ function violations(file: string, text: string, surface: Surface): string[] {
   return bad;
 }
 
-/**
- * Imports of the engine, gVisor, teardown and E2B control tests that do not follow the rule yet, as
- * `file: specifier`; the check passes over them (and over nothing else). An entry whose import follows
- * the rule can be dropped from this list.
- */
-const NOT_YET_MARKED = new Set(['e2b-control.test.ts: ../src/e2b/gen/process/process_pb.ts']);
-
 const surface: Surface = {
   publicModules: publicModules(),
   reExports: entryReExports(join(SRC, 'index.ts')),
@@ -133,10 +126,7 @@ describe('sandbox tests import the public entries', () => {
     const files = sourceFiles(TESTS);
     assert.ok(files.length > 80, `found ${files.length} test modules`);
     const found = files.flatMap((file) => violations(file, readFileSync(file, 'utf8'), surface));
-    assert.deepEqual(
-      found.filter((v) => !NOT_YET_MARKED.has(v.slice(0, v.indexOf(' ('))) || v.includes('marked internal')),
-      [],
-    );
+    assert.deepEqual(found, []);
   });
 
   it('the check sees unmarked internals, public names through internal paths and stray markers', () => {

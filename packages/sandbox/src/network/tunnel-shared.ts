@@ -263,7 +263,9 @@ class TunnelListener implements TunnelForwarder {
  * @throws BoxError naming `listen` when it cannot listen (address in use, bad path, …).
  */
 async function listenForTunnels(spec: TunnelListen, onClient: TunnelClientHandler): Promise<TunnelForwarder> {
-  const server = createServer();
+  // Clients' sockets without Nagle: a relay that holds back small writes until the peer's delayed ACK
+  // (40 ms) would stall request/answer protocols (a kernel WebSocket, a database wire) on every turn.
+  const server = createServer({ noDelay: true });
   await listenOn(server, spec);
   return new TunnelListener(server, spec, onClient);
 }
