@@ -65,6 +65,7 @@ export {
   normalizeCreatureId,
   type Store,
 } from './store.ts';
+export { CreatureStoreError, type CreatureStoreErrorCode } from './store-error.ts';
 export { MirroredStore } from './store-mirror.ts';
 export {
   isPostgresUrl,

@@ -6,7 +6,7 @@
  */
 import { buildSchema, type GraphQLFieldResolver, type GraphQLSchema } from 'graphql';
 import { creatureNumber, imagePath } from './art.ts';
-import { badUserInput } from './errors.ts';
+import { badUserInput, creatureError } from './errors.ts';
 import {
   type CreatureOrder,
   checkFirst,
@@ -17,7 +17,16 @@ import {
   pageOf,
   selectCreatures,
 } from './listing.ts';
-import type { Creature, CreatureDraft, CreaturePatch, Message, MessageDraft, Store } from './store.ts';
+import type {
+  Awaitable,
+  Creature,
+  CreatureDraft,
+  CreaturePatch,
+  Message,
+  MessageDraft,
+  Store,
+} from './store.ts';
+import { CreatureStoreError } from './store-error.ts';
 
 export { MAX_NODES, MAX_PAGE_SIZE };
 
@@ -289,6 +298,22 @@ type Resolver<Args = Record<string, unknown>, Parent = unknown> = GraphQLFieldRe
   Args
 >;
 
+/** `err` as the client sees it: a {@link CreatureStoreError} as a `GraphQLError` with its code; else `err`. */
+function asGraphQLError(err: unknown): never {
+  if (err instanceof CreatureStoreError) throw creatureError(err.message, err.code);
+  throw err;
+}
+
+/** The result of a store write, a refusal ({@link CreatureStoreError}) thrown as a `GraphQLError` with its code. */
+function write<T>(run: () => Awaitable<T>): Awaitable<T> {
+  try {
+    const result = run();
+    return result instanceof Promise ? result.catch(asGraphQLError) : result;
+  } catch (err) {
+    return asGraphQLError(err);
+  }
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
@@ -355,21 +380,26 @@ export const resolvers = {
     getMessage: ((_root, { id }, { store }) => store.getMessage(id) ?? null) as Resolver<{ id: string }>,
   },
   Mutation: {
-    createMessage: ((_root, { input }, { store }) => store.createMessage(input ?? {})) as Resolver<{
+    createMessage: ((_root, { input }, { store }) =>
+      write(() => store.createMessage(input ?? {}))) as Resolver<{
       input?: MessageDraft | null;
     }>,
-    updateMessage: ((_root, { id, input }, { store }) => store.updateMessage(id, input ?? {})) as Resolver<{
+    updateMessage: ((_root, { id, input }, { store }) =>
+      write(() => store.updateMessage(id, input ?? {}))) as Resolver<{
       id: string;
       input?: MessageDraft | null;
     }>,
-    createCreature: ((_root, { input }, { store }) => store.createCreature(input)) as Resolver<{
+    createCreature: ((_root, { input }, { store }) => write(() => store.createCreature(input))) as Resolver<{
       input: CreatureDraft;
     }>,
-    updateCreature: ((_root, { id, input }, { store }) => store.updateCreature(id, input)) as Resolver<{
+    updateCreature: ((_root, { id, input }, { store }) =>
+      write(() => store.updateCreature(id, input))) as Resolver<{
       id: string;
       input: CreaturePatch;
     }>,
-    deleteCreature: ((_root, { id }, { store }) => store.deleteCreature(id)) as Resolver<{ id: string }>,
+    deleteCreature: ((_root, { id }, { store }) => write(() => store.deleteCreature(id))) as Resolver<{
+      id: string;
+    }>,
   },
   Creature: {
     number: ((creature) => creatureNumber(creature)) as Resolver<Record<string, never>, Creature>,

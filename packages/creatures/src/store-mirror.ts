@@ -4,7 +4,6 @@
  * the version and emits the {@link ChangeEvent} — one path, so the copy and the events never disagree.
  */
 import { EventEmitter, on } from 'node:events';
-import { notFound } from './errors.ts';
 import {
   type Awaitable,
   type ChangeEvent,
@@ -18,6 +17,7 @@ import {
   normalizeCreatureId,
   type Store,
 } from './store.ts';
+import { noRecord } from './store-error.ts';
 import type { CreatureLookup } from './store-rules.ts';
 import { byIdOrder } from './store-rules.ts';
 
@@ -46,7 +46,7 @@ export abstract class MirroredStore implements Store, CreatureLookup {
   /** The creature with this id; throws `NOT_FOUND` when there is none. */
   protected existingCreature(id: string): Creature {
     const creature = this.getCreature(id);
-    if (!creature) throw notFound(`No creature exists with id "${id}"`);
+    if (!creature) throw noRecord(`No creature exists with id "${id}"`);
     return creature;
   }
 

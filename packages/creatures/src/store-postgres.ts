@@ -23,7 +23,6 @@
  * Messages are not kept in memory: `getMessage` reads the database.
  */
 import postgres from 'postgres';
-import { badUserInput, notFound } from './errors.ts';
 import {
   type ChangeEvent,
   type Creature,
@@ -33,6 +32,7 @@ import {
   type Message,
   type MessageDraft,
 } from './store.ts';
+import { invalidInput, noRecord } from './store-error.ts';
 import { MirroredStore } from './store-mirror.ts';
 import { CHANGES_CHANNEL, CHANGES_KEPT, migrate } from './store-postgres-schema.ts';
 import {
@@ -79,7 +79,7 @@ interface ChangeRow {
 /**
  * The PostgreSQL store. The constructor connects lazily; {@link ready} migrates (once, under an advisory
  * lock), seeds an empty database, starts listening and loads the creatures; the server awaits it before
- * it listens. Writes throw `BAD_USER_INPUT` or `NOT_FOUND` `GraphQLError`s as {@link Store} describes,
+ * it listens. Writes throw `BAD_USER_INPUT` or `NOT_FOUND` `CreatureStoreError`s as {@link Store} describes,
  * or the driver's `PostgresError` when the database fails.
  */
 export class PostgresStore extends MirroredStore {
@@ -308,7 +308,7 @@ export class PostgresStore extends MirroredStore {
    * Throws `BAD_USER_INPUT` for an empty/too long/taken name, a bad number or an unknown evolution id.
    */
   createCreature(draft: CreatureDraft): Promise<Creature> {
-    if (draft.name == null) return Promise.reject(badUserInput('input.name is required'));
+    if (draft.name == null) return Promise.reject(invalidInput('input.name', 'input.name is required'));
     return this.#writeCreature((next) => {
       const id = String(next).padStart(3, '0');
       return {
@@ -361,7 +361,7 @@ export class PostgresStore extends MirroredStore {
     const f = messageFields(draft, 'input');
     await this.ready();
     const done = await updateMessageRow(this.#sql, id, f);
-    if (!done) throw notFound(`No message exists with id "${id}"`);
+    if (!done) throw noRecord(`No message exists with id "${id}"`);
     await this.#applyOwn(done.seq, { entity: 'message', kind: 'updated', id, value: done.message });
     return done.message;
   }

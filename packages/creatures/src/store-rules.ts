@@ -1,11 +1,10 @@
 /**
  * The validation rules every {@link Store} applies to writes, independent of the database: text lengths,
- * whole numbers, list sizes, unique names, evolution references. A broken rule throws a `GraphQLError`
- * with code `BAD_USER_INPUT` naming the field (`input.attacks.fast[2].damage`) and the rule; an unknown
- * id throws code `NOT_FOUND`.
+ * whole numbers, list sizes, unique names, evolution references. A broken rule throws a `CreatureStoreError`
+ * (`store-error.ts`) with code `BAD_USER_INPUT` whose `field` and message name the field
+ * (`input.attacks.fast[2].damage`) and the rule.
  */
 import { randomUUID } from 'node:crypto';
-import { badUserInput } from './errors.ts';
 import {
   type Attack,
   type Creature,
@@ -19,25 +18,26 @@ import {
   type MessageDraft,
   type Store,
 } from './store.ts';
+import { invalidInput } from './store-error.ts';
 
 function text(field: string, value: string, max = MAX_TEXT, allowEmpty = false): string {
   const trimmed = value.trim();
-  if (!allowEmpty && trimmed === '') throw badUserInput(`${field} must not be empty`);
+  if (!allowEmpty && trimmed === '') throw invalidInput(field, `${field} must not be empty`);
   if (trimmed.length > max)
-    throw badUserInput(`${field} must be at most ${max} characters, got ${trimmed.length}`);
+    throw invalidInput(field, `${field} must be at most ${max} characters, got ${trimmed.length}`);
   return trimmed;
 }
 function textList(field: string, values: string[]): string[] {
-  if (values.length > MAX_LIST) throw badUserInput(`${field} must have at most ${MAX_LIST} entries`);
+  if (values.length > MAX_LIST) throw invalidInput(field, `${field} must have at most ${MAX_LIST} entries`);
   return values.map((v, i) => text(`${field}[${i}]`, v));
 }
 function count(field: string, value: number): number {
   if (!Number.isInteger(value) || value < 0)
-    throw badUserInput(`${field} must be a whole number ≥ 0, got ${value}`);
+    throw invalidInput(field, `${field} must be a whole number ≥ 0, got ${value}`);
   return value;
 }
 function attacks(field: string, values: Attack[]): Attack[] {
-  if (values.length > MAX_LIST) throw badUserInput(`${field} must have at most ${MAX_LIST} entries`);
+  if (values.length > MAX_LIST) throw invalidInput(field, `${field} must have at most ${MAX_LIST} entries`);
   return values.map((a, i) => ({
     name: text(`${field}[${i}].name`, a.name),
     type: text(`${field}[${i}].type`, a.type),
@@ -59,11 +59,11 @@ export type CreatureLookup = Pick<Store, 'getCreature'> & {
 };
 
 function refs(field: string, ids: string[], self: string | undefined, lookup: CreatureLookup): CreatureRef[] {
-  if (ids.length > MAX_LIST) throw badUserInput(`${field} must have at most ${MAX_LIST} entries`);
+  if (ids.length > MAX_LIST) throw invalidInput(field, `${field} must have at most ${MAX_LIST} entries`);
   return ids.map((id, i) => {
-    if (id === self) throw badUserInput(`${field}[${i}] must not be the creature itself`);
+    if (id === self) throw invalidInput(`${field}[${i}]`, `${field}[${i}] must not be the creature itself`);
     const c = lookup.getCreature(id);
-    if (!c) throw badUserInput(`${field}[${i}] names no creature: "${id}"`);
+    if (!c) throw invalidInput(`${field}[${i}]`, `${field}[${i}] names no creature: "${id}"`);
     return { id: c.id, name: c.name };
   });
 }
@@ -102,11 +102,14 @@ export function applyPatch(
 ): Creature {
   const next: Creature = { ...base, attacks: { ...base.attacks } };
   if (patch.name !== undefined) {
-    if (patch.name === null) throw badUserInput(`${prefix}.name must not be null`);
+    if (patch.name === null) throw invalidInput(`${prefix}.name`, `${prefix}.name must not be null`);
     next.name = text(`${prefix}.name`, patch.name);
     const holder = lookup.holderOfName(next.name);
     if (holder && holder.id !== base.id) {
-      throw badUserInput(`${prefix}.name must be unique: "${next.name}" is taken by creature ${holder.id}`);
+      throw invalidInput(
+        `${prefix}.name`,
+        `${prefix}.name must be unique: "${next.name}" is taken by creature ${holder.id}`,
+      );
     }
   }
   if (patch.classification !== undefined) {
@@ -122,7 +125,7 @@ export function applyPatch(
   if (patch.fleeRate !== undefined) {
     const f = patch.fleeRate;
     if (f !== null && !(f >= 0 && f <= 1))
-      throw badUserInput(`${prefix}.fleeRate must be between 0 and 1, got ${f}`);
+      throw invalidInput(`${prefix}.fleeRate`, `${prefix}.fleeRate must be between 0 and 1, got ${f}`);
     next.fleeRate = f;
   }
   if (patch.maxCP !== undefined)

@@ -6,7 +6,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { badUserInput, notFound } from './errors.ts';
 import {
   type Creature,
   type CreatureDraft,
@@ -15,6 +14,7 @@ import {
   type Message,
   type MessageDraft,
 } from './store.ts';
+import { invalidInput, noRecord } from './store-error.ts';
 import { MirroredStore } from './store-mirror.ts';
 import { applyPatch, emptyCreature, messageFields, newMessage, numericId } from './store-rules.ts';
 
@@ -28,7 +28,7 @@ export interface SqliteStoreOptions {
 
 /**
  * The SQLite store. Opening creates the tables and seeds an empty database (once: a `seeded` row in
- * `meta` records it). Writes throw `BAD_USER_INPUT` or `NOT_FOUND` `GraphQLError`s as {@link Store}
+ * `meta` records it). Writes throw `BAD_USER_INPUT` or `NOT_FOUND` `CreatureStoreError`s as {@link Store}
  * describes; the file is opened in WAL mode with a 5 s busy timeout.
  */
 export class SqliteStore extends MirroredStore {
@@ -97,7 +97,7 @@ export class SqliteStore extends MirroredStore {
    * Throws `BAD_USER_INPUT` for an empty/too long/taken name, a bad number or an unknown evolution id.
    */
   createCreature(draft: CreatureDraft): Creature {
-    if (draft.name == null) throw badUserInput('input.name is required');
+    if (draft.name == null) throw invalidInput('input.name', 'input.name is required');
     const last = Number(
       (this.#db.prepare(`SELECT value FROM meta WHERE key = 'last_creature_id'`).get()?.value as string) ??
         '0',
@@ -159,7 +159,7 @@ export class SqliteStore extends MirroredStore {
   /** Replaces the given fields of a message. Throws `NOT_FOUND` for an unknown id. */
   updateMessage(id: string, draft: MessageDraft): Message {
     const old = this.getMessage(id);
-    if (!old) throw notFound(`No message exists with id "${id}"`);
+    if (!old) throw noRecord(`No message exists with id "${id}"`);
     const message: Message = { ...old, ...messageFields(draft, 'input') };
     this.#transaction(() => {
       this.#db

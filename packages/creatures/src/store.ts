@@ -140,8 +140,9 @@ export type Awaitable<T> = T | Promise<T>;
  *
  * Creature reads are synchronous: every implementation keeps the creatures in memory and keeps that copy
  * current with the database (for PostgreSQL, with the changes other instances commit too). Message reads
- * and every write may be asynchronous. Writes validate their input (throwing a `GraphQLError` with code
- * `BAD_USER_INPUT` or `NOT_FOUND` that names the field and the rule), commit, update the in-memory copy
+ * and every write may be asynchronous. Writes validate their input (throwing a `CreatureStoreError` (`store-error.ts`) with
+ * code `BAD_USER_INPUT` whose `field` and message name the field and the rule, or `NOT_FOUND` for an
+ * unknown id; the resolvers answer it as a `GraphQLError` with that `extensions.code`), commit, update the in-memory copy
  * and emit one {@link ChangeEvent} on {@link Store.events} — in that order, so a failed write changes
  * nothing and emits nothing.
  */

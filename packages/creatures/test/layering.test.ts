@@ -6,7 +6,9 @@
  * source file is parsed with the TypeScript compiler; each relative value import (type-only imports load
  * nothing) is placed in its layer, an import into a higher layer fails the test naming the file and the
  * specifier, and the value imports must form no cycle. The composition root only wires: `server.ts`
- * handles no request itself (it names no request or response type of `node:http`).
+ * handles no request itself (it names no request or response type of `node:http`). The store layer
+ * (`store*.ts`) loads no `graphql`, directly or through the modules it imports: it refuses writes with
+ * `CreatureStoreError`, which the resolvers turn into GraphQL errors.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -24,6 +26,8 @@ const PROTOCOLS = new Set([
   'websocket.ts',
   'explorer.ts',
 ]);
+/** An `import`/`export … from`/`import()` of the `graphql` package or one of its subpaths. */
+const GRAPHQL_IMPORT = /\b(?:from|import)\s*\(?\s*['"]graphql(?:\/[^'"]*)?['"]/;
 const ROOT = new Set(['server.ts', 'config.ts', 'index.ts']);
 
 /** Layer of a source file: 0 core, 1 protocols (with `http/`), 2 composition root. */
@@ -78,6 +82,23 @@ describe('layering of @seed/creatures', () => {
     };
     for (const rel of graph.keys()) if (!state.has(rel)) walk(rel, []);
     assert.deepEqual(cycles, []);
+  });
+
+  it('the store layer loads no GraphQL: it throws CreatureStoreError, not GraphQLError', () => {
+    const stores = [...graph.keys()].filter((rel) => /^store[-.]/.test(rel));
+    assert.ok(stores.includes('store-rules.ts') && stores.includes('store-postgres.ts'));
+    const wrong: string[] = [];
+    for (const store of stores) {
+      const seen = new Set<string>();
+      const walk = (rel: string): void => {
+        if (seen.has(rel)) return;
+        seen.add(rel);
+        if (GRAPHQL_IMPORT.test(readFileSync(join(SRC, rel), 'utf8'))) wrong.push(`${store}: ${rel}`);
+        for (const { target } of graph.get(rel) ?? []) if (graph.has(target)) walk(target);
+      };
+      walk(store);
+    }
+    assert.deepEqual(wrong, []);
   });
 
   it('the composition root handles no request itself', () => {
