@@ -9,7 +9,7 @@
  * | `POST /v1/pools` `{ image, size, options?, id? }` | `sandbox.boxes.write` | create → 201 pool |
  * | `GET /v1/pools`, `GET /v1/pools/{pool}` | `sandbox.boxes.read` | list, get |
  * | `GET /v1/pools/{pool}/filled` | `sandbox.boxes.read` | waits until `size` boxes are ready → pool |
- * | `DELETE /v1/pools/{pool}` | `sandbox.boxes.write` | close: ready boxes removed → 204 |
+ * | `DELETE /v1/pools/{pool}` | `sandbox.boxes.write` | close: ready boxes and those still being created removed → 204 |
  *
  * A pool belongs to the caller's tenant: another tenant's pool is 404, lists show the caller's
  * (every tenant's for the operator), and only the tenant's own box creations take its ready boxes

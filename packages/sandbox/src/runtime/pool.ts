@@ -42,7 +42,10 @@ export interface JsBoxPool {
   ready(): number;
   /** Resolves once the pool holds `size` ready boxes (or a refill failed: rejects with that error). */
   filled(): Promise<void>;
-  /** Removes the boxes not yet handed out and stops refilling. */
+  /**
+   * Stops refilling and removes the boxes not yet handed out; resolves once boxes that were still being
+   * created are removed too (nothing of the pool is left running).
+   */
   close(): Promise<void>;
 }
 
@@ -189,6 +192,8 @@ export class BoxPool implements JsBoxPool {
   readonly #table: PoolTable;
   readonly #ready: string[] = [];
   #creating = 0;
+  /** Creations in flight, each settled once its box is in the pool or, after `close`, removed. */
+  readonly #inFlight = new Set<Promise<void>>();
   #closed = false;
   #error: Error | null = null;
   #waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
@@ -263,11 +268,11 @@ export class BoxPool implements JsBoxPool {
     // A failing image or option stops the refill; the error is reported by `filled()`.
     while (!this.#closed && !this.#error && this.#ready.length + this.#creating < this.size) {
       this.#creating++;
-      this.#host.create(this.#options, this.id).then(
-        (id) => {
+      const creation = this.#host.create(this.#options, this.id).then(
+        async (id) => {
           this.#creating--;
           if (this.#closed) {
-            this.#host.remove(id).catch(() => {});
+            await this.#host.remove(id).catch(() => {});
             return;
           }
           this.#table.add(id, this.id);
@@ -282,6 +287,8 @@ export class BoxPool implements JsBoxPool {
           for (const w of this.#waiters.splice(0)) w.reject(error);
         },
       );
+      this.#inFlight.add(creation);
+      creation.finally(() => this.#inFlight.delete(creation));
     }
   }
 
@@ -290,7 +297,7 @@ export class BoxPool implements JsBoxPool {
     for (const timer of this.#deferred.values()) clearTimeout(timer);
     this.#deferred.clear();
     const ids = this.#ready.splice(0);
-    await Promise.all(ids.map((id) => this.#host.remove(id).catch(() => {})));
+    await Promise.all([...ids.map((id) => this.#host.remove(id).catch(() => {})), ...this.#inFlight]);
     for (const w of this.#waiters.splice(0))
       w.reject(new BoxError('the pool was closed', { code: 'conflict' }));
   }
