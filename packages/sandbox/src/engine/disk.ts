@@ -23,6 +23,7 @@
  * format of the image (`diskMountOptions`).
  */
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import {
   closeSync,
   existsSync,
@@ -142,16 +143,31 @@ function run(file: string, args: string[]): Promise<{ code: number; stderr: stri
   });
 }
 
+/** Templates being made by this process, by path: concurrent boxes of one size wait for one maker. */
+const makingTemplates = new Map<string, Promise<string>>();
+
 /**
  * `<stateRoot>/disks/<bytes>.img` formatted ext4, or `<bytes>.btrfs.img` formatted btrfs with the
- * `upper` subvolume, made once (of concurrent makers, the first to finish publishes it: `publishTemplate`).
+ * `layer` subvolume, made once: the boxes of this process wait for one maker (`makingTemplates`); of
+ * makers in several processes, the first to finish publishes it (`publishTemplate`).
  */
-async function template(stateRoot: string, bytes: number, format: DiskFormat): Promise<string> {
-  const dir = join(stateRoot, 'disks');
-  const path = join(dir, format === 'btrfs' ? `${bytes}.btrfs.img` : `${bytes}.img`);
-  if (existsSync(path)) return path;
+function template(stateRoot: string, bytes: number, format: DiskFormat): Promise<string> {
+  const path = join(stateRoot, 'disks', format === 'btrfs' ? `${bytes}.btrfs.img` : `${bytes}.img`);
+  if (existsSync(path)) return Promise.resolve(path);
+  let making = makingTemplates.get(path);
+  if (making === undefined) {
+    making = makeTemplate(path, bytes, format).finally(() => makingTemplates.delete(path));
+    makingTemplates.set(path, making);
+  }
+  return making;
+}
+
+/** Formats the template `path` in a file of its own (`<path>.<random>`) and publishes it. */
+async function makeTemplate(path: string, bytes: number, format: DiskFormat): Promise<string> {
+  const dir = join(path, '..');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.${Date.now()}`;
+  // Unique per maker: two makers sharing a file would format it under each other.
+  const tmp = `${path}.${randomUUID()}`;
   writeFileSync(tmp, '');
   truncateSync(tmp, bytes);
   if (format === 'btrfs') {
@@ -201,8 +217,30 @@ function publishTemplate(tmp: string, path: string): void {
 }
 
 /**
+ * Lays out a fresh btrfs box disk mounted at `$2` from `$1` (`layout.sh <img> <mnt> <mount options>`),
+ * run under `unshare --mount --propagation private`: the mount exists in that namespace only, so no
+ * mount namespace made meanwhile (a box's runtime, slirp4netns) holds a copy of it that outlives the
+ * `umount` here and writes to the image after it is published. The mount is tried up to
+ * `DISK_MOUNT_ATTEMPTS` times like every box disk's.
+ */
+const LAYOUT_SH = `set -e
+n=1
+until mount -o "$3" "$1" "$2"; do
+  [ $n -lt ${DISK_MOUNT_ATTEMPTS} ] || exit 1
+  sleep "0.$n"
+  n=$((n + 1))
+done
+trap 'umount "$2"' EXIT
+/usr/bin/btrfs -q subvolume create "$2/layer"
+mkdir "$2/layer/upper" "$2/layer/work"
+mkdir -m 700 "$2/snapshots"
+`;
+
+/**
  * Formats `img` btrfs (`-K`: no discard of the fresh sparse file) and lays out a box disk in it: the
- * subvolume `layer` (what snapshots copy-on-write) holding `upper` and `work`, and `snapshots`.
+ * subvolume `layer` (what snapshots copy-on-write) holding `upper` and `work`, and `snapshots`
+ * (`LAYOUT_SH`). Overlay renames from work/ into upper/ on copy-up: both are in one subvolume (a rename
+ * across subvolumes fails with EXDEV); the engine finds them there with `diskLayerDirs`.
  * @throws BoxError naming `diskSizeGb` with the tool's message.
  */
 async function formatBtrfs(img: string, dir: string): Promise<void> {
@@ -214,25 +252,23 @@ async function formatBtrfs(img: string, dir: string): Promise<void> {
     });
   const mnt = mkdtempSync(join(dir, 'mnt-'));
   try {
-    const mounted = await mountDisk(img, mnt);
-    if (mounted.code !== 0)
-      throw new BoxError(`diskSizeGb: mounting a new btrfs disk failed: ${mounted.stderr.trim()}`, {
+    const laid = await run('unshare', [
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      '/bin/sh',
+      '-c',
+      LAYOUT_SH,
+      'layout',
+      img,
+      mnt,
+      BTRFS_MOUNT_OPTIONS,
+    ]);
+    if (laid.code !== 0)
+      throw new BoxError(`diskSizeGb: laying out a new btrfs disk failed: ${laid.stderr.trim()}`, {
         code: 'internal',
       });
-    try {
-      const sub = await run('/usr/bin/btrfs', ['-q', 'subvolume', 'create', join(mnt, 'layer')]);
-      if (sub.code !== 0)
-        throw new BoxError(`diskSizeGb: btrfs subvolume create failed: ${sub.stderr.trim()}`, {
-          code: 'internal',
-        });
-      // Overlay renames from work/ into upper/ on copy-up: both in one subvolume (a rename across
-      // subvolumes fails with EXDEV). The engine uses them there (`diskLayerDirs`).
-      mkdirSync(join(mnt, 'layer', 'upper'));
-      mkdirSync(join(mnt, 'layer', 'work'));
-      mkdirSync(join(mnt, 'snapshots'), { mode: 0o700 });
-    } finally {
-      await run('umount', [mnt]);
-    }
   } finally {
     rmdirSync(mnt);
   }
