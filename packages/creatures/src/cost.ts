@@ -11,12 +11,12 @@
  * fields cost 1. Each fragment's cost is computed once per page size and repetition and reused at
  * every spread, so an estimate is linear in the document's size however often fragments spread each
  * other.
+ *
+ * The document may come from either graphql-js major (`ast-shape.ts`); field types are looked up in
+ * the engine's graphql-js 16 schema by name.
  */
 import {
-  type DocumentNode,
-  type FieldNode,
-  type FragmentDefinitionNode,
-  GraphQLError,
+  type GraphQLError,
   type GraphQLField,
   type GraphQLSchema,
   type GraphQLType,
@@ -25,11 +25,16 @@ import {
   isListType,
   isNonNullType,
   isObjectType,
-  Kind,
-  type OperationDefinitionNode,
-  type SelectionSetNode,
-  type ValueNode,
 } from 'graphql';
+import {
+  type DocumentShape,
+  errorAt,
+  type FieldShape,
+  fragmentsOf,
+  type OperationShape,
+  type SelectionSetShape,
+  type ValueShape,
+} from './ast-shape.ts';
 import { DEFAULT_CONNECTION_PAGE } from './listing.ts';
 
 /**
@@ -78,35 +83,35 @@ export interface CostEstimate {
  * variable's value in `variables` (`fromVariable` then true); no `value` when the argument is absent.
  */
 function numberArgument(
-  node: FieldNode,
+  node: FieldShape,
   name: string,
   variables: Record<string, unknown> | undefined,
-  literal: (arg: ValueNode) => number | undefined,
+  literal: (arg: ValueShape) => number | undefined,
   variable: (value: unknown) => number | undefined,
 ): { value?: number; fromVariable: boolean } {
-  const arg = node.arguments?.find((a) => a.name.value === name)?.value as ValueNode | undefined;
+  const arg = node.arguments?.find((a) => a.name.value === name)?.value;
   if (!arg) return { fromVariable: false };
-  if (arg.kind === Kind.VARIABLE) return { value: variable(variables?.[arg.name.value]), fromVariable: true };
+  if (arg.kind === 'Variable') return { value: variable(variables?.[arg.name.value]), fromVariable: true };
   return { value: literal(arg), fromVariable: false };
 }
 
 /** An Int argument (a literal, or a variable's number value). */
-const intArgument = (node: FieldNode, name: string, variables: Record<string, unknown> | undefined) =>
+const intArgument = (node: FieldShape, name: string, variables: Record<string, unknown> | undefined) =>
   numberArgument(
     node,
     name,
     variables,
-    (arg) => (arg.kind === Kind.INT ? Number(arg.value) : undefined),
+    (arg) => (arg.kind === 'IntValue' ? Number(arg.value) : undefined),
     (v) => (typeof v === 'number' ? v : undefined),
   );
 
 /** The number of items of a list argument (a literal list, or a variable's array value; another literal: 1). */
-const listArgumentLength = (node: FieldNode, name: string, variables: Record<string, unknown> | undefined) =>
+const listArgumentLength = (node: FieldShape, name: string, variables: Record<string, unknown> | undefined) =>
   numberArgument(
     node,
     name,
     variables,
-    (arg) => (arg.kind === Kind.LIST ? arg.values.length : 1),
+    (arg) => (arg.kind === 'ListValue' ? arg.values.length : 1),
     (v) => (Array.isArray(v) ? v.length : undefined),
   );
 
@@ -125,25 +130,24 @@ interface Walked {
 
 /**
  * Estimates the cost of `operation` (see the module comment) with `variables` (coerced values, or
- * undefined at validation time, when a variable `first:` counts as the known size).
+ * undefined at validation time, when a variable `first:` counts as the known size). `document` and
+ * `operation` are a parse of either graphql-js major; fields are looked up in `schema` by type name.
  */
 export function estimateCost(
   schema: GraphQLSchema,
-  document: DocumentNode,
-  operation: OperationDefinitionNode,
+  document: DocumentShape,
+  operation: OperationShape,
   variables: Record<string, unknown> | undefined,
   model: CostModel,
 ): CostEstimate {
-  const fragments = new Map<string, FragmentDefinitionNode>();
-  for (const def of document.definitions)
-    if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
+  const fragments = fragmentsOf(document);
   let usesVariables = false;
   /** Fragment name, page size and repetition → the cost of its selection set there. */
   const memo = new Map<string, Walked>();
   const inProgress = new Set<string>();
 
   const walk = (
-    set: SelectionSetNode,
+    set: SelectionSetShape,
     typeName: string,
     pageSize: number | undefined,
     repeated: boolean,
@@ -164,14 +168,14 @@ export function estimateCost(
       }
     };
     for (const sel of set.selections) {
-      if (sel.kind === Kind.INLINE_FRAGMENT) {
+      if (sel.kind === 'InlineFragment') {
         const inner = walk(sel.selectionSet, sel.typeCondition?.name.value ?? typeName, pageSize, repeated);
         total += inner.total;
         fieldCount += inner.fields;
         consider(inner, '');
         continue;
       }
-      if (sel.kind === Kind.FRAGMENT_SPREAD) {
+      if (sel.kind === 'FragmentSpread') {
         const name = sel.name.value;
         const key = `${name}\u0000${pageSize}\u0000${repeated}`;
         let inner = memo.get(key);
@@ -244,7 +248,12 @@ export function estimateCost(
     return { total, fields: fieldCount, driver, driverCost };
   };
 
-  const root = schema.getRootType(operation.operation);
+  const root =
+    operation.operation === 'query'
+      ? schema.getQueryType()
+      : operation.operation === 'mutation'
+        ? schema.getMutationType()
+        : schema.getSubscriptionType();
   if (!root) return { cost: 0, usesVariables, fields: 0 };
   const { total, fields, driver } = walk(operation.selectionSet, root.name, undefined, false);
   return { cost: total, driver, usesVariables, fields };
@@ -267,8 +276,8 @@ export interface CostLimit {
  */
 export function checkCost(
   schema: GraphQLSchema,
-  document: DocumentNode,
-  operation: OperationDefinitionNode,
+  document: DocumentShape,
+  operation: OperationShape,
   variables: Record<string, unknown> | undefined,
   limit: CostLimit,
   known: KnownListSizes,
@@ -289,20 +298,17 @@ export function checkCost(
 export function tooCostly(
   estimate: CostEstimate,
   maxCost: number,
-  operation: OperationDefinitionNode,
+  operation: OperationShape,
 ): GraphQLError | undefined {
   return estimate.cost > maxCost ? costError(estimate, maxCost, operation) : undefined;
 }
 
 /**
  * The `QUERY_TOO_COSTLY` error for an estimate over `maxCost`: it names the heaviest list field, its
- * item count and cost per item, and suggests `first:` where the field takes one.
+ * item count and cost per item, and suggests `first:` where the field takes one; located at the
+ * operation ({@link errorAt}).
  */
-export function costError(
-  estimate: CostEstimate,
-  maxCost: number,
-  operation: OperationDefinitionNode,
-): GraphQLError {
+export function costError(estimate: CostEstimate, maxCost: number, operation: OperationShape): GraphQLError {
   // Thousands separators by hand: the first `toLocaleString` of a process loads ICU data (tens of ms).
   const n = (x: number) => String(Math.round(x)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
   let message = `Query cost ${n(estimate.cost)} exceeds the maximum cost of ${n(maxCost)} (each value of the answer counts 1).`;
@@ -314,9 +320,11 @@ export function costError(
       ? ` Ask for fewer items with ${d.path.split('.').at(-1)}(first: ${n(Math.max(1, Math.min(fit, d.items - 1)))}) or select fewer fields inside it.`
       : ' Select fewer fields inside it or fewer nested lists.';
   }
-  return new GraphQLError(message, {
-    nodes: [operation],
-    extensions: { code: 'QUERY_TOO_COSTLY', cost: estimate.cost, maxCost, ...(d ? { field: d.path } : {}) },
+  return errorAt(message, operation, {
+    code: 'QUERY_TOO_COSTLY',
+    cost: estimate.cost,
+    maxCost,
+    ...(d ? { field: d.path } : {}),
   });
 }
 

@@ -7,10 +7,12 @@
  * The server's engine stays on graphql-js 16 (graphql-http, graphql-jit and Mercurius need it); only
  * operations that use `@defer`/`@stream` are parsed, validated and run here by graphql-js 17
  * (`graphql17`, an npm alias of graphql@17), over a second build of the same SDL and resolvers with the
- * two directives added. Depth and cost limits are the engine's (the cost model counts deferred fields
- * like any others).
+ * two directives added. A text is parsed once, by graphql-js 17, within the engine's parse limits;
+ * the depth and cost limits are the engine's (`limits.ts`, `cost.ts`), run on that document (the cost
+ * model counts deferred fields like any others). Unexpected errors are masked by `mask.ts`, as on
+ * every other transport.
  */
-import { type GraphQLSchema as Schema16, validate as validate16 } from 'graphql';
+import type { GraphQLSchema as Schema16 } from 'graphql';
 import {
   buildSchema,
   type ExecutionResult,
@@ -31,8 +33,9 @@ import {
 } from 'graphql17';
 import { checkCost, listSizesOf } from './cost.ts';
 import type { CreatureErrorCode } from './errors.ts';
-import { depthLimit, type QueryLimits } from './limits.ts';
-import { checkDocument, DEFAULT_PARSE_LIMITS, parseWithLimits } from './parse-limits.ts';
+import { checkDepth, type QueryLimits } from './limits.ts';
+import { maskedJson } from './mask.ts';
+import { checkDocument, DEFAULT_PARSE_LIMITS } from './parse-limits.ts';
 import { attachResolvers, type ResolverContext } from './schema.ts';
 import type { Store } from './store.ts';
 
@@ -59,7 +62,7 @@ export interface IncrementalOptions {
   typeDefs: string;
   /** The resolvers, keyed by type then field (`schema.ts`). */
   resolvers: Record<string, Record<string, unknown>>;
-  /** The engine's schema (graphql-js 16), for the cost model. */
+  /** The engine's schema (graphql-js 16): the cost model looks fields up in it by name. */
   schema16: Schema16;
   store: Store;
   limits: QueryLimits;
@@ -91,20 +94,7 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
   const context: ResolverContext = { store: options.store };
   const { limits } = options;
 
-  const format = (error: GraphQLError) => {
-    const unexpected = error.originalError != null && !('extensions' in error.originalError);
-    if (unexpected) {
-      options.onUnexpectedError?.(error.originalError);
-      if (options.maskErrors) {
-        return {
-          message: 'Internal server error',
-          path: error.path,
-          extensions: { code: 'INTERNAL_SERVER_ERROR' },
-        };
-      }
-    }
-    return error.toJSON();
-  };
+  const format = (error: GraphQLError) => maskedJson(error, options.maskErrors, options.onUnexpectedError);
   const formatResult = <T extends { errors?: readonly GraphQLError[] }>(result: T) =>
     result.errors ? { ...result, errors: result.errors.map(format) } : result;
   const requestError = (
@@ -124,18 +114,15 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
 
   return async (query, variables, operationName, method) => {
     let document: ReturnType<typeof parse>;
-    let document16: ReturnType<typeof parseWithLimits>;
     try {
       checkDocument(query);
       document = parse(query, { maxTokens: DEFAULT_PARSE_LIMITS.maxTokens });
-      // The cost model works on graphql-js 16 documents: the same text parses to the same tree.
-      document16 = parseWithLimits(query);
     } catch (err) {
       return requestError(400, [err as GraphQLError], 'GRAPHQL_PARSE_FAILED');
     }
     const errors = validate(schema, document, specifiedRules);
     if (errors.length > 0) return requestError(400, errors, 'GRAPHQL_VALIDATION_FAILED');
-    const tooDeep = validate16(options.schema16, document16, [depthLimit(limits.maxDepth)]);
+    const tooDeep = checkDepth(document, limits.maxDepth);
     if (tooDeep.length > 0) {
       return { kind: 'error', status: 400, body: { errors: tooDeep.map((e) => e.toJSON()) } };
     }
@@ -150,18 +137,15 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
         'BAD_REQUEST',
       );
     }
-    const operation16 = document16.definitions.find((d) => d.loc?.start === operation.loc?.start);
-    if (operation16 && operation16.kind === 'OperationDefinition') {
-      const error = checkCost(
-        options.schema16,
-        document16,
-        operation16,
-        variables,
-        limits,
-        listSizesOf(options.store.listCreatures()),
-      );
-      if (error) return { kind: 'error', status: 400, body: { errors: [error.toJSON()] } };
-    }
+    const tooCostly = checkCost(
+      options.schema16,
+      document,
+      operation,
+      variables,
+      limits,
+      listSizesOf(options.store.listCreatures()),
+    );
+    if (tooCostly) return { kind: 'error', status: 400, body: { errors: [tooCostly.toJSON()] } };
     const badCount = negativeInitialCount(operation, variables);
     if (badCount) return requestError(400, [badCount], 'BAD_USER_INPUT');
     const result = await experimentalExecuteIncrementally({

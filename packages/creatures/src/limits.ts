@@ -5,16 +5,21 @@
  */
 import {
   type ASTVisitor,
-  type FragmentDefinitionNode,
   GraphQLError,
-  Kind,
   type OperationDefinitionNode,
-  type SelectionSetNode,
   specifiedRules,
   type ValidationContext,
   type ValidationRule,
   VariablesInAllowedPositionRule,
 } from 'graphql';
+import {
+  type DocumentShape,
+  errorAt,
+  fragmentsOf,
+  isOperation,
+  type OperationShape,
+  type SelectionSetShape,
+} from './ast-shape.ts';
 import { checkCost, type KnownListSizes } from './cost.ts';
 import { VariablesFitPositionsRule } from './variable-positions.ts';
 
@@ -63,61 +68,88 @@ export function validationRules(limits: QueryLimits, options: RuleOptions = {}):
   return rules;
 }
 
-function fragmentsOf(context: ValidationContext): Map<string, FragmentDefinitionNode> {
-  const map = new Map<string, FragmentDefinitionNode>();
-  for (const def of context.getDocument().definitions) {
-    if (def.kind === Kind.FRAGMENT_DEFINITION) map.set(def.name.value, def);
-  }
-  return map;
+/**
+ * The depth meter of `document`: a function giving an operation's depth, the deepest field nesting
+ * of its selections with fragments followed (`{ a { b } }` has depth 2; introspection fields, whose
+ * names start with `__`, and their selections are not counted). Each fragment's depth is computed
+ * once per document and reused at every spread, so measuring is linear in the document's size however
+ * often fragments spread each other; a fragment spread inside itself (a cycle, which graphql-js's
+ * `NoFragmentCyclesRule` reports) adds nothing, and a spread of an unknown fragment counts 0.
+ * `document` is a parse of either graphql-js major.
+ */
+export function depthMeter(document: DocumentShape): (operation: OperationShape) => number {
+  const fragments = fragmentsOf(document);
+  const fragmentDepths = new Map<string, number>();
+  const inProgress = new Set<string>();
+  /** Depth of a selection set counted from its parent field (a leaf field counts 1). */
+  const depth = (set: SelectionSetShape): number => {
+    let deepest = 0;
+    for (const sel of set.selections) {
+      if (sel.kind === 'Field') {
+        if (sel.name.value.startsWith('__')) continue;
+        deepest = Math.max(deepest, sel.selectionSet ? 1 + depth(sel.selectionSet) : 1);
+      } else if (sel.kind === 'InlineFragment') {
+        deepest = Math.max(deepest, depth(sel.selectionSet));
+      } else {
+        const name = sel.name.value;
+        let known = fragmentDepths.get(name);
+        if (known === undefined) {
+          const frag = fragments.get(name);
+          if (!frag || inProgress.has(name)) continue;
+          inProgress.add(name);
+          known = depth(frag.selectionSet);
+          inProgress.delete(name);
+          fragmentDepths.set(name, known);
+        }
+        deepest = Math.max(deepest, known);
+      }
+    }
+    return deepest;
+  };
+  return (operation) => depth(operation.selectionSet);
 }
 
 /**
- * A validation rule rejecting operations nested deeper than `maxDepth` (introspection not counted).
- * Each fragment's depth is computed once per document and reused at every spread, so the rule is
- * linear in the document's size however often fragments spread each other; a fragment spread inside
- * itself (a cycle, which graphql-js's `NoFragmentCyclesRule` reports) adds nothing.
+ * The `QUERY_TOO_DEEP` error of an operation measured at `depth`, located at the operation, or
+ * undefined when `depth` is within `maxDepth`.
+ */
+function tooDeep(depth: number, maxDepth: number, operation: OperationShape): GraphQLError | undefined {
+  return depth > maxDepth
+    ? errorAt(`Query depth ${depth} exceeds the maximum depth of ${maxDepth}`, operation, {
+        code: 'QUERY_TOO_DEEP',
+      })
+    : undefined;
+}
+
+/**
+ * The depth limit over a whole document, for a transport that checks a document outside graphql-js 16
+ * validation (incremental delivery parses with graphql-js 17): one `QUERY_TOO_DEEP` error per
+ * operation deeper than `maxDepth` ({@link depthMeter}), in document order, as {@link depthLimit}
+ * reports them; empty when every operation is within the limit.
+ */
+export function checkDepth(document: DocumentShape, maxDepth: number): GraphQLError[] {
+  const depthOf = depthMeter(document);
+  const errors: GraphQLError[] = [];
+  for (const definition of document.definitions) {
+    if (!isOperation(definition)) continue;
+    const error = tooDeep(depthOf(definition), maxDepth, definition);
+    if (error) errors.push(error);
+  }
+  return errors;
+}
+
+/**
+ * A validation rule rejecting operations nested deeper than `maxDepth` ({@link depthMeter}: fragments
+ * followed, introspection not counted, linear in the document's size) with `extensions.code`
+ * `QUERY_TOO_DEEP`.
  */
 export function depthLimit(maxDepth: number): ValidationRule {
   return (context: ValidationContext): ASTVisitor => {
-    const fragments = fragmentsOf(context);
-    const fragmentDepths = new Map<string, number>();
-    const inProgress = new Set<string>();
-    /** Depth of a selection set counted from its parent field (a leaf field counts 1). */
-    const depth = (set: SelectionSetNode): number => {
-      let deepest = 0;
-      for (const sel of set.selections) {
-        if (sel.kind === Kind.FIELD) {
-          if (sel.name.value.startsWith('__')) continue;
-          deepest = Math.max(deepest, sel.selectionSet ? 1 + depth(sel.selectionSet) : 1);
-        } else if (sel.kind === Kind.INLINE_FRAGMENT) {
-          deepest = Math.max(deepest, depth(sel.selectionSet));
-        } else {
-          const name = sel.name.value;
-          let known = fragmentDepths.get(name);
-          if (known === undefined) {
-            const frag = fragments.get(name);
-            if (!frag || inProgress.has(name)) continue;
-            inProgress.add(name);
-            known = depth(frag.selectionSet);
-            inProgress.delete(name);
-            fragmentDepths.set(name, known);
-          }
-          deepest = Math.max(deepest, known);
-        }
-      }
-      return deepest;
-    };
+    const depthOf = depthMeter(context.getDocument());
     return {
       OperationDefinition(node: OperationDefinitionNode) {
-        const d = depth(node.selectionSet);
-        if (d > maxDepth) {
-          context.reportError(
-            new GraphQLError(`Query depth ${d} exceeds the maximum depth of ${maxDepth}`, {
-              nodes: [node],
-              extensions: { code: 'QUERY_TOO_DEEP' },
-            }),
-          );
-        }
+        const error = tooDeep(depthOf(node), maxDepth, node);
+        if (error) context.reportError(error);
       },
     };
   };
