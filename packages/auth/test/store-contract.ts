@@ -324,7 +324,16 @@ export function storeContract(name: string, opener: StoreOpener): void {
       await store.createLoginSession({ sessionHash: 's', userId: user.id, createdAt: 0, expiresAt: 500 });
       assert.equal(await store.revokeLoginSession('s', 1), true);
       assert.equal(await store.revokeLoginSession('s', 2), false);
+      assert.equal((await store.getLoginSession('s'))?.revokedAt, 1, 'the first revocation time stays');
       assert.equal(await store.purgeExpired(2000), 5, '2 refresh tokens, 1 code, 1 session, 1 signing key');
+
+      await store.insertRefreshToken({ ...base, tokenHash: 'h4', expiresAt: 9999 });
+      await store.insertRefreshToken({ ...base, familyId: 'f2', tokenHash: 'h5', expiresAt: 9999 });
+      assert.equal(await store.revokeRefreshToken('h4', 20), true);
+      assert.equal(await store.revokeRefreshToken('h4', 21), false, 'revoked once');
+      assert.equal((await store.findRefreshToken('h4'))?.revokedAt, 20, 'the first revocation time stays');
+      assert.equal(await store.revokeUserRefreshTokens(user.id, 22), 1, 'the one unrevoked token, h5');
+      assert.equal((await store.findRefreshToken('h5'))?.revokedAt, 22);
 
       await store.insertRefreshToken({ ...base, tokenHash: 'h9', expiresAt: 9999 });
       await store.deleteClient('c');

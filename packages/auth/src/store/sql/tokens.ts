@@ -97,23 +97,42 @@ export async function rotateRefreshToken(
   return true;
 }
 
+/** The columns a revocation may select rows by, per table that has a `revoked_at` column. */
+interface RevocableColumns {
+  refresh_tokens: 'token_hash' | 'family_id' | 'user_id' | 'session_id';
+  login_sessions: 'session_hash';
+}
+
+/**
+ * Sets `revoked_at = now` (ms since the epoch) on the rows of `table` whose `column` is `value` and that
+ * are not revoked yet, and with `unusedOnly` also not used yet (`used_at IS NULL`). One conditional
+ * `UPDATE`, so a row is revoked once and keeps its first revocation time.
+ * @returns how many rows it revoked.
+ */
+function revokeRows<T extends keyof RevocableColumns>(
+  db: SqlDriver,
+  table: T,
+  column: RevocableColumns[T],
+  value: string,
+  now: number,
+  unusedOnly = false,
+): Promise<number> {
+  const unused = unusedOnly ? ' AND used_at IS NULL' : '';
+  return db.run(
+    `UPDATE ${table} SET revoked_at = ? WHERE ${column} = ?${unused} AND revoked_at IS NULL`,
+    now,
+    String(value),
+  );
+}
+
 /** See `AuthStore.revokeRefreshToken`. */
 export async function revokeRefreshToken(db: SqlDriver, tokenHash: string, now: number): Promise<boolean> {
-  const changed = await db.run(
-    'UPDATE refresh_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL',
-    now,
-    String(tokenHash),
-  );
-  return changed > 0;
+  return (await revokeRows(db, 'refresh_tokens', 'token_hash', tokenHash, now)) > 0;
 }
 
 /** See `AuthStore.revokeRefreshTokenFamily`: the family's usable tokens. @returns how many. */
 export function revokeUsableFamilyTokens(db: SqlDriver, familyId: string, now: number): Promise<number> {
-  return db.run(
-    'UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND used_at IS NULL AND revoked_at IS NULL',
-    now,
-    String(familyId),
-  );
+  return revokeRows(db, 'refresh_tokens', 'family_id', familyId, now, true);
 }
 
 /** Revokes the unrevoked refresh tokens whose `column` is `value`. @returns how many. */
@@ -123,11 +142,7 @@ export function revokeRefreshTokensBy(
   value: string,
   now: number,
 ): Promise<number> {
-  return db.run(
-    `UPDATE refresh_tokens SET revoked_at = ? WHERE ${column} = ? AND revoked_at IS NULL`,
-    now,
-    String(value),
-  );
+  return revokeRows(db, 'refresh_tokens', column, value, now);
 }
 
 /** See `AuthStore.insertAuthorizationCode`. */
@@ -239,12 +254,7 @@ export function getLoginSession(db: SqlDriver, sessionHash: string): Promise<Log
 
 /** See `AuthStore.revokeLoginSession`. */
 export async function revokeLoginSession(db: SqlDriver, sessionHash: string, now: number): Promise<boolean> {
-  const changed = await db.run(
-    'UPDATE login_sessions SET revoked_at = ? WHERE session_hash = ? AND revoked_at IS NULL',
-    now,
-    String(sessionHash),
-  );
-  return changed > 0;
+  return (await revokeRows(db, 'login_sessions', 'session_hash', sessionHash, now)) > 0;
 }
 
 /** See `AuthStore.findLoginSessionBySid`. */
