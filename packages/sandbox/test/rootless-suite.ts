@@ -91,6 +91,15 @@ describe(`rootless runtime as ${me.username}`, () => {
     assert.equal((await execution.wait()).exitCode, 3);
     const tty = await run(box, 'sh', ['-c', 'tty; stty size'], undefined, true);
     assert.match(tty.stdout, /^\/dev\/pts\/\d+\r?\n24 80/);
+    // A resize reaches the command's terminal (stty runs in the box's user namespace).
+    const sized = await box.exec('sh', ['-c', 'read line; stty size'], undefined, true);
+    await sized.resize(120, 40);
+    await (await sized.stdin()).writeString('go\n');
+    const lines = await sized.stdout();
+    const seen: string[] = [];
+    for (let line = await lines.next(); line !== null; line = await lines.next()) seen.push(line);
+    assert.equal((await sized.wait()).exitCode, 0);
+    assert.match(seen.join('\n'), /\b40 120\b/);
     await runtime.remove(box.id, true);
   });
 

@@ -4,7 +4,8 @@
  * terminal size, resolving the user against the box image, the command's full environment, the OCI
  * process it is given as (the box's rlimits, capabilities and `noNewPrivileges`), finding a command on
  * the box's `PATH` through the box root without following its links from the host, the exit code
- * of a finished runtime process, and the `EngineProcess` made of a running one.
+ * of a finished runtime process, the host terminal of a command run with `tty` (script(1) and stty(1)),
+ * and the `EngineProcess` made of a running one.
  */
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
@@ -12,8 +13,8 @@ import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
 import { resolveUser } from './box-user.ts';
 import { lstatInRoot } from './confined.ts';
-import { drain, waitForPidFile } from './host-process.ts';
-import { DEFAULT_PATH } from './host-system.ts';
+import { drain, run, waitForPidFile } from './host-process.ts';
+import { DEFAULT_PATH, findExecutable } from './host-system.ts';
 import { BOX_RLIMITS } from './oci.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
@@ -114,6 +115,63 @@ export function checkTerminalSize(field: string, cols: number, rows: number): vo
       code: 'invalid_option',
     });
   }
+}
+
+/** Shell-quotes one word for `script -c`. */
+function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * How to run `command` (a runtime's `exec` with a terminal) under script(1): script opens a new host
+ * pseudo-terminal, sets it to `size` (character cells, checked by the caller) and runs the command with
+ * that terminal as its stdin, stdout and stderr; script's own stdio stays pipes.
+ * @returns the file (the host's script) and its arguments, to spawn.
+ * @throws BoxError code `unsupported` (field `tty`) when the host has no script(1) (util-linux).
+ */
+export function scriptTerminal(
+  command: readonly string[],
+  size: { cols: number; rows: number },
+): { file: string; argv: string[] } {
+  const script = findExecutable('script');
+  if (!script) {
+    throw new BoxError('tty: needs script(1) from util-linux on the host', {
+      field: 'tty',
+      code: 'unsupported',
+    });
+  }
+  const line = command.map(shellQuote).join(' ');
+  const sized = `stty cols ${size.cols} rows ${size.rows} && exec ${line}`;
+  return { file: script, argv: ['-q', '-e', '-f', '-c', sized, '/dev/null'] };
+}
+
+/**
+ * Sets the size of the terminal that is process `pid`'s stdin (opened as `/proc/<pid>/fd/0`) to `cols`
+ * × `rows` character cells with stty(1); the kernel then sends SIGWINCH to the terminal's foreground
+ * process group. `prefix` runs stty through another program (e.g. into the box's user namespace, when
+ * only a box user can open the terminal); default: the host's stty directly.
+ * @throws BoxError code `internal` when stty fails while the command still runs (`done()` false); a
+ *   failure after the command ended is ignored.
+ */
+export async function setTerminalSize(
+  pid: number,
+  cols: number,
+  rows: number,
+  done: () => boolean,
+  prefix: readonly string[] = [],
+): Promise<void> {
+  const [file, ...args] = [
+    ...prefix,
+    'stty',
+    '-F',
+    `/proc/${pid}/fd/0`,
+    'cols',
+    String(cols),
+    'rows',
+    String(rows),
+  ];
+  const r = await run(file!, args);
+  if (r.code !== 0 && !done()) throw new BoxError(`resize: ${r.stderr.trim()}`, { code: 'internal' });
 }
 
 /** The command's search path: `PATH` of its environment, else `DEFAULT_PATH`. */

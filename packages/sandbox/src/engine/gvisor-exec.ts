@@ -15,11 +15,17 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
-import { checkTerminalSize, commandProcess, execRequest, exitCode, ociExecProcess } from './exec-process.ts';
+import {
+  checkTerminalSize,
+  commandProcess,
+  execRequest,
+  exitCode,
+  ociExecProcess,
+  scriptTerminal,
+  setTerminalSize,
+} from './exec-process.ts';
 import type { GVisorBoxMeta } from './gvisor-bundle.ts';
 import { alive, run } from './host-process.ts';
-import { findExecutable } from './host-system.ts';
-import { shellQuote } from './oci-exec.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
 
 /** Exit code of a command that could not be started (as in the container tier). */
@@ -65,7 +71,8 @@ function onlyChild(pid: number): number | undefined {
  * started (runsc's message on stderr). With `tty` the command gets a terminal of `ttySize` (default
  * 80×24) and the process a `resize`.
  * @throws BoxError when `cmd` is empty, `user` is unknown, `cwd` or `env` is malformed, `ttySize` is
- *   not positive integers, `tty` is asked without script(1) on the host, or `detach` with `tty`;
+ *   not positive integers, or `detach` is asked with `tty`; code `unsupported` when `tty` is asked
+ *   without script(1) on the host;
  *   `exited` rejects with a BoxError when runsc cannot be spawned.
  */
 export function gvisorExec(
@@ -86,15 +93,19 @@ export function gvisorExec(
       throw new BoxError('detach: a background command cannot have a tty', { field: 'detach' });
     const size = options.ttySize ?? { cols: 80, rows: 24 };
     checkTerminalSize('ttySize', size.cols, size.rows);
-    const script = findExecutable('script');
-    if (!script) throw new BoxError('tty: needs script(1) from util-linux on the host', { field: 'tty' });
     const processSpec = { ...ociExecProcess(req, options, boxCapabilities(meta)), terminal: true };
+    const command = [
+      runsc,
+      ...runscArgs,
+      'exec',
+      '--internal-pid-file',
+      pidFile,
+      '--process',
+      processFile,
+      id,
+    ];
+    ({ file, argv } = scriptTerminal(command, size));
     writeFileSync(processFile, JSON.stringify(processSpec), { mode: 0o644 });
-    const line = [runsc, ...runscArgs, 'exec', '--internal-pid-file', pidFile, '--process', processFile, id]
-      .map(shellQuote)
-      .join(' ');
-    file = script;
-    argv = ['-q', '-e', '-f', '-c', `stty cols ${size.cols} rows ${size.rows} && exec ${line}`, '/dev/null'];
   } else {
     argv = [...runscArgs, 'exec', '--internal-pid-file', pidFile];
     if (req.user !== undefined) argv.push('--user', req.user);
@@ -123,17 +134,7 @@ export function gvisorExec(
       ? {
           setSize: async (_pid: number, cols: number, rows: number, done: () => boolean) => {
             const holder = child.pid !== undefined ? onlyChild(child.pid) : undefined;
-            if (holder === undefined) return;
-            const r = await run('stty', [
-              '-F',
-              `/proc/${holder}/fd/0`,
-              'cols',
-              String(cols),
-              'rows',
-              String(rows),
-            ]);
-            if (r.code !== 0 && !done())
-              throw new BoxError(`resize: ${r.stderr.trim()}`, { field: 'resize' });
+            if (holder !== undefined) await setTerminalSize(holder, cols, rows, done);
           },
         }
       : {}),

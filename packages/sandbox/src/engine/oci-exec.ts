@@ -25,10 +25,11 @@ import {
   type OciExecProcess,
   ociExecProcess,
   resolveInBox,
+  scriptTerminal,
   searchPath,
+  setTerminalSize,
 } from './exec-process.ts';
-import { alive, run, sleep } from './host-process.ts';
-import { findExecutable } from './host-system.ts';
+import { alive, sleep } from './host-process.ts';
 import type { IdMapping } from './idmap.ts';
 import { TTY_HELPER_PATH } from './oci.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
@@ -58,11 +59,6 @@ export interface OciExecBox extends ExecDefaults {
   capabilities?: string[];
   /** The box's user namespace mapping; null or undefined: none. */
   idMap?: IdMapping | null;
-}
-
-/** Shell-quotes one word for `script -c` (also used by gvisor-exec.ts). */
-export function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_./=:@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 /** A command checked and described for `<runtime> exec --process` (see `prepareOciExec`). */
@@ -183,20 +179,8 @@ export async function ociExec(
       // runc (which copies a foreground command's plain stdio through pipes) or boxes started
       // without the helper: the runtime's `exec --tty` under script(1), whose terminal it needs on
       // its stdin. The box terminal gets its size from script's only after the command started.
-      const script = findExecutable('script');
-      if (!script)
-        throw new BoxError('tty: needs script(1) from util-linux on the host', { code: 'unsupported' });
       ociProcess.terminal = true;
-      const line = [file, ...argv].map(shellQuote).join(' ');
-      file = script;
-      argv = [
-        '-q',
-        '-e',
-        '-f',
-        '-c',
-        `stty cols ${size.cols} rows ${size.rows} && exec ${line}`,
-        '/dev/null',
-      ];
+      ({ file, argv } = scriptTerminal([file, ...argv], size));
       resizeAfterStart = size;
     }
   }
@@ -213,24 +197,8 @@ export async function ociExec(
         process.kill(pid, signal);
       } catch {}
     },
-    // Sets the size of the command's own terminal (opened through /proc/<pid>/fd/0 from the
-    // host); the kernel then sends SIGWINCH to its foreground process group.
-    ...(options.tty
-      ? {
-          setSize: async (pid: number, cols: number, rows: number, done: () => boolean) => {
-            const r = await run('stty', [
-              '-F',
-              `/proc/${pid}/fd/0`,
-              'cols',
-              String(cols),
-              'rows',
-              String(rows),
-            ]);
-            if (r.code !== 0 && !done())
-              throw new BoxError(`resize: ${r.stderr.trim()}`, { code: 'internal' });
-          },
-        }
-      : {}),
+    // The command's own terminal, opened through /proc/<pid>/fd/0 from the host.
+    ...(options.tty ? { setSize: setTerminalSize } : {}),
   });
   if (resizeAfterStart) proc.resize?.(resizeAfterStart.cols, resizeAfterStart.rows).catch(() => {});
   return proc;

@@ -13,7 +13,7 @@ import { rm } from 'node:fs/promises';
 import { PassThrough } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { lstatInRoot } from './confined.ts';
-import { commandProcess } from './exec-process.ts';
+import { commandProcess, setTerminalSize } from './exec-process.ts';
 import { TTY_HELPER_PATH } from './oci.ts';
 import { execFilesHandling, prepareOciExec, ttyRelayArgs } from './oci-exec.ts';
 import type { EngineExecOptions, EngineProcess } from './types.ts';
@@ -133,17 +133,8 @@ export async function rootlessExec(
     // run as a box user the caller cannot reach from outside).
     ...(options.tty
       ? {
-          setSize: (pid: number, cols: number, rows: number) =>
-            new Promise<void>((resolve) => {
-              const [file, ...args] = inBoxUserns(ctx.initPid);
-              const stty = spawn(
-                file!,
-                [...args, 'stty', '-F', `/proc/${pid}/fd/0`, 'cols', String(cols), 'rows', String(rows)],
-                { stdio: 'ignore' },
-              );
-              stty.on('error', () => resolve());
-              stty.on('exit', () => resolve());
-            }),
+          setSize: (pid: number, cols: number, rows: number, done: () => boolean) =>
+            setTerminalSize(pid, cols, rows, done, inBoxUserns(ctx.initPid)),
         }
       : {}),
   });

@@ -4,7 +4,7 @@
  * processes agree on a box's state, and drives the box through the runtime's engine.
  */
 
-import type { EngineExecOptions } from '../engine/types.ts';
+import type { EngineExecOptions, EngineStats } from '../engine/types.ts';
 import { BoxError, conflict, notFound } from '../errors.ts';
 import { LocalNetworkHandle } from '../network/tunnel.ts';
 import type {
@@ -32,6 +32,27 @@ import type { BoxRecord } from './state.ts';
  */
 function publicStatus(status: BoxRecord['status']): string {
   return status === 'creating' ? 'configured' : status;
+}
+
+/**
+ * The `EngineStats` fields a box's metrics report, each once: a `Record` over `keyof EngineStats`, so a
+ * field added to `EngineStats` and missing here fails the type check.
+ */
+const ENGINE_STATS_FIELDS = Object.keys({
+  cpuPercent: true,
+  memoryBytes: true,
+  networkBytesSent: true,
+  networkBytesReceived: true,
+  networkTcpConnections: true,
+  networkTcpErrors: true,
+} satisfies Record<keyof EngineStats, true>) as (keyof EngineStats)[];
+
+/** Copies the `EngineStats` fields the engine measured (defined ones only, no other keys) onto `metrics`. */
+function copyEngineStats(stats: EngineStats, metrics: JsBoxMetrics): void {
+  for (const field of ENGINE_STATS_FIELDS) {
+    const value = stats[field];
+    if (value !== undefined) metrics[field] = value;
+  }
 }
 
 /** Builds `JsBoxInfo` from a record; `publishedPorts` as known to the handle (null when unknown). */
@@ -236,16 +257,7 @@ export class LocalBox implements BoxBackend {
     if (record.status === 'running' || record.status === 'paused') {
       const engine = await this.#ctx.engine();
       const stats = await engine.stats(this.id).catch(() => null);
-      if (stats) {
-        if (stats.cpuPercent !== undefined) metrics.cpuPercent = stats.cpuPercent;
-        if (stats.memoryBytes !== undefined) metrics.memoryBytes = stats.memoryBytes;
-        if (stats.networkBytesSent !== undefined) metrics.networkBytesSent = stats.networkBytesSent;
-        if (stats.networkBytesReceived !== undefined)
-          metrics.networkBytesReceived = stats.networkBytesReceived;
-        if (stats.networkTcpConnections !== undefined)
-          metrics.networkTcpConnections = stats.networkTcpConnections;
-        if (stats.networkTcpErrors !== undefined) metrics.networkTcpErrors = stats.networkTcpErrors;
-      }
+      if (stats) copyEngineStats(stats, metrics);
     }
     return metrics;
   }
