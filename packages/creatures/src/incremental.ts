@@ -15,9 +15,11 @@
 import type { GraphQLSchema as Schema16 } from 'graphql';
 import {
   buildSchema,
+  type DocumentNode,
   type ExecutionResult,
   experimentalExecuteIncrementally,
   type FormattedExecutionResult,
+  type FragmentDefinitionNode,
   GraphQLDeferDirective,
   GraphQLError,
   GraphQLSchema,
@@ -146,7 +148,7 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
       listSizesOf(options.store.listCreatures()),
     );
     if (tooCostly) return { kind: 'error', status: 400, body: { errors: [tooCostly.toJSON()] } };
-    const badCount = negativeInitialCount(operation, variables);
+    const badCount = negativeInitialCount(document, operation, variables);
     if (badCount) return requestError(400, [badCount], 'BAD_USER_INPUT');
     const result = await experimentalExecuteIncrementally({
       schema,
@@ -180,33 +182,51 @@ export function createIncrementalExecutor(options: IncrementalOptions): Incremen
 }
 
 /**
- * The error for a `@stream(initialCount:)` below 0 in `operation` (a literal, or a variable's value in
- * `variables`), or undefined when every `initialCount` is 0 or more (incremental delivery RFC:
- * `initialCount` "must be a non-negative integer").
+ * The error for a `@stream(initialCount:)` below 0 in `operation` or a fragment it spreads (directly
+ * or through other fragments) in `document` (a literal, or a variable's value in `variables`), or
+ * undefined when every such `initialCount` is 0 or more (incremental delivery RFC: `initialCount`
+ * "must be a non-negative integer"). Each fragment is read once.
  */
 function negativeInitialCount(
+  document: DocumentNode,
   operation: OperationDefinitionNode,
   variables: Record<string, unknown> | undefined,
 ): GraphQLError | undefined {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  }
+  const pending: (OperationDefinitionNode | FragmentDefinitionNode)[] = [operation];
+  const spread = new Set<string>();
   let found: GraphQLError | undefined;
-  visit(operation, {
-    Directive(node) {
-      if (found || node.name.value !== 'stream') return;
-      const arg = node.arguments?.find((a) => a.name.value === 'initialCount');
-      if (!arg) return;
-      const value =
-        arg.value.kind === Kind.INT
-          ? Number(arg.value.value)
-          : arg.value.kind === Kind.VARIABLE
-            ? variables?.[arg.value.name.value]
-            : undefined;
-      if (typeof value === 'number' && value < 0) {
-        found = new GraphQLError(`@stream(initialCount:) must be 0 or more, got ${value}`, {
-          nodes: [arg],
-          extensions: { code: 'BAD_USER_INPUT', argument: 'initialCount' },
-        });
-      }
-    },
-  });
+  for (let node = pending.pop(); node && !found; node = pending.pop()) {
+    visit(node, {
+      FragmentSpread(spreadNode) {
+        const name = spreadNode.name.value;
+        const fragment = fragments.get(name);
+        if (fragment && !spread.has(name)) {
+          spread.add(name);
+          pending.push(fragment);
+        }
+      },
+      Directive(directive) {
+        if (found || directive.name.value !== 'stream') return;
+        const arg = directive.arguments?.find((a) => a.name.value === 'initialCount');
+        if (!arg) return;
+        const value =
+          arg.value.kind === Kind.INT
+            ? Number(arg.value.value)
+            : arg.value.kind === Kind.VARIABLE
+              ? variables?.[arg.value.name.value]
+              : undefined;
+        if (typeof value === 'number' && value < 0) {
+          found = new GraphQLError(`@stream(initialCount:) must be 0 or more, got ${value}`, {
+            nodes: [arg],
+            extensions: { code: 'BAD_USER_INPUT', argument: 'initialCount' },
+          });
+        }
+      },
+    });
+  }
   return found;
 }

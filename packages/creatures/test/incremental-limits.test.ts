@@ -123,6 +123,28 @@ describe('limits of @defer/@stream operations', () => {
     assert.equal(deferred.data.creature.evolutions[0].evolutions.length, 0);
   });
 
+  test('a negative @stream(initialCount:) is BAD_USER_INPUT at the root and inside fragments', async () => {
+    const cases = [
+      ['{ creatures(first: 3) @stream(initialCount: -1) { name } }', 31],
+      [
+        '{ ...F } fragment F on Query { ...G } fragment G on Query { creatures(first: 3) @stream(initialCount: -1) { name } }',
+        89,
+      ],
+      ['{ ... on Query { creatures(first: 3) @stream(initialCount: -2) { name } } }', 46],
+    ] as const;
+    for (const [query, column] of cases) {
+      const got = await post(query, 'multipart/mixed');
+      assert.equal(got.status, 400, query);
+      assert.deepEqual(got.body.errors, [
+        {
+          message: `@stream(initialCount:) must be 0 or more, got ${query.includes('-2') ? -2 : -1}`,
+          locations: [{ line: 1, column }],
+          extensions: { code: 'BAD_USER_INPUT', argument: 'initialCount' },
+        },
+      ]);
+    }
+  });
+
   test('an operation is parsed once, by graphql-js 17, and graphql-js 16 parses nothing on that path', async () => {
     const counts = { v16: 0, v17: 0 };
     const parse16 = Parser16.prototype.parseDocument;
