@@ -1,7 +1,9 @@
 /**
  * Query depth and cost limits as GraphQL validation rules (GraphQL spec §6 "Validation": extra rules
  * run beside the specified ones). A document over a limit is answered with one clear GraphQL error
- * (code `QUERY_TOO_DEEP` / `QUERY_TOO_COSTLY`) and is never executed.
+ * (code `QUERY_TOO_DEEP` / `QUERY_TOO_COSTLY`) and is never executed. The depth measure and the cost
+ * model read a document of either graphql-js major (`ast-shape.ts`), so incremental delivery checks its
+ * graphql-js 17 parse with the same code ({@link checkDepth}, `checkCost`).
  */
 import {
   type ASTVisitor,
