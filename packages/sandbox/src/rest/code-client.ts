@@ -5,8 +5,7 @@
  * callbacks fire as the server sends each event. Aborting the signal drops the request; the server then
  * interrupts the kernel.
  */
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { IncomingMessage } from 'node:http';
 import { BoxError } from '../errors.ts';
 import { decodeEvent, ExecutionCollector } from '../interpreter/events.ts';
 import type {
@@ -17,7 +16,6 @@ import type {
   Execution,
 } from '../interpreter/types.ts';
 import type { Connection } from './connection.ts';
-import { boxErrorOf } from './wire.ts';
 
 /** Longest NDJSON line accepted from the server (a result with a big image), bytes. */
 export const MAX_LINE_BYTES = 64 * 1024 * 1024;
@@ -79,7 +77,7 @@ export class RestCodeInterpreter implements CodeInterpreter {
     };
     let response: IncomingMessage;
     try {
-      response = await this.#post(`${this.#path}/execute`, body, options.signal);
+      response = await this.#conn.answer('POST', `${this.#path}/execute`, body, options.signal);
     } catch (error) {
       if (options.signal?.aborted) return aborted();
       throw error;
@@ -118,49 +116,5 @@ export class RestCodeInterpreter implements CodeInterpreter {
       });
     }
     return collector.execution;
-  }
-
-  /** POSTs `body` (JSON) and resolves with a 2xx response to read. @throws BoxError from the error body. */
-  #post(path: string, body: string, signal: AbortSignal | undefined): Promise<IncomingMessage> {
-    const target = new URL(this.#conn.url + path);
-    return new Promise((resolve, reject) => {
-      const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
-        method: 'POST',
-        headers: {
-          ...this.#conn.headers,
-          'content-type': 'application/json',
-          'content-length': String(Buffer.byteLength(body)),
-        },
-        ...(signal ? { signal } : {}),
-      });
-      request.on('error', (error) =>
-        reject(
-          new BoxError(`cannot reach the REST runtime at ${this.#conn.url}: ${error.message}`, {
-            cause: error,
-            code: 'unavailable',
-          }),
-        ),
-      );
-      request.on('response', (response) => {
-        const status = response.statusCode ?? 500;
-        if (status >= 200 && status < 300) {
-          resolve(response);
-          return;
-        }
-        let text = '';
-        response.setEncoding('utf8');
-        response.on('data', (chunk: string) => {
-          if (text.length < 65536) text += chunk;
-        });
-        response.on('end', () => {
-          let parsed: unknown = null;
-          try {
-            parsed = JSON.parse(text);
-          } catch {}
-          reject(boxErrorOf(status, parsed, `POST ${path}`));
-        });
-      });
-      request.end(body);
-    });
   }
 }

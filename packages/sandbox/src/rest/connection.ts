@@ -5,14 +5,17 @@
  *
  * Every request goes through `node:http` (keep-alive, the global agent) rather than `fetch`: undici's
  * fetch cost a REST client process about 15 MiB more RSS over a few dozen calls, and `node:http` is
- * loaded for the streamed bodies anyway.
+ * loaded for the streamed bodies anyway. A kept-alive connection the server closes while a request is
+ * being sent on it fails that request before any answer (`ECONNRESET`): a read (`GET`, `HEAD`, safe and
+ * idempotent, RFC 9110 §9.2.1–9.2.2) is then sent once more on a new connection (`send`); a write never
+ * is, since the server may have carried it out.
  */
-import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { type ClientRequest, request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
 import { BoxError } from '../errors.ts';
 import { type ChunkSink, streamSink } from '../runtime/files/pump.ts';
-import { downloadInto } from './download-client.ts';
+import { downloadInto, MAX_ERROR_BODY } from './download-client.ts';
 import { ExecMux } from './mux.ts';
 import { boxErrorOf, toCamel, toSnake } from './wire.ts';
 
@@ -24,13 +27,25 @@ async function bodyText(response: IncomingMessage): Promise<string> {
   return text;
 }
 
-/** Parses a JSON body; null when it is empty or not JSON. */
 /** The `Retry-After` header of an answer (429, 503), or undefined. */
 function retryAfterOf(response: IncomingMessage): string | undefined {
   const value = response.headers['retry-after'];
   return typeof value === 'string' ? value : undefined;
 }
 
+/** Methods sent once more when a reused kept-alive connection was closed under them (see `send`). */
+const RETRIED_ON_CLOSED_CONNECTION: ReadonlySet<string> = new Set(['GET', 'HEAD']);
+
+/**
+ * Whether `error`, raised by `request` before any response arrived, means the server had closed the
+ * kept-alive connection the agent reused for it: the socket was reused and was reset or closed under
+ * the request (Node reports a close before the answer as `ECONNRESET`, "socket hang up").
+ */
+function closedKeptAliveConnection(request: ClientRequest, error: NodeJS.ErrnoException): boolean {
+  return request.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE');
+}
+
+/** Parses a JSON body; null when it is empty or not JSON. */
 function parseJson(text: string): unknown {
   try {
     return text ? JSON.parse(text) : null;
@@ -102,37 +117,69 @@ export class Connection {
   }
 
   /** A JSON request; resolves with the camelCase body (undefined for 204), null for 404 when `nullOn404`. */
-  call<T>(method: string, path: string, body?: unknown, nullOn404 = false): Promise<T> {
+  async call<T>(method: string, path: string, body?: unknown, nullOn404 = false): Promise<T> {
     const payload = body === undefined ? undefined : JSON.stringify(toSnake(body));
+    const response = await this.send(method, path, payload);
+    let text: string;
+    try {
+      text = await bodyText(response);
+    } catch (error) {
+      throw this.#unreachable(error as Error);
+    }
+    const status = response.statusCode ?? 500;
+    if (status === 204) return undefined as T;
+    if (status === 404 && nullOn404) return null as T;
+    if (status < 200 || status >= 300) {
+      throw boxErrorOf(status, parseJson(text), `${method} ${path}`, retryAfterOf(response));
+    }
+    return toCamel<T>(parseJson(text));
+  }
+
+  /**
+   * Sends one request with the credential's headers and resolves with the response once its head has
+   * arrived (its body not read yet). `payload`, when given, is sent as `application/json`. A `GET` or
+   * `HEAD` whose reused kept-alive connection the server closed before answering is sent once more, on a
+   * new connection of its own; any other method is never sent twice.
+   * @throws BoxError code `unavailable` when the server cannot be reached, drops the connection before
+   *   answering, or `signal` aborts the request first.
+   */
+  send(method: string, path: string, payload?: string, signal?: AbortSignal): Promise<IncomingMessage> {
     const target = new URL(this.url + path);
-    return new Promise<T>((resolve, reject) => {
-      const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
-        method,
-        headers:
-          payload === undefined
-            ? this.headers
-            : {
-                ...this.headers,
-                'content-type': 'application/json',
-                'content-length': String(Buffer.byteLength(payload)),
-              },
+    const headers =
+      payload === undefined
+        ? this.headers
+        : {
+            ...this.headers,
+            'content-type': 'application/json',
+            'content-length': String(Buffer.byteLength(payload)),
+          };
+    const attempt = (retry: boolean): Promise<IncomingMessage> =>
+      new Promise<IncomingMessage>((resolve, reject) => {
+        const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
+          method,
+          headers,
+          // The second attempt takes a connection of its own, not another idle one of the pool.
+          ...(retry ? {} : { agent: false }),
+          ...(signal ? { signal } : {}),
+        });
+        let answered = false;
+        request.on('response', (response) => {
+          answered = true;
+          resolve(response);
+        });
+        request.on('error', (error: NodeJS.ErrnoException) => {
+          if (answered) return;
+          if (
+            retry &&
+            RETRIED_ON_CLOSED_CONNECTION.has(method) &&
+            closedKeptAliveConnection(request, error)
+          ) {
+            resolve(attempt(false));
+          } else reject(this.#unreachable(error));
+        });
+        request.end(payload);
       });
-      request.on('error', (error) => reject(this.#unreachable(error)));
-      request.on('response', (response) => {
-        bodyText(response).then(
-          (text) => {
-            const status = response.statusCode ?? 500;
-            if (status === 204) resolve(undefined as T);
-            else if (status === 404 && nullOn404) resolve(null as T);
-            else if (status < 200 || status >= 300)
-              reject(boxErrorOf(status, parseJson(text), `${method} ${path}`, retryAfterOf(response)));
-            else resolve(toCamel<T>(parseJson(text)));
-          },
-          (error: Error) => reject(this.#unreachable(error)),
-        );
-      });
-      request.end(payload);
-    });
+    return attempt(true);
   }
 
   /** The error of a server that cannot be reached (or dropped the connection). */
@@ -149,26 +196,33 @@ export class Connection {
    * @throws BoxError mapped from the error body (`boxErrorOf`), or `unavailable` when unreachable.
    */
   raw(path: string): Promise<IncomingMessage> {
-    const target = new URL(this.url + path);
-    return new Promise<IncomingMessage>((resolve, reject) => {
-      const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(target, {
-        method: 'GET',
-        headers: this.headers,
-      });
-      request.on('error', (error) => reject(this.#unreachable(error)));
-      request.on('response', (response) => {
-        const status = response.statusCode ?? 500;
-        if (status >= 200 && status < 300) {
-          resolve(response);
-          return;
-        }
-        bodyText(response).then(
-          (text) => reject(boxErrorOf(status, parseJson(text), `GET ${path}`, retryAfterOf(response))),
-          (error: Error) => reject(this.#unreachable(error)),
-        );
-      });
-      request.end();
-    });
+    return this.answer('GET', path);
+  }
+
+  /**
+   * `send`, resolving with a 2xx response whose body is to be read as it arrives; any other status is
+   * read as the server's error body (the first `MAX_ERROR_BODY` bytes or so of it are kept).
+   * @throws BoxError mapped from the error body (`boxErrorOf`), or as `send`.
+   */
+  async answer(
+    method: string,
+    path: string,
+    payload?: string,
+    signal?: AbortSignal,
+  ): Promise<IncomingMessage> {
+    const response = await this.send(method, path, payload, signal);
+    const status = response.statusCode ?? 500;
+    if (status >= 200 && status < 300) return response;
+    let text = '';
+    try {
+      response.setEncoding('utf8');
+      for await (const chunk of response) {
+        if (text.length < MAX_ERROR_BODY) text += chunk;
+      }
+    } catch (error) {
+      throw this.#unreachable(error as Error);
+    }
+    throw boxErrorOf(status, parseJson(text), `${method} ${path}`, retryAfterOf(response));
   }
 
   /**
@@ -179,7 +233,7 @@ export class Connection {
    */
   async download(path: string, sink: ChunkSink): Promise<void> {
     const target = new URL(this.url + path);
-    if (target.protocol === 'https:') return this.#downloadTls(target, path, sink);
+    if (target.protocol === 'https:') return this.#downloadTls(path, sink);
     let sinkError: unknown = null;
     const guarded: ChunkSink = (chunk) =>
       sink(chunk).catch((error: unknown) => {
@@ -199,35 +253,17 @@ export class Connection {
   }
 
   /** `download` over HTTPS: `node:https`, each chunk a new buffer. */
-  #downloadTls(target: URL, path: string, sink: ChunkSink): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const request = httpsRequest(target, { method: 'GET', headers: this.headers });
-      request.on('error', (error) => reject(this.#unreachable(error)));
-      request.on('response', async (response) => {
-        const status = response.statusCode ?? 500;
-        try {
-          if (status < 200 || status >= 300) {
-            throw boxErrorOf(
-              status,
-              parseJson(await bodyText(response)),
-              `GET ${path}`,
-              retryAfterOf(response),
-            );
-          }
-          for await (const chunk of response) await sink(chunk as Buffer);
-          if (!response.complete) {
-            throw new BoxError(`the REST runtime ended the body of GET ${path} early`, {
-              code: 'unavailable',
-            });
-          }
-          resolve();
-        } catch (error) {
-          response.destroy();
-          reject(error);
-        }
-      });
-      request.end();
-    });
+  async #downloadTls(path: string, sink: ChunkSink): Promise<void> {
+    const response = await this.answer('GET', path);
+    try {
+      for await (const chunk of response) await sink(chunk as Buffer);
+      if (!response.complete) {
+        throw new BoxError(`the REST runtime ended the body of GET ${path} early`, { code: 'unavailable' });
+      }
+    } catch (error) {
+      response.destroy();
+      throw error;
+    }
   }
 
   /**
@@ -281,16 +317,7 @@ export class Connection {
           settle(() => reject(boxErrorOf(status, parsed, `${method} ${path}`, retryAfterOf(response))));
         }
       });
-      request.on('error', (error) =>
-        settle(() =>
-          reject(
-            new BoxError(`cannot reach the REST runtime at ${this.url}: ${error.message}`, {
-              cause: error,
-              code: 'unavailable',
-            }),
-          ),
-        ),
-      );
+      request.on('error', (error) => settle(() => reject(this.#unreachable(error))));
       const failed = (error: Error) => {
         request.destroy(error);
         settle(() =>

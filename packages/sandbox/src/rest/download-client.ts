@@ -20,7 +20,7 @@ const { HTTPParser } = httpParser;
 export const DOWNLOAD_BUFFER_BYTES = 256 * 1024;
 
 /** Largest error body kept (bytes); the server's error bodies are small JSON objects. */
-const MAX_ERROR_BODY = 64 * 1024;
+export const MAX_ERROR_BODY = 64 * 1024;
 
 /** How a download ended: its HTTP status, and for a status outside 2xx the body as text. */
 export interface DownloadResult {
