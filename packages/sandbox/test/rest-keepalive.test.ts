@@ -104,7 +104,7 @@ async function warm(): Promise<void> {
 
 /** The names of the server's volumes. */
 async function volumeNames(): Promise<string[]> {
-  return (await client.volumes.list()).map((v) => v.name).sort();
+  return (await client.volumes.list()).map((v) => v.name ?? `(unnamed ${v.id})`).sort();
 }
 
 const unavailable = (e: unknown) => {
