@@ -5,6 +5,8 @@
  * graphql-js 16; its unexpected errors are masked by `mask.ts` with the answers clients saw before.
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { getOperationAST as getOperation16, parse as parse16, validate as validate16 } from 'graphql';
 import { Parser as Parser16 } from 'graphql/language/parser.js';
@@ -298,6 +300,20 @@ describe('masking of unexpected errors in incremental delivery', () => {
     } finally {
       await s.server.close();
     }
+  });
+
+  test('mask.ts is the one module that decides on unexpected errors', () => {
+    const src = join(import.meta.dirname, '..', 'src');
+    const readers = readdirSync(src, { recursive: true })
+      .map(String)
+      .filter((rel) => rel.endsWith('.ts'))
+      .filter((rel) =>
+        // Copying an error field by field (`withCode`) passes `originalError` on without judging it.
+        /\boriginalError\b/.test(
+          readFileSync(join(src, rel), 'utf8').replace(/originalError: \w+\.originalError/g, ''),
+        ),
+      );
+    assert.deepEqual(readers, ['mask.ts']);
   });
 
   test('reported to onUnexpectedError; unmasked when masking is off', async () => {
