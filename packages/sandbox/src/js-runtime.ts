@@ -247,8 +247,8 @@ export class JsRuntime {
 
   /**
    * Starts a new box from box `idOrName`'s current state, or from its snapshot `options.snapshot`. The
-   * clone gets the source's options (without secrets and port publications) overridden by
-   * `options`, and its own copy of the source's writable layer.
+   * clone gets the source's options, its labels included (without secrets and port publications),
+   * overridden by `options`, and its own copy of the source's writable layer.
    * @throws BoxError `not_found` (box or snapshot), `unsupported` (a box that cannot have snapshots:
    *   gVisor tier, ext4 disk), `invalid_option` naming the option.
    */

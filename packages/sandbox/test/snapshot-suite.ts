@@ -134,18 +134,25 @@ export function snapshotSuite(title: string, prefix: string, setup: () => Promis
       assert.equal((await sh(box, 'cat /s.txt')).trim(), 'after');
     });
 
-    it('cloneBox from the current state and from a snapshot; clones are independent boxes', async () => {
-      const box = await runtime.create({ ...quiet, memoryMib: 384 }, name('src'));
+    it('cloneBox from the current state and from a snapshot; clones are independent boxes with the source labels', async () => {
+      const labels = { team: 'core', 'app.kubernetes.io/name': 'web' };
+      const box = await runtime.create({ ...quiet, memoryMib: 384, labels }, name('src'));
       await sh(box, WRITE);
       await box.snapshot.create('base');
       await sh(box, 'echo later > /a.txt');
       const now = await runtime.cloneBox(name('src'), {}, name('clone-now'));
-      const old = await runtime.cloneBox(box.id, { snapshot: 'base', cpus: 2 }, name('clone-base'));
+      const old = await runtime.cloneBox(
+        box.id,
+        { snapshot: 'base', cpus: 2, labels: { team: 'copy' } },
+        name('clone-base'),
+      );
+      assert.deepEqual((await now.info()).labels, labels, 'a clone has the labels of its source');
       assert.equal((await sh(now, 'cat /a.txt')).trim(), 'later');
       assert.deepEqual((await sh(old, READ)).split('\n'), EXPECTED);
       const info = await old.info();
       assert.equal(info.cpus, 2);
       assert.equal(info.memoryMib, 384);
+      assert.deepEqual(info.labels, { team: 'copy' }, 'labels given to the clone replace the source labels');
       assert.notEqual(info.id, box.id);
       // Independent: a write in a clone is not in the source.
       await sh(old, 'echo mine > /a.txt');
@@ -156,7 +163,14 @@ export function snapshotSuite(title: string, prefix: string, setup: () => Promis
 
     it('export writes an OCI archive (skopeo opens it); importBox brings files, owners, modes and options back', async () => {
       const box = await runtime.create(
-        { ...quiet, cpus: 2, memoryMib: 300, workingDir: '/d', env: [{ key: 'FROM', value: 'export' }] },
+        {
+          ...quiet,
+          cpus: 2,
+          memoryMib: 300,
+          workingDir: '/d',
+          env: [{ key: 'FROM', value: 'export' }],
+          labels: { from: 'export' },
+        },
         name('exp'),
       );
       await sh(box, WRITE);
@@ -187,6 +201,7 @@ export function snapshotSuite(title: string, prefix: string, setup: () => Promis
         const info = await back.info();
         assert.equal(info.cpus, 2);
         assert.equal(info.memoryMib, 300);
+        assert.deepEqual(info.labels, { from: 'export' });
         assert.equal(info.state.status, 'running');
         // Exported again, it opens as well (the imported image is an OCI layout).
         const again = join(scratch, 'again.tar');

@@ -198,8 +198,8 @@ export class LocalSnapshots implements SnapshotService {
 
   /**
    * A new box started from box `idOrName`'s current state, or from its snapshot `options.snapshot`
-   * (`runtime.cloneBox`). Its options are the source's (without secrets and port publications) overridden
-   * by `options`. The layer is copied into the new box's own disk (`cp -a`; two box disks share no extents).
+   * (`runtime.cloneBox`). Its options are the source's, labels included (without secrets and port
+   * publications), overridden by `options`. The layer is copied into the new box's own disk (`cp -a`; two box disks share no extents).
    * @throws BoxError `not_found`, `unsupported` (see `BoxSnapshots`), `invalid_option` for bad options.
    */
   async clone(idOrName: string, options: CloneOptions = {}, name?: string): Promise<JsBox> {

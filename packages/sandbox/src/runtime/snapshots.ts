@@ -126,9 +126,10 @@ export function defaultSnapshotName(now = new Date()): string {
 }
 
 /**
- * The options a box was created with, as `JsBoxOptions` again (for clones and exports). Secrets are left
- * out (their values are never stored), and so are port publications (a clone would clash on the host
- * ports) and host bind mounts (`keepHostBinds` false: they do not travel to another machine).
+ * The options a box was created with, as `JsBoxOptions` again (for clones and exports), its labels
+ * included. Secrets are left out (their values are never stored), and so are port publications (a clone
+ * would clash on the host ports) and host bind mounts (`keepHostBinds` false: they do not travel to
+ * another machine).
  */
 export function boxOptionsOf(o: StoredBoxOptions, keepHostBinds: boolean): JsBoxOptions {
   const volumes: JsVolumeSpec[] = o.volumes.filter((v) => keepHostBinds || v.managedVolume !== undefined);
@@ -153,6 +154,7 @@ export function boxOptionsOf(o: StoredBoxOptions, keepHostBinds: boolean): JsBox
     ...(o.cmd !== undefined ? { cmd: [...o.cmd] } : {}),
     ...(o.user !== undefined ? { user: o.user } : {}),
     ...(o.healthCheck !== undefined ? { healthCheck: { ...o.healthCheck } } : {}),
+    ...(o.labels !== undefined ? { labels: { ...o.labels } } : {}),
   };
   return out;
 }
