@@ -60,6 +60,15 @@ describe('engine lifecycle', () => {
         return e instanceof BoxError && /user: user 'nosuchuser'/.test(e.message);
       },
     );
+    // The group by name from the image's /etc/group (root is gid 0 there), not the user's own (65534).
+    assert.equal((await sh(s.id, 'id -u; id -g', { user: 'nobody:root' })).stdout, '65534\n0\n');
+    await assert.rejects(
+      bed.engine.exec(s.id, { cmd: 'id', args: [], env: [], user: 'nobody:nosuchgroup' }),
+      (e: unknown) =>
+        e instanceof BoxError &&
+        e.field === 'user' &&
+        /group 'nosuchgroup' is not in the image's \/etc\/group/.test(e.message),
+    );
   });
 
   test('stdin is piped to the command', async () => {

@@ -26,6 +26,22 @@ function parseIdFile(rootfs: string, inBoxPath: string, field: string): Map<stri
 }
 
 /**
+ * The fields of the entry named `name` (a `what`: `user` or `group`) in the box's `inBoxPath`, with at
+ * least an id (third field).
+ * @throws BoxError `invalid_option` naming `field` when the image has no such entry.
+ */
+function namedEntry(rootfs: string, inBoxPath: string, what: string, name: string, field: string): string[] {
+  const entry = parseIdFile(rootfs, inBoxPath, field).get(name);
+  if (!entry || entry[2] === undefined) {
+    throw new BoxError(`${field}: ${what} '${name}' is not in the image's ${inBoxPath}`, {
+      field,
+      code: 'invalid_option',
+    });
+  }
+  return entry;
+}
+
+/**
  * Resolves `user` (`uid[:gid]` or `name[:group]`) against the box root's `/etc/passwd` and
  * `/etc/group`, to the `uid:gid` form OCI runtimes take. The files are read confined to `rootfs`
  * (confined.ts): symlinks in the box resolve inside it, never to host files.
@@ -40,26 +56,12 @@ export function resolveUser(rootfs: string, user: string, field: string): string
     const entry = [...parseIdFile(rootfs, '/etc/passwd', field).values()].find((f) => f[2] === u);
     gid = entry?.[3];
   } else {
-    const entry = parseIdFile(rootfs, '/etc/passwd', field).get(u);
-    if (!entry || entry[2] === undefined)
-      throw new BoxError(`${field}: user '${u}' is not in the image's /etc/passwd`, {
-        field,
-        code: 'invalid_option',
-      });
-    uid = entry[2];
+    const entry = namedEntry(rootfs, '/etc/passwd', 'user', u, field);
+    uid = entry[2]!;
     gid = entry[3];
   }
   if (g !== undefined && g !== '') {
-    if (/^\d+$/.test(g)) gid = g;
-    else {
-      const entry = parseIdFile(rootfs, '/etc/group', field).get(g);
-      if (!entry || entry[2] === undefined)
-        throw new BoxError(`${field}: group '${g}' is not in the image's /etc/group`, {
-          field,
-          code: 'invalid_option',
-        });
-      gid = entry[2];
-    }
+    gid = /^\d+$/.test(g) ? g : namedEntry(rootfs, '/etc/group', 'group', g, field)[2];
   }
   return `${uid}:${gid ?? '0'}`;
 }

@@ -20,7 +20,7 @@ import { BoxError } from '../errors.ts';
 import type { JsBoxOptions } from '../types.ts';
 import { LIFETIME_FIELDS } from './lifetimes.ts';
 import { validateBoxOptions } from './options.ts';
-import { isUniqueViolation, type StateDb } from './state.ts';
+import { type StateDb, withBoxName } from './state.ts';
 
 /** What `runtime.pool()` takes: the image, how many boxes to keep ready, and the other box options. */
 export interface PoolSpec {
@@ -155,19 +155,8 @@ export class PoolTable {
   claim(boxId: string, name: string | null): boolean {
     return this.#db.transaction(() => {
       if (this.#db.change('DELETE FROM pooled_boxes WHERE box_id = ?', boxId) === 0) return false;
-      if (name !== null) {
-        try {
-          this.#db.run('UPDATE boxes SET name = ? WHERE id = ?', name, boxId);
-        } catch (error) {
-          if (isUniqueViolation(error)) {
-            throw new BoxError(`invalid box option name: a box named '${name}' already exists`, {
-              field: 'name',
-              code: 'conflict',
-            });
-          }
-          throw error;
-        }
-      }
+      if (name !== null)
+        withBoxName(name, () => this.#db.run('UPDATE boxes SET name = ? WHERE id = ?', name, boxId));
       return true;
     });
   }

@@ -147,6 +147,25 @@ export function isUniqueViolation(error: unknown): boolean {
   return (error as { errcode?: unknown } | null)?.errcode === SQLITE_CONSTRAINT_UNIQUE;
 }
 
+/**
+ * Runs `write`, which gives a box the name `name`; a UNIQUE violation (another box has that name)
+ * becomes the caller's error.
+ * @throws BoxError `conflict` (field `name`) when the name is taken; what `write` throws otherwise.
+ */
+export function withBoxName<T>(name: string | null, write: () => T): T {
+  try {
+    return write();
+  } catch (error) {
+    if (isUniqueViolation(error)) {
+      throw new BoxError(`invalid box option name: a box named '${name}' already exists`, {
+        field: 'name',
+        code: 'conflict',
+      });
+    }
+    throw error;
+  }
+}
+
 /** Increments of a box's exec counters: commands started, exec errors, bytes to stdin, bytes of output. */
 export interface CounterDelta {
   commands?: number;
@@ -189,21 +208,13 @@ export class StateDb {
     createdAt: string;
   }): void {
     const owner = processIdentity(process.pid) ?? `${process.pid}:0`;
-    try {
+    withBoxName(box.name, () =>
       this.#db
         .prepare(
           'INSERT INTO boxes (id, name, status, created_at, image, options, owner) VALUES (?, ?, ?, ?, ?, ?, ?)',
         )
-        .run(box.id, box.name, 'creating', box.createdAt, box.image, JSON.stringify(box.options), owner);
-    } catch (error) {
-      if (isUniqueViolation(error)) {
-        throw new BoxError(`invalid box option name: a box named '${box.name}' already exists`, {
-          field: 'name',
-          code: 'conflict',
-        });
-      }
-      throw error;
-    }
+        .run(box.id, box.name, 'creating', box.createdAt, box.image, JSON.stringify(box.options), owner),
+    );
   }
 
   /** The box with this id, else the box with this name, else null. */
