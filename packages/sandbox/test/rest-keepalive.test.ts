@@ -43,17 +43,15 @@ function forward(
   const { host: _host, connection: _connection, ...headers } = req.headers;
   return new Promise((resolve, reject) => {
     const upstream = request(`${server.url}${req.url}`, { method: req.method, headers }, (answer) => {
-      answer
-        .toArray()
-        .then(
-          (chunks) =>
-            resolve({
-              status: answer.statusCode ?? 502,
-              headers: answer.headers,
-              body: Buffer.concat(chunks),
-            }),
-          reject,
-        );
+      answer.toArray().then(
+        (chunks) =>
+          resolve({
+            status: answer.statusCode ?? 502,
+            headers: answer.headers,
+            body: Buffer.concat(chunks),
+          }),
+        reject,
+      );
     });
     upstream.on('error', reject);
     upstream.end(body);
