@@ -5,6 +5,11 @@
  * own id range is reserved first, so that useradd's automatic subordinate ids never overlap it. The
  * account runs the tests from this checkout: every directory above it gets search permission for
  * others (`o+x`, not read) when it lacks it (a clone under `/root`, mode 0700, say).
+ *
+ * It also makes the account `sbxsetup` (no home, no login shell, no subordinate ids in `/etc/subuid`)
+ * that `test/rootless-cli.test.ts` runs `sandbox setup` on: made here once, before any test runs,
+ * because adding or deleting an account while tests run changes `/etc/passwd`, `/etc/group`,
+ * `/etc/shadow` and `/etc/subuid`, which the escape and rootless tests of other files check are unchanged.
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, statSync } from 'node:fs';
@@ -15,6 +20,9 @@ import { ensureSandboxIdRange } from '../src/engine/idmap.ts';
 
 /** Name of the test account. */
 export const ROOTLESS_TEST_USER = 'sbxuser';
+
+/** Name of the account `sandbox setup` is tested on (test/rootless-cli.test.ts). */
+export const SETUP_TEST_USER = 'sbxsetup';
 
 /** Gives others search permission on `dir` and each ancestor lacking it; returns the changed ones. */
 function allowTraversal(dir: string): string[] {
@@ -38,6 +46,23 @@ if (import.meta.main) {
       const r = spawnSync('useradd', ['--create-home', '--shell', '/bin/bash', ROOTLESS_TEST_USER], {
         stdio: 'inherit',
       });
+      if (r.status !== 0) process.exit(r.status ?? 1);
+    }
+    if (!lookupUser(SETUP_TEST_USER)) {
+      const r = spawnSync(
+        'useradd',
+        [
+          '--no-create-home',
+          '--shell',
+          '/usr/sbin/nologin',
+          '-K',
+          'SUB_UID_COUNT=0',
+          '-K',
+          'SUB_GID_COUNT=0',
+          SETUP_TEST_USER,
+        ],
+        { stdio: 'inherit' },
+      );
       if (r.status !== 0) process.exit(r.status ?? 1);
     }
     process.stderr.write(formatSetupReport(runSetup(ROOTLESS_TEST_USER)));

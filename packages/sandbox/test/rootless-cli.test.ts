@@ -1,7 +1,9 @@
 /**
- * `sandbox doctor` and `sandbox setup` (issue 16). Runs as root: setup is exercised on a throwaway
- * account with its own subordinate id files (the real cgroup hierarchies are used and cleaned up), and
- * doctor as the test account `sbxuser` that `npm run test:setup` prepares.
+ * `sandbox doctor` and `sandbox setup` (issue 16). Runs as root: setup is exercised on the account
+ * `sbxsetup` with subordinate id files of its own (the real cgroup hierarchies are used and cleaned up),
+ * and doctor as the test account `sbxuser`; `npm run test:setup` makes both accounts, so that no test
+ * adds or deletes an account (`/etc/passwd`, `/etc/shadow`, `/etc/subuid`) while other test files check
+ * those files are unchanged.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -13,7 +15,13 @@ import { after, before, describe, it } from 'node:test';
 import { lookupUser, runDoctor } from '../src/cli/doctor.ts';
 // internal: the setup command is called in-process
 import { runSetup } from '../src/cli/setup.ts';
-import { cgroupDelegation, cgroupMounts, delegatedControllers, parseRanges } from './rootless-helpers.ts';
+import {
+  cgroupDelegation,
+  cgroupMounts,
+  delegatedControllers,
+  parseRanges,
+  SETUP_TEST_USER,
+} from './rootless-helpers.ts';
 
 const bin = join(import.meta.dirname, '..', 'bin', 'sandbox.ts');
 const TEST_USER = 'sbxuser';
@@ -102,17 +110,25 @@ describe('sandbox doctor', () => {
   });
 });
 
+/** Removes the cgroup subtree `sandbox setup` delegated to `name`, if any. */
+function removeDelegation(name: string): void {
+  const user = lookupUser(name);
+  if (!user) return;
+  for (const dirPath of cgroupDelegation(user, cgroupMounts()).dirs.values()) {
+    if (existsSync(dirPath)) rmdirSync(dirPath);
+  }
+}
+
 describe('sandbox setup', () => {
-  const name = `sbxsetup${process.pid % 100000}`;
+  const name = SETUP_TEST_USER;
   let dir: string;
   let subuid: string;
   let subgid: string;
 
   before(() => {
-    const r = spawnSync('useradd', ['--no-create-home', '--shell', '/usr/sbin/nologin', name], {
-      encoding: 'utf8',
-    });
-    assert.equal(r.status, 0, r.stderr);
+    assert.ok(lookupUser(name), `${name} is missing: run npm run test:setup -w @seed/sandbox`);
+    // A run that was killed may have left the delegation; the plan below starts from none.
+    removeDelegation(name);
     dir = mkdtempSync(join(tmpdir(), 'sandbox-setup-test-'));
     subuid = join(dir, 'subuid');
     subgid = join(dir, 'subgid');
@@ -122,13 +138,7 @@ describe('sandbox setup', () => {
   });
 
   after(() => {
-    const user = lookupUser(name);
-    if (user) {
-      for (const dirPath of cgroupDelegation(user, cgroupMounts()).dirs.values()) {
-        if (existsSync(dirPath)) rmdirSync(dirPath);
-      }
-    }
-    spawnSync('userdel', [name]);
+    removeDelegation(name);
     rmSync(dir, { recursive: true, force: true });
   });
 

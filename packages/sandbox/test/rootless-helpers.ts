@@ -13,6 +13,12 @@ export { cgroupDelegation, cgroupMounts, delegatedControllers } from '../src/eng
 /** The account `npm run test:setup` prepares with `sandbox setup`. */
 export const ROOTLESS_TEST_USER = 'sbxuser';
 
+/**
+ * The account `npm run test:setup` makes for `sandbox setup` to be tested on (no subordinate ids, no
+ * delegated cgroup subtree between test runs).
+ */
+export const SETUP_TEST_USER = 'sbxsetup';
+
 /** `name:start:count` lines of a subordinate id file. */
 export function parseRanges(text: string): SubidEntry[] {
   return parseSubid(text);
