@@ -21,6 +21,7 @@ import {
   delegatedControllers,
   parseRanges,
   SETUP_TEST_USER,
+  TEST_FILE_ENV,
 } from './rootless-helpers.ts';
 
 const bin = join(import.meta.dirname, '..', 'bin', 'sandbox.ts');
@@ -55,7 +56,8 @@ describe('sandbox doctor', () => {
     const r = spawnSync('runuser', ['-u', TEST_USER, '--', process.execPath, bin, 'doctor', '--json'], {
       encoding: 'utf8',
       cwd: '/',
-      env: { PATH: process.env.PATH, HOME: lookupUser(TEST_USER)!.home },
+      // The doctor's processes are this file's (rootless.test.ts checks the account's processes meanwhile).
+      env: { PATH: process.env.PATH, HOME: lookupUser(TEST_USER)!.home, [TEST_FILE_ENV]: 'rootless-cli' },
       timeout: 30_000,
     });
     const report = JSON.parse(r.stdout);

@@ -33,6 +33,27 @@ export function hostMounts(): string[] {
     .sort();
 }
 
+/**
+ * Environment variable a test file sets (to its own name) on what it runs as `ROOTLESS_TEST_USER`, so
+ * that a file checking the account's processes can tell those of another file running meanwhile.
+ */
+export const TEST_FILE_ENV = 'SEED_TEST_FILE';
+
+/**
+ * True when the environment of process `pid` names, in `TEST_FILE_ENV`, a test file other than `own`
+ * (false when it names none, names `own`, or cannot be read).
+ */
+export function startedByOtherTestFile(pid: string | number, own: string): boolean {
+  let environ: string;
+  try {
+    environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
+  } catch {
+    return false;
+  }
+  const entry = environ.split('\0').find((e) => e.startsWith(`${TEST_FILE_ENV}=`));
+  return entry !== undefined && entry !== `${TEST_FILE_ENV}=${own}`;
+}
+
 /** Host pids whose command line mentions `needle`. */
 export function processesMentioning(needle: string): number[] {
   const pids: number[] = [];

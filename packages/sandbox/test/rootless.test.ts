@@ -11,17 +11,26 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 // internal: the user lookup names the rootless test user
 import { lookupUser } from '../src/cli/doctor.ts';
-import { cgroupDelegation, cgroupMounts, hostMounts, ROOTLESS_TEST_USER } from './rootless-helpers.ts';
+import {
+  cgroupDelegation,
+  cgroupMounts,
+  hostMounts,
+  ROOTLESS_TEST_USER,
+  startedByOtherTestFile,
+} from './rootless-helpers.ts';
 import { ensureRegistry } from './runtime-helpers.ts';
 
 const suite = join(import.meta.dirname, 'rootless-suite.ts');
 
-/** Pids of processes owned by `uid`. */
+/**
+ * Pids of processes owned by `uid`, but those another test file runs as the same account meanwhile
+ * (escape/hostile-rootless, the doctor of rootless-cli: `startedByOtherTestFile`).
+ */
 function processesOf(uid: number): string[] {
   return readdirSync('/proc').filter((p) => {
     if (!/^\d+$/.test(p)) return false;
     try {
-      return statSync(`/proc/${p}`).uid === uid;
+      return statSync(`/proc/${p}`).uid === uid && !startedByOtherTestFile(p, 'rootless');
     } catch {
       return false;
     }

@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ROOTLESS_TEST_USER } from '../rootless-helpers.ts';
+import { ROOTLESS_TEST_USER, TEST_FILE_ENV } from '../rootless-helpers.ts';
 import { ensureRegistry } from '../runtime-helpers.ts';
 import { canaryFacts, makeCanary } from './hostile-layers.ts';
 
@@ -43,13 +43,20 @@ describe('hostile layers on the rootless store', () => {
         '-i',
         `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`,
         `HOSTILE_ROOT_CANARY=${rootCanary}`,
+        // Its processes are this file's (rootless.test.ts checks the account's processes meanwhile).
+        `${TEST_FILE_ENV}=hostile-rootless`,
         process.execPath,
         '--conditions=seed-source',
         '--test',
         '--test-reporter=spec',
         suite,
       ],
-      { encoding: 'utf8', cwd: '/', timeout: 240_000 },
+      {
+        encoding: 'utf8',
+        cwd: '/',
+        timeout: 240_000,
+        env: { ...process.env, [TEST_FILE_ENV]: 'hostile-rootless' },
+      },
     );
     assert.equal(r.status, 0, `rootless hostile suite failed:\n${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /ℹ pass 24\b/, r.stdout);
