@@ -32,7 +32,7 @@ it('another process takes over the checks of a detached box whose creating proce
       image: ${JSON.stringify(BUSYBOX)}, network: { mode: 'disabled' }, detach: true,
       healthCheck: { interval: 0.5, timeout: 2, retries: 1, command: ['CMD-SHELL', 'test -f /tmp/ok'] },
     }, 'adopted');
-    const deadline = Date.now() + 10000;
+    const deadline = Date.now() + 30000;
     while ((await box.info()).healthStatus.state !== 'unhealthy' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -58,7 +58,7 @@ it('another process takes over the checks of a detached box whose creating proce
   assert.deepEqual(Object.keys(recorded.healthStatus!).sort(), ['failures', 'lastCheck', 'state']);
   const box = (await runtime.get('adopted'))!;
   assert.equal((await run(box, 'touch', ['/tmp/ok'])).exitCode, 0);
-  const deadline = Date.now() + 8000;
+  const deadline = Date.now() + 30_000;
   let state = (await box.info()).healthStatus?.state;
   while (state !== 'healthy' && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 100));

@@ -67,7 +67,7 @@ describe('warm pools', () => {
     const timed = await runtime.create({ image: BUSYBOX, ...options, timeoutMs: 400, onTimeout: 'stop' });
     const t0 = Date.now();
     while ((await timed.info()).state.status !== 'stopped') {
-      assert.ok(Date.now() - t0 < 3000, 'stopped by its timeout');
+      assert.ok(Date.now() - t0 < 15_000, 'stopped by its timeout');
       await sleep(50);
     }
 
