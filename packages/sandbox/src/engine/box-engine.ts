@@ -57,6 +57,8 @@ export interface Launched {
   pid: number;
   /** `performance.now()` readings of the start (ms); `end` is taken after the network hook. */
   clock: Omit<StartClock, 'end'>;
+  /** The box's network link made during the start (`EngineNetworkContext.linked`), when there is one. */
+  linked?: Promise<void>;
 }
 
 /** The pid file a box's runtime writes (`--pid-file`), the same name in every engine. */
@@ -179,9 +181,15 @@ export abstract class BoxEngine<M extends BoxEngineMeta, P = void> implements En
     return withOpenedHostPaths(
       spec.mounts,
       async (opened) => {
-        const { pid, clock } = await this.launch(spec, opened, prepared);
+        const { pid, clock, linked } = await this.launch(spec, opened, prepared);
         this.cpuSamples.delete(spec.id);
-        const ctx = { id: spec.id, pid, boxDir: spec.boxDir, network: spec.network };
+        const ctx = {
+          id: spec.id,
+          pid,
+          boxDir: spec.boxDir,
+          network: spec.network,
+          ...(linked ? { linked } : {}),
+        };
         await setUpNetwork(this.networkHooks.networkSetup, ctx, () => this.stop(spec.id, 0));
         return { pid, timings: startTimings({ ...clock, end: performance.now() }) };
       },

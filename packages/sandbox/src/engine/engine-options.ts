@@ -16,6 +16,20 @@ export interface EngineNetworkContext {
   pid: number;
   boxDir: string;
   network: EngineBoxSpec['network'];
+  /**
+   * The box's link to its network, made by the runtime's `createRuntime` hook from the script
+   * `networkLinkScript` gave (container tier, crun): resolves once made, rejects with the script's
+   * error. Absent when the engine ran no such script.
+   */
+  linked?: Promise<void>;
+}
+
+/** What `networkLinkScript` gives the engine for a box (see `CreateEngineOptions.networkLinkScript`). */
+export interface EngineLinkScript {
+  /** Resolves once what the script needs on the host exists (the box runs only then); rejects on failure. */
+  ready: Promise<void>;
+  /** POSIX `sh` script run as host root inside the box's network namespace; exits non-zero on failure. */
+  script: string;
 }
 
 /** Options of `createEngine`. */
@@ -35,6 +49,13 @@ export interface CreateEngineOptions {
    * setup, e.g. slirp4netns). A rejection fails the start and the box is torn down.
    */
   networkSetup?: (ctx: EngineNetworkContext) => Promise<void>;
+  /**
+   * Asked before a box starts: a script that links the box's network namespace, run in the background
+   * by the runtime's `createRuntime` hook as soon as the namespace exists (crun only), so the link is
+   * made while the runtime sets the box up; `networkSetup` then gets it as `ctx.linked`. Undefined:
+   * no script (the network hook links the box itself).
+   */
+  networkLinkScript?: (id: string) => EngineLinkScript | undefined;
   /** Called when a box stops (before its root is unmounted), for the network's host side. */
   networkTeardown?: (id: string) => Promise<void>;
   /**

@@ -13,9 +13,9 @@
  * box is launched, stopped and deleted with crun/runc) and re-exports the helpers other modules know it
  * by (`findExecutable`, `mountsUnder`, `boxPaths`, `resolveUser`, …).
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BoxError } from '../errors.ts';
+import { BoxError, codeOf } from '../errors.ts';
 import { idmapSupervisorEnv, ociConfigInput, supervisorEnv, writeBundle } from './box-bundle.ts';
 import { BoxEngine, type BoxNetworkHooks, type Launched, removeRootBoxFiles } from './box-engine.ts';
 import {
@@ -35,6 +35,7 @@ import {
   startSupervisor,
   supervisorFailure,
   waitForExec,
+  waitForStatusFile,
   writeIfChanged,
 } from './host-process.ts';
 import { allowTraversal, findExecutable, isStaticElf, mountsUnder, unmountBoxDir } from './host-system.ts';
@@ -50,7 +51,7 @@ import { buildOciConfig } from './oci.ts';
 import { ociExec } from './oci-exec.ts';
 import { OciRuntime, type OciRuntimeName } from './oci-runtime.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
-import { SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
+import { NET_LINK_SH, SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
 import type { EngineBoxSpec, EngineExecOptions, EngineProcess, EngineState } from './types.ts';
 
 export { type BoxPaths, boxPaths } from './box-files.ts';
@@ -79,6 +80,8 @@ export class OciEngine extends BoxEngine<KnownBox> {
   protected readonly networkHooks: BoxNetworkHooks;
   private readonly execDir: string;
   private readonly supervisorPath: string;
+  /** The `createRuntime` hook that links a box's network while crun sets the box up (scripts.ts `NET_LINK_SH`). */
+  private readonly netLinkPath: string;
   /** The terminal relay of `exec` with `tty` (scripts.ts `TTY_RELAY_PL`). */
   private readonly ttyRelayPath: string;
   /** Host static busybox mounted into each box at `TTY_HELPER_PATH`, when there is one. */
@@ -123,6 +126,8 @@ export class OciEngine extends BoxEngine<KnownBox> {
       mkdirSync(d, { recursive: true, mode: 0o700 });
     this.supervisorPath = join(binDir, 'supervisor.sh');
     writeIfChanged(this.supervisorPath, SUPERVISOR_SH);
+    this.netLinkPath = join(binDir, 'net-link.sh');
+    writeIfChanged(this.netLinkPath, NET_LINK_SH);
     this.ttyRelayPath = join(binDir, 'tty-relay.pl');
     writeIfChanged(this.ttyRelayPath, TTY_RELAY_PL);
     this.ttyHelper = isStaticElf(HOST_BUSYBOX) ? HOST_BUSYBOX : undefined;
@@ -191,6 +196,23 @@ export class OciEngine extends BoxEngine<KnownBox> {
       capabilities: resolveCapabilities(spec.capabilities),
       idMap,
     };
+    // The box's link to its network, made by crun's createRuntime hook as soon as the box's network
+    // namespace exists (runc: by the network hook once the init runs).
+    const link =
+      this.name === 'crun' && spec.network.mode !== 'disabled'
+        ? this.opts.networkLinkScript?.(spec.id)
+        : undefined;
+    const linkStatus = join(p.bundle, 'link.status');
+    if (link) {
+      link.ready.catch(() => {});
+      const script = join(p.bundle, 'link.sh');
+      config.hooks = {
+        createRuntime: [{ path: '/bin/sh', args: ['sh', this.netLinkPath, script, linkStatus] }],
+      };
+      mkdirSync(p.bundle, { recursive: true });
+      writeFileSync(script, link.script, { mode: 0o600 });
+      rmSync(linkStatus, { force: true });
+    }
     writeBundle(spec, p, diskSizeGb, config, meta);
     const stageBoxConfigMs = performance.now() - tConfig0;
 
@@ -228,9 +250,24 @@ export class OciEngine extends BoxEngine<KnownBox> {
       [this.supervisorPath],
       env,
       opened.map((o) => o.fd),
+      link?.ready,
     );
     if (outcome !== 'started') {
       child.stdin?.destroy();
+      const linkError = await link?.ready.then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      if (linkError !== undefined) {
+        // The supervisor unmounts what it mounted after reporting: the box is gone once it has exited.
+        if (child.exitCode === null && child.signalCode === null)
+          await new Promise((resolve) => child.once('exit', resolve));
+        await unmountBoxDir(spec.boxDir).catch(() => {});
+        throw new BoxError(`box ${spec.id}: network setup failed: ${(linkError as Error).message}`, {
+          cause: linkError,
+          code: codeOf(linkError),
+        });
+      }
       throw await supervisorFailure(spec.id, outcome, p.log);
     }
     this.supervisors.keep(spec.id, child, spec.detach);
@@ -250,7 +287,9 @@ export class OciEngine extends BoxEngine<KnownBox> {
       );
     }
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
-    return { pid, clock: { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted } };
+    const clock = { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted };
+    if (!link) return { pid, clock };
+    return { pid, clock, linked: waitForStatusFile(linkStatus, `box ${spec.id}: linking its network`) };
   }
 
   protected readMeta(id: string): KnownBox | undefined {

@@ -70,6 +70,28 @@ export async function waitForExec(pid: number, program: FileIdentity, timeoutMs 
   }
 }
 
+/**
+ * Waits for the status file `file` a background helper writes whole (renamed into place): polled every
+ * millisecond, as `waitForExec`.
+ * @returns once it reads `0`.
+ * @throws Error `<what> failed: <the file's text>`, or `<what> did not finish in <timeoutMs> ms`.
+ */
+export async function waitForStatusFile(file: string, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    let text: string | undefined;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {}
+    if (text !== undefined) {
+      if (text.trim() === '0') return;
+      throw new Error(`${what} failed: ${text.trim().slice(-800)}`);
+    }
+    if (performance.now() > deadline) throw new Error(`${what} did not finish in ${timeoutMs} ms`);
+    await sleep(1);
+  }
+}
+
 /** Bytes an unread output stream may buffer before the command is throttled by back-pressure. */
 export const EXEC_OUTPUT_BUFFER_BYTES = 64 * 1024 * 1024;
 

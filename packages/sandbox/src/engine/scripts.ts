@@ -143,6 +143,30 @@ read -r current <"$SB_PIDFILE"
 if [ "$current" = "$mine" ]; then cleanup; orphaned; fi
 `;
 
+/**
+ * Source of `net-link.sh`, the OCI `createRuntime` hook of a box whose network the engine links while
+ * the runtime sets the box up: `sh net-link.sh <link script> <status file>`, with the runtime's state
+ * of the box (JSON, its `pid`) on stdin. It starts `<link script>` inside the box's network namespace
+ * (`nsenter --net=/proc/<pid>/ns/net`) in the background and exits at once, so the runtime goes on;
+ * the script's outcome goes to `<status file>` (`0`, or its error output), written whole (renamed
+ * into place).
+ */
+export const NET_LINK_SH = `#!/bin/sh
+# seed-sandbox box network link hook (generated; see src/engine/scripts.ts)
+s=
+while IFS= read -r l || [ -n "$l" ]; do s="$s$l"; done
+p=\${s#*'"pid":'}
+p=\${p# }
+p=\${p%%[!0-9]*}
+(
+  if [ -z "$p" ]; then out='no pid in the runtime state'
+  elif out=$(nsenter --net=/proc/$p/ns/net sh "$1" 2>&1); then out=0
+  fi
+  printf '%s' "$out" >"$2.tmp" && mv -f "$2.tmp" "$2"
+) </dev/null >/dev/null 2>&1 &
+exit 0
+`;
+
 /** Source of `crun-hybrid.sh`: `crun-hybrid.sh <crun args…>`, run under `unshare -m`. */
 export const CRUN_HYBRID_SH = `#!/bin/sh
 # Runs crun with /sys/fs/cgroup/unified hidden (generated; see src/engine/scripts.ts)

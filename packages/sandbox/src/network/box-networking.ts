@@ -38,8 +38,8 @@ export interface BoxNetworkConfig {
   /**
    * The box's network, given when its host side (resolver, secrets proxy, gateway namespace,
    * slirp4netns, ruleset) may be set up at once by `prepare`, while the engine mounts and starts the
-   * box; `setup` then only links the box to its gateway. Container-tier boxes only: the gVisor tier
-   * makes the gateway namespace itself (`prepareNetns`).
+   * box; the box is then linked to its gateway by `setup` (container tier, once its init runs) or by
+   * `prepareNetns` (gVisor tier, before runsc starts).
    */
   network?: EngineNetworkContext['network'];
 }
@@ -76,6 +76,11 @@ export abstract class SlirpNetworking {
     this.#prepared.set(id, config);
   }
 
+  /** What `prepare` recorded for box `id` (left in place for `setup`), or the defaults of `takeConfig`. */
+  protected peekConfig(id: string): BoxNetworkConfig {
+    return this.#prepared.get(id) ?? { ports: [], secrets: [], detach: true };
+  }
+
   /** Publications made when this process started box `id` (concrete host ports), or null. */
   publishedPorts(id: string): JsPublishedPort[] | null {
     const published = this.#published.get(id);
@@ -93,7 +98,7 @@ export abstract class SlirpNetworking {
    * returns null (nothing else to do).
    */
   protected takeConfig(ctx: EngineNetworkContext): BoxNetworkConfig | null {
-    const config = this.#prepared.get(ctx.id) ?? { ports: [], secrets: [], detach: true };
+    const config = this.peekConfig(ctx.id);
     this.#prepared.delete(ctx.id);
     if (ctx.network.mode === 'disabled') {
       this.#published.set(ctx.id, []);

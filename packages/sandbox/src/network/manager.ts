@@ -29,6 +29,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFileInRoot, writeFileInRoot } from '../engine/confined.ts';
 import type { EngineNetworkContext } from '../engine/engine.ts';
+import type { EngineLinkScript } from '../engine/engine-options.ts';
 import type { GVisorNetnsContext } from '../engine/gvisor-netns.ts';
 import type { JsPublishedPort } from '../types.ts';
 import { type BoxNetworkConfig, type SecretRule, SlirpNetworking } from './box-networking.ts';
@@ -38,6 +39,7 @@ import {
   gatewayName,
   gatewayRules,
   linkBox,
+  linkScript,
   loadGatewayRules,
   NETNS_DIR,
   removeGatewayNamespace,
@@ -56,6 +58,16 @@ const BUNDLE_PATHS = [
   '/etc/pki/tls/certs/ca-bundle.crt',
   '/etc/ssl/cert.pem',
 ];
+
+/** A host side started before its box ran (`prepare`, `prepareNetns`), until `setup` takes it. */
+interface Early {
+  /** Resolves when the whole host side is up. */
+  host: Promise<HostSide>;
+  /** Resolves when the gateway namespace exists (the box can be linked to it then). */
+  gateway: Promise<void>;
+  /** Whether the box is linked already (`prepareNetns`); `setup` links it otherwise. */
+  linked: boolean;
+}
 
 /** What the host side of a box's network left for `setup` (see `BoxNetworking.setup`). */
 interface HostSide {
@@ -108,10 +120,11 @@ function alive(pid: number, name: string): boolean {
  */
 export class BoxNetworking extends SlirpNetworking {
   readonly #helper: string;
-  /** Boxes whose gateway and link `prepareNetns` made before their runtime started (gVisor tier). */
-  readonly #linked = new Set<string>();
-  /** Host sides started by `prepare` that `setup` has not taken yet. */
-  readonly #early = new Map<string, Promise<HostSide>>();
+  /**
+   * Host sides started before the box ran that `setup` has not taken yet: by `prepare` (container
+   * tier; `linked` false, `setup` links the box) or by `prepareNetns` (gVisor tier; box linked).
+   */
+  readonly #early = new Map<string, Early>();
 
   /** `stateDir`: where per-box network state (slirp4netns pid, API socket, log) is kept; short path. */
   constructor(options: { stateDir: string }) {
@@ -127,11 +140,29 @@ export class BoxNetworking extends SlirpNetworking {
   override prepare(id: string, config: BoxNetworkConfig): void {
     super.prepare(id, config);
     if (config.network && config.network.mode !== 'disabled') {
-      // The host side starts now, beside the box's mounts and OCI runtime; `setup` awaits it.
-      const early = this.#hostSide(id, config.network, config, false);
-      early.catch(() => {});
-      this.#early.set(id, early);
+      // The host side starts now, beside the box's mounts and runtime; `setup` awaits it.
+      this.#startEarly(
+        id,
+        config.network,
+        config,
+        createGatewayNamespace(gatewayName(id)).then(() => {}),
+      );
     }
+  }
+
+  /** Starts box `id`'s host side with the gateway namespace `gateway` makes, and records it for `setup`. */
+  #startEarly(
+    id: string,
+    network: EngineNetworkContext['network'],
+    config: BoxNetworkConfig,
+    gateway: Promise<void>,
+  ): Early {
+    gateway.catch(() => {});
+    const host = this.#hostSide(id, network, config, gateway);
+    host.catch(() => {});
+    const early = { host, gateway, linked: false };
+    this.#early.set(id, early);
+    return early;
   }
 
   /**
@@ -141,12 +172,14 @@ export class BoxNetworking extends SlirpNetworking {
    */
   hooks(): {
     networkPrepare: (ctx: GVisorNetnsContext) => Promise<void>;
+    networkLinkScript: (id: string) => EngineLinkScript | undefined;
     networkSetup: (ctx: EngineNetworkContext) => Promise<void>;
     networkTeardown: (id: string) => Promise<void>;
     networkFiles: (id: string) => string[];
   } {
     return {
       networkPrepare: (ctx) => this.prepareNetns(ctx),
+      networkLinkScript: (id) => this.linkScript(id),
       networkSetup: (ctx) => this.setup(ctx),
       networkTeardown: (id) => this.teardown(id),
       networkFiles: (id) => [join(NETNS_DIR, gatewayName(id))],
@@ -155,16 +188,38 @@ export class BoxNetworking extends SlirpNetworking {
 
   /**
    * Makes the gateway namespace and the box's link (`eth0` with its address and default route in the
-   * namespace file `ctx.netns`) before a gVisor box starts: runsc hands the interfaces it finds at start
-   * to the Sentry's netstack. `setup` then does the rest. The gateway forwards nothing until `setup`
-   * loads its ruleset (a new namespace does not forward).
+   * namespace file `ctx.netns`) before a gVisor box starts, and resolves then: runsc hands the
+   * interfaces it finds at start to the Sentry's netstack. The rest of the host side (the helper's
+   * resolver and proxy, slirp4netns, the ruleset) goes on meanwhile, beside runsc's start, and `setup`
+   * awaits it. The gateway forwards nothing until its ruleset is loaded (a new namespace does not
+   * forward).
    * @throws Error when a namespace or link command fails.
    */
   async prepareNetns(ctx: GVisorNetnsContext): Promise<void> {
     const gateway = gatewayName(ctx.id);
-    await createGatewayNamespace(gateway);
-    this.#linked.add(ctx.id);
+    const early =
+      this.#early.get(ctx.id) ??
+      this.#startEarly(
+        ctx.id,
+        ctx.network,
+        this.peekConfig(ctx.id),
+        createGatewayNamespace(gateway).then(() => {}),
+      );
+    await early.gateway;
     await linkBox(gateway, ctx.netns);
+    early.linked = true;
+  }
+
+  /**
+   * The script that links box `id` to its gateway (gateway.ts `linkScript`), for the container
+   * engine to run while crun sets the box up, and the gateway namespace it needs (the box runs only
+   * once it exists); undefined when `prepare` started no host side for the box. `setup` then waits for
+   * the engine's `ctx.linked` instead of linking the box itself.
+   */
+  linkScript(id: string): EngineLinkScript | undefined {
+    const early = this.#early.get(id);
+    if (!early || early.linked) return undefined;
+    return { ready: early.gateway, script: linkScript(gatewayName(id)) };
   }
 
   /**
@@ -178,11 +233,18 @@ export class BoxNetworking extends SlirpNetworking {
     this.#early.delete(ctx.id);
     let host: HostSide;
     if (early) {
-      host = await early;
-      await linkBox(gatewayName(ctx.id), ctx.pid);
+      // The link needs only the gateway namespace: it runs beside the rest of the host side.
+      // The runtime's hook may have linked it already (`ctx.linked`, see `linkScript`).
+      const [side, link] = await Promise.allSettled([
+        early.host,
+        ctx.linked ??
+          (early.linked ? undefined : early.gateway.then(() => linkBox(gatewayName(ctx.id), ctx.pid))),
+      ]);
+      if (side.status === 'rejected') throw side.reason;
+      if (link.status === 'rejected') throw link.reason;
+      host = side.value;
     } else {
-      const linked = this.#linked.delete(ctx.id);
-      host = await this.#hostSide(ctx.id, ctx.network, config, linked ? true : ctx.pid);
+      host = await this.#hostSide(ctx.id, ctx.network, config, ctx.pid);
     }
     this.#writeEtc(ctx.boxDir, host.live.caPem);
     host.persisted.published = await this.publish(ctx.id, config.ports, SLIRP_GUEST_IP);
@@ -191,16 +253,17 @@ export class BoxNetworking extends SlirpNetworking {
 
   /**
    * The host side of box `id`'s network: resolver and proxy when needed, the gateway namespace, then
-   * slirp4netns and the ruleset at once. `link`: the box init's pid to link it in the same step, `true`
-   * when the gateway namespace and link exist already (`prepareNetns`), `false` to leave the link to
-   * the caller. slirp4netns is recorded before any failure is reported, so teardown finds it.
+   * slirp4netns and the ruleset at once. `link`: the box init's pid to make the gateway namespace and
+   * link the box in the same steps, or a promise of the gateway namespace the caller makes (the link
+   * is then the caller's: `setup` or `prepareNetns`).
+   * slirp4netns is recorded before any failure is reported, so teardown finds it.
    * @throws Error when slirp4netns, the link or the ruleset fails.
    */
   async #hostSide(
     id: string,
     network: EngineNetworkContext['network'],
     config: BoxNetworkConfig,
-    link: number | boolean,
+    link: number | Promise<void>,
   ): Promise<HostSide> {
     const policy = parseAllowNet(network.allowNet);
     const gateway = gatewayName(id);
@@ -217,7 +280,7 @@ export class BoxNetworking extends SlirpNetworking {
         allowNet: [...network.allowNet],
         secrets: config.secrets.map((s) => ({ ...s, hosts: [...s.hosts] })),
       }),
-      link === true ? join(NETNS_DIR, gateway) : createGatewayNamespace(gateway),
+      typeof link === 'object' ? link.then(() => join(NETNS_DIR, gateway)) : createGatewayNamespace(gateway),
     ]);
     const live: Live = registered.caPem !== undefined ? { caPem: registered.caPem } : {};
     const rules = gatewayRules({
@@ -287,9 +350,8 @@ export class BoxNetworking extends SlirpNetworking {
     // A host side still being set up by `prepare` finishes first, so that what it started is found.
     const early = this.#early.get(id);
     this.#early.delete(id);
-    await early?.catch(() => {});
+    await early?.host.catch(() => {});
     this.forget(id);
-    this.#linked.delete(id);
     // The helper's state file goes first (a helper that does not answer drops the box when it sees
     // the file gone), then the helper is told, when it runs.
     rmSync(join(this.#helper, 'boxes', `${id}.json`), { force: true });

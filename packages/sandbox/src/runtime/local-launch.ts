@@ -128,8 +128,8 @@ export async function launchBox(
     ports: normalized.ports,
     secrets: normalized.secrets,
     detach: normalized.detach,
-    // The container tier's network host side starts beside the box's mounts (manager.ts `prepare`).
-    ...(normalized.isolation === 'gvisor' ? {} : { network: normalized.network }),
+    // The network's host side starts beside the box's mounts (manager.ts `prepare`).
+    network: normalized.network,
   });
   const started = await engine.start(spec);
   const timings: BoxTimings = {
