@@ -135,7 +135,7 @@ describe('across processes', () => {
         assert.equal(await (await fetch(`http://127.0.0.1:${port}/`)).text(), 'kept\n');
         assert.equal(processGone(slirpPid), false);
       } else {
-        for (let i = 0; i < 200 && !processGone(slirpPid); i++) await new Promise((r) => setTimeout(r, 25));
+        for (let i = 0; i < 600 && !processGone(slirpPid); i++) await new Promise((r) => setTimeout(r, 25));
         assert.equal(processGone(slirpPid), true, 'slirp4netns exits with the parent of a non-detached box');
         await assert.rejects(fetch(`http://127.0.0.1:${port}/`));
       }

@@ -376,12 +376,23 @@ describe('exec WebSocket', { timeout: 60_000 }, () => {
     const attached = await attach(server.url, `${path}/attach`);
     assert.ok(typeof attached !== 'number');
     const { socket, frames } = attached;
+    // `cat` echoing the input shows the shell has set its trap: TERM is sent after that.
+    const echoed = new Promise<void>((resolve) => {
+      let seen = '';
+      const onMessage = (data: Buffer, isBinary: boolean) => {
+        if (isBinary) seen += data.subarray(1).toString();
+        if (!seen.includes('hello\n')) return;
+        socket.off('message', onMessage);
+        resolve();
+      };
+      socket.on('message', onMessage);
+    });
     socket.send(Buffer.concat([Buffer.of(0), Buffer.from('hello\n')]));
     socket.send(JSON.stringify({ type: 'stdin_eof' }));
     const bad = await raw(server.url, 'POST', `${path}/signal`, { signal: 'SIGNOPE' });
     assert.equal(bad.status, 400);
     assert.equal(bad.body.error.field, 'signal');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await echoed;
     socket.send(JSON.stringify({ type: 'signal', signal: 'TERM' }));
     const { binary, text } = await frames;
     const out = Buffer.concat(binary.map((frame) => frame.subarray(1))).toString();
