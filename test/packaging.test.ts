@@ -213,7 +213,7 @@ for (const [label, nodePath] of [
         const url = `http://127.0.0.1:${port}`;
         for (
           let i = 0;
-          i < 100 &&
+          i < 300 &&
           !(await fetch(`${url}/v1/openapi.json`).then(
             (r) => r.ok,
             () => false,

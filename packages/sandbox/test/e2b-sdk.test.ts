@@ -269,7 +269,7 @@ describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
     const events: string[] = [];
     const watch = await sbx.files.watchDir('notes', (e) => void events.push(`${e.type}:${e.name}`));
     await sbx.files.write('notes/w.txt', 'x');
-    for (let i = 0; i < 100 && !events.some((e) => e.endsWith(':w.txt')); i++)
+    for (let i = 0; i < 300 && !events.some((e) => e.endsWith(':w.txt')); i++)
       await new Promise((r) => setTimeout(r, 50));
     await watch.stop();
     assert.ok(

@@ -283,7 +283,7 @@ describe('pull from the local registry', () => {
       await assert.rejects(pulling, (e: Error) => e instanceof BoxError && /aborted/.test(e.message));
       // the aborted download cleans up its temporary directory in the background: wait for it (bounded)
       const tmp = join(homeDir, 'images', 'tmp');
-      for (let i = 0; i < 200 && fs.readdirSync(tmp).length > 0; i++)
+      for (let i = 0; i < 600 && fs.readdirSync(tmp).length > 0; i++)
         await new Promise((r) => setTimeout(r, 25));
       assert.deepEqual(await store.list(), []);
       assert.deepEqual(fs.readdirSync(join(homeDir, 'images', 'tmp')), []);

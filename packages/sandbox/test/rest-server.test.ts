@@ -335,7 +335,7 @@ describe('exec WebSocket', { timeout: 60_000 }, () => {
     const id = await execution.id();
     let status: Awaited<ReturnType<typeof attach>> = 0;
     // The SDK's own socket may still be opening: a second client is refused once it is attached.
-    for (let i = 0; i < 50 && status !== 409; i++) {
+    for (let i = 0; i < 250 && status !== 409; i++) {
       status = await attach(server.url, `/v1/boxes/rest-main/executions/${id}/attach`);
       if (typeof status !== 'number') {
         status.socket.terminate();
@@ -588,7 +588,7 @@ describe('tunnels over HTTP CONNECT', () => {
     ]);
     const network = (box as JsBox & { network: JsNetworkHandle }).network;
     let body = '';
-    for (let attempt = 0; attempt < 50 && !body.includes('hello-tunnel'); attempt++) {
+    for (let attempt = 0; attempt < 200 && !body.includes('hello-tunnel'); attempt++) {
       const tunnel = await network.tunnel(8080);
       assert.match(tunnel.uri()!, /\/v1\/tunnels\/[0-9A-Z]{26}$/);
       const connection = await tunnel.connect().catch(() => null);

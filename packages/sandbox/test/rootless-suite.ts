@@ -152,7 +152,7 @@ describe(`rootless runtime as ${me.username}`, () => {
       'mkdir -p /www && echo from-box > /www/index.html && (httpd -p 8080 -h /www &)',
     ]);
     let body = '';
-    for (let i = 0; i < 50 && body === ''; i++) {
+    for (let i = 0; i < 150 && body === ''; i++) {
       body = await fetch(`http://127.0.0.1:${hostPort}/`).then(
         (r) => r.text(),
         () => '',

@@ -237,7 +237,7 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
     const killed = await api(url, 'POST', `/v1/boxes/${box}/executions/${started[0]!.body.id}/kill`, execKey);
     assert.equal(killed.status, 200);
     let running = 2;
-    for (let i = 0; i < 200 && running > 1; i++) {
+    for (let i = 0; i < 600 && running > 1; i++) {
       await new Promise((resolve) => setTimeout(resolve, 25));
       running = (await api(url, 'GET', '/v1/usage', execKey)).body.usage.running_executions;
     }
@@ -265,7 +265,7 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
       assert.equal((await api(url, 'GET', '/v1/usage', mcpKey)).body.usage.running_executions, 1);
       await ok(client, 'kill_command', { command_id: sleeper.command_id });
       let running = 1;
-      for (let i = 0; i < 200 && running > 0; i++) {
+      for (let i = 0; i < 600 && running > 0; i++) {
         await new Promise((resolve) => setTimeout(resolve, 25));
         running = (await api(url, 'GET', '/v1/usage', mcpKey)).body.usage.running_executions;
       }
@@ -294,7 +294,7 @@ describe('quotas and admission', { timeout: 300_000 }, () => {
       assert.equal(usage.body.usage.running_executions, 1);
       await sleeper.kill();
       let running = 1;
-      for (let i = 0; i < 200 && running > 0; i++) {
+      for (let i = 0; i < 600 && running > 0; i++) {
         await new Promise((resolve) => setTimeout(resolve, 25));
         running = (await api(url, 'GET', '/v1/usage', e2bKey)).body.usage.running_executions;
       }
