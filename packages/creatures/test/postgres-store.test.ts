@@ -30,7 +30,7 @@ function opener() {
 }
 
 /** The next change event of `store`, or a rejection after `ms`. */
-function nextChange(store: PostgresStore, ms = 5000): Promise<ChangeEvent> {
+function nextChange(store: PostgresStore, ms = 30_000): Promise<ChangeEvent> {
   return once(store.events, 'change', { signal: AbortSignal.timeout(ms) }).then(([e]) => e as ChangeEvent);
 }
 

@@ -42,7 +42,7 @@ function procState(pid: number): string | undefined {
 }
 
 /** Polls `cond` every 20 ms for up to `ms` (a wait for an asynchronous exit, not a timing assertion). */
-async function eventually(cond: () => boolean, ms = 5000): Promise<boolean> {
+async function eventually(cond: () => boolean, ms = 20_000): Promise<boolean> {
   for (let t = 0; t < ms && !cond(); t += 20) await sleep(20);
   return cond();
 }
