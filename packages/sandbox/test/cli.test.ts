@@ -153,7 +153,8 @@ describe('sandbox CLI', () => {
     );
     try {
       const url = `http://127.0.0.1:${port}`;
-      for (let i = 0; i < 100; i++) {
+      // The server loads the runtime from source first: seconds on a loaded machine.
+      for (let i = 0; i < 300; i++) {
         if (
           await fetch(`${url}/v1/config`).then(
             (r) => r.ok,
