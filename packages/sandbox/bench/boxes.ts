@@ -7,7 +7,8 @@
  *  - the container tier as shipped (user namespace, idmapped layers), network enabled and disabled;
  *  - the container tier without a user namespace (an engine made with `SEED_SANDBOX_USERNS=0`), network
  *    enabled: the baseline of the user-namespace goal (within 10% of 51.9 ms / 9.5 ms);
- *  - the gVisor tier (`isolation: 'gvisor'`), network enabled (goal: create→exec ≤ 300 ms, exec ≤ 30 ms);
+ *  - the gVisor tier (`isolation: 'gvisor'`), network enabled and disabled (goal: create→exec ≤ 300 ms,
+ *    exec ≤ 30 ms; ≤ 1.5× raw runsc);
  *  - raw `crun` with and without the user namespace, raw `runc`, raw `runsc` (`bench/raw.ts`,
  *    `bench/gvisor.ts`: same layers, same config.json, same command `true` with piped stdio, waited for
  *    until exit and closed pipes);
@@ -182,6 +183,7 @@ async function main(): Promise<void> {
     const disabled = runtimeVariant(runtime, 'container userns net off', 'disabled', null);
     const noUserns = runtimeVariant(plain, 'container no-userns on', 'enabled', null);
     const gvisor = runtimeVariant(runtime, 'gVisor tier net on', 'enabled', null, 'gvisor');
+    const gvisorOff = runtimeVariant(runtime, 'gVisor tier net off', 'disabled', null, 'gvisor');
     const engineName = process.env.SEED_SANDBOX_RUNTIME === 'runc' ? 'runc' : 'crun';
     const raw: Record<string, Variant<RawContainer>> = {};
     for (const rt of ['crun', 'runc'] as const) {
@@ -209,6 +211,7 @@ async function main(): Promise<void> {
       disabled,
       noUserns,
       gvisor,
+      gvisorOff,
       rawCrunUserns,
       raw.crun!,
       raw.runc!,
@@ -238,7 +241,8 @@ async function main(): Promise<void> {
     pair(`container userns net off / raw ${engineName}`, disabled.row, base);
     pair(`container userns net on / raw ${engineName}`, enabled.row, base);
     pair('raw crun userns / raw crun', rawCrunUserns.row, raw.crun!.row);
-    pair('gVisor tier / raw runsc', gvisor.row, rawRunsc.row);
+    pair('gVisor tier net on / raw runsc', gvisor.row, rawRunsc.row);
+    pair('gVisor tier net off / raw runsc', gvisorOff.row, rawRunsc.row);
     pair('raw runsc / raw crun', rawRunsc.row, raw.crun!.row);
     const p50 = (r: Row, k: keyof Omit<Row, 'name'>) => percentile(r[k], 50);
     const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');

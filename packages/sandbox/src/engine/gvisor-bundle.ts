@@ -86,11 +86,16 @@ export interface GVisorBundleHost {
   /** Host busybox bound as the tty helper, when the host has one. */
   busybox?: string;
   platform: GVisorPlatform;
+  /**
+   * Whether runsc joins the network namespace the engine made at `p.netns` (a box with a network);
+   * otherwise runsc makes the sandbox's network namespace itself (`--network=none`).
+   */
+  netns: boolean;
 }
 
 /**
  * Writes the box's OCI bundle (box-bundle.ts `writeBundle`): `config.json` (`gvisorOciConfig`, host
- * paths replaced by their bind targets, the network namespace at `p.netns`, `cwd` the box's working
+ * paths replaced by their bind targets, the network namespace at `p.netns` when `host.netns`, `cwd` the box's working
  * directory), `engine.json` (`GVisorMeta`) and, for a box without a disk, its `hosts` and `hostname`.
  * @returns the meta written to `engine.json`.
  * @throws BoxError as `buildOciConfig`; the file system error when the bundle cannot be written.
@@ -104,8 +109,10 @@ export function writeGVisorBundle(
   const bundleHost: BundleHost = { init: host.init, ...(host.busybox ? { ttyHelper: host.busybox } : {}) };
   const config = gvisorOciConfig(...ociConfigInput(spec, p, diskSizeGb, bundleHost));
   // The network namespace made (and linked) before runsc runs: runsc copies its interfaces at start.
-  const linux = config.linux as { namespaces: { type: string; path?: string }[] };
-  linux.namespaces = linux.namespaces.map((n) => (n.type === 'network' ? { ...n, path: p.netns } : n));
+  if (host.netns) {
+    const linux = config.linux as { namespaces: { type: string; path?: string }[] };
+    linux.namespaces = linux.namespaces.map((n) => (n.type === 'network' ? { ...n, path: p.netns } : n));
+  }
   const meta: GVisorMeta = {
     id: spec.id,
     isolation: 'gvisor',

@@ -22,7 +22,7 @@ export type RunscState = EngineState;
 export class Runsc {
   /**
    * `[...prefix, runsc, --root, <root>, --platform=…, --network=sandbox]`, plus `--ignore-cgroups`
-   * with a prefix (the engine makes and joins the box's cgroup, gvisor-netns.ts).
+   * with a prefix (the engine's launcher makes and joins the box's cgroup, gvisor-launcher.ts).
    */
   readonly runtime: string[];
   private readonly root: string;
@@ -35,6 +35,14 @@ export class Runsc {
     this.root = root;
     this.runtime = [...prefix, runsc, '--root', root, `--platform=${platform}`, '--network=sandbox'];
     if (prefix.length > 0) this.runtime.push('--ignore-cgroups');
+  }
+
+  /**
+   * `runtime` with the sandbox network `mode` in place of `--network=sandbox` (`none`: netstack's
+   * loopback only, in a network namespace runsc makes).
+   */
+  withNetwork(mode: 'sandbox' | 'none'): string[] {
+    return this.runtime.map((a) => (a === '--network=sandbox' ? `--network=${mode}` : a));
   }
 
   /** Runs `runsc <global flags> <args…>`. */

@@ -15,7 +15,7 @@
  * What runsc can no longer do itself as namespace root is done by the engine as host root: the box's
  * root is an overlay over idmapped layer clones (idmap.ts), the box's network namespace is made by a
  * process of the user namespace (so runsc may join it), and the box's cgroup is made, limited and
- * joined by the launcher before runsc runs with `--ignore-cgroups` (gvisor-netns.ts).
+ * joined by the launcher before runsc runs with `--ignore-cgroups` (gvisor-launcher.ts).
  */
 import { spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
@@ -26,7 +26,7 @@ import { handVolumesToMappedRoot } from './box-files.ts';
 import { run, sleep } from './host-process.ts';
 import { allowTraversal, findExecutable, mountsUnder } from './host-system.ts';
 import type { OpenedHostPath } from './hostpath.ts';
-import { type IdMapping, idmapHelperArgs, installIdmapHelper } from './idmap.ts';
+import { type IdMapping, idmapHelperArgs, installIdmapHelper, SYSCALLS } from './idmap.ts';
 import type { EngineBoxSpec } from './types.ts';
 
 /** Host directory of the gVisor tier's user and network namespace files (shared by every engine). */
@@ -138,28 +138,84 @@ export function inGVisorNamespaces(ns: GVisorNamespaces): string[] {
 }
 
 /**
+ * The system call numbers of `arch` (Node `process.arch`) for the tier's perl programs (idmap.ts
+ * `SYSCALLS`).
+ * @throws BoxError `unsupported` on an architecture without a table (only x64 and arm64 have one).
+ */
+export function gvisorSyscalls(arch: string): (typeof SYSCALLS)[string] {
+  const nr = SYSCALLS[arch];
+  if (!nr)
+    throw new BoxError(`isolation: 'gvisor' is not supported on ${arch} (x64, arm64)`, {
+      code: 'unsupported',
+    });
+  return nr;
+}
+
+/**
+ * Source of the perl program (`perl -e <source> <userns file> <target>`) that makes a box's network
+ * namespace in one process: a child joins the gVisor user namespace (setns), unshares a network
+ * namespace (owned by that user namespace) and sets `lo` up (SIOCSIFFLAGS); the parent, host root in
+ * the host's mount namespace, binds `/proc/<child>/ns/net` onto `target` (an empty file it makes
+ * when missing), then lets the child exit. Exits 0, or 1 with `netns: <what failed>: <errno text>`.
+ * @throws BoxError `unsupported` on an architecture without a syscall table (`gvisorSyscalls`).
+ */
+export function ownedNetnsScript(arch: string = process.arch): string {
+  const nr = gvisorSyscalls(arch);
+  return `use strict;
+my ($SYS_setns, $SYS_unshare, $SYS_mount) = (${nr.setns}, ${nr.unshare}, ${nr.mount});
+my ($CLONE_NEWUSER, $CLONE_NEWNET, $MS_BIND, $SIOCGIFFLAGS, $SIOCSIFFLAGS, $IFF_UP) = (0x10000000, 0x40000000, 0x1000, 0x8913, 0x8914, 1);
+my ($userns, $target) = @ARGV;
+sub fail { print STDERR "netns: $_[0]: $!\\n"; exit 1; }
+open(my $u, '<', $userns) or fail("opening $userns");
+pipe(my $r1, my $w1) or fail('pipe');
+pipe(my $r2, my $w2) or fail('pipe');
+my $pid = fork() // fail('fork');
+if ($pid == 0) {
+  close $r1; close $w2;
+  my $ok = syscall($SYS_setns, fileno($u), $CLONE_NEWUSER) == 0 && syscall($SYS_unshare, $CLONE_NEWNET) == 0;
+  if ($ok) {
+    # struct ifreq: the name (16 bytes), then the flags (a short) in a 24-byte union.
+    my ($s, $ifr) = (undef, pack('a16 s x22', 'lo', 0));
+    $ok = socket($s, 2, 2, 0) && ioctl($s, $SIOCGIFFLAGS, $ifr);
+    if ($ok) {
+      my $flags = unpack('x16 s', $ifr);
+      $ifr = pack('a16 s x22', 'lo', $flags | $IFF_UP);
+      $ok = ioctl($s, $SIOCSIFFLAGS, $ifr);
+    }
+  }
+  syswrite($w1, $ok ? 'y' : "n$!");
+  sysread($r2, my $x, 1);
+  exit 0;
+}
+close $w1; close $r2;
+sysread($r1, my $ok, 256);
+if (substr($ok, 0, 1) ne 'y') { $! = 0; fail('joining the user namespace, unsharing the network namespace or setting lo up: ' . substr($ok, 1)); }
+if (!-e $target) { open(my $t, '>', $target) or fail("creating $target"); close $t; chmod(0600, $target); }
+my ($src, $none) = ("/proc/$pid/ns/net", 0);
+syscall($SYS_mount, $src, $target, $none, $MS_BIND, $none) == 0 or fail("binding the namespace on $target");
+close $w2;
+waitpid($pid, 0);
+exit 0;
+`;
+}
+
+/**
  * Makes a box's network namespace owned by the gVisor user namespace (runsc, as its root, must join
- * it) with `lo` up, kept as an nsfs bind mount on `path` (made by host root).
- * @throws BoxError when the namespace cannot be made.
+ * it) with `lo` up, kept as an nsfs bind mount on `path` (made by host root): one perl process
+ * (`ownedNetnsScript`), no `nsenter`, `unshare`, `ip` or `mount` process.
+ * @throws BoxError `internal` when the namespace cannot be made (with the program's message).
  */
 export async function createOwnedNetns(ns: GVisorNamespaces, path: string): Promise<void> {
-  const unshare = findExecutable('unshare') ?? '/usr/bin/unshare';
-  const ip = findExecutable('ip') ?? '/sbin/ip';
-  await holdNamespace(
-    [
-      findExecutable('nsenter') ?? '/usr/bin/nsenter',
-      `--user=${ns.userns}`,
-      '--',
-      unshare,
-      '--net',
-      '--',
-      '/bin/sh',
-      '-c',
-      `${ip} link set lo up && echo ready && read x`,
-    ],
-    'net',
-    path,
+  const made = await run(
+    findExecutable('perl') ?? '/usr/bin/perl',
+    ['-e', ownedNetnsScript(), ns.userns, path],
+    NS_TIMEOUT_MS,
   );
+  if (made.code !== 0)
+    throw new BoxError(
+      `isolation: 'gvisor': making the net namespace ${path} failed: ${made.stderr.trim()}`,
+      { code: 'internal' },
+    );
 }
 
 /**

@@ -6,26 +6,28 @@
  * The box is built as in the container tier (engine.ts): the same overlay root mounted by the same
  * `supervisor.sh` (parent-death watch included), the same `config.json` from `buildOciConfig` with
  * the changes of `gvisorOciConfig`, run as `runsc --root <stateRoot>/runsc --platform=<ptrace|kvm>
- * --network=sandbox run --detach` through the launcher of gvisor-netns.ts. The platform is chosen
- * once per boot (gvisor-platform.ts).
+ * --network=<sandbox|none> run --detach` through the launcher of gvisor-launcher.ts. The platform
+ * is chosen once per boot (gvisor-platform.ts).
  *
  * Host privileges: every runsc call runs in the gVisor user namespace (gvisor-userns.ts), which maps
  * ids `0..65535` to the sandbox's subordinate range (default host 100000..165535). The gofer (which
  * opens the box's files for the Sentry) is that namespace's root, host uid/gid 100000, chrooted to the
- * box root, with a seccomp filter and no_new_privs; with `--network=sandbox` runsc runs the Sentry
+ * box root, with a seccomp filter and no_new_privs; with `--network=sandbox` or `none` runsc runs the Sentry
  * (which runs the box's code) and its stubs as `nobody` of that namespace (host uid/gid 165534) in a
  * user namespace of its own that maps only that id, chrooted, with a seccomp filter. No process in a
  * box's cgroup is host root (SECURITY.md "gVisor tier"). The box root is an overlay over idmapped
  * layer clones (idmap.ts), so the gofer reads image files owned by host root as its own; the
- * launcher (gvisor-netns.ts) makes, limits and joins the box's cgroup as host root, and runsc runs
- * with `--ignore-cgroups`.
+ * launcher (gvisor-launcher.ts) makes, limits and joins the box's cgroup as host root, and runsc
+ * runs with `--ignore-cgroups`.
  *
  * Network: the box's network namespace is made before runsc runs (`<bundle>/netns`, `lo` up) and
  * the `networkPrepare` hook links it to its gateway (`eth0`, gateway.ts); runsc copies `lo` and
  * `eth0` into netstack, the Sentry's own TCP/IP stack, which sends and receives `eth0`'s frames
  * through packet sockets runsc opened for it. The policy of `allowNet` (nftables in the gateway
  * namespace, on the far side of the veth link), the DNS resolver, the secrets proxy and published
- * ports apply as in the container tier. A network `disabled` box has netstack's loopback only.
+ * ports apply as in the container tier. The launcher removes `<bundle>/netns` once runsc runs the
+ * sandbox. A network `disabled` box runs with `--network=none`: netstack's loopback only, in a network
+ * namespace runsc makes itself (no namespace file, link or `/proc/sys` view).
  *
  * This module holds what the gVisor tier plugs into the shared box life cycle (box-engine.ts). The box's files are
  * laid out as the container tier's (box-files.ts), its bundle in gvisor-bundle.ts, the runsc
@@ -46,7 +48,8 @@ import {
   writeGVisorBundle,
 } from './gvisor-bundle.ts';
 import { cleanStaleExecFiles, gvisorExec } from './gvisor-exec.ts';
-import { prepareBoxNetns, RUNSC_NETNS_SH, removeBoxNetns } from './gvisor-netns.ts';
+import { installRunscLauncher } from './gvisor-launcher.ts';
+import { prepareBoxNetns, removeBoxNetns } from './gvisor-netns.ts';
 import { chooseGVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
 import { Runsc } from './gvisor-runsc.ts';
 import { forgetSandbox, registerSandbox } from './gvisor-tunnel.ts';
@@ -101,8 +104,11 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
   readonly stateRoot: string;
   /** runsc with this engine's root and platform. */
   private readonly rs: Runsc;
-  /** `rs.runtime` through the launcher that hides `/proc/sys/net` (gvisor-netns.ts), for `run`. */
-  private readonly rtNetns: string[];
+  /**
+   * The supervisor's runsc command lines: `rs.runtime` through the launcher (gvisor-launcher.ts), for
+   * a box with a network (`--network=sandbox`) and without one (`--network=none`).
+   */
+  private readonly rtLaunch: { sandbox: string[]; none: string[] };
   protected readonly boxesDir: string;
   protected readonly networkHooks: BoxNetworkHooks;
   private readonly execDir: string;
@@ -153,17 +159,17 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
       mkdirSync(d, { recursive: true, mode: 0o700 });
     this.supervisorPath = join(binDir, 'supervisor.sh');
     writeIfChanged(this.supervisorPath, SUPERVISOR_SH);
-    const launcher = join(binDir, 'runsc-netns.sh');
-    writeIfChanged(launcher, RUNSC_NETNS_SH);
     cleanStaleExecFiles(this.execDir);
     if (ns) this.idmapHelper = prepareStateForNamespace(ns, this.stateRoot, [rtRoot, this.execDir], binDir);
     this.rs = new Runsc(runsc, rtRoot, platform.platform, ns ? inGVisorNamespaces(ns) : []);
-    const unshare = findExecutable('unshare');
-    if (!unshare)
-      throw new BoxError("isolation: 'gvisor' needs unshare on the host (util-linux)", {
-        code: 'unsupported',
-      });
-    this.rtNetns = [unshare, '-m', '--', '/bin/sh', launcher, ...this.rs.runtime];
+    const perl = findExecutable('perl');
+    if (!perl)
+      throw new BoxError("isolation: 'gvisor' needs perl on the host (perl-base)", { code: 'unsupported' });
+    const launcher = installRunscLauncher(binDir, perl);
+    this.rtLaunch = {
+      sandbox: [...launcher, ...this.rs.runtime],
+      none: [...launcher, ...this.rs.withNetwork('none')],
+    };
   }
 
   /** The supervisor script (another process's supervisor of a box is recognised by it). */
@@ -188,10 +194,14 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
     if (mountsUnder(p.rootfs).length > 0) await unmountBoxDir(spec.boxDir);
 
     const tConfig0 = performance.now();
+    // A box without a network gets netstack's loopback only (`--network=none`): runsc makes its
+    // network namespace itself, and no namespace file, link or /proc/sys view is needed.
+    const withNetwork = spec.network.mode !== 'disabled';
     const meta = writeGVisorBundle(spec, p, diskSizeGb, {
       init: this.initPath,
       ...(this.busybox ? { busybox: this.busybox } : {}),
       platform: this.platform.platform,
+      netns: withNetwork,
     });
     const stageBoxConfigMs = performance.now() - tConfig0;
 
@@ -205,25 +215,23 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
 
     // The box's network namespace and link are made while the supervisor mounts the root; runsc runs
     // once both are ready (it takes the interfaces present when it starts).
-    const netnsReady = prepareBoxNetns(
-      spec,
-      p.netns,
-      this.opts.networkPrepare,
-      this.opts.networkTeardown,
-      this.ns,
-    );
-    netnsReady.catch(() => {});
+    const netnsReady = withNetwork
+      ? prepareBoxNetns(spec, p.netns, this.opts.networkPrepare, this.opts.networkTeardown, this.ns)
+      : undefined;
+    netnsReady?.catch(() => {});
 
     const env = {
       ...gvisorSupervisorEnv(
         spec,
         p,
         diskSizeGb,
-        this.rtNetns,
+        withNetwork ? this.rtLaunch.sandbox : this.rtLaunch.none,
         binds,
         this.idmapHelper ? { helper: this.idmapHelper } : undefined,
       ),
-      SB_NETNS: [...(this.opts.networkFiles?.(spec.id) ?? []), p.netns].join(' '),
+      SB_NETNS: [...(this.opts.networkFiles?.(spec.id) ?? []), ...(withNetwork ? [p.netns] : [])].join(' '),
+      // The launcher removes the namespace file once runsc has run the sandbox (which holds it then).
+      ...(withNetwork ? { SB_GV_NETNS: p.netns } : {}),
     };
     this.supervisors.release(spec.id);
     const { child, outcome, tMounted, tStarted } = await startSupervisor(
@@ -236,7 +244,7 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
     if (outcome !== 'started') {
       child.stdin?.destroy();
       // prepareBoxNetns undoes its own work when it fails: its error is the one to report.
-      const netnsError = await netnsReady.then(
+      const netnsError = await netnsReady?.then(
         () => undefined,
         (err: unknown) => err,
       );
@@ -265,8 +273,9 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
       await this.stop(spec.id, 0).catch(() => {});
       throw new BoxError(`box ${spec.id}: the gVisor sandbox exited right after start`, { code: 'internal' });
     }
-    // The sandbox holds the namespace from now on: it lives exactly as long as the box.
-    await removeBoxNetns(p.netns);
+    // The sandbox holds the namespace from now on (it lives exactly as long as the box): the launcher
+    // has removed its file, unless its unmount failed.
+    if (existsSync(p.netns)) await removeBoxNetns(p.netns);
     registerSandbox(pid, this.rs.runtime, spec.id);
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     return { pid, clock: { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted } };

@@ -181,10 +181,13 @@ export function nsIdOf(map: ProcIdMap, outside: number): number | undefined {
   return undefined;
 }
 
-/** System call numbers the helper needs, by Node `process.arch` (x86_64 and arm64 tables). */
-const SYSCALLS: Record<string, { unshare: number; mount: number }> = {
-  x64: { unshare: 272, mount: 165 },
-  arm64: { unshare: 97, mount: 40 },
+/**
+ * System call numbers this helper and the gVisor tier's programs (gvisor-launcher.ts, gvisor-userns.ts) need, by Node
+ * `process.arch` (x86_64 and arm64 tables).
+ */
+export const SYSCALLS: Record<string, { unshare: number; mount: number; umount2: number; setns: number }> = {
+  x64: { unshare: 272, mount: 165, umount2: 166, setns: 308 },
+  arm64: { unshare: 97, mount: 40, umount2: 39, setns: 268 },
 };
 
 /**

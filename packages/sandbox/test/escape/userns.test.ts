@@ -9,7 +9,8 @@
  * Host-side helpers that are by design outside the box, named here: the box supervisor (`sh
  * supervisor.sh`, host root, not in the box's namespaces or cgroup) and the `crun exec` / `runsc exec`
  * / tty relay processes on the host side of each exec. For the gVisor tier (runsc 0.0~20221219 with
- * `--network=sandbox`, run in the gVisor user namespace that maps the sandbox range), no process in
+ * `--network=sandbox`, or `--network=none` for a box without a network, run in the gVisor user
+ * namespace that maps the sandbox range), no process in
  * the box's cgroup has a host id outside the sandbox range: every process that runs the box's code —
  * the sandbox process (the Sentry) and, on the ptrace platform, the stubs it forks, in which the
  * box's instructions execute — is the range's `nobody` (host uid/gid start + 65534) in a user
@@ -180,72 +181,78 @@ describe('host ids of every box process (/proc/<pid>/status read from the host)'
     }
   });
 
-  test('gVisor tier: no process in the box cgroup has host uid 0; the gofer is the range root, the Sentry and stubs its nobody', {
-    skip: GVISOR_SKIP,
-  }, async () => {
-    const s = specFactory(tmp, rootfs, 'unsg')({ isolation: 'gvisor' });
-    const { pid } = await engine.start(s);
-    const commands = await runningCommands(s.id, false);
-    try {
-      // The commands run once the Sentry has forked a stub for each (ptrace platform).
-      await waitFor(() => boxProcesses(pid).filter((p) => isDescendant(p.pid, pid)).length >= 2);
-      const procs = boxProcesses(pid);
-      const list = procs.map((p) => `${p.pid} ${p.uids} ${p.cmdline}`).join('\n');
-      const sandbox = procs.find((p) => p.cmdline.startsWith('runsc-sandbox'));
-      const gofer = procs.find((p) => p.cmdline.startsWith('runsc-gofer'));
-      assert.ok(sandbox && gofer, list);
-      assert.equal(sandbox.pid, pid, 'the box pid is the Sentry');
-      const boxCode = procs.filter((p) => p === sandbox || isDescendant(p.pid, sandbox.pid));
-      assert.ok(boxCode.length >= 3, `the Sentry and the stubs running the two commands:\n${list}`);
-      for (const p of procs) {
-        assert.ok(
-          p === gofer || boxCode.includes(p),
-          `an unexpected process in the box: ${p.pid} ${p.cmdline}`,
-        );
-        // No process of the box is host root: every id is one of the sandbox range.
-        for (const id of [...p.uids, ...p.gids]) {
+  // Both runsc network modes the tier uses: `none` (network disabled) and `sandbox` (netstack).
+  for (const mode of ['disabled', 'enabled'] as const)
+    test(`gVisor tier, network ${mode}: no process in the box cgroup has host uid 0; the gofer is the range root, the Sentry and stubs its nobody`, {
+      skip: GVISOR_SKIP,
+    }, async () => {
+      const s = specFactory(
+        tmp,
+        rootfs,
+        `unsg${mode[0]}`,
+      )({ isolation: 'gvisor', network: { mode, allowNet: [] } });
+      const { pid } = await engine.start(s);
+      const commands = await runningCommands(s.id, false);
+      try {
+        // The commands run once the Sentry has forked a stub for each (ptrace platform).
+        await waitFor(() => boxProcesses(pid).filter((p) => isDescendant(p.pid, pid)).length >= 2);
+        const procs = boxProcesses(pid);
+        const list = procs.map((p) => `${p.pid} ${p.uids} ${p.cmdline}`).join('\n');
+        const sandbox = procs.find((p) => p.cmdline.startsWith('runsc-sandbox'));
+        const gofer = procs.find((p) => p.cmdline.startsWith('runsc-gofer'));
+        assert.ok(sandbox && gofer, list);
+        assert.equal(sandbox.pid, pid, 'the box pid is the Sentry');
+        const boxCode = procs.filter((p) => p === sandbox || isDescendant(p.pid, sandbox.pid));
+        assert.ok(boxCode.length >= 3, `the Sentry and the stubs running the two commands:\n${list}`);
+        for (const p of procs) {
           assert.ok(
-            id >= range.hostUid && id < range.hostUid + range.size,
-            `${p.pid} ${p.cmdline}: host ids\n${list}`,
+            p === gofer || boxCode.includes(p),
+            `an unexpected process in the box: ${p.pid} ${p.cmdline}`,
           );
+          // No process of the box is host root: every id is one of the sandbox range.
+          for (const id of [...p.uids, ...p.gids]) {
+            assert.ok(
+              id >= range.hostUid && id < range.hostUid + range.size,
+              `${p.pid} ${p.cmdline}: host ids\n${list}`,
+            );
+          }
+          assert.notEqual(p.userns, hostUserns, `${p.pid} ${p.cmdline} is in the host user namespace`);
+          assert.ok(p.noNewPrivs, `${p.cmdline}: no_new_privs`);
+          assert.equal(p.seccomp, 2, `${p.cmdline}: seccomp filter`);
         }
-        assert.notEqual(p.userns, hostUserns, `${p.pid} ${p.cmdline} is in the host user namespace`);
-        assert.ok(p.noNewPrivs, `${p.cmdline}: no_new_privs`);
-        assert.equal(p.seccomp, 2, `${p.cmdline}: seccomp filter`);
+        for (const p of boxCode) {
+          // Every process that runs box code is the range's nobody, in runsc's own user namespace.
+          assert.deepEqual(
+            p.uids,
+            Array(4).fill(range.hostUid + NOBODY),
+            `${p.pid} ${p.cmdline}: host uids\n${list}`,
+          );
+          assert.deepEqual(p.gids, Array(4).fill(range.hostGid + NOBODY), `${p.pid} ${p.cmdline}: host gids`);
+          assert.equal(p.userns, sandbox.userns, 'one user namespace for the Sentry and its stubs');
+        }
+        const idMap = (p: number, kind: string) =>
+          readFileSync(`/proc/${p}/${kind}_map`, 'utf8').trim().split(/\s+/).join(' ');
+        assert.equal(idMap(pid, 'uid'), `${NOBODY} ${range.hostUid + NOBODY} 1`);
+        assert.equal(idMap(pid, 'gid'), `${NOBODY} ${range.hostGid + NOBODY} 1`);
+        // The gofer: the range's root, in the gVisor user namespace (the range mapped), chrooted into
+        // the box root, seccomp-filtered, file capabilities of that namespace only.
+        assert.deepEqual(gofer.uids, Array(4).fill(range.hostUid));
+        assert.deepEqual(gofer.gids, Array(4).fill(range.hostGid));
+        assert.equal(idMap(gofer.pid, 'uid'), `0 ${range.hostUid} ${range.size}`);
+        assert.equal(idMap(gofer.pid, 'gid'), `0 ${range.hostGid} ${range.size}`);
+        assert.notEqual(gofer.userns, sandbox.userns);
+        assert.equal(gofer.capEff, GOFER_CAPS, `gofer capabilities ${gofer.capEff.toString(16)}`);
+        assert.equal((gofer.capEff >> CAP_SYS_ADMIN) & 1n, 0n);
+        assert.notEqual(readlinkSync(`/proc/${gofer.pid}/root`), '/', 'the gofer is chrooted');
+        assert.ok(!isDescendant(gofer.pid, sandbox.pid));
+        // The box's own view: root of the Sentry's kernel, not a host process (no host uid map).
+        const inside = await execSh(engine as never, s.id, 'id -u; cat /proc/version');
+        assert.match(inside.stdout, /^0\n.*Linux version 4\.4\.0/s);
+      } finally {
+        for (const c of commands) await c.kill();
+        await engine.remove(s.id, s.boxDir);
       }
-      for (const p of boxCode) {
-        // Every process that runs box code is the range's nobody, in runsc's own user namespace.
-        assert.deepEqual(
-          p.uids,
-          Array(4).fill(range.hostUid + NOBODY),
-          `${p.pid} ${p.cmdline}: host uids\n${list}`,
-        );
-        assert.deepEqual(p.gids, Array(4).fill(range.hostGid + NOBODY), `${p.pid} ${p.cmdline}: host gids`);
-        assert.equal(p.userns, sandbox.userns, 'one user namespace for the Sentry and its stubs');
-      }
-      const idMap = (p: number, kind: string) =>
-        readFileSync(`/proc/${p}/${kind}_map`, 'utf8').trim().split(/\s+/).join(' ');
-      assert.equal(idMap(pid, 'uid'), `${NOBODY} ${range.hostUid + NOBODY} 1`);
-      assert.equal(idMap(pid, 'gid'), `${NOBODY} ${range.hostGid + NOBODY} 1`);
-      // The gofer: the range's root, in the gVisor user namespace (the range mapped), chrooted into
-      // the box root, seccomp-filtered, file capabilities of that namespace only.
-      assert.deepEqual(gofer.uids, Array(4).fill(range.hostUid));
-      assert.deepEqual(gofer.gids, Array(4).fill(range.hostGid));
-      assert.equal(idMap(gofer.pid, 'uid'), `0 ${range.hostUid} ${range.size}`);
-      assert.equal(idMap(gofer.pid, 'gid'), `0 ${range.hostGid} ${range.size}`);
-      assert.notEqual(gofer.userns, sandbox.userns);
-      assert.equal(gofer.capEff, GOFER_CAPS, `gofer capabilities ${gofer.capEff.toString(16)}`);
-      assert.equal((gofer.capEff >> CAP_SYS_ADMIN) & 1n, 0n);
-      assert.notEqual(readlinkSync(`/proc/${gofer.pid}/root`), '/', 'the gofer is chrooted');
-      assert.ok(!isDescendant(gofer.pid, sandbox.pid));
-      // The box's own view: root of the Sentry's kernel, not a host process (no host uid map).
-      const inside = await execSh(engine as never, s.id, 'id -u; cat /proc/version');
-      assert.match(inside.stdout, /^0\n.*Linux version 4\.4\.0/s);
-    } finally {
-      for (const c of commands) await c.kill();
-      await engine.remove(s.id, s.boxDir);
-    }
-  });
+    });
 });
 
 /** True when `pid` is a descendant of `ancestor` (host parent chain). */
