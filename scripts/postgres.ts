@@ -3,7 +3,8 @@
  * is used or needed).
  *
  * {@link startPostgres} `initdb`s a cluster into a fresh temporary directory, starts `postgres` on
- * 127.0.0.1 at a free port (and a unix socket in the same directory), creates a database and answers its
+ * 127.0.0.1 at a free port (another one when that port is taken before the server binds it) and a unix
+ * socket in the same directory (through which readiness is asked), creates a database and answers its
  * URL; `stop()` shuts the server down and removes the directory. `initdb` refuses to run as root, so when
  * this process is root the cluster belongs to the `postgres` system user (the server processes run as that
  * user; the directory is owned by it). {@link createDatabase} adds a database to a running cluster (one per
@@ -108,6 +109,12 @@ function clusterOwner(): { uid: number; gid: number; home: string } | undefined 
   return { uid: Number(fields[2]), gid: Number(fields[3]), home: fields[5] ?? '/' };
 }
 
+/** Ports tried by `startPostgres` when the free port it chose is taken before the server binds it. */
+const PORT_ATTEMPTS = 5;
+
+/** The server's log line when its TCP port is taken (`postgres` exits then). */
+const PORT_TAKEN = /could not bind|Address already in use|could not create any TCP\/IP sockets/;
+
 /** A TCP port free on 127.0.0.1 at the time of the call. */
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -178,27 +185,32 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     const stderr = (error as { stderr?: Buffer }).stderr?.toString() ?? '';
     throw new Error(`initdb failed: ${stderr || String(error)}`, { cause: error });
   }
-  const port = await freePort();
   const settings = { ...DEFAULT_SETTINGS, ...options.settings };
-  const args = ['-D', dataDir, '-p', String(port), '-h', '127.0.0.1', '-k', dir];
-  for (const [name, value] of Object.entries(settings)) args.push('-c', `${name}=${value}`);
-  const child = spawn(join(bin, 'postgres'), args, {
-    ...asOwner,
-    cwd: dir,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  running.add(child);
+  /** Starts `postgres` on `port`; its log (stderr, first 64 kB) is read through `log()`. */
+  const launch = (port: number) => {
+    const args = ['-D', dataDir, '-p', String(port), '-h', '127.0.0.1', '-k', dir];
+    for (const [name, value] of Object.entries(settings)) args.push('-c', `${name}=${value}`);
+    const child = spawn(join(bin, 'postgres'), args, {
+      ...asOwner,
+      cwd: dir,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    running.add(child);
+    let log = '';
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      if (log.length < 64_000) log += chunk;
+    });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.once('exit', () => running.delete(child));
+    return { child, port, exited, log: () => log };
+  };
   installExitHook();
-  let log = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    if (log.length < 64_000) log += chunk;
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.once('exit', () => running.delete(child));
+  let server = launch(await freePort());
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
+    const { child, exited } = server;
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGINT');
       const timer = setTimeout(() => child.kill('SIGQUIT'), 10_000);
@@ -208,15 +220,30 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     cleanup();
   };
   const client = (tool: string, extra: string[]) =>
-    execFileSync(join(bin, tool), ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', ...extra], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, PGCONNECT_TIMEOUT: '5' },
-    });
+    execFileSync(
+      join(bin, tool),
+      ['-h', '127.0.0.1', '-p', String(server.port), '-U', 'postgres', ...extra],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, PGCONNECT_TIMEOUT: '5' },
+      },
+    );
   try {
     const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
-    for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error('postgres exited');
-      const ready = spawnSync(join(bin, 'pg_isready'), ['-q', '-h', '127.0.0.1', '-p', String(port)]);
+    for (let attempt = 1; ; ) {
+      const { child, port } = server;
+      if (child.exitCode !== null || child.signalCode !== null) {
+        // The free port was taken meanwhile (another test file's server, say): another port.
+        if (attempt < PORT_ATTEMPTS && PORT_TAKEN.test(server.log())) {
+          attempt++;
+          server = launch(await freePort());
+          continue;
+        }
+        throw new Error('postgres exited');
+      }
+      // Asked through this cluster's own unix socket: a server of another cluster that holds the TCP
+      // port never answers for this one.
+      const ready = spawnSync(join(bin, 'pg_isready'), ['-q', '-h', dir, '-p', String(port)]);
       if (ready.status === 0) break;
       if (Date.now() > deadline) throw new Error('postgres did not accept connections in time');
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -224,14 +251,18 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     client('createdb', [database]);
   } catch (error) {
     await stop();
-    throw new Error(`starting PostgreSQL failed: ${(error as Error).message}\n${log}`, { cause: error });
+    throw new Error(`starting PostgreSQL failed: ${(error as Error).message}\n${server.log()}`, {
+      cause: error,
+    });
   }
+  const port = server.port;
+  const pid = server.child.pid ?? -1;
   const urlOf = (name: string) => `postgres://postgres@127.0.0.1:${port}/${name}`;
   return {
     url: urlOf(database),
     port,
     socketDir: dir,
-    pid: child.pid ?? -1,
+    pid,
     async createDatabase(name?: string) {
       const db = checkName(name ?? randomName());
       client('createdb', [db]);
