@@ -140,7 +140,7 @@ async function runningCommands(id: string, tty: boolean): Promise<EngineProcess[
 }
 
 async function waitFor(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 1000 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
 }
 
 const hostUserns = readlinkSync('/proc/self/ns/user');
