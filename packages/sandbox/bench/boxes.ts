@@ -9,9 +9,11 @@
  *    enabled: the baseline of the user-namespace goal (within 10% of 51.9 ms / 9.5 ms);
  *  - the gVisor tier (`isolation: 'gvisor'`), network enabled and disabled (goal: create→exec ≤ 300 ms,
  *    exec ≤ 30 ms; ≤ 1.5× raw runsc);
- *  - raw `crun` with and without the user namespace, raw `runc`, raw `runsc` (`bench/raw.ts`,
- *    `bench/gvisor.ts`: same layers, same config.json, same command `true` with piped stdio, waited for
- *    until exit and closed pipes);
+ *  - raw `crun` with and without the user namespace, raw `runc`, raw `runsc` with `--network=host` and
+ *    with `--network=none` (the tier's flag for a box without a network: the Sentry then runs in a
+ *    network namespace and a `nobody` user namespace of runsc's own) (`bench/raw.ts`, `bench/gvisor.ts`:
+ *    same layers, same config.json, same command `true` with piped stdio, waited for until exit and
+ *    closed pipes);
  * with the ratios and the load average. Goal of issue 8: create→exec p50 ≤ 100 ms and ≤ 1.5× raw.
  *
  * Like for like: raw containers have a network namespace with only `lo` (network mode `disabled`), so the
@@ -199,13 +201,17 @@ async function main(): Promise<void> {
     const gvWork = join(homeDir, 'runsc');
     mkdirSync(gvWork, { recursive: true });
     const platform = await chooseGVisorPlatform(runsc, gvWork);
-    const rawGv = new RawRunsc(runsc, platform.platform, gvWork, image.layerDirs);
-    const rawRunsc: Variant<string> = {
-      row: { name: `raw runsc ${platform.platform}`, createToFirstExecMs: [], execRoundTripMs: [] },
-      create: () => rawGv.create(),
-      execTrue: (id) => rawGv.execTrue(id),
-      remove: (id) => rawGv.remove(id),
+    const runscVariant = (network: 'host' | 'none', name: string): Variant<string> => {
+      const raw = new RawRunsc(runsc, platform.platform, join(gvWork, network), image.layerDirs, network);
+      return {
+        row: { name, createToFirstExecMs: [], execRoundTripMs: [] },
+        create: () => raw.create(),
+        execTrue: (id) => raw.execTrue(id),
+        remove: (id) => raw.remove(id),
+      };
     };
+    const rawRunsc = runscVariant('host', `raw runsc ${platform.platform}`);
+    const rawRunscNone = runscVariant('none', `raw runsc ${platform.platform} net=none`);
     const variants = [
       enabled,
       disabled,
@@ -216,6 +222,7 @@ async function main(): Promise<void> {
       raw.crun!,
       raw.runc!,
       rawRunsc,
+      rawRunscNone,
     ] as Variant<unknown>[];
     const loadBefore = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
     await benchInterleaved(variants);
@@ -243,6 +250,9 @@ async function main(): Promise<void> {
     pair('raw crun userns / raw crun', rawCrunUserns.row, raw.crun!.row);
     pair('gVisor tier net on / raw runsc', gvisor.row, rawRunsc.row);
     pair('gVisor tier net off / raw runsc', gvisorOff.row, rawRunsc.row);
+    pair('gVisor tier net off / raw runsc net=none', gvisorOff.row, rawRunscNone.row);
+    pair('gVisor tier net on / raw runsc net=none', gvisor.row, rawRunscNone.row);
+    pair('raw runsc net=none / raw runsc', rawRunscNone.row, rawRunsc.row);
     pair('raw runsc / raw crun', rawRunsc.row, raw.crun!.row);
     const p50 = (r: Row, k: keyof Omit<Row, 'name'>) => percentile(r[k], 50);
     const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');

@@ -55,21 +55,35 @@ function spec(id: string, boxDir: string, layerDirs: string[]): EngineBoxSpec {
   };
 }
 
-/** runsc driven directly with the tier's config and flags (no engine); `bench/boxes.ts` uses it too. */
+/**
+ * runsc driven directly with the tier's config (no engine), as host root; `bench/boxes.ts` uses it too.
+ * `network` is runsc's `--network`: `host` (the Sentry in the host's user and network namespaces) or
+ * `none` (the flag the tier uses for a box without a network: the Sentry in a network namespace and a
+ * `nobody` user namespace of runsc's own).
+ */
 export class RawRunsc {
   readonly #rt: string[];
   readonly #work: string;
   readonly #layerDirs: string[];
+  readonly #network: string;
   #seq = 0;
 
-  constructor(runsc: string, platform: string, work: string, layerDirs: string[]) {
+  constructor(
+    runsc: string,
+    platform: string,
+    work: string,
+    layerDirs: string[],
+    network: 'host' | 'none' = 'host',
+  ) {
     this.#work = work;
     this.#layerDirs = layerDirs;
-    this.#rt = [runsc, '--root', join(work, 'state'), `--platform=${platform}`, '--network=host'];
+    this.#network = network;
+    this.#rt = [runsc, '--root', join(work, 'state'), `--platform=${platform}`, `--network=${network}`];
   }
 
   async create(): Promise<string> {
-    const id = `rawgv-${process.pid}-${this.#seq++}`;
+    // Unique per instance too: the cgroup path is named after the id.
+    const id = `rawgv-${this.#network}-${process.pid}-${this.#seq++}`;
     const dir = join(this.#work, id);
     for (const d of ['upper', 'work', 'rootfs', 'bundle']) mkdirSync(join(dir, d), { recursive: true });
     const config = gvisorOciConfig(spec(id, dir, this.#layerDirs), {
