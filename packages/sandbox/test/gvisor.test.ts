@@ -1,12 +1,13 @@
 /**
  * The gVisor isolation tier (src/engine/gvisor*.ts) at the engine level: platform choice (the KVM
- * probe never hangs), the gVisor config, boxes of both tiers side by side in one `TieredEngine`,
+ * probe never hangs), the gVisor config, the runsc launcher (cgroup, `/proc/sys` view, namespace file),
+ * boxes of both tiers side by side in one `TieredEngine`,
  * exec streams, exit codes, kill, graceful stop, limits applied to the sandbox's cgroup, stats,
  * volumes, refusals, and nothing left behind. Skipped only when runsc is not installed (the
  * package's `test:setup` installs it).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -25,6 +26,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { findExecutable } from '../src/engine/engine.ts';
 // internal: the gVisor engine is tested as a unit
 import { gvisorOciConfig, SENTRY_TASKS } from '../src/engine/gvisor.ts';
+// internal: the gVisor engine is tested as a unit
+import { installRunscLauncher } from '../src/engine/gvisor-launcher.ts';
 // internal: the gVisor engine is tested as a unit
 import { chooseGVisorPlatform, probeKvm } from '../src/engine/gvisor-platform.ts';
 // internal: the gVisor engine is tested as a unit
@@ -120,6 +123,94 @@ describe('gVisor config', () => {
     const mounts = (config.mounts as { destination: string }[]).map((m) => m.destination);
     assert.ok(!mounts.includes('/sys/fs/cgroup'));
     assert.ok(mounts.includes('/proc') && mounts.includes('/.sandbox/init'));
+  });
+});
+
+describe('gVisor launcher (runsc-launch.pl)', { skip }, () => {
+  const perl = findExecutable('perl');
+  const bin = join(tmp, 'launcher-bin');
+  const launch = (args: string[], env: Record<string, string>) => {
+    mkdirSync(bin, { recursive: true });
+    const [perlPath, script] = installRunscLauncher(bin, perl!);
+    return spawnSync(perlPath!, [script!, ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  };
+  /** A network namespace kept as an nsfs bind mount on a fresh file, as the engine makes for a box. */
+  const netnsFile = (name: string) => {
+    const file = join(tmp, name);
+    writeFileSync(file, '');
+    assert.equal(spawnSync('unshare', [`--net=${file}`, 'true']).status, 0);
+    assert.deepEqual(mountsUnder(file), [file]);
+    return file;
+  };
+
+  test('run: the command runs in the box cgroup with its limits and a /proc/sys without net; the netns file goes after success only; the host is untouched', () => {
+    const id = `gvlaunch${process.pid}`;
+    const limits = {
+      SB_CG_ID: id,
+      SB_CG_MEM: String(64 * 1024 * 1024),
+      SB_CG_CPU: '50000 100000',
+      SB_CG_PIDS: '77',
+    };
+    const probe = [
+      'cat /proc/self/cgroup',
+      'test -e /proc/sys/net && echo net-visible || echo net-hidden',
+      'echo mmap=$(cat /proc/sys/vm/mmap_min_addr)',
+      'test -r /proc/sys/.proc/self/status && echo proc-clone',
+      'exit $EXIT',
+    ].join('; ');
+    // The "runsc command line": a shell whose arguments carry the runsc words the launcher reads.
+    const argv = (exit: number) => [
+      '/bin/sh',
+      '-c',
+      `EXIT=${exit}; ${probe}`,
+      'sh',
+      '--network=sandbox',
+      'run',
+      '--detach',
+    ];
+    const ok = netnsFile('launch-ok.netns');
+    try {
+      const r = launch(argv(0), { ...limits, SB_GV_NETNS: ok });
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, new RegExp(`^\\d+:[^:\\n]*pids[^:\\n]*:/seed-sandbox/${id}$`, 'm'));
+      assert.match(r.stdout, /^net-hidden$/m);
+      assert.match(r.stdout, /^mmap=\d+$/m);
+      assert.match(r.stdout, /^proc-clone$/m);
+      const dirs = boxCgroupDirs(id);
+      assert.ok(dirs.length > 0 && dirs.every((d) => existsSync(d)));
+      const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+      const memory = v2
+        ? join(dirs[0]!, 'memory.max')
+        : `/sys/fs/cgroup/memory/seed-sandbox/${id}/memory.limit_in_bytes`;
+      const pids = v2 ? join(dirs[0]!, 'pids.max') : `/sys/fs/cgroup/pids/seed-sandbox/${id}/pids.max`;
+      assert.equal(readFileSync(memory, 'utf8').trim(), limits.SB_CG_MEM);
+      assert.equal(readFileSync(pids, 'utf8').trim(), '77');
+      // The sandbox holds the namespace after a successful run: its file is unmounted and removed.
+      assert.equal(existsSync(ok), false);
+      assert.deepEqual(mountsUnder(ok), []);
+      // Nothing changed outside the launcher's mount namespace.
+      assert.ok(existsSync('/proc/sys/net/core'));
+      assert.ok(!readdirSync('/proc/sys').includes('.proc'));
+      // delete --force runs the command, then removes the box's cgroup directories.
+      const del = launch(['/bin/true', 'delete', '--force'], { SB_CG_ID: id });
+      assert.equal(del.status, 0, del.stderr);
+      assert.deepEqual(
+        dirs.filter((d) => existsSync(d)),
+        [],
+      );
+    } finally {
+      spawnSync('umount', [ok]);
+      for (const d of boxCgroupDirs(id)) rmSync(d, { recursive: false, force: true });
+    }
+    // A failed run keeps the namespace file (the engine's cleanup removes it) and passes the status on.
+    const kept = netnsFile('launch-failed.netns');
+    try {
+      const r = launch(argv(3), { SB_GV_NETNS: kept });
+      assert.equal(r.status, 3, r.stderr);
+      assert.deepEqual(mountsUnder(kept), [kept]);
+    } finally {
+      spawnSync('umount', [kept]);
+    }
   });
 });
 
