@@ -61,7 +61,8 @@ echo started
 [ "$SB_WATCH" = 1 ] || exit 0
 exec >/dev/null 2>&1
 trap 'exit 0' TERM
-echo $$ >"$SB_BUNDLE/supervisor.pid"
+# Written whole, then renamed: a reader never sees an empty pid file.
+echo $$ >"$SB_BUNDLE/supervisor.pid.new" && mv -f "$SB_BUNDLE/supervisor.pid.new" "$SB_BUNDLE/supervisor.pid"
 read -r mine <"$SB_PIDFILE"
 read -r cmd || cmd=eof
 [ "$cmd" = release ] && exit 0

@@ -133,7 +133,8 @@ refill
 [ "$SB_WATCH" = 1 ] || exit 0
 # Another process that stops or removes the box ends this watch with SIGTERM (pid file below).
 trap 'exit 0' TERM
-echo $$ >"$SB_BUNDLE/supervisor.pid"
+# Written whole, then renamed: a reader never sees an empty pid file.
+echo $$ >"$SB_BUNDLE/supervisor.pid.new" && mv -f "$SB_BUNDLE/supervisor.pid.new" "$SB_BUNDLE/supervisor.pid"
 read -r mine <"$SB_PIDFILE"
 read -r cmd || cmd=eof
 [ "$cmd" = release ] && exit 0

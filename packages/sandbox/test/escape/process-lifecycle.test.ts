@@ -15,7 +15,7 @@ import { createEngine } from '../../src/engine/index.ts';
 import { BOX_RLIMITS } from '../../src/engine/oci.ts';
 // internal: process identity and owner checks are tested as units
 import { ownerAlive, processIdentity } from '../../src/runtime/state.ts';
-import { engineTestBed, execSh } from '../helpers/engine.ts';
+import { engineTestBed, execSh, supervisorPid } from '../helpers/engine.ts';
 import { assertHostUntouched, snapshotHost } from './helpers.ts';
 
 const bed = engineTestBed('escape-proc-', 'escp');
@@ -91,9 +91,8 @@ describe('lifecycle across processes', () => {
     const snap = snapshotHost();
     const s = spec({ detach: false });
     await bed.engine.start(s);
-    const pidFile = join(s.boxDir, 'bundle', 'supervisor.pid');
-    assert.ok(await eventually(() => existsSync(pidFile)), 'the watch wrote its pid');
-    const supervisor = Number(readFileSync(pidFile, 'utf8'));
+    const supervisor = await supervisorPid(s.boxDir);
+    assert.ok(supervisor > 0, 'the watch wrote its pid');
     assert.ok(processIdentity(supervisor), 'the supervisor runs');
     // Another engine instance stands for another process: it does not hold this one's pipe.
     const other = await createEngine({ stateRoot: join(tmp, 'state') });

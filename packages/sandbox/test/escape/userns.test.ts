@@ -50,7 +50,7 @@ import type { EngineProcess } from '../../src/engine/types.ts';
 import { LocalFiles } from '../../src/runtime/files/local.ts';
 // internal: processIdentity pins the box's init process
 import { processIdentity } from '../../src/runtime/state.ts';
-import { collect, execSh, specFactory } from '../helpers/engine.ts';
+import { collect, execSh, specFactory, supervisorPid } from '../helpers/engine.ts';
 import { GVISOR_SKIP } from '../runtime-helpers.ts';
 import { assertHostUntouched, snapshotHost } from './helpers.ts';
 
@@ -169,7 +169,7 @@ describe('host ids of every box process (/proc/<pid>/status read from the host)'
       assert.deepEqual(byCmd.get('/.sandbox/init -P')?.uids, Array(4).fill(range.hostUid));
       assert.deepEqual(byCmd.get('sleep 31')?.uids, Array(4).fill(range.hostUid + 1000));
       // The helpers outside the box: the supervisor is host root but in no namespace or cgroup of it.
-      const supervisor = hostView(Number(readFileSync(join(s.boxDir, 'bundle', 'supervisor.pid'), 'utf8')));
+      const supervisor = hostView(await supervisorPid(s.boxDir));
       assert.ok(supervisor?.cmdline.includes('supervisor.sh'), 'the supervisor of a non-detached box runs');
       assert.ok(!procs.some((p) => p.pid === supervisor?.pid));
       // Inside, the same processes are root and user 1000 of the box.

@@ -4,10 +4,11 @@
  * factory over a busybox rootfs, and collecting the stdout/stderr/exit code of an engine process or
  * of `sh -c` run in a box.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 // internal: helpers of the engine-level tests
 import {
   createEngine,
@@ -131,4 +132,18 @@ export async function execSh(
   extra: Partial<Parameters<OciEngine['exec']>[1]> = {},
 ): Promise<Collected> {
   return collect(await engine.exec(id, { cmd: 'sh', args: ['-c', script], env: [], ...extra }));
+}
+
+/**
+ * The pid of the parent-death watch (supervisor script) of the box in `boxDir`, from
+ * `<boxDir>/bundle/supervisor.pid`, waiting up to `ms` ms for the watch to write it; 0 when it never does.
+ */
+export async function supervisorPid(boxDir: string, ms = 20_000): Promise<number> {
+  const file = join(boxDir, 'bundle', 'supervisor.pid');
+  for (let t = 0; ; t += 20) {
+    const pid = existsSync(file) ? Number(readFileSync(file, 'utf8')) : 0;
+    if (pid > 0) return pid;
+    if (t >= ms) return 0;
+    await sleep(20);
+  }
 }
