@@ -4,47 +4,74 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { connect, createServer } from 'node:net';
 
 /**
- * The SMTP server: `python3 -u -m aiosmtpd -n -l 127.0.0.1:<port>`, printing each message to its stdout
- * (`-u`: unbuffered, since Python block-buffers a pipe and a message would otherwise wait for 8 KiB more).
+ * The server program: aiosmtpd's SMTP protocol with its `Debugging` handler (what `python3 -m aiosmtpd
+ * -n` runs), listening on a port the kernel picks in this very bind (a port probed free and bound later
+ * could be taken meanwhile by another test file's server), and printing `port <n>` once it listens.
+ */
+const SERVE = `
+import asyncio, sys
+from aiosmtpd.handlers import Debugging
+from aiosmtpd.smtp import SMTP
+
+async def main():
+    server = await asyncio.get_running_loop().create_server(
+        lambda: SMTP(Debugging(sys.stdout)), host='127.0.0.1', port=0)
+    print('port', server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+`;
+
+/**
+ * The SMTP server ({@link SERVE}, run by `python3 -u`), printing each message to its stdout (`-u`:
+ * unbuffered, since Python block-buffers a pipe and a message would otherwise wait for 8 KiB more).
  */
 export class SmtpSink {
-  readonly port: number;
   readonly #child: ChildProcess;
+  #port = 0;
+  /** Everything the server printed: `port <n>`, then the messages. */
   #output = '';
 
-  private constructor(port: number, child: ChildProcess) {
-    this.port = port;
+  private constructor(child: ChildProcess) {
     this.#child = child;
     child.stdout!.on('data', (chunk: Buffer) => {
       this.#output += chunk.toString('utf8');
     });
   }
 
+  /** The loopback port the server listens on. */
+  get port(): number {
+    return this.#port;
+  }
+
+  /** Starts the server; resolves once it listens. @throws when it exits or has not listened within 30 s. */
   static async start(): Promise<SmtpSink> {
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
+    const child = spawn('/usr/bin/python3', ['-u', '-c', SERVE], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const sink = new SmtpSink(child);
+    sink.#port = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill();
+        reject(new Error('aiosmtpd did not listen within 30 s'));
+      }, 30_000);
+      const exited = (code: number | null) => {
+        clearTimeout(timer);
+        reject(new Error(`aiosmtpd exited with ${code} (run npm run test:setup -w @seed/auth)`));
+      };
+      // Added after the sink's own listener, so it sees the output with this chunk.
+      const printed = () => {
+        const line = /^port (\d+)\n/.exec(sink.#output);
+        if (!line) return;
+        clearTimeout(timer);
+        child.off('exit', exited);
+        child.stdout!.off('data', printed);
+        resolve(Number(line[1]));
+      };
+      child.once('exit', exited);
+      child.stdout!.on('data', printed);
     });
-    const child = spawn('/usr/bin/python3', ['-u', '-m', 'aiosmtpd', '-n', '-l', `127.0.0.1:${port}`], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    for (let attempt = 0; ; attempt++) {
-      const up = await new Promise<boolean>((resolve) => {
-        const socket = connect(port, '127.0.0.1', () => {
-          socket.end();
-          resolve(true);
-        }).on('error', () => resolve(false));
-      });
-      if (up) break;
-      if (attempt > 200) throw new Error('aiosmtpd did not start (run npm run test:setup -w @seed/auth)');
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    return new SmtpSink(port, child);
+    return sink;
   }
 
   /** Messages received so far, quoted-printable decoded. */
@@ -55,9 +82,9 @@ export class SmtpSink {
     return decoded.split('---------- MESSAGE FOLLOWS ----------').slice(1);
   }
 
-  /** Waits for message number `n` (0-based) and returns it. */
+  /** Waits up to 30 s (a loaded machine delivers slowly) for message number `n` (0-based) and returns it. */
   async message(n: number): Promise<string> {
-    for (let attempt = 0; attempt < 400; attempt++) {
+    for (const end = Date.now() + 30_000; Date.now() < end; ) {
       const all = this.messages();
       if (all.length > n && all[n]!.includes('------------ END MESSAGE ------------')) return all[n]!;
       await new Promise((r) => setTimeout(r, 25));
