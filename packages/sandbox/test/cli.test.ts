@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BUSYBOX, boxDirs, cleanupAll, ensureRegistry, tempHome } from './runtime-helpers.ts';
@@ -140,30 +139,28 @@ describe('sandbox CLI', () => {
   });
 
   it('run against a REST runtime (SANDBOX_URL): the server pulls the image and runs the command', async () => {
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
-    });
+    // Port 0: the server binds a port the kernel picks and prints its URL (a port probed free and
+    // passed in could be bound meanwhile by another test file's server, which would then answer here).
     const server = spawn(
       process.execPath,
-      [bin, '--home', home, '--registry', 'http://127.0.0.1:5000', 'serve', '--port', String(port)],
-      { stdio: 'ignore' },
+      [bin, '--home', home, '--registry', 'http://127.0.0.1:5000', 'serve', '--port', '0'],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     try {
-      const url = `http://127.0.0.1:${port}`;
       // The server loads the runtime from source first: seconds on a loaded machine.
-      for (let i = 0; i < 300; i++) {
-        if (
-          await fetch(`${url}/v1/config`).then(
-            (r) => r.ok,
-            () => false,
-          )
-        )
-          break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      const url = await new Promise<string>((resolve, reject) => {
+        let stderr = '';
+        const timer = setTimeout(() => reject(new Error(`serve printed no URL in 30 s: ${stderr}`)), 30_000);
+        server.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
+        server.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+          stderr += chunk;
+          const printed = /REST runtime on (http:\/\/\S+)\/v1 /.exec(stderr);
+          if (!printed) return;
+          clearTimeout(timer);
+          server.stderr.resume().removeAllListeners('data');
+          resolve(printed[1]!);
+        });
+      });
       const env = { ...process.env, SANDBOX_URL: url, SANDBOX_API_KEY: '', SANDBOX_HOME: '' };
       const r = spawnSync(
         process.execPath,
@@ -177,8 +174,11 @@ describe('sandbox CLI', () => {
       assert.equal(r.status, 3, r.stderr);
       assert.equal(r.stdout, 'remote\n');
     } finally {
-      server.kill('SIGTERM');
-      await new Promise((r) => server.once('exit', r));
+      if (server.exitCode === null && server.signalCode === null) {
+        const exited = new Promise((r) => server.once('exit', r));
+        server.kill('SIGTERM');
+        await exited;
+      }
     }
   });
 
