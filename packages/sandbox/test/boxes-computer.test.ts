@@ -1,7 +1,8 @@
 /**
  * ComputerBox (spec 002): a real X desktop in a box (image `seed/desktop:latest` built from Debian by
  * scripts/images-desktop.ts, cached outside the repository; unpacked once into the shared store
- * `<cache>/test-home-desktop`). One box serves every test of this file.
+ * `<cache>/test-home-desktop`). One box serves every test of this file; its GUI ports are picked when it
+ * starts (port 0), so a port probed free here cannot be taken meanwhile by another test file.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -38,7 +39,7 @@ before(async () => {
     },
   );
   runtime = new JsRuntime({ homeDir: join(cacheDir(), 'test-home-desktop'), imageRegistries: REGISTRIES });
-  box = new ComputerBox({ runtime, guiHttpPort: await freePort(), guiHttpsPort: await freePort() });
+  box = new ComputerBox({ runtime, guiHttpPort: 0, guiHttpsPort: 0 });
   await box.waitUntilReady();
 });
 
@@ -46,13 +47,22 @@ after(async () => {
   await box?.stop();
 });
 
-/** A TCP port free on the host's loopback right now (the GUI ports default to 3000/3001). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+/** Two distinct TCP ports free on the host's loopback right now (the GUI ports default to 3000/3001). */
+async function freePorts(): Promise<[number, number]> {
+  const servers = [createServer(), createServer()];
+  for (const server of servers) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const ports = servers.map((server) => (server.address() as AddressInfo).port);
+  for (const server of servers) await new Promise((resolve) => server.close(resolve));
+  return [ports[0]!, ports[1]!];
+}
+
+/** The box's publications of its GUI ports 3000 and 3001 as `[guestPort, hostIp, hostPort]`. */
+async function guiPublications(of: ComputerBox): Promise<[number, string, number][]> {
+  const published = (await of.getInfo()).network?.publishedPorts ?? [];
+  return published
+    .filter((p) => p.guestPort === 3000 || p.guestPort === 3001)
+    .map((p): [number, string, number] => [p.guestPort, p.hostIp, p.hostPort])
+    .sort((a, b) => a[0] - b[0]);
 }
 
 /** Runs a shell command in the box and returns its stdout (asserting success). */
@@ -139,10 +149,15 @@ describe('ComputerBox', () => {
 
   it('serves the desktop in a browser (noVNC) on the GUI ports of the host (HTTP and HTTPS)', async () => {
     const urls = await box.guiUrls();
-    assert.deepEqual(urls, {
-      http: `http://127.0.0.1:${box.guiHttpPort}/vnc.html`,
-      https: `https://127.0.0.1:${box.guiHttpsPort}/vnc.html`,
-    });
+    const http = /^http:\/\/127\.0\.0\.1:(\d+)\/vnc\.html$/.exec(urls.http);
+    const https = /^https:\/\/127\.0\.0\.1:(\d+)\/vnc\.html$/.exec(urls.https);
+    assert.ok(http && https, JSON.stringify(urls));
+    const [httpPort, httpsPort] = [Number(http[1]), Number(https[1])];
+    // The ports the runtime picked and published on the host's loopback when the box started.
+    assert.deepEqual(await guiPublications(box), [
+      [3000, '127.0.0.1', httpPort],
+      [3001, '127.0.0.1', httpsPort],
+    ]);
     const page = await eventually(async () => {
       const res = await fetch(urls.http).catch(() => null);
       return res?.ok ? res.text() : null;
@@ -150,7 +165,7 @@ describe('ComputerBox', () => {
     assert.match(page, /<title>noVNC<\/title>/);
     // The HTTPS port speaks TLS with the box's self-signed certificate.
     const tls = await new Promise<string>((resolve, reject) => {
-      const socket = connect({ host: '127.0.0.1', port: box.guiHttpsPort, rejectUnauthorized: false }, () => {
+      const socket = connect({ host: '127.0.0.1', port: httpsPort, rejectUnauthorized: false }, () => {
         resolve(socket.getPeerCertificate().subject?.CN as string);
         socket.end();
       });
@@ -166,12 +181,30 @@ describe('ComputerBox', () => {
     assert.ok(new ParseError('x') instanceof BoxError);
   });
 
-  it('waitUntilReady raises TimeoutError when the desktop is not ready in time', async () => {
-    const other = new ComputerBox({ runtime, guiHttpPort: await freePort(), guiHttpsPort: await freePort() });
-    try {
-      await assert.rejects(other.waitUntilReady(0.001), TimeoutError);
-    } finally {
-      await other.stop();
+  it('waitUntilReady raises TimeoutError when the desktop is not ready in time; given GUI ports are published', async () => {
+    // Ports probed free here can be taken by another process before the box binds them: the box then
+    // fails to start with a BoxError naming the port (`ports[i].hostPort: cannot listen on …`), and other
+    // ports are tried (up to 5 times).
+    for (let attempt = 1; ; attempt++) {
+      const [httpPort, httpsPort] = await freePorts();
+      const other = new ComputerBox({ runtime, guiHttpPort: httpPort, guiHttpsPort: httpsPort });
+      try {
+        const error = await other.waitUntilReady(0.001).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        const taken =
+          error instanceof BoxError && /ports\[\d+\]\.hostPort: cannot listen/.test(error.message);
+        if (taken && attempt < 5) continue;
+        assert.ok(error instanceof TimeoutError, String(error));
+        assert.deepEqual(await guiPublications(other), [
+          [3000, '127.0.0.1', httpPort],
+          [3001, '127.0.0.1', httpsPort],
+        ]);
+        return;
+      } finally {
+        await other.stop();
+      }
     }
   });
 });

@@ -3,7 +3,8 @@
  * window manager and an xterm — automated with `xdotool` (mouse, keyboard) and `scrot` (PNG
  * screenshots), and viewable in a web browser through x11vnc + noVNC/websockify: HTTP on port 3000 and
  * HTTPS (self-signed certificate) on 3001 in the box, reachable on the host's 127.0.0.1 at `guiHttpPort` /
- * `guiHttpsPort` (port publication when the runtime has it, else a relay, see `browser-relay.ts`).
+ * `guiHttpsPort`, or at ports picked when the box starts for a GUI port of 0 (port publication when the
+ * runtime has it, else a relay, see `browser-relay.ts`).
  * Image: `seed/desktop:latest`, built from Debian packages by `scripts/images-desktop.ts`.
  */
 import {
@@ -22,9 +23,15 @@ import { formatCommand, SimpleBox, type SimpleBoxOptions } from './simple.ts';
 
 /** Options of `ComputerBox`: those of `SimpleBox` plus the GUI ports (spec 002); 2 CPUs, 2048 MiB by default. */
 export interface ComputerBoxOptions extends SimpleBoxOptions {
-  /** Host port (127.0.0.1) of the browser-viewable desktop, noVNC over HTTP; default 3000. */
+  /**
+   * Host port (127.0.0.1) of the browser-viewable desktop, noVNC over HTTP; default 3000. 0: a free port
+   * picked when the box starts, bound at once (read it back from `guiUrls()`).
+   */
   guiHttpPort?: number;
-  /** Host port (127.0.0.1) of the same desktop over HTTPS (self-signed certificate); default 3001. */
+  /**
+   * Host port (127.0.0.1) of the same desktop over HTTPS (self-signed certificate); default 3001. 0: a
+   * free port picked when the box starts, as for `guiHttpPort`.
+   */
   guiHttpsPort?: number;
 }
 
@@ -79,29 +86,30 @@ function moveTo(x: number, y: number, xField: string, yField: string): string[] 
 
 /** A desktop GUI automation box (spec 002 `ComputerBox`). */
 export class ComputerBox extends SimpleBox {
-  /** Host port (127.0.0.1) of the desktop viewer over HTTP. */
+  /** Host port (127.0.0.1) of the desktop viewer over HTTP; 0: picked at start (see `guiUrls()`). */
   readonly guiHttpPort: number;
-  /** Host port (127.0.0.1) of the desktop viewer over HTTPS. */
+  /** Host port (127.0.0.1) of the desktop viewer over HTTPS; 0: picked at start (see `guiUrls()`). */
   readonly guiHttpsPort: number;
   #desktop: Promise<void> | null = null;
   #gui: HostPort[] = [];
 
   /**
-   * @param options SimpleBox options plus `guiHttpPort` (3000) and `guiHttpsPort` (3001); nothing is created
-   *   until the first operation. @throws BoxError naming the port field when it is not 1–65535 or both equal.
+   * @param options SimpleBox options plus `guiHttpPort` (3000) and `guiHttpsPort` (3001), 0 for a port
+   *   picked at start; nothing is created until the first operation.
+   * @throws BoxError naming the port field when it is not 0–65535 or both equal and not 0.
    */
   constructor(options: ComputerBoxOptions = {}) {
     super(options, { image: COMPUTERBOX_IMAGE, cpus: COMPUTERBOX_CPUS, memoryMib: COMPUTERBOX_MEMORY_MIB });
     const port = (value: unknown, field: string, fallback: number): number => {
       if (value === undefined) return fallback;
-      if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 65535) {
-        throw new BoxError(`invalid box option ${field}: must be an integer port 1–65535`, { field });
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 65535) {
+        throw new BoxError(`invalid box option ${field}: must be an integer port 0–65535`, { field });
       }
       return value;
     };
     this.guiHttpPort = port(options.guiHttpPort, 'guiHttpPort', COMPUTERBOX_GUI_HTTP_PORT);
     this.guiHttpsPort = port(options.guiHttpsPort, 'guiHttpsPort', COMPUTERBOX_GUI_HTTPS_PORT);
-    if (this.guiHttpPort === this.guiHttpsPort) {
+    if (this.guiHttpPort !== 0 && this.guiHttpPort === this.guiHttpsPort) {
       throw new BoxError('invalid box option guiHttpsPort: must differ from guiHttpPort', {
         field: 'guiHttpsPort',
       });
@@ -110,7 +118,8 @@ export class ComputerBox extends SimpleBox {
 
   /**
    * Box options with `DISPLAY` set and the GUI ports published on the host's 127.0.0.1 (the VNC session
-   * has no password, so it is never exposed beyond this machine by default).
+   * has no password, so it is never exposed beyond this machine by default); a GUI port of 0 is published
+   * without a host port, which the runtime picks and binds.
    */
   protected override boxOptions(): JsBoxOptions {
     const options = super.boxOptions();
@@ -125,7 +134,7 @@ export class ComputerBox extends SimpleBox {
     ];
     for (const [guestPort, hostPort] of gui) {
       if (!ports.some((p) => p.guestPort === guestPort))
-        ports.push({ guestPort, hostPort, hostIp: '127.0.0.1' });
+        ports.push({ guestPort, ...(hostPort ? { hostPort } : {}), hostIp: '127.0.0.1' });
     }
     options.ports = ports;
     return options;

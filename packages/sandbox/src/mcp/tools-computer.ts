@@ -6,30 +6,14 @@
  * (`ComputerBox` forwards its GUI ports from here), so they need a provider with a local runtime
  * (`sandbox mcp` on the local runtime, or `/mcp` on `sandbox serve`).
  */
-import { createServer } from 'node:net';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { ComputerBox, pngSize } from '../boxes/computer.ts';
 import { COMPUTERBOX_CPUS, COMPUTERBOX_MEMORY_MIB } from '../constants.ts';
-import { BoxError } from '../errors.ts';
 import { type GuiBoxRequest, guiBoxOf, startGuiBox } from './gui-box.ts';
 import type { McpSession } from './session.ts';
 import { defineTool } from './tool.ts';
 import { browserScreenshot } from './tools-browser.ts';
-
-/** A TCP port free on the host's loopback now (GUI ports of a computer box; several boxes may run). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (address === null || typeof address === 'string')
-    throw new BoxError('no free port', { code: 'internal' });
-  return address.port;
-}
 
 /**
  * Creates a computer box for `session` and waits until its desktop is ready; returns its id.
@@ -40,8 +24,8 @@ export async function createComputer(session: McpSession, request: GuiBoxRequest
     kind: 'computer',
     defaults: { cpus: COMPUTERBOX_CPUS, memoryMib: COMPUTERBOX_MEMORY_MIB },
     why: 'runs their desktop forwarders',
-    make: async (options) =>
-      new ComputerBox({ ...options, guiHttpPort: await freePort(), guiHttpsPort: await freePort() }),
+    // GUI ports picked and bound when the box starts (several computer boxes may run at once).
+    make: async (options) => new ComputerBox({ ...options, guiHttpPort: 0, guiHttpsPort: 0 }),
     ready: (box) => box.waitUntilReady(),
   });
   session.computers.set(id, box);
