@@ -7,7 +7,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BoxPaths } from './box-files.ts';
-import { diskMountOptions } from './disk.ts';
+import { diskFsMount, diskMountOptions } from './disk.ts';
 import { DEFAULT_PATH } from './host-system.ts';
 import type { IdMapping } from './idmap.ts';
 import { etcHosts, type OciHostPaths } from './oci.ts';
@@ -120,7 +120,9 @@ export function supervisorEnv(
 
 /**
  * The supervisor's user-namespace environment (idmap.ts): `SB_IDMAP` the helper command
- * (`[perl, idmap-mount.pl, hostUid, hostGid, size]`), `SB_IDMAP_OWN` the writable layer and /etc
+ * (`[perl, idmap-mount.pl, hostUid, hostGid, size]`), `SB_IDMAP_DISK` (a box with a disk) the disk
+ * mounted, its `upper`/`work` and /etc files made when missing, all by the helper's one process
+ * (the supervisor then runs no `mount` or `mkdir`), `SB_IDMAP_OWN` the writable layer and /etc
  * files handed to the mapped root, `SB_IDMAP_BINDS` each host path bound from its descriptor,
  * idmapped (`1`) or as it is for a managed volume (`ownedByBox`, `0`).
  */
@@ -132,8 +134,15 @@ export function idmapSupervisorEnv(
   binds: string[],
 ): Record<string, string> {
   const etc = etcDir(p, diskSizeGb);
+  const disk =
+    diskSizeGb !== undefined
+      ? ['disk', p.diskImg, p.diskDir, ...diskFsMount(p.diskImg), 'mkdir', p.upper, 'mkdir', p.work]
+          .concat(['file', join(etc, 'hosts'), 'SB_HOSTS', 'file', join(etc, 'hostname'), 'SB_HOSTNAME'])
+          .join(' ')
+      : '';
   return {
     SB_IDMAP: helper.join(' '),
+    SB_IDMAP_DISK: disk,
     SB_IDMAP_OWN: [p.upper, p.work, join(etc, 'hosts'), join(etc, 'hostname')]
       .flatMap((f) => ['own', f])
       .join(' '),

@@ -110,10 +110,19 @@ export function diskMountOptions(img: string): string {
 }
 
 /**
+ * The file system type and mount data (`-`: none) of the disk image `img` by its format (ext4's when
+ * unknown), for the idmap helper's `disk` operation (idmap.ts), which adds `nosuid,nodev,noatime`: the
+ * same mount as `diskMountOptions` gives mount(8).
+ */
+export function diskFsMount(img: string): [type: DiskFormat, data: string] {
+  return diskFormat(img) === 'btrfs' ? ['btrfs', '-'] : ['ext4', 'noinit_itable'];
+}
+
+/**
  * Attempts of a box disk mount before it fails. The kernel can refuse a btrfs clone for a moment while
  * another clone of the same template (same fsid and device uuid) is being registered or released
  * (`mount(2)`: EEXIST), so a failed mount is tried again after 100, 200, 300, 400 ms; the supervisor
- * script (`scripts.ts`, `mount_disk`) retries the same way.
+ * script (`scripts.ts`, `mount_disk`) and the idmap helper (idmap.ts, `disk`) retry the same way.
  */
 export const DISK_MOUNT_ATTEMPTS = 5;
 

@@ -27,6 +27,7 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BoxError } from '../errors.ts';
+import { DISK_MOUNT_ATTEMPTS } from './disk.ts';
 
 /** A box's id mapping: box uid/gid `0..size-1` are host `hostUid..`/`hostGid..` + the same offset. */
 export interface IdMapping {
@@ -198,8 +199,17 @@ export const SYSCALLS: Record<string, { unshare: number; mount: number; umount2:
  * - `overlay <lowerdirs top first, ':'-separated> <upper> <work> <target>`: mounts an overlay at
  *   `target` over idmapped read-only clones of the lower dirs;
  * - `bind <source> <target> <1|0>`: clones `source` recursively (a `/proc/self/fd/<n>` path binds that
- *   descriptor's object), idmapped when the flag is 1, and attaches it at `target`.
- * Exits 0, or 1 with `idmap-mount: <what failed>: <errno text>` on stderr.
+ *   descriptor's object), idmapped when the flag is 1, and attaches it at `target`;
+ * - `disk <image> <dir> <fstype> <data or ->`: mounts the disk image at `dir` (`nosuid,nodev,noatime`
+ *   and the file system's `data`, e.g. `noinit_itable`) through a loop device: the one already backing
+ *   that file (device and inode) when there is one, as mount(8) reuses it, else a free one attached with
+ *   `LOOP_CONFIGURE` and autoclear (it detaches when the last mount goes). A refused mount is tried again
+ *   after 100, 200, 300, 400 ms (disk.ts `DISK_MOUNT_ATTEMPTS`);
+ * - `mkdir <path>`: creates the directory (mode 0755) unless it exists;
+ * - `file <path> <variable>`: creates `path` (never through a symlink: `O_CREAT|O_EXCL`) holding the
+ *   value of the environment variable, unless `path` exists.
+ * Exits 0, or with `idmap-mount: <what failed>: <errno text>` on stderr: 2 when a `disk`, `mkdir` or
+ * `file` operation failed, 1 otherwise.
  * @throws BoxError on an architecture without a syscall table here.
  */
 export function idmapMountScript(arch: string = process.arch): string {
@@ -214,11 +224,16 @@ use strict;
 my ($SYS_unshare, $SYS_mount, $SYS_open_tree, $SYS_move_mount, $SYS_mount_setattr) = (${nr.unshare}, ${nr.mount}, 428, 429, 442);
 my ($CLONE_NEWUSER, $OPEN_TREE_CLONE, $O_CLOEXEC, $AT_RECURSIVE, $AT_EMPTY_PATH, $AT_FDCWD) = (0x10000000, 1, 0x80000, 0x8000, 0x1000, -100);
 my ($MOUNT_ATTR_RDONLY, $MOUNT_ATTR_IDMAP, $MOVE_MOUNT_F_EMPTY_PATH) = (1, 0x100000, 4);
+my ($LOOP_CONFIGURE, $LOOP_GET_STATUS64, $LOOP_CTL_GET_FREE, $LO_FLAGS_AUTOCLEAR) = (0x4C0A, 0x4C05, 0x4C82, 4);
+my ($MS_NOSUID_NODEV_NOATIME, $O_WRONLY_CREAT_EXCL) = (2 | 4 | 1024, 1 | 0100 | 0200);
+my ($ENOENT, $EBUSY, $EEXIST) = (2, 16, 17);
 my ($uid, $gid, $size, @ops) = @ARGV;
-sub fail { print STDERR "idmap-mount: $_[0]: $!\\n"; exit 1; }
+my $status = 1;
+sub fail { print STDERR "idmap-mount: $_[0]: $!\\n"; exit $status; }
 my $userns;
 # A user namespace holding the mapping: a child unshares, this process writes its maps and keeps
-# a descriptor of the namespace (the child then exits; the descriptor keeps the namespace).
+# a descriptor of the namespace (the child then exits; the descriptor keeps the namespace). The
+# child's exit is not waited for: it is reaped once this process has exited.
 sub userns {
   return $userns if defined $userns;
   pipe(my $r1, my $w1) or fail('pipe');
@@ -240,7 +255,6 @@ sub userns {
   }
   open($userns, '<', "/proc/$pid/ns/user") or fail('opening the user namespace');
   close $w2;
-  waitpid($pid, 0);
   return $userns;
 }
 sub clone_tree {
@@ -255,10 +269,75 @@ sub setattr {
   my $empty = '';
   syscall($SYS_mount_setattr, $fd, $empty, $AT_EMPTY_PATH | $flags, $attr, length($attr)) == 0 or fail("idmapping $what");
 }
+# The bound loop device backing the file of device $dev and inode $ino at offset 0, or undef. Bound
+# loop devices are the ones /proc/partitions lists (an unbound one has no size).
+sub bound_loop {
+  my ($dev, $ino) = @_;
+  open(my $parts, '<', '/proc/partitions') or return undef;
+  while (my $line = <$parts>) {
+    next unless $line =~ /\\s(loop\\d+)$/;
+    my $n = $1;
+    sysopen(my $lo, "/dev/$n", 0) or next;
+    my $info = "\\0" x 232;
+    ioctl($lo, $LOOP_GET_STATUS64, $info) or next;
+    my ($d2, $i2, undef, $offset) = unpack('QQQQ', $info);
+    return "/dev/$n" if $d2 == $dev && $i2 == $ino && $offset == 0;
+  }
+  return undef;
+}
+# Attaches the image to a loop device (see the 'disk' operation); returns its path and the open
+# device (kept open until the mount holds it).
+sub attach {
+  my ($img) = @_;
+  sysopen(my $f, $img, 2) or fail("opening $img");
+  my @st = stat($f) or fail("stat $img");
+  my $bound = bound_loop($st[0], $st[1]);
+  return ($bound, undef) if defined $bound;
+  sysopen(my $ctl, '/dev/loop-control', 2) or fail('opening /dev/loop-control');
+  for (1 .. 100) {
+    my $n = ioctl($ctl, $LOOP_CTL_GET_FREE, 0) // fail('finding a free loop device');
+    $n = 0 if $n eq '0 but true';
+    my $lo;
+    if (!sysopen($lo, "/dev/loop$n", 2)) {
+      fail("opening /dev/loop$n") unless $! == $ENOENT;
+      select(undef, undef, undef, 0.01);
+      next;
+    }
+    my $config = pack('LLQQQQQLLLLa64a64a32QQ', fileno($f), 0, 0, 0, 0, 0, 0, 0, 0, 0, $LO_FLAGS_AUTOCLEAR,
+      substr($img, 0, 63), '', '', 0, 0) . ("\\0" x 64);
+    return ("/dev/loop$n", $lo) if ioctl($lo, $LOOP_CONFIGURE, $config);
+    # Another process took that device meanwhile: ask for the next free one.
+    fail("attaching $img to /dev/loop$n") unless $! == $EBUSY;
+  }
+  fail("attaching $img: no free loop device");
+}
 my @keep;
 while (@ops) {
   my $op = shift @ops;
-  if ($op eq 'own') {
+  $status = $op eq 'disk' || $op eq 'mkdir' || $op eq 'file' ? 2 : 1;
+  if ($op eq 'disk') {
+    my ($img, $dir, $type, $data) = splice(@ops, 0, 4);
+    my ($dev, $lo) = attach($img);
+    my $opts = $data eq '-' ? 0 : $data;
+    for my $try (1 .. ${DISK_MOUNT_ATTEMPTS}) {
+      last if syscall($SYS_mount, $dev, $dir, $type, $MS_NOSUID_NODEV_NOATIME, $opts) == 0;
+      fail("mounting $img at $dir") if $try == ${DISK_MOUNT_ATTEMPTS};
+      select(undef, undef, undef, 0.1 * $try);
+    }
+  } elsif ($op eq 'mkdir') {
+    my $path = shift @ops;
+    mkdir($path, 0755) or $! == $EEXIST or fail("mkdir $path");
+  } elsif ($op eq 'file') {
+    my ($path, $var) = splice(@ops, 0, 2);
+    my $fh;
+    if (!sysopen($fh, $path, $O_WRONLY_CREAT_EXCL, 0644)) {
+      next if $! == $EEXIST;
+      fail("creating $path");
+    }
+    my $text = $ENV{$var} // '';
+    syswrite($fh, $text) == length($text) or fail("writing $path");
+    close $fh or fail("writing $path");
+  } elsif ($op eq 'own') {
     my $path = shift @ops;
     my @st = lstat($path) or fail("lstat $path");
     next if -l _ || $st[4] != 0;

@@ -105,7 +105,8 @@ mount_disk() {
     n=$((n + 1))
   done
 }
-if [ -n "$SB_DISK_IMG" ]; then
+# With a user namespace the idmap helper mounts the disk and makes these files (SB_IDMAP_DISK).
+if [ -n "$SB_DISK_IMG" ] && [ -z "$SB_IDMAP" ]; then
   mount_disk || fail disk
   [ -d "$SB_UPPER" ] || mkdir "$SB_UPPER" "$SB_WORK" 2>>"$SB_LOG" || fail disk
   # The box's /etc/hosts and /etc/hostname, on its disk (kept across restarts; printf is a builtin).
@@ -114,9 +115,14 @@ if [ -n "$SB_DISK_IMG" ]; then
 fi
 # Host paths: the engine passes each checked path as an inherited descriptor (fd:target pairs).
 if [ -n "$SB_IDMAP" ]; then
-  # User namespace (idmap.ts): the writable layer owned by the mapped root (SB_IDMAP_OWN), the overlay
-  # over idmapped clones of the layers, and the host paths bound, idmapped or not (SB_IDMAP_BINDS).
-  $SB_IDMAP $SB_IDMAP_OWN overlay "$SB_LOWER" "$SB_UPPER" "$SB_WORK" "$SB_ROOTFS" $SB_IDMAP_BINDS 2>>"$SB_LOG" || fail overlay
+  # User namespace (idmap.ts), one process: the disk mounted with its layer and /etc files
+  # (SB_IDMAP_DISK; exit 2 when that fails), the writable layer owned by the mapped root (SB_IDMAP_OWN),
+  # the overlay over idmapped clones of the layers, and the host paths bound, idmapped or not
+  # (SB_IDMAP_BINDS).
+  $SB_IDMAP $SB_IDMAP_DISK $SB_IDMAP_OWN overlay "$SB_LOWER" "$SB_UPPER" "$SB_WORK" "$SB_ROOTFS" $SB_IDMAP_BINDS 2>>"$SB_LOG" || {
+    [ $? = 2 ] && fail disk
+    fail overlay
+  }
 else
   mount -t overlay overlay -o "lowerdir=$SB_LOWER,upperdir=$SB_UPPER,workdir=$SB_WORK" "$SB_ROOTFS" 2>>"$SB_LOG" || fail overlay
   for b in $SB_BINDS; do
