@@ -92,7 +92,8 @@ describe('PostgresStore on a shared database', () => {
       assert.ok(cut.length >= 2, 'both stores were listening');
       await writer.updateCreature('004', { maxHP: 1 });
       await writer.updateCreature('005', { maxHP: 2 });
-      const deadline = Date.now() + 10_000;
+      // Up to 30 s: reconnecting and catching up is slow on a loaded machine.
+      const deadline = Date.now() + 30_000;
       while (seen.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       assert.deepEqual(
         seen.map((e) => [e.id, (e.value as { maxHP: number }).maxHP]),
@@ -131,7 +132,8 @@ describe('PostgresStore on a shared database', () => {
           VALUES (${from + 2}, 'creature', 'updated', '008', ${tx.json(eight)})`;
         await tx`SELECT pg_notify('creature_changes', ${String(from + 2)})`;
       });
-      const deadline = Date.now() + 10_000;
+      // Up to 30 s: reconnecting and catching up is slow on a loaded machine.
+      const deadline = Date.now() + 30_000;
       while (seen.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       assert.deepEqual(seen.map((e) => [e.kind, e.id, (e.value as { maxHP: number }).maxHP]).sort(), [
         ['updated', '007', 7],
