@@ -10,6 +10,10 @@
  * - State: `<dir>/boxes/<id>.json` per box (`BoxPolicyState`: `allowNet`, secrets with their values,
  *   the CA keys, the resolver and proxy ports, the addresses admitted per name), mode 0600, written
  *   atomically (a temporary file renamed over it). `<dir>` is under `/run` (see `helperDir`).
+ * - Gateways: a `register` with `gateway: true` makes the box's gateway namespace (`gateway.ts`)
+ *   beside its resolver and proxy, answers, and then loads the box's ruleset; `ready` answers once
+ *   that load is done (or with its error), and every later request on the box waits for it. The
+ *   process creating the box then spawns nothing for its host side but slirp4netns.
  * - Restart: a helper that starts (after a crash or a kill; `helper-client.ts` runs it in a restart
  *   loop) reads every state file, binds the resolver and the proxy on the recorded ports (other ports
  *   when those are taken) and loads the box's gateway ruleset again from the state, admitted addresses
@@ -28,7 +32,14 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { BoxError, type BoxErrorCode, codeOf } from '../errors.ts';
 import { type DnsServer, startDnsServer } from './dns.ts';
-import { admitHosts, gatewayName, gatewayRules, loadGatewayRules, NETNS_DIR } from './gateway.ts';
+import {
+  admitHosts,
+  createGatewayNamespace,
+  gatewayName,
+  gatewayRules,
+  loadGatewayRules,
+  NETNS_DIR,
+} from './gateway.ts';
 import { type AllowPolicy, allowsName, parseAllowNet } from './policy.ts';
 import { type ProxyCaMaterial, type SecretsProxy, startSecretsProxy } from './secrets.ts';
 
@@ -57,7 +68,8 @@ export interface HelperSecret {
 
 /** A request to the helper. */
 export type HelperRequest =
-  | { op: 'register'; id: string; allowNet: string[]; secrets: HelperSecret[] }
+  | { op: 'register'; id: string; allowNet: string[]; secrets: HelperSecret[]; gateway?: boolean }
+  | { op: 'ready'; id: string }
   | { op: 'update'; id: string; allowNet: string[] }
   | { op: 'remove'; id: string }
   | { op: 'ping' };
@@ -89,6 +101,8 @@ interface Entry {
   policy: AllowPolicy;
   dns: DnsServer;
   proxy?: SecretsProxy;
+  /** The load of the box's ruleset that `register` or a restart began (what `ready` reports). */
+  rules?: Promise<void>;
   /** Operations on this box, one after the other. */
   chain: Promise<unknown>;
 }
@@ -133,6 +147,7 @@ function parseRequest(line: string): HelperRequest {
     return v as string[];
   };
   if (r.op === 'remove') return { op: 'remove', id: r.id };
+  if (r.op === 'ready') return { op: 'ready', id: r.id };
   if (r.op === 'update') return { op: 'update', id: r.id, allowNet: strings(r.allowNet, 'allowNet') };
   if (r.op === 'register') {
     if (!Array.isArray(r.secrets)) throw badRequest('secrets', 'must be an array');
@@ -151,9 +166,12 @@ function parseRequest(line: string): HelperRequest {
         hosts: strings(s.hosts, `secrets[${i}].hosts`),
       };
     });
-    return { op: 'register', id: r.id, allowNet: strings(r.allowNet, 'allowNet'), secrets };
+    const allowNet = strings(r.allowNet, 'allowNet');
+    if (r.gateway !== undefined && typeof r.gateway !== 'boolean')
+      throw badRequest('gateway', 'must be a boolean');
+    return { op: 'register', id: r.id, allowNet, secrets, ...(r.gateway === true ? { gateway: true } : {}) };
   }
-  throw badRequest('op', 'must be register, update, remove or ping');
+  throw badRequest('op', 'must be register, ready, update, remove or ping');
 }
 
 /** The helper of one state directory; `start` serves until `stopped` resolves (idle exit). */
@@ -218,9 +236,8 @@ export class NetworkHelper {
     const entry = await this.#open(state, true);
     this.#boxes.set(state.id, entry);
     this.#persist(entry);
-    await this.#loadRules(entry).catch((error) =>
-      this.#log(`rules ${state.id}: ${(error as Error).message}`),
-    );
+    entry.rules = this.#loadRules(entry);
+    await entry.rules.catch((error) => this.#log(`rules ${state.id}: ${(error as Error).message}`));
     this.#log(`restored ${state.id} (dns ${entry.state.dnsPort}, proxy ${entry.state.proxyPort ?? '-'})`);
   }
 
@@ -397,9 +414,27 @@ export class NetworkHelper {
         registeredAt: Date.now(),
       };
       parseAllowNet(state.allowNet);
-      const entry = await this.#open(state, false);
+      // The gateway namespace (when asked for) and the resolver and proxy at once: the spawns of the
+      // host side run in this process, not in the one creating the box.
+      const [opened, made] = await Promise.allSettled([
+        this.#open(state, false),
+        request.gateway ? createGatewayNamespace(gatewayName(id)) : Promise.resolve(''),
+      ]);
+      if (opened.status === 'rejected') throw opened.reason;
+      const entry = opened.value;
+      if (made.status === 'rejected') {
+        await entry.dns.close().catch(() => {});
+        await entry.proxy?.close().catch(() => {});
+        throw made.reason;
+      }
       this.#boxes.set(id, entry);
       this.#persist(entry);
+      if (request.gateway) {
+        // The ruleset loads after the answer (the caller starts slirp4netns meanwhile); `ready`
+        // reports it, and every later operation on the box waits for it.
+        entry.rules = this.#loadRules(entry);
+        entry.chain = entry.rules.catch(() => {});
+      }
       this.#log(`registered ${id}`);
       return {
         ok: true,
@@ -409,6 +444,10 @@ export class NetworkHelper {
     }
     const entry = this.#boxes.get(id);
     if (!entry) throw new BoxError(`box ${id} has no network policy on this host`, { code: 'not_found' });
+    if (request.op === 'ready') {
+      await entry.rules;
+      return { ok: true };
+    }
     const policy = parseAllowNet(request.allowNet);
     const before = { allowNet: entry.state.allowNet, policy: entry.policy };
     entry.state.allowNet = [...request.allowNet];

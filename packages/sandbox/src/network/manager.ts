@@ -23,7 +23,9 @@
  * state directory (`helper.ts`, one process per runtime home, started on demand), not in this process:
  * a box keeps its policy after the process that created it exits, and `update` changes it while the
  * box runs. While the helper restarts, name resolution and the proxy fail closed (no answer, refused);
- * they never fall back to open access.
+ * they never fall back to open access. The helper also makes the gateway namespace and loads its
+ * ruleset when the box registers, so slirp4netns is the only program this process spawns for a box's
+ * host side (each spawn blocks this process's event loop for a few ms while it starts the box).
  */
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,16 +37,14 @@ import type { JsPublishedPort } from '../types.ts';
 import { type BoxNetworkConfig, type SecretRule, SlirpNetworking } from './box-networking.ts';
 import { SLIRP_CIDR } from './destinations.ts';
 import {
-  createGatewayNamespace,
   gatewayName,
-  gatewayRules,
   linkBox,
   linkScript,
-  loadGatewayRules,
   NETNS_DIR,
   removeGatewayNamespace,
   SLIRP_GUEST_IP,
 } from './gateway.ts';
+import type { HelperAnswer } from './helper.ts';
 import { callHelper, helperDir, resumeHelper } from './helper-client.ts';
 import { SLIRP_DNS_IP, startSlirp } from './netns.ts';
 import { HOST_LOOPBACK_IP, parseAllowNet } from './policy.ts';
@@ -68,6 +68,9 @@ interface Early {
   /** Whether the box is linked already (`prepareNetns`); `setup` links it otherwise. */
   linked: boolean;
 }
+
+/** The network helper's answer to a box's registration (ports of its resolver and proxy, its CA). */
+type Registration = Promise<Extract<HelperAnswer, { ok: true }>>;
 
 /** What the host side of a box's network left for `setup` (see `BoxNetworking.setup`). */
 interface HostSide {
@@ -141,24 +144,16 @@ export class BoxNetworking extends SlirpNetworking {
     super.prepare(id, config);
     if (config.network && config.network.mode !== 'disabled') {
       // The host side starts now, beside the box's mounts and runtime; `setup` awaits it.
-      this.#startEarly(
-        id,
-        config.network,
-        config,
-        createGatewayNamespace(gatewayName(id)).then(() => {}),
-      );
+      this.#startEarly(id, config.network, config);
     }
   }
 
-  /** Starts box `id`'s host side with the gateway namespace `gateway` makes, and records it for `setup`. */
-  #startEarly(
-    id: string,
-    network: EngineNetworkContext['network'],
-    config: BoxNetworkConfig,
-    gateway: Promise<void>,
-  ): Early {
+  /** Starts box `id`'s host side (`#hostSide`) and records it for `setup`. */
+  #startEarly(id: string, network: EngineNetworkContext['network'], config: BoxNetworkConfig): Early {
+    const registered = this.#register(id, network, config);
+    const gateway = registered.then(() => {});
     gateway.catch(() => {});
-    const host = this.#hostSide(id, network, config, gateway);
+    const host = this.#hostSide(id, config, registered);
     host.catch(() => {});
     const early = { host, gateway, linked: false };
     this.#early.set(id, early);
@@ -187,26 +182,18 @@ export class BoxNetworking extends SlirpNetworking {
   }
 
   /**
-   * Makes the gateway namespace and the box's link (`eth0` with its address and default route in the
-   * namespace file `ctx.netns`) before a gVisor box starts, and resolves then: runsc hands the
-   * interfaces it finds at start to the Sentry's netstack. The rest of the host side (the helper's
-   * resolver and proxy, slirp4netns, the ruleset) goes on meanwhile, beside runsc's start, and `setup`
-   * awaits it. The gateway forwards nothing until its ruleset is loaded (a new namespace does not
+   * Waits for the gateway namespace (made by the network helper at registration) and makes the box's
+   * link (`eth0` with its address and default route in the namespace file `ctx.netns`) before a gVisor
+   * box starts, and resolves then: runsc hands the interfaces it finds at start to the Sentry's
+   * netstack. The rest of the host side (slirp4netns, the helper's ruleset) goes on meanwhile, beside
+   * runsc's start, and `setup` awaits it. The gateway forwards nothing until its ruleset is loaded (a new namespace does not
    * forward).
    * @throws Error when a namespace or link command fails.
    */
   async prepareNetns(ctx: GVisorNetnsContext): Promise<void> {
-    const gateway = gatewayName(ctx.id);
-    const early =
-      this.#early.get(ctx.id) ??
-      this.#startEarly(
-        ctx.id,
-        ctx.network,
-        this.peekConfig(ctx.id),
-        createGatewayNamespace(gateway).then(() => {}),
-      );
+    const early = this.#early.get(ctx.id) ?? this.#startEarly(ctx.id, ctx.network, this.peekConfig(ctx.id));
     await early.gateway;
-    await linkBox(gateway, ctx.netns);
+    await linkBox(gatewayName(ctx.id), ctx.netns);
     early.linked = true;
   }
 
@@ -244,7 +231,7 @@ export class BoxNetworking extends SlirpNetworking {
       if (link.status === 'rejected') throw link.reason;
       host = side.value;
     } else {
-      host = await this.#hostSide(ctx.id, ctx.network, config, ctx.pid);
+      host = await this.#hostSide(ctx.id, config, this.#register(ctx.id, ctx.network, config), ctx.pid);
     }
     this.#writeEtc(ctx.boxDir, host.live.caPem);
     host.persisted.published = await this.publish(ctx.id, config.ports, SLIRP_GUEST_IP);
@@ -252,45 +239,46 @@ export class BoxNetworking extends SlirpNetworking {
   }
 
   /**
-   * The host side of box `id`'s network: resolver and proxy when needed, the gateway namespace, then
-   * slirp4netns and the ruleset at once. `link`: the box init's pid to make the gateway namespace and
-   * link the box in the same steps, or a promise of the gateway namespace the caller makes (the link
-   * is then the caller's: `setup` or `prepareNetns`).
-   * slirp4netns is recorded before any failure is reported, so teardown finds it.
-   * @throws Error when slirp4netns, the link or the ruleset fails.
+   * Registers box `id` with the network helper, which makes its gateway namespace beside its
+   * resolver, proxy and CA and answers then (it loads the ruleset after answering: see `#hostSide`).
+   * The spawns this takes (`unshare`, `nft`) run in the helper: each spawn blocks the spawning
+   * process's event loop for a few ms, and this process is starting the box meanwhile.
+   * @throws BoxError from the helper (`invalid_option`, `unavailable`, or the gateway's failure).
+   */
+  #register(id: string, network: EngineNetworkContext['network'], config: BoxNetworkConfig): Registration {
+    const registered = callHelper(this.#helper, {
+      op: 'register',
+      id,
+      allowNet: [...network.allowNet],
+      secrets: config.secrets.map((s) => ({ ...s, hosts: [...s.hosts] })),
+      gateway: true,
+    });
+    registered.catch(() => {});
+    return registered;
+  }
+
+  /**
+   * The host side of box `id`'s network once `registered` (`#register`) resolves: slirp4netns, the
+   * helper's ruleset load (`ready`) and, when `link` is the box init's pid, the box's link, at once
+   * (the box sends nothing before start() resolves). Without `link` the link is the caller's
+   * (`setup` or `prepareNetns`). slirp4netns is recorded before any failure is reported, so teardown
+   * finds it.
+   * @throws Error when the registration, slirp4netns, the link or the ruleset fails.
    */
   async #hostSide(
     id: string,
-    network: EngineNetworkContext['network'],
     config: BoxNetworkConfig,
-    link: number | Promise<void>,
+    registered: Registration,
+    link?: number,
   ): Promise<HostSide> {
-    const policy = parseAllowNet(network.allowNet);
     const gateway = gatewayName(id);
-    // The gateway namespace and the box's registration with the network helper (its resolver,
-    // proxy and CA) at once; then slirp4netns, the box's link and the ruleset, at once (the box sends
-    // nothing before start() resolves). slirp4netns is recorded before any failure is reported, so
-    // teardown finds it.
     const persisted: Persisted = { slirpPid: 0, published: [] };
     writeFileSync(this.file(id, 'json'), JSON.stringify(persisted));
-    const [registered, nsPath] = await Promise.all([
-      callHelper(this.#helper, {
-        op: 'register',
-        id,
-        allowNet: [...network.allowNet],
-        secrets: config.secrets.map((s) => ({ ...s, hosts: [...s.hosts] })),
-      }),
-      typeof link === 'object' ? link.then(() => join(NETNS_DIR, gateway)) : createGatewayNamespace(gateway),
-    ]);
-    const live: Live = registered.caPem !== undefined ? { caPem: registered.caPem } : {};
-    const rules = gatewayRules({
-      policy,
-      ...(registered.dnsPort !== undefined ? { dnsPort: registered.dnsPort } : {}),
-      ...(registered.proxyPort !== undefined ? { proxyPort: registered.proxyPort } : {}),
-    });
+    const answer = await registered;
+    const live: Live = answer.caPem !== undefined ? { caPem: answer.caPem } : {};
     const [slirp, linked, firewall] = await Promise.allSettled([
       startSlirp({
-        netns: nsPath,
+        netns: join(NETNS_DIR, gateway),
         cidr: SLIRP_CIDR,
         apiSocket: this.file(id, 'sock'),
         logFile: this.file(id, 'log'),
@@ -299,8 +287,8 @@ export class BoxNetworking extends SlirpNetworking {
         disableDns: true,
         exitWithParent: !config.detach,
       }),
-      typeof link === 'number' ? linkBox(gateway, link) : Promise.resolve(),
-      loadGatewayRules(gateway, rules),
+      link !== undefined ? linkBox(gateway, link) : Promise.resolve(),
+      callHelper(this.#helper, { op: 'ready', id }),
     ]);
     persisted.slirpPid = slirp.status === 'fulfilled' ? slirp.value : 0;
     writeFileSync(this.file(id, 'json'), JSON.stringify(persisted));
