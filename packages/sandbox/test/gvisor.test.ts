@@ -27,7 +27,7 @@ import { findExecutable } from '../src/engine/engine.ts';
 // internal: the gVisor engine is tested as a unit
 import { gvisorOciConfig, SENTRY_TASKS } from '../src/engine/gvisor.ts';
 // internal: the gVisor engine is tested as a unit
-import { installRunscLauncher } from '../src/engine/gvisor-launcher.ts';
+import { installRunscLauncher, openStartGate } from '../src/engine/gvisor-launcher.ts';
 // internal: the gVisor engine is tested as a unit
 import { chooseGVisorPlatform, probeKvm } from '../src/engine/gvisor-platform.ts';
 // internal: the gVisor engine is tested as a unit
@@ -210,6 +210,51 @@ describe('gVisor launcher (runsc-launch.pl)', { skip }, () => {
       assert.deepEqual(mountsUnder(kept), [kept]);
     } finally {
       spawnSync('umount', [kept]);
+    }
+  });
+
+  test("run with a start gate: runsc reads the gate's answer from the FIFO (go; stop when the link failed), which goes afterwards", async () => {
+    mkdirSync(bin, { recursive: true });
+    const [perlPath, script] = installRunscLauncher(bin, perl!);
+    const bundle = join(tmp, 'gate-bundle');
+    mkdirSync(bundle, { recursive: true });
+    const fifo = join(bundle, 'start-gate');
+    const linkFails = () => sleep(50).then(() => Promise.reject(new Error('link failed')));
+    for (const [ready, want] of [
+      [() => sleep(50), 'go'],
+      [linkFails, 'stop'],
+    ] as const) {
+      const gate = await openStartGate(ready());
+      // The "runsc command line": a shell reading the FIFO as the prestart hook does.
+      const child = spawn(
+        perlPath!,
+        [
+          script!,
+          '/bin/sh',
+          '-c',
+          'stat -c %a:%F "$0"; read -r go <"$0"; echo got=$go',
+          fifo,
+          'run',
+          '--detach',
+        ],
+        {
+          env: { ...process.env, SB_GV_GATE: gate.name, SB_GV_FIFO: fifo },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let out = '';
+      let err = '';
+      child.stdout?.on('data', (d) => {
+        out += d;
+      });
+      child.stderr?.on('data', (d) => {
+        err += d;
+      });
+      const code = await new Promise((resolve) => child.on('close', resolve));
+      gate.close();
+      assert.equal(code, 0, err);
+      assert.equal(out, `600:fifo\ngot=${want}\n`);
+      assert.equal(existsSync(fifo), false);
     }
   });
 });
@@ -460,6 +505,65 @@ setInterval(() => {}, 1000);
     await engine.remove(detached.id, detached.boxDir);
     assert.ok(gone(dpid));
     assert.deepEqual(cgroupsLeft(detached.id), [], "remove deletes the box's cgroup");
+  });
+
+  test('network: runsc boots the sandbox while the link is made and takes the link over at the gate; a failed link leaves nothing', async () => {
+    let refuse = false;
+    const booted: boolean[] = [];
+    const tornDown: string[] = [];
+    const runscState = (id: string) => join(tmp, 'state-net', 'runsc', `${id}_sandbox:${id}.state`);
+    const net = await createTieredEngine({
+      stateRoot: join(tmp, 'state-net'),
+      gvisorPlatform: 'ptrace',
+      // The link is made only once runsc has booted the sandbox (its state file exists): the start gate
+      // holds runsc until then, and runsc takes over an interface made after it booted.
+      async networkPrepare(ctx) {
+        for (let i = 0; i < 200 && !existsSync(runscState(ctx.id)); i++) await sleep(25);
+        booted.push(existsSync(runscState(ctx.id)));
+        if (refuse) throw new Error('link refused by the test');
+        const link = spawnSync(
+          'nsenter',
+          [
+            `--net=${ctx.netns}`,
+            'sh',
+            '-c',
+            'ip link add eth0 type veth peer name gate0 && ip addr add 10.9.0.2/24 dev eth0 && ip link set eth0 up && ip link set gate0 up',
+          ],
+          { encoding: 'utf8' },
+        );
+        assert.equal(link.status, 0, link.stderr);
+      },
+      async networkTeardown(id) {
+        tornDown.push(id);
+      },
+    });
+    const s = spec({ network: { mode: 'enabled', allowNet: [] } });
+    await net.start(s);
+    try {
+      assert.deepEqual(booted, [true]);
+      const r = await execSh(net as never, s.id, 'ip addr show eth0');
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /inet 10\.9\.0\.2\/24/);
+      assert.equal(existsSync(join(s.boxDir, 'bundle', 'start-gate')), false);
+    } finally {
+      await net.remove(s.id, s.boxDir);
+    }
+
+    refuse = true;
+    const f = spec({ network: { mode: 'enabled', allowNet: [] } });
+    await assert.rejects(net.start(f), /network setup failed: link refused by the test/);
+    assert.deepEqual(booted, [true, true]);
+    assert.deepEqual(tornDown.slice(-1), [f.id]);
+    // The sandbox runsc had booted is gone with its state, cgroup, mounts, gate and namespace file.
+    assert.equal(existsSync(runscState(f.id)), false);
+    assert.deepEqual(
+      boxCgroupDirs(f.id).filter((d) => existsSync(d)),
+      [],
+    );
+    assert.deepEqual(mountsUnder(f.boxDir), []);
+    assert.equal(existsSync(join(f.boxDir, 'bundle', 'start-gate')), false);
+    assert.equal(existsSync(join(f.boxDir, 'bundle', 'netns')), false);
+    await net.remove(f.id, f.boxDir);
   });
 
   test('a start failure names the stage and leaves nothing mounted; symlinked host paths are refused', async () => {

@@ -91,6 +91,12 @@ export interface GVisorBundleHost {
    * otherwise runsc makes the sandbox's network namespace itself (`--network=none`).
    */
   netns: boolean;
+  /**
+   * The start gate's FIFO (`<bundle>/start-gate`, made by the launcher, gvisor-launcher.ts) that the
+   * prestart hook reads: runsc boots the sandbox, then waits for `go` before it takes the network
+   * namespace's interfaces over. Only with `netns`.
+   */
+  startGate?: string;
 }
 
 /**
@@ -112,6 +118,17 @@ export function writeGVisorBundle(
   if (host.netns) {
     const linux = config.linux as { namespaces: { type: string; path?: string }[] };
     linux.namespaces = linux.namespaces.map((n) => (n.type === 'network' ? { ...n, path: p.netns } : n));
+    // runsc runs prestart hooks after booting the sandbox and before its network set-up; the hook runs
+    // as runsc does (the gVisor namespace's root) and fails unless the launcher relays `go`.
+    if (host.startGate)
+      config.hooks = {
+        prestart: [
+          {
+            path: '/bin/sh',
+            args: ['sh', '-c', 'read -r go <"$1" && [ "$go" = go ]', 'start-gate', host.startGate],
+          },
+        ],
+      };
   }
   const meta: GVisorMeta = {
     id: spec.id,

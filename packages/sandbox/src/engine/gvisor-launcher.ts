@@ -21,13 +21,26 @@
  * visible. A tmpfs over `/proc/sys/net` alone would not do: each network namespace has its own
  * `/proc/sys/net` dentries. Nothing changes outside that mount namespace.
  *
+ * For `run` with `SB_GV_GATE` and `SB_GV_FIFO` (a box with a network), it makes the start gate's FIFO
+ * (owned by the bundle's owner, mode 0600), connects to the engine's gate (`openStartGate`, an abstract
+ * unix socket of the host) and relays the gate's answer (`go` or `stop`) into the FIFO, which the prestart
+ * hook of config.json reads (gvisor-bundle.ts): runsc boots the sandbox (gofer, Sentry) while the engine
+ * links the box's network namespace, and copies the namespace's interfaces only after the hook (runsc
+ * runs prestart hooks after booting the sandbox and before its network set-up). The FIFO is removed when
+ * runsc returns.
+ *
  * For `delete --force` with `SB_CG_ID` set (the supervisor's cleanup), it runs the command, then
  * removes the box's cgroup directories (retried for up to 2 s while the sandbox's processes exit) and
  * exits with the command's status. Any other command is exec'd as it is.
  */
+import { randomBytes } from 'node:crypto';
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { gvisorSyscalls } from './gvisor-userns.ts';
 import { writeIfChanged } from './host-process.ts';
+
+/** `mknodat`'s system call number on the architectures of `gvisorSyscalls`. */
+const MKNODAT: Record<string, number> = { x64: 259, arm64: 33 };
 
 /**
  * Source of `runsc-launch.pl` for this machine's architecture (open_tree 428 and move_mount 429 are the
@@ -37,12 +50,14 @@ import { writeIfChanged } from './host-process.ts';
  */
 export function runscLauncherScript(arch: string = process.arch): string {
   const nr = gvisorSyscalls(arch);
+  const mknodat = MKNODAT[arch];
   return `#!/usr/bin/perl
 # seed-sandbox runsc launcher (generated; see src/engine/gvisor-launcher.ts)
 use strict;
 my ($SYS_unshare, $SYS_mount, $SYS_umount2, $SYS_open_tree, $SYS_move_mount) = (${nr.unshare}, ${nr.mount}, ${nr.umount2}, 428, 429);
 my ($CLONE_NEWNS, $MS_REC, $MS_PRIVATE) = (0x20000, 0x4000, 0x40000);
 my ($OPEN_TREE_CLONE, $O_CLOEXEC, $AT_RECURSIVE, $AT_FDCWD, $MOVE_MOUNT_F_EMPTY_PATH) = (1, 0x80000, 0x8000, -100, 4);
+my ($SYS_mknodat, $S_IFIFO, $O_RDWR, $AF_UNIX, $SOCK_STREAM) = (${mknodat}, 0010000, 2, 1, 1);
 my @cmd = @ARGV;
 my $args = " @cmd ";
 my $cg = $ENV{SB_CG_ID} // '';
@@ -114,14 +129,35 @@ if ($cg ne '' && $args =~ / run --detach /) {
 # The box's network namespace file: once runsc has run the sandbox, which holds the namespace from
 # then on, it is unmounted and removed here (this process never leaves the host's mount namespace).
 my $netns = $ENV{SB_GV_NETNS} // '';
-if ($netns ne '' && $args =~ / run /) {
+# The start gate (see the module comment): this process relays the engine's answer to the prestart hook.
+my ($gate, $fifo) = ($ENV{SB_GV_GATE} // '', $ENV{SB_GV_FIFO} // '');
+my ($gateSock, $gateFifo);
+if ($gate ne '' && $fifo ne '' && $args =~ / run --detach /) {
+  unlink($fifo);
+  syscall($SYS_mknodat, $AT_FDCWD, $fifo, $S_IFIFO | 0600, 0) == 0 or fail("mkfifo $fifo");
+  (my $dir = $fifo) =~ s{/[^/]*$}{};
+  my @owner = (stat($dir))[4, 5];
+  chown($owner[0], $owner[1], $fifo) or fail("chown $fifo");
+  sysopen($gateFifo, $fifo, $O_RDWR) or fail("opening $fifo");
+  socket($gateSock, $AF_UNIX, $SOCK_STREAM, 0) or fail('socket(AF_UNIX)');
+  connect($gateSock, pack('S', $AF_UNIX) . "\\0$gate") or fail('connecting to the start gate');
+}
+if (($netns ne '' || $gateSock) && $args =~ / run /) {
   my $pid = fork() // fail('fork');
   if ($pid) {
+    if ($gateSock) {
+      my $answer = '';
+      while ($answer !~ /\\n/) { sysread($gateSock, $answer, 16, length $answer) or last; }
+      syswrite($gateFifo, $answer eq "go\\n" ? "go\\n" : "stop\\n");
+    }
     waitpid($pid, 0);
     my $rc = ($? & 127) ? 128 + ($? & 127) : $? >> 8;
-    unlink($netns) if $rc == 0 && syscall($SYS_umount2, $netns, 0) == 0;
+    unlink($fifo) if $gateSock;
+    unlink($netns) if $netns ne '' && $rc == 0 && syscall($SYS_umount2, $netns, 0) == 0;
     exit $rc;
   }
+  close($gateSock) if $gateSock;
+  close($gateFifo) if $gateFifo;
 }
 if ($args =~ / run / && $args =~ / --network=sandbox /) {
   # String arguments of syscall must be writable scalars (perl passes their buffers), not literals.
@@ -161,4 +197,51 @@ export function installRunscLauncher(binDir: string, perl: string): string[] {
   const script = join(binDir, 'runsc-launch.pl');
   writeIfChanged(script, runscLauncherScript());
   return [perl, script];
+}
+
+/** The start gate's FIFO in a box's bundle (`SB_GV_FIFO`, read by config.json's prestart hook). */
+export const START_GATE = 'start-gate';
+
+/** A box's start gate (`openStartGate`): its abstract socket name (`SB_GV_GATE`) and how to close it. */
+export interface StartGate {
+  /** The socket's name in the abstract namespace, without the leading NUL byte. */
+  readonly name: string;
+  /** Stops listening and drops the connections still open. Idempotent. */
+  close(): void;
+}
+
+/**
+ * Opens the start gate the launcher waits on between `runsc create` and `runsc start` (`SB_GV_GATE`): a
+ * unix socket of the host's abstract namespace with a random name, answering each connection (at most 4
+ * at a time) `go\n` once `ready` resolves or `stop\n` when it rejects, then closing it.
+ * @throws the socket error when it cannot listen.
+ */
+export async function openStartGate(ready: Promise<unknown>): Promise<StartGate> {
+  const name = `seed-sandbox-gate-${randomBytes(12).toString('hex')}`;
+  const open = new Set<Socket>();
+  const answer = ready.then(
+    () => 'go\n',
+    () => 'stop\n',
+  );
+  const server = createServer((sock) => {
+    open.add(sock);
+    sock.on('error', () => {});
+    sock.on('close', () => open.delete(sock));
+    void answer.then((line) => sock.end(line));
+  });
+  server.maxConnections = 4;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ path: `\0${name}` }, () => resolve());
+  });
+  server.on('error', () => {});
+  // The gate never keeps the process alive on its own.
+  server.unref();
+  return {
+    name,
+    close() {
+      server.close();
+      for (const sock of open) sock.destroy();
+    },
+  };
 }

@@ -25,8 +25,9 @@
  * `eth0` into netstack, the Sentry's own TCP/IP stack, which sends and receives `eth0`'s frames
  * through packet sockets runsc opened for it. The policy of `allowNet` (nftables in the gateway
  * namespace, on the far side of the veth link), the DNS resolver, the secrets proxy and published
- * ports apply as in the container tier. The launcher removes `<bundle>/netns` once runsc runs the
- * sandbox. A network `disabled` box runs with `--network=none`: netstack's loopback only, in a network
+ * ports apply as in the container tier. runsc boots the sandbox while the link is made: config.json's
+ * prestart hook holds it before its network set-up until the start gate (gvisor-launcher.ts) says the
+ * link is there. The launcher removes `<bundle>/netns` once runsc runs the sandbox. A network `disabled` box runs with `--network=none`: netstack's loopback only, in a network
  * namespace runsc makes itself (no namespace file, link or `/proc/sys` view).
  *
  * This module holds what the gVisor tier plugs into the shared box life cycle (box-engine.ts). The box's files are
@@ -42,13 +43,14 @@ import { boxDiskSizeGb, readLivePid, stageBoxFiles } from './box-files.ts';
 import type { CreateGVisorEngineOptions } from './engine-options.ts';
 import {
   type GVisorBoxMeta,
+  type GVisorBoxPaths,
   gvisorBoxPaths,
   gvisorSupervisorEnv,
   readGVisorMeta,
   writeGVisorBundle,
 } from './gvisor-bundle.ts';
 import { cleanStaleExecFiles, gvisorExec } from './gvisor-exec.ts';
-import { installRunscLauncher } from './gvisor-launcher.ts';
+import { installRunscLauncher, openStartGate, START_GATE, type StartGate } from './gvisor-launcher.ts';
 import { prepareBoxNetns, removeBoxNetns } from './gvisor-netns.ts';
 import { chooseGVisorPlatform, type GVisorPlatformChoice } from './gvisor-platform.ts';
 import { Runsc } from './gvisor-runsc.ts';
@@ -61,7 +63,7 @@ import {
   removeBoxCgroups,
   stageForNamespace,
 } from './gvisor-userns.ts';
-import { startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
+import { type SupervisorStart, startSupervisor, supervisorFailure, writeIfChanged } from './host-process.ts';
 import { findExecutable, mountsUnder, unmountBoxDir } from './host-system.ts';
 import type { OpenedHostPath } from './hostpath.ts';
 import { ensureSandboxIdRange } from './idmap.ts';
@@ -70,6 +72,17 @@ import { SUPERVISOR_SH } from './scripts.ts';
 import type { EngineBoxSpec, EngineExecOptions, EngineProcess, EngineState } from './types.ts';
 
 export type { CreateGVisorEngineOptions } from './engine-options.ts';
+
+/** A gVisor box's network namespace in the making (`GVisorEngine.startNetns`). */
+interface BoxNetns {
+  /** Resolves once the namespace file exists; rejects when it cannot be made. */
+  made: Promise<void>;
+  /** Resolves once the `networkPrepare` hook has linked it; rejects with the namespace's or the hook's error. */
+  linked: Promise<void>;
+  /** Answers the launcher `go` or `stop` when `linked` settles. */
+  gate: StartGate;
+}
+
 export { gvisorOciConfig, SENTRY_TASKS } from './gvisor-bundle.ts';
 
 const DEFAULT_STATE_ROOT = '/run/seed-sandbox';
@@ -202,6 +215,7 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
       ...(this.busybox ? { busybox: this.busybox } : {}),
       platform: this.platform.platform,
       netns: withNetwork,
+      ...(withNetwork ? { startGate: join(p.bundle, START_GATE) } : {}),
     });
     const stageBoxConfigMs = performance.now() - tConfig0;
 
@@ -213,34 +227,19 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
     });
     if (this.ns) stageForNamespace(this.ns, spec, p.bundle, opened);
 
-    // The box's network namespace and link are made while the supervisor mounts the root; runsc runs
-    // once both are ready (it takes the interfaces present when it starts).
-    const netnsReady = withNetwork
-      ? prepareBoxNetns(spec, p.netns, this.opts.networkPrepare, this.opts.networkTeardown, this.ns)
-      : undefined;
-    netnsReady?.catch(() => {});
-
-    const env = {
-      ...gvisorSupervisorEnv(
-        spec,
-        p,
-        diskSizeGb,
-        withNetwork ? this.rtLaunch.sandbox : this.rtLaunch.none,
-        binds,
-        this.idmapHelper ? { helper: this.idmapHelper } : undefined,
-      ),
-      SB_NETNS: [...(this.opts.networkFiles?.(spec.id) ?? []), ...(withNetwork ? [p.netns] : [])].join(' '),
-      // The launcher removes the namespace file once runsc has run the sandbox (which holds it then).
-      ...(withNetwork ? { SB_GV_NETNS: p.netns } : {}),
-    };
-    this.supervisors.release(spec.id);
-    const { child, outcome, tMounted, tStarted } = await startSupervisor(
-      '/bin/sh',
-      [this.supervisorPath],
-      env,
-      opened.map((o) => o.fd),
-      netnsReady,
-    );
+    // The box's network namespace and link are made while the supervisor mounts the root. runsc boots
+    // the sandbox once the namespace exists and the root is mounted, and takes the interfaces over once
+    // the link is made: config.json's prestart hook waits on the start gate in between.
+    const net = withNetwork ? await this.startNetns(spec, p.netns) : undefined;
+    const netnsReady = net?.linked;
+    const { child, outcome, tMounted, tStarted } = await this.runSupervisor(
+      spec,
+      p,
+      diskSizeGb,
+      opened,
+      binds,
+      net,
+    ).finally(() => net?.gate.close());
     if (outcome !== 'started') {
       child.stdin?.destroy();
       // prepareBoxNetns undoes its own work when it fails: its error is the one to report.
@@ -249,6 +248,11 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
         (err: unknown) => err,
       );
       if (netnsError !== undefined) {
+        // runsc may have booted the sandbox before the link failed.
+        if (this.rs.known(spec.id)) {
+          await this.rs.call(['delete', '--force', spec.id]);
+          await removeBoxCgroups(spec.id);
+        }
         await unmountBoxDir(spec.boxDir).catch(() => {});
         throw netnsError;
       }
@@ -279,6 +283,79 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
     registerSandbox(pid, this.rs.runtime, spec.id);
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     return { pid, clock: { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted } };
+  }
+
+  /**
+   * Starts the box's supervisor (scripts.ts) with the runsc command line of the box's network mode;
+   * with `net`, the supervisor runs runsc once the namespace file exists (`net.made`) and the launcher
+   * relays the start gate to the prestart hook. Never throws for a failed start (see `startSupervisor`).
+   * @throws the fs error when the bundle's `config.json` cannot be read.
+   */
+  private runSupervisor(
+    spec: EngineBoxSpec,
+    p: GVisorBoxPaths,
+    diskSizeGb: number | undefined,
+    opened: OpenedHostPath[],
+    binds: string[],
+    net: BoxNetns | undefined,
+  ): Promise<SupervisorStart> {
+    const env = {
+      ...gvisorSupervisorEnv(
+        spec,
+        p,
+        diskSizeGb,
+        net ? this.rtLaunch.sandbox : this.rtLaunch.none,
+        binds,
+        this.idmapHelper ? { helper: this.idmapHelper } : undefined,
+      ),
+      SB_NETNS: [...(this.opts.networkFiles?.(spec.id) ?? []), ...(net ? [p.netns] : [])].join(' '),
+      // The launcher removes the namespace file once runsc has run the sandbox (which holds it then).
+      ...(net
+        ? { SB_GV_NETNS: p.netns, SB_GV_GATE: net.gate.name, SB_GV_FIFO: join(p.bundle, START_GATE) }
+        : {}),
+    };
+    this.supervisors.release(spec.id);
+    return startSupervisor(
+      '/bin/sh',
+      [this.supervisorPath],
+      env,
+      opened.map((o) => o.fd),
+      net?.made,
+    );
+  }
+
+  /**
+   * Opens the box's start gate, then starts making its network namespace at `netns` and its link
+   * (`prepareBoxNetns`), whose settling the gate answers.
+   * @throws the socket error when the start gate cannot listen (nothing is made then).
+   */
+  private async startNetns(spec: EngineBoxSpec, netns: string): Promise<BoxNetns> {
+    let answer: (linked: Promise<void>) => void = () => {};
+    const gate = await openStartGate(
+      new Promise<void>((resolve) => {
+        answer = resolve;
+      }),
+    );
+    const hook = this.opts.networkPrepare;
+    let madeNow: () => void = () => {};
+    const madeSignal = new Promise<void>((resolve) => {
+      madeNow = resolve;
+    });
+    const linked = prepareBoxNetns(
+      spec,
+      netns,
+      async (ctx) => {
+        madeNow();
+        await hook?.(ctx);
+      },
+      this.opts.networkTeardown,
+      this.ns,
+    );
+    linked.catch(() => {});
+    answer(linked);
+    const made = Promise.race([madeSignal, linked]);
+    made.catch(() => {});
+    return { made, linked, gate };
   }
 
   /** Undefined for a box not of this tier (the index is shared with the container tier). */
