@@ -312,7 +312,8 @@ describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
     await sbx.commands.run('cd /tmp/site && exec python3 -m http.server 8000', { background: true });
     const headers = { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8000' };
     let got = await raw('GET', '/index.html', headers);
-    for (let i = 0; i < 100 && got.status !== 200; i++) {
+    // Up to 30 s for the box's Python server to listen (slow to start on a loaded machine).
+    for (const end = Date.now() + 30_000; got.status !== 200 && Date.now() < end; ) {
       await new Promise((r) => setTimeout(r, 100));
       got = await raw('GET', '/index.html', headers);
     }
@@ -331,7 +332,8 @@ describe('e2b SDK against sandbox serve', { timeout: 600_000 }, () => {
     const wsUrl = server.url.replace(/^http/, 'ws');
     const byHeaders = { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8765' };
     let answer = await wsEcho(`${wsUrl}/echo`, byHeaders, ['hello']).catch((e: Error) => e);
-    for (let i = 0; i < 100 && answer instanceof Error; i++) {
+    // Up to 30 s for the box's Python server to listen (slow to start on a loaded machine).
+    for (const end = Date.now() + 30_000; answer instanceof Error && Date.now() < end; ) {
       await new Promise((r) => setTimeout(r, 100));
       answer = await wsEcho(`${wsUrl}/echo`, byHeaders, ['hello']).catch((e: Error) => e);
     }

@@ -174,7 +174,8 @@ export async function clickTypeAndSeeChange(client: Client, box: string, marker:
   await ok(client, 'type_text', { box, text: `echo ${marker} > /tmp/typed; seq 1 30` });
   await ok(client, 'key', { box, keys: 'Return' });
   let typed = '';
-  for (let i = 0; i < 100 && typed === ''; i++) {
+  // Up to 30 s: the xterm's shell runs the typed line slowly on a loaded machine.
+  for (const end = Date.now() + 30_000; typed === '' && Date.now() < end; ) {
     const r = await ok(client, 'exec', { box, cmd: 'cat', args: ['/tmp/typed'] });
     typed = r.exit_code === 0 ? r.stdout.text : '';
     if (typed === '') await new Promise((resolve) => setTimeout(resolve, 100));
