@@ -72,9 +72,12 @@ async function sh(script: string): Promise<string> {
   return r.stdout;
 }
 
-/** Polls `probe` until it returns a truthy value (the X server processes events asynchronously). */
+/**
+ * Polls `probe` until it returns a truthy value (the X server processes events asynchronously), for up to
+ * 30 s (a loaded machine is slow).
+ */
 async function eventually<T>(probe: () => Promise<T | null | undefined | false>, what: string): Promise<T> {
-  for (let i = 0; i < 100; i++) {
+  for (const end = Date.now() + 30_000; Date.now() < end; ) {
     const value = await probe();
     if (value) return value;
     await new Promise((resolve) => setTimeout(resolve, 100));

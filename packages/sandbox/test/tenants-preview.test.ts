@@ -54,9 +54,12 @@ function get(target: string, host: string, headers: Record<string, string> = {})
   );
 }
 
-/** Polls `probe` until it returns true (a server in a box starting); fails after `tries`. */
-async function until(probe: () => Promise<boolean>, what: string, tries = 200): Promise<void> {
-  for (let i = 0; i < tries; i++) {
+/**
+ * Polls `probe` until it returns true (a server in a box starting);
+ * fails after 30 s (a loaded machine is slow).
+ */
+async function until(probe: () => Promise<boolean>, what: string): Promise<void> {
+  for (const end = Date.now() + 30_000; Date.now() < end; ) {
     if (await probe().catch(() => false)) return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
