@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 // internal: the user lookup names the rootless test user
@@ -35,6 +35,27 @@ function processesOf(uid: number): string[] {
       return false;
     }
   });
+}
+
+/** The names in directory `dir`, or none when it does not exist (any more). */
+function listOrNone(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
+}
+
+/** The text of `file`, or '' when it does not exist (any more) or its parent is not a directory. */
+function readOrEmpty(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return '';
+    throw error;
+  }
 }
 
 describe('rootless boxes, as an ordinary account', () => {
@@ -99,14 +120,13 @@ describe('rootless boxes, as an ordinary account', () => {
         `${dir} holds no box cgroup`,
       );
     }
-    // The account's boxes never appear in root's own sandbox cgroups.
+    // The account's boxes never appear in root's own sandbox cgroups. The boxes of other test files come
+    // and go meanwhile: a cgroup or process gone between listing and reading is skipped (and so are the
+    // tree's own files, which hold no cgroup.procs).
     for (const mount of new Set(cgroupMounts().v1.values())) {
-      const rootTree = join(mount, 'seed-sandbox');
-      if (!existsSync(rootTree)) continue;
-      for (const entry of readdirSync(rootTree)) {
-        const procs = join(rootTree, entry, 'cgroup.procs');
-        if (!existsSync(procs)) continue;
-        for (const pid of readFileSync(procs, 'utf8').split('\n').filter(Boolean)) {
+      for (const entry of listOrNone(join(mount, 'seed-sandbox'))) {
+        for (const pid of readOrEmpty(join(mount, 'seed-sandbox', entry, 'cgroup.procs')).split('\n')) {
+          if (pid === '') continue;
           assert.notEqual(statSync(`/proc/${pid}`, { throwIfNoEntry: false })?.uid, user.uid);
         }
       }
