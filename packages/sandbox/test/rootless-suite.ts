@@ -35,6 +35,31 @@ function hostServer(host: string, text: string): Promise<{ server: Server; port:
   });
 }
 
+/**
+ * Host pids of this account's processes whose command line matches `pattern` (a zombie has none), asked
+ * again for up to 10 s until there are none: a removed box's processes and its slirp4netns end a moment
+ * after its init.
+ */
+async function processesLeft(pattern: RegExp): Promise<string[]> {
+  const find = () =>
+    readdirSync('/proc').filter((p) => {
+      try {
+        return (
+          /^\d+$/.test(p) &&
+          pattern.test(readFileSync(`/proc/${p}/cmdline`, 'utf8')) &&
+          statSync(`/proc/${p}`).uid === me.uid
+        );
+      } catch {
+        return false;
+      }
+    });
+  let left = find();
+  for (const end = Date.now() + 10_000; left.length > 0 && Date.now() < end; left = find()) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return left;
+}
+
 describe(`rootless runtime as ${me.username}`, () => {
   let home: string;
   let runtime: JsRuntime;
@@ -318,27 +343,21 @@ setInterval(() => {}, 1000);\n`,
     assert.equal(info?.state.status, 'running');
     const init = info!.state.pid!;
     child.kill('SIGKILL');
-    const deadline = Date.now() + 10_000;
-    while (
-      existsSync(`/proc/${init}`) &&
-      !/\) [ZX] /.test(readFileSync(`/proc/${init}/stat`, 'utf8')) &&
-      Date.now() < deadline
-    ) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.equal((await runtime.getInfo(id))?.state.status, 'stopped');
-    const slirps = readdirSync('/proc').filter((p) => {
+    // The init runs until its stat is gone (reaped) or says zombie/dead; read without an existence check
+    // first, which it could pass just before it is reaped.
+    const running = () => {
       try {
-        return (
-          /^\d+$/.test(p) &&
-          readFileSync(`/proc/${p}/cmdline`, 'utf8').startsWith('slirp4netns') &&
-          statSync(`/proc/${p}`).uid === me.uid
-        );
+        return !/\) [ZX] /.test(readFileSync(`/proc/${init}/stat`, 'utf8'));
       } catch {
         return false;
       }
-    });
-    assert.deepEqual(slirps, [], 'no slirp4netns of this account is left');
+    };
+    const deadline = Date.now() + 10_000;
+    while (running() && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal((await runtime.getInfo(id))?.state.status, 'stopped');
+    assert.deepEqual(await processesLeft(/^slirp4netns/), [], 'no slirp4netns of this account is left');
     await runtime.remove(id, true);
   });
 
@@ -387,20 +406,10 @@ setInterval(() => {}, 1000);\n`,
     for (const box of boxes) await run(box, 'sh', ['-c', 'sleep 100 & echo started']);
     for (const box of boxes) await runtime.remove(box.id, true);
     assert.deepEqual(boxDirs(home), []);
-    const mine = readdirSync('/proc')
-      .filter((p) => /^\d+$/.test(p))
-      .filter((p) => {
-        try {
-          const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8');
-          return (
-            statSync(`/proc/${p}`).uid === me.uid &&
-            /catatonit|\.sandbox\/init|slirp4netns|rootless-supervisor|sleep 100/.test(cmd)
-          );
-        } catch {
-          return false;
-        }
-      });
-    assert.deepEqual(mine, []);
+    assert.deepEqual(
+      await processesLeft(/catatonit|\.sandbox\/init|slirp4netns|rootless-supervisor|sleep\0100/),
+      [],
+    );
     const delegation = cgroupDelegation({ name: me.username, uid: me.uid }, cgroupMounts());
     for (const dir of delegation.dirs.values()) {
       const children = readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory());
