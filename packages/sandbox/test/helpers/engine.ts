@@ -4,7 +4,7 @@
  * factory over a busybox rootfs, and collecting the stdout/stderr/exit code of an engine process or
  * of `sh -c` run in a box.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
@@ -141,7 +141,10 @@ export async function execSh(
 export async function supervisorPid(boxDir: string, ms = 20_000): Promise<number> {
   const file = join(boxDir, 'bundle', 'supervisor.pid');
   for (let t = 0; ; t += 20) {
-    const pid = existsSync(file) ? Number(readFileSync(file, 'utf8')) : 0;
+    let pid = 0;
+    try {
+      pid = Number(readFileSync(file, 'utf8'));
+    } catch {} // not written yet, or gone with its box
     if (pid > 0) return pid;
     if (t >= ms) return 0;
     await sleep(20);
