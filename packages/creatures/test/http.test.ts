@@ -398,8 +398,11 @@ describe('shutdown', () => {
   test('close() lets an in-flight request finish, then refuses connections', async () => {
     const s = await start();
     const body = JSON.stringify({ query: '{ creature(name: "Onix") { id } }' });
+    // close() is called once the server has the request (its headers parsed), before its body ends.
+    const received = once(s.server.httpServer, 'request');
+    let req!: ReturnType<typeof request>;
     const pending = new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = request(
+      req = request(
         s.endpoint,
         {
           method: 'POST',
@@ -415,10 +418,15 @@ describe('shutdown', () => {
       );
       req.on('error', reject);
       req.write(body.slice(0, 10));
-      setTimeout(() => req.end(body.slice(10)), 100);
     });
-    await new Promise((r) => setTimeout(r, 30));
+    await received;
     const closed = s.server.close();
+    // The body ends once the server has stopped listening, so the request is in flight throughout.
+    for (const end = Date.now() + 30_000; s.server.httpServer.listening; ) {
+      assert.ok(Date.now() < end, 'the server stops listening');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    req.end(body.slice(10));
     const res = await pending;
     assert.equal(res.status, 200);
     assert.deepEqual(JSON.parse(res.text), { data: { creature: { id: '095' } } });
