@@ -74,7 +74,8 @@ test(
     const result = page.locator('.result-window');
     // The stream is established asynchronously: post messages until one shows up in the result pane.
     let shown = '';
-    for (let i = 0; i < 50 && !shown; i++) {
+    // Up to 30 s: a loaded machine is slow.
+    for (let i = 0, end = Date.now() + 30_000; !shown && Date.now() < end; i++) {
       const posted = await s.gql(
         'mutation ($c: String) { createMessage(input: { content: $c, author: "explorer-test" }) { id } }',
         {
