@@ -117,7 +117,10 @@ export function codeInterpreterSuite(
     });
 
     it('a timeout interrupts the kernel, which keeps its state and runs the next code', async () => {
-      const execution = await box.runCode('import time\nz = 5\nwhile True:\n    time.sleep(0.05)', {
+      // The state is made by a code run of its own: within the timed run, a loaded machine could interrupt
+      // the code before it got to the assignment.
+      assert.equal((await box.runCode('z = 5')).error, null);
+      const execution = await box.runCode('import time\nwhile True:\n    time.sleep(0.05)', {
         timeoutMs: 1000,
       });
       assert.equal(execution.error?.name, 'TimeoutError');
@@ -130,9 +133,11 @@ export function codeInterpreterSuite(
       it('code that ignores the interrupt is ended by restarting its kernel after the grace time', async () => {
         const ctx = await box.createCodeContext();
         await box.runCode('kept = 1', { context: ctx });
+        // 3 s for the code to ignore SIGINT before the timeout interrupts it (an interrupt that comes first
+        // ends the code, and the kernel is not restarted).
         const stuck = await box.runCode(
           'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass',
-          { context: ctx, timeoutMs: 500 },
+          { context: ctx, timeoutMs: 3000 },
         );
         assert.equal(stuck.error?.name, 'TimeoutError');
         const next = await box.runCode('kept', { context: ctx, timeoutMs: 30_000 });
