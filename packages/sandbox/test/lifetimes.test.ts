@@ -105,11 +105,16 @@ describe('box lifetimes (reaper)', () => {
   });
 
   it('autoPause pauses an idle box but not one running a command; exec restarts the idle clock', async () => {
-    const busy = await runtime.create({ ...quiet, autoPause: 1 });
-    const idle = await runtime.create({ ...quiet, autoPause: 1, autoResume: true });
+    // The busy box's command starts at once, well within its 3 s idle limit (with 1 s, a loaded machine
+    // could pause it before the command started, while the idle box was being created).
+    const busy = await runtime.create({ ...quiet, autoPause: 3 });
+    const busySince = Date.now();
     // Runs until ended below, however long the idle box takes to be paused.
     const long = await busy.exec('sleep', ['600']);
+    const idle = await runtime.create({ ...quiet, autoPause: 1, autoResume: true });
     await within(EVENTUALLY_MS, 'idle box paused', async () => (await idle.info()).state.status === 'paused');
+    // Past the busy box's own idle limit and a reaper pass: only its command keeps it running.
+    await sleep(Math.max(0, busySince + 4000 - Date.now()));
     assert.equal((await busy.info()).state.status, 'running', 'a box running a command is not idle');
     // autoResume: the command resumes it, and the idle clock starts again.
     assert.equal((await run(idle, 'echo', ['up'])).stdout, 'up');
