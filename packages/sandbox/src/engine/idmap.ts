@@ -19,6 +19,9 @@
  * directories bound into a box get the same idmap, so host uid `k` is box uid `k` there. The helper is
  * perl (perl-base is Essential in Debian) calling the system calls through perl's builtin `syscall`:
  * no compiled addon, no util-linux ≥ 2.39 (Debian 12's `mount` ignores `X-mount.idmap`).
+ * The box supervisor runs the helper once per start, and it mounts the box disk too (`disk`: a loop
+ * device and the mount by system calls, no mount(8)) and makes the layer directories and /etc files
+ * on it (`mkdir`, `file`) before the overlay.
  * Measured on this host (kernel 6.18): one idmapped layer clone 0.03 ms; the whole helper (user
  * namespace, layers, overlay, binds) runs in under 10 ms (ENGINE.md "User namespaces").
  */
