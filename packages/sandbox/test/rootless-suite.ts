@@ -407,7 +407,7 @@ setInterval(() => {}, 1000);\n`,
     for (const box of boxes) await runtime.remove(box.id, true);
     assert.deepEqual(boxDirs(home), []);
     assert.deepEqual(
-      await processesLeft(/catatonit|\.sandbox\/init|slirp4netns|rootless-supervisor|sleep\0100/),
+      await processesLeft(/catatonit|\.sandbox\/init|slirp4netns|rootless-supervisor|sleep\x00100/),
       [],
     );
     const delegation = cgroupDelegation({ name: me.username, uid: me.uid }, cgroupMounts());
