@@ -289,8 +289,11 @@ export class NetworkHelper {
     writeFileAtomic(this.#stateFile(entry.state.id), JSON.stringify(entry.state));
   }
 
-  /** Loads the box's gateway ruleset from its state (policy, ports, admitted addresses). */
-  async #loadRules(entry: Entry): Promise<void> {
+  /**
+   * Loads the box's gateway ruleset from its state (policy, ports, admitted addresses); `fresh`: into
+   * the gateway namespace this helper just made (no ruleset to replace).
+   */
+  async #loadRules(entry: Entry, fresh = false): Promise<void> {
     const { state, policy } = entry;
     await loadGatewayRules(
       gatewayName(state.id),
@@ -300,6 +303,7 @@ export class NetworkHelper {
         ...(state.proxyPort !== undefined ? { proxyPort: state.proxyPort } : {}),
         hosts: keptHosts(state, policy),
       }),
+      { fresh },
     );
   }
 
@@ -432,7 +436,7 @@ export class NetworkHelper {
       if (request.gateway) {
         // The ruleset loads after the answer (the caller starts slirp4netns meanwhile); `ready`
         // reports it, and every later operation on the box waits for it.
-        entry.rules = this.#loadRules(entry);
+        entry.rules = this.#loadRules(entry, true);
         entry.chain = entry.rules.catch(() => {});
       }
       this.#log(`registered ${id}`);
