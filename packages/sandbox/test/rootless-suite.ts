@@ -36,9 +36,9 @@ function hostServer(host: string, text: string): Promise<{ server: Server; port:
 }
 
 /**
- * Host pids of this account's processes whose command line matches `pattern` (a zombie has none), asked
- * again for up to 10 s until there are none: a removed box's processes and its slirp4netns end a moment
- * after its init.
+ * Host pids of this account's processes whose command line (arguments joined by spaces) matches `pattern`
+ * (a zombie has none), asked again for up to 10 s until there are none: a removed box's processes and its
+ * slirp4netns end a moment after its init.
  */
 async function processesLeft(pattern: RegExp): Promise<string[]> {
   const find = () =>
@@ -46,7 +46,7 @@ async function processesLeft(pattern: RegExp): Promise<string[]> {
       try {
         return (
           /^\d+$/.test(p) &&
-          pattern.test(readFileSync(`/proc/${p}/cmdline`, 'utf8')) &&
+          pattern.test(readFileSync(`/proc/${p}/cmdline`, 'utf8').replaceAll('\0', ' ')) &&
           statSync(`/proc/${p}`).uid === me.uid
         );
       } catch {
@@ -407,7 +407,7 @@ setInterval(() => {}, 1000);\n`,
     for (const box of boxes) await runtime.remove(box.id, true);
     assert.deepEqual(boxDirs(home), []);
     assert.deepEqual(
-      await processesLeft(/catatonit|\.sandbox\/init|slirp4netns|rootless-supervisor|sleep\x00100/),
+      await processesLeft(/catatonit|\.sandbox\/init|slirp4netns|rootless-supervisor|sleep 100/),
       [],
     );
     const delegation = cgroupDelegation({ name: me.username, uid: me.uid }, cgroupMounts());
