@@ -47,6 +47,18 @@ const rootfs = makeBusyboxRootfs(join(tmp, 'layer0'));
 const spec = specFactory(tmp, rootfs, 'gv', { isolation: 'gvisor' });
 let engine: TieredEngine;
 
+/**
+ * Whether process `pid` has ended: gone from /proc, or a zombie or dead task. One read: a process reaped
+ * between an existence check and the read would otherwise throw ENOENT.
+ */
+function processGone(pid: number): boolean {
+  try {
+    return /\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
 function sh(id: string, script: string, extra = {}) {
   return execSh(engine as never, id, script, extra);
 }
@@ -393,7 +405,7 @@ describe('gVisor boxes', { skip }, () => {
     assert.equal(await p.exited, 0);
     assert.match(text, /got-term/);
     assert.equal((await engine.state(s.id)).status, 'stopped');
-    assert.ok(!existsSync(`/proc/${pid}`) || /\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')));
+    assert.ok(processGone(pid));
     assert.deepEqual(mountsUnder(s.boxDir), []);
     // The writable layer is kept: the box starts again with its files.
     await engine.start({ ...s });
@@ -479,8 +491,7 @@ setInterval(() => {}, 1000);
       await new Promise((r) => child.once('exit', r));
       return pid;
     };
-    const gone = (pid: number) =>
-      !existsSync(`/proc/${pid}`) || /\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    const gone = processGone;
     const attached = spec({ detach: false });
     const pid = await startInChild(attached);
     // The supervisor's cleanup runs when the pipe from the dead process ends (polled here up to 20 s).
