@@ -2,12 +2,12 @@
  * The box disk as the idmap helper mounts it (src/engine/idmap.ts `disk`, `mkdir`, `file`), with real
  * boxes of the container tier in a user namespace: the loop device, the mount options of each format,
  * the /etc files and the writable layer on the disk, one file system instance per image (a loop device
- * still backing the image is reused), a failed mount reported at the `disk` stage, and nothing left
- * behind (mount, loop device, box files) once a box is removed.
+ * still backing the image is reused, and attached anew when it goes away during the mount), a failed
+ * mount reported at the `disk` stage, and nothing left behind (mount, loop device, box files) once a box is removed.
  * Runs as root with crun installed (the package's test:setup installs it).
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -135,6 +135,34 @@ describe('box disk mounted by the idmap helper', () => {
     await bed.engine.remove(s.id, s.boxDir);
     assert.deepEqual(mountsUnder(s.boxDir), []);
     await assertNoLoop(img);
+  });
+
+  test('a restart after a mount(8) of the disk, while short-lived mount namespaces keep copies of it that go away at any moment, mounts the disk every time', async () => {
+    // Each `unshare` copies the host's mounts (the box disk among them) and holds that copy for 20 ms: a
+    // restarted box can find the disk's loop device still bound and see it released a moment later.
+    const churn = spawn('sh', ['-c', 'while :; do unshare --mount sleep 0.02; done'], { stdio: 'ignore' });
+    holders.push(churn);
+    const s = spec();
+    try {
+      await bed.engine.start(s);
+      await execSh(bed.engine, s.id, 'echo kept > /root/kept');
+      const img = join(s.boxDir, 'disk.img');
+      const dir = join(s.boxDir, 'disk');
+      for (let i = 0; i < 25; i++) {
+        await bed.engine.stop(s.id, 0);
+        // The disk mounted and unmounted by mount(8) in between, as snapshots and clones do (engine/snapshot.ts).
+        assert.equal(spawnSync('mount', ['-o', 'loop', img, dir]).status, 0);
+        assert.equal(spawnSync('umount', [dir]).status, 0);
+        await bed.engine.start(s);
+        assert.equal((await execSh(bed.engine, s.id, 'cat /root/kept')).stdout, 'kept\n', `restart ${i}`);
+      }
+    } finally {
+      churn.kill('SIGKILL');
+      await new Promise((resolve) => churn.once('exit', resolve));
+    }
+    await bed.engine.remove(s.id, s.boxDir);
+    assert.deepEqual(mountsUnder(s.boxDir), []);
+    await assertNoLoop(join(s.boxDir, 'disk.img'));
   });
 
   test('an image that holds no file system fails the start at the disk stage and leaves no mount or loop device', async () => {

@@ -272,8 +272,11 @@ sub setattr {
   my $empty = '';
   syscall($SYS_mount_setattr, $fd, $empty, $AT_EMPTY_PATH | $flags, $attr, length($attr)) == 0 or fail("idmapping $what");
 }
-# The bound loop device backing the file of device $dev and inode $ino at offset 0, or undef. Bound
-# loop devices are the ones /proc/partitions lists (an unbound one has no size).
+# The bound loop device backing the file of device $dev and inode $ino at offset 0 and its open
+# descriptor, or an empty list. Bound loop devices are the ones /proc/partitions lists (an unbound one
+# has no size). The device is opened before its status is read and kept open by the caller until the
+# mount holds it: an autoclear device is released at its last close, so one found bound cannot be torn
+# down in between (one already being torn down answers the status request with ENXIO and is skipped).
 sub bound_loop {
   my ($dev, $ino) = @_;
   open(my $parts, '<', '/proc/partitions') or return undef;
@@ -284,9 +287,9 @@ sub bound_loop {
     my $info = "\\0" x 232;
     ioctl($lo, $LOOP_GET_STATUS64, $info) or next;
     my ($d2, $i2, undef, $offset) = unpack('QQQQ', $info);
-    return "/dev/$n" if $d2 == $dev && $i2 == $ino && $offset == 0;
+    return ("/dev/$n", $lo) if $d2 == $dev && $i2 == $ino && $offset == 0;
   }
-  return undef;
+  return ();
 }
 # Attaches the image to a loop device (see the 'disk' operation); returns its path and the open
 # device (kept open until the mount holds it).
@@ -294,8 +297,8 @@ sub attach {
   my ($img) = @_;
   sysopen(my $f, $img, 2) or fail("opening $img");
   my @st = stat($f) or fail("stat $img");
-  my $bound = bound_loop($st[0], $st[1]);
-  return ($bound, undef) if defined $bound;
+  my @bound = bound_loop($st[0], $st[1]);
+  return @bound if @bound;
   sysopen(my $ctl, '/dev/loop-control', 2) or fail('opening /dev/loop-control');
   for (1 .. 100) {
     my $n = ioctl($ctl, $LOOP_CTL_GET_FREE, 0) // fail('finding a free loop device');
@@ -320,11 +323,13 @@ while (@ops) {
   $status = $op eq 'disk' || $op eq 'mkdir' || $op eq 'file' ? 2 : 1;
   if ($op eq 'disk') {
     my ($img, $dir, $type, $data) = splice(@ops, 0, 4);
-    my ($dev, $lo) = attach($img);
     my $opts = $data eq '-' ? 0 : $data;
+    # Each try attaches anew: a refused mount closes its device (an autoclear device then detaches).
     for my $try (1 .. ${DISK_MOUNT_ATTEMPTS}) {
+      my ($dev, $lo) = attach($img);
       last if syscall($SYS_mount, $dev, $dir, $type, $MS_NOSUID_NODEV_NOATIME, $opts) == 0;
       fail("mounting $img at $dir") if $try == ${DISK_MOUNT_ATTEMPTS};
+      close($lo);
       select(undef, undef, undef, 0.1 * $try);
     }
   } elsif ($op eq 'mkdir') {
