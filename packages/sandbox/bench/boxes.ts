@@ -19,8 +19,8 @@
  * Like for like: raw containers have a network namespace with only `lo` (network mode `disabled`), so the
  * runtime is measured with the default `network: enabled` (slirp4netns started at create) and with
  * `disabled`; create ratios against raw use the `disabled` row. Samples are interleaved (create: rounds of
- * 10 per variant; exec: one round trip per variant in turn, in a random order each round) so that load from other
- * processes on this shared machine hits every variant alike.
+ * 10 per variant; exec: one round trip per variant in turn; the variants in a random order each round) so that
+ * load from other processes on this shared machine, and one variant's background teardowns, hit every variant alike.
  *
  * Usage (root): `npm run bench:boxes -w @seed/sandbox` or `node bench/boxes.ts [runs]`.
  * Needs the local registry (`npm run registry -w @seed/sandbox`; started here when missing).
@@ -98,7 +98,18 @@ function rawVariant(raw: RawContainers, name = `raw ${raw.runtime}`): Variant<Ra
   };
 }
 
-/** Create → first exec in rounds of `ROUND` per variant, then exec round trips one variant at a time. */
+/** Shuffles `items` in place (Fisher-Yates). */
+function shuffle(items: number[]): void {
+  for (let j = items.length - 1; j > 0; j--) {
+    const r = Math.floor(Math.random() * (j + 1));
+    [items[j], items[r]] = [items[r] as number, items[j] as number];
+  }
+}
+
+/**
+ * Create → first exec in rounds of `ROUND` per variant (the variants in a random order each round), then
+ * exec round trips one variant at a time.
+ */
 async function benchInterleaved(variants: Variant<unknown>[]): Promise<void> {
   // One warm-up box per variant (page cache, engine helpers), not measured.
   for (const v of variants) {
@@ -106,8 +117,13 @@ async function benchInterleaved(variants: Variant<unknown>[]): Promise<void> {
     await v.execTrue(box);
     await v.remove(box);
   }
+  const order = variants.map((_, k) => k);
   for (let done = 0; done < runs; done += ROUND) {
-    for (const v of variants) {
+    // A fresh random order of the variants each round: a variant measured right after another one's
+    // teardowns (runsc delete takes 0.5-2 s in the background) would otherwise always pay for them.
+    shuffle(order);
+    for (const k of order) {
+      const v = variants[k] as Variant<unknown>;
       for (let i = 0; i < Math.min(ROUND, runs - done); i++) {
         const t0 = performance.now();
         const box = await v.create();
@@ -124,14 +140,10 @@ async function benchInterleaved(variants: Variant<unknown>[]): Promise<void> {
       boxes.push(box);
       await v.execTrue(box);
     }
-    const order = variants.map((_, k) => k);
     for (let i = 0; i < runs; i++) {
       // A fresh random order each round, so that no variant always follows the same one: in a fixed
       // rotation the two variants right after the gVisor ones measured 2.4–2.8× their peers' exec.
-      for (let j = order.length - 1; j > 0; j--) {
-        const r = Math.floor(Math.random() * (j + 1));
-        [order[j], order[r]] = [order[r] as number, order[j] as number];
-      }
+      shuffle(order);
       for (const k of order) {
         const v = variants[k] as Variant<unknown>;
         const t0 = performance.now();
