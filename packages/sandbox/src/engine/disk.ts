@@ -47,11 +47,14 @@ import { BoxError } from '../errors.ts';
 /** Size of a box's writable layer when `diskSizeGb` is not given, GB (10⁹ bytes). */
 export const DEFAULT_DISK_SIZE_GB = 10;
 
-/** Mount options of an ext4 box disk (see the module comment for `noinit_itable`). */
-export const DISK_MOUNT_OPTIONS = 'loop,noatime,nosuid,nodev,noinit_itable';
+/** The ext4 box disk's file-system-specific mount data (see the module comment for `noinit_itable`). */
+const EXT4_MOUNT_DATA = 'noinit_itable';
 
 /** Mount options of a btrfs box disk (`noinit_itable` is ext4's; btrfs has no inode tables). */
 export const BTRFS_MOUNT_OPTIONS = 'loop,noatime,nosuid,nodev';
+
+/** Mount options of an ext4 box disk: the btrfs disk's and the ext4 data. */
+export const DISK_MOUNT_OPTIONS = `${BTRFS_MOUNT_OPTIONS},${EXT4_MOUNT_DATA}`;
 
 /** Smallest disk made btrfs, bytes: mkfs.btrfs refuses devices under ≈ 109 MiB; below this, ext4. */
 export const BTRFS_MIN_BYTES = 256 * 1024 * 1024;
@@ -115,7 +118,7 @@ export function diskMountOptions(img: string): string {
  * same mount as `diskMountOptions` gives mount(8).
  */
 export function diskFsMount(img: string): [type: DiskFormat, data: string] {
-  return diskFormat(img) === 'btrfs' ? ['btrfs', '-'] : ['ext4', 'noinit_itable'];
+  return diskFormat(img) === 'btrfs' ? ['btrfs', '-'] : ['ext4', EXT4_MOUNT_DATA];
 }
 
 /**
