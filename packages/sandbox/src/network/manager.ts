@@ -34,16 +34,10 @@ import type { EngineNetworkContext } from '../engine/engine.ts';
 import type { EngineLinkScript } from '../engine/engine-options.ts';
 import type { GVisorNetnsContext } from '../engine/gvisor-netns.ts';
 import type { JsPublishedPort } from '../types.ts';
+import { linkBox, linkScript } from './box-link.ts';
 import { type BoxNetworkConfig, type SecretRule, SlirpNetworking } from './box-networking.ts';
 import { SLIRP_CIDR } from './destinations.ts';
-import {
-  gatewayName,
-  linkBox,
-  linkScript,
-  NETNS_DIR,
-  removeGatewayNamespace,
-  SLIRP_GUEST_IP,
-} from './gateway.ts';
+import { gatewayName, NETNS_DIR, removeGatewayNamespace, SLIRP_GUEST_IP } from './gateway.ts';
 import type { HelperAnswer } from './helper.ts';
 import { callHelper, helperDir, resumeHelper } from './helper-client.ts';
 import { SLIRP_DNS_IP, startSlirp } from './netns.ts';
