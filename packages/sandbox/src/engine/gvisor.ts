@@ -330,30 +330,24 @@ export class GVisorEngine extends BoxEngine<GVisorBoxMeta> {
    * @throws the socket error when the start gate cannot listen (nothing is made then).
    */
   private async startNetns(spec: EngineBoxSpec, netns: string): Promise<BoxNetns> {
-    let answer: (linked: Promise<void>) => void = () => {};
-    const gate = await openStartGate(
-      new Promise<void>((resolve) => {
-        answer = resolve;
-      }),
-    );
+    // The gate answers what the link does; it listens before anything is made.
+    const answer = Promise.withResolvers<void>();
+    const gate = await openStartGate(answer.promise);
     const hook = this.opts.networkPrepare;
-    let madeNow: () => void = () => {};
-    const madeSignal = new Promise<void>((resolve) => {
-      madeNow = resolve;
-    });
+    const madeSignal = Promise.withResolvers<void>();
     const linked = prepareBoxNetns(
       spec,
       netns,
       async (ctx) => {
-        madeNow();
+        madeSignal.resolve();
         await hook?.(ctx);
       },
       this.opts.networkTeardown,
       this.ns,
     );
     linked.catch(() => {});
-    answer(linked);
-    const made = Promise.race([madeSignal, linked]);
+    answer.resolve(linked);
+    const made = Promise.race([madeSignal.promise, linked]);
     made.catch(() => {});
     return { made, linked, gate };
   }
