@@ -28,7 +28,11 @@ export interface EngineNetworkContext {
 export interface EngineLinkScript {
   /** Resolves once what the script needs on the host exists (the box runs only then); rejects on failure. */
   ready: Promise<void>;
-  /** POSIX `sh` script run as host root inside the box's network namespace; exits non-zero on failure. */
+  /**
+   * POSIX `sh` script run as host root in the host's namespaces with the box's network namespace file
+   * (`/proc/<pid>/ns/net`) as `$1` (sourced by the hook's shell: it enters the box's namespace itself,
+   * e.g. `nsenter --net="$1" …`); exits non-zero on failure, its stderr the error.
+   */
   script: string;
 }
 

@@ -32,10 +32,11 @@ import {
   alive,
   endForeignSupervisor,
   type FileIdentity,
+  outcomeFiles,
   startSupervisor,
   supervisorFailure,
   waitForExec,
-  waitForStatusFile,
+  waitForOutcomeFiles,
   writeIfChanged,
 } from './host-process.ts';
 import { allowTraversal, findExecutable, isStaticElf, mountsUnder, unmountBoxDir } from './host-system.ts';
@@ -202,16 +203,23 @@ export class OciEngine extends BoxEngine<KnownBox> {
       this.name === 'crun' && spec.network.mode !== 'disabled'
         ? this.opts.networkLinkScript?.(spec.id)
         : undefined;
-    const linkStatus = join(p.bundle, 'link.status');
+    const linkOutcome = join(p.bundle, 'link');
     if (link) {
       link.ready.catch(() => {});
       const script = join(p.bundle, 'link.sh');
       config.hooks = {
-        createRuntime: [{ path: '/bin/sh', args: ['sh', this.netLinkPath, script, linkStatus] }],
+        createRuntime: [{ path: '/bin/sh', args: ['sh', this.netLinkPath, script, linkOutcome] }],
       };
       mkdirSync(p.bundle, { recursive: true });
       writeFileSync(script, link.script, { mode: 0o600 });
-      rmSync(linkStatus, { force: true });
+      for (const f of outcomeFiles(linkOutcome)) rmSync(f, { force: true });
+    }
+    if (spec.network.mode !== 'disabled') {
+      // ICMP datagram sockets (`ping` without `NET_RAW`) for every group of the box, set by the runtime
+      // in the box's network namespace. In a user namespace the kernel takes only groups mapped there.
+      (config.linux as Record<string, unknown>).sysctl = {
+        'net.ipv4.ping_group_range': `0 ${idMap ? idMap.size - 1 : 2147483647}`,
+      };
     }
     writeBundle(spec, p, diskSizeGb, config, meta);
     const stageBoxConfigMs = performance.now() - tConfig0;
@@ -289,7 +297,7 @@ export class OciEngine extends BoxEngine<KnownBox> {
     this.metas.set(spec.id, { ...meta, boxDir: spec.boxDir, rootfs: p.rootfs });
     const clock = { configMs: stageBoxConfigMs, fs0: tFs0, mounted: tMounted, started: tStarted };
     if (!link) return { pid, clock };
-    return { pid, clock, linked: waitForStatusFile(linkStatus, `box ${spec.id}: linking its network`) };
+    return { pid, clock, linked: waitForOutcomeFiles(linkOutcome, `box ${spec.id}: linking its network`) };
   }
 
   protected readMeta(id: string): KnownBox | undefined {

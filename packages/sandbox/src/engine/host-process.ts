@@ -6,7 +6,7 @@
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -71,25 +71,32 @@ export async function waitForExec(pid: number, program: FileIdentity, timeoutMs 
 }
 
 /**
- * Waits for the status file `file` a background helper writes whole (renamed into place): polled every
- * millisecond, as `waitForExec`.
- * @returns once it reads `0`.
- * @throws Error `<what> failed: <the file's text>`, or `<what> did not finish in <timeoutMs> ms`.
+ * Waits for the outcome of a background helper that reports through files (scripts.ts `NET_LINK_SH`):
+ * an empty `<base>.ok` or `<base>.failed` created once it has ended, its error output in `<base>.out`
+ * (closed before either exists). Polled every millisecond, as `waitForExec`.
+ * @returns once `<base>.ok` exists.
+ * @throws Error `<what> failed: <the last 800 characters of <base>.out>`, or `<what> did not finish in
+ *   <timeoutMs> ms`.
  */
-export async function waitForStatusFile(file: string, what: string, timeoutMs = 10_000): Promise<void> {
+export async function waitForOutcomeFiles(base: string, what: string, timeoutMs = 10_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
-    let text: string | undefined;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch {}
-    if (text !== undefined) {
-      if (text.trim() === '0') return;
-      throw new Error(`${what} failed: ${text.trim().slice(-800)}`);
+    if (existsSync(`${base}.ok`)) return;
+    if (existsSync(`${base}.failed`)) {
+      let text = '';
+      try {
+        text = readFileSync(`${base}.out`, 'utf8').trim();
+      } catch {}
+      throw new Error(`${what} failed: ${text.slice(-800) || 'no output'}`);
     }
     if (performance.now() > deadline) throw new Error(`${what} did not finish in ${timeoutMs} ms`);
     await sleep(1);
   }
+}
+
+/** The files `waitForOutcomeFiles` reads for `base` (removed before a helper runs again). */
+export function outcomeFiles(base: string): string[] {
+  return ['ok', 'failed', 'out'].map((s) => `${base}.${s}`);
 }
 
 /** Bytes an unread output stream may buffer before the command is throttled by back-pressure. */

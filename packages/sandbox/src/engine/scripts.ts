@@ -152,11 +152,13 @@ if [ "$current" = "$mine" ]; then cleanup; orphaned; fi
 
 /**
  * Source of `net-link.sh`, the OCI `createRuntime` hook of a box whose network the engine links while
- * the runtime sets the box up: `sh net-link.sh <link script> <status file>`, with the runtime's state
- * of the box (JSON, its `pid`) on stdin. It starts `<link script>` inside the box's network namespace
- * (`nsenter --net=/proc/<pid>/ns/net`) in the background and exits at once, so the runtime goes on;
- * the script's outcome goes to `<status file>` (`0`, or its error output), written whole (renamed
- * into place).
+ * the runtime sets the box up: `sh net-link.sh <link script> <outcome>`, with the runtime's state of
+ * the box (JSON, its `pid`) on stdin. In the background it sources `<link script>` (no `sh` of its
+ * own) with the box's network namespace `/proc/<pid>/ns/net` as `$1`, and exits at once, so the
+ * runtime goes on. The script's error output goes to `<outcome>.out`; once the script has ended, an
+ * empty `<outcome>.ok` (exit 0) or `<outcome>.failed` is created: the file another process polls for
+ * holds nothing, and the output it then reads was closed before it existed (no rename, no process
+ * beyond the script's own).
  */
 export const NET_LINK_SH = `#!/bin/sh
 # seed-sandbox box network link hook (generated; see src/engine/scripts.ts)
@@ -165,12 +167,14 @@ while IFS= read -r l || [ -n "$l" ]; do s="$s$l"; done
 p=\${s#*'"pid":'}
 p=\${p# }
 p=\${p%%[!0-9]*}
+link=$1
+o=$2
 (
-  if [ -z "$p" ]; then out='no pid in the runtime state'
-  elif out=$(nsenter --net=/proc/$p/ns/net sh "$1" 2>&1); then out=0
-  fi
-  printf '%s' "$out" >"$2.tmp" && mv -f "$2.tmp" "$2"
-) </dev/null >/dev/null 2>&1 &
+  trap 'if [ $? = 0 ]; then : >"$o.ok"; else : >"$o.failed"; fi' EXIT
+  [ -n "$p" ] || { echo 'no pid in the runtime state' >&2; exit 1; }
+  set -- "/proc/$p/ns/net"
+  . "$link"
+) </dev/null >/dev/null 2>"$o.out" &
 exit 0
 `;
 
