@@ -31,8 +31,8 @@
  * - `input` (filter): the gateway itself answers nothing from the box (reset/unreachable).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { lstatSync, mkdirSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { hostIpv4Addresses, isLocalOnly, RESERVED_IPV4 } from './destinations.ts';
 import { GUEST_IP, inNetns, SLIRP_DNS_IP } from './netns.ts';
 import { type AllowPolicy, allowsHostLoopback, HOST_LOOPBACK_IP } from './policy.ts';
@@ -165,19 +165,32 @@ export function gatewayName(id: string): string {
   return `sbx-${id}`;
 }
 
+/** Whether `/run/netns/<name>` exists as a file or a symlink (dangling included). */
+function present(nsPath: string): boolean {
+  try {
+    lstatSync(nsPath);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Creates the gateway namespace `name`, persistent as a bind mount of its nsfs file at
  * `/run/netns/<name>` (as `ip netns add` does; a stale one of the same name is removed first).
  * slirp4netns, `linkBox` and `loadGatewayRules` can run on it as soon as this resolves.
+ * `options.nice`: run `unshare` at this niceness (the helper's spare gateways: 19).
  * @throws Error when `unshare` fails (the file is removed again).
  */
-export async function createGatewayNamespace(name: string): Promise<string> {
+export async function createGatewayNamespace(name: string, options: { nice?: number } = {}): Promise<string> {
   const nsPath = join(NETNS_DIR, name);
   mkdirSync(NETNS_DIR, { recursive: true });
-  if (existsSync(nsPath)) await removeGatewayNamespace(name);
+  if (present(nsPath)) await removeGatewayNamespace(name);
   writeFileSync(nsPath, '', { mode: 0o600 });
   try {
-    await exec('unshare', [`--net=${nsPath}`, '--', 'true']);
+    const unshare = ['unshare', `--net=${nsPath}`, '--', 'true'];
+    if (options.nice === undefined) await exec(unshare[0]!, unshare.slice(1));
+    else await exec('nice', ['-n', String(options.nice), ...unshare]);
   } catch (error) {
     rmSync(nsPath, { force: true });
     throw error;
@@ -186,12 +199,40 @@ export async function createGatewayNamespace(name: string): Promise<string> {
 }
 
 /**
- * Turns IPv4 forwarding on and IPv6 off in the gateway namespace and loads `rules` (`nft -f`), in one
- * shell run inside it. A ruleset loaded before is replaced in the same nft transaction (the table is
- * deleted and made again), so the box never sees a moment without one; connections already tracked
- * keep their NAT and meet the new `forward` chain with their next packet. `options.fresh`: the
- * namespace was just made and has no ruleset, so none is deleted (nft then runs in about a third of
- * the time: a transaction that deletes a table first reads the kernel's ruleset).
+ * Names the gateway namespace `spare` (a file in `/run/netns`, made by `createGatewayNamespace`) also
+ * `name`: `/run/netns/<name>` becomes a relative symlink to it, which `nsenter --net=`, `ip … netns
+ * <name>` and `umount` follow. A stale `name` is removed first.
+ */
+export async function bindGatewayNamespace(name: string, spare: string): Promise<void> {
+  const nsPath = join(NETNS_DIR, name);
+  if (present(nsPath)) await removeGatewayNamespace(name);
+  symlinkSync(spare, nsPath);
+}
+
+/**
+ * The gateway namespace file `/run/netns/<name>` points to: `name` itself, or for a symlink made by
+ * `bindGatewayNamespace` the name it links to; null when there is no such file or the link leads out
+ * of `/run/netns`.
+ */
+export function gatewayTarget(name: string): string | null {
+  const nsPath = join(NETNS_DIR, name);
+  try {
+    if (!lstatSync(nsPath).isSymbolicLink()) return name;
+    const target = resolve(NETNS_DIR, readlinkSync(nsPath));
+    return dirname(target) === NETNS_DIR ? basename(target) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Turns IPv6 off in the gateway namespace, loads `rules` (`nft -f`) and then turns IPv4 forwarding on,
+ * in one shell run inside it (forwarding starts only with a ruleset in force). A ruleset loaded before
+ * is replaced in the same nft transaction (the table is deleted and made again), so the box never sees
+ * a moment without one; connections already tracked keep their NAT and meet the new `forward` chain
+ * with their next packet. `options.fresh`: the namespace was just made and has no ruleset, so none is
+ * deleted (nft then runs in about a third of the time: a transaction that deletes a table first reads
+ * the kernel's ruleset).
  * @throws Error with the failing command's stderr (the gateway namespace is gone: `ENOENT` text).
  */
 export async function loadGatewayRules(
@@ -201,9 +242,9 @@ export async function loadGatewayRules(
 ): Promise<void> {
   const script = [
     'set -e',
-    'echo 1 > /proc/sys/net/ipv4/ip_forward',
     'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6',
-    'exec nft -f -',
+    'nft -f -',
+    'echo 1 > /proc/sys/net/ipv4/ip_forward',
   ].join('\n');
   const input = options.fresh ? rules : `table inet sandbox\ndelete table inet sandbox\n${rules}`;
   await inNetns(join(NETNS_DIR, name), 'sh', ['-c', script], input);
@@ -223,11 +264,22 @@ export async function admitHosts(name: string, addresses: string[]): Promise<voi
 
 /**
  * Removes the gateway namespace `name` (unmounts and deletes its file); the veth pair goes with it.
- * Idempotent: a missing file is fine.
+ * For a symlink made by `bindGatewayNamespace` the namespace file it points to is unmounted and
+ * deleted first, then the link. Idempotent: a missing file is fine.
  */
 export async function removeGatewayNamespace(name: string): Promise<void> {
   const nsPath = join(NETNS_DIR, name);
-  if (!existsSync(nsPath)) return;
-  await exec('umount', [nsPath]).catch(() => {});
+  let link: boolean;
+  try {
+    link = lstatSync(nsPath).isSymbolicLink();
+  } catch {
+    return;
+  }
+  if (link) {
+    const target = gatewayTarget(name);
+    if (target !== null && target !== name) await removeGatewayNamespace(target);
+  } else {
+    await exec('umount', [nsPath]).catch(() => {});
+  }
   rmSync(nsPath, { force: true });
 }

@@ -27,21 +27,25 @@
  *   process) or its gateway namespace is gone for {@link ORPHAN_GRACE_MS}; the helper exits (code 0)
  *   once it has had no box for {@link IDLE_EXIT_MS}.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, watch } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { BoxError, type BoxErrorCode, codeOf } from '../errors.ts';
 import { type DnsServer, startDnsServer } from './dns.ts';
 import {
   admitHosts,
+  bindGatewayNamespace,
   createGatewayNamespace,
   gatewayName,
   gatewayRules,
+  gatewayTarget,
   loadGatewayRules,
   NETNS_DIR,
 } from './gateway.ts';
 import { type AllowPolicy, allowsName, parseAllowNet } from './policy.ts';
 import { type ProxyCaMaterial, type SecretsProxy, startSecretsProxy } from './secrets.ts';
+import { closeGate, openGate, releaseSpare, type Spare, SparePool, type SpareRecord } from './spares.ts';
+import { writeFileAtomic } from './state-file.ts';
 
 /** Largest request line the helper reads, bytes (secrets included). */
 export const MAX_REQUEST_BYTES = 1024 * 1024;
@@ -74,9 +78,20 @@ export type HelperRequest =
   | { op: 'remove'; id: string }
   | { op: 'ping' };
 
-/** The helper's answer: `ok` with the op's result, or a `BoxError` code and message. */
+/**
+ * The helper's answer: `ok` with the op's result, or a `BoxError` code and message. A `register` served
+ * from a spare gateway (`spares.ts`) carries its slirp4netns's pid and API socket path.
+ */
 export type HelperAnswer =
-  | { ok: true; dnsPort?: number; proxyPort?: number; caPem?: string; allowNet?: string[] }
+  | {
+      ok: true;
+      dnsPort?: number;
+      proxyPort?: number;
+      caPem?: string;
+      allowNet?: string[];
+      slirpPid?: number;
+      apiSocket?: string;
+    }
   | { ok: false; code: BoxErrorCode; message: string; field?: string };
 
 /** What the helper keeps on disk for one box (`<dir>/boxes/<id>.json`, mode 0600). */
@@ -94,6 +109,11 @@ export interface BoxPolicyState {
   admitted: Record<string, string[]>;
   /** When the box was registered, epoch ms. */
   registeredAt: number;
+  /**
+   * The spare gateway the box took (`/run/netns/sbx-<id>` links to it): ended by the helper when that
+   * link goes or leads elsewhere.
+   */
+  spare?: SpareRecord;
 }
 
 interface Entry {
@@ -108,13 +128,6 @@ interface Entry {
 }
 
 const BOX_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-
-/** Writes `data` to `file` atomically (a temporary file, mode 0600, renamed over it). */
-export function writeFileAtomic(file: string, data: string): void {
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, data, { mode: 0o600 });
-  renameSync(tmp, file);
-}
 
 /** The addresses admitted for names `policy` allows (deduplicated). */
 function keptHosts(state: BoxPolicyState, policy: AllowPolicy): string[] {
@@ -179,7 +192,12 @@ export class NetworkHelper {
   readonly #dir: string;
   readonly #boxes = new Map<string, Entry>();
   readonly #log: (line: string) => void;
+  readonly #spareCount: number | undefined;
+  #spares: SparePool | null = null;
   #server: Server | null = null;
+  #watcher: ReturnType<typeof watch> | null = null;
+  #checking = false;
+  #checkAgain = false;
   #idleSince = Date.now();
   #timer: NodeJS.Timeout | null = null;
   #done!: () => void;
@@ -188,10 +206,14 @@ export class NetworkHelper {
     this.#done = resolve;
   });
 
-  /** `dir`: the helper's directory (`helperDir`); `log` gets one line per notable event (no secrets). */
-  constructor(dir: string, log: (line: string) => void) {
+  /**
+   * `dir`: the helper's directory (`helperDir`); `log` gets one line per notable event (no secrets);
+   * `options.spares`: spare gateways kept ready (default `SPARE_COUNT`, 0: none).
+   */
+  constructor(dir: string, log: (line: string) => void, options: { spares?: number } = {}) {
     this.#dir = dir;
     this.#log = log;
+    this.#spareCount = options.spares;
   }
 
   #stateFile(id: string): string {
@@ -199,11 +221,14 @@ export class NetworkHelper {
   }
 
   /**
-   * Restores every box of the state directory, then listens on `<dir>/sock`.
+   * Restores every box of the state directory, ends the spare gateways a former helper left untaken,
+   * then listens on `<dir>/sock`, watches `/run/netns` (a box's gateway name that goes ends the spare
+   * it took) and makes spares.
    * @throws Error when the socket cannot be bound.
    */
   async start(): Promise<void> {
     mkdirSync(join(this.#dir, 'boxes'), { recursive: true, mode: 0o700 });
+    const spares = new SparePool(this.#dir, this.#log, this.#spareCount);
     for (const name of readdirSync(join(this.#dir, 'boxes'))) {
       if (!name.endsWith('.json')) continue;
       const id = name.slice(0, -'.json'.length);
@@ -214,6 +239,11 @@ export class NetworkHelper {
         this.#log(`restore ${id} failed: ${(error as Error).message}`);
       }
     }
+    const taken = new Set<string>();
+    for (const entry of this.#boxes.values()) if (entry.state.spare) taken.add(entry.state.spare.name);
+    await spares.sweep(taken);
+    this.#spares = spares;
+    await this.#checkSpares();
     const sock = join(this.#dir, 'sock');
     rmSync(sock, { force: true });
     const server = createServer((socket) => this.#serve(socket));
@@ -223,6 +253,44 @@ export class NetworkHelper {
     });
     this.#server = server;
     this.#timer = setInterval(() => this.#sweep(), SWEEP_MS);
+    mkdirSync(NETNS_DIR, { recursive: true });
+    try {
+      this.#watcher = watch(NETNS_DIR, () => void this.#checkSpares());
+      this.#watcher.on('error', () => {});
+    } catch (error) {
+      // The sweep (every SWEEP_MS) still finds gateway names that went.
+      this.#log(`cannot watch ${NETNS_DIR}: ${(error as Error).message}`);
+    }
+    spares.schedule();
+  }
+
+  /**
+   * Ends the spare gateway of every box whose gateway name (`/run/netns/sbx-<id>`) is gone or leads
+   * elsewhere (its teardown, or its supervisor after its creator died): slirp4netns (checked by
+   * `pid:starttime`), the namespace file and the spare's files. One run at a time; a run asked for
+   * meanwhile runs after it.
+   */
+  async #checkSpares(): Promise<void> {
+    if (this.#checking) {
+      this.#checkAgain = true;
+      return;
+    }
+    this.#checking = true;
+    try {
+      do {
+        this.#checkAgain = false;
+        for (const [id, entry] of this.#boxes) {
+          const spare = entry.state.spare;
+          if (!spare || gatewayTarget(gatewayName(id)) === spare.name) continue;
+          delete entry.state.spare;
+          if (this.#boxes.get(id) === entry && existsSync(this.#stateFile(id))) this.#persist(entry);
+          await releaseSpare(this.#dir, spare);
+          this.#log(`spare ${spare.name} of ${id} ended (gateway name gone)`);
+        }
+      } while (this.#checkAgain);
+    } finally {
+      this.#checking = false;
+    }
   }
 
   /** Starts resolver and proxy of a stored box again (recorded ports when free) and reloads its ruleset. */
@@ -241,8 +309,11 @@ export class NetworkHelper {
     this.#log(`restored ${state.id} (dns ${entry.state.dnsPort}, proxy ${entry.state.proxyPort ?? '-'})`);
   }
 
-  /** Binds resolver (and proxy) of `state`; `reuse`: try the recorded ports first. */
-  async #open(state: BoxPolicyState, reuse: boolean): Promise<Entry> {
+  /**
+   * Binds resolver (and proxy) of `state`; `reuse`: try the recorded ports first; `spare`: the
+   * resolver is the spare gateway's (its policy becomes the box's before this resolves).
+   */
+  async #open(state: BoxPolicyState, reuse: boolean, spare?: Spare): Promise<Entry> {
     const policy = parseAllowNet(state.allowNet);
     const entry = { state, policy } as Entry;
     const bind = async (addresses: string[], name: string) => {
@@ -263,9 +334,15 @@ export class NetworkHelper {
       }
     };
     const dnsOptions = { policy, bind };
-    entry.dns = await startDnsServer({ ...dnsOptions, ...(reuse ? { port: state.dnsPort } : {}) }).catch(() =>
-      startDnsServer(dnsOptions),
-    );
+    if (spare) {
+      entry.dns = spare.dns;
+      entry.dns.setPolicy(policy);
+      spare.bindTo.bind = bind;
+    } else {
+      entry.dns = await startDnsServer({ ...dnsOptions, ...(reuse ? { port: state.dnsPort } : {}) }).catch(
+        () => startDnsServer(dnsOptions),
+      );
+    }
     state.dnsPort = entry.dns.port;
     if (state.secrets.length > 0) {
       const proxyOptions = {
@@ -307,17 +384,28 @@ export class NetworkHelper {
     );
   }
 
-  async #close(id: string): Promise<void> {
+  /**
+   * Closes box `id`'s resolver and proxy; `release`: the box is going, so the spare gateway it took
+   * ends too (with its `/run/netns/sbx-<id>` link).
+   */
+  async #close(id: string, release = false): Promise<void> {
     const entry = this.#boxes.get(id);
     if (!entry) return;
     this.#boxes.delete(id);
     await entry.dns.close().catch(() => {});
     await entry.proxy?.close().catch(() => {});
+    const spare = entry.state.spare;
+    if (release && spare) {
+      if (gatewayTarget(gatewayName(id)) === spare.name)
+        rmSync(join(NETNS_DIR, gatewayName(id)), { force: true });
+      await releaseSpare(this.#dir, spare);
+    }
     if (this.#boxes.size === 0) this.#idleSince = Date.now();
   }
 
   /** Drops boxes whose state file or gateway namespace is gone; stops after `IDLE_EXIT_MS` without boxes. */
   #sweep(): void {
+    void this.#checkSpares();
     for (const [id, entry] of this.#boxes) {
       const gone = !existsSync(this.#stateFile(id));
       const orphan =
@@ -325,7 +413,7 @@ export class NetworkHelper {
         Date.now() - entry.state.registeredAt > ORPHAN_GRACE_MS;
       if (gone || orphan) {
         entry.chain = entry.chain.then(async () => {
-          await this.#close(id);
+          await this.#close(id, true);
           rmSync(this.#stateFile(id), { force: true });
           this.#log(`dropped ${id} (${gone ? 'removed' : 'gateway gone'})`);
         });
@@ -339,13 +427,17 @@ export class NetworkHelper {
     }
   }
 
-  /** Stops serving: closes the socket, every resolver and proxy (state files stay). */
+  /**
+   * Stops serving: closes the socket, every resolver and proxy (state files and the spare gateways
+   * boxes took stay), ends the spare gateways no box took; `stopped` resolves once they are gone.
+   */
   stop(): void {
     if (this.#timer) clearInterval(this.#timer);
+    this.#watcher?.close();
     this.#server?.close();
     rmSync(join(this.#dir, 'sock'), { force: true });
     for (const id of [...this.#boxes.keys()]) void this.#close(id);
-    this.#done();
+    void (this.#spares?.close() ?? Promise.resolve()).finally(() => this.#done());
   }
 
   #serve(socket: Socket): void {
@@ -400,15 +492,56 @@ export class NetworkHelper {
     }
   }
 
+  /**
+   * Registers box `state.id` on a spare gateway (`spares.ts`): the box's resolver is the spare's (with
+   * the box's policy), its proxy is started, `/run/netns/sbx-<id>` becomes a link to the spare, and the
+   * answer carries the spare's slirp4netns pid and API socket. The ruleset then goes in force after the
+   * answer, as on a gateway made at registration (`ready` reports it): for the open policy without
+   * secrets the spare's loaded ruleset is the box's and its gate turns forwarding on; otherwise the
+   * gate exits with forwarding off and the box's ruleset replaces the loaded one, forwarding going on
+   * once it is in force. The spare forwards nothing before either.
+   * @throws Error when the proxy or the link cannot be made (the spare is ended).
+   */
+  async #registerOnSpare(state: BoxPolicyState, spare: Spare): Promise<HelperAnswer> {
+    const { id } = state;
+    let entry: Entry | undefined;
+    try {
+      entry = await this.#open(state, false, spare);
+      await bindGatewayNamespace(gatewayName(id), spare.name);
+    } catch (error) {
+      spare.gate.kill('SIGKILL');
+      await (entry?.dns ?? spare.dns).close().catch(() => {});
+      await entry?.proxy?.close().catch(() => {});
+      await releaseSpare(this.#dir, spare);
+      throw error;
+    }
+    state.spare = { name: spare.name, slirp: spare.slirp };
+    this.#boxes.set(id, entry);
+    this.#persist(entry);
+    this.#spares?.forget(spare);
+    const loaded = entry.policy.open && !entry.proxy;
+    const ready = entry;
+    entry.rules = loaded ? openGate(spare) : closeGate(spare).then(() => this.#loadRules(ready));
+    entry.chain = entry.rules.catch(() => {});
+    this.#log(`registered ${id} on spare ${spare.name}`);
+    return {
+      ok: true,
+      dnsPort: state.dnsPort,
+      ...(entry.proxy ? { proxyPort: entry.proxy.port, caPem: entry.proxy.caPem } : {}),
+      slirpPid: spare.slirpPid,
+      apiSocket: spare.apiSocket,
+    };
+  }
+
   async #apply(request: Exclude<HelperRequest, { op: 'ping' }>): Promise<HelperAnswer> {
     const { id } = request;
     if (request.op === 'remove') {
-      await this.#close(id);
+      await this.#close(id, true);
       rmSync(this.#stateFile(id), { force: true });
       return { ok: true };
     }
     if (request.op === 'register') {
-      await this.#close(id);
+      await this.#close(id, true);
       const state: BoxPolicyState = {
         id,
         allowNet: request.allowNet,
@@ -418,6 +551,8 @@ export class NetworkHelper {
         registeredAt: Date.now(),
       };
       parseAllowNet(state.allowNet);
+      const spare = request.gateway ? (this.#spares?.take() ?? null) : null;
+      if (spare) return await this.#registerOnSpare(state, spare);
       // The gateway namespace (when asked for) and the resolver and proxy at once: the spawns of the
       // host side run in this process, not in the one creating the box.
       const [opened, made] = await Promise.allSettled([

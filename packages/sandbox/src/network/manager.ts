@@ -27,7 +27,7 @@
  * ruleset when the box registers, so slirp4netns is the only program this process spawns for a box's
  * host side (each spawn blocks this process's event loop for a few ms while it starts the box).
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readFileInRoot, writeFileInRoot } from '../engine/confined.ts';
 import type { EngineNetworkContext } from '../engine/engine.ts';
@@ -270,17 +270,26 @@ export class BoxNetworking extends SlirpNetworking {
     writeFileSync(this.file(id, 'json'), JSON.stringify(persisted));
     const answer = await registered;
     const live: Live = answer.caPem !== undefined ? { caPem: answer.caPem } : {};
+    // A spare gateway of the helper comes with its slirp4netns running: its API socket is linked as
+    // the box's (`publish`, other processes' teardown) and nothing is started here.
+    const spare = answer.slirpPid !== undefined && answer.apiSocket !== undefined;
+    if (spare) {
+      rmSync(this.file(id, 'sock'), { force: true });
+      symlinkSync(answer.apiSocket!, this.file(id, 'sock'));
+    }
     const [slirp, linked, firewall] = await Promise.allSettled([
-      startSlirp({
-        netns: join(NETNS_DIR, gateway),
-        cidr: SLIRP_CIDR,
-        apiSocket: this.file(id, 'sock'),
-        logFile: this.file(id, 'log'),
-        // The host loopback is needed for the resolver and the proxy (the gateway admits only them).
-        disableHostLoopback: false,
-        disableDns: true,
-        exitWithParent: !config.detach,
-      }),
+      spare
+        ? Promise.resolve(answer.slirpPid!)
+        : startSlirp({
+            netns: join(NETNS_DIR, gateway),
+            cidr: SLIRP_CIDR,
+            apiSocket: this.file(id, 'sock'),
+            logFile: this.file(id, 'log'),
+            // The host loopback is needed for the resolver and the proxy (the gateway admits only them).
+            disableHostLoopback: false,
+            disableDns: true,
+            exitWithParent: !config.detach,
+          }),
       link !== undefined ? linkBox(gateway, link) : Promise.resolve(),
       callHelper(this.#helper, { op: 'ready', id }),
     ]);

@@ -70,6 +70,11 @@ export interface SlirpOptions {
    * `--enable-sandbox` switches to uid/gid 0, which an ordinary account cannot outside it.
    */
   usernsOf?: number;
+  /**
+   * Start it at this niceness (`nice -n`, 0-19; the network helper's spare gateways start at 19 and
+   * are set back to 0 when a box takes one); absent: the caller's.
+   */
+  nice?: number;
 }
 
 /**
@@ -108,9 +113,11 @@ export function startSlirp(options: SlirpOptions): Promise<number> {
     options.usernsOf !== undefined
       ? ['nsenter', `--user=/proc/${options.usernsOf}/ns/user`, '--', 'slirp4netns']
       : ['unshare', '--mount', '--propagation', 'private', '--', 'slirp4netns'];
+  const niced = options.nice !== undefined ? ['nice', '-n', String(options.nice)] : [];
+  const [program, ...rest] = [...niced, command!, ...prefix, ...args];
   let child: ChildProcess;
   try {
-    child = spawn(command!, [...prefix, ...args], {
+    child = spawn(program!, rest, {
       stdio: ['ignore', log, log, 'pipe', options.exitWithParent ? 'pipe' : 'ignore'],
       detached: true,
     });

@@ -1,0 +1,219 @@
+/**
+ * Spare gateways (`src/network/spares.ts`): the network helper of a home keeps gateway namespaces with
+ * slirp4netns running ready, and a box registering takes one. Real boxes (busybox), the real helper.
+ * Shown: a box's gateway name links to a spare the helper had ready, whose slirp4netns is the helper's
+ * child (the creating process started none), and the box resolves names through it at its first exec;
+ * the pool is refilled; a box with an `allowNet` policy that takes a spare (made with the open ruleset)
+ * is refused, from its first exec on, a destination that ruleset would have let through; a
+ * non-detached box's gateway and the spare's slirp4netns go after its creator is SIGKILLed; a SIGKILLed
+ * helper's spares are ended by the helper the restart loop runs next.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import type { JsBox, JsRuntime } from '../src/index.ts';
+// internal: locates the network helper of the home and its spares (what this file is about)
+import { helperDir, helperPid } from '../src/network/helper-client.ts';
+import type { SpareRecord } from '../src/network/spares.ts';
+import {
+  BUSYBOX,
+  cleanupAll,
+  ensureRegistry,
+  run,
+  runtimeChild,
+  seededHome,
+  testRuntime,
+} from './runtime-helpers.ts';
+
+const skip = process.getuid?.() !== 0 ? 'needs root' : false;
+/** An address given to the host's loopback interface during the test only (TEST-NET-3). */
+const LATE_IP = '203.0.113.77';
+let added = false;
+
+let home = '';
+let runtime: JsRuntime;
+let server: Server;
+let port = 0;
+let keeper: JsBox;
+
+/** The helper directory of the test home. */
+function dir(): string {
+  return helperDir(join(home, 'engine', 'net'));
+}
+
+/** The spares the helper has ready (their records), by name. */
+function ready(): SpareRecord[] {
+  const spares = join(dir(), 'spares');
+  if (!existsSync(spares)) return [];
+  const out: SpareRecord[] = [];
+  for (const file of readdirSync(spares)) {
+    if (!file.endsWith('.json')) continue;
+    try {
+      const record = JSON.parse(readFileSync(join(spares, file), 'utf8')) as SpareRecord;
+      if (record.slirp !== '') out.push(record);
+    } catch {}
+  }
+  return out;
+}
+
+/** Waits (bounded: a hang fails the test) until `check` holds. */
+async function until(what: string, check: () => boolean, boundMs = 30_000): Promise<void> {
+  const t0 = Date.now();
+  while (!check()) {
+    if (Date.now() - t0 > boundMs) assert.fail(`timed out waiting: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** True while `identity` (`pid:starttime`) is a running process. */
+function runs(identity: string): boolean {
+  const [pid, start] = identity.split(':');
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] !== 'Z' && fields[19] === start;
+  } catch {
+    return false;
+  }
+}
+
+/** Parent pid of `pid`. */
+function ppid(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
+/** Whether anything is mounted at `/run/netns/<name>`. */
+function mounted(name: string): boolean {
+  return readFileSync('/proc/self/mountinfo', 'utf8').includes(` /run/netns/${name} `);
+}
+
+/** The spare box `id`'s gateway name links to, or null when it is no link. */
+function spareOf(id: string): string | null {
+  const link = join('/run/netns', `sbx-${id}`);
+  return lstatSync(link).isSymbolicLink() ? readlinkSync(link) : null;
+}
+
+before(async () => {
+  if (skip) return;
+  ensureRegistry();
+  home = seededHome('sandbox-spares-');
+  runtime = testRuntime(home);
+  server = createServer((socket) => socket.end('reached\n'));
+  await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', () => resolve()));
+  port = (server.address() as { port: number }).port;
+  // A box for the whole file keeps the home's helper (which then makes its spares) running.
+  keeper = await runtime.create({ image: BUSYBOX, network: { mode: 'enabled' } });
+});
+
+after(async () => {
+  if (skip) return;
+  if (added) spawnSync('ip', ['addr', 'del', `${LATE_IP}/32`, 'dev', 'lo']);
+  server.close();
+  await cleanupAll();
+});
+
+test('a box takes a spare made by the helper; the pool is refilled', { skip }, async () => {
+  await until('two spares ready', () => ready().length === 2);
+  const before = ready();
+  const box = await runtime.create({ image: BUSYBOX, network: { mode: 'enabled' } });
+  const spare = spareOf(box.id);
+  assert.ok(spare, 'the gateway name is a link to a spare');
+  const taken = before.find((s) => s.name === spare);
+  assert.ok(taken, `${spare} was one of the ready spares`);
+  assert.ok(mounted(spare), 'the spare namespace is mounted');
+  // slirp4netns is the helper's child: this process started nothing for the box's host side.
+  const slirp = Number(taken.slirp.split(':')[0]);
+  assert.equal(ppid(slirp), helperPid(dir()));
+  assert.match(readFileSync(`/proc/${slirp}/cmdline`, 'utf8'), /^slirp4netns\0/);
+  const persisted = JSON.parse(readFileSync(join(home, 'engine', 'net', `${box.id}.json`), 'utf8'));
+  assert.equal(persisted.slirpPid, slirp);
+  // The box's first exec resolves through the spare's resolver and gateway (forwarding on).
+  const lookup = await run(box, 'nslookup', ['host.sandbox.internal']);
+  assert.match(lookup.stdout, /Server:\s+10\.0\.2\.3/);
+  await until('the pool refilled', () => ready().length === 2 && !ready().some((s) => s.name === spare));
+  await runtime.remove(box.id, true);
+  await until('the taken spare ended', () => !existsSync(`/run/netns/${spare}`) && !runs(taken.slirp));
+  assert.equal(existsSync(`/run/netns/sbx-${box.id}`), false);
+  assert.equal(mounted(spare), false);
+});
+
+test('a box with allowNet on a spare is refused what the open ruleset would let through, from its first exec', {
+  skip,
+}, async () => {
+  await until('two spares ready', () => ready().length === 2);
+  // An address of the host's loopback interface outside 127/8: the open ruleset forwards to it (it is
+  // not among the host-reserved destinations), every allowNet policy that does not name it refuses it.
+  const r = spawnSync('ip', ['addr', 'add', `${LATE_IP}/32`, 'dev', 'lo'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  added = true;
+  const open = await runtime.create({ image: BUSYBOX, network: { mode: 'enabled' } });
+  assert.ok(spareOf(open.id), 'the open box took a spare');
+  const reached = await run(open, 'sh', ['-c', `nc -w 3 ${LATE_IP} ${port} </dev/null`]);
+  assert.equal(reached.stdout, 'reached', 'the condition under test: the open ruleset forwards there');
+  await runtime.remove(open.id, true);
+
+  await until('two spares ready', () => ready().length === 2);
+  const hostIp = Object.entries(networkInterfaces())
+    .flatMap(([, list]) => list ?? [])
+    .find((a) => a.family === 'IPv4' && !a.internal)?.address;
+  assert.ok(hostIp, 'the host has a non-loopback IPv4 address');
+  const box = await runtime.create({ image: BUSYBOX, network: { mode: 'enabled', allowNet: [hostIp] } });
+  assert.ok(spareOf(box.id), 'the restricted box took a spare');
+  const refused = await run(box, 'sh', ['-c', `nc -w 3 ${LATE_IP} ${port} </dev/null; echo rc=$?`]);
+  assert.doesNotMatch(refused.stdout, /reached/);
+  const allowed = await run(box, 'sh', ['-c', `nc -w 3 ${hostIp} ${port} </dev/null`]);
+  assert.equal(allowed.stdout, 'reached', 'what the policy names is reached');
+  await runtime.remove(box.id, true);
+});
+
+test("a non-detached box's gateway and slirp4netns go after its creator is SIGKILLed", { skip }, async () => {
+  await until('two spares ready', () => ready().length === 2);
+  const before = ready();
+  const child = runtimeChild(
+    home,
+    `const box = await runtime.create({ image: ${JSON.stringify(BUSYBOX)}, network: { mode: 'enabled' } });
+     console.log(box.id); console.log('READY');
+     await new Promise(() => {});`,
+  );
+  const id = await child.ready;
+  const spare = spareOf(id);
+  const taken = before.find((s) => s.name === spare);
+  assert.ok(taken, 'the box took a spare');
+  assert.ok(runs(taken.slirp));
+  await child.kill();
+  await until('gateway name, spare namespace and slirp4netns gone', () => {
+    let link = true;
+    try {
+      lstatSync(`/run/netns/sbx-${id}`);
+    } catch {
+      link = false;
+    }
+    return !link && !existsSync(`/run/netns/${spare}`) && !mounted(spare!) && !runs(taken.slirp);
+  });
+});
+
+test("a SIGKILLed helper's spares are ended by the next helper", { skip }, async () => {
+  const box = keeper;
+  await until('two spares ready', () => ready().length === 2);
+  const old = ready();
+  const pid = helperPid(dir());
+  assert.ok(pid);
+  process.kill(pid, 'SIGKILL');
+  await until('the old spares ended, new ones ready', () => {
+    const now = ready();
+    return (
+      old.every((s) => !runs(s.slirp) && !existsSync(`/run/netns/${s.name}`) && !mounted(s.name)) &&
+      now.length === 2 &&
+      now.every((s) => !old.some((o) => o.name === s.name))
+    );
+  });
+  assert.notEqual(helperPid(dir()), pid);
+  // The box's own network is untouched by the helper's restart.
+  const lookup = await run(box, 'nslookup', ['host.sandbox.internal']);
+  assert.match(lookup.stdout, /Server:\s+10\.0\.2\.3/);
+});
