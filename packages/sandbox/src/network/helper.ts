@@ -10,10 +10,19 @@
  * - State: `<dir>/boxes/<id>.json` per box (`BoxPolicyState`: `allowNet`, secrets with their values,
  *   the CA keys, the resolver and proxy ports, the addresses admitted per name), mode 0600, written
  *   atomically (a temporary file renamed over it). `<dir>` is under `/run` (see `helperDir`).
- * - Gateways: a `register` with `gateway: true` makes the box's gateway namespace (`gateway.ts`)
- *   beside its resolver and proxy, answers, and then loads the box's ruleset; `ready` answers once
- *   that load is done (or with its error), and every later request on the box waits for it. The
- *   process creating the box then spawns nothing for its host side but slirp4netns.
+ * - Gateways: a `register` with `gateway: true` takes a spare gateway (`spares.ts`: namespace,
+ *   slirp4netns, resolver and open ruleset made ahead, forwarding off; {@link SparePool} refills the
+ *   pool after a take) and links `/run/netns/sbx-<id>` to it, answering with its slirp4netns pid and
+ *   API socket; with no spare ready it makes the box's gateway namespace (`gateway.ts`) beside its
+ *   resolver and proxy. It answers, and then puts the box's ruleset in force (forwarding on after it);
+ *   `ready` answers once that is done (or with its error), and every later request on the box waits
+ *   for it. The process creating the box spawns nothing for its host side (slirp4netns only when no
+ *   spare was ready).
+ * - Spares taken: the helper watches `/run/netns` (and looks again every {@link SWEEP_MS}); when a
+ *   box's gateway name goes (teardown, or its supervisor after its creator died) or leads elsewhere,
+ *   the spare's slirp4netns (checked by `pid:starttime`), namespace file and files are ended. A
+ *   starting helper ends the untaken spares of the one before it (`SparePool.sweep`); a helper that
+ *   stops (idle exit) ends its own.
  * - Restart: a helper that starts (after a crash or a kill; `helper-client.ts` runs it in a restart
  *   loop) reads every state file, binds the resolver and the proxy on the recorded ports (other ports
  *   when those are taken) and loads the box's gateway ruleset again from the state, admitted addresses
@@ -56,7 +65,7 @@ export const IDLE_EXIT_MS = 10_000;
 /** How long a refused request's connection may go on sending before it is closed, ms. */
 const IDLE_SOCKET_MS = 5_000;
 /** How often the helper looks for boxes that are gone, ms. */
-const SWEEP_MS = 2_000;
+export const SWEEP_MS = 2_000;
 /** Addresses recorded per admitted name (the gateway keeps every one it was given). */
 const MAX_ADDRESSES_PER_NAME = 64;
 /** Names recorded per box (a `*.` rule admits any number): past it the oldest record goes. */

@@ -17,15 +17,18 @@
  * - `secrets`: a per-box HTTP(S) proxy with its own CA (`secrets.ts`) substitutes placeholders.
  *
  * slirp4netns runs in its own session: for a detached box it outlives this process (published ports
- * stay), for other boxes it exits with this process. Its pid is kept in `<stateDir>/<id>.json` and the
- * gateway namespace is the bind-mounted file `/run/netns/sbx-<id>`, so any process can tear the
- * network down. The resolver, the secrets proxy and the policy live in the network helper of the
+ * stay), for other boxes it ends with this process (started here: through its exit fd; taken from a
+ * spare of the network helper: the helper ends it once the box's supervisor removed the gateway name).
+ * Its pid is kept in `<stateDir>/<id>.json` and the gateway namespace is `/run/netns/sbx-<id>` (a
+ * bind-mounted file, or a link to a spare's), so any process can tear the network down. The resolver, the secrets proxy and the policy live in the network helper of the
  * state directory (`helper.ts`, one process per runtime home, started on demand), not in this process:
  * a box keeps its policy after the process that created it exits, and `update` changes it while the
  * box runs. While the helper restarts, name resolution and the proxy fail closed (no answer, refused);
- * they never fall back to open access. The helper also makes the gateway namespace and loads its
- * ruleset when the box registers, so slirp4netns is the only program this process spawns for a box's
- * host side (each spawn blocks this process's event loop for a few ms while it starts the box).
+ * they never fall back to open access. The helper also gives the box its gateway when it registers:
+ * a spare made ahead (`spares.ts`: namespace, slirp4netns, ruleset; this process then spawns nothing
+ * for the box's host side), or, when none is ready, a namespace made then with its ruleset, this
+ * process starting slirp4netns (each spawn blocks this process's event loop for a few ms while it
+ * starts the box).
  */
 import { readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -252,7 +255,8 @@ export class BoxNetworking extends SlirpNetworking {
   }
 
   /**
-   * The host side of box `id`'s network once `registered` (`#register`) resolves: slirp4netns, the
+   * The host side of box `id`'s network once `registered` (`#register`) resolves: slirp4netns (unless
+   * the helper's answer names the spare's: its API socket is then linked as `<id>.sock`), the
    * helper's ruleset load (`ready`) and, when `link` is the box init's pid, the box's link, at once
    * (the box sends nothing before start() resolves). Without `link` the link is the caller's
    * (`setup` or `prepareNetns`). slirp4netns is recorded before any failure is reported, so teardown

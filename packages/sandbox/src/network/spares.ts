@@ -206,10 +206,12 @@ export class SparePool {
     rmSync(spareFile(this.#dir, spare.name, 'json'), { force: true });
   }
 
-  /** Makes spares until {@link SPARE_COUNT} are ready or being made, `delayMs` from now (debounced). */
+  /**
+   * Makes spares until {@link SPARE_COUNT} are ready or being made, `delayMs` from now (a refill
+   * already scheduled stands).
+   */
   schedule(delayMs = REFILL_DELAY_MS): void {
-    if (this.#closed) return;
-    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#closed || this.#timer) return;
     this.#timer = setTimeout(() => {
       this.#timer = null;
       void this.#fill();
