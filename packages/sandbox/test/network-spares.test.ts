@@ -4,12 +4,13 @@
  * Shown: a box's gateway name links to a spare the helper had ready, whose slirp4netns is the helper's
  * child (the creating process started none), and the box resolves names through it at its first exec;
  * the pool is refilled; a box with an `allowNet` policy that takes a spare (made with the open ruleset)
- * is refused, from its first exec on, a destination that ruleset would have let through; a
- * non-detached box's gateway and the spare's slirp4netns go after its creator is SIGKILLed; a SIGKILLed
+ * is refused, from its first exec on, a destination that ruleset would have let through (a server in a
+ * network namespace of the test, routed from the host through a veth pair); an open-policy box on a
+ * spare made before the host got an address is refused that address; a non-detached box's gateway and the spare's slirp4netns go after its creator is SIGKILLed; a SIGKILLed
  * helper's spares are ended by the helper the restart loop runs next.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
@@ -30,14 +31,23 @@ import {
 } from './runtime-helpers.ts';
 
 const skip = process.getuid?.() !== 0 ? 'needs root' : false;
-/** An address given to the host's loopback interface during the test only (TEST-NET-3). */
+/** An address given to the host's loopback interface during one test only (TEST-NET-3). */
 const LATE_IP = '203.0.113.77';
+/** The host side of the veth pair to the outside namespace, and that namespace's server address. */
+const HOST_SIDE_IP = '203.0.113.1';
+const OUTSIDE_IP = '203.0.113.2';
+const veth = `sbxsp${process.pid % 100000}`;
 let added = false;
 
 let home = '';
 let runtime: JsRuntime;
-let server: Server;
+/** The outside namespace's server (answers `reached`) and its port. */
+let server: ChildProcess;
 let port = 0;
+/** A host server on every address (answers `host`) and its port. */
+let hostServer: Server;
+let hostPort = 0;
+let holder: ChildProcess;
 let keeper: JsBox;
 
 /** The helper directory of the test home. */
@@ -103,9 +113,45 @@ before(async () => {
   ensureRegistry();
   home = seededHome('sandbox-spares-');
   runtime = testRuntime(home);
-  server = createServer((socket) => socket.end('reached\n'));
-  await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', () => resolve()));
-  port = (server.address() as { port: number }).port;
+  hostServer = createServer((socket) => socket.end('host\n'));
+  await new Promise<void>((resolve) => hostServer.listen(0, '0.0.0.0', () => resolve()));
+  hostPort = (hostServer.address() as { port: number }).port;
+  // A network namespace outside the host's addresses ("outside"): a veth pair, the host side at
+  // HOST_SIDE_IP (a host address, made before the spares), a server at OUTSIDE_IP (no host address).
+  holder = spawn('unshare', ['--net', '--', 'sleep', '600'], { stdio: 'ignore' });
+  const ns = `/proc/${holder.pid}/ns/net`;
+  await until('the outside namespace exists', () => {
+    try {
+      return readlinkSync(ns) !== readlinkSync('/proc/self/ns/net');
+    } catch {
+      return false;
+    }
+  });
+  const ip = (args: string[], netns?: string) => {
+    const r = netns
+      ? spawnSync('nsenter', [`--net=${netns}`, 'ip', ...args], { encoding: 'utf8' })
+      : spawnSync('ip', args, { encoding: 'utf8' });
+    assert.equal(r.status, 0, `ip ${args.join(' ')}: ${r.stderr}`);
+  };
+  ip(['link', 'add', veth, 'type', 'veth', 'peer', 'name', `${veth}p`]);
+  ip(['link', 'set', `${veth}p`, 'netns', String(holder.pid)]);
+  ip(['addr', 'add', `${HOST_SIDE_IP}/30`, 'dev', veth]);
+  ip(['link', 'set', veth, 'up']);
+  ip(['addr', 'add', `${OUTSIDE_IP}/30`, 'dev', `${veth}p`], ns);
+  ip(['link', 'set', `${veth}p`, 'up'], ns);
+  server = spawn(
+    'nsenter',
+    [
+      `--net=${ns}`,
+      process.execPath,
+      '-e',
+      `require('node:net').createServer((s) => s.end('reached\\n')).listen(0, '${OUTSIDE_IP}', function () { console.log(this.address().port); })`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  port = await new Promise<number>((resolve) => {
+    server.stdout?.once('data', (chunk: Buffer) => resolve(Number(String(chunk).trim())));
+  });
   // A box for the whole file keeps the home's helper (which then makes its spares) running.
   keeper = await runtime.create({ image: BUSYBOX, network: { mode: 'enabled' } });
 });
@@ -113,7 +159,10 @@ before(async () => {
 after(async () => {
   if (skip) return;
   if (added) spawnSync('ip', ['addr', 'del', `${LATE_IP}/32`, 'dev', 'lo']);
-  server.close();
+  server?.kill('SIGKILL');
+  holder?.kill('SIGKILL');
+  spawnSync('ip', ['link', 'del', veth]);
+  hostServer?.close();
   await cleanupAll();
 });
 
@@ -146,28 +195,38 @@ test('a box with allowNet on a spare is refused what the open ruleset would let 
   skip,
 }, async () => {
   await until('two spares ready', () => ready().length === 2);
-  // An address of the host's loopback interface outside 127/8: the open ruleset forwards to it (it is
-  // not among the host-reserved destinations), every allowNet policy that does not name it refuses it.
-  const r = spawnSync('ip', ['addr', 'add', `${LATE_IP}/32`, 'dev', 'lo'], { encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
-  added = true;
+  // The outside server is no host address: the open ruleset the spares were made with forwards to it.
   const open = await runtime.create({ image: BUSYBOX, network: { mode: 'enabled' } });
   assert.ok(spareOf(open.id), 'the open box took a spare');
-  const reached = await run(open, 'sh', ['-c', `nc -w 3 ${LATE_IP} ${port} </dev/null`]);
+  const reached = await run(open, 'sh', ['-c', `nc -w 3 ${OUTSIDE_IP} ${port} </dev/null`]);
   assert.equal(reached.stdout, 'reached', 'the condition under test: the open ruleset forwards there');
   await runtime.remove(open.id, true);
 
   await until('two spares ready', () => ready().length === 2);
-  const hostIp = Object.entries(networkInterfaces())
-    .flatMap(([, list]) => list ?? [])
-    .find((a) => a.family === 'IPv4' && !a.internal)?.address;
+  const hostIp = Object.values(networkInterfaces())
+    .flatMap((list) => list ?? [])
+    .find((a) => a.family === 'IPv4' && !a.internal && a.address !== HOST_SIDE_IP)?.address;
   assert.ok(hostIp, 'the host has a non-loopback IPv4 address');
   const box = await runtime.create({ image: BUSYBOX, network: { mode: 'enabled', allowNet: [hostIp] } });
   assert.ok(spareOf(box.id), 'the restricted box took a spare');
-  const refused = await run(box, 'sh', ['-c', `nc -w 3 ${LATE_IP} ${port} </dev/null; echo rc=$?`]);
+  const refused = await run(box, 'sh', ['-c', `nc -w 3 ${OUTSIDE_IP} ${port} </dev/null; echo rc=$?`]);
   assert.doesNotMatch(refused.stdout, /reached/);
-  const allowed = await run(box, 'sh', ['-c', `nc -w 3 ${hostIp} ${port} </dev/null`]);
-  assert.equal(allowed.stdout, 'reached', 'what the policy names is reached');
+  const allowed = await run(box, 'sh', ['-c', `nc -w 3 ${hostIp} ${hostPort} </dev/null`]);
+  assert.equal(allowed.stdout, 'host', 'what the policy names is reached');
+  await runtime.remove(box.id, true);
+});
+
+test('an open box on a spare made before the host got an address is refused that address', {
+  skip,
+}, async () => {
+  await until('two spares ready', () => ready().length === 2);
+  const r = spawnSync('ip', ['addr', 'add', `${LATE_IP}/32`, 'dev', 'lo'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  added = true;
+  const box = await runtime.create({ image: BUSYBOX, network: { mode: 'enabled' } });
+  assert.ok(spareOf(box.id), 'the box took a spare made before');
+  const refused = await run(box, 'sh', ['-c', `nc -w 3 ${LATE_IP} ${hostPort} </dev/null; echo rc=$?`]);
+  assert.doesNotMatch(refused.stdout, /host/, 'a host address is no destination of the open policy');
   await runtime.remove(box.id, true);
 });
 

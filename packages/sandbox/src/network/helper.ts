@@ -53,7 +53,15 @@ import {
 } from './gateway.ts';
 import { type AllowPolicy, allowsName, parseAllowNet } from './policy.ts';
 import { type ProxyCaMaterial, type SecretsProxy, startSecretsProxy } from './secrets.ts';
-import { closeGate, openGate, releaseSpare, type Spare, SparePool, type SpareRecord } from './spares.ts';
+import {
+  closeGate,
+  openGate,
+  releaseSpare,
+  rulesetCurrent,
+  type Spare,
+  SparePool,
+  type SpareRecord,
+} from './spares.ts';
 import { writeFileAtomic } from './state-file.ts';
 
 /** Largest request line the helper reads, bytes (secrets included). */
@@ -506,7 +514,8 @@ export class NetworkHelper {
    * the box's policy), its proxy is started, `/run/netns/sbx-<id>` becomes a link to the spare, and the
    * answer carries the spare's slirp4netns pid and API socket. The ruleset then goes in force after the
    * answer, as on a gateway made at registration (`ready` reports it): for the open policy without
-   * secrets the spare's loaded ruleset is the box's and its gate turns forwarding on; otherwise the
+   * secrets, the host's addresses unchanged since the spare was made, the spare's loaded ruleset is
+   * the box's and its gate turns forwarding on; otherwise the
    * gate exits with forwarding off and the box's ruleset replaces the loaded one, forwarding going on
    * once it is in force. The spare forwards nothing before either.
    * @throws Error when the proxy or the link cannot be made (the spare is ended).
@@ -528,7 +537,7 @@ export class NetworkHelper {
     this.#boxes.set(id, entry);
     this.#persist(entry);
     this.#spares?.forget(spare);
-    const loaded = entry.policy.open && !entry.proxy;
+    const loaded = entry.policy.open && !entry.proxy && rulesetCurrent(spare);
     const ready = entry;
     entry.rules = loaded ? openGate(spare) : closeGate(spare).then(() => this.#loadRules(ready));
     entry.chain = entry.rules.catch(() => {});

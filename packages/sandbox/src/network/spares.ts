@@ -7,8 +7,9 @@
  * host (`dns.ts`, open policy until a box takes it) and the open-policy ruleset for that resolver
  * loaded; IPv6 is off and IPv4 forwarding stays OFF: the spare forwards nothing. A shell left inside
  * the namespace (the "gate") waits on its stdin: `openGate` turns forwarding on (a box with the open
- * policy and no secrets, whose ruleset is the loaded one), `closeGate` lets it exit without (the helper
- * then loads the box's own ruleset, which turns forwarding on once it is in force).
+ * policy and no secrets, whose ruleset is the loaded one, when the host's addresses are still those it
+ * refuses: `rulesetCurrent`), `closeGate` lets it exit without (the helper then loads the box's own
+ * ruleset, which turns forwarding on once it is in force).
  *
  * Everything a spare runs is started at niceness {@link SPARE_NICE} (the boxes being started meanwhile
  * come first); slirp4netns and the gate go back to niceness 0 when a box takes the spare. slirp4netns
@@ -23,7 +24,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { basename, join } from 'node:path';
 import { ownerAlive, processIdentity } from '../engine/proc-stat.ts';
-import { SLIRP_CIDR } from './destinations.ts';
+import { hostIpv4Addresses, SLIRP_CIDR } from './destinations.ts';
 import { type DnsServer, type DnsServerOptions, startDnsServer } from './dns.ts';
 import { createGatewayNamespace, gatewayRules, NETNS_DIR, removeGatewayNamespace } from './gateway.ts';
 import { startSlirp } from './netns.ts';
@@ -59,6 +60,18 @@ export interface Spare extends SpareRecord {
   gate: ChildProcess;
   /** Resolves with the gate's exit code (null: killed). */
   gateExit: Promise<number | null>;
+  /** The host's IPv4 addresses its ruleset refuses (`hostIpv4Addresses` when it was made), sorted. */
+  hostAddresses: string[];
+}
+
+/**
+ * Whether taken spare `spare`'s loaded ruleset is exactly the one a box with the open policy and no
+ * secrets would get now: made for the host addresses the host has now (one added since would be a
+ * destination it lets through).
+ */
+export function rulesetCurrent(spare: Spare): boolean {
+  const now = hostIpv4Addresses().sort();
+  return now.length === spare.hostAddresses.length && now.every((a, i) => a === spare.hostAddresses[i]);
 }
 
 /**
@@ -250,7 +263,8 @@ export class SparePool {
         bind: (addresses, host) => bindTo.bind?.(addresses, host) ?? Promise.resolve(),
       });
       const nsPath = await createGatewayNamespace(name, { nice: SPARE_NICE });
-      const rules = gatewayRules({ policy: parseAllowNet([]), dnsPort: dns.port });
+      const hostAddresses = hostIpv4Addresses().sort();
+      const rules = gatewayRules({ policy: parseAllowNet([]), dnsPort: dns.port, hostAddresses });
       const started = startGate(nsPath, rules);
       gate = started.gate;
       const [slirp, loaded] = await Promise.allSettled([
@@ -279,6 +293,7 @@ export class SparePool {
         bindTo,
         gate,
         gateExit: started.exit,
+        hostAddresses,
       };
     } catch (error) {
       gate?.kill('SIGKILL');
