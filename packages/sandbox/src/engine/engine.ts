@@ -52,8 +52,9 @@ import { buildOciConfig } from './oci.ts';
 import { ociExec } from './oci-exec.ts';
 import { OciRuntime, type OciRuntimeName } from './oci-runtime.ts';
 import { HOST_BUSYBOX } from './rootfs.ts';
-import { NET_LINK_SH, SUPERVISOR_SH, TTY_RELAY_PL } from './scripts.ts';
-import type { EngineBoxSpec, EngineExecOptions, EngineProcess, EngineState } from './types.ts';
+import { NET_LINK_SH, SUPERVISOR_SH, SUPERVISOR_SPARE_SH, TTY_RELAY_PL } from './scripts.ts';
+import { SpareSupervisor } from './spare-supervisor.ts';
+import type { EngineBoxSpec, EngineExecOptions, EngineProcess, EngineStarted, EngineState } from './types.ts';
 
 export { type BoxPaths, boxPaths } from './box-files.ts';
 export { resolveUser } from './box-user.ts';
@@ -81,6 +82,8 @@ export class OciEngine extends BoxEngine<KnownBox> {
   protected readonly networkHooks: BoxNetworkHooks;
   private readonly execDir: string;
   private readonly supervisorPath: string;
+  /** The supervisor made ahead of need for the next box without host paths (spare-supervisor.ts). */
+  private readonly spare: SpareSupervisor;
   /** The `createRuntime` hook that links a box's network while crun sets the box up (scripts.ts `NET_LINK_SH`). */
   private readonly netLinkPath: string;
   /** The terminal relay of `exec` with `tty` (scripts.ts `TTY_RELAY_PL`). */
@@ -127,6 +130,9 @@ export class OciEngine extends BoxEngine<KnownBox> {
       mkdirSync(d, { recursive: true, mode: 0o700 });
     this.supervisorPath = join(binDir, 'supervisor.sh');
     writeIfChanged(this.supervisorPath, SUPERVISOR_SH);
+    const spareScript = join(binDir, 'supervisor-spare.sh');
+    writeIfChanged(spareScript, SUPERVISOR_SPARE_SH);
+    this.spare = new SpareSupervisor(spareScript, this.supervisorPath);
     this.netLinkPath = join(binDir, 'net-link.sh');
     writeIfChanged(this.netLinkPath, NET_LINK_SH);
     this.ttyRelayPath = join(binDir, 'tty-relay.pl');
@@ -149,6 +155,29 @@ export class OciEngine extends BoxEngine<KnownBox> {
     }
     // runc copies a foreground command's plain stdio through pipes: the relay's terminal needs crun.
     this.ttyPerl = this.name === 'crun' && this.ttyHelper ? findExecutable('perl') : undefined;
+    // The first spare once the engine has been idle for a moment.
+    this.spare.activity();
+  }
+
+  /** Starts a box (`BoxEngine.start`); no spare supervisor is made while a start is in flight. */
+  override async start(spec: EngineBoxSpec): Promise<EngineStarted> {
+    this.spare.startBegins();
+    try {
+      return await super.start(spec);
+    } finally {
+      this.spare.startEnds();
+    }
+  }
+
+  /** Runs a command (`BoxEngine.exec`); the spare supervisor's idle clock restarts. */
+  override exec(id: string, options: EngineExecOptions): Promise<EngineProcess> {
+    this.spare.activity();
+    return super.exec(id, options);
+  }
+
+  /** A box was stopped: the spare supervisor is made now when no start is in flight. */
+  protected override stopped(_id: string): void {
+    this.spare.boxStopped();
   }
 
   /** The supervisor script (another process's supervisor of a box is recognised by it). */
@@ -253,12 +282,15 @@ export class OciEngine extends BoxEngine<KnownBox> {
       SB_NETNS: (this.opts.networkFiles?.(spec.id) ?? []).join(' '),
     };
     if (!this.supervisors.release(spec.id)) endForeignSupervisor(spec.id, spec.boxDir, this.supervisorPath);
+    // A box without host paths is served by the spare supervisor when one is idle (no spawn here).
+    const spare = opened.length === 0 ? this.spare.take() : undefined;
     const { child, outcome, tMounted, tStarted } = await startSupervisor(
       '/bin/sh',
       [this.supervisorPath],
       env,
       opened.map((o) => o.fd),
       link?.ready,
+      spare ? { child: spare, envFile: join(p.bundle, 'supervisor.env') } : undefined,
     );
     if (outcome !== 'started') {
       child.stdin?.destroy();

@@ -134,12 +134,40 @@ export interface SupervisorStart {
 }
 
 /**
+ * The environment `env` as a file `/bin/sh` loads under `set -a` (every assignment exported): one
+ * `NAME='value'` line each, the value single-quoted (a `'` inside written `'\''`), so no value is
+ * ever expanded or run, whatever it holds (hostnames and paths come from the caller).
+ * @throws BoxError `internal` for a name that is not a shell variable name.
+ */
+export function shellEnvFile(env: Record<string, string>): string {
+  return Object.entries(env)
+    .map(([name, value]) => {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+        throw new BoxError(`supervisor environment: '${name}' is not a variable name`, { code: 'internal' });
+      return `${name}='${value.replaceAll("'", `'\\''`)}'\n`;
+    })
+    .join('');
+}
+
+/** A supervisor started ahead of need (spare-supervisor.ts) that `startSupervisor` gives its box. */
+export interface SpareStart {
+  /** The idle spare (`SpareSupervisor.take`), running `supervisor-spare.sh`. */
+  child: ChildProcess;
+  /** Where the box's environment is written (`shellEnvFile`, mode 0600) for the spare to load. */
+  envFile: string;
+}
+
+/**
  * Spawns a box supervisor script (detached, stdin and stdout piped, `fds` passed as descriptors 3…) and
  * waits for its status lines on stdout: `mounted`, then `started` or `error <stage>`. Never throws for a
  * failed start: the caller checks `outcome` (and builds its error with `supervisorFailure`). With
  * `gate` (the script then runs with `SB_GO=1`), the script mounts the box root while `gate` settles and
  * runs the box only once it resolved (`go` on its stdin); when `gate` rejects it gets `stop` and
- * reports `error network`.
+ * reports `error network`. With `spare` (only without `fds`: a spare inherits none) no process is
+ * spawned: the environment goes to `spare.envFile` and its path to the spare's stdin, and the spare
+ * execs `command args` with it (scripts.ts `SUPERVISOR_SPARE_SH`); the file is removed once the
+ * supervisor has reported.
+ * @throws the file system error when `spare.envFile` cannot be written.
  */
 export async function startSupervisor(
   command: string,
@@ -147,14 +175,19 @@ export async function startSupervisor(
   env: Record<string, string>,
   fds: number[],
   gate?: Promise<unknown>,
+  spare?: SpareStart,
 ): Promise<SupervisorStart> {
-  const child = spawn(command, args, {
-    env: gate ? { ...env, SB_GO: '1' } : env,
-    detached: true,
-    stdio: ['pipe', 'pipe', 'ignore', ...fds],
-  });
-  child.on('error', () => {});
-  child.stdin?.on('error', () => {});
+  const fullEnv = gate ? { ...env, SB_GO: '1' } : env;
+  let child: ChildProcess;
+  if (spare && fds.length === 0) {
+    writeFileSync(spare.envFile, shellEnvFile(fullEnv), { mode: 0o600 });
+    child = spare.child;
+    child.stdin?.write(`${spare.envFile}\n`);
+  } else {
+    child = spawn(command, args, { env: fullEnv, detached: true, stdio: ['pipe', 'pipe', 'ignore', ...fds] });
+    child.on('error', () => {});
+    child.stdin?.on('error', () => {});
+  }
   gate?.then(
     () => child.stdin?.write('go\n'),
     () => child.stdin?.write('stop\n'),
@@ -174,6 +207,8 @@ export async function startSupervisor(
     lines.on('close', () => resolve('error exited'));
   });
   child.stdout?.destroy();
+  // Read by now: the spare loaded it before it ran the supervisor, which reported.
+  if (spare && fds.length === 0) rmSync(spare.envFile, { force: true });
   return { child, outcome, tMounted, tStarted: performance.now() };
 }
 

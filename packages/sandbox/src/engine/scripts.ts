@@ -151,6 +151,23 @@ if [ "$current" = "$mine" ]; then cleanup; orphaned; fi
 `;
 
 /**
+ * Source of `supervisor-spare.sh`, a supervisor started ahead of need (spare-supervisor.ts):
+ * `/bin/sh supervisor-spare.sh <supervisor.sh>`. It waits on stdin (the creator's pipe) for the path
+ * of a file with the box's `SB_*` environment (spare-supervisor.ts `shellEnvFile`: single-quoted
+ * assignments), loads it with every assignment exported and execs `/bin/sh <supervisor.sh>` in its
+ * place: the supervisor then has the command line, environment, pid and stdin a spawned one would
+ * have. At end-of-file (the creator exited before giving it a box) it exits, having touched nothing.
+ */
+export const SUPERVISOR_SPARE_SH = `#!/bin/sh
+# seed-sandbox spare box supervisor (generated; see src/engine/scripts.ts)
+read -r params || exit 0
+set -a
+. "$params"
+set +a
+exec /bin/sh "$1"
+`;
+
+/**
  * Source of `net-link.sh`, the OCI `createRuntime` hook of a box whose network the engine links while
  * the runtime sets the box up: `sh net-link.sh <link script> <outcome>`, with the runtime's state of
  * the box (JSON, its `pid`) on stdin. In the background it sources `<link script>` (no `sh` of its
