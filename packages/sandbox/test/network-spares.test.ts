@@ -7,18 +7,19 @@
  * is refused, from its first exec on, a destination that ruleset would have let through (a server in a
  * network namespace of the test, routed from the host through a veth pair); an open-policy box on a
  * spare made before the host got an address is refused that address; a non-detached box's gateway and the spare's slirp4netns go after its creator is SIGKILLed; a SIGKILLed
- * helper's spares are ended by the helper the restart loop runs next.
+ * helper's spares are ended by the helper the restart loop runs next, and those of a helper whose
+ * restart loop was killed too by the helper a runtime's resume starts.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { JsBox, JsRuntime } from '../src/index.ts';
 // internal: locates the network helper of the home and its spares (what this file is about)
-import { helperDir, helperPid } from '../src/network/helper-client.ts';
+import { callHelper, helperDir, helperPid, resumeHelper } from '../src/network/helper-client.ts';
 import type { SpareRecord } from '../src/network/spares.ts';
 import {
   BUSYBOX,
@@ -275,4 +276,37 @@ test("a SIGKILLed helper's spares are ended by the next helper", { skip }, async
   // The box's own network is untouched by the helper's restart.
   const lookup = await run(box, 'nslookup', ['host.sandbox.internal']);
   assert.match(lookup.stdout, /Server:\s+10\.0\.2\.3/);
+});
+
+test("a helper loop killed as a whole: a runtime's resume ends the spares it left", { skip }, async () => {
+  // A helper of its own (no box): started by a request, it makes its spares.
+  const own = helperDir(mkdtempSync('/tmp/sbx-nsp-'));
+  await callHelper(own, { op: 'ping' });
+  const spares = () => readdirSync(join(own, 'spares')).filter((f) => f.endsWith('.json'));
+  await until(
+    'two spares ready',
+    () =>
+      spares().length === 2 &&
+      !readFileSync(join(own, 'spares', spares()[0]!), 'utf8').includes('"slirp":""'),
+  );
+  const old = spares().map((f) => JSON.parse(readFileSync(join(own, 'spares', f), 'utf8')) as SpareRecord);
+  // The restart loop (flock, sh) and the helper, all SIGKILLed (not the spares' slirp4netns, whose
+  // command line names the directory too): nothing ends the spares.
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (cmdline.includes(own) && !cmdline.startsWith('slirp4netns\0'))
+        process.kill(Number(entry), 'SIGKILL');
+    } catch {}
+  }
+  await until('the helper is gone', () => helperPid(own) === null);
+  assert.ok(
+    old.every((s) => runs(s.slirp) && mounted(s.name)),
+    'the spares outlive their helper',
+  );
+  resumeHelper(own);
+  await until('the left spares ended', () =>
+    old.every((s) => !runs(s.slirp) && !existsSync(`/run/netns/${s.name}`) && !mounted(s.name)),
+  );
 });

@@ -42,13 +42,20 @@ export function helperPid(dir: string): number | null {
 }
 
 /**
- * Starts the helper of `dir` when it has boxes (state files) and none runs: a runtime opening a home
- * calls this, so boxes whose helper loop was killed as a whole get their policy served again.
+ * Starts the helper of `dir` when it has boxes (state files) or spare gateways (their records,
+ * `spares.ts`) and none runs: a runtime opening a home calls this, so boxes whose helper loop was
+ * killed as a whole get their policy served again, and spares such a helper left are ended (by the
+ * helper's start; it exits after a while without boxes).
  */
 export function resumeHelper(dir: string): void {
-  try {
-    if (readdirSync(join(dir, 'boxes')).some((name) => name.endsWith('.json'))) ensureHelper(dir);
-  } catch {}
+  const recorded = (sub: string) => {
+    try {
+      return readdirSync(join(dir, sub)).some((name) => name.endsWith('.json'));
+    } catch {
+      return false;
+    }
+  };
+  if (recorded('boxes') || recorded('spares')) ensureHelper(dir);
 }
 
 /** Starts the helper of `dir` unless one runs; returns at once (it starts in the background). */
