@@ -91,14 +91,15 @@ test('a spare supervisor serves the next box: same process, the command line and
       [],
       'nothing of the value ran',
     );
-    // The spare that served is not idle any more; the next one is made once the box is removed.
-    assert.deepEqual(sparesOf(process.pid), []);
+    // The spare that served is not idle any more (the engine may have made the next one meanwhile).
+    assert.ok(!sparesOf(process.pid).includes(spare as number));
     await engine.remove(s.id, s.boxDir);
     await until('the supervisor released', () => !alive(watch));
     await until('a new spare', () => sparesOf(process.pid).length === 1);
     assert.notEqual(sparesOf(process.pid)[0], spare);
   } finally {
     process.chdir(cwd);
+    for (const b of await engine.list()) await engine.remove(b.id, b.boxDir ?? join(bed.tmp, 'boxes', b.id));
   }
 });
 
@@ -111,11 +112,14 @@ test('a box with host paths gets a supervisor of its own; the idle spare stays',
   writeFileSync(join(vol, 'marker'), 'x');
   const s = bed.spec({ detach: false, mounts: [{ hostPath: vol, guestPath: '/mnt', readOnly: true }] });
   await engine.start(s);
-  const watch = await supervisorPid(s.boxDir);
-  assert.ok(watch > 0 && watch !== spare, 'a spawned supervisor');
-  assert.equal((await execSh(engine, s.id, 'cat /mnt/marker')).stdout, 'x');
-  assert.deepEqual(sparesOf(process.pid), [spare], 'the spare still waits');
-  await engine.remove(s.id, s.boxDir);
+  try {
+    const watch = await supervisorPid(s.boxDir);
+    assert.ok(watch > 0 && watch !== spare, 'a spawned supervisor');
+    assert.equal((await execSh(engine, s.id, 'cat /mnt/marker')).stdout, 'x');
+    assert.deepEqual(sparesOf(process.pid), [spare], 'the spare still waits');
+  } finally {
+    await engine.remove(s.id, s.boxDir);
+  }
   assert.equal(readFileSync(join(vol, 'marker'), 'utf8'), 'x', 'the host path is left as it was');
 });
 
