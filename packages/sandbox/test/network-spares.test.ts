@@ -56,9 +56,9 @@ function dir(): string {
   return helperDir(join(home, 'engine', 'net'));
 }
 
-/** The spares the helper has ready (their records), by name. */
-function ready(): SpareRecord[] {
-  const spares = join(dir(), 'spares');
+/** The spares the helper of `helper` (default: the test home's) has made (their records). */
+function ready(helper = dir()): SpareRecord[] {
+  const spares = join(helper, 'spares');
   if (!existsSync(spares)) return [];
   const out: SpareRecord[] = [];
   for (const file of readdirSync(spares)) {
@@ -282,14 +282,9 @@ test("a helper loop killed as a whole: a runtime's resume ends the spares it lef
   // A helper of its own (no box): started by a request, it makes its spares.
   const own = helperDir(mkdtempSync('/tmp/sbx-nsp-'));
   await callHelper(own, { op: 'ping' });
-  const spares = () => readdirSync(join(own, 'spares')).filter((f) => f.endsWith('.json'));
-  await until(
-    'two spares ready',
-    () =>
-      spares().length === 2 &&
-      !readFileSync(join(own, 'spares', spares()[0]!), 'utf8').includes('"slirp":""'),
-  );
-  const old = spares().map((f) => JSON.parse(readFileSync(join(own, 'spares', f), 'utf8')) as SpareRecord);
+  // Both made (slirp4netns recorded): no spare is being made, so no process of one is starting.
+  await until('two spares ready', () => ready(own).length === 2);
+  const old = ready(own);
   // The restart loop (flock, sh) and the helper, all SIGKILLed (not the spares' slirp4netns, whose
   // command line names the directory too): nothing ends the spares.
   for (const entry of readdirSync('/proc')) {
@@ -300,7 +295,11 @@ test("a helper loop killed as a whole: a runtime's resume ends the spares it lef
         process.kill(Number(entry), 'SIGKILL');
     } catch {}
   }
-  await until('the helper is gone', () => helperPid(own) === null);
+  // Gone when its lock is free (a `sleep` the loop ran between restarts may hold it a moment longer).
+  await until(
+    'the helper and its loop are gone',
+    () => helperPid(own) === null && spawnSync('flock', ['-n', join(own, 'lock'), 'true']).status === 0,
+  );
   assert.ok(
     old.every((s) => runs(s.slirp) && mounted(s.name)),
     'the spares outlive their helper',
