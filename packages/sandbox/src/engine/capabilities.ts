@@ -8,8 +8,9 @@ import { BoxError } from '../errors.ts';
  * The default capability set of a box, OCI `CAP_` names: Docker/moby's default set (moby
  * `oci/caps/defaults.go`) without `CAP_NET_RAW`, so a box cannot open raw IP or packet sockets
  * (hand-made packets and frames) unless `advanced.capabilities.add` names `NET_RAW`. A `ping` that
- * uses ICMP datagram sockets (iputils) works without it: the network setup sets the box namespace's
- * `net.ipv4.ping_group_range` to every group. busybox `ping` opens a raw socket and needs `NET_RAW`.
+ * uses ICMP datagram sockets (iputils) works without it: the box's config.json sets its namespace's
+ * `net.ipv4.ping_group_range` (OCI `linux.sysctl`) to every group the box has (`0 65535` in a user
+ * namespace). busybox `ping` opens a raw socket and needs `NET_RAW`.
  */
 export const DEFAULT_CAPABILITIES: readonly string[] = [
   'CAP_CHOWN',
