@@ -26,6 +26,7 @@ import {
 } from '../src/engine/index.ts';
 // internal: the link script and the gateway namespace are tested as units
 import { linkBox, linkScript } from '../src/network/box-link.ts';
+// internal: a real gateway namespace for the link to reach
 import { createGatewayNamespace, NETNS_DIR, removeGatewayNamespace } from '../src/network/gateway.ts';
 import { execSh, specFactory } from './helpers/engine.ts';
 

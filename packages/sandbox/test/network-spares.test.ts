@@ -20,6 +20,7 @@ import { after, before, test } from 'node:test';
 import type { JsBox, JsRuntime } from '../src/index.ts';
 // internal: locates the network helper of the home and its spares (what this file is about)
 import { callHelper, helperDir, helperPid, resumeHelper } from '../src/network/helper-client.ts';
+// internal: the spare records the helper writes
 import type { SpareRecord } from '../src/network/spares.ts';
 import {
   BUSYBOX,
