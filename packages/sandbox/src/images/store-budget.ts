@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { readProcStat } from '../engine/proc-stat.ts';
 import { BoxError } from '../errors.ts';
-import { immediateTransaction } from '../sqlite-transaction.ts';
+import { immediateTransaction, useWalJournal } from '../sqlite-transaction.ts';
 import type { Bound, Budget } from './limits.ts';
 
 /** Bytes reserved from the ledger at a time (a take of more reserves what it needs). */
@@ -50,7 +50,8 @@ export class StoreBudget implements Budget {
   constructor(root: string, bound: Bound) {
     this.bytes = bound;
     this.#db = new DatabaseSync(join(root, 'budget.db'), { timeout: BUSY_TIMEOUT_MS });
-    this.#db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+    useWalJournal(this.#db, BUSY_TIMEOUT_MS);
+    this.#db.exec(`PRAGMA synchronous = NORMAL;
       CREATE TABLE IF NOT EXISTS layers (digest TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
       CREATE TABLE IF NOT EXISTS reservations (owner TEXT PRIMARY KEY, pid INTEGER NOT NULL,
         start INTEGER NOT NULL, bytes INTEGER NOT NULL);`);

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue } from 'node:sqlite';
 import { ownerAlive, processIdentity } from '../engine/proc-stat.ts';
 import { BoxError } from '../errors.ts';
-import { immediateTransaction } from '../sqlite-transaction.ts';
+import { immediateTransaction, useWalJournal } from '../sqlite-transaction.ts';
 import type { JsHealthStatus } from '../types.ts';
 import type { NormalizedBoxOptions } from './options.ts';
 
@@ -174,6 +174,9 @@ export interface CounterDelta {
   received?: number;
 }
 
+/** How long an operation on the state database waits for another process's lock, ms. */
+const STATE_BUSY_TIMEOUT_MS = 10_000;
+
 /** The state database of one `homeDir` (`<homeDir>/state.db`). */
 export class StateDb {
   readonly #db: DatabaseSync;
@@ -181,8 +184,9 @@ export class StateDb {
   /** Opens (creating when missing) `<homeDir>/state.db` in WAL mode. */
   constructor(homeDir: string) {
     mkdirSync(homeDir, { recursive: true, mode: 0o700 });
-    this.#db = new DatabaseSync(join(homeDir, 'state.db'), { timeout: 10_000 });
-    this.#db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;');
+    this.#db = new DatabaseSync(join(homeDir, 'state.db'), { timeout: STATE_BUSY_TIMEOUT_MS });
+    useWalJournal(this.#db, STATE_BUSY_TIMEOUT_MS);
+    this.#db.exec('PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;');
     this.#db.exec(SCHEMA);
     const columns = this.#db.prepare('PRAGMA table_info(boxes)').all() as { name: string }[];
     if (!columns.some((c) => c.name === 'health')) {
