@@ -68,8 +68,12 @@ import { writeFileAtomic } from './state-file.ts';
 export const MAX_REQUEST_BYTES = 1024 * 1024;
 /** How long a box's entry outlives its missing gateway namespace, ms (the box may still be starting). */
 export const ORPHAN_GRACE_MS = 30_000;
-/** How long the helper runs without any box before it exits, ms. */
-export const IDLE_EXIT_MS = 10_000;
+/**
+ * How long the helper runs without any box before it exits (ending its spare gateways), ms. A box
+ * created after the helper exited waits for a new one to start (≈ 0.4–0.6 s here), so it stays for a
+ * minute: boxes made now and then, e.g. by a server, find it and its spares ready.
+ */
+export const IDLE_EXIT_MS = 60_000;
 /** How long a refused request's connection may go on sending before it is closed, ms. */
 const IDLE_SOCKET_MS = 5_000;
 /** How often the helper looks for boxes that are gone, ms. */
